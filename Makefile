@@ -1,0 +1,112 @@
+# deepinfer — plain Makefile. `make help` lists the targets.
+#
+# Sources are discovered, not listed: every src/**/*.c goes into libdeepinfer,
+# every tools/*.c into the CLI, every tests/**/test_*.c into the test runner,
+# every src/**/*.cu into the CUDA objects. Files named *_avx2.c / *_avx512.c
+# are compiled with that instruction set and chosen at run time (util/cpu.h).
+
+BUILD    ?= build
+CC       ?= gcc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+OPT      ?= -O2
+SAN      ?=
+
+PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+
+CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE $(PCRE2_CFLAGS)
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
+LDLIBS   += $(PCRE2_LIBS) -lm -lpthread
+LDFLAGS  += $(SAN) -pthread
+
+ISA_AVX2   := -mavx2 -mfma -mf16c
+ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mavx2 -mfma -mf16c
+
+NVCC_ARCH  := -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) -Iinclude -Isrc
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -ldl -lstdc++
+
+LIB_SRC  := $(shell find src -name '*.c' | sort)
+CU_SRC   := $(shell find src -name '*.cu' | sort)
+CLI_SRC  := $(sort $(wildcard tools/*.c))
+TEST_SRC := tests/runner.c $(shell find tests -name 'test_*.c' | sort)
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+STATIC_LIB := $(BUILD)/libdeepinfer.a
+SHARED_LIB := $(BUILD)/libdeepinfer.so
+CLI        := $(BUILD)/deepinfer
+TEST_BIN   := $(BUILD)/test_runner
+CUDA_CLI   := $(BUILD)/deepinfer-cuda
+
+.PHONY: all lib cli tests test asan cuda cuda-objs fuzz fuzz-bins clean help
+.DEFAULT_GOAL := all
+
+all: lib cli tests ## build libdeepinfer (static + shared), the CLI and the test runner
+
+lib: $(STATIC_LIB) $(SHARED_LIB)
+cli: $(CLI)
+tests: $(TEST_BIN)
+
+$(BUILD)/%_avx2.o: ISA_FLAGS := $(ISA_AVX2)
+$(BUILD)/%_avx512.o: ISA_FLAGS := $(ISA_AVX512)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA_FLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Objects are linked directly (not through the archive) so that
+# self-registering tests and subcommands are never dropped by the linker.
+$(CLI): $(CLI_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+test: $(TEST_BIN) $(CLI) ## build and run every test; exits non-zero on any failure
+	./$(TEST_BIN) $(TEST_ARGS)
+
+asan: ## build in build-asan with ASan+UBSan and run the tests
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+cuda-objs: $(CU_OBJ) ## compile every .cu file for sm_90a and sm_100a
+
+cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
+
+$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+# Fuzz targets: clang + libFuzzer + ASan/UBSan, built in build-fuzz/.
+# Run one with e.g. `build-fuzz/fuzz_json -max_total_time=60` (CONTRIBUTING.md).
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/%)
+fuzz: ## build the libFuzzer targets (fuzz/fuzz_*.c) into build-fuzz/
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
+$(BUILD)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+clean: ## remove build outputs
+	rm -rf build build-asan build-fuzz
+
+help: ## list targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

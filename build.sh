@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# build.sh — set up a fresh Debian 12 machine and build deepinfer.
+#
+#   ./build.sh            install missing system packages, build lib + CLI + tests
+#   ./build.sh test       ... then run the whole test suite (last line: "N passed, N failed")
+#   ./build.sh asan       ... build with ASan+UBSan in build-asan/ and run the tests
+#   ./build.sh cuda       ... compile the CUDA sources (sm_90a, sm_100a) and link build/deepinfer-cuda
+#   ./build.sh demo       ... run the main job on the embedded default model
+#   ./build.sh fuzz       ... build the libFuzzer targets in build-fuzz/
+#
+# System packages come from apt (Debian 12). Nothing is installed by hand.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+
+need_install=()
+check_pkgs() {
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_install+=("$p")
+    done
+}
+
+install_missing() {
+    if [ ${#need_install[@]} -eq 0 ]; then return; fi
+    echo "build.sh: installing ${need_install[*]}"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq || true
+    $sudo apt-get install -y -qq --no-install-recommends "${need_install[@]}"
+}
+
+mode="${1:-build}"
+check_pkgs "${APT_PACKAGES[@]}"
+if [ "$mode" = "fuzz" ]; then check_pkgs "${FUZZ_PACKAGES[@]}"; fi
+install_missing
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+case "$mode" in
+build)
+    make -j"$jobs" all
+    ;;
+test)
+    make -j"$jobs" all
+    make test
+    ;;
+asan)
+    make -j"$jobs" BUILD=build-asan OPT=-O1 \
+        SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
+    make asan
+    ;;
+cuda)
+    make -j"$jobs" all
+    make -j"$jobs" cuda
+    ./build/deepinfer-cuda info
+    ;;
+demo)
+    make -j"$jobs" all
+    # Placeholder until the embedded demo model lands (issue 8): summarise the
+    # golden V4.1 test checkpoint, the model the main job will run on.
+    ./build/deepinfer inspect --model tests/data/golden/v41-tiny-a
+    ;;
+fuzz)
+    make fuzz
+    ;;
+*)
+    echo "usage: ./build.sh [build|test|asan|cuda|demo|fuzz]" >&2
+    exit 2
+    ;;
+esac

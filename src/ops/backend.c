@@ -1,0 +1,48 @@
+#include "ops/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defined in src/ops/cuda/cuda_probe.cu when CUDA is linked in. */
+extern int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major, int *cc_minor,
+                         size_t *total_mem, char *why, size_t why_len) __attribute__((weak));
+
+void di_backend_cuda_info(di_cuda_info *info) {
+    memset(info, 0, sizeof *info);
+    if (!di_cuda_probe) {
+        info->compiled = 0;
+        snprintf(info->why, sizeof info->why, "this binary was built without CUDA (build with `make cuda`)");
+        return;
+    }
+    info->compiled = 1;
+    int count = 0;
+    di_cuda_probe(&count, info->name, sizeof info->name, &info->cc_major, &info->cc_minor, &info->total_mem,
+                  info->why, sizeof info->why);
+    info->device_count = count;
+}
+
+deepinfer_status di_backend_select(const char *want, di_backend_kind *out, di_error *err) {
+    if (!want) want = getenv("DEEPINFER_ACCELERATOR");
+    if (!want || !*want) want = "auto";
+    if (!strcmp(want, "cpu")) {
+        *out = DI_BACKEND_CPU;
+        return DEEPINFER_OK;
+    }
+    if (strcmp(want, "auto") != 0 && strcmp(want, "cuda") != 0 && strcmp(want, "gpu") != 0)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "unknown accelerator '%s' (use auto, cpu or cuda)", want);
+    di_cuda_info info;
+    di_backend_cuda_info(&info);
+    if (info.device_count > 0) {
+        *out = DI_BACKEND_CUDA;
+        return DEEPINFER_OK;
+    }
+    if (!strcmp(want, "auto")) {
+        *out = DI_BACKEND_CPU;
+        return DEEPINFER_OK;
+    }
+    return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "CUDA was requested but is not usable: %s", info.why);
+}
+
+const char *di_backend_name(di_backend_kind k) { return k == DI_BACKEND_CUDA ? "cuda" : "cpu"; }

@@ -1,0 +1,39 @@
+/*
+ * backend.h — which compute backend runs the model: the CPU (always
+ * available) or CUDA (when the binary was built with `make cuda` and a GPU
+ * with a working driver is present).
+ *
+ * The CUDA objects are optional at link time: the CPU-only library refers to
+ * the CUDA probe through a weak symbol, so one set of C objects serves both
+ * builds and a CUDA binary on a machine without a GPU falls back cleanly.
+ */
+#ifndef DI_OPS_BACKEND_H
+#define DI_OPS_BACKEND_H
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+typedef enum di_backend_kind { DI_BACKEND_CPU = 0, DI_BACKEND_CUDA = 1 } di_backend_kind;
+
+typedef struct di_cuda_info {
+    int compiled;        /* 1 if CUDA code is linked into this binary */
+    int device_count;    /* usable devices (0 when none or no driver) */
+    char name[128];      /* device 0 name */
+    int cc_major, cc_minor;
+    size_t total_mem;
+    char why[256];       /* when device_count == 0: the runtime's reason */
+} di_cuda_info;
+
+/* Probe CUDA (cheap; safe without a driver). */
+void di_backend_cuda_info(di_cuda_info *info);
+
+/* Choose a backend. `want` is "auto", "cpu", "cuda" or NULL (then
+ * $DEEPINFER_ACCELERATOR, else "auto"). "auto" picks CUDA when a device is
+ * usable, else the CPU. Asking for "cuda" explicitly when none is usable is
+ * an error that says why. */
+deepinfer_status di_backend_select(const char *want, di_backend_kind *out, di_error *err);
+
+const char *di_backend_name(di_backend_kind k);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * runner.c — runs every registered test and prints "N passed, N failed".
+ *
+ * usage: test_runner [--list] [--no-fork] [--timeout SEC] [FILTER...]
+ *   FILTER   run only tests whose "file:name" contains one of the substrings
+ *   --no-fork run in-process (for debuggers); a crash then ends the run
+ *   --timeout per-test limit in seconds (default 600)
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+
+typedef struct test_case {
+    const char *file;
+    const char *name;
+    di_test_fn fn;
+} test_case;
+
+static test_case *g_tests;
+static int g_ntests, g_cap;
+static int g_failed_current;
+
+void di_test_register(const char *file, const char *name, di_test_fn fn) {
+    if (g_ntests == g_cap) {
+        g_cap = g_cap ? g_cap * 2 : 256;
+        g_tests = realloc(g_tests, (size_t)g_cap * sizeof *g_tests);
+        if (!g_tests) {
+            fprintf(stderr, "out of memory registering tests\n");
+            _exit(2);
+        }
+    }
+    const char *base = strrchr(file, '/');
+    g_tests[g_ntests++] = (test_case){base ? base + 1 : file, name, fn};
+}
+
+void di_test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    const char *base = strrchr(file, '/');
+    fprintf(stderr, "    %s:%d: ", base ? base + 1 : file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    g_failed_current = 1;
+}
+
+int di_test_failed(void) { return g_failed_current; }
+
+const char *di_test_data(const char *rel) {
+    static char bufs[8][4096];
+    static int next;
+    char *b = bufs[next++ & 7];
+    const char *root = getenv("DEEPINFER_TEST_DATA");
+    snprintf(b, sizeof bufs[0], "%s/%s", root ? root : "tests/data", rel);
+    return b;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_tests(const void *a, const void *b) {
+    const test_case *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static int matches(const test_case *t, int nfilters, char **filters) {
+    if (!nfilters) return 1;
+    char full[512];
+    snprintf(full, sizeof full, "%s:%s", t->file, t->name);
+    for (int i = 0; i < nfilters; i++)
+        if (strstr(full, filters[i])) return 1;
+    return 0;
+}
+
+static int run_forked(const test_case *t, int timeout_s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 0;
+    }
+    if (pid == 0) {
+        alarm((unsigned)timeout_s);
+        g_failed_current = 0;
+        t->fn();
+        fflush(stdout);
+        fflush(stderr);
+        _exit(g_failed_current ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0;
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        fprintf(stderr, "    crashed with signal %d (%s)%s\n", sig, strsignal(sig),
+                sig == SIGALRM ? " — timed out" : "");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int list = 0, fork_tests = 1, timeout_s = 600;
+    char **filters = calloc((size_t)argc + 1, sizeof *filters);
+    int nfilters = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--no-fork")) fork_tests = 0;
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: %s [--list] [--no-fork] [--timeout SEC] [FILTER...]\n", argv[0]);
+            return 0;
+        } else filters[nfilters++] = argv[i];
+    }
+    qsort(g_tests, (size_t)g_ntests, sizeof *g_tests, cmp_tests);
+    int passed = 0, failed = 0;
+    double t_all = now_s();
+    for (int i = 0; i < g_ntests; i++) {
+        const test_case *t = &g_tests[i];
+        if (!matches(t, nfilters, filters)) continue;
+        if (list) {
+            printf("%s:%s\n", t->file, t->name);
+            continue;
+        }
+        double t0 = now_s();
+        int ok;
+        if (fork_tests) ok = run_forked(t, timeout_s);
+        else {
+            g_failed_current = 0;
+            t->fn();
+            ok = !g_failed_current;
+        }
+        double dt = now_s() - t0;
+        printf("%s %s:%s (%.2fs)\n", ok ? "PASS" : "FAIL", t->file, t->name, dt);
+        fflush(stdout);
+        if (ok) passed++;
+        else failed++;
+    }
+    free(filters);
+    if (list) return 0;
+    printf("total time %.1fs\n", now_s() - t_all);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
