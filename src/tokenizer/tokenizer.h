@@ -1,0 +1,76 @@
+/*
+ * tokenizer.h — byte-level BPE tokenizer loaded from a Hugging Face
+ * `tokenizer.json` (DeepSeek V3/V4/V4.1 and the embedded demo model).
+ *
+ * Contract (implementation in src/tokenizer/):
+ *  - Encoding matches HF `tokenizers` exactly: added tokens (special or not)
+ *    are matched atomically first, the rest goes through the pre-tokenizer
+ *    (the Split regexes of tokenizer.json, then ByteLevel) and BPE merges.
+ *  - Decoding maps ids back to raw bytes. The streaming decoder never emits
+ *    a partial UTF-8 character: bytes of an incomplete character are held
+ *    until the character completes (or are flushed as U+FFFD at the end).
+ *  - Every id in [0, vocab_size) has a byte string (possibly empty for ids
+ *    of a padded vocabulary that the tokenizer does not define).
+ *
+ * Thread-safety: a loaded di_tokenizer is immutable and may be shared by
+ * threads; encoders/decoders carry their own state.
+ */
+#ifndef DI_TOKENIZER_TOKENIZER_H
+#define DI_TOKENIZER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+typedef struct di_tokenizer di_tokenizer;
+
+/* Load tokenizer.json from `path` (a file, or a directory holding
+ * tokenizer.json). Caller frees with di_tokenizer_free. */
+deepinfer_status di_tokenizer_load(const char *path, di_tokenizer **out, di_error *err);
+void di_tokenizer_free(di_tokenizer *tok);
+
+/* Number of ids the tokenizer defines (max id + 1). */
+int32_t di_tokenizer_vocab_size(const di_tokenizer *tok);
+
+/* The raw bytes of token `id` (after the ByteLevel mapping is undone; added
+ * tokens give their content as UTF-8). Returns NULL for an id outside the
+ * vocabulary. *len receives the byte length. The pointer lives as long as
+ * the tokenizer. */
+const uint8_t *di_tokenizer_token_bytes(const di_tokenizer *tok, int32_t id, size_t *len);
+
+/* 1 if `id` is an added token marked special:true (skipped by decode with
+ * skip_special). */
+int di_tokenizer_is_special(const di_tokenizer *tok, int32_t id);
+
+/* Look up the id of an exact token string (vocab entry in its ByteLevel
+ * form, or an added token's content); -1 if absent. */
+int32_t di_tokenizer_token_id(const di_tokenizer *tok, const char *token);
+
+/* Encode `len` bytes of text (need not be valid UTF-8: invalid bytes are
+ * encoded as their byte tokens, as HF does for lossy input — see the
+ * implementation notes). Appends ids to *ids (realloc'd; *n updated,
+ * *cap tracks capacity). */
+deepinfer_status di_tokenizer_encode(const di_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                                     size_t *n, size_t *cap, di_error *err);
+
+/* Streaming decoder: feed ids one at a time, get the bytes that are now
+ * complete characters. */
+typedef struct di_detok {
+    const di_tokenizer *tok;
+    int skip_special;
+    uint8_t pending[8];
+    size_t npending;
+} di_detok;
+
+void di_detok_init(di_detok *d, const di_tokenizer *tok, int skip_special);
+
+/* Append the completed text produced by `id` to out (capacity out_cap);
+ * returns the number of bytes written, or -1 if out_cap is too small
+ * (nothing consumed then). */
+long di_detok_push(di_detok *d, int32_t id, char *out, size_t out_cap);
+
+/* Flush held bytes at end of stream (an incomplete character becomes U+FFFD). */
+long di_detok_flush(di_detok *d, char *out, size_t out_cap);
+
+#endif
