@@ -26,6 +26,15 @@ int di_cpu_has_avx512bf16(void) {
 #endif
 }
 
+int di_cpu_has_avx512vbmi(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
 di_isa di_cpu_set_isa(di_isa isa) {
     di_isa hw = di_cpu_isa_hw();
     g_isa = (int)(isa < hw ? isa : hw);
