@@ -1,0 +1,83 @@
+/* rope.c — interleaved tail rotary embedding (§4.3) with the reference's
+ * fp32 frequency table (precompute_freqs_cis), optional YaRN ramp and no
+ * magnitude scaling; the inverse rotation uses the conjugate. cos/sin are
+ * evaluated in double from the fp32 angle and rounded (torch.polar). */
+#include <math.h>
+
+#include "io/numfmt.h"
+#include "ops/cpu/vec.h"
+#include "ops/ops.h"
+
+static double correction_dim(double rotations, int dim, double base, double max_len) {
+    return dim * log(max_len / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double beta_fast, double beta_slow,
+                      float *inv_freq) {
+    int half = rd / 2;
+    for (int i = 0; i < half; i++) {
+        float e = (float)(2 * i) / (float)rd;
+        float p = (float)pow((double)(float)base, (double)e);
+        inv_freq[i] = 1.0f / p;
+    }
+    if (orig_len <= 0) return;
+    double lo = floor(correction_dim(beta_fast, rd, base, orig_len));
+    double hi = ceil(correction_dim(beta_slow, rd, base, orig_len));
+    if (lo < 0) lo = 0;
+    if (hi > rd - 1) hi = rd - 1;
+    if (lo == hi) hi += 0.001;
+    float flo = (float)lo, fden = (float)(hi - lo), ffac = (float)factor;
+    for (int i = 0; i < half; i++) {
+        float ramp = ((float)i - flo) / fden;
+        if (ramp < 0.0f) ramp = 0.0f;
+        if (ramp > 1.0f) ramp = 1.0f;
+        float smooth = 1.0f - ramp;
+        float f = inv_freq[i];
+        inv_freq[i] = f / ffac * (1.0f - smooth) + f * smooth;
+    }
+}
+
+typedef struct rope_ctx {
+    uint16_t *v;
+    size_t ld;
+    int nheads, hd, rd;
+    const int64_t *pos;
+    const float *inv_freq;
+    int inverse;
+} rope_ctx;
+
+static void rope_rows(void *p, int m0, int m1) {
+    rope_ctx *c = p;
+    float cs[256], sn[256];
+    int half = c->rd / 2;
+    for (int m = m0; m < m1; m++) {
+        float t = (float)c->pos[m];
+        for (int i = 0; i < half; i++) {
+            float ang = t * c->inv_freq[i];
+            cs[i] = (float)cos((double)ang);
+            sn[i] = (float)sin((double)ang);
+        }
+        for (int h = 0; h < c->nheads; h++) {
+            uint16_t *x = c->v + (size_t)m * c->ld + (size_t)h * c->hd + (c->hd - c->rd);
+            for (int i = 0; i < half; i++) {
+                float a = di_bf16_to_f32(x[2 * i]), b = di_bf16_to_f32(x[2 * i + 1]);
+                float re, im;
+                if (c->inverse) {
+                    re = a * cs[i] + b * sn[i];
+                    im = b * cs[i] - a * sn[i];
+                } else {
+                    re = a * cs[i] - b * sn[i];
+                    im = a * sn[i] + b * cs[i];
+                }
+                x[2 * i] = di_f32_to_bf16(re);
+                x[2 * i + 1] = di_f32_to_bf16(im);
+            }
+        }
+    }
+}
+
+void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
+             const float *inv_freq, int inverse) {
+    rope_ctx c = {v, ld, nheads, hd, rd, pos, inv_freq, inverse};
+    di_par_rows(x, M, 8.0 * nheads * rd + 40.0 * rd, rope_rows, &c);
+}
