@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/mem_estimate.h"
 #include "test.h"
 
 /* DeepSeek-V4-Flash config.json values (architecture.md §1.1). */
@@ -293,4 +294,20 @@ TEST(cfg_v41_expert_dtype_top_level) {
     rc = parse(t, m, sizeof m);
     free(t);
     CHECK(rc != DEEPINFER_OK && strstr(m, "conflicts"));
+}
+
+
+TEST(cfg_state_estimate_matches_published_figures) {
+    char m[DI_ERROR_MSG_MAX];
+    di_state_estimate e;
+    CHECK_MSG(parse(V41_FLASH, m, sizeof m) == DEEPINFER_OK, "%s", m);
+    di_state_estimate_compute(&g_cfg, &e);
+    CHECK(e.kv_row_bytes == 288 && e.index_row_bytes == 68);
+    CHECK_NEAR(e.kv_bytes_per_token + e.index_bytes_per_token, 890.0, 1e-9); /* DeepSeek's figure */
+    CHECK_EQ_INT(e.swa_ring_bytes, 43ull * 128 * 512 * 2);
+    CHECK_EQ_INT(di_state_bytes_at(&g_cfg, 1000), e.fixed_bytes + 3 * 500 * 356 + 1000 * 356 + 4000);
+    CHECK_MSG(parse(V4_FLASH, m, sizeof m) == DEEPINFER_OK, "%s", m);
+    di_state_estimate_compute(&g_cfg, &e);
+    CHECK(e.kv_row_bytes == 583 && e.index_row_bytes == 68);
+    CHECK_NEAR(e.bytes_per_token, 21.0 * 651 / 4 + 20.0 * 583 / 128, 1e-9); /* ≈ 3.5 KB */
 }
