@@ -215,10 +215,10 @@ void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int 
 /* ---------------------------------------------------------------------------
  * Lightning indexer (§4.6, §3.7), BF16 scores. For one query with nh heads
  * of 128 bf16 values q and head weights w (bf16 values as fp32), and n key
- * rows k[j] (128 bf16 values each):
- * score_j = bf16(sum_h fp32(bf16(relu(bf16(q_h . k_j))) * w_h rounded to
- * bf16)) with heads summed in order in fp32. Dot products as in attention. */
-void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *const *k, int n, float *score);
+ * rows k + j*ldk (128 bf16 values each):
+ * score_j = bf16(sum_h bf16(bf16(relu(bf16(q_h . k_j))) * w_h)) with the
+ * heads summed in order in fp32. Dot products as in attention. */
+void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score);
 
 /* Indices of the `k` largest of n scores, in decreasing score order (ties:
  * lower index first). Writes min(k, n) indices to idx; returns that count. */

@@ -316,11 +316,12 @@ TEST(index_scores_and_topk) {
     uint16_t q[4 * 128], kbuf[40 * 128];
     const uint16_t *k[40];
     float w[4], sc[40];
+    (void)k;
     for (int i = 0; i < 4 * 128; i++) q[i] = bfr(1.0f);
     for (int i = 0; i < 40 * 128; i++) kbuf[i] = bfr(1.0f);
     for (int h = 0; h < nh; h++) w[h] = (float)bf(bfr(0.5f));
     for (int j = 0; j < n; j++) k[j] = kbuf + j * 128;
-    di_index_scores(q, nh, w, k, n, sc);
+    di_index_scores(q, nh, w, kbuf, 128, n, sc);
     for (int j = 0; j < n; j++) {
         double s = 0;
         for (int h = 0; h < nh; h++) {

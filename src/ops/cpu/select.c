@@ -23,11 +23,11 @@ void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int 
     }
 }
 
-void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *const *k, int n, float *score) {
+void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score) {
     for (int j = 0; j < n; j++) {
         float s = 0.0f;
         for (int h = 0; h < nh; h++) {
-            float dotv = di_round_bf16(di_vdot_bf16(q + (size_t)h * 128, k[j], 128));
+            float dotv = di_round_bf16(di_vdot_bf16(q + (size_t)h * 128, k + (size_t)j * ldk, 128));
             if (dotv < 0.0f) dotv = 0.0f;
             s += di_round_bf16(dotv * w[h]);
         }
