@@ -133,9 +133,9 @@ void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double b
 
 /* Rotate, for M rows at positions pos[m], the tail `rd` dims of each of
  * `nheads` heads of `hd` values (row stride ld), in place:
- * angle = fp32(pos * f_i); c, s = fp32 cos, sin of it; (a, b) ->
- * bf16(a*c - b*s), bf16(a*s + b*c); `inverse` uses the conjugate:
- * bf16(a*c + b*s), bf16(b*c - a*s). Computed in fp32 without fused ops. */
+ * angle = fp32(pos * f_i); c, s = fp32 cos, sin of it (s -> -s for
+ * `inverse`); (a, b) -> bf16(fma(a, c, -(b*s))), bf16(fma(a, s, b*c)) — the
+ * reference's complex product with CUDA's FMA contraction (rope.c). */
 void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
              const float *inv_freq, int inverse);
 
