@@ -119,6 +119,23 @@ const di_model_config *di_v4_config(const di_v4_model *m) { return &m->cfg; }
 int64_t di_v4_max_context(const di_v4_model *m) { return m->max_context; }
 size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
 
+size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
+    const di_model_config *c = &m->cfg;
+    size_t b = m->w.head.bytes + (size_t)c->hidden_size * 2;
+    for (int l = 0; l < c->n_layers; l++) {
+        const di_block_w *bw = &m->w.layers[l];
+        const di_attn_w *a = &bw->attn;
+        b += a->wq_a.bytes + a->wq_b.bytes + a->wkv.bytes + a->wo_b.bytes;
+        for (int g = 0; g < a->groups; g++) b += a->wo_a[g].bytes;
+        b += a->cmp.wkv.bytes + a->cmp.wgate.bytes + a->idx.wq_b.bytes + a->idx.wproj.bytes + a->idx.cmp.wkv.bytes +
+             a->idx.cmp.wgate.bytes;
+        b += bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes + bw->moe.gate.bytes;
+        b += bw->moe.sw1.bytes + bw->moe.sw2.bytes + bw->moe.sw3.bytes;
+        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+    }
+    return b;
+}
+
 deepinfer_status di_v4_seq_new(const di_v4_model *m, di_seq_state **out, di_error *err) {
     return di_seq_create(&m->cfg, m->max_context, out, err);
 }

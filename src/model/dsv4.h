@@ -39,6 +39,11 @@ const di_model_config *di_v4_config(const di_v4_model *m);
 int64_t di_v4_max_context(const di_v4_model *m);
 size_t di_v4_weight_bytes(const di_v4_model *m);
 
+/* Bytes of packed weights one decode step reads (every dense weight of the
+ * backbone, num_experts_per_tok routed experts per layer, the head and one
+ * embedding row): the numerator of the memory-bandwidth floor. */
+size_t di_v4_decode_weight_bytes(const di_v4_model *m);
+
 /* A new, empty sequence with room for max_context positions (caller frees
  * with di_seq_destroy). */
 deepinfer_status di_v4_seq_new(const di_v4_model *m, di_seq_state **out, di_error *err);

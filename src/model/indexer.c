@@ -93,9 +93,10 @@ void di_indexer_run(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, in
             sc.nvis[i] = (f->pos[m0 + i] + 1) / L->ratio;
             total += sc.nvis[i];
         }
-        int want = (int)(total * nh * ihd / (1 << 16)) + 1;
-        di_threadpool_run_n(f->x->tp, want, score_task, &sc);
-        di_threadpool_run_n(f->x->tp, sc.nrows, topk_task, &sc);
+        di_threadpool *tp = f->x->tp;
+        di_threadpool_run_n(tp, di_chunks_for(tp, (double)total * nh * ihd, (double)(1 << 17), (int)(total < 1 ? 1 : total)),
+                            score_task, &sc);
+        di_threadpool_run_n(tp, di_chunks_for(tp, (double)total * 8, (double)(1 << 14), sc.nrows), topk_task, &sc);
     }
     if (f->index_obs)
         for (int m = 0; m < M; m++)

@@ -103,9 +103,7 @@ void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads
     attn_ctx c = {q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo, (nheads + HGROUP - 1) / HGROUP};
     double work = 0;
     for (int m = 0; m < M; m++) work += 2.0 * n_idx[m] * nheads * hd;
-    int tasks = M * c.groups;
-    int want = (int)(work / (1 << 17)) + 1;
-    if (want > tasks) want = tasks;
     attn_par ap = {&c, M};
-    di_threadpool_run_n(x ? x->tp : NULL, want, attn_par_task, &ap);
+    di_threadpool *tp = x ? x->tp : NULL;
+    di_threadpool_run_n(tp, di_chunks_for(tp, work, (double)(1 << 17), M * c.groups), attn_par_task, &ap);
 }

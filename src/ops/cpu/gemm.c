@@ -194,11 +194,7 @@ static panel_fn pick_kernel(void) {
 }
 
 static int threads_for(di_exec *x, double work, int items) {
-    int n = di_threadpool_size(x ? x->tp : NULL);
-    int want = (int)(work / (1 << 18)) + 1; /* ~256K multiply-adds per thread minimum */
-    if (want < n) n = want;
-    if (items < n) n = items;
-    return n < 1 ? 1 : n;
+    return di_chunks_for(x ? x->tp : NULL, work, (double)(1 << 18), items);
 }
 
 void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,

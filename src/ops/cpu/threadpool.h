@@ -33,13 +33,26 @@ void di_threadpool_destroy(di_threadpool *tp);
 
 int di_threadpool_size(const di_threadpool *tp);
 
-/* Run fn(ctx, t, n) on every thread and return when all are done. With
- * tp == NULL, or from inside a region, runs fn(ctx, 0, 1) on the caller. */
+/* Run the n = size(tp) chunks fn(ctx, t, n), t = 0..n-1, on the pool and
+ * return when all are done. With tp == NULL, or from inside a region, runs
+ * them in order on the caller. */
 void di_threadpool_run(di_threadpool *tp, di_task_fn fn, void *ctx);
 
-/* Like di_threadpool_run but uses at most `max_threads` threads (t < used
- * get work; the rest return at once). Used to keep tiny ops on one thread. */
-void di_threadpool_run_n(di_threadpool *tp, int max_threads, di_task_fn fn, void *ctx);
+/* Like di_threadpool_run with `nchunks` chunks (any count >= 1; threads
+ * claim chunks until none is left, the caller included). An op splits its
+ * work into chunks by shape and work size, never by thread count, so a
+ * result is the same whoever computes it. */
+void di_threadpool_run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx);
+
+/* Chunks worth making for `work` units of ~`grain` each, at most `items`
+ * and at most 4 per thread (>= 1). */
+static inline int di_chunks_for(const di_threadpool *tp, double work, double grain, int items) {
+    double c = work / grain + 1;
+    int n = di_threadpool_size(tp) * 4;
+    if (c < n) n = (int)c;
+    if (items < n) n = items;
+    return n < 1 ? 1 : n;
+}
 
 /* The process-wide pool, created on first use with the default size.
  * Returns NULL if it cannot be created (callers then run serially). */

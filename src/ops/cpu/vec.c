@@ -50,8 +50,7 @@ static void rows_task(void *p, int t, int n) {
 
 void di_par_rows(di_exec *x, int M, double row_cost, di_rows_fn fn, void *ctx) {
     if (M <= 0) return;
-    int want = (int)((double)M * row_cost / (1 << 17)) + 1;
-    if (want > M) want = M;
     rows_ctx c = {fn, ctx, M};
-    di_threadpool_run_n(x ? x->tp : NULL, want, rows_task, &c);
+    di_threadpool *tp = x ? x->tp : NULL;
+    di_threadpool_run_n(tp, di_chunks_for(tp, (double)M * row_cost, (double)(1 << 17), M), rows_task, &c);
 }
