@@ -54,7 +54,7 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
     int ql = (int)c->q_lora_rank, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
     float eps = (float)c->rms_norm_eps;
-    const float *inv = di_fwd_inv_freq(f, L);
+    const float *cs = di_fwd_rope_cs(f, L), *sn = di_fwd_rope_sn(f, L);
     size_t qld = (size_t)H * hd;
 
     /* query */
@@ -62,12 +62,12 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     di_rmsnorm(x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
     di_gemm(x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
     if (c->arch == DI_ARCH_V4) di_head_rmsnorm_bf16(x, M, ws->q, qld, H, hd, eps);
-    di_rope(x, M, ws->q, qld, H, hd, rd, f->pos, inv, 0);
+    di_rope_tab(x, M, ws->q, qld, H, hd, rd, cs, sn, 0);
 
     /* the shared K=V latent of each token */
     di_gemm(x, M, xn, (size_t)d, &aw->wkv, ab, NULL, ws->kv, (size_t)hd);
     di_rmsnorm(x, M, ws->kv, (size_t)hd, aw->kv_norm, hd, eps, ws->kv, (size_t)hd);
-    di_rope(x, M, ws->kv, (size_t)hd, 1, hd, rd, f->pos, inv, 0);
+    di_rope_tab(x, M, ws->kv, (size_t)hd, 1, hd, rd, cs, sn, 0);
     di_qat_fp8(x, M, ws->kv, (size_t)hd, hd - rd, 64);
 
     /* compressed rows: indexer first (it runs its own compressor), then the main compressor */
@@ -84,7 +84,7 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     write_ring(f, layer);
 
     /* inverse RoPE, grouped low-rank output projection */
-    di_rope(x, M, ws->o, qld, H, hd, rd, f->pos, inv, 1);
+    di_rope_tab(x, M, ws->o, qld, H, hd, rd, cs, sn, 1);
     int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
     for (int g = 0; g < G; g++)
         di_gemm(x, M, ws->o + (size_t)g * gk, qld, &aw->wo_a[g], 0, NULL, ws->z + (size_t)g * R, (size_t)G * R);

@@ -216,6 +216,9 @@ void di_v4_fwd_init(di_v4_model *m, const di_v4_batch *b, int r0, int n, di_fwd 
     f->inv_freq_main = m->inv_main;
     f->inv_freq_cmp = m->inv_cmp;
     f->moe = &m->moe;
+    int rd = (int)m->cfg.qk_rope_head_dim;
+    di_rope_table(n, f->pos, m->inv_main, rd, m->ws.rope_cs[0], m->ws.rope_sn[0]);
+    di_rope_table(n, f->pos, m->inv_cmp, rd, m->ws.rope_cs[1], m->ws.rope_sn[1]);
     f->index_obs = m->index_obs;
     f->index_obs_ctx = m->index_obs_ctx;
 }

@@ -34,6 +34,7 @@ typedef struct di_ws {
     /* bf16 */
     uint16_t *x, *xn, *qr, *q, *kv, *o, *z, *sub, *qi, *xe, *g, *u, *h, *eo, *emit16;
     /* fp32 */
+    float *rope_cs[2], *rope_sn[2]; /* per-row cos/sin of the step: [0] main RoPE, [1] compress RoPE */
     float *mixes, *pre, *post, *comb, *cproj_kv, *cproj_sc, *iw, *logits_gate, *rw, *erw, *y, *emit32, *iscore;
     /* int / pointers */
     int *sel, *topk, *ntopk, *nidx, *erows, *eslot, *emit_seg;
@@ -70,6 +71,14 @@ void di_ws_free(di_ws *ws);
 
 static inline const float *di_fwd_inv_freq(const di_fwd *f, const di_layer_cfg *L) {
     return L->rope_compress ? f->inv_freq_cmp : f->inv_freq_main;
+}
+
+/* The step's RoPE table (cos, sin [M][rd/2]) for a layer's RoPE choice. */
+static inline const float *di_fwd_rope_cs(const di_fwd *f, const di_layer_cfg *L) {
+    return f->ws->rope_cs[L->rope_compress ? 1 : 0];
+}
+static inline const float *di_fwd_rope_sn(const di_fwd *f, const di_layer_cfg *L) {
+    return f->ws->rope_sn[L->rope_compress ? 1 : 0];
 }
 
 #endif

@@ -74,7 +74,7 @@ void di_indexer_run(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, in
     int rd = (int)c->qk_rope_head_dim;
     /* query: wq_b, RoPE tail, Hadamard, FP4 simulation */
     di_gemm(f->x, M, qr, (size_t)c->q_lora_rank, &iw->wq_b, c->act_block, NULL, ws->qi, (size_t)nh * ihd);
-    di_rope(f->x, M, ws->qi, (size_t)nh * ihd, nh, ihd, rd, f->pos, di_fwd_inv_freq(f, L), 0);
+    di_rope_tab(f->x, M, ws->qi, (size_t)nh * ihd, nh, ihd, rd, di_fwd_rope_cs(f, L), di_fwd_rope_sn(f, L), 0);
     di_hadamard128(f->x, M, ws->qi, (size_t)nh * ihd, nh * ihd / 128);
     di_qat_fp4(f->x, M, ws->qi, (size_t)nh * ihd, nh * ihd, 32);
     /* index keys of this step's tokens */

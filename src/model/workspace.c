@@ -52,6 +52,10 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->u = take(b, m * (size_t)I * 2);
     ws->h = take(b, m * (size_t)I * 2);
     ws->emit16 = take(b, m * (size_t)rowmax * 2);
+    for (int v = 0; v < 2; v++) {
+        ws->rope_cs[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
+        ws->rope_sn[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
+    }
     ws->mixes = take(b, m * 24 * 4);
     ws->pre = take(b, m * 4 * 4);
     ws->post = take(b, m * 4 * 4);

@@ -139,6 +139,13 @@ void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double b
 void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
              const float *inv_freq, int inverse);
 
+/* The cos/sin of di_rope for M positions: cs, sn [M][rd/2]. */
+void di_rope_table(int M, const int64_t *pos, const float *inv_freq, int rd, float *cs, float *sn);
+
+/* di_rope with a precomputed table (identical results). */
+void di_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
+                 int inverse);
+
 /* ---------------------------------------------------------------------------
  * Quantisation simulations (§3.5), in place on bf16 values. */
 

@@ -169,6 +169,13 @@ TEST(vdot_paths_identical_and_accurate) {
     }
     di_cpu_set_isa(hw);
     for (int p = 1; p < np; p++) CHECK(memcmp(&r[0], &r[p], 4) == 0);
+    /* the fused AVX-512 index-score loop agrees with the generic one */
+    float w[4] = {0.5f, -0.25f, 0.375f, 1.0f}, s0[4], s1[4];
+    di_cpu_set_isa(DI_ISA_SCALAR);
+    di_index_scores(a, 4, w, b, 128, 4, s0);
+    di_cpu_set_isa(hw);
+    di_index_scores(a, 4, w, b, 128, 4, s1);
+    CHECK(memcmp(s0, s1, sizeof s0) == 0);
     double s = 0, sa = 0;
     for (int i = 0; i < 512; i++) s += bf(a[i]) * bf(b[i]), sa += fabs(bf(a[i]) * bf(b[i]));
     CHECK(fabs(r[0] - s) <= sa * 1e-6);

@@ -30,6 +30,9 @@ void di_gemm_panels_scalar(const di_gemm_job *j, int p0, int p1);
 void di_gemm_panels_avx2(const di_gemm_job *j, int p0, int p1);
 void di_gemm_panels_avx512(const di_gemm_job *j, int p0, int p1);
 
+/* Per-row activation quantisation (gemm.c act_quant_row), AVX-512; blk % 16 == 0. */
+void di_act_quant_row_avx512(const uint16_t *x, int K, int blk, uint16_t *q, float *s);
+
 /* Write one 16-lane result for row m, panel P (only n < N). */
 void di_gemm_store(const di_gemm_job *j, int m, int P, const float *v16);
 

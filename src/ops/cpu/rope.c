@@ -45,25 +45,41 @@ void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double b
     }
 }
 
+void di_rope_table(int M, const int64_t *pos, const float *inv_freq, int rd, float *cs, float *sn) {
+    int half = rd / 2;
+    for (int m = 0; m < M; m++) {
+        float t = (float)pos[m];
+        for (int i = 0; i < half; i++) {
+            float ang = t * inv_freq[i];
+            cs[(size_t)m * half + i] = (float)cos((double)ang);
+            sn[(size_t)m * half + i] = (float)sin((double)ang);
+        }
+    }
+}
+
 typedef struct rope_ctx {
     uint16_t *v;
     size_t ld;
     int nheads, hd, rd;
-    const int64_t *pos;
+    const int64_t *pos;       /* with inv_freq: compute per row */
     const float *inv_freq;
+    const float *cs, *sn;     /* or a table [M][rd/2] */
     int inverse;
 } rope_ctx;
 
 static void rope_rows(void *p, int m0, int m1) {
     rope_ctx *c = p;
-    float cs[256], sn[256];
+    float tcs[128], tsn[128];
     int half = c->rd / 2;
     for (int m = m0; m < m1; m++) {
-        float t = (float)c->pos[m];
-        for (int i = 0; i < half; i++) {
-            float ang = t * c->inv_freq[i];
-            cs[i] = (float)cos((double)ang);
-            sn[i] = (float)sin((double)ang);
+        const float *cs, *sn;
+        if (c->cs) {
+            cs = c->cs + (size_t)m * half;
+            sn = c->sn + (size_t)m * half;
+        } else {
+            di_rope_table(1, c->pos + m, c->inv_freq, c->rd, tcs, tsn);
+            cs = tcs;
+            sn = tsn;
         }
         for (int h = 0; h < c->nheads; h++) {
             uint16_t *x = c->v + (size_t)m * c->ld + (size_t)h * c->hd + (c->hd - c->rd);
@@ -83,6 +99,12 @@ static void rope_rows(void *p, int m0, int m1) {
 
 void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
              const float *inv_freq, int inverse) {
-    rope_ctx c = {v, ld, nheads, hd, rd, pos, inv_freq, inverse};
+    rope_ctx c = {v, ld, nheads, hd, rd, pos, inv_freq, NULL, NULL, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd + 40.0 * rd, rope_rows, &c);
+}
+
+void di_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
+                 int inverse) {
+    rope_ctx c = {v, ld, nheads, hd, rd, NULL, NULL, cs, sn, inverse};
+    di_par_rows(x, M, 8.0 * nheads * rd, rope_rows, &c);
 }

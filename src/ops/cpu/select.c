@@ -24,6 +24,10 @@ void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int 
 }
 
 void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score) {
+    if (di_vec_use_avx512()) {
+        di_index_scores_avx512(q, nh, w, k, ldk, n, score);
+        return;
+    }
     for (int j = 0; j < n; j++) {
         float s = 0.0f;
         for (int h = 0; h < nh; h++) {

@@ -3,7 +3,9 @@
 #include "io/numfmt.h"
 #include "util/cpu.h"
 
-static int use_avx512(void) { return di_cpu_isa() == DI_ISA_AVX512 && di_cpu_has_avx512bf16(); }
+int di_vec_use_avx512(void) { return di_cpu_isa() == DI_ISA_AVX512 && di_cpu_has_avx512bf16(); }
+
+static int use_avx512(void) { return di_vec_use_avx512(); }
 
 float di_vdot_bf16(const uint16_t *a, const uint16_t *b, int n) {
     if (use_avx512()) return di_vdot_bf16_avx512(a, b, n);

@@ -26,6 +26,10 @@ void di_vscale(float *o, float a, int n);
 float di_vdot_bf16_avx512(const uint16_t *a, const uint16_t *b, int n);
 void di_vaxpy_bf16_avx512(float *o, float p, const uint16_t *v, int n);
 float di_vdot_bf16_avx2(const uint16_t *a, const uint16_t *b, int n);
+/* di_index_scores (ops.h) with the dot products of di_vdot_bf16, AVX-512. */
+void di_index_scores_avx512(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score);
+/* 1 if the AVX-512 BF16 kernels of this file may run now. */
+int di_vec_use_avx512(void);
 void di_vaxpy_bf16_avx2(float *o, float p, const uint16_t *v, int n);
 
 /* Parallel loop over rows [0, M): fn(ctx, m0, m1) on contiguous ranges.
