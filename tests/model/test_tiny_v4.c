@@ -13,6 +13,7 @@
 
 #include "model/dsv4.h"
 #include "test.h"
+#include "util/cpu.h"
 #include "util/file.h"
 
 #define TDIR "tiny-v4-b"
@@ -126,4 +127,31 @@ TEST(tiny_v4_wrong_shape_is_rejected_naming_the_tensor) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
+}
+
+TEST(tiny_v4_logits_identical_on_every_isa_path) {
+    /* scalar, AVX2 and AVX-512 kernels follow one operation order: the whole
+     * model's logits agree bit for bit */
+    di_v4_model *m = NULL;
+    di_error err = {0};
+    CHECK(di_v4_load(di_test_data(TDIR), NULL, &m, &err) == DEEPINFER_OK);
+    int n = 40, V = (int)di_v4_config(m)->vocab_size;
+    int32_t tok[40];
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 53 + 7) % V);
+    di_isa hw = di_cpu_isa_hw();
+    float *ref = NULL;
+    for (int isa = DI_ISA_SCALAR; isa <= (int)hw; isa++) {
+        di_cpu_set_isa((di_isa)isa);
+        float *out = malloc(sizeof(float) * (size_t)n * V);
+        CHECK(run(m, tok, n, 9, out, NULL) == DEEPINFER_OK);
+        if (!ref) {
+            ref = out;
+            continue;
+        }
+        CHECK_MSG(!memcmp(out, ref, sizeof(float) * (size_t)n * V), "ISA path %s differs from scalar", di_isa_name((di_isa)isa));
+        free(out);
+    }
+    di_cpu_set_isa(hw);
+    free(ref);
+    di_v4_free(m);
 }

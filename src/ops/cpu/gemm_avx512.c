@@ -19,6 +19,7 @@
 
 #include "io/numfmt.h"
 #include "ops/cpu/gemm_kern.h"
+#include "ops/cpu/elem.h"
 #include "ops/cpu/gemm_layout.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -92,8 +93,13 @@ AI void store_tile(const di_gemm_job *j, int m0, int mr, int P0, int nr, __m512 
     float v[16];
     for (int i = 0; i < mr; i++)
         for (int jn = 0; jn < nr; jn++) {
-            _mm512_storeu_ps(v, tot[i][jn]);
-            di_gemm_store(j, m0 + i, P0 + jn, v);
+            int n0 = (P0 + jn) * DI_PANEL, cnt = j->W->n - n0 < DI_PANEL ? j->W->n - n0 : DI_PANEL;
+            if (j->C16) {
+                _mm512_storeu_ps(v, tot[i][jn]);
+                di_f32_to_bf16_row_avx512(v, j->C16 + (size_t)(m0 + i) * j->ldc + n0, cnt);
+            } else {
+                _mm512_mask_storeu_ps(j->C32 + (size_t)(m0 + i) * j->ldc + n0, (__mmask16)((1u << cnt) - 1), tot[i][jn]);
+            }
         }
 }
 

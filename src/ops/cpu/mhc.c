@@ -5,7 +5,9 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
+#include "util/cpu.h"
 #include "ops/ops.h"
 
 #define HC 4
@@ -90,10 +92,15 @@ typedef struct coll_ctx {
 
 static void coll_rows(void *p, int m0, int m1) {
     coll_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->d % 16 == 0;
     for (int m = m0; m < m1; m++) {
         const float *pr = c->pre + (size_t)m * HC;
         const uint16_t *r = c->R + (size_t)m * c->ldr;
         uint16_t *y = c->y + (size_t)m * c->ldy;
+        if (vec) {
+            di_hc_collapse_row_avx512(pr, r, c->d, y);
+            continue;
+        }
         for (int i = 0; i < c->d; i++) {
             float s = pr[0] * di_bf16_to_f32(r[i]);
             for (int k = 1; k < HC; k++) s += pr[k] * di_bf16_to_f32(r[(size_t)k * c->d + i]);
@@ -120,11 +127,16 @@ typedef struct exp_ctx {
 
 static void exp_rows(void *p, int m0, int m1) {
     exp_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->d % 16 == 0;
     for (int m = m0; m < m1; m++) {
         const float *po = c->post + (size_t)m * HC, *cb = c->comb + (size_t)m * HC * HC;
         const uint16_t *f = c->f + (size_t)m * c->ldf;
         const uint16_t *r = c->R + (size_t)m * c->ldr;
         uint16_t *o = c->Rout + (size_t)m * c->ldr;
+        if (vec) {
+            di_hc_expand_row_avx512(po, cb, f, r, o, c->d);
+            continue;
+        }
         for (int i = 0; i < c->d; i++) {
             float rv[HC], out[HC];
             for (int j = 0; j < HC; j++) rv[j] = di_bf16_to_f32(r[(size_t)j * c->d + i]);

@@ -4,7 +4,9 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
+#include "util/cpu.h"
 #include "ops/ops.h"
 
 typedef struct qsim_ctx {
@@ -41,8 +43,13 @@ static void fp4_rows(void *p, int m0, int m1) {
     qsim_ctx *c = p;
     const float inv6 = (float)(1.0 / 6.0);
     const float amin = 6.0f * 0x1p-126f;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0;
     for (int m = m0; m < m1; m++) {
         uint16_t *row = c->v + (size_t)m * c->ld;
+        if (vec) {
+            di_qat_fp4_row_avx512(row, c->n, c->blk);
+            continue;
+        }
         for (int b0 = 0; b0 < c->n; b0 += c->blk) {
             float amax = 0.0f;
             for (int i = 0; i < c->blk; i++) amax = fmaxf(amax, fabsf(di_bf16_to_f32(row[b0 + i])));
