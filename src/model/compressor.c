@@ -14,6 +14,7 @@ static void pool_group(const di_cmp_state *st, int ratio, int overlap, int hd, f
         di_softmax_pool(st->kv, st->score, (size_t)st->width, ratio, hd, out);
         return;
     }
+    /* the 2r overlap slots gathered contiguously (runs on the calling thread) */
     static _Thread_local float tkv[MAX_OVERLAP_SLOTS * MAX_HD], tsc[MAX_OVERLAP_SLOTS * MAX_HD];
     int S = 2 * ratio;
     for (int s = 0; s < S; s++) {
@@ -63,7 +64,6 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
         }
     }
     if (!ne) return;
-    (void)L;
     for (size_t i = 0; i < (size_t)ne * hd; i++) ws->emit16[i] = di_f32_to_bf16(ws->emit32[i]);
     di_rmsnorm(f->x, ne, ws->emit16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, ws->emit16, (size_t)hd);
     di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->emit_pos, di_fwd_inv_freq(f, L), 0);

@@ -144,10 +144,8 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
         const di_layer_cfg *L = &cfg->layers[l];
         int64_t rows = di_seq_rows_needed(cfg, l, max_tokens);
         int pages = (int)((rows + lay.page_rows - 1) / lay.page_rows);
-        di_layer_state *ls = &s->layers[l];
         uint16_t **tab = (uint16_t **)p;
         p += align64((size_t)(2 * pages) * sizeof(uint16_t *));
-        (void)ls;
         if (L->has_compressor) {
             for (int i = 0; i < pages; i++, pg += lay.page_bytes_kv) tab[i] = (uint16_t *)pg;
             di_seq_set_pages(s, l, 0, tab, pages, lay.page_rows);

@@ -101,7 +101,9 @@ float di_wmat_get(const di_wmat *w, int n, int k);
 void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
              uint16_t *C16, size_t ldc);
 
-/* Bytes of scratch di_gemm uses per row (quantised row + scales). */
+/* Bytes of scratch di_gemm uses per row (quantised row + scales). The
+ * di_exec must hold at least one row of the largest K; more rows let a call
+ * quantise more rows at once (results do not depend on it). */
 size_t di_gemm_scratch_per_row(int K);
 
 /* ---------------------------------------------------------------------------
@@ -216,7 +218,7 @@ void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const
  * Compressor pooling (§4.5): for each channel d < D, softmax over S slots of
  * score[s][d] (fp32: e = exp(x - max), w = e / sum e, slots summed in
  * order) and out[d] = sum_s fp32(kv[s][d] * w[s][d]) in slot order.
- * Slots with score -inf contribute 0. kv/score rows have stride ld. */
+ * Slots with score -inf contribute 0. kv/score rows have stride ld. S <= 256. */
 void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int D, float *out);
 
 /* ---------------------------------------------------------------------------
@@ -238,7 +240,8 @@ int di_topk_desc(const float *score, int n, int k, int *idx);
  * PyTorch's threshold 20 (softplus(l) = l for l > 20, else log1p(exp(l)));
  * selection = `fixed` (hash routing, k ids) or top-k of s + bias (bias may be
  * NULL; ties to the lower expert id); weights w_i = s[sel_i] / sum (sum in
- * selection order; + `norm_eps` in the denominator, 0 for V4) * route_scale. */
+ * selection order; + `norm_eps` in the denominator, 0 for V4) * route_scale.
+ * E <= 1024. */
 void di_route(const float *logits, int E, const float *bias, const int *fixed, int k, float route_scale, float norm_eps,
               int *sel, float *w);
 

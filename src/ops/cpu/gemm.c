@@ -218,7 +218,14 @@ void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W,
     size_t sstride = (size_t)job.nsa;
     size_t per_row = qstride * 2 + sstride * 4;
     int rows_fit = (int)(x->scratch_cap / per_row);
-    if (rows_fit < 1) rows_fit = 1; /* scratch_cap is always >= one row for model shapes */
+    if (rows_fit < 1) { /* contract violated (ops.h): make it visible rather than overrun the scratch */
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < W->n; n++) {
+                if (C32) C32[(size_t)m * ldc + n] = NAN;
+                else C16[(size_t)m * ldc + n] = 0x7FC0;
+            }
+        return;
+    }
     for (int m0 = 0; m0 < M; m0 += rows_fit) {
         int mc = M - m0 < rows_fit ? M - m0 : rows_fit;
         uint16_t *q = (uint16_t *)x->scratch;
