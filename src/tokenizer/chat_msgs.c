@@ -150,6 +150,7 @@ static deepinfer_status parse_msg(chat_ctx *c, int idx, const di_json *j, chat_m
         if (s) return s;
     } else if (ct && ct->type != DI_JSON_NULL)
         BAD("messages[%d].content must be a string, null or a list of parts", idx);
+    m->content_null = ct && ct->type == DI_JSON_NULL;
 
     const di_json *rc = di_json_get(j, "reasoning_content");
     if (c->d->v41 && di_json_get(j, "reasoning")) rc = di_json_get(j, "reasoning");
