@@ -146,8 +146,7 @@ deepinfer_status di_regex_compile(di_regex *re, const char *pattern, size_t len,
     rbuf b = {0};
     uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE;
     if (literal) {
-        flags |= PCRE2_LITERAL;
-        flags &= ~(uint32_t)PCRE2_MULTILINE;
+        flags = PCRE2_UTF | PCRE2_LITERAL; /* LITERAL admits no UCP/MULTILINE */
         if (put(&b, pattern, len)) goto oom;
     } else {
         const char *why = NULL;

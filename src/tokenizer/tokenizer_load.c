@@ -84,7 +84,7 @@ static deepinfer_status add_split(di_pretok *p, const di_json *st, di_error *err
     s->behavior = names[found].b;
     s->invert = get_bool(st, "invert", 0);
     deepinfer_status rc = di_regex_compile(&s->re, src->str, src->str_len, lit != NULL && re == NULL, err);
-    if (rc) return di_error_prefix(err, "pre_tokenizer Split %d: ", p->nsteps + 1);
+    if (rc) return di_error_prefix(err, "pre_tokenizer Split %d", p->nsteps + 1);
     p->nsteps++;
     return DEEPINFER_OK;
 }
@@ -265,43 +265,51 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
     return DEEPINFER_OK;
 }
 
-/* ---- added tokens ---- */
+/* ---- added tokens ----
+ * Ids are assigned the way HF's AddedVocabulary::add_tokens does, in file
+ * order, whatever the "id" fields say: a content already in the vocab (or
+ * added before) keeps that id; a new one gets the vocab size, or one past
+ * the largest added id once that reaches the vocab size. (HF only warns
+ * when the file's id differs; DeepSeek's files agree with this rule.) A
+ * repeated content keeps its id and takes the later flags. */
 static deepinfer_status load_added(di_tokenizer *tok, const di_json *list, int32_t *max_id, di_error *err) {
     if (is_null(list)) return DEEPINFER_OK;
     if (list->type != DI_JSON_ARRAY) FAIL(DEEPINFER_ERR_FORMAT, "\"added_tokens\" must be an array");
     tok->added_tokens = di_arena_calloc(&tok->arena, list->count ? list->count : 1, sizeof *tok->added_tokens);
     if (!tok->added_tokens) FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
+    int64_t vocab_size = (int64_t)tok->vocab.count, max_added = -1;
     for (uint32_t i = 0; i < list->count; i++) {
         const di_json *e = &list->items[i];
         const di_json *c = di_json_get(e, "content");
-        int64_t id;
+        int64_t file_id;
         if (e->type != DI_JSON_OBJECT || !c || c->type != DI_JSON_STRING)
             FAIL(DEEPINFER_ERR_FORMAT, "added_tokens[%u]: expected an object with a string \"content\"", i);
-        if (!di_json_as_i64(di_json_get(e, "id"), &id) || id < 0 || id >= (1 << 30))
+        if (!di_json_as_i64(di_json_get(e, "id"), &file_id) || file_id < 0 || file_id >= (1 << 30))
             FAIL(DEEPINFER_ERR_FORMAT, "added_tokens[%u] (\"%.80s\"): \"id\" must be an integer in [0, 2^30)", i, c->str);
         if (c->str_len == 0) continue; /* HF ignores empty added tokens */
-        int32_t in_vocab = di_strmap_get(&tok->vocab, (const uint8_t *)c->str, c->str_len);
-        if (in_vocab >= 0 && in_vocab != id)
-            FAIL(DEEPINFER_ERR_FORMAT,
-                 "added_tokens[%u] \"%.80s\" has id %lld but the vocab gives it id %d (HF would use %d); fix the file",
-                 i, c->str, (long long)id, in_vocab, in_vocab);
-        int32_t prev = di_strmap_get(&tok->added, (const uint8_t *)c->str, c->str_len);
-        if (prev >= 0 && prev != id)
-            FAIL(DEEPINFER_ERR_FORMAT, "added_tokens[%u] \"%.80s\" appears twice with ids %d and %lld", i, c->str, prev,
-                 (long long)id);
-        if (prev >= 0) continue;
-        di_added_token *t = &tok->added_tokens[tok->nadded++];
-        t->content = (const uint8_t *)di_arena_strndup(&tok->arena, c->str, c->str_len);
-        if (!t->content) FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
-        t->len = (uint32_t)c->str_len;
-        t->id = (int32_t)id;
+        int32_t id = di_strmap_get(&tok->added, (const uint8_t *)c->str, c->str_len);
+        di_added_token *t = NULL;
+        if (id >= 0) { /* seen before: same id, later flags */
+            for (int k = 0; k < tok->nadded; k++)
+                if (tok->added_tokens[k].id == id) t = &tok->added_tokens[k];
+        } else {
+            id = di_strmap_get(&tok->vocab, (const uint8_t *)c->str, c->str_len);
+            if (id < 0) id = (int32_t)(max_added < 0 ? vocab_size : max_added >= vocab_size ? max_added + 1 : vocab_size);
+            if (id >= (1 << 30)) FAIL(DEEPINFER_ERR_FORMAT, "added_tokens: too many tokens");
+            t = &tok->added_tokens[tok->nadded++];
+            t->content = (const uint8_t *)di_arena_strndup(&tok->arena, c->str, c->str_len);
+            if (!t->content) FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
+            t->len = (uint32_t)c->str_len;
+            t->id = id;
+            if (di_strmap_put(&tok->added, t->content, t->len, t->id))
+                FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
+        }
+        if (id > max_added) max_added = id;
         t->single_word = (uint8_t)get_bool(e, "single_word", 0);
         t->lstrip = (uint8_t)get_bool(e, "lstrip", 0);
         t->rstrip = (uint8_t)get_bool(e, "rstrip", 0);
         t->special = (uint8_t)get_bool(e, "special", 0);
         t->normalized = (uint8_t)get_bool(e, "normalized", !t->special);
-        if (di_strmap_put(&tok->added, t->content, t->len, t->id))
-            FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
         if (t->id > *max_id) *max_id = t->id;
     }
     return DEEPINFER_OK;
@@ -392,7 +400,7 @@ deepinfer_status di_tokenizer_load(const char *path, di_tokenizer **out, di_erro
     if (s) return s;
     s = di_tokenizer_load_json(text, len, out, err);
     free(text);
-    if (s) di_error_prefix(err, "%s: ", file);
+    if (s) di_error_prefix(err, "%s", file);
     return s;
 }
 
