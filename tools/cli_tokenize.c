@@ -12,7 +12,7 @@
 
 static void usage(void) {
     printf("usage: deepinfer tokenize --tokenizer PATH [--decode [--skip-special]]\n"
-           "       deepinfer tokenize --tokenizer PATH --bench FILE [--repeat N]\n"
+           "       deepinfer tokenize --tokenizer PATH --bench FILE [--repeat N] [--chunk BYTES]\n"
            "\n"
            "Encode: reads standard input one line at a time; each line is a JSON string\n"
            "(e.g. \"Hello\\nworld\"). Prints one line per input: the token ids, separated\n"
@@ -27,13 +27,24 @@ static void usage(void) {
            "  --skip-special     with --decode, drop added tokens marked special:true\n"
            "  --bench FILE       encode FILE (raw bytes) as one text and report MB/s on\n"
            "                     one core; --repeat N runs it N times (default 5) and\n"
-           "                     reports the best run\n"
+           "                     reports the best run; --chunk BYTES encodes FILE as\n"
+           "                     pieces of about BYTES bytes cut after a newline,\n"
+           "                     one call each (bench/tokenizer_bench.sh uses this)\n"
            "\n"
            "Exit status: 0 on success; 1 on a bad line (the message names the line) or a\n"
            "tokenizer that cannot be loaded.\n");
 }
 
-static int bench(const di_tokenizer *tok, const char *file, int repeat) {
+/* Byte offsets that cut text into pieces of about `chunk` bytes ending at a
+ * newline (the same cut as tests/oracle/bench_peer.js). */
+static size_t next_cut(const char *text, size_t len, size_t a, size_t chunk) {
+    if (!chunk) return len;
+    size_t b = a + chunk < len ? a + chunk : len;
+    const char *nl = b ? memchr(text + b - 1, '\n', len - (b - 1)) : NULL;
+    return nl ? (size_t)(nl - text) + 1 : len;
+}
+
+static int bench(const di_tokenizer *tok, const char *file, int repeat, size_t chunk) {
     char *text = NULL;
     size_t len = 0;
     di_error err = {0};
@@ -47,8 +58,13 @@ static int bench(const di_tokenizer *tok, const char *file, int repeat) {
         int32_t *ids = NULL;
         size_t n = 0, cap = 0;
         struct timespec a, b;
+        deepinfer_status s = DEEPINFER_OK;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        deepinfer_status s = di_tokenizer_encode(tok, text, len, &ids, &n, &cap, &err);
+        for (size_t p = 0; p < len && s == DEEPINFER_OK;) {
+            size_t q = next_cut(text, len, p, chunk);
+            s = di_tokenizer_encode(tok, text + p, q - p, &ids, &n, &cap, &err);
+            p = q;
+        }
         clock_gettime(CLOCK_MONOTONIC, &b);
         free(ids);
         if (s) {
@@ -60,8 +76,8 @@ static int bench(const di_tokenizer *tok, const char *file, int repeat) {
         if (t < best) best = t;
         nids = n;
     }
-    printf("bytes %zu ids %zu best_seconds %.4f MB_per_s %.2f (best of %d, one thread)\n", len, nids, best,
-           (double)len / best / 1e6, repeat);
+    printf("deepinfer bytes %zu ids %zu best_seconds %.4f MB_per_s %.2f (best of %d, one thread, chunk %zu)\n", len,
+           nids, best, (double)len / best / 1e6, repeat, chunk);
     free(text);
     return 0;
 }
@@ -175,7 +191,7 @@ static int cmd_tokenize(int argc, char **argv) {
         usage();
         return 0;
     }
-    const char *path = NULL, *bench_file = NULL, *repeat_s = NULL;
+    const char *path = NULL, *bench_file = NULL, *repeat_s = NULL, *chunk_s = NULL;
     int decode = 0, skip_special = 0;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--tokenizer", &path)) {
@@ -184,6 +200,8 @@ static int cmd_tokenize(int argc, char **argv) {
             if (!bench_file) return 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--repeat", &repeat_s)) {
             if (!repeat_s) return 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--chunk", &chunk_s)) {
+            if (!chunk_s) return 1;
         } else if (!strcmp(argv[i], "--decode")) {
             decode = 1;
         } else if (!strcmp(argv[i], "--skip-special")) {
@@ -206,7 +224,8 @@ static int cmd_tokenize(int argc, char **argv) {
     int rc;
     if (bench_file) {
         int repeat = repeat_s ? atoi(repeat_s) : 5;
-        rc = bench(tok, bench_file, repeat > 0 ? repeat : 1);
+        long chunk = chunk_s ? atol(chunk_s) : 0;
+        rc = bench(tok, bench_file, repeat > 0 ? repeat : 1, chunk > 0 ? (size_t)chunk : 0);
     } else {
         rc = decode ? decode_lines(tok, skip_special) : encode_lines(tok);
     }
