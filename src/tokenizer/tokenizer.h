@@ -67,7 +67,8 @@ int32_t di_tokenizer_token_id(const di_tokenizer *tok, const char *token);
  * replaced by U+FFFD first, see above). Appends ids to *ids (realloc'd with
  * realloc(); *n updated, *cap tracks capacity; caller frees *ids with free()).
  * Added tokens (special or not) found in the text are matched atomically, as
- * HF does. Thread-safe; each thread keeps a piece cache. */
+ * HF does. Thread-safe; each thread keeps its own piece cache (about 5 MB,
+ * freed when the thread exits). */
 deepinfer_status di_tokenizer_encode(const di_tokenizer *tok, const char *text, size_t len, int32_t **ids,
                                      size_t *n, size_t *cap, di_error *err);
 

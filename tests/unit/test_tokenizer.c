@@ -351,3 +351,52 @@ TEST(tokenizer_load_errors_are_clear) {
     CHECK(di_tokenizer_load("tests", &tok, &err) != DEEPINFER_OK); /* a directory without tokenizer.json */
     CHECK(strstr(err.msg, "tokenizer.json"));
 }
+
+/* ---- concurrent use of one tokenizer ---- */
+#include <pthread.h>
+
+typedef struct thread_job {
+    const di_tokenizer *tok;
+    int seed, ok;
+} thread_job;
+
+static const char *SHARED_TEXTS[] = {"The quick brown fox jumps over the lazy dog. ", "函数 返回值 是 42。",
+                                     "def f(x):\n\treturn x  # ~ comment\n", "<｜User｜>hello<｜Assistant｜>",
+                                     "🇫🇷 naïve café 1234567 ≥ ≤ — done"};
+
+static void *encode_worker(void *arg) {
+    thread_job *j = arg;
+    j->ok = 1;
+    int32_t *ids = NULL, *ref = NULL;
+    size_t cap = 0, rcap = 0;
+    for (int round = 0; round < 300 && j->ok; round++) {
+        const char *s = SHARED_TEXTS[(round + j->seed) % 5];
+        size_t n = 0, rn = 0;
+        di_error err;
+        if (di_tokenizer_encode(j->tok, s, strlen(s), &ids, &n, &cap, &err) ||
+            di_tokenizer_encode(j->tok, s, strlen(s), &ref, &rn, &rcap, &err) || n != rn ||
+            memcmp(ids, ref, n * sizeof *ids))
+            j->ok = 0;
+        char *back = NULL;
+        size_t bl = 0;
+        if (di_tokenizer_decode(j->tok, ids, n, 0, &back, &bl, &err) || bl != strlen(s) || memcmp(back, s, bl)) j->ok = 0;
+        free(back);
+    }
+    free(ids);
+    free(ref);
+    return NULL;
+}
+
+TEST(tokenizer_shared_by_threads) {
+    di_tokenizer *tok = load_deepseek();
+    CHECK(tok);
+    pthread_t th[4];
+    thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){tok, i, 0};
+        CHECK(pthread_create(&th[i], NULL, encode_worker, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) CHECK_MSG(jobs[i].ok, "thread %d saw a wrong encoding", i);
+    di_tokenizer_free(tok);
+}
