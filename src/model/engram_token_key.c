@@ -123,8 +123,38 @@ static int32_t normalize16(di_engram_keyer *k, const UNormalizer2 *n2, int32_t l
 
 static int is_collapsible(UChar c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+/* ASCII text: NFKC, NFD and StripAccents are the identity, so the sequence is
+ * lowercase, collapse, sentinel, strip (ASCII White_Space = 0x09..0x0D, ' '). */
+static deepinfer_status normalize_ascii(di_engram_keyer *k, const char *text, size_t len, const char **out,
+                                        size_t *out_len, di_error *err) {
+    if (grow((void **)&k->out, &k->out_cap, len + 1, 1))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram token map: out of memory");
+    size_t n = 0;
+    for (size_t i = 0, in_run = 0; i < len; i++) {
+        char c = text[i];
+        int ws = c == ' ' || c == '\t' || c == '\r' || c == '\n';
+        if (!ws) k->out[n++] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+        else if (!in_run) k->out[n++] = ' ';
+        in_run = (size_t)ws;
+    }
+    if (n == 1 && k->out[0] == ' ') { /* a lone space survives Strip */
+        *out = k->out;
+        *out_len = 1;
+        return DEEPINFER_OK;
+    }
+    size_t lo = 0, hi = n;
+    while (lo < hi && (k->out[lo] == ' ' || (k->out[lo] >= 0x09 && k->out[lo] <= 0x0D))) lo++;
+    while (hi > lo && (k->out[hi - 1] == ' ' || (k->out[hi - 1] >= 0x09 && k->out[hi - 1] <= 0x0D))) hi--;
+    *out = k->out + lo;
+    *out_len = hi - lo;
+    return DEEPINFER_OK;
+}
+
 deepinfer_status di_engram_normalize(di_engram_keyer *k, const char *text, size_t len, const char **out,
                                      size_t *out_len, di_error *err) {
+    size_t ascii = 0;
+    while (ascii < len && (unsigned char)text[ascii] < 0x80) ascii++;
+    if (ascii == len) return normalize_ascii(k, text, len, out, out_len, err);
     deepinfer_status st;
     if ((st = reserve16(k, (int64_t)len + 1, err))) return st;
     UErrorCode ust = U_ZERO_ERROR;

@@ -13,8 +13,7 @@
 #include "io/json.h"
 #include "io/numfmt.h"
 #include "model/engram.h"
-#include "model/engram_hash.h"
-#include "model/engram_token_map.h"
+#include "model/engram_setup.h"
 #include "test.h"
 #include "util/file.h"
 
@@ -64,43 +63,40 @@ TEST(engram_golden_checkpoint_smoke) {
     CHECK(di_read_file(di_test_data(path), 0, &text, &len, &err) == 0);
     CHECK(di_json_parse(text, len, NULL, &cfg_doc, &err) == 0);
     free(text);
-    di_engram_config c;
-    deepinfer_status st = di_engram_config_from_json(cfg_doc->root, &c, &err);
-    const di_json *tc = di_json_get(cfg_doc->root, "text_config");
+    const di_json *cfg_root = cfg_doc->root, *tc = di_json_get(cfg_root, "text_config");
+    deepinfer_status st;
     int64_t dim = 0, hc = 0, vocab = 0;
     di_json_as_i64(di_json_get(tc, "hidden_size"), &dim);
     di_json_as_i64(di_json_get(tc, "hc_mult"), &hc);
     di_json_as_i64(di_json_get(tc, "vocab_size"), &vocab);
-    di_json_free(cfg_doc);
-    CHECK(st == DEEPINFER_OK && dim == 64 && hc == 4);
+    CHECK(dim == 64 && hc == 4);
 
-    snprintf(path, sizeof path, "%sengram_token_map.json", dir);
-    di_engram_token_map map;
-    CHECK(di_engram_token_map_load(di_test_data(path), &map, &err) == 0);
-    CHECK_EQ_INT(map.n_ids, vocab);
-    CHECK_EQ_INT(map.n_classes, c.compressed_vocab_size);
+    /* token map from the model directory, constants from the manifest (the golden has no engram_hash.json) */
     snprintf(path, sizeof path, "%sexpected/manifest.json", dir);
     CHECK(di_read_file(di_test_data(path), 0, &text, &len, &err) == 0);
     CHECK(di_json_parse(text, len, NULL, &man_doc, &err) == 0);
     free(text);
-    di_engram_hash h;
-    st = di_engram_hash_init_json(&h, &c, di_json_get(man_doc->root, "engram"), map.cls[c.pad_token_id], &err);
+    di_engram_tables tables;
+    st = di_engram_setup(di_test_data(dir), cfg_root, NULL, di_json_get(man_doc->root, "engram"), &tables, &err);
+    di_json_free(cfg_doc);
     const di_json *prompt = di_json_get(man_doc->root, "prompt_token_ids");
     int64_t n = prompt ? prompt->count : 0;
-    int32_t *tokens = malloc(sizeof(int32_t) * n), *cls = malloc(sizeof(int32_t) * n);
+    int32_t *tokens = malloc(sizeof(int32_t) * n);
     for (int64_t i = 0; i < n; i++) {
         int64_t v = 0;
         di_json_as_i64(&prompt->items[i], &v);
         tokens[i] = (int32_t)v;
     }
     di_json_free(man_doc);
+    const di_engram_hash h = tables.hash;
     int64_t *ids = malloc(sizeof(int64_t) * n * h.n_layers * h.n_cols);
     di_engram_seq seq;
     di_engram_seq_init(&seq);
-    if (!st) st = di_engram_token_classes(&map, tokens, NULL, n, cls, &err);
-    if (!st) st = di_engram_hash_ids(&h, &seq, 0, cls, n, ids, &err);
-    di_engram_token_map_free(&map);
+    if (!st) st = di_engram_step_ids(&tables, &seq, 0, tokens, NULL, n, ids, &err);
+    int32_t map_ids = tables.map.n_ids, head_dim = tables.cfg.head_dim;
+    di_engram_tables_free(&tables);
     CHECK_MSG(st == DEEPINFER_OK && n == 261, "%s", err.msg);
+    CHECK_EQ_INT(map_ids, vocab);
 
     shard s;
     snprintf(path, sizeof path, "%smodel-00002-of-00002.safetensors", dir);
@@ -112,7 +108,7 @@ TEST(engram_golden_checkpoint_smoke) {
     if (!embed) embed = tensor(&s, "embed.weight", "BF16", vocab, dim);
     CHECK(embed != NULL);
 
-    const int k = h.n_cols * c.head_dim, nout = (int)((hc + 1) * dim);
+    const int k = h.n_cols * head_dim, nout = (int)((hc + 1) * dim);
     uint16_t *R = malloc(sizeof(uint16_t) * n * hc * dim);
     float *gates = malloc(sizeof(float) * n * hc);
     int ok = 1;
@@ -123,10 +119,10 @@ TEST(engram_golden_checkpoint_smoke) {
         for (int i = 0; i < 6; i++) snprintf(name[i], sizeof name[i], "layers.%d.engram.%s", h.layer_ids[li], suffix[i]);
         const shard *where = di_json_get(s.hdr->root, name[0]) ? &s : &s1;
         di_engram_layer_desc d = {
-            .dim = (int)dim, .hc = (int)hc, .n_cols = h.n_cols, .head_dim = c.head_dim, .rows = h.num_embeddings[li],
+            .dim = (int)dim, .hc = (int)hc, .n_cols = h.n_cols, .head_dim = head_dim, .rows = h.num_embeddings[li],
             .eps = 1e-20f,
-            .table = tensor(where, name[0], "F8_E4M3", h.num_embeddings[li], c.head_dim),
-            .table_scale = tensor(where, name[1], "F8_E8M0", h.num_embeddings[li], c.head_dim / 32),
+            .table = tensor(where, name[0], "F8_E4M3", h.num_embeddings[li], head_dim),
+            .table_scale = tensor(where, name[1], "F8_E8M0", h.num_embeddings[li], head_dim / 32),
             .wkv = tensor(where, name[2], "F8_E4M3", nout, k),
             .wkv_scale = tensor(where, name[3], "F8_E8M0", (nout + 31) / 32, k / 32),
             .q_weight = tensor(where, name[4], "BF16", hc, dim),
@@ -153,7 +149,7 @@ TEST(engram_golden_checkpoint_smoke) {
     }
     shard_close(&s);
     shard_close(&s1);
-    free(tokens), free(cls), free(ids), free(R), free(gates);
+    free(tokens), free(ids), free(R), free(gates);
     CHECK_MSG(ok, "%s", err.msg);
     gsum /= (double)(n * hc * h.n_layers);
     CHECK_MSG(gsum > 0.05 && gsum < 0.95, "mean gate %.3f", gsum);
