@@ -156,7 +156,7 @@ int di_bpe_piece(const di_tokenizer *tok, const uint8_t *piece, size_t len, di_b
         if (len <= sizeof buf / 2) {
             size_t o = 0;
             for (size_t i = 0; i < len; i++) o += di_utf8_put(di_bytelevel_char(piece[i]), buf + o);
-            int32_t id = di_strmap_get(&tok->vocab, buf, o);
+            int32_t id = tok_map_get(&tok->vocab, buf, o);
             if (id >= 0) return di_idvec_push(out, id);
         }
     }

@@ -44,8 +44,8 @@ int di_tokenizer_is_added(const di_tokenizer *tok, int32_t id) {
 
 int32_t di_tokenizer_token_id(const di_tokenizer *tok, const char *token) {
     size_t n = strlen(token);
-    int32_t id = di_strmap_get(&tok->added, (const uint8_t *)token, n);
-    return id >= 0 ? id : di_strmap_get(&tok->vocab, (const uint8_t *)token, n);
+    int32_t id = tok_map_get(&tok->added, (const uint8_t *)token, n);
+    return id >= 0 ? id : tok_map_get(&tok->vocab, (const uint8_t *)token, n);
 }
 
 void di_detok_init(di_detok *d, const di_tokenizer *tok, int skip_special) {

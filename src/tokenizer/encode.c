@@ -130,7 +130,7 @@ typedef struct enc_ctx {
 static int on_piece(void *vctx, const uint8_t *p, size_t n) {
     enc_ctx *c = vctx;
     if (n > CACHE_MAX_PIECE) return di_bpe_piece(c->tok, p, n, &c->t->work, &c->out) ? -1 : 0;
-    uint32_t h = di_strmap_hash(p, n);
+    uint32_t h = (uint32_t)di_strmap_hash((const char *)p, n);
     int hit = cache_get(c->t, p, n, h, &c->out);
     if (hit) return hit < 0 ? -1 : 0;
     size_t before = c->out.n;

@@ -3,7 +3,6 @@
  * files of src/tokenizer/ (one job per file):
  *
  *   tokenizer_load.c  tokenizer.json → this struct (validation, clear errors)
- *   strmap.c          byte-string → id hash map (vocab, added tokens, cache)
  *   bytelevel.c       GPT-2 byte↔char alphabet
  *   utf8.c            UTF-8 decoding and lossy repair (U+FFFD substitution)
  *   regex.c           PCRE2 compilation with Oniguruma-compatible classes
@@ -24,28 +23,18 @@
 
 #include "tokenizer/tokenizer.h"
 #include "util/arena.h"
+#include "util/strmap.h"
 
-/* ---- strmap.c: open-addressing map from byte strings to int32 ---- */
-typedef struct di_strmap_slot {
-    const uint8_t *key; /* NULL = empty */
-    uint32_t len;
-    uint32_t hash;
-    int32_t value;
-} di_strmap_slot;
-
-typedef struct di_strmap {
-    di_strmap_slot *slots;
-    size_t cap; /* power of two */
-    size_t count;
-} di_strmap;
-
-uint32_t di_strmap_hash(const uint8_t *s, size_t n);
-/* Keys are not copied: they must outlive the map. Returns 0, or -1 on OOM.
- * An existing key has its value replaced. */
-int di_strmap_put(di_strmap *m, const uint8_t *key, size_t len, int32_t value);
-/* Value for key, or -1. */
-int32_t di_strmap_get(const di_strmap *m, const uint8_t *key, size_t len);
-void di_strmap_free(di_strmap *m);
+/* ---- byte-string -> id maps (util/strmap.h; keys live in the tokenizer arena) ---- */
+static inline int32_t tok_map_get(const di_strmap *m, const uint8_t *key, size_t len) {
+    uint32_t v;
+    return di_strmap_get(m, (const char *)key, len, &v) ? (int32_t)v : -1;
+}
+/* Insert a key that is not present yet. Returns 0, or -1 when out of memory. */
+static inline int tok_map_add(di_strmap *m, const uint8_t *key, size_t len, int32_t value) {
+    if (!m->slots && di_strmap_init(m, 1024) != 0) return -1;
+    return di_strmap_put(m, (const char *)key, len, (uint32_t)value, NULL) < 0 ? -1 : 0;
+}
 
 /* ---- bytelevel.c ---- */
 /* The codepoint GPT-2's ByteLevel maps byte b to. */

@@ -182,10 +182,10 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
         int64_t id;
         if (!di_json_as_i64(e, &id) || id < 0 || id >= (1 << 30))
             FAIL(DEEPINFER_ERR_FORMAT, "model.vocab[\"%.80s\"]: the id must be an integer in [0, 2^30)", e->key);
-        if (di_strmap_get(&tok->vocab, (const uint8_t *)e->key, e->key_len) >= 0)
+        if (tok_map_get(&tok->vocab, (const uint8_t *)e->key, e->key_len) >= 0)
             FAIL(DEEPINFER_ERR_FORMAT, "model.vocab: token \"%.80s\" appears twice", e->key);
         const char *key = di_arena_strndup(&tok->arena, e->key, e->key_len);
-        if (!key || di_strmap_put(&tok->vocab, (const uint8_t *)key, e->key_len, (int32_t)id))
+        if (!key || tok_map_add(&tok->vocab, (const uint8_t *)key, e->key_len, (int32_t)id))
             FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading the vocab");
         if ((int32_t)id > *max_id) *max_id = (int32_t)id;
     }
@@ -193,7 +193,7 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
     tok->unk_id = -1;
     if (!is_null(v)) {
         if (v->type != DI_JSON_STRING) FAIL(DEEPINFER_ERR_FORMAT, "model.unk_token must be a string or null");
-        tok->unk_id = di_strmap_get(&tok->vocab, (const uint8_t *)v->str, v->str_len);
+        tok->unk_id = tok_map_get(&tok->vocab, (const uint8_t *)v->str, v->str_len);
         if (tok->unk_id < 0) FAIL(DEEPINFER_ERR_FORMAT, "model.unk_token \"%.80s\" is not in the vocab", v->str);
     }
 
@@ -226,8 +226,8 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
             free(cat);
             FAIL(DEEPINFER_ERR_FORMAT, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", i);
         }
-        int32_t ia = di_strmap_get(&tok->vocab, (const uint8_t *)a, al);
-        int32_t ib = di_strmap_get(&tok->vocab, (const uint8_t *)b, bl);
+        int32_t ia = tok_map_get(&tok->vocab, (const uint8_t *)a, al);
+        int32_t ib = tok_map_get(&tok->vocab, (const uint8_t *)b, bl);
         if (ia < 0 || ib < 0) {
             free(cat);
             FAIL(DEEPINFER_ERR_FORMAT, "model.merges[%u]: token \"%.*s\" is not in the vocab", i,
@@ -244,7 +244,7 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
         }
         memcpy(cat, a, al);
         memcpy(cat + al, b, bl);
-        int32_t im = di_strmap_get(&tok->vocab, (const uint8_t *)cat, al + bl);
+        int32_t im = tok_map_get(&tok->vocab, (const uint8_t *)cat, al + bl);
         if (im < 0) {
             di_error_set(err, DEEPINFER_ERR_FORMAT, "model.merges[%u]: the merged token \"%.*s\" is not in the vocab", i,
                          (int)(al + bl > 80 ? 80 : al + bl), cat);
@@ -260,7 +260,7 @@ static deepinfer_status load_model(di_tokenizer *tok, const di_json *m, int32_t 
     for (int b = 0; b < 256; b++) {
         uint8_t s[4];
         size_t n = di_utf8_put(di_bytelevel_char((uint8_t)b), s);
-        tok->byte_id[b] = di_strmap_get(&tok->vocab, s, n);
+        tok->byte_id[b] = tok_map_get(&tok->vocab, s, n);
     }
     return DEEPINFER_OK;
 }
@@ -287,13 +287,13 @@ static deepinfer_status load_added(di_tokenizer *tok, const di_json *list, int32
         if (!di_json_as_i64(di_json_get(e, "id"), &file_id) || file_id < 0 || file_id >= (1 << 30))
             FAIL(DEEPINFER_ERR_FORMAT, "added_tokens[%u] (\"%.80s\"): \"id\" must be an integer in [0, 2^30)", i, c->str);
         if (c->str_len == 0) continue; /* HF ignores empty added tokens */
-        int32_t id = di_strmap_get(&tok->added, (const uint8_t *)c->str, c->str_len);
+        int32_t id = tok_map_get(&tok->added, (const uint8_t *)c->str, c->str_len);
         di_added_token *t = NULL;
         if (id >= 0) { /* seen before: same id, later flags */
             for (int k = 0; k < tok->nadded; k++)
                 if (tok->added_tokens[k].id == id) t = &tok->added_tokens[k];
         } else {
-            id = di_strmap_get(&tok->vocab, (const uint8_t *)c->str, c->str_len);
+            id = tok_map_get(&tok->vocab, (const uint8_t *)c->str, c->str_len);
             if (id < 0) id = (int32_t)(max_added < 0 ? vocab_size : max_added >= vocab_size ? max_added + 1 : vocab_size);
             if (id >= (1 << 30)) FAIL(DEEPINFER_ERR_FORMAT, "added_tokens: too many tokens");
             t = &tok->added_tokens[tok->nadded++];
@@ -301,7 +301,7 @@ static deepinfer_status load_added(di_tokenizer *tok, const di_json *list, int32
             if (!t->content) FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
             t->len = (uint32_t)c->str_len;
             t->id = id;
-            if (di_strmap_put(&tok->added, t->content, t->len, t->id))
+            if (tok_map_add(&tok->added, t->content, t->len, t->id))
                 FAIL(DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory reading added_tokens");
         }
         if (id > max_added) max_added = id;
@@ -329,9 +329,9 @@ static deepinfer_status build_id_tables(di_tokenizer *tok, int32_t max_id, di_er
     for (size_t i = 0; i < tok->vocab.cap; i++) {
         const di_strmap_slot *sl = &tok->vocab.slots[i];
         if (!sl->key) continue;
-        tok->id_str[sl->value] = sl->key;
-        tok->id_str_len[sl->value] = sl->len;
-        tok->id_flags[sl->value] = DI_TOKF_DEFINED;
+        tok->id_str[sl->val] = (const uint8_t *)sl->key;
+        tok->id_str_len[sl->val] = sl->len;
+        tok->id_flags[sl->val] = DI_TOKF_DEFINED;
     }
     for (int i = 0; i < tok->nadded; i++) { /* added tokens take precedence, as in HF's id_to_token */
         const di_added_token *t = &tok->added_tokens[i];
