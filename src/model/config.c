@@ -223,7 +223,7 @@ static int get_token(cctx *c, const char *hf, int64_t def, int64_t *out) {
     const di_json *v;
     const char *nm;
     TRY(find2(c, c->model, c->root, hf, NULL, &v, &nm));
-    if (!v) {
+    if (!v || (v->type == DI_JSON_NULL && def < 0)) { /* optional ids may be absent or null */
         *out = def;
         if (def >= 0) note_default(c, hf);
         return 0;

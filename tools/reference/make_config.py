@@ -51,7 +51,7 @@ def build(vocab, compressed_vocab, noise_id, num_embeddings):
               dspark_noise_token_id=noise_id, engram_num_embeddings=num_embeddings)
     tc = {k: tc[k] for k in KEY_ORDER}
     return {"architectures": ["DeepseekV41ForCausalLM"], "model_type": "deepseek_v41", "dtype": "bfloat16",
-            "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2, "image_token_id": -1,
+            "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2,
             "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [32, 32],
                                     "scale_fmt": "ue8m0", "expert_dtype": "fp4"},
             "text_config": tc}
