@@ -111,6 +111,19 @@ static deepinfer_status oom(di_error *err, const char *what) {
     return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory while %s", what);
 }
 
+/* Room for `more` tensors beyond the current count (array and name table). */
+static int reserve_tensors(di_safetensors *st, size_t more) {
+    size_t need = st->count + more;
+    if (need < st->count) return -1;
+    if (need > st->cap) {
+        di_tensor *t = realloc(st->tensors, need * sizeof *t);
+        if (!t) return -1;
+        st->tensors = t;
+        st->cap = need;
+    }
+    return di_strmap_reserve(&st->names, need);
+}
+
 static di_tensor *push_tensor(di_safetensors *st) {
     if (st->count == st->cap) {
         size_t cap = st->cap ? st->cap * 2 : 1024;
@@ -267,6 +280,10 @@ static deepinfer_status parse_shard(di_safetensors *st, uint32_t si, di_error *e
     if (root->type != DI_JSON_OBJECT) {
         rc = di_error_set(err, DEEPINFER_ERR_FORMAT, "%s: header is a JSON %s, expected an object", label,
                           di_json_type_name(root->type));
+        goto done;
+    }
+    if (reserve_tensors(st, root->count) != 0) {
+        rc = oom(err, "reading tensor names");
         goto done;
     }
     for (uint32_t i = 0; i < root->count; i++) {
@@ -556,6 +573,7 @@ static deepinfer_status open_index(di_safetensors *st, const char *index_path, d
         goto done;
     }
     rc = alloc_shards(st, nsh, 1, err);
+    if (rc == DEEPINFER_OK && reserve_tensors(st, wm->count) != 0) rc = oom(err, "reading the index");
     for (size_t i = 0; rc == DEEPINFER_OK && i < nsh; i++) {
         char p[4096];
         if (di_path_join(p, sizeof p, dir, shard_list[i]) != 0) {

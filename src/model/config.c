@@ -223,7 +223,7 @@ static int get_token(cctx *c, const char *hf, int64_t def, int64_t *out) {
     const di_json *v;
     const char *nm;
     TRY(find2(c, c->model, c->root, hf, NULL, &v, &nm));
-    if (!v) {
+    if (!v || (v->type == DI_JSON_NULL && def < 0)) { /* optional ids may be absent or null */
         *out = def;
         if (def >= 0) note_default(c, hf);
         return 0;
@@ -235,7 +235,8 @@ static int get_token(cctx *c, const char *hf, int64_t def, int64_t *out) {
 
 /* ---- model type ------------------------------------------------------------------------- */
 
-static const char *const SUPPORTED = "deepseek_v4 (DeepseekV4ForCausalLM), deepseek_v41 (DeepseekV41ForCausalLM)";
+static const char *const SUPPORTED =
+    "deepseek_v4 (DeepseekV4ForCausalLM), deepseek_v41 or deepseek_v41_text (DeepseekV41ForCausalLM)";
 
 static int read_type(cctx *c) {
     di_model_config *cfg = c->cfg;
@@ -249,7 +250,8 @@ static int read_type(cctx *c) {
     if (mt && mt->type != DI_JSON_NULL) {
         TRY(str_of(c, mt, "model_type", cfg->model_type, sizeof cfg->model_type));
         if (!strcmp(cfg->model_type, "deepseek_v4")) cfg->arch = DI_ARCH_V4;
-        else if (!strcmp(cfg->model_type, "deepseek_v41")) cfg->arch = DI_ARCH_V41;
+        else if (!strcmp(cfg->model_type, "deepseek_v41") || !strcmp(cfg->model_type, "deepseek_v41_text"))
+            cfg->arch = DI_ARCH_V41;
         else {
             di_error_set(c->err, DEEPINFER_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)",
                          c->label, cfg->model_type, SUPPORTED);

@@ -2,7 +2,7 @@
  * config.h — a model's config.json as a typed, validated struct.
  *
  * Supported: `deepseek_v4` (DeepSeek-V4-Flash, V4-Flash-0731; flat layout)
- * and `deepseek_v41` (DeepSeek-V4.1-Flash; model keys nested in
+ * and `deepseek_v41` / `deepseek_v41_text` (DeepSeek-V4.1-Flash; model keys nested in
  * `text_config`, `quantization_config` and `image_token_id` at the top).
  * Every key of architecture.md §1.1 is read; the reference names of §1.2
  * (`dim`, `n_layers`, `moe_inter_dim`, `rope_factor`, ...) are accepted as
@@ -103,7 +103,7 @@ typedef struct di_model_config {
     int64_t index_n_heads, index_head_dim, index_topk;
     int64_t hc_mult, hc_sinkhorn_iters;
     double hc_eps, rms_norm_eps;
-    int64_t num_nextn_predict_layers;
+    int64_t num_nextn_predict_layers; /* after parsing = n_stages (V4-0731 writes 1 for 3 DSpark stages; see note) */
     /* V4.1 CSA2 */
     int n_kv_source_layer_ids, kv_source_layer_ids[DI_CFG_MAX_LIST];
     int n_index_source_layer_ids, index_source_layer_ids[DI_CFG_MAX_LIST];

@@ -45,11 +45,10 @@ static di_strmap_slot *find_slot(di_strmap_slot *slots, size_t cap, const char *
     }
 }
 
-static int grow(di_strmap *m) {
-    if (m->cap > SIZE_MAX / 2 / sizeof(di_strmap_slot)) return -1;
+static int rehash(di_strmap *m, size_t newcap) {
     di_strmap_slot *old = m->slots;
     size_t oldcap = m->cap;
-    if (alloc_slots(m, oldcap * 2) != 0) {
+    if (alloc_slots(m, newcap) != 0) {
         m->slots = old;
         return -1;
     }
@@ -57,6 +56,21 @@ static int grow(di_strmap *m) {
         if (old[i].key) *find_slot(m->slots, m->cap, old[i].key, old[i].len) = old[i];
     free(old);
     return 0;
+}
+
+static int grow(di_strmap *m) {
+    if (m->cap > SIZE_MAX / 2 / sizeof(di_strmap_slot)) return -1;
+    return rehash(m, m->cap * 2);
+}
+
+int di_strmap_reserve(di_strmap *m, size_t n) {
+    if (!m->slots) return -1;
+    size_t cap = m->cap;
+    while (cap < n * 2) {
+        if (cap > SIZE_MAX / 4 / sizeof(di_strmap_slot)) return -1;
+        cap *= 2;
+    }
+    return cap == m->cap ? 0 : rehash(m, cap);
 }
 
 int di_strmap_put(di_strmap *m, const char *key, size_t len, uint32_t val, uint32_t *existing) {

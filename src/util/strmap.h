@@ -28,6 +28,10 @@ typedef struct di_strmap {
  * or -1 when out of memory. Free with di_strmap_free. */
 int di_strmap_init(di_strmap *m, size_t expected);
 
+/* Make room for `n` keys in total without further rehashing. Returns 0, or
+ * -1 when out of memory (the map is unchanged). */
+int di_strmap_reserve(di_strmap *m, size_t n);
+
 /* Insert `key` (`len` bytes, not copied) → `val`. Returns 1 if inserted,
  * 0 if the key was already present (then *existing, if given, receives its
  * value and the map is unchanged), -1 when out of memory or len ≥ 2^32. */

@@ -311,3 +311,13 @@ TEST(cfg_state_estimate_matches_published_figures) {
     CHECK(e.kv_row_bytes == 583 && e.index_row_bytes == 68);
     CHECK_NEAR(e.bytes_per_token, 21.0 * 651 / 4 + 20.0 * 583 / 128, 1e-9); /* ≈ 3.5 KB */
 }
+
+TEST(cfg_v41_text_config_alone) {
+    /* A text-only config saved flat, with the text model type. */
+    char *t = edit(V41_FLASH, "\"model_type\":\"deepseek_v41\"", "\"model_type\":\"deepseek_v41_text\"");
+    char m[DI_ERROR_MSG_MAX];
+    deepinfer_status rc = parse(t, m, sizeof m);
+    free(t);
+    CHECK_MSG(rc == DEEPINFER_OK, "%s", m);
+    CHECK(g_cfg.arch == DI_ARCH_V41 && g_cfg.n_layers == 40);
+}

@@ -291,3 +291,12 @@ TEST(spec_hints_at_transformers_names) {
     CHECK(check_fake("golden/v4-tiny-a", &f, &r, m, sizeof m) == DEEPINFER_ERR_FORMAT);
     CHECK_MSG(strstr(m, "transformers conversion") != NULL, "%s", m);
 }
+
+/* The embedded default model (models/, issue 8) ships a valid checkpoint:
+ * text-only, so its config has no image token. */
+TEST(spec_demo_model_validates) {
+    check_golden("../../models/deepinfer-demo-v41");
+    if (di_test_failed()) return;
+    CHECK(load_cfg("../../models/deepinfer-demo-v41") == 0);
+    CHECK_EQ_INT(g_cfg.image_token_id, -1);
+}
