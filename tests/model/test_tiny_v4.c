@@ -155,3 +155,23 @@ TEST(tiny_v4_logits_identical_on_every_isa_path) {
     free(ref);
     di_v4_free(m);
 }
+
+TEST(tiny_v4_sub_batches_are_invisible) {
+    /* a model whose workspace holds 7 rows runs a 300-row step as sub-batches:
+     * same bits as the default workspace */
+    di_v4_model *a = NULL, *b = NULL;
+    di_error err = {0};
+    di_v4_options small = {.max_rows = 7};
+    CHECK(di_v4_load(di_test_data(TDIR), NULL, &a, &err) == DEEPINFER_OK);
+    CHECK(di_v4_load(di_test_data(TDIR), &small, &b, &err) == DEEPINFER_OK);
+    int n = 300, V = (int)di_v4_config(a)->vocab_size;
+    int32_t tok[300];
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 29 + 3) % V);
+    float *x = malloc(sizeof(float) * (size_t)n * V), *y = malloc(sizeof(float) * (size_t)n * V);
+    CHECK(run(a, tok, n, n, x, NULL) == DEEPINFER_OK);
+    CHECK(run(b, tok, n, n, y, NULL) == DEEPINFER_OK);
+    CHECK(!memcmp(x, y, sizeof(float) * (size_t)n * V));
+    free(x), free(y);
+    di_v4_free(a);
+    di_v4_free(b);
+}
