@@ -345,6 +345,21 @@ TEST(index_scores_and_topk) {
     CHECK(idx[0] == 5 && idx[1] == 7 && idx[2] == 4 && idx[3] == 8); /* tie 5@4, 5@8: lower index first */
     CHECK_EQ_INT(di_topk_desc(v, 3, 8, idx), 3);
     CHECK(idx[0] == 2 && idx[1] == 0 && idx[2] == 1);
+    /* the heap path (large n) selects exactly what a full sort would */
+    int N = 5000, K = 300;
+    float *big = malloc(sizeof(float) * (size_t)N);
+    int *got = malloc(sizeof(int) * (size_t)K), *ord = malloc(sizeof(int) * (size_t)N);
+    for (int i = 0; i < N; i++) big[i] = di_round_bf16(frand()), ord[i] = i; /* bf16: many ties */
+    CHECK_EQ_INT(di_topk_desc(big, N, K, got), K);
+    for (int i = 0; i < N; i++) /* reference: selection sort by (score desc, index asc) */
+        for (int j = i + 1; j < N && i < K; j++)
+            if (big[ord[j]] > big[ord[i]] || (big[ord[j]] == big[ord[i]] && ord[j] < ord[i])) {
+                int t = ord[i];
+                ord[i] = ord[j];
+                ord[j] = t;
+            }
+    for (int i = 0; i < K; i++) CHECK(got[i] == ord[i]);
+    free(big), free(got), free(ord);
 }
 
 TEST(route_and_swiglu_match_double) {

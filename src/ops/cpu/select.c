@@ -39,21 +39,61 @@ void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *
     }
 }
 
+/* "a ranks before b": higher score, then lower index (a total order, so the
+ * selection is unique whatever the algorithm). NaN ranks last. */
+static inline int ranks_before(const float *score, int a, int b) {
+    float x = score[a], y = score[b];
+    if (x > y) return 1;
+    if (x < y) return 0;
+    if (x == y) return a < b;
+    return y != y && (x == x || a < b); /* NaNs last */
+}
+
+/* Sift the worst-ranked element to the root of a heap of n indices. */
+static void sift_down(const float *score, int *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && ranks_before(score, h[w], h[l])) w = l;
+        if (r < n && ranks_before(score, h[w], h[r])) w = r;
+        if (w == i) return;
+        int t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
 int di_topk_desc(const float *score, int n, int k, int *idx) {
     int cnt = k < n ? k : n;
-    /* selection by repeated insertion into a sorted prefix: O(n * cnt), fine
-     * for the sizes here (n visible rows, cnt <= 512) */
-    int filled = 0;
-    for (int j = 0; j < n; j++) {
-        float v = score[j];
-        if (filled == cnt && !(v > score[idx[cnt - 1]])) continue;
-        int pos = filled < cnt ? filled : cnt - 1;
-        while (pos > 0 && v > score[idx[pos - 1]]) {
-            idx[pos] = idx[pos - 1];
-            pos--;
+    if (cnt <= 0) return 0;
+    if ((int64_t)n * cnt <= 65536) {
+        /* small: insertion into a sorted prefix */
+        int filled = 0;
+        for (int j = 0; j < n; j++) {
+            if (filled == cnt && !ranks_before(score, j, idx[cnt - 1])) continue;
+            int pos = filled < cnt ? filled : cnt - 1;
+            while (pos > 0 && ranks_before(score, j, idx[pos - 1])) {
+                idx[pos] = idx[pos - 1];
+                pos--;
+            }
+            idx[pos] = j;
+            if (filled < cnt) filled++;
         }
-        idx[pos] = j;
-        if (filled < cnt) filled++;
+        return cnt;
+    }
+    /* large: a heap of the best cnt with the worst at the root, then heap-sort */
+    for (int j = 0; j < cnt; j++) idx[j] = j;
+    for (int i = cnt / 2 - 1; i >= 0; i--) sift_down(score, idx, cnt, i);
+    for (int j = cnt; j < n; j++)
+        if (ranks_before(score, j, idx[0])) {
+            idx[0] = j;
+            sift_down(score, idx, cnt, 0);
+        }
+    for (int end = cnt - 1; end > 0; end--) { /* worst goes to the end: best-first order */
+        int t = idx[0];
+        idx[0] = idx[end];
+        idx[end] = t;
+        sift_down(score, idx, end, 0);
     }
     return cnt;
 }
