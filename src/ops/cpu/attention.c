@@ -27,7 +27,13 @@ typedef struct attn_ctx {
     int groups; /* head groups per row */
 } attn_ctx;
 
+typedef float (*dot_fn)(const uint16_t *, const uint16_t *, int);
+typedef void (*axpy_fn)(float *, float, const uint16_t *, int);
+
 static void attend(const attn_ctx *c, int m, int h0, int h1) {
+    /* the ISA kernels of vec.h, chosen once per call (identical arithmetic) */
+    dot_fn dot = di_vec_use_avx512() ? di_vdot_bf16_avx512 : di_vdot_bf16;
+    axpy_fn axpy = di_vec_use_avx512() ? di_vaxpy_bf16_avx512 : di_vaxpy_bf16;
     float o[HGROUP][MAX_HD];
     float mx[HGROUP], den[HGROUP], logit[HGROUP][BLOCK];
     int nh = h1 - h0, hd = c->hd;
@@ -45,7 +51,7 @@ static void attend(const attn_ctx *c, int m, int h0, int h1) {
             float bmax = -INFINITY;
             for (int j = 0; j < bn; j++) {
                 const uint16_t *k = kv[b0 + j];
-                float l = k ? di_vdot_bf16(qh, k, hd) * c->scale : -INFINITY;
+                float l = k ? dot(qh, k, hd) * c->scale : -INFINITY;
                 logit[h][j] = l;
                 if (l > bmax) bmax = l;
             }
@@ -68,7 +74,7 @@ static void attend(const attn_ctx *c, int m, int h0, int h1) {
             if (!v) continue; /* a zero row adds nothing */
             for (int h = 0; h < nh; h++) {
                 float p = di_round_bf16(logit[h][j]);
-                if (p != 0.0f) di_vaxpy_bf16(o[h], p, v, hd);
+                if (p != 0.0f) axpy(o[h], p, v, hd);
             }
         }
     }
