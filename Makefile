@@ -24,7 +24,7 @@ LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
-ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mavx2 -mfma -mf16c
+ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mavx512vbmi -mavx2 -mfma -mf16c
 
 NVCC_ARCH  := -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) -Iinclude -Isrc
