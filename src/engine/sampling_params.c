@@ -13,7 +13,10 @@ void di_sampling_params_default(di_sampling_params *p) {
     p->max_tokens = 16;
     p->n = 1;
     p->logprobs = -1;
+    p->skip_special_tokens = 1;
 }
+
+void deepinfer_sampling_params_init(deepinfer_sampling_params *p) { di_sampling_params_default(p); }
 
 deepinfer_status di_sampling_params_validate(const di_sampling_params *p, int32_t vocab_size, di_error *err) {
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;

@@ -119,6 +119,11 @@ const di_model_config *di_v4_config(const di_v4_model *m) { return &m->cfg; }
 int64_t di_v4_max_context(const di_v4_model *m) { return m->max_context; }
 size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
 
+size_t di_v4_workspace_bytes(const di_v4_model *m) {
+    size_t hcd = (size_t)(m->cfg.hc_mult * m->cfg.hidden_size);
+    return m->ws.bytes + (size_t)m->max_rows * (hcd * 4 + sizeof *m->segs);
+}
+
 size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
     const di_model_config *c = &m->cfg;
     size_t b = m->w.head.bytes + (size_t)c->hidden_size * 2;

@@ -44,6 +44,7 @@ typedef struct di_ws {
     size_t iscore_stride; /* floats per thread for indexer scores */
     int nthreads;
     void *mem;
+    size_t bytes;         /* size of mem */
 } di_ws;
 
 /* One step in flight. */
