@@ -67,6 +67,7 @@ static deepinfer_status run_ops(cpu_q *q, di_step *s, di_error *err) {
     for (int i = 0; i < s->n_ops; i++) {
         di_state_op *op = &s->ops[i];
         di_seq_state *dst = di_pool_seq(q->pool, op->dst);
+        if (op->kind == DI_OP_NONE) continue;
         if (op->kind == DI_OP_RESET) {
             di_seq_reset(dst, q->cfg);
         } else {

@@ -217,6 +217,7 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     double t0 = di_engine_now(e);
     di_error err = {0};
     begin_updates(e);
+    int had_inflight = e->inflight != NULL;
     di_sched_schedule(&e->sched);                                   /* 1. decide what runs */
     di_step_buf *next = di_runner_build(&e->runner, &e->sched.plan); /* 2. rows, placeholders, samples */
     deepinfer_status st = next ? di_devq_submit(e->dq, &next->step, &err) : DEEPINFER_OK; /* 3. enqueue */
@@ -228,7 +229,7 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
         e->inflight = NULL;
         if (st) return st;
     }
-    if (!next && !e->inflight && e->n_active > 0) {
+    if (!next && !had_inflight && !e->sched.plan.n_preempted && e->n_active > 0) {
         di_error_set(&err, DEEPINFER_ERR_INTERNAL, "the scheduler made no progress with %lld requests unfinished",
                      (long long)e->n_active);
         return di_engine_fail(e, &err);

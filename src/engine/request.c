@@ -74,6 +74,7 @@ di_request *di_request_new(uint64_t id, const int32_t *prompt, size_t n_prompt, 
         c->index = i;
         c->slot = -1;
         c->plan_item = -1;
+        c->plan_op = -1;
         c->prio = (id << 16) | (uint64_t)(i & 0xFFFF);
         c->out_ids = malloc(sizeof(int32_t) * T);
         if (!c->out_ids) goto fail;

@@ -60,6 +60,7 @@ typedef struct di_choice {
     size_t text_len, text_cap;
     /* the scheduler's per-step mark: index of this choice's item in the plan being built, or -1 */
     int plan_item;
+    int plan_op;               /* index of the copy op that forks this choice in the plan being built, or -1 */
     int num_preemptions;
 } di_choice;
 

@@ -126,6 +126,15 @@ static void preempt(pass *p, di_choice *v) {
         s->plan.items[v->plan_item].c = NULL;
         v->plan_item = -1;
     }
+    if (v->plan_op >= 0) { /* forked in this pass: the copy is moot */
+        s->plan.ops[v->plan_op].kind = DI_OP_NONE;
+        v->plan_op = -1;
+    }
+    if (v->index == 0) /* siblings forked from it in this pass cannot be copied from a released slot */
+        for (int j = 1; j < v->req->n_choices; j++) {
+            di_choice *sib = &v->req->choices[j];
+            if (sib->plan_op >= 0 && sib->state == DI_CHOICE_RUNNING) preempt(p, sib);
+        }
     di_pool_slot_release(s->pool, v->slot);
     remove_from(s->running, &s->n_running, v);
     v->slot = -1;
@@ -164,6 +173,7 @@ static void fork_siblings(pass *p, di_choice *lead) {
             di_pool_slot_release(s->pool, slot);
             continue;
         }
+        c->plan_op = p->s->plan.n_ops;
         add_op(p, DI_OP_COPY, slot, lead->slot);
         c->slot = slot;
         c->n_sched = lead->n_sched;
@@ -218,9 +228,20 @@ static void schedule_chunks(pass *p) {
     }
 }
 
-/* 3. Admit waiting sequences, FCFS, while slots, budget and pages allow. */
+/* Pages the running sequences will still need to finish their known rows
+ * (prompt / recompute): admission leaves them free. */
+static int64_t promised_pages(const di_scheduler *s) {
+    int64_t n = 0;
+    for (int i = 0; i < s->n_running; i++) n += di_pool_pages_short(s->pool, s->running[i]->slot, total_tokens(s->running[i]));
+    return n;
+}
+
+/* 3. Admit waiting sequences, FCFS, while slots and budget last and the
+ * free pages cover the newcomer's whole prompt (plus recomputed outputs) on
+ * top of what the running sequences still need, with the watermark spare. */
 static void admit(pass *p) {
     di_scheduler *s = p->s;
+    int64_t promised = promised_pages(s);
     for (int w = 0; w < s->n_waiting && p->budget > 0 && di_pool_slots_free(s->pool) > 0;) {
         di_choice *c = s->waiting[w];
         if (c->fork_wait || !di_sched_can_run(s, c)) { /* not ready: waits for its fork / its result in flight */
@@ -231,14 +252,12 @@ static void admit(pass *p) {
         int64_t k = rem < s->cfg.chunk_size ? rem : s->cfg.chunk_size;
         if (k > p->budget) k = p->budget;
         if (has_fork_waiters(c) && k > c->req->n_prompt - 1) k = c->req->n_prompt - 1;
-        int slot = di_pool_slot_acquire(s->pool);
+        int64_t need = di_pool_geom_pages_for(s->pool->cfg, &s->pool->g, total_tokens(c));
         int64_t spare = s->n_running ? s->cfg.watermark_pages : 0;
-        k = di_pool_fit(s->pool, slot, 0, k, spare);
-        if (k == 0) {
-            di_pool_slot_release(s->pool, slot);
-            break; /* strict FCFS: nobody overtakes the head */
-        }
+        if (di_pool_pages_free(s->pool) - promised - spare < need) break; /* strict FCFS: nobody overtakes the head */
+        int slot = di_pool_slot_acquire(s->pool);
         di_pool_grow(s->pool, slot, k);
+        promised += need - s->pool->slot_pages[slot];
         add_op(p, DI_OP_RESET, slot, -1);
         c->slot = slot;
         c->n_sched = 0;
@@ -253,6 +272,7 @@ static void admit(pass *p) {
 void di_sched_schedule(di_scheduler *s) {
     s->plan.n_items = s->plan.n_ops = s->plan.n_rows = s->plan.n_samples = s->plan.n_preempted = 0;
     pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens};
+    for (int i = 0; i < s->n_running; i++) s->running[i]->plan_op = -1;
     schedule_decodes(&p);
     schedule_chunks(&p);
     if (!s->plan.n_preempted) admit(&p);

@@ -47,7 +47,7 @@ typedef struct di_plan_item {
     int sample;           /* the last row's logits are sampled */
 } di_plan_item;
 
-typedef enum di_state_op_kind { DI_OP_RESET = 0, DI_OP_COPY = 1 } di_state_op_kind;
+typedef enum di_state_op_kind { DI_OP_RESET = 0, DI_OP_COPY = 1, DI_OP_NONE = 2 /* dropped */ } di_state_op_kind;
 
 typedef struct di_state_op {
     di_state_op_kind kind;
