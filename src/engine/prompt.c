@@ -33,6 +33,7 @@ deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer 
     int sources = (p->text != NULL) + (p->token_ids != NULL || p->n_token_ids > 0) + (p->messages != NULL);
     if (sources != 1)
         return di_error_set(err, E, "prompt: give exactly one of text, token_ids or messages (got %d)", sources);
+    if (p->text && !p->text[0]) return di_error_set(err, E, "prompt is empty (text \"\")");
     if ((p->text || p->messages) && !tok)
         return di_error_set(err, E,
                             "prompt: %s needs a tokenizer, and this model has none (no tokenizer.json in its "
@@ -53,7 +54,6 @@ deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer 
         return DEEPINFER_OK;
     }
     if (p->text) {
-        if (!p->text[0]) return di_error_set(err, E, "prompt is empty (text \"\")");
         st = encode_text(tok, p->text, strlen(p->text), ids, n, err);
     } else {
         char *text = NULL;
