@@ -89,8 +89,9 @@ static int demo_model_dir(char *out, size_t n) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
-            int k = snprintf(out, n, "%s/../%s", exe, DEMO_MODEL);
-            if (k > 0 && (size_t)k < n && di_is_dir(out)) return 1;
+            char cand[DI_PATH_MAX + 64];
+            snprintf(cand, sizeof cand, "%s/../%s", exe, DEMO_MODEL);
+            if (di_is_dir(cand) && realpath(cand, out) && strlen(out) < n) return 1;
         }
     }
     snprintf(out, n, "%s/%s", DEEPINFER_SOURCE_DIR, DEMO_MODEL);
