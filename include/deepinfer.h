@@ -169,6 +169,7 @@ const char *deepinfer_engine_last_error(const deepinfer_engine *e);
 typedef struct deepinfer_memory_plan {
     uint64_t budget;               /* the budget used (auto or given) */
     uint64_t weight_bytes;         /* packed model weights (memory-mapped) */
+    uint64_t decode_weight_bytes;  /* weight bytes one decode step reads (the bandwidth floor's numerator) */
     uint64_t workspace_bytes;      /* step workspace, logits, sampler scratch, step buffers */
     uint64_t slot_bytes;           /* one sequence's fixed state (SWA rings, compressor partial state, page tables) */
     int num_slots;                 /* = max_num_seqs */

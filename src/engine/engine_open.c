@@ -171,6 +171,7 @@ static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, 
     di_threadpool *tp = di_threadpool_global();
     size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
     p->weight_bytes = di_model_weight_bytes(e->model);
+    p->decode_weight_bytes = di_model_decode_weight_bytes(e->model);
     p->workspace_bytes = di_model_workspace_bytes(e->model) + (size_t)c->max_num_seqs * V * 4 /* logits */ +
                          threads * V * 15 /* sampler scratch, one per thread */ +
                          2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) /* step rows */ +
