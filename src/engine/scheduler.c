@@ -81,12 +81,14 @@ int di_sched_can_run(const di_scheduler *s, const di_choice *c) {
 
 /* Choice 0 of an n > 1 request stops its prefill before the last prompt
  * token while siblings wait to be forked from it. */
-static int has_fork_waiters(const di_choice *c) {
+static int fork_waiters(const di_choice *c) {
     if (c->index != 0) return 0;
-    for (int j = 1; j < c->req->n_choices; j++)
-        if (c->req->choices[j].fork_wait) return 1;
-    return 0;
+    int n = 0;
+    for (int j = 1; j < c->req->n_choices; j++) n += c->req->choices[j].fork_wait;
+    return n;
 }
+
+static int has_fork_waiters(const di_choice *c) { return fork_waiters(c) > 0; }
 
 void di_sched_remove(di_scheduler *s, di_choice *c) {
     if (c->state == DI_CHOICE_RUNNING) {
@@ -230,19 +232,31 @@ static void schedule_chunks(pass *p) {
 
 /* Pages the running sequences will still need to finish their known rows
  * (prompt / recompute): admission leaves them free. */
-static int64_t promised_pages(const di_scheduler *s) {
-    int64_t n = 0;
-    for (int i = 0; i < s->n_running; i++) n += di_pool_pages_short(s->pool, s->running[i]->slot, total_tokens(s->running[i]));
-    return n;
+/* What running sequences are owed: pages for their known rows, and for
+ * choice 0s still to fork their siblings, a slot and the prompt's pages per
+ * sibling. Admission leaves both alone. */
+static void promised(const di_scheduler *s, int64_t *pages, int *slots) {
+    *pages = 0;
+    *slots = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        const di_choice *c = s->running[i];
+        int w = fork_waiters(c);
+        *pages += di_pool_pages_short(s->pool, c->slot, total_tokens(c)) +
+                  w * di_pool_geom_pages_for(s->pool->cfg, &s->pool->g, c->req->n_prompt);
+        *slots += w;
+    }
 }
 
 /* 3. Admit waiting sequences, FCFS, while slots and budget last and the
- * free pages cover the newcomer's whole prompt (plus recomputed outputs) on
- * top of what the running sequences still need, with the watermark spare. */
+ * free pages cover the newcomer's whole prompt (plus recomputed outputs) —
+ * and for a choice 0 with siblings to fork, their slots and pages — on top
+ * of what the running sequences are owed, with the watermark spare. */
 static void admit(pass *p) {
     di_scheduler *s = p->s;
-    int64_t promised = promised_pages(s);
-    for (int w = 0; w < s->n_waiting && p->budget > 0 && di_pool_slots_free(s->pool) > 0;) {
+    int64_t owed_pages;
+    int owed_slots;
+    promised(s, &owed_pages, &owed_slots);
+    for (int w = 0; w < s->n_waiting && p->budget > 0;) {
         di_choice *c = s->waiting[w];
         if (c->fork_wait || !di_sched_can_run(s, c)) { /* not ready: waits for its fork / its result in flight */
             w++;
@@ -252,12 +266,25 @@ static void admit(pass *p) {
         int64_t k = rem < s->cfg.chunk_size ? rem : s->cfg.chunk_size;
         if (k > p->budget) k = p->budget;
         if (has_fork_waiters(c) && k > c->req->n_prompt - 1) k = c->req->n_prompt - 1;
+        int forks = fork_waiters(c);
         int64_t need = di_pool_geom_pages_for(s->pool->cfg, &s->pool->g, total_tokens(c));
+        int64_t need_forks = forks * di_pool_geom_pages_for(s->pool->cfg, &s->pool->g, c->req->n_prompt);
+        if (forks && (1 + forks > s->pool->n_slots || need + need_forks > s->pool->n_pages)) {
+            /* the choices could never be resident together: each recomputes the prompt instead */
+            for (int j = 1; j < c->req->n_choices; j++) c->req->choices[j].fork_wait = 0;
+            forks = 0;
+            need_forks = 0;
+            k = rem < s->cfg.chunk_size ? rem : s->cfg.chunk_size;
+            if (k > p->budget) k = p->budget;
+        }
         int64_t spare = s->n_running ? s->cfg.watermark_pages : 0;
-        if (di_pool_pages_free(s->pool) - promised - spare < need) break; /* strict FCFS: nobody overtakes the head */
+        /* strict FCFS: when the head does not fit, nobody overtakes it */
+        if (di_pool_slots_free(s->pool) - owed_slots < 1 + forks) break;
+        if (di_pool_pages_free(s->pool) - owed_pages - spare < need + need_forks) break;
         int slot = di_pool_slot_acquire(s->pool);
         di_pool_grow(s->pool, slot, k);
-        promised += need - s->pool->slot_pages[slot];
+        owed_pages += need + need_forks - s->pool->slot_pages[slot];
+        owed_slots += forks;
         add_op(p, DI_OP_RESET, slot, -1);
         c->slot = slot;
         c->n_sched = 0;

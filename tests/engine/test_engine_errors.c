@@ -134,3 +134,24 @@ TEST(engine_bad_configs_are_rejected_with_the_field) {
     CHECK(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_ERR_UNSUPPORTED);
     CHECK(strstr(msg, "V4.1"));
 }
+
+TEST(engine_stops_at_the_model_context) {
+    eng_opts o = {.chunk = 16, .max_model_len = 64};
+    deepinfer_engine *e = eng_open(&o);
+    CHECK(e);
+    int32_t ids[63];
+    for (int i = 0; i < 63; i++) ids[i] = (int32_t)(i * 5 % 1024);
+    deepinfer_prompt pr[2] = {{.token_ids = ids, .n_token_ids = 60}, {.token_ids = ids, .n_token_ids = 63}};
+    deepinfer_sampling_params sp;
+    deepinfer_sampling_params_init(&sp);
+    sp.max_tokens = 10;
+    sp.ignore_eos = 1;
+    deepinfer_request_output **out = NULL;
+    CHECK(deepinfer_generate(e, pr, 2, &sp, 1, &out) == DEEPINFER_OK);
+    /* prompt + output reaches max_model_len: finish "length" before max_tokens */
+    CHECK(out[0]->status == DEEPINFER_OK && out[0]->choices[0].n_tokens == 4);
+    CHECK(out[0]->choices[0].finish_reason == DEEPINFER_FINISH_LENGTH);
+    CHECK(out[1]->status == DEEPINFER_OK && out[1]->choices[0].n_tokens == 1);
+    deepinfer_outputs_free(out, 2);
+    deepinfer_engine_close(e);
+}
