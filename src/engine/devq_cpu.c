@@ -99,7 +99,9 @@ static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
         b.logits = q->logits;
         s->status = di_model_forward(q->model, &b, &s->err);
     }
-    if (!s->status) {
+    if (!s->status && s->n_samples <= 4) { /* a parallel region costs more than a few rows */
+        for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, &q->scratch[0]);
+    } else if (!s->status) {
         sample_job j = {q, s};
         di_threadpool_run(q->tp, sample_task, &j);
     } else {
