@@ -73,3 +73,47 @@ TEST(engine_greedy_generate_equals_score_and_reference) {
     free(prompt), free(want);
     di_json_free(man);
 }
+
+/* The other V4 test checkpoint (tiny-v4-b, another shape): greedy generate,
+ * chunked and beside other requests, equals the score driver's trajectory. */
+TEST(engine_greedy_generate_equals_score_on_tiny_v4_b) {
+    di_v4_model *m = NULL;
+    di_error err = {0};
+    CHECK_MSG(di_v4_load(di_test_gen_data("tiny-v4-b"), NULL, &m, &err) == DEEPINFER_OK, "%s", err.msg);
+    int V = (int)di_v4_config(m)->vocab_size;
+    enum { NP = 3, STEPS = 20 };
+    int lens[NP] = {5, 40, 97};
+    int32_t ids[NP][128];
+    for (int r = 0; r < NP; r++)
+        for (int i = 0; i < lens[r]; i++) ids[r][i] = (int32_t)((i * 13 + r * 101 + 1) % V);
+    deepinfer_engine_config c;
+    deepinfer_engine_config_init(&c);
+    c.model = di_test_gen_data("tiny-v4-b");
+    c.max_model_len = 512;
+    c.chunk_size = 7;
+    deepinfer_engine *e = NULL;
+    char msg[512];
+    CHECK_MSG(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_OK, "%s", msg);
+    deepinfer_prompt p[NP];
+    for (int r = 0; r < NP; r++) p[r] = (deepinfer_prompt){.token_ids = ids[r], .n_token_ids = (size_t)lens[r]};
+    deepinfer_sampling_params sp;
+    deepinfer_sampling_params_init(&sp);
+    sp.temperature = 0;
+    sp.max_tokens = STEPS + 1;
+    sp.ignore_eos = 1;
+    deepinfer_request_output **outs = NULL;
+    CHECK(deepinfer_generate(e, p, NP, &sp, 1, &outs) == DEEPINFER_OK);
+    for (int r = 0; r < NP; r++) {
+        di_score_req req = {.prompt = ids[r], .n_prompt = lens[r], .steps = STEPS};
+        di_score_result sr;
+        CHECK(di_v4_score(m, &req, &sr, &err) == DEEPINFER_OK);
+        CHECK(outs[r]->status == DEEPINFER_OK && outs[r]->choices[0].n_tokens == STEPS + 1);
+        for (int i = 0; i <= STEPS; i++)
+            CHECK_MSG(outs[r]->choices[0].token_ids[i] == sr.argmax[i], "prompt %d token %d: %d vs score %d", r, i,
+                      outs[r]->choices[0].token_ids[i], sr.argmax[i]);
+        di_score_result_free(&sr);
+    }
+    deepinfer_outputs_free(outs, NP);
+    deepinfer_engine_close(e);
+    di_v4_free(m);
+}
