@@ -20,7 +20,8 @@
  * The drafter stages (V4 MTP, V4.1 DSpark) have their own rings and
  * position counter. V4.1 adds the Engram class-id history and, for the
  * released-reference emulation, which layer's index keys were published
- * last. Everything in the fixed part is plain data: a snapshot is a copy.
+ * last. The fixed part holds no pointer outside itself and the caller's
+ * pages: a snapshot is a byte copy of it, restored into the same memory.
  */
 #ifndef DI_MODEL_SEQ_STATE_H
 #define DI_MODEL_SEQ_STATE_H
