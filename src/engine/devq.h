@@ -45,6 +45,7 @@ typedef struct di_sample_spec {
     const int32_t *out;         /* outputs before this one (incl. samples still in flight) */
     int32_t n_out;
     int32_t eos_id;             /* masked below min_tokens; -1 = none */
+    const uint32_t *allow_mask; /* bit v set = id v may be sampled; NULL = all */
     int logit_row;              /* the batch row sampled (samples are in increasing row order) */
     /* written by the device */
     int32_t *w_token;

@@ -38,7 +38,7 @@ static void sample_one(cpu_q *q, di_sample_spec *sp, size_t i, di_sampler_scratc
                              .stream = sp->stream,
                              .position = (uint64_t)sp->position,
                              .purpose = DI_NOISE_TARGET,
-                             .allow_mask = NULL,
+                             .allow_mask = sp->allow_mask,
                              .eos_id = sp->eos_id};
     di_sample_result r;
     sp->status = di_sample_row(q->logits + i * (size_t)V, sp->params, &ctx, scr, &r, NULL);

@@ -33,6 +33,7 @@ struct deepinfer_engine {
     di_scheduler sched;
     di_runner runner;
     di_devq *dq;
+    uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
     int async;                        /* schedule step N+1 before waiting for step N */
     di_step_buf *inflight;            /* submitted, not yet waited */
     di_reqmap reqs;                   /* every request not yet taken */

@@ -268,7 +268,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
         ctx = peek.max_position_embeddings;
     }
     e->cfg.max_model_len = ctx;
-    int rows = e->cfg.max_num_batched_tokens < 1024 ? e->cfg.max_num_batched_tokens : 1024;
+    /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
+    int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
     di_model_options mo = {.max_rows = rows, .max_context = ctx};
     if ((st = di_model_load(e->model_dir, &mo, &e->model, err))) return st;
     e->mcfg = di_model_cfg(e->model);
@@ -290,6 +291,14 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_sched_init(&e->sched, &sc, &e->pool, err))) return st;
     if ((st = di_runner_init(&e->runner, &e->pool, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, err)))
         return st;
+    int64_t img = e->mcfg->image_token_id, V = e->mcfg->vocab_size;
+    if (img >= 0 && img < V) { /* text only: the image token is never sampled (the forward refuses it) */
+        size_t words = (size_t)(V + 31) / 32;
+        if (!(e->text_mask = malloc(words * 4))) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        memset(e->text_mask, 0xFF, words * 4);
+        e->text_mask[img / 32] &= ~(1u << (img % 32));
+        e->runner.base_mask = e->text_mask;
+    }
     e->stats.num_pages = n_pages;
     plan_text(e);
     return DEEPINFER_OK;
@@ -333,6 +342,7 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     free(e->out_ctx.piece);
     free(e->updated);
     free(e->updated_pub);
+    free(e->text_mask);
     di_model_free(e->model);
     free(e);
 }

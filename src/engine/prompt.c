@@ -25,7 +25,7 @@ static deepinfer_status render_messages(const deepinfer_prompt *p, di_chat_arch 
 }
 
 deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer *tok, di_chat_arch arch, int32_t vocab,
-                                  int32_t **ids, size_t *n, di_error *err) {
+                                  int32_t image_id, int32_t **ids, size_t *n, di_error *err) {
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
     *ids = NULL;
     *n = 0;
@@ -43,10 +43,14 @@ deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer 
     if (p->token_ids || p->n_token_ids) {
         if (!p->token_ids) return di_error_set(err, E, "prompt: n_token_ids is %zu but token_ids is NULL", p->n_token_ids);
         if (!p->n_token_ids) return di_error_set(err, E, "prompt is empty (0 token ids)");
-        for (size_t i = 0; i < p->n_token_ids; i++)
+        for (size_t i = 0; i < p->n_token_ids; i++) {
             if (p->token_ids[i] < 0 || p->token_ids[i] >= vocab)
                 return di_error_set(err, E, "prompt: token_ids[%zu] = %d is outside the vocabulary [0, %d)", i,
                                     p->token_ids[i], vocab);
+            if (p->token_ids[i] == image_id)
+                return di_error_set(err, E, "prompt: token_ids[%zu] = %d is the image token; the engine runs text only",
+                                    i, image_id);
+        }
         *ids = malloc(sizeof(int32_t) * p->n_token_ids);
         if (!*ids) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
         memcpy(*ids, p->token_ids, sizeof(int32_t) * p->n_token_ids);
@@ -63,10 +67,13 @@ deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer 
         free(text);
     }
     if (!st && !*n) st = di_error_set(err, E, "prompt is empty (it encodes to no tokens)");
-    for (size_t i = 0; !st && i < *n; i++) /* a tokenizer larger than the model's vocabulary */
+    for (size_t i = 0; !st && i < *n; i++) { /* a tokenizer larger than the model's vocabulary; image parts */
         if ((*ids)[i] >= vocab)
             st = di_error_set(err, E, "prompt: token %d (at %zu) is outside the model's vocabulary [0, %d)", (*ids)[i], i,
                               vocab);
+        else if ((*ids)[i] == image_id)
+            st = di_error_set(err, E, "prompt: token %zu is the image token; the engine runs text only", i);
+    }
     if (st) {
         free(*ids);
         *ids = NULL;

@@ -36,7 +36,7 @@ void di_runner_free(di_runner *r) {
 }
 
 /* The sampling spec of the row that ends choice c's item. */
-static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int row) {
+static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int row, const uint32_t *mask) {
     di_request *q = c->req;
     int32_t k = c->n_out + c->n_pending; /* outputs before this one */
     int K = q->params.logprobs > 0 ? q->params.logprobs : 0;
@@ -49,6 +49,7 @@ static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int 
                            .out = c->out_ids,
                            .n_out = k,
                            .eos_id = q->eos_id,
+                           .allow_mask = mask,
                            .logit_row = row,
                            .w_token = c->out_ids + k,
                            .w_logprob = c->logprobs ? c->logprobs + k : NULL,
@@ -84,7 +85,7 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
                                         .rows = it->n,
                                         .decode = it->sample && it->n == 1 && it->pos0 >= q->n_prompt};
         if (it->sample) {
-            fill_sample(&b->samples[ns], c, it->pos0 + it->n, rows - 1);
+            fill_sample(&b->samples[ns], c, it->pos0 + it->n, rows - 1, r->base_mask);
             c->n_pending++;
             c->pend_sample = ns++;
         }

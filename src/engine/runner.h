@@ -36,6 +36,7 @@ typedef struct di_step_buf {
 
 typedef struct di_runner {
     di_state_pool *pool;
+    const uint32_t *base_mask;   /* ids any request may sample (NULL = all): a text-only model's image token is out */
     int max_rows, max_items;
     di_step_buf buf[2];
     int next;

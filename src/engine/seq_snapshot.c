@@ -6,6 +6,8 @@
 
 typedef struct snap_header {
     int64_t n_tokens, mtp_tokens;
+    int32_t ikey_pub;
+    di_engram_seq engram;
     int k;
 } snap_header;
 
@@ -40,7 +42,7 @@ static int64_t ring_slot(const di_seq_state *s, const di_model_config *cfg, int 
 void di_seq_snapshot_take(const di_seq_state *s, const di_model_config *cfg, int k, void *room) {
     unsigned char *p = room;
     if (k > cfg->sliding_window) k = (int)cfg->sliding_window;
-    snap_header h = {s->n_tokens, s->mtp_tokens, k};
+    snap_header h = {s->n_tokens, s->mtp_tokens, s->ikey_pub, s->engram, k};
     memcpy(p, &h, sizeof h);
     p += sizeof h;
     size_t rb = ring_row_bytes(cfg);
@@ -66,6 +68,8 @@ void di_seq_snapshot_restore(di_seq_state *s, const di_model_config *cfg, const 
     p += sizeof h;
     s->n_tokens = h.n_tokens;
     s->mtp_tokens = h.mtp_tokens;
+    s->ikey_pub = h.ikey_pub;
+    s->engram = h.engram;
     size_t rb = ring_row_bytes(cfg);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
@@ -118,5 +122,7 @@ deepinfer_status di_seq_copy(di_seq_state *dst, const di_seq_state *src, const d
     }
     dst->n_tokens = src->n_tokens;
     dst->mtp_tokens = src->mtp_tokens;
+    dst->ikey_pub = src->ikey_pub;
+    dst->engram = src->engram;
     return DEEPINFER_OK;
 }

@@ -7,7 +7,8 @@
  *   - the SWA ring slots (n + j) mod window, j < k, of every layer;
  *   - the compressors' partial-group buffers (kv, score) of every layer;
  *   - compressed rows with index >= rows_needed(n) (new rows only);
- *   - n_tokens (and for drafter stages, their ring slots and mtp_tokens).
+ *   - n_tokens (and for drafter stages, their ring slots and mtp_tokens);
+ *   - V4.1: the Engram class-id history and the published index-key layer.
  * A snapshot saves the first two and the counters before the step; restore
  * puts them back, after which rows beyond rows_needed(n) are simply unused
  * and get rewritten. Rolling back to the snapshot and then appending other

@@ -71,8 +71,8 @@ int64_t di_v4_max_context(const di_v4_model *m) { return m->core.max_context; }
 size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
 
 size_t di_v4_workspace_bytes(const di_v4_model *m) {
-    size_t hcd = (size_t)(m->cfg.hc_mult * m->cfg.hidden_size);
-    return m->ws.bytes + (size_t)m->max_rows * (hcd * 4 + sizeof *m->segs);
+    size_t hcd = (size_t)(m->core.cfg.hc_mult * m->core.cfg.hidden_size);
+    return di_core_bytes(&m->core) + (size_t)m->core.max_rows * hcd * 2; /* + the MTP scratch */
 }
 
 size_t di_v4_decode_weight_bytes(const di_v4_model *m) {

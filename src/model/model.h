@@ -1,7 +1,8 @@
 /*
  * model.h — the engine's view of a model: a thin dispatcher over the
- * architecture-specific forwards (dsv4.h today; dsv41.h's di_v41_* when the
- * V4.1 forward is in the build). The engine never calls di_v4_* directly.
+ * architecture-specific forwards (dsv4.h for DeepSeek-V4, dsv41.h for
+ * DeepSeek-V4.1), chosen by the checkpoint's config. The engine never calls
+ * di_v4_* / di_v41_* directly.
  *
  * A step is a di_model_batch (= di_v4_batch): a flat list of token rows of
  * many sequences, each sequence's rows contiguous at consecutive positions
@@ -26,9 +27,8 @@ typedef struct di_model_options {
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
 } di_model_options;
 
-/* Load the checkpoint in `dir` (config.json + safetensors), whatever its
- * architecture. A V4.1 checkpoint fails with DEEPINFER_ERR_UNSUPPORTED while
- * the V4.1 forward is not in the build. Caller frees with di_model_free. */
+/* Load the checkpoint in `dir` (config.json + safetensors), V4 or V4.1.
+ * Caller frees with di_model_free. */
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err);
 void di_model_free(di_model *m);
 

@@ -41,8 +41,10 @@ static inline deepinfer_engine *eng_open(const eng_opts *o) {
 
 /* A deterministic workload of n requests: mixed prompt lengths (1 .. ~300
  * tokens, crossing the window, the indexer's top-k and page boundaries) and
- * mixed sampling parameters. Prompt ids live in `ids` (n * 320 entries). */
-static inline void eng_workload(int n, int vocab, int32_t *ids, deepinfer_prompt *prompts, deepinfer_sampling_params *sp) {
+ * mixed sampling parameters. Prompt ids live in `ids` (n * 320 entries) and
+ * never equal `avoid` (a text-only model's image token; -1 = none). */
+static inline void eng_workload_avoid(int n, int vocab, int32_t avoid, int32_t *ids, deepinfer_prompt *prompts,
+                                      deepinfer_sampling_params *sp) {
     static const int lens[] = {1, 2, 7, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 300};
     uint32_t x = 12345;
     for (int i = 0; i < n; i++) {
@@ -51,6 +53,7 @@ static inline void eng_workload(int n, int vocab, int32_t *ids, deepinfer_prompt
         for (int t = 0; t < len; t++) {
             x = x * 1664525u + 1013904223u;
             p[t] = (int32_t)((x >> 10) % (uint32_t)vocab);
+            if (p[t] == avoid) p[t] = (p[t] + 1) % vocab;
         }
         prompts[i] = (deepinfer_prompt){.token_ids = p, .n_token_ids = (size_t)len};
         deepinfer_sampling_params *s = &sp[i];
@@ -71,6 +74,10 @@ static inline void eng_workload(int n, int vocab, int32_t *ids, deepinfer_prompt
         case 7: s->temperature = 0; s->repetition_penalty = 1.1f; break;
         }
     }
+}
+
+static inline void eng_workload(int n, int vocab, int32_t *ids, deepinfer_prompt *prompts, deepinfer_sampling_params *sp) {
+    eng_workload_avoid(n, vocab, -1, ids, prompts, sp);
 }
 
 /* 1 if the two outputs are bitwise identical (tokens, logprobs, top
