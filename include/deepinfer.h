@@ -141,6 +141,8 @@ typedef struct deepinfer_engine_config {
     int async_scheduling;          /* -1 = auto (on when the device queue is asynchronous), 0 = off, 1 = on */
     int max_draft_tokens;          /* snapshot room per sequence for draft tokens; 0 = none */
     uint64_t seed;                 /* base of the seeds of requests without one */
+    const char *engram_hash;       /* V4.1: Engram hash constants (engram_hash.json, or a golden manifest); NULL =
+                                      the model directory's engram_hash.json, else the released constants */
 } deepinfer_engine_config;
 
 void deepinfer_engine_config_init(deepinfer_engine_config *cfg);

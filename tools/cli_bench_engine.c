@@ -12,7 +12,7 @@
 
 static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
-    "                              [--max-num-batched-tokens N]\n"
+    "                              [--max-num-batched-tokens N] [--engram-hash FILE]\n"
     "\n"
     "For each batch size B: B requests with different N-token prompts (default 64)\n"
     "run greedily for --decode tokens (default 64, EOS ignored) through the engine;\n"
@@ -77,7 +77,8 @@ static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int voc
     sp.ignore_eos = 1;
     uint64_t first = 0;
     for (int b = 0; b < B; b++) {
-        for (int i = 0; i < prompt; i++) ids[i] = (int32_t)((i * 7919 + b * 104729 + 13) % vocab);
+        /* ordinary ids: the lower three quarters of the vocabulary (special and image tokens sit at the top) */
+        for (int i = 0; i < prompt; i++) ids[i] = (int32_t)((i * 7919 + b * 104729 + 13) % (vocab * 3 / 4));
         deepinfer_prompt p = {.token_ids = ids, .n_token_ids = (size_t)prompt};
         uint64_t id;
         if (deepinfer_add_request(e, &p, &sp, &id)) return free(ids), -1;
@@ -112,11 +113,13 @@ static int cmd_bench_engine(int argc, char **argv) {
         fputs(USAGE, stdout);
         return 0;
     }
-    const char *model = NULL, *batches = "1,8,32,64", *v;
+    const char *model = NULL, *batches = "1,8,32,64", *engram = NULL, *v;
     int prompt = 64, decode = 64, reps = 3, step_tokens = 0;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram)) {
+            if (!engram) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--batches", &batches)) {
             if (!batches) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
@@ -144,6 +147,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     deepinfer_engine_config cfg;
     deepinfer_engine_config_init(&cfg);
     cfg.model = model;
+    cfg.engram_hash = engram;
     cfg.max_num_seqs = maxb;
     cfg.max_model_len = prompt + decode + 16;
     cfg.max_num_batched_tokens = maxb * prompt > maxb ? maxb * prompt : maxb;

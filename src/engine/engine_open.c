@@ -270,7 +270,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     e->cfg.max_model_len = ctx;
     /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
     int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
-    di_model_options mo = {.max_rows = rows, .max_context = ctx};
+    di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash};
     if ((st = di_model_load(e->model_dir, &mo, &e->model, err))) return st;
     e->mcfg = di_model_cfg(e->model);
     e->chat_arch = e->mcfg->arch == DI_ARCH_V41 ? DI_CHAT_V41 : DI_CHAT_V4;

@@ -25,6 +25,7 @@ typedef di_v4_batch di_model_batch;
 typedef struct di_model_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
+    const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors), V4 or V4.1.
