@@ -49,7 +49,7 @@ typedef struct so_dfa_limits {
 deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_limits *lim, so_dfa **out,
                                 di_error *err);
 
-/* Product: op 0 = intersection (a and b), 1 = difference (a and not b). */
+/* Product: op 0 = intersection (a and b), 1 = difference (a and not b), 2 = union. */
 deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const so_dfa_limits *lim, so_dfa **out,
                                 di_error *err);
 

@@ -498,9 +498,6 @@ deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const 
     /* common refinement of the two byte-class maps */
     uint32_t nc = 0;
     uint8_t rep[256];
-    uint16_t seen[256 * 16];
-    memset(seen, 0xFF, sizeof seen);
-    (void)seen;
     for (int c = 0; c < 256; c++) {
         int found = -1;
         for (uint32_t k = 0; k < nc; k++)
@@ -525,7 +522,8 @@ deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const 
     do {                                                                                             \
         uint64_t key_ = ((uint64_t)(sa) << 32 | (sb)) + 1;                                           \
         if (op == 0 && ((sa) == 0 || (sb) == 0)) { res = 0; break; }                                 \
-        if ((sa) == 0) { res = 0; break; }                                                           \
+        if (op == 1 && (sa) == 0) { res = 0; break; }                                                \
+        if ((sa) == 0 && (sb) == 0) { res = 0; break; }                                              \
         if ((size_t)nd * 2 + 2 > cap) {                                                              \
             uint32_t nc2 = cap * 2;                                                                  \
             uint64_t *ns = calloc(nc2, sizeof *ns);                                                  \
@@ -584,16 +582,14 @@ deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const 
         for (uint32_t id = 1; id < nd; id++) {
             uint32_t sa = (uint32_t)(pairs[id] >> 32), sb = (uint32_t)pairs[id];
             uint8_t fa = sa < a->nstates ? a->flags[sa] : 0, fb = sb < b->nstates ? b->flags[sb] : 0;
-            int acc = (fa & SO_DFA_ACCEPT) && (op == 0 ? (fb & SO_DFA_ACCEPT) != 0 : !(fb & SO_DFA_ACCEPT));
-            if (sa == 0) acc = 0;
-            flags[id] = (uint8_t)((acc ? SO_DFA_ACCEPT : 0) | (fa & SO_DFA_BOUNDARY));
+            int aa = sa && (fa & SO_DFA_ACCEPT), ab = sb && (fb & SO_DFA_ACCEPT);
+            int acc = op == 0 ? aa && ab : op == 1 ? aa && !ab : aa || ab;
+            flags[id] = (uint8_t)((acc ? SO_DFA_ACCEPT : 0) | ((sa ? fa : fb) & SO_DFA_BOUNDARY));
             for (uint32_t c = 0; c < nc; c++) {
                 uint32_t t = 0;
-                if (sa) {
-                    uint32_t ta = so_dfa_next(a, sa, rep[c]);
-                    uint32_t tb = sb ? so_dfa_next(b, sb, rep[c]) : 0;
-                    PAIR_ID(ta, tb, t);
-                }
+                uint32_t ta = sa ? so_dfa_next(a, sa, rep[c]) : 0;
+                uint32_t tb = sb ? so_dfa_next(b, sb, rep[c]) : 0;
+                PAIR_ID(ta, tb, t);
                 trans[(size_t)id * nc + c] = t;
             }
         }
