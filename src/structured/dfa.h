@@ -58,6 +58,9 @@ deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const 
  * when the work would exceed `max_work` state*class*round steps. */
 deepinfer_status so_dfa_classes(so_dfa *d, int depth, size_t max_work, di_error *err);
 
+/* Decimal integers (JSON syntax, optional ".0+") divisible by m. */
+deepinfer_status so_dfa_multiple(uint32_t m, so_dfa **out, di_error *err);
+
 /* 1 if the DFA accepts the whole byte string. */
 int so_dfa_matches(const so_dfa *d, const uint8_t *s, size_t len);
 

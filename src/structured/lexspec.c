@@ -20,6 +20,13 @@ static deepinfer_status parse(const char *s, size_t len, size_t *i, int depth, s
         so_dfa_free(a), so_dfa_free(b);
         return st;
     }
+    if (k == 'M') {
+        uint32_t m = 0;
+        while (*i < len && s[*i] >= '0' && s[*i] <= '9' && m < 1000000) m = m * 10 + (uint32_t)(s[(*i)++] - '0');
+        if (*i >= len || s[*i] != ':') return di_error_set(err, DEEPINFER_ERR_INTERNAL, "bad lexeme spec M");
+        (*i)++;
+        return so_dfa_multiple(m, out, err);
+    }
     if (k != 'R' && k != 'J' && k != 'S') return di_error_set(err, DEEPINFER_ERR_INTERNAL, "bad lexeme spec kind");
     size_t n = 0;
     while (*i < len && s[*i] >= '0' && s[*i] <= '9') n = n * 10 + (size_t)(s[(*i)++] - '0');

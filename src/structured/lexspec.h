@@ -10,6 +10,7 @@
  *   &<A><B>        intersection of two specs
  *   -<A><B>        A minus B
  *   |<A><B>        union
+ *   M<m>:          JSON integers (optionally written with ".0+") divisible by m
  */
 #ifndef DI_STRUCTURED_LEXSPEC_H
 #define DI_STRUCTURED_LEXSPEC_H

@@ -702,3 +702,49 @@ int so_dfa_matches(const so_dfa *d, const uint8_t *s, size_t len) {
     }
     return (d->flags[st] & SO_DFA_ACCEPT) != 0;
 }
+
+/* ---- divisibility -------------------------------------------------------- */
+
+/* -?(0|[1-9][0-9]*)(\.0+)? whose integer value is a multiple of m, built
+ * directly: states are remainders mod m. */
+deepinfer_status so_dfa_multiple(uint32_t m, so_dfa **out, di_error *err) {
+    if (m < 1 || m > 100000) return di_error_set(err, DEEPINFER_ERR_LIMIT, "multipleOf %u too large", m);
+    so_dfa *d = calloc(1, sizeof *d);
+    if (!d) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    /* classes: 0 other, 1 '-', 2 '.', 3..12 digits */
+    d->nclasses = 13;
+    for (int c = 0; c < 256; c++) d->cls[c] = 0;
+    d->cls['-'] = 1, d->cls['.'] = 2;
+    for (int c = '0'; c <= '9'; c++) d->cls[c] = (uint8_t)(3 + c - '0');
+    /* 0 dead, 1 start, 2 minus, 3 zero, 4 dot, 5 frac zeros, 6.. remainders */
+    uint32_t n = 6 + m, nc = d->nclasses;
+    d->nstates = n;
+    d->trans = calloc((size_t)n * nc, sizeof *d->trans);
+    d->flags = calloc(n, 1);
+    if (!d->trans || !d->flags) {
+        so_dfa_free(d);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+#define T(s, c) d->trans[(size_t)(s) * nc + (c)]
+    for (uint32_t s = 1; s <= 2; s++) {
+        T(s, 3) = 3;
+        for (int dg = 1; dg <= 9; dg++) T(s, 3 + dg) = 6 + (uint32_t)dg % m;
+    }
+    T(1, 1) = 2;
+    T(3, 2) = 4;
+    T(4, 3) = 5;
+    T(5, 3) = 5;
+    for (uint32_t r = 0; r < m; r++)
+        for (int dg = 0; dg <= 9; dg++) T(6 + r, 3 + dg) = 6 + (uint32_t)((r * 10ull + (uint64_t)dg) % m);
+    T(6, 2) = 4;
+#undef T
+    d->flags[3] = d->flags[5] = d->flags[6] = SO_DFA_ACCEPT;
+    for (uint32_t s = 1; s < n; s++) d->flags[s] |= SO_DFA_BOUNDARY;
+    if (!prune_dead(d)) {
+        so_dfa_free(d);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    d->bytes = sizeof *d + (size_t)n * (nc * 4 + 5);
+    *out = d;
+    return DEEPINFER_OK;
+}

@@ -1,0 +1,12 @@
+/*
+ * json_formats.h — JSON Schema `format` → regex over the decoded string.
+ */
+#ifndef DI_STRUCTURED_JSON_FORMATS_H
+#define DI_STRUCTURED_JSON_FORMATS_H
+
+/* 1: enforced (*re = full-match regex; *max_len = a length limit in
+ * characters or -1); -1: a spec-defined format we do not enforce (the caller
+ * reports it); 0: not a spec format (an annotation, ignored). */
+int so_format_regex(const char *name, const char **re, int *max_len);
+
+#endif
