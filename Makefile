@@ -17,7 +17,7 @@ PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2
 
 CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE $(PCRE2_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c

@@ -93,8 +93,9 @@ static inline uint32_t so_lex_step(const so_lexeme *l, uint32_t s, uint32_t *cou
     if (s != 1 && (l->dfa->flags[s] & SO_DFA_BOUNDARY)) {
         if (b == '"') {
             if ((int32_t)*count < l->cmin) return 0;
-        } else if (l->cmax >= 0 && (int32_t)++*count > l->cmax) {
-            return 0;
+        } else {
+            ++*count;
+            if (l->cmax >= 0 && (int32_t)*count > l->cmax) return 0;
         }
     }
     return t;

@@ -1110,9 +1110,15 @@ static int32_t sym_for_node(ctx *c, const di_json *n) {
 static int32_t number_sym(ctx *c, const sn *s) {
     int integer = !(s->types & T_NUM);
     if (s->nonint && integer) return INT32_MIN;
-    if (!s->has_lo && !s->has_hi && !s->nmult && !s->nexcl && !s->nonint) return integer ? lex_regex(c, "-?(0|[1-9][0-9]*)(\\.0+)?") : c->s_num;
+    /* draft-04 counts 1.0 as a number, not an integer */
+    const char *intre = c->draft <= 4 ? "-?(0|[1-9][0-9]*)" : "-?(0|[1-9][0-9]*)(\\.0+)?";
+    if (!s->has_lo && !s->has_hi && !s->nmult && !s->nexcl && !s->nonint) return integer ? lex_regex(c, intre) : c->s_num;
     so_buf spec = {0}, parts = {0};
     int nparts = 0;
+    if (integer && c->draft <= 4) {
+        spec_leaf(&parts, 'R', intre, strlen(intre));
+        nparts++;
+    }
     if (s->has_lo || s->has_hi) {
         if (!so_number_range_spec(&parts, s->has_lo ? &s->lo : NULL, s->lo_excl, s->has_hi ? &s->hi : NULL, s->hi_excl, integer)) {
             free(parts.p);
@@ -1347,6 +1353,30 @@ static int32_t object_sym(ctx *c, const sn *s) {
         if (!found) PUSH(c, props, np, ((nprop){s->req[r]->str, s->req[r]->str_len, 1, {0}}));
     }
     if (c->st != DEEPINFER_OK) return 0;
+    /* order: by where each property is first defined in the schema text
+     * (allOf branches are merged in document order), required-only last */
+    {
+        size_t *off = malloc((np + 1) * sizeof *off);
+        if (!off) return oom(c), 0;
+        for (uint32_t j = 0; j < np; j++) {
+            off[j] = SIZE_MAX;
+            for (uint32_t k = 0; k < s->nof; k++)
+                for (uint32_t i = 0; s->of[k].props && i < s->of[k].props->count; i++) {
+                    const di_json *d = &s->of[k].props->items[i];
+                    if (d->key_len == props[j].len && !memcmp(d->key, props[j].name, d->key_len) && d->offset &&
+                        d->offset < off[j])
+                        off[j] = d->offset;
+                }
+        }
+        for (uint32_t j = 1; j < np; j++) { /* stable insertion sort */
+            nprop pj = props[j];
+            size_t oj = off[j];
+            uint32_t i = j;
+            while (i > 0 && off[i - 1] > oj) props[i] = props[i - 1], off[i] = off[i - 1], i--;
+            props[i] = pj, off[i] = oj;
+        }
+        free(off);
+    }
     /* pattern disjointness */
     if (pf && pf->pprops->count > 1) {
         for (uint32_t i = 0; i < pf->pprops->count; i++)

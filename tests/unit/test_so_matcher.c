@@ -148,3 +148,22 @@ TEST(so_args_parse) {
     di_json_free(d);
     di_arena_free(&a);
 }
+
+TEST(so_json_schema_string_lengths_counted) {
+    so_vocab *v = so_test_vocab(NULL);
+    CHECK(v);
+    di_error e = {0};
+    so_grammar *g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "\"ab\"", 1));
+    CHECK(accepts(v, g, "\"a\xc3\xa9\\n\"", 1));
+    CHECK(!accepts(v, g, "\"a\"", 0));
+    CHECK(!accepts(v, g, "\"abcd\"", 0));
+    so_grammar_free(g);
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"string\",\"pattern\":\"^[a-z]+(?:-[a-z0-9]+)*$\",\"minLength\":3}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "\"abc-1\"", 1));
+    CHECK(!accepts(v, g, "\"ab\"", 0));
+    so_grammar_free(g);
+    so_vocab_free(v);
+}
