@@ -85,3 +85,14 @@ int so_format_regex(const char *name, const char **re, int *max_len) {
         if (!strcmp(name, k_unsupported[i])) return -1;
     return 0;
 }
+
+int so_format_exclude(const char *name, const char **re) {
+    /* RFC 5891 4.2.3.1: hyphens in the 3rd and 4th positions mark A-labels
+     * (punycode), whose validity needs IDNA tables: refused. */
+    if (!strcmp(name, "hostname") || !strcmp(name, "email")) {
+        *re = !strcmp(name, "hostname") ? "^[A-Za-z0-9]{2}--|\\.[A-Za-z0-9]{2}--" : "[@.][A-Za-z0-9]{2}--";
+        return 1;
+    }
+    *re = NULL;
+    return 0;
+}

@@ -9,4 +9,8 @@
  * reports it); 0: not a spec format (an annotation, ignored). */
 int so_format_regex(const char *name, const char **re, int *max_len);
 
+/* A search regex that strings of this format must NOT match (checks a
+ * regular language cannot express positively), or 0 with *re = NULL. */
+int so_format_exclude(const char *name, const char **re);
+
 #endif

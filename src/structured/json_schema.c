@@ -253,6 +253,21 @@ static int pct_decode(const char *s, size_t n, char *out, size_t *on) {
     return 1;
 }
 
+static int count_anchor(const di_json *n, const char *key, const char *val, size_t vlen, int depth) {
+    if (!n || depth > MAX_DEPTH) return 0;
+    int cnt = 0;
+    if (n->type == DI_JSON_OBJECT) {
+        const di_json *a = get(n, key);
+        if (a && a->type == DI_JSON_STRING && a->str_len == vlen && !memcmp(a->str, val, vlen)) cnt++;
+    }
+    if (n->type == DI_JSON_OBJECT || n->type == DI_JSON_ARRAY)
+        for (uint32_t i = 0; i < n->count; i++) {
+            if (n->type == DI_JSON_OBJECT && (key_is(&n->items[i], "enum") || key_is(&n->items[i], "const"))) continue;
+            cnt += count_anchor(&n->items[i], key, val, vlen, depth + 1);
+        }
+    return cnt;
+}
+
 static const di_json *find_anchor(const di_json *n, const char *key, const char *val, size_t vlen, int depth) {
     if (!n || depth > MAX_DEPTH) return NULL;
     if (n->type == DI_JSON_OBJECT) {
@@ -303,6 +318,8 @@ static const di_json *resolve_ref(ctx *c, const di_json *ref) {
     if (!buf || !pct_decode(s, n, buf, &bn))
         return failf(c, DEEPINFER_ERR_INVALID_ARGUMENT, "bad $ref '%s'", ref->str), NULL;
     if (buf[0] != '/') {
+        if (count_anchor(c->root, "$anchor", buf, bn, 0) > 1)
+            return failf(c, DEEPINFER_ERR_UNSUPPORTED, "unsupported: $anchor '%s' defined in several resources", ref->str), NULL;
         const di_json *a = find_anchor(base, "$anchor", buf, bn, 0);
         if (!a) a = find_anchor(base, "$id", ref->str, ref->str_len, 0);
         if (!a) {
@@ -965,8 +982,12 @@ static int string_spec(ctx *c, const sn *s, so_buf *out, int32_t *cmin, int32_t 
     for (uint32_t k = 0; k < s->nfmt; k++) {
         const char *re;
         int ml;
+        const char *ex = NULL;
         so_format_regex(s->fmts[k]->str, &re, &ml);
+        so_format_exclude(s->fmts[k]->str, &ex);
+        if (ex) so_buf_puts(out, "-");
         spec_leaf(out, 'J', re, strlen(re));
+        if (ex) spec_leaf(out, 'S', ex, strlen(ex));
         if (ml >= 0 && (*cmax < 0 || ml < *cmax)) *cmax = ml;
     }
     for (uint32_t k = 0; k < s->nnpat; k++) {
@@ -1438,11 +1459,8 @@ static int32_t object_sym(ctx *c, const sn *s) {
             const di_json *ps = NULL;
             for (uint32_t i = 0; f->props && i < f->props->count; i++)
                 if (f->props->items[i].key_len == p->len && !memcmp(f->props->items[i].key, p->name, p->len)) ps = &f->props->items[i];
-            if (ps) {
-                PUSH(c, p->q.m, p->q.n, (mem)ps);
-                continue;
-            }
-            int matched = 0;
+            if (ps) PUSH(c, p->q.m, p->q.n, (mem)ps);
+            int matched = ps != NULL; /* properties and matching patternProperties both apply */
             for (uint32_t i = 0; f->pprops && i < f->pprops->count; i++) {
                 int r = pattern_matches(c, f->pprops->items[i].key, f->pprops->items[i].key_len, p->name, p->len);
                 if (r < 0) return 0;

@@ -27,6 +27,7 @@ typedef struct key_tuple {
 typedef struct rep {
     const so_lexeme *lex;
     uint32_t state, count;
+    int nocap; /* walk without the character maximum (trimmed afterwards, see trim_*) */
 } rep;
 
 static int cmp_tuple(const void *a, const void *b) { return memcmp(a, b, sizeof(key_tuple)); }
@@ -44,40 +45,77 @@ static inline void set_tok(const so_vocab *v, uint32_t *mask, int32_t t) {
     }
 }
 
-/* Lexer-only trie walk for representatives r[0..k). */
-static so_cache_entry *compute_entry(const so_vocab *v, const rep *r, uint32_t k) {
+static inline void clear_tok(const so_vocab *v, uint32_t *mask, int32_t t) {
+    while (t >= 0) {
+        mask[t >> 5] &= ~(1u << (t & 31));
+        t = v->dup_next[t];
+    }
+}
+
+static int cmp_trim(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b; /* (n, tok) pairs, n descending */
+    return x[0] < y[0] ? 1 : x[0] > y[0] ? -1 : 0;
+}
+
+/* Lexer-only trie walk for representatives r[0..k). Each depth keeps the
+ * list of threads still alive, so a node costs the threads that survived
+ * its parent (usually one or two). */
+static so_cache_entry *compute_entry(const so_vocab *v, const rep *r, uint32_t k, int lazy) {
     so_cache_entry *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->acc = calloc(v->n_words, sizeof *e->acc);
-    size_t D = (size_t)v->max_token_len + 1;
-    uint32_t *st = malloc(D * k * sizeof *st), *cn = malloc(D * k * sizeof *cn);
+    size_t D = (size_t)v->max_token_len + 2;
+    uint32_t *ix = malloc(D * k * sizeof *ix), *st = malloc(D * k * sizeof *st), *cn = malloc(D * k * sizeof *cn);
+    uint32_t *nl = calloc(D, sizeof *nl);
     uint8_t *accb = calloc(D, 1);
-    uint32_t depcap = 64;
+    uint32_t depcap = 64, trimcap = 0;
     e->dep = malloc(depcap * sizeof *e->dep);
-    if (!e->acc || !st || !cn || !accb || !e->dep) goto oom;
-    for (uint32_t t = 0; t < k; t++) st[t] = r[t].state, cn[t] = r[t].count;
+    if (!e->acc || !ix || !st || !cn || !nl || !accb || !e->dep) goto oom;
+    for (uint32_t t = 0; t < k; t++)
+        if (r[t].state) ix[nl[0]] = t, st[nl[0]] = r[t].state, cn[nl[0]] = r[t].count, nl[0]++;
     const so_trie_node *nodes = v->nodes;
     uint32_t i = 1, n = v->nnodes;
     while (i < n) {
         const so_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
-        const uint32_t *ps = &st[(size_t)(d - 1) * k], *pc = &cn[(size_t)(d - 1) * k];
-        uint32_t *cs = &st[(size_t)d * k], *cc = &cn[(size_t)d * k];
-        int alive = 0, accnow = 0;
-        for (uint32_t t = 0; t < k; t++) {
-            uint32_t s = ps[t], c = pc[t];
-            if (s) {
-                s = so_lex_step(r[t].lex, s, &c, nd->byte);
-                if (s) {
-                    alive = 1;
-                    if (r[t].lex->dfa->flags[s] & SO_DFA_ACCEPT) accnow = 1;
+        const uint32_t *pix = &ix[(size_t)(d - 1) * k], *pst = &st[(size_t)(d - 1) * k], *pcn = &cn[(size_t)(d - 1) * k];
+        uint32_t *cix = &ix[(size_t)d * k], *cst = &st[(size_t)d * k], *ccn = &cn[(size_t)d * k];
+        uint32_t np = nl[d - 1], m = 0;
+        int accnow = 0, only_lazy = 1;
+        for (uint32_t j = 0; j < np; j++) {
+            uint32_t t = pix[j], c = pcn[j], s2;
+            const so_lexeme *l = r[t].lex;
+            if (r[t].nocap) {
+                so_lexeme tmp = *l;
+                tmp.cmax = INT32_MAX; /* still counting */
+                s2 = so_lex_step(&tmp, pst[j], &c, nd->byte);
+            } else {
+                s2 = so_lex_step(l, pst[j], &c, nd->byte);
+            }
+            if (!s2) continue;
+            cix[m] = t, cst[m] = s2, ccn[m] = c, m++;
+            if (l->dfa->flags[s2] & SO_DFA_ACCEPT) accnow = 1;
+            if ((int)t != lazy) only_lazy = 0;
+        }
+        nl[d] = m;
+        uint8_t before = d > 1 ? accb[d - 1] : 0;
+        if (m) {
+            if (nd->tok >= 0) {
+                set_tok(v, e->acc, nd->tok);
+                if (lazy >= 0 && only_lazy) {
+                    uint32_t added = ccn[0] - r[lazy].count;
+                    if (added) {
+                        if (e->ntrim == trimcap) {
+                            trimcap = trimcap ? trimcap * 2 : 1024;
+                            uint32_t *nt = realloc(e->trim, (size_t)trimcap * 2 * sizeof *nt);
+                            if (!nt) goto oom;
+                            e->trim = nt;
+                        }
+                        e->trim[2 * e->ntrim] = added, e->trim[2 * e->ntrim + 1] = (uint32_t)nd->tok;
+                        e->ntrim++;
+                    }
                 }
             }
-            cs[t] = s, cc[t] = c;
-        }
-        uint8_t before = d > 1 ? accb[d - 1] : 0;
-        if (alive) {
-            if (nd->tok >= 0) set_tok(v, e->acc, nd->tok);
             accb[d] = before | (uint8_t)accnow;
             i++;
         } else {
@@ -93,10 +131,11 @@ static so_cache_entry *compute_entry(const so_vocab *v, const rep *r, uint32_t k
             i = nd->end;
         }
     }
-    free(st), free(cn), free(accb);
+    if (e->ntrim) qsort(e->trim, e->ntrim, 2 * sizeof *e->trim, cmp_trim);
+    free(ix), free(st), free(cn), free(nl), free(accb);
     return e;
 oom:
-    free(st), free(cn), free(accb);
+    free(ix), free(st), free(cn), free(nl), free(accb);
     so_cache_entry_free(e);
     return NULL;
 }
@@ -185,22 +224,31 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
             return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory computing a mask");
         }
         uint32_t D1 = (uint32_t)v->max_token_len + 1;
-        int cacheable = 1;
+        int cacheable = 1, nsmall = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            const so_lexeme *l = &g->lex[p->thr[p->fr_lo + i].lex];
+            if (l->cmax >= 0 && (int64_t)l->cmax - p->thr[p->fr_lo + i].count < D1) nsmall++;
+        }
+        uint32_t lazy_rmax = 0;
         for (uint32_t i = 0; i < k; i++) {
             const so_thread *t = &p->thr[p->fr_lo + i];
             const so_lexeme *l = &g->lex[t->lex];
             if (l->gid == SO_GID_PRIVATE) cacheable = 0;
             uint32_t rmax = UINT32_MAX, rmin = 0;
+            int nocap = 0;
             if (l->cmax >= 0) {
                 int64_t rm = (int64_t)l->cmax - t->count;
                 rmax = rm > D1 ? D1 : (uint32_t)(rm < 0 ? 0 : rm);
+                /* one thread near its maximum: cache the uncapped walk and
+                 * trim tokens with too many characters afterwards */
+                if (rmax < D1 && nsmall == 1) lazy_rmax = rmax, rmax = UINT32_MAX - 1, nocap = 1;
             }
             if (l->cmin > 0) {
                 int64_t rm = (int64_t)l->cmin - t->count;
                 rmin = rm <= 0 ? 0 : rm > D1 ? D1 : (uint32_t)rm;
             }
             keys[i] = (key_tuple){l->gid, l->dfa->eqc[t->state], rmax, rmin};
-            reps[i] = (rep){l, t->state, t->count};
+            reps[i] = (rep){l, t->state, t->count, nocap};
         }
         /* sort keys with their representatives, then dedupe */
         for (uint32_t i = 1; i < k; i++) {
@@ -222,7 +270,10 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
             if (stats) stats->hits++;
         } else {
             if (stats) stats->misses++;
-            own = compute_entry(v, reps, u);
+            int lazy = -1;
+            for (uint32_t i = 0; i < u; i++)
+                if (reps[i].nocap) lazy = (int)i;
+            own = compute_entry(v, reps, u, lazy);
             if (!own) {
                 if (keys != stack_keys) free(keys);
                 if (reps != stack_reps) free(reps);
@@ -242,6 +293,7 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
         if (keys != stack_keys) free(keys);
         if (reps != stack_reps) free(reps);
         memcpy(mask, e->acc, (size_t)v->n_words * sizeof *mask);
+        for (uint32_t i = 0; i < e->ntrim && e->trim[2 * i] > lazy_rmax; i++) clear_tok(v, mask, (int32_t)e->trim[2 * i + 1]);
         int rc = walk_dep(p, v, e->dep, e->ndep, mask, stats);
         if (stats) stats->dep_roots += e->ndep;
         so_cache_entry_free(own);

@@ -45,6 +45,10 @@ struct so_cache_entry {
     uint32_t *key;
     uint32_t *acc;         /* n_words bitmask */
     uint32_t *dep;         /* trie node indices (subtree roots), preorder */
+    uint32_t ntrim;
+    uint32_t *trim;        /* (characters, token) pairs, characters descending: tokens
+                              accepted only by a string thread walked without its
+                              maximum; dropped when they exceed the remaining room */
 };
 
 typedef struct so_reg_entry {
