@@ -133,7 +133,7 @@ static so_vocab *load_vocab(const char *tok_path, int32_t vocab_size) {
 }
 
 static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char *expected, int limit, int ws,
-                         int verbose) {
+                         int verbose, double slow_us) {
     di_json_doc *exp = NULL;
     di_error err = {0};
     if (expected) {
@@ -226,13 +226,21 @@ static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char
                         so_matcher_reset(m);
                         int ok = nt >= 0;
                         for (long t = 0; t < nt && ok; t++) {
+                            so_mask_stats before = m->stats;
+                            uint32_t nthreads = m->p.fr_hi - m->p.fr_lo;
                             double s0 = now_us();
                             if (so_matcher_fill_mask(m, bits, &err) != DEEPINFER_OK) ok = 0;
                             int allowed = (bits[ids[t] >> 5] >> (ids[t] & 31)) & 1;
                             if (ok && allowed) ok = so_matcher_accept_token(m, ids[t], &err) == DEEPINFER_OK;
                             else ok = 0;
-                            dpush(&mask, now_us() - s0);
+                            double dt = now_us() - s0;
+                            dpush(&mask, dt);
                             tokens++;
+                            if (slow_us > 0 && dt > slow_us)
+                                fprintf(stderr, "slow mask %.0f us: %s test %u token %ld: %s, %u threads, %llu dep roots, %llu parser pushes, at \"%.40s\"\n",
+                                        dt, id ? id->str : "?", k, t, m->stats.misses > before.misses ? "miss" : "hit", nthreads,
+                                        (unsigned long long)(m->stats.dep_roots - before.dep_roots),
+                                        (unsigned long long)(m->stats.nodes - before.nodes), ib.p + (t > 0 ? 0 : 0));
                         }
                         int complete = ok && so_matcher_is_accepting(m);
                         if (valid) {
@@ -445,12 +453,14 @@ static int cmd_so_check(int argc, char **argv) {
                "  --expected FILE       llguidance's expected_maskbench.json / expected_json_schema_test_suite.json\n"
                "  --limit N             stop after N schemas\n"
                "  --whitespace-max N    whitespace bytes allowed between JSON tokens (default 20)\n"
-               "  --verbose             list every compile error and wrong verdict on stderr\n");
+               "  --verbose             list every compile error and wrong verdict on stderr\n"
+               "  --slow-us N           report every mask slower than N microseconds on stderr\n");
         return argc < 2 ? 2 : 0;
     }
     const char *tok = NULL, *jsts = NULL, *expected = NULL, *val;
     const char *files[64];
     int nfiles = 0, limit = 0, ws = -1, verbose = 0;
+    double slow_us = 0;
     int32_t vs = 129280;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--tokenizer", &tok)) continue;
@@ -472,6 +482,10 @@ static int cmd_so_check(int argc, char **argv) {
             vs = val ? atoi(val) : vs;
             continue;
         }
+        if (di_cli_flag_value(argc, argv, &i, "--slow-us", &val)) {
+            slow_us = val ? atof(val) : 0;
+            continue;
+        }
         if (!strcmp(argv[i], "--verbose")) {
             verbose = 1;
             continue;
@@ -485,7 +499,7 @@ static int cmd_so_check(int argc, char **argv) {
     }
     so_vocab *v = load_vocab(tok, vs);
     if (!v) return 1;
-    int rc = nfiles ? run_maskbench(v, files, nfiles, expected, limit, ws, verbose) : run_jsts(v, jsts, expected, verbose);
+    int rc = nfiles ? run_maskbench(v, files, nfiles, expected, limit, ws, verbose, slow_us) : run_jsts(v, jsts, expected, verbose);
     so_vocab_free(v);
     return rc;
 }

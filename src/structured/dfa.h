@@ -30,6 +30,7 @@ typedef struct so_dfa {
     uint8_t *flags;     /* per state, SO_DFA_* bits */
     uint32_t *eqc;      /* per state: class of states indistinguishable by strings of length <= depth */
     uint32_t neqc;
+    uint32_t *proj;     /* difference products only: the state of the left operand */
     size_t bytes;       /* memory held, for budgets */
 } so_dfa;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "structured/lexspec.h"
 #include "structured/regex.h"
 
 static void gb_fail(so_gb *b, deepinfer_status code, const char *msg) {
@@ -230,6 +231,17 @@ deepinfer_status so_grammar_compile(so_gb *b, int32_t root, so_vocab *v, const s
         st = so_vocab_lexeme(v, b->lex[i].spec, b->lex[i].spec_len, &l->gid, &l->dfa, &l->owned, err);
         if (st != DEEPINFER_OK) goto fail;
         l->cmin = b->lex[i].cmin, l->cmax = b->lex[i].cmax;
+        l->cdfa = l->dfa, l->cgid = l->gid;
+        if (b->lex[i].spec[0] == '~' && l->dfa->proj && l->cmax < 0 && l->gid != SO_GID_PRIVATE) {
+            size_t al = so_lexspec_operand_len(b->lex[i].spec + 1, b->lex[i].spec_len - 1);
+            so_dfa *ad = NULL;
+            uint32_t agid;
+            int aowned = 0;
+            st = so_vocab_lexeme(v, b->lex[i].spec + 1, al, &agid, &ad, &aowned, err);
+            if (st != DEEPINFER_OK) goto fail;
+            if (aowned) so_dfa_free(ad);
+            else l->cdfa = ad, l->cgid = agid, l->sensitive = 1;
+        }
         l->nullable = (l->dfa->flags[1] & SO_DFA_ACCEPT) && l->cmin <= 0;
     }
     /* productive: fixpoint over productions */

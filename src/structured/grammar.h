@@ -85,6 +85,11 @@ typedef struct so_lexeme {
     int owned;
     int32_t cmin, cmax;
     int nullable;      /* start state accepting with no count minimum */
+    /* cache identity: for ~<A><B> lexemes the states of A (dfa->proj) with
+     * completions left to the parser; otherwise the lexeme itself */
+    const so_dfa *cdfa;
+    uint32_t cgid;
+    int sensitive;
 } so_lexeme;
 
 typedef struct so_grammar {

@@ -1219,7 +1219,7 @@ static int32_t string_sym(ctx *c, const sn *s) {
     uint32_t nex = 0;
     for (uint32_t k = 0; k < s->nexcl; k++) nex += s->excl[k]->type == DI_JSON_STRING;
     if (nex) {
-        for (uint32_t k = 0; k < nex; k++) so_buf_puts(&full, "-");
+        for (uint32_t k = 0; k < nex; k++) so_buf_puts(&full, plain && cmax < 0 ? "~" : "-");
         if (plain) { /* canonical encoding so that excluded values cannot be spelled differently */
             free(spec.p);
             spec = (so_buf){0};
@@ -1518,7 +1518,8 @@ static int32_t object_sym(ctx *c, const sn *s) {
     if (!addl_false && !(has_pn && pn.unsat)) {
         so_buf spec = {0};
         int sub = np || npp;
-        if (sub) so_buf_puts(&spec, "-");
+        /* named keys only: '~' lets the mask cache use the generic string's states */
+        if (sub) so_buf_puts(&spec, npp || has_pn ? "-" : "~");
         if (has_pn) so_buf_puts(&spec, "&");
         if (sub || has_pn) spec_leaf(&spec, 'J', "[\\s\\S]*", 7);
         else spec_leaf(&spec, 'R', GENERIC_STR, strlen(GENERIC_STR));

@@ -12,11 +12,11 @@ static deepinfer_status parse(const char *s, size_t len, size_t *i, int depth, s
     if (depth > SPEC_MAX_DEPTH) return di_error_set(err, DEEPINFER_ERR_LIMIT, "lexeme spec nested too deeply");
     if (*i >= len) return di_error_set(err, DEEPINFER_ERR_INTERNAL, "lexeme spec truncated");
     char k = s[(*i)++];
-    if (k == '&' || k == '-' || k == '|') {
+    if (k == '&' || k == '-' || k == '|' || k == '~') {
         so_dfa *a = NULL, *b = NULL;
         deepinfer_status st = parse(s, len, i, depth + 1, &a, err);
         if (st == DEEPINFER_OK) st = parse(s, len, i, depth + 1, &b, err);
-        if (st == DEEPINFER_OK) st = so_dfa_product(a, b, k == '&' ? 0 : k == '-' ? 1 : 2, NULL, out, err);
+        if (st == DEEPINFER_OK) st = so_dfa_product(a, b, k == '&' ? 0 : k == '|' ? 2 : 1, NULL, out, err);
         so_dfa_free(a), so_dfa_free(b);
         return st;
     }
@@ -55,4 +55,27 @@ deepinfer_status so_lexspec_compile(const char *spec, size_t len, int depth, so_
     }
     *out = d;
     return DEEPINFER_OK;
+}
+
+size_t so_lexspec_operand_len(const char *s, size_t len) {
+    size_t i = 0;
+    int need = 1;
+    while (need > 0 && i < len) {
+        char k = s[i++];
+        if (k == '&' || k == '-' || k == '|' || k == '~') {
+            need += 1;
+            continue;
+        }
+        if (k == 'M') {
+            while (i < len && s[i] != ':') i++;
+            i++;
+            need--;
+            continue;
+        }
+        size_t n = 0;
+        while (i < len && s[i] >= '0' && s[i] <= '9') n = n * 10 + (size_t)(s[i++] - '0');
+        i += 1 + n;
+        need--;
+    }
+    return i <= len ? i : len;
 }

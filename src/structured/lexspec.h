@@ -10,6 +10,9 @@
  *   &<A><B>        intersection of two specs
  *   -<A><B>        A minus B
  *   |<A><B>        union
+ *   ~<A><B>        A minus B, where A is the generic JSON string and B a finite
+ *                  set of its strings (object keys already named): the mask
+ *                  cache may use A's states (see mask.c)
  *   M<m>:          JSON integers (optionally written with ".0+") divisible by m
  */
 #ifndef DI_STRUCTURED_LEXSPEC_H
@@ -21,5 +24,8 @@
 
 /* Compile a spec; state classes are computed for tokens up to `depth` bytes. */
 deepinfer_status so_lexspec_compile(const char *spec, size_t len, int depth, so_dfa **out, di_error *err);
+
+/* Length of the first complete spec at s (for taking apart ~<A><B>). */
+size_t so_lexspec_operand_len(const char *s, size_t len);
 
 #endif

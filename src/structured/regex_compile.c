@@ -260,6 +260,7 @@ static void dfa_free_parts(so_dfa *d) {
     free(d->trans);
     free(d->flags);
     free(d->eqc);
+    free(d->proj);
     free(d);
 }
 
@@ -600,6 +601,12 @@ deepinfer_status so_dfa_product(const so_dfa *a, const so_dfa *b, int op, const 
     d->nstates = nd;
     d->trans = trans, trans = NULL;
     d->flags = flags, flags = NULL;
+    if (op == 1) {
+        d->proj = malloc((size_t)nd * sizeof *d->proj);
+        if (!d->proj) goto oom;
+        for (uint32_t id = 0; id < nd; id++) d->proj[id] = (uint32_t)(pairs[id] >> 32);
+        d->proj[0] = 0;
+    }
     if (!prune_dead(d)) goto oom;
     d->bytes = sizeof *d + (size_t)d->nstates * (nc * 4 + 1 + 4);
     *out = d;

@@ -67,6 +67,7 @@ static deepinfer_status build_trie(so_vocab *v, di_error *err) {
         }
         while (depth > common) v->nodes[path[depth]].end = nn, depth--;
         if (common == len && prev >= 0 && v->tok_len[prev] == len) { /* duplicate bytes */
+            v->nodes[path[depth]].pad = 1;
             int32_t first = v->nodes[path[depth]].tok;
             while (v->dup_next[first] >= 0) first = v->dup_next[first];
             v->dup_next[first] = id;
@@ -144,7 +145,7 @@ deepinfer_status so_vocab_new(int32_t n_vocab, int32_t n_tokens, const uint8_t *
 
 void so_cache_entry_free(so_cache_entry *e) {
     if (!e) return;
-    free(e->key), free(e->acc), free(e->dep), free(e->trim), free(e);
+    free(e->key), free(e->acc), free(e->dep), free(e->trim), free(e->layers), free(e);
 }
 
 void so_vocab_free(so_vocab *v) {
@@ -291,7 +292,8 @@ so_cache_entry *so_cache_lookup(so_vocab *v, const uint32_t *key, uint32_t keyle
 }
 
 so_cache_entry *so_cache_insert(so_vocab *v, so_cache_entry *e) {
-    size_t sz = sizeof *e + (size_t)e->keylen * 4 + (size_t)v->n_words * 4 + (size_t)e->ndep * 4 + (size_t)e->ntrim * 8;
+    size_t sz = sizeof *e + (size_t)e->keylen * 4 + (size_t)v->n_words * 4 + (size_t)e->ndep * 4 + (size_t)e->ntrim * 8 +
+                (e->layers ? (size_t)16 * v->n_words * 4 : 0);
     pthread_mutex_lock(&v->mu);
     if (v->cache_bytes + sz > v->cache_limit) {
         pthread_mutex_unlock(&v->mu);

@@ -32,7 +32,7 @@ typedef struct so_trie_node {
     uint32_t parent;
     int32_t tok;     /* a token ending here, or -1 (more in so_vocab.dup_next) */
     uint8_t byte;
-    uint8_t pad;
+    uint8_t pad;     /* 1: more tokens with these bytes (so_vocab.dup_next) */
     uint16_t depth;
 } so_trie_node;
 
@@ -49,6 +49,7 @@ struct so_cache_entry {
     uint32_t *trim;        /* (characters, token) pairs, characters descending: tokens
                               accepted only by a string thread walked without its
                               maximum; dropped when they exceed the remaining room */
+    uint32_t *layers;      /* with trim: 16 bitmaps, acc minus tokens adding > r characters */
 };
 
 typedef struct so_reg_entry {
