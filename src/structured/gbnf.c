@@ -127,6 +127,34 @@ static int32_t read_char(gp *p) {
     return (int32_t)v;
 }
 
+/* The regex of an R-spec terminal, or NULL. */
+static const char *term_regex(gp *p, int32_t sym, size_t *len) {
+    if (!SO_IS_T(sym)) return NULL;
+    const so_gb_lexdef *l = &p->b->lex[SO_T_IDX(sym)];
+    if (l->spec[0] != 'R' || l->cmax >= 0 || l->cmin > 0) return NULL;
+    const char *colon = memchr(l->spec, ':', l->spec_len);
+    if (!colon) return NULL;
+    *len = l->spec_len - (size_t)(colon + 1 - l->spec);
+    return colon + 1;
+}
+
+/* Regular parts become one lexeme (fewer parser steps, cacheable masks):
+ * a repeated terminal, and a sequence of terminals. Bounded in size so the
+ * DFA stays small; otherwise the caller keeps the rules. */
+static int32_t merge_rep(gp *p, int32_t sym, long mn, long mx) {
+    size_t l;
+    const char *re = term_regex(p, sym, &l);
+    if (!re || l > 2000 || mn > 200 || mx > 200) return INT32_MIN;
+    char *buf = malloc(l + 48);
+    if (!buf) return INT32_MIN;
+    int n;
+    if (mx < 0) n = snprintf(buf, l + 48, "(?:%.*s){%ld,}", (int)l, re, mn);
+    else n = snprintf(buf, l + 48, "(?:%.*s){%ld,%ld}", (int)l, re, mn, mx);
+    int32_t r = n > 0 ? so_gb_regex(p->b, buf) : INT32_MIN;
+    free(buf);
+    return r;
+}
+
 static int32_t parse_alts(gp *p, int32_t lhs);
 
 /* Parse one item; returns its symbol, or INT32_MIN for an empty literal, or
@@ -323,7 +351,8 @@ static int32_t parse_seq(gp *p, int32_t lhs) {
                 if (mn > 10000 || mx > 10000) return free(big), gfail(p, qat, "repetition count above 10000"), -1;
             } else break;
             if (s == INT32_MIN) continue; /* ""* is still empty */
-            s = so_gb_repeat(p->b, s, (int32_t)mn, (int32_t)mx, SO_NOSEP);
+            int32_t merged = merge_rep(p, s, mn, mx);
+            s = merged != INT32_MIN ? merged : so_gb_repeat(p->b, s, (int32_t)mn, (int32_t)mx, SO_NOSEP);
         }
         (void)at;
         if (s == INT32_MIN) continue;
@@ -344,7 +373,35 @@ static int32_t parse_seq(gp *p, int32_t lhs) {
             big[n++] = s;
         }
     }
-    so_gb_prod(p->b, lhs, big ? big : syms, n);
+    int32_t *seq = big ? big : syms;
+    /* merge runs of adjacent terminals into one lexeme */
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < n;) {
+        size_t l0;
+        uint32_t j = i;
+        size_t total = 0;
+        while (j < n && term_regex(p, seq[j], &l0) && total + l0 < 4000) total += l0 + 6, j++;
+        if (j - i >= 2) {
+            char *buf = malloc(total + 1);
+            if (buf) {
+                size_t o = 0;
+                for (uint32_t k = i; k < j; k++) {
+                    size_t lk;
+                    const char *rk = term_regex(p, seq[k], &lk);
+                    memcpy(buf + o, "(?:", 3), o += 3;
+                    memcpy(buf + o, rk, lk), o += lk;
+                    buf[o++] = ')';
+                }
+                buf[o] = 0;
+                seq[w++] = so_gb_regex(p->b, buf);
+                free(buf);
+                i = j;
+                continue;
+            }
+        }
+        seq[w++] = seq[i++];
+    }
+    so_gb_prod(p->b, lhs, seq, w);
     free(big);
     return 0;
 }

@@ -1622,12 +1622,17 @@ static int prop_conj(ctx *c, const sn *s, const char *name, size_t len, conj *q,
         const di_json *ps = NULL;
         for (uint32_t i = 0; f->props && i < f->props->count; i++)
             if (f->props->items[i].key_len == len && !memcmp(f->props->items[i].key, name, len)) ps = &f->props->items[i];
-        if (ps) {
-            PUSH(c, q->m, q->n, (mem)ps);
-            continue;
+        if (ps) PUSH(c, q->m, q->n, (mem)ps);
+        int matched = ps != NULL;
+        for (uint32_t i = 0; f->pprops && i < f->pprops->count; i++) {
+            int r = pattern_matches(c, f->pprops->items[i].key, f->pprops->items[i].key_len, name, len);
+            if (r < 0) return 0;
+            if (r) {
+                PUSH(c, q->m, q->n, (mem)&f->pprops->items[i]);
+                matched = 1;
+            }
         }
-        if (f->pprops && f->pprops->count) return 0; /* unknown */
-        if (f->addl) {
+        if (!matched && f->addl) {
             if (f->addl->type == DI_JSON_FALSE) *forbidden = 1;
             PUSH(c, q->m, q->n, (mem)f->addl);
         }

@@ -28,7 +28,7 @@
 #define NLAYERS 16
 
 typedef struct key_tuple {
-    uint32_t gid, cls, rmin, flags; /* flags: 1 counted (uncapped walk), 2 sensitive */
+    uint32_t gid, cls, zero, flags; /* flags: 1 counted (uncapped walk), 2 sensitive, 4 minimum pending */
 } key_tuple;
 
 typedef struct rep {
@@ -36,7 +36,7 @@ typedef struct rep {
     const so_dfa *dfa; /* the DFA walked (cdfa) */
     uint32_t state, count;
     uint32_t rmax;     /* room left (counted threads) */
-    int counted, sensitive;
+    int counted, sensitive, nomin;
 } rep;
 
 static uint64_t hash_key(const uint32_t *k, uint32_t n) {
@@ -86,6 +86,7 @@ static so_cache_entry *compute_entry(const so_vocab *v, const rep *r) {
     so_lexeme lx = *r->lex; /* counting parameters; DFA replaced by the walked one */
     lx.dfa = (so_dfa *)dfa;
     if (r->counted) lx.cmax = INT32_MAX; /* keep counting, apply the maximum later */
+    if (r->nomin) lx.cmin = 0;           /* completions go to the parser instead */
     st[0] = r->state, cn[0] = r->count;
     const so_trie_node *nodes = v->nodes;
     uint32_t i = 1, n = v->nnodes;
@@ -252,7 +253,7 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
     uint32_t k = p->fr_hi - p->fr_lo;
     memset(mask, 0, (size_t)W * sizeof *mask);
     if (k) {
-        uint32_t D1 = (uint32_t)v->max_token_len + 1;
+        int64_t D1 = v->max_token_len + 1;
         key_tuple keys[64];
         rep reps[64];
         uint32_t u = 0;
@@ -261,17 +262,16 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
             const so_thread *t = &p->thr[p->fr_lo + i];
             const so_lexeme *l = &g->lex[t->lex];
             rep r = {l, l->cdfa, l->sensitive ? l->dfa->proj[t->state] : t->state, t->count, UINT32_MAX,
-                     l->cmax >= 0, l->sensitive};
+                     l->cmax >= 0, l->sensitive, 0};
             if (r.counted) {
                 int64_t rm = (int64_t)l->cmax - t->count;
-                r.rmax = rm < 0 ? 0 : rm > D1 ? D1 : (uint32_t)rm;
+                r.rmax = rm < 0 ? 0 : rm > D1 ? (uint32_t)D1 : (uint32_t)rm;
             }
-            uint32_t rmin = 0;
-            if (l->cmin > 0) {
-                int64_t rm = (int64_t)l->cmin - t->count;
-                rmin = rm <= 0 ? 0 : rm > D1 ? D1 : (uint32_t)rm;
-            }
-            key_tuple kt = {l->cgid, r.dfa->eqc[r.state], rmin, (uint32_t)(r.counted | (r.sensitive << 1))};
+            /* a character minimum not reached yet only matters at the closing
+             * quote: walk without it and leave completions to the parser */
+            if (l->cmin > 0 && (int64_t)t->count < l->cmin) r.nomin = 1, r.sensitive = 1;
+            key_tuple kt = {l->cgid, r.dfa->eqc[r.state], 0,
+                            (uint32_t)(r.counted | (r.sensitive << 1) | (r.nomin << 2))};
             /* dedupe identical threads (room left must match too) */
             int dup = 0;
             for (uint32_t j = 0; j < u && !dup; j++) dup = !memcmp(&keys[j], &kt, sizeof kt) && reps[j].rmax == r.rmax;

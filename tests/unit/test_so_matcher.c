@@ -167,3 +167,79 @@ TEST(so_json_schema_string_lengths_counted) {
     so_grammar_free(g);
     so_vocab_free(v);
 }
+
+TEST(so_json_schema_keys_patterns_oneof_masks) {
+    so_vocab *v = so_test_vocab(NULL);
+    CHECK(v);
+    di_error e = {0};
+    /* named keys + additional keys (generic-string cache identity), minLength pending */
+    so_grammar *g = so_test_compile(v, SO_SCHEMA_JSON,
+                                    "{\"properties\":{\"ab\":{\"type\":\"string\",\"minLength\":3}},"
+                                    "\"additionalProperties\":{\"type\":\"integer\"}}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "{\"ab\": \"xyz\", \"abc\": 1, \"a\": 2}", 1));
+    CHECK(!accepts(v, g, "{\"ab\": 1}", 0));
+    CHECK(!accepts(v, g, "{\"ab\": \"xy\"}", 0));
+    CHECK(!accepts(v, g, "{\"x\": \"s\"}", 0));
+    so_grammar_free(g);
+    /* patternProperties, oneOf with a discriminator, not, if/then */
+    g = so_test_compile(v, SO_SCHEMA_JSON,
+                        "{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"k\":{\"const\":\"a\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"k\"]},"
+                        "{\"properties\":{\"k\":{\"const\":\"b\"}},\"required\":[\"k\"],\"patternProperties\":{\"^x\":{\"type\":\"null\"}}}]}",
+                        &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "{\"k\": \"a\", \"n\": 12}", 1));
+    CHECK(accepts(v, g, "{\"k\": \"b\", \"xa\": null}", 1));
+    CHECK(!accepts(v, g, "{\"k\": \"b\", \"xa\": 1}", 0));
+    CHECK(!accepts(v, g, "{\"k\": \"c\"}", 0));
+    so_grammar_free(g);
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"integer\",\"not\":{\"enum\":[1,2]},\"minimum\":0,\"exclusiveMaximum\":5}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "0", 1) && accepts(v, g, "3", 1) && accepts(v, g, "4.0", 1));
+    CHECK(!accepts(v, g, "1", 0) && !accepts(v, g, "2.00", 0) && !accepts(v, g, "5", 0) && !accepts(v, g, "-1", 0));
+    so_grammar_free(g);
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"number\",\"minimum\":-1.5,\"maximum\":0.25,\"multipleOf\":0.01}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "-1.5", 1) && accepts(v, g, "0.25", 1) && accepts(v, g, "-0.07", 1) && accepts(v, g, "0", 1));
+    CHECK(!accepts(v, g, "-1.51", 0) && !accepts(v, g, "0.26", 0) && !accepts(v, g, "0.001", 0) && !accepts(v, g, "1e-1", 0));
+    so_grammar_free(g);
+    /* unsupported keywords fail closed, naming the keyword */
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", &e));
+    CHECK_MSG(strstr(e.msg, "contains"), "%s", e.msg);
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", &e));
+    CHECK_MSG(strstr(e.msg, "oneOf"), "%s", e.msg);
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", &e));
+    CHECK_MSG(strstr(e.msg, "lookahead"), "%s", e.msg);
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"$ref\":\"#/definitions/missing\"}", &e));
+    CHECK_MSG(strstr(e.msg, "not found"), "%s", e.msg);
+    so_vocab_free(v);
+}
+
+TEST(so_json_schema_recursion_and_limits) {
+    so_vocab *v = so_test_vocab(NULL);
+    CHECK(v);
+    di_error e = {0};
+    so_grammar *g = so_test_compile(v, SO_SCHEMA_JSON,
+                                    "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                                    "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+                                    "\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "{\"v\": 1, \"kids\": [{\"kids\": [{\"v\": 2}]}, {}]}", 1));
+    CHECK(!accepts(v, g, "{\"kids\": [{\"w\": 1}]}", 0));
+    so_grammar_free(g);
+    /* exponential anyOf products and deep nesting fail with an error, quickly */
+    char big[8192];
+    size_t o = 0;
+    o += (size_t)snprintf(big + o, sizeof big - o, "{\"allOf\":[");
+    for (int i = 0; i < 12; i++) o += (size_t)snprintf(big + o, sizeof big - o, "%s{\"anyOf\":[{\"type\":\"integer\"},{\"minimum\":%d}]}", i ? "," : "", i);
+    o += (size_t)snprintf(big + o, sizeof big - o, "]}");
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, big, &e));
+    CHECK_MSG(strstr(e.msg, "too many alternatives"), "%s", e.msg);
+    o = 0;
+    for (int i = 0; i < 300; i++) o += (size_t)snprintf(big + o, sizeof big - o, "{\"items\":");
+    o += (size_t)snprintf(big + o, sizeof big - o, "true");
+    for (int i = 0; i < 300; i++) big[o++] = '}';
+    big[o] = 0;
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, big, &e));
+    so_vocab_free(v);
+}
