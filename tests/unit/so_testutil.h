@@ -19,7 +19,7 @@ static const char *so_test_extra[] = {
     "\xc3", "\xa9", "e+", "1e", "[\"", "\",", "\\n", "\\\"", "\\u00", "{}", "[]", ", ", ": ", "x\"", "\"x\"",
     "<sp>", NULL};
 
-static so_vocab *so_test_vocab(int32_t *eos_out) {
+static inline so_vocab *so_test_vocab(int32_t *eos_out) {
     const uint8_t *toks[512];
     uint32_t lens[512];
     uint8_t special[512] = {0};
@@ -46,7 +46,7 @@ static so_vocab *so_test_vocab(int32_t *eos_out) {
     return v;
 }
 
-static so_grammar *so_test_compile(so_vocab *v, so_schema_type t, const char *schema, di_error *e) {
+static inline so_grammar *so_test_compile(so_vocab *v, so_schema_type t, const char *schema, di_error *e) {
     so_args a = {.type = t, .schema = schema, .schema_len = strlen(schema), .whitespace_max = -1};
     so_grammar *g = NULL;
     if (so_compile(v, &a, &g, e) != DEEPINFER_OK) return NULL;
@@ -54,7 +54,7 @@ static so_grammar *so_test_compile(so_vocab *v, so_schema_type t, const char *sc
 }
 
 /* Compare the fast mask with the oracle; returns the first differing token or -1. */
-static int32_t so_test_mask_diff(so_matcher *m) {
+static inline int32_t so_test_mask_diff(so_matcher *m) {
     const so_vocab *v = m->g->vocab;
     uint32_t *mask = calloc(v->n_words, 4);
     di_error e = {0};
@@ -73,7 +73,7 @@ static int32_t so_test_mask_diff(so_matcher *m) {
 /* Feed `text` byte-token by byte-token (single-byte tokens), checking the
  * mask against the oracle at every step. Returns 1 if all bytes were
  * accepted and the final state is accepting (or 0 with *where set). */
-static int so_test_feed(so_vocab *v, so_grammar *g, const char *text, int check_masks, int *where) {
+static inline int so_test_feed(so_vocab *v, so_grammar *g, const char *text, int check_masks, int *where) {
     so_matcher *m = NULL;
     di_error e = {0};
     if (so_matcher_new(g, NULL, &m, &e) != DEEPINFER_OK) return 0;
