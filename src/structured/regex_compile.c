@@ -103,42 +103,21 @@ static void utf8_range(nfa *n, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi)
     }
 }
 
-static int json_escape_cp(uint32_t c, uint8_t *o) {
-    static const char hex[] = "0123456789abcdef";
-    switch (c) {
-    case '"': o[0] = '\\', o[1] = '"'; return 2;
-    case '\\': o[0] = '\\', o[1] = '\\'; return 2;
-    case 0x08: o[0] = '\\', o[1] = 'b'; return 2;
-    case 0x0C: o[0] = '\\', o[1] = 'f'; return 2;
-    case 0x0A: o[0] = '\\', o[1] = 'n'; return 2;
-    case 0x0D: o[0] = '\\', o[1] = 'r'; return 2;
-    case 0x09: o[0] = '\\', o[1] = 't'; return 2;
-    default: break;
-    }
-    memcpy(o, "\\u00", 4);
-    o[4] = (uint8_t)hex[(c >> 4) & 15], o[5] = (uint8_t)hex[c & 15];
-    return 6;
-}
-
 static void class_edges(nfa *n, uint32_t s, uint32_t e, const so_rx *c, int json) {
+    uint32_t ctl = 0; /* JSON mode: allowed code points below 0x20 */
+    int quote = 0, bslash = 0;
     for (uint32_t k = 0; k < c->nranges; k++) {
         uint32_t lo = c->ranges[2 * k], hi = c->ranges[2 * k + 1];
         if (!json) {
             utf8_range(n, s, e, lo, hi);
             continue;
         }
-        /* split out the characters JSON escapes: 0x00-0x1F, '"', '\\' */
-        for (uint32_t ch = lo; ch <= hi && ch < 0x20; ch++) {
-            uint8_t b[6];
-            int l = json_escape_cp(ch, b);
-            nfa_bytes(n, s, e, b, b, l);
-        }
+        for (uint32_t ch = lo; ch <= hi && ch < 0x20; ch++) ctl |= 1u << ch;
         uint32_t a = lo < 0x20 ? 0x20 : lo;
         while (a <= hi) {
             if (a == '"' || a == '\\') {
-                uint8_t b[6];
-                int l = json_escape_cp(a, b);
-                nfa_bytes(n, s, e, b, b, l);
+                if (a == '"') quote = 1;
+                else bslash = 1;
                 a++;
                 continue;
             }
@@ -149,6 +128,33 @@ static void class_edges(nfa *n, uint32_t s, uint32_t e, const so_rx *c, int json
             a = b + 1;
             if (a == 0) break;
         }
+    }
+    if (!ctl && !quote && !bslash) return;
+    /* escapes share their prefix states: \ then a letter, or \u00 + two hex digits */
+    uint32_t m1 = nfa_state(n, 1);
+    nfa_edge(n, s, m1, '\\', '\\');
+    if (quote) nfa_edge(n, m1, e, '"', '"');
+    if (bslash) nfa_edge(n, m1, e, '\\', '\\');
+    static const char shortesc[32] = {[0x08] = 'b', [0x0C] = 'f', [0x0A] = 'n', [0x0D] = 'r', [0x09] = 't'};
+    uint32_t longmask = 0;
+    for (uint32_t ch = 0; ch < 0x20; ch++) {
+        if (!((ctl >> ch) & 1)) continue;
+        if (shortesc[ch]) nfa_edge(n, m1, e, shortesc[ch], shortesc[ch]);
+        else longmask |= 1u << ch;
+    }
+    if (!longmask) return;
+    static const char hex[] = "0123456789abcdef";
+    uint32_t m2 = nfa_state(n, 1), m3 = nfa_state(n, 1), m4 = nfa_state(n, 1);
+    nfa_edge(n, m1, m2, 'u', 'u');
+    nfa_edge(n, m2, m3, '0', '0');
+    nfa_edge(n, m3, m4, '0', '0');
+    for (uint32_t h = 0; h < 2; h++) {
+        uint32_t part = (longmask >> (16 * h)) & 0xFFFF;
+        if (!part) continue;
+        uint32_t m5 = nfa_state(n, 1);
+        nfa_edge(n, m4, m5, '0' + (int)h, '0' + (int)h);
+        for (uint32_t l = 0; l < 16; l++)
+            if ((part >> l) & 1) nfa_edge(n, m5, e, hex[l], hex[l]);
     }
 }
 
@@ -432,9 +438,15 @@ deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_l
     b.tmp[0] = start;
     size_t cn = closure(&b, 1);
     if (intern_set(&b, cn, maxd, nc) != 1) goto oom;
+    uint64_t work = 0, max_work = lim && lim->max_work ? lim->max_work : 40000000ull;
     for (uint32_t id = 0; id < b.nd; id++) {
         size_t off = b.set_off[id], cnt = b.set_off[id + 1] - off;
         uint8_t f = 0;
+        work += (uint64_t)cnt * nc + nc;
+        if (work > max_work) {
+            st = di_error_set(err, DEEPINFER_ERR_LIMIT, "regex too complex: automaton construction over its work budget");
+            goto done;
+        }
         int mid = 0;
         for (size_t i = 0; i < cnt; i++) {
             uint32_t s = b.sets[off + i];
