@@ -14,10 +14,13 @@ SAN      ?=
 
 PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+# ICU (libicu-dev): Unicode normalization for the Engram token map (src/model/engram_token_key.c).
+ICU_CFLAGS   := $(shell pkg-config --cflags icu-uc 2>/dev/null)
+ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
 
-CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE $(PCRE2_CFLAGS)
+CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE $(PCRE2_CFLAGS) $(ICU_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lz -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(build-essential pkg-config libpcre2-dev zlib1g-dev)
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev zlib1g-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 need_install=()
@@ -59,9 +59,9 @@ cuda)
     ;;
 demo)
     make -j"$jobs" all
-    # Placeholder until the embedded demo model lands (issue 8): summarise the
-    # golden V4.1 test checkpoint, the model the main job will run on.
-    ./build/deepinfer inspect --model tests/data/golden/v41-tiny-a
+    # Placeholder until `deepinfer generate` lands (issue 5): summarise and
+    # validate the embedded default model, the model the main job runs on.
+    ./build/deepinfer inspect --model models/deepinfer-demo-v41
     ;;
 fuzz)
     make fuzz

@@ -11,6 +11,13 @@
  *    until the character completes (or are flushed as U+FFFD at the end).
  *  - Every id in [0, vocab_size) has a byte string (possibly empty for ids
  *    of a padded vocabulary that the tokenizer does not define).
+ *  - Invalid UTF-8 input is repaired before encoding: each maximal invalid
+ *    subpart (Unicode §3.9 "substitution of maximal subparts", what a
+ *    WHATWG TextDecoder and Rust's from_utf8_lossy do) becomes U+FFFD. So
+ *    encode(bytes) == HF encode(TextDecoder().decode(bytes)), and
+ *    decode(encode(s)) == s for every valid UTF-8 s.
+ *  - Encoding never adds BOS/EOS: tokenizer.json's post_processor is not
+ *    applied (chat encoders write BOS explicitly).
  *
  * Thread-safety: a loaded di_tokenizer is immutable and may be shared by
  * threads; encoders/decoders carry their own state.
@@ -28,6 +35,8 @@ typedef struct di_tokenizer di_tokenizer;
 /* Load tokenizer.json from `path` (a file, or a directory holding
  * tokenizer.json). Caller frees with di_tokenizer_free. */
 deepinfer_status di_tokenizer_load(const char *path, di_tokenizer **out, di_error *err);
+/* Load from the `len` bytes of a tokenizer.json already in memory. */
+deepinfer_status di_tokenizer_load_json(const char *text, size_t len, di_tokenizer **out, di_error *err);
 void di_tokenizer_free(di_tokenizer *tok);
 
 /* Number of ids the tokenizer defines (max id + 1). */
@@ -39,18 +48,27 @@ int32_t di_tokenizer_vocab_size(const di_tokenizer *tok);
  * the tokenizer. */
 const uint8_t *di_tokenizer_token_bytes(const di_tokenizer *tok, int32_t id, size_t *len);
 
+/* The token's string as written in tokenizer.json (ByteLevel form for
+ * vocab entries, the content for added tokens); NULL if `id` is undefined. */
+const char *di_tokenizer_token_str(const di_tokenizer *tok, int32_t id, size_t *len);
+
 /* 1 if `id` is an added token marked special:true (skipped by decode with
  * skip_special). */
 int di_tokenizer_is_special(const di_tokenizer *tok, int32_t id);
+
+/* 1 if `id` is an added token (special or not). */
+int di_tokenizer_is_added(const di_tokenizer *tok, int32_t id);
 
 /* Look up the id of an exact token string (vocab entry in its ByteLevel
  * form, or an added token's content); -1 if absent. */
 int32_t di_tokenizer_token_id(const di_tokenizer *tok, const char *token);
 
-/* Encode `len` bytes of text (need not be valid UTF-8: invalid bytes are
- * encoded as their byte tokens, as HF does for lossy input — see the
- * implementation notes). Appends ids to *ids (realloc'd; *n updated,
- * *cap tracks capacity). */
+/* Encode `len` bytes of text (need not be valid UTF-8: invalid subparts are
+ * replaced by U+FFFD first, see above). Appends ids to *ids (realloc'd with
+ * realloc(); *n updated, *cap tracks capacity; caller frees *ids with free()).
+ * Added tokens (special or not) found in the text are matched atomically, as
+ * HF does. Thread-safe; each thread keeps its own piece cache (about 5 MB,
+ * freed when the thread exits). */
 deepinfer_status di_tokenizer_encode(const di_tokenizer *tok, const char *text, size_t len, int32_t **ids,
                                      size_t *n, size_t *cap, di_error *err);
 
@@ -66,11 +84,19 @@ typedef struct di_detok {
 void di_detok_init(di_detok *d, const di_tokenizer *tok, int skip_special);
 
 /* Append the completed text produced by `id` to out (capacity out_cap);
- * returns the number of bytes written, or -1 if out_cap is too small
- * (nothing consumed then). */
+ * returns the number of bytes written, -1 if out_cap is too small (nothing
+ * consumed then), or -2 if `id` is outside [0, vocab_size). Output is
+ * always valid UTF-8; out_cap >= 3 * (token bytes + 3) always suffices. */
 long di_detok_push(di_detok *d, int32_t id, char *out, size_t out_cap);
 
-/* Flush held bytes at end of stream (an incomplete character becomes U+FFFD). */
+/* Flush held bytes at end of stream (an incomplete character becomes one
+ * U+FFFD). Needs out_cap >= 3 when bytes are held. */
 long di_detok_flush(di_detok *d, char *out, size_t out_cap);
+
+/* Decode a whole id sequence (same rules as the streaming decoder). *out is
+ * malloc'd and NUL-terminated; caller frees. Fails on an id outside
+ * [0, vocab_size). */
+deepinfer_status di_tokenizer_decode(const di_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                                     char **out, size_t *out_len, di_error *err);
 
 #endif

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Write seed corpora for the libFuzzer targets from the golden checkpoints.
+
+usage: python3 fuzz/make_seeds.py [OUT_DIR]   (default: fuzz-corpus)
+
+OUT_DIR/safetensors/  small valid safetensors files: each golden shard's header
+                      with every tensor shrunk to one element (real names,
+                      dtypes and ranks, data section rebuilt), plus hand-made
+                      files covering scalars, empty tensors and __metadata__.
+OUT_DIR/config/       the golden config.json files and variants (reference
+                      key names, V4 without drafter, V4.1 flattened).
+OUT_DIR/json/         the golden config.json and index files, for fuzz_json.
+"""
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
+SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "F8_E4M3": 1, "F8_E8M0": 1}
+
+
+def st_bytes(tensors, metadata=None):
+    """tensors: list of (name, dtype, shape); returns a valid safetensors image."""
+    header, off = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dt, shape in tensors:
+        n = SIZES[dt]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(h)) + h + bytes(i & 255 for i in range(off))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz-corpus")
+    sd, cd = os.path.join(out, "safetensors"), os.path.join(out, "config")
+    os.makedirs(sd, exist_ok=True)
+    os.makedirs(cd, exist_ok=True)
+    jd = os.path.join(out, "json")
+    os.makedirs(jd, exist_ok=True)
+    n = 0
+    for model in sorted(os.listdir(GOLDEN)):
+        mdir = os.path.join(GOLDEN, model)
+        if not os.path.isdir(mdir):
+            continue
+        for f in sorted(os.listdir(mdir)):
+            if f.endswith(".safetensors"):
+                with open(os.path.join(mdir, f), "rb") as fh:
+                    hl = struct.unpack("<Q", fh.read(8))[0]
+                    hdr = json.loads(fh.read(hl))
+                meta = hdr.pop("__metadata__", None)
+                ts = [(k, v["dtype"], [1] * len(v["shape"])) for k, v in sorted(hdr.items())]
+                with open(os.path.join(sd, f"{model}-{f}"), "wb") as o:
+                    o.write(st_bytes(ts, meta))
+                n += 1
+        for f in ("config.json", "model.safetensors.index.json"):
+            with open(os.path.join(mdir, f), "rb") as fh, open(os.path.join(jd, f"{model}-{f}"), "wb") as o:
+                o.write(fh.read())
+        with open(os.path.join(mdir, "config.json")) as fh:
+            cfg = json.load(fh)
+        with open(os.path.join(cd, f"{model}.json"), "w") as o:
+            json.dump(cfg, o, indent=1)
+        if cfg.get("model_type") == "deepseek_v4":
+            ref = {("dim" if k == "hidden_size" else "n_layers" if k == "num_hidden_layers" else k): v
+                   for k, v in cfg.items() if k not in ("model_type", "architectures")}
+            with open(os.path.join(cd, f"{model}-refnames.json"), "w") as o:
+                json.dump(ref, o)
+            nodraft = dict(cfg, compress_ratios=cfg["compress_ratios"][:-1], num_nextn_predict_layers=0)
+            with open(os.path.join(cd, f"{model}-nodrafter.json"), "w") as o:
+                json.dump(nodraft, o)
+        else:
+            flat = dict(cfg)
+            text = flat.pop("text_config")
+            text.pop("model_type", None)
+            flat.update(text)
+            with open(os.path.join(cd, f"{model}-flat.json"), "w") as o:
+                json.dump(flat, o)
+        n += 2
+    extra = {
+        "scalar-and-empty.safetensors": st_bytes([("s", "F32", []), ("z", "I64", [0, 3]), ("a", "BF16", [3])],
+                                                 {"format": "pt"}),
+        "all-dtypes.safetensors": st_bytes([(f"t.{d}", d, [2, 1]) for d in SIZES]),
+        "model-prefix.safetensors": st_bytes([("model.layers.0.w", "U8", [4]), ("model.embed.weight", "BF16", [2, 2])]),
+        "empty.safetensors": st_bytes([]),
+    }
+    for name, data in extra.items():
+        with open(os.path.join(sd, name), "wb") as o:
+            o.write(data)
+        n += 1
+    print(f"wrote {n} seeds under {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+/*
+ * safetensors.h — read-only access to safetensors checkpoints.
+ *
+ * A checkpoint is one `.safetensors` file or a sharded set described by
+ * `model.safetensors.index.json`. Every shard is memory-mapped read-only and
+ * its header is validated before any tensor is exposed:
+ *   - the u64 header length fits the file (no overflow), the header is at
+ *     most 100 MiB and is a strict JSON object;
+ *   - every tensor has a supported dtype (dtype.h), a shape of at most
+ *     DI_ST_MAX_DIMS non-negative dims whose element count and byte size do
+ *     not overflow, and `data_offsets` [begin, end] with begin ≤ end inside the
+ *     data section and end − begin == numel × dtype size;
+ *   - tensors do not overlap and cover the data section exactly (the same
+ *     rule as the reference safetensors reader);
+ *   - `__metadata__` is an object of strings;
+ *   - no tensor name appears twice (in one shard or across shards);
+ *   - with an index: every entry names an existing shard file that holds
+ *     that tensor, and every tensor of every shard is listed.
+ *
+ * Tensor names. Released DeepSeek checkpoints use bare reference names
+ * (`layers.3.attn.wq_a.weight`); some repackaged ones prefix `model.`. The
+ * rule: a tensor's *reference name* is its stored name with one leading
+ * "model." removed. Tensors are indexed by reference name, and lookups
+ * remove one leading "model." from the query too, so either spelling finds
+ * the tensor whichever way it is stored. A checkpoint holding both `X` and
+ * `model.X` is rejected as ambiguous.
+ *
+ * Data pointers point into the mapping, so tensors are only byte-aligned in
+ * general (safetensors does not align); use unaligned loads or copy.
+ */
+#ifndef DI_IO_SAFETENSORS_H
+#define DI_IO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/dtype.h"
+#include "util/error.h"
+
+#define DI_ST_MAX_DIMS 8
+#define DI_ST_MAX_HEADER ((uint64_t)100 << 20)
+
+typedef struct di_tensor {
+    const char *name;      /* as stored in the checkpoint (NUL-terminated) */
+    const char *ref_name;  /* name without a leading "model." (points into name) */
+    di_dtype dtype;
+    int ndim;              /* 0 (a scalar) .. DI_ST_MAX_DIMS */
+    int64_t shape[DI_ST_MAX_DIMS];
+    uint64_t numel;        /* product of shape (1 for a scalar) */
+    const void *data;      /* read-only, inside the shard mapping; NULL if nbytes == 0 */
+    uint64_t nbytes;       /* numel × di_dtype_size(dtype) */
+    uint64_t file_offset;  /* absolute offset of the data in the shard file */
+    uint32_t shard;        /* index of the shard (di_st_shard) */
+} di_tensor;
+
+typedef struct di_st_shard_info {
+    const char *path;               /* file path ("<memory>" label for buffers) */
+    const unsigned char *data;      /* the whole file, mapped read-only */
+    uint64_t size;                  /* file size in bytes */
+    uint64_t header_len;            /* JSON header length */
+    uint64_t data_start;            /* 8 + header_len: where tensor data begins */
+    size_t tensor_count;
+} di_st_shard_info;
+
+typedef struct di_st_totals {
+    uint64_t count[DI_DTYPE_COUNT];
+    uint64_t bytes[DI_DTYPE_COUNT];
+    uint64_t total_count;
+    uint64_t total_bytes;
+} di_st_totals;
+
+typedef struct di_safetensors di_safetensors;
+
+/* Open a checkpoint. `path` is one of:
+ *   - a directory: uses model.safetensors.index.json if present, else
+ *     model.safetensors, else every *.safetensors file in it (sorted by name);
+ *   - an index file (*.index.json): the shards it lists, next to it;
+ *   - a .safetensors file.
+ * On success *out is a new handle (caller frees with di_st_close); every
+ * tensor pointer it hands out stays valid until then. On failure *out is
+ * NULL and `err` says which file and which tensor is wrong. */
+deepinfer_status di_st_open(const char *path, di_safetensors **out, di_error *err);
+
+/* Parse one safetensors file already in memory (borrowed: `data` must stay
+ * alive and unchanged until di_st_close). `label` names it in messages.
+ * Same validation as di_st_open; used by tests and the fuzzer. */
+deepinfer_status di_st_open_buffer(const void *data, size_t size, const char *label,
+                                   di_safetensors **out, di_error *err);
+
+/* Unmap every shard and free the handle; NULL is a no-op. */
+void di_st_close(di_safetensors *st);
+
+/* Number of tensors, and tensor i (0 ≤ i < count) in shard order, then file
+ * offset order. Pointers are owned by `st`. */
+size_t di_st_count(const di_safetensors *st);
+const di_tensor *di_st_at(const di_safetensors *st, size_t i);
+
+/* Find a tensor by name (either spelling, see above); NULL if absent. */
+const di_tensor *di_st_find(const di_safetensors *st, const char *name);
+
+/* Like di_st_find with a printf-style name, e.g. ("layers.%d.attn.wq_a.weight", l).
+ * Names longer than 511 bytes are never found. */
+const di_tensor *di_st_findf(const di_safetensors *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Shards: count and per-shard information (owned by `st`). */
+size_t di_st_shard_count(const di_safetensors *st);
+const di_st_shard_info *di_st_shard(const di_safetensors *st, size_t i);
+
+/* Tensor counts and bytes per dtype over the whole checkpoint (owned by `st`). */
+const di_st_totals *di_st_get_totals(const di_safetensors *st);
+
+/* The value of `key` in a shard's `__metadata__`, or NULL. */
+const char *di_st_metadata(const di_safetensors *st, size_t shard, const char *key);
+
+/* Index `metadata.total_size` as written by the index (-1 if absent or no index). */
+int64_t di_st_index_total_size(const di_safetensors *st);
+
+/* The path the checkpoint was opened from (index, file or directory). */
+const char *di_st_path(const di_safetensors *st);
+
+/* Format a shape as "[a,b,c]" into buf (always NUL-terminated). */
+void di_shape_format(const int64_t *shape, int ndim, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * engram.c — the Engram block: table gather, wkv FP8 linear, per-copy gating
+ * (architecture.md §5.8; see engram.h for the formulas).
+ *
+ * Rounding points follow the reference: the gathered rows are BF16, wkv's
+ * output is BF16, the gate math and the residual update run in fp32 and the
+ * result is rounded to BF16. Sums run in a fixed order (8 interleaved
+ * partial sums, then a fixed tree), independent of the batch. This file
+ * relies on ISO C's default of no floating-point contraction (-std=c11).
+ */
+#include "model/engram.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "io/numfmt.h"
+#include "model/engram_fp8.h"
+
+#define CLAMP_MIN 1e-6f /* the reference's clamp_value before the signed sqrt */
+
+deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_desc *d, di_error *err) {
+    memset(l, 0, sizeof *l);
+    if (d->dim < 1 || d->hc < 1 || d->n_cols < 1 || d->head_dim < 32 || d->head_dim % DI_ENGRAM_QBLOCK ||
+        d->rows < 1 || (int64_t)d->n_cols * d->head_dim > (1 << 24) || (int64_t)(d->hc + 1) * d->dim > (1 << 24))
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "engram: unsupported shapes (dim %d, hc %d, %d columns of %d; head_dim must be a "
+                            "multiple of 32)", d->dim, d->hc, d->n_cols, d->head_dim);
+    if (!d->table || !d->table_scale || !d->wkv || !d->wkv_scale || !d->q_weight || !d->k_weight)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: a weight pointer is missing");
+    if (!(d->eps >= 0.0f))
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: eps must be >= 0");
+    size_t n = (size_t)d->hc * (size_t)d->dim;
+    l->qk = malloc(n * sizeof *l->qk);
+    if (!l->qk) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        float q = d->qk_f32 ? ((const float *)d->q_weight)[i] : di_bf16_to_f32(((const uint16_t *)d->q_weight)[i]);
+        float k = d->qk_f32 ? ((const float *)d->k_weight)[i] : di_bf16_to_f32(((const uint16_t *)d->k_weight)[i]);
+        l->qk[i] = q * k;
+    }
+    l->d = *d;
+    return DEEPINFER_OK;
+}
+
+void di_engram_layer_free(di_engram_layer *l) {
+    if (!l) return;
+    free(l->qk);
+    memset(l, 0, sizeof *l);
+}
+
+deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engram_layer *l, int max_rows,
+                                          di_error *err) {
+    memset(ws, 0, sizeof *ws);
+    if (max_rows < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: max_rows must be >= 1");
+    size_t k = (size_t)l->d.n_cols * (size_t)l->d.head_dim, n = (size_t)(l->d.hc + 1) * (size_t)l->d.dim;
+    size_t r = (size_t)max_rows;
+    ws->e = malloc(r * k * sizeof(float));
+    ws->xq = malloc(r * k * sizeof(float));
+    ws->sx = malloc(r * (k / DI_ENGRAM_QBLOCK) * sizeof(float));
+    ws->kv = malloc(r * n * sizeof(float));
+    ws->rows = malloc(r * sizeof(int64_t));
+    ws->h = malloc((size_t)l->d.dim * sizeof(float));
+    ws->max_rows = max_rows;
+    if (!ws->e || !ws->xq || !ws->sx || !ws->kv || !ws->rows || !ws->h) {
+        di_engram_workspace_free(ws);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory for a %d-row workspace",
+                            max_rows);
+    }
+    return DEEPINFER_OK;
+}
+
+void di_engram_workspace_free(di_engram_workspace *ws) {
+    if (!ws) return;
+    free(ws->e);
+    free(ws->xq);
+    free(ws->sx);
+    free(ws->kv);
+    free(ws->rows);
+    free(ws->h);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* ---- gather -------------------------------------------------------------------------------- */
+
+static deepinfer_status check_ids(const di_engram_layer *l, const int64_t *ids, int64_t n, di_error *err) {
+    for (int64_t c = 0; c < n; c++)
+        if (ids[c] < 0 || ids[c] >= l->d.rows)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "engram: hash id %lld is outside the table's %lld rows", (long long)ids[c],
+                                (long long)l->d.rows);
+    return DEEPINFER_OK;
+}
+
+static void gather_token(const di_engram_layer *l, const int64_t *ids, float *out) {
+    const int hd = l->d.head_dim, nsb = hd / DI_ENGRAM_QBLOCK;
+    for (int c = 0; c < l->d.n_cols; c++) {
+        const uint8_t *row = l->d.table + ids[c] * hd;
+        const uint8_t *sc = l->d.table_scale + ids[c] * nsb;
+        float *o = out + (int64_t)c * hd;
+        di_e4m3_to_f32_n(row, (size_t)hd, o);
+        for (int b = 0; b < nsb; b++) {
+            const float s = di_e8m0_to_f32(sc[b]);
+            for (int j = 0; j < DI_ENGRAM_QBLOCK; j++)
+                o[b * DI_ENGRAM_QBLOCK + j] = di_round_bf16(o[b * DI_ENGRAM_QBLOCK + j] * s);
+        }
+    }
+}
+
+deepinfer_status di_engram_gather(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok,
+                                  float *out, di_error *err) {
+    const int64_t k = (int64_t)l->d.n_cols * l->d.head_dim;
+    for (int64_t t = 0; t < n_tok; t++) {
+        deepinfer_status st = check_ids(l, ids + t * ids_stride, l->d.n_cols, err);
+        if (st) return st;
+    }
+    for (int64_t t = 0; t < n_tok; t++) gather_token(l, ids + t * ids_stride, out + t * k);
+    return DEEPINFER_OK;
+}
+
+void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const int hd = l->d.head_dim, nsb = hd / DI_ENGRAM_QBLOCK;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int c = 0; c < l->d.n_cols; c++) {
+            int64_t id = ids[t * ids_stride + c];
+            if (id < 0 || id >= l->d.rows) continue;
+            const uint8_t *p[2] = {l->d.table + id * hd, l->d.table_scale + id * nsb};
+            const size_t len[2] = {(size_t)hd, (size_t)nsb};
+            for (int i = 0; i < 2; i++) {
+                uintptr_t a = (uintptr_t)p[i] & ~(page - 1);
+                (void)madvise((void *)a, (uintptr_t)p[i] + len[i] - a, MADV_WILLNEED);
+            }
+        }
+}
+
+/* ---- gating -------------------------------------------------------------------------------- */
+
+/* Σ a[i]·b[i] (b NULL: Σ a[i]²) with 8 interleaved partial sums and a fixed tree. */
+static float sum8(const float *a, const float *b, const float *c, int n) {
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float x = b ? a[i + j] * b[i + j] : a[i + j] * a[i + j];
+            if (c) x = x * c[i + j];
+            s[j] = s[j] + x;
+        }
+    for (; i < n; i++) {
+        float x = b ? a[i] * b[i] : a[i] * a[i];
+        if (c) x = x * c[i];
+        s[i & 7] = s[i & 7] + x;
+    }
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* One token: kv holds wkv's output rounded to BF16 (fp32 values); R is [hc][dim] BF16. */
+static void gate_token(const di_engram_layer *l, const float *kv, uint16_t *R, float *h, float *gates) {
+    const int dim = l->d.dim, hc = l->d.hc;
+    const float eps = l->d.eps, inv_sqrt_dim = (float)pow((double)dim, -0.5);
+    const float *value = kv + (int64_t)hc * dim;
+    for (int k = 0; k < hc; k++) {
+        const float *key = kv + (int64_t)k * dim;
+        uint16_t *r = R + (int64_t)k * dim;
+        for (int d = 0; d < dim; d++) h[d] = di_bf16_to_f32(r[d]);
+        const float ms_h = sum8(h, NULL, NULL, dim) / (float)dim;
+        const float ms_k = sum8(key, NULL, NULL, dim) / (float)dim;
+        const float rstd = (1.0f / sqrtf(ms_h + eps)) * (1.0f / sqrtf(ms_k + eps));
+        const float dot = sum8(h, l->qk + (int64_t)k * dim, key, dim) * rstd * inv_sqrt_dim;
+        const float g = 1.0f / (1.0f + expf(-copysignf(sqrtf(fmaxf(fabsf(dot), CLAMP_MIN)), dot)));
+        if (gates) gates[k] = g;
+        for (int d = 0; d < dim; d++) r[d] = di_f32_to_bf16(h[d] + g * value[d]);
+    }
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+
+deepinfer_status di_engram_forward(const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R, int64_t n_tok,
+                                   const int64_t *ids, int64_t ids_stride, const uint8_t *mask, float *gates,
+                                   di_error *err) {
+    const int dim = l->d.dim, hc = l->d.hc;
+    const int k = l->d.n_cols * l->d.head_dim, n = (hc + 1) * dim;
+    for (int64_t t = 0; t < n_tok; t++) {
+        if (mask && !mask[t]) continue;
+        deepinfer_status st = check_ids(l, ids + t * ids_stride, l->d.n_cols, err);
+        if (st) return st;
+    }
+    for (int64_t t0 = 0; t0 < n_tok;) {
+        int m = 0; /* collect up to max_rows unmasked tokens */
+        for (; t0 < n_tok && m < ws->max_rows; t0++) {
+            if (mask && !mask[t0]) {
+                if (gates)
+                    for (int c = 0; c < hc; c++) gates[t0 * hc + c] = 0.0f;
+                continue;
+            }
+            ws->rows[m] = t0;
+            gather_token(l, ids + t0 * ids_stride, ws->e + (int64_t)m * k);
+            m++;
+        }
+        if (!m) continue;
+        di_engram_fp8_quant(ws->e, m, k, ws->xq, ws->sx);
+        di_engram_fp8_gemm(ws->xq, ws->sx, m, l->d.wkv, l->d.wkv_scale, n, k, ws->kv);
+        for (int i = 0; i < m; i++) {
+            float *kv = ws->kv + (int64_t)i * n;
+            for (int j = 0; j < n; j++) kv[j] = di_round_bf16(kv[j]); /* wkv outputs BF16 */
+            const int64_t t = ws->rows[i];
+            gate_token(l, kv, R + t * hc * dim, ws->h, gates ? gates + t * hc : NULL);
+        }
+    }
+    return DEEPINFER_OK;
+}
