@@ -19,7 +19,7 @@
 
 #include "cli.h"
 #include "io/json.h"
-#include "so_hfvocab.h"
+#include "tokenizer/tokenizer.h"
 #include "structured/json_write.h"
 #include "structured/matcher.h"
 #include "structured/so_args.h"
@@ -115,24 +115,25 @@ static void count_error(errcount *ec, int *nec, const char *msg) {
 
 static int cmp_ec(const void *a, const void *b) { return ((const errcount *)b)->n - ((const errcount *)a)->n; }
 
-static so_vocab *load_vocab(const char *tok_path, int32_t vocab_size) {
-    so_hfvocab h;
+static so_vocab *load_vocab(const char *tok_path, int32_t vocab_size, di_tokenizer **tok_out) {
     di_error err = {0};
-    if (so_hfvocab_load(tok_path, &h, &err) != DEEPINFER_OK) {
+    di_tokenizer *tok = NULL;
+    if (di_tokenizer_load(tok_path, &tok, &err) != DEEPINFER_OK) {
         fprintf(stderr, "so-check: %s\n", err.msg);
         return NULL;
     }
-    if (vocab_size < h.n_tokens) vocab_size = h.n_tokens;
+    int32_t eos = so_tokenizer_default_eos(tok);
     so_vocab *v = NULL;
-    int32_t eos = h.eos;
-    if (so_vocab_new(vocab_size, h.n_tokens, (const uint8_t *const *)h.bytes, h.lens, h.special, &eos, eos >= 0,
-                     &v, &err) != DEEPINFER_OK)
+    if (so_vocab_from_tokenizer(tok, vocab_size, &eos, eos >= 0, &v, &err) != DEEPINFER_OK) {
         fprintf(stderr, "so-check: %s\n", err.msg);
-    so_hfvocab_free(&h);
+        di_tokenizer_free(tok);
+        return NULL;
+    }
+    *tok_out = tok;
     return v;
 }
 
-static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char *expected, int limit, int ws,
+static int run_maskbench(so_vocab *v, const di_tokenizer *tok, const char **files, int nfiles, const char *expected, int limit, int ws,
                          int verbose, double slow_us) {
     di_json_doc *exp = NULL;
     di_error err = {0};
@@ -152,8 +153,8 @@ static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char
     dvec mask = {0}, comp = {0};
     errcount ec[512];
     int nec = 0;
-    size_t idcap = 1 << 16;
-    int32_t *ids = malloc(idcap * sizeof *ids);
+    size_t idcap = 0;
+    int32_t *ids = NULL;
     uint32_t *bits = calloc(v->n_words, sizeof *bits);
     for (int fi = 0; fi < nfiles; fi++) {
         size_t len;
@@ -218,11 +219,9 @@ static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char
                         int valid = tv && tv->type == DI_JSON_TRUE;
                         so_buf ib = {0};
                         so_json_write(&ib, di_json_get(tc, "data"), SO_JSON_PYTHON);
-                        if (ib.n > idcap) {
-                            idcap = ib.n;
-                            ids = realloc(ids, idcap * sizeof *ids);
-                        }
-                        long nt = so_greedy_tokenize(v, ib.p, ib.n, ids, idcap);
+                        size_t nids = 0;
+                        long nt = di_tokenizer_encode(tok, ib.p, ib.n, &ids, &nids, &idcap, &err) == DEEPINFER_OK
+                                      ? (long)nids : -1;
                         so_matcher_reset(m);
                         int ok = nt >= 0;
                         for (long t = 0; t < nt && ok; t++) {
@@ -282,7 +281,7 @@ static int run_maskbench(so_vocab *v, const char **files, int nfiles, const char
            "\"mask_us_p50\": %.1f, \"mask_us_p99\": %.1f, \"compile_ms_p50\": %.3f, "
            "\"valid_complete\": %ld, \"invalid_rejected_at_eos\": %ld, \"schemas_all_tests_pass\": %ld, "
            "\"tokens\": %ld, \"mask_us_p90\": %.1f, \"mask_us_p999\": %.1f, \"mask_us_max\": %.1f, "
-           "\"compile_ms_p90\": %.3f, \"compile_ms_p99\": %.3f, \"tokenizer\": \"greedy-longest-match\"",
+           "\"compile_ms_p90\": %.3f, \"compile_ms_p99\": %.3f",
            schemas, compiled, valid_total, valid_acc, inval_total, inval_rej, false_acc, pct(mask.v, mask.n, 0.5),
            pct(mask.v, mask.n, 0.99), pct(comp.v, comp.n, 0.5), valid_complete, inval_rej_eos, schemas_pass, tokens,
            pct(mask.v, mask.n, 0.9), pct(mask.v, mask.n, 0.999), mask.n ? mask.v[mask.n - 1] : 0,
@@ -448,7 +447,7 @@ static int cmd_so_check(int argc, char **argv) {
                "  --maskbench FILE      MaskBench split(s), gzip'd JSON lines; prints one JSON line:\n"
                "                        schemas, compiled, valid_total, valid_accepted, invalid_total,\n"
                "                        invalid_rejected, false_accepts, mask_us_p50/p99, compile_ms_p50, ...\n"
-               "                        (tokens: greedy longest match over the vocabulary)\n"
+               "                        (instances tokenized with the tokenizer, as MaskBench does)\n"
                "  --jsts DIR            JSON-Schema-Test-Suite root; runs draft2020-12 (+ optional, format)\n"
                "  --expected FILE       llguidance's expected_maskbench.json / expected_json_schema_test_suite.json\n"
                "  --limit N             stop after N schemas\n"
@@ -497,10 +496,13 @@ static int cmd_so_check(int argc, char **argv) {
         fprintf(stderr, "so-check: need --tokenizer and --maskbench or --jsts\n");
         return 2;
     }
-    so_vocab *v = load_vocab(tok, vs);
+    di_tokenizer *tk = NULL;
+    so_vocab *v = load_vocab(tok, vs, &tk);
     if (!v) return 1;
-    int rc = nfiles ? run_maskbench(v, files, nfiles, expected, limit, ws, verbose, slow_us) : run_jsts(v, jsts, expected, verbose);
+    int rc = nfiles ? run_maskbench(v, tk, files, nfiles, expected, limit, ws, verbose, slow_us)
+                    : run_jsts(v, jsts, expected, verbose);
     so_vocab_free(v);
+    di_tokenizer_free(tk);
     return rc;
 }
 

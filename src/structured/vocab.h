@@ -97,6 +97,16 @@ deepinfer_status so_vocab_new(int32_t n_vocab, int32_t n_tokens, const uint8_t *
                               di_error *err);
 void so_vocab_free(so_vocab *v);
 
+/* From the tokenizer (tokenizer/tokenizer.h): every id's bytes, special
+ * tokens excluded from text; n_padded >= the tokenizer's size (129,280 for
+ * DeepSeek V4). */
+struct di_tokenizer;
+deepinfer_status so_vocab_from_tokenizer(const struct di_tokenizer *tok, int32_t n_padded, const int32_t *eos,
+                                         int n_eos, so_vocab **out, di_error *err);
+/* The end-of-sentence id (DeepSeek's <｜end▁of▁sentence｜>, else </s> or
+ * <|endoftext|>), or -1. */
+int32_t so_tokenizer_default_eos(const struct di_tokenizer *tok);
+
 /* Bytes of token id (NULL/0 for padding). */
 static inline const uint8_t *so_vocab_token(const so_vocab *v, int32_t id, uint32_t *len) {
     if (id < 0 || id >= v->n_vocab) {
