@@ -226,8 +226,14 @@ deepinfer_status so_grammar_compile(so_gb *b, int32_t root, so_vocab *v, const s
     prod_ok = calloc(b->nprods + 1, 1);
     g->nullable = calloc(nnt, 1);
     if (!g->lex || !productive || !prod_ok || !g->nullable) goto oom;
+    uint32_t ms = g->lim.max_compile_ms ? g->lim.max_compile_ms : 10000;
+    clock_t deadline = clock() + (clock_t)((double)ms * CLOCKS_PER_SEC / 1000.0);
     for (uint32_t i = 0; i < b->nlex; i++) {
         so_lexeme *l = &g->lex[i];
+        if (clock() > deadline) {
+            st = di_error_set(err, DEEPINFER_ERR_LIMIT, "grammar compile time limit (%u ms) exceeded building %u lexemes", ms, b->nlex);
+            goto fail;
+        }
         st = so_vocab_lexeme(v, b->lex[i].spec, b->lex[i].spec_len, &l->gid, &l->dfa, &l->owned, err);
         if (st != DEEPINFER_OK) goto fail;
         l->cmin = b->lex[i].cmin, l->cmax = b->lex[i].cmax;

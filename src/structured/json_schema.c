@@ -1798,7 +1798,7 @@ static int32_t sym_for(ctx *c, const conj *q0) {
     /* canonical key */
     mem key[MAX_EXPAND + 1];
     if (q0->n > MAX_EXPAND) return failf(c, DEEPINFER_ERR_LIMIT, "schema too large%s", ""), 0;
-    memcpy(key, q0->m, q0->n * sizeof *key);
+    if (q0->n) memcpy(key, q0->m, q0->n * sizeof *key);
     qsort(key, q0->n, sizeof *key, cmp_mem);
     uint32_t n = 0;
     for (uint32_t i = 0; i < q0->n; i++)
@@ -1810,7 +1810,7 @@ static int32_t sym_for(ctx *c, const conj *q0) {
     int32_t nt = so_gb_nt(c->b);
     memo mm = {di_arena_alloc(&c->a, (n + 1) * sizeof *key), n, h, nt};
     if (!mm.key) return oom(c), 0;
-    memcpy(mm.key, key, n * sizeof *key);
+    if (n) memcpy(mm.key, key, n * sizeof *key);
     PUSH(c, c->memo, c->nmemo, mm);
     if (++c->depth > MAX_DEPTH) {
         c->depth--;

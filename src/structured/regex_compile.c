@@ -321,7 +321,7 @@ static uint32_t intern_set(dbuild *b, size_t n, uint32_t maxd, uint32_t nclasses
     }
     uint32_t id = b->nd++;
     b->set_off[id] = b->nsets_used;
-    memcpy(b->sets + b->nsets_used, b->tmp, n * sizeof(uint32_t));
+    if (n) memcpy(b->sets + b->nsets_used, b->tmp, n * sizeof(uint32_t));
     b->nsets_used += n;
     b->set_off[id + 1] = b->nsets_used;
     b->h.slot[j] = id + 1;
