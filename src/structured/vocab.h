@@ -106,6 +106,9 @@ deepinfer_status so_vocab_from_tokenizer(const struct di_tokenizer *tok, int32_t
 /* The end-of-sentence id (DeepSeek's <｜end▁of▁sentence｜>, else </s> or
  * <|endoftext|>), or -1. */
 int32_t so_tokenizer_default_eos(const struct di_tokenizer *tok);
+/* The id of `</think>` (so_matcher_opts.think_end_id for so_args
+ * start_after_think), or -1. */
+int32_t so_tokenizer_think_end(const struct di_tokenizer *tok);
 
 /* Bytes of token id (NULL/0 for padding). */
 static inline const uint8_t *so_vocab_token(const so_vocab *v, int32_t id, uint32_t *len) {

@@ -16,6 +16,8 @@ int32_t so_tokenizer_default_eos(const di_tokenizer *tok) {
     return -1;
 }
 
+int32_t so_tokenizer_think_end(const di_tokenizer *tok) { return di_tokenizer_token_id(tok, "</think>"); }
+
 deepinfer_status so_vocab_from_tokenizer(const di_tokenizer *tok, int32_t n_padded, const int32_t *eos, int n_eos,
                                          so_vocab **out, di_error *err) {
     int32_t n = di_tokenizer_vocab_size(tok);
