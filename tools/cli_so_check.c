@@ -286,6 +286,9 @@ static int run_maskbench(so_vocab *v, const di_tokenizer *tok, const char **file
            pct(mask.v, mask.n, 0.99), pct(comp.v, comp.n, 0.5), valid_complete, inval_rej_eos, schemas_pass, tokens,
            pct(mask.v, mask.n, 0.9), pct(mask.v, mask.n, 0.999), mask.n ? mask.v[mask.n - 1] : 0,
            pct(comp.v, comp.n, 0.9), pct(comp.v, comp.n, 0.99));
+    printf(", \"cache_entries\": %u, \"cache_mb\": %.1f, \"cache_hits\": %llu, \"cache_misses\": %llu, \"lexeme_dfas\": %u",
+           v->cache_n, v->cache_bytes / 1048576.0, (unsigned long long)v->cache_hits, (unsigned long long)v->cache_misses,
+           v->nreg);
     if (exp)
         printf(", \"llg_compiled\": %ld, \"llg_valid_accepted\": %ld, \"llg_schemas_pass\": %ld, "
                "\"valid_total_where_both_compiled\": %ld",

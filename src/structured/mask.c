@@ -135,6 +135,20 @@ static so_cache_entry *compute_entry(const so_vocab *v, const rep *r) {
         i++;
     }
     if (e->ntrim) qsort(e->trim, e->ntrim, 2 * sizeof *e->trim, cmp_trim);
+    /* narrow entries keep a token list instead of a 16 KB bitmap */
+    if (!e->layers) {
+        uint32_t cnt = 0;
+        for (uint32_t w = 0; w < v->n_words; w++) cnt += (uint32_t)__builtin_popcount(e->acc[w]);
+        if (cnt <= 1024) {
+            e->list = malloc((cnt + 1) * sizeof *e->list);
+            if (!e->list) goto oom;
+            for (uint32_t w = 0; w < v->n_words; w++)
+                for (uint32_t bits = e->acc[w]; bits; bits &= bits - 1)
+                    e->list[e->nlist++] = w * 32 + (uint32_t)__builtin_ctz(bits);
+            free(e->acc);
+            e->acc = NULL;
+        }
+    }
     free(st), free(cn), free(accb);
     return e;
 oom:
@@ -305,6 +319,10 @@ deepinfer_status so_mask_fill(so_parser *p, uint32_t *mask, so_mask_stats *stats
                     break;
                 }
                 ndep += es[j]->ndep;
+                if (!es[j]->acc) {
+                    for (uint32_t q = 0; q < es[j]->nlist; q++) mask[es[j]->list[q] >> 5] |= 1u << (es[j]->list[q] & 31);
+                    continue;
+                }
                 const uint32_t *src = es[j]->acc;
                 uint32_t room = reps[j].rmax;
                 if (es[j]->layers && room < NLAYERS) {

@@ -145,7 +145,7 @@ deepinfer_status so_vocab_new(int32_t n_vocab, int32_t n_tokens, const uint8_t *
 
 void so_cache_entry_free(so_cache_entry *e) {
     if (!e) return;
-    free(e->key), free(e->acc), free(e->dep), free(e->trim), free(e->layers), free(e);
+    free(e->key), free(e->acc), free(e->dep), free(e->trim), free(e->layers), free(e->list), free(e);
 }
 
 void so_vocab_free(so_vocab *v) {
@@ -292,7 +292,7 @@ so_cache_entry *so_cache_lookup(so_vocab *v, const uint32_t *key, uint32_t keyle
 }
 
 so_cache_entry *so_cache_insert(so_vocab *v, so_cache_entry *e) {
-    size_t sz = sizeof *e + (size_t)e->keylen * 4 + (size_t)v->n_words * 4 + (size_t)e->ndep * 4 + (size_t)e->ntrim * 8 +
+    size_t sz = sizeof *e + (size_t)e->keylen * 4 + (e->acc ? (size_t)v->n_words * 4 : (size_t)e->nlist * 4) + (size_t)e->ndep * 4 + (size_t)e->ntrim * 8 +
                 (e->layers ? (size_t)16 * v->n_words * 4 : 0);
     pthread_mutex_lock(&v->mu);
     if (v->cache_bytes + sz > v->cache_limit) {

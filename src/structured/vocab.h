@@ -50,6 +50,8 @@ struct so_cache_entry {
                               accepted only by a string thread walked without its
                               maximum; dropped when they exceed the remaining room */
     uint32_t *layers;      /* with trim: 16 bitmaps, acc minus tokens adding > r characters */
+    uint32_t nlist;
+    uint32_t *list;        /* narrow entries: the accepted token ids instead of acc (NULL) */
 };
 
 typedef struct so_reg_entry {
