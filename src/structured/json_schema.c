@@ -118,11 +118,13 @@ int32_t js_sym_for(ctx *c, const conj *q0) {
             return js_failf(c, DEEPINFER_ERR_LIMIT, "too many alternatives (anyOf/oneOf/if/dependencies product above %s)", "256"), 0;
         }
     }
-    /* oneOf must be exclusive given the rest */
+    /* oneOf must be exclusive given the rest: when the branches are not
+     * provably disjoint, branch i becomes "i and not any other branch" */
     for (uint32_t g = 0; g < s.ngroups && c->st == DEEPINFER_OK; g++) {
         if (!s.groups[g].oneof || s.groups[g].n < 2) continue;
-        for (uint32_t i = 0; i < s.groups[g].n && c->st == DEEPINFER_OK; i++)
-            for (uint32_t j = i + 1; j < s.groups[g].n && c->st == DEEPINFER_OK; j++) {
+        int exclusive = 1;
+        for (uint32_t i = 0; i < s.groups[g].n && exclusive && c->st == DEEPINFER_OK; i++)
+            for (uint32_t j = i + 1; j < s.groups[g].n && exclusive && c->st == DEEPINFER_OK; j++) {
                 conj x = {0}, y = {0};
                 for (uint32_t k = 0; k < s.members.n; k++) {
                     PUSH(c, x.m, x.n, s.members.m[k] | 1);
@@ -130,16 +132,30 @@ int32_t js_sym_for(ctx *c, const conj *q0) {
                 }
                 for (uint32_t k = 0; k < s.groups[g].alts[i].n; k++) PUSH(c, x.m, x.n, s.groups[g].alts[i].m[k]);
                 for (uint32_t k = 0; k < s.groups[g].alts[j].n; k++) PUSH(c, y.m, y.n, s.groups[g].alts[j].m[k]);
-                int dj = js_disjoint_conj(c, &x, &y, 0);
-                if (c->st != DEEPINFER_OK) {
-                    c->depth--;
-                    return nt;
-                }
-                if (!dj && !c->lenient) {
-                    c->depth--;
-                    return js_unsupported(c, "oneOf whose alternatives may overlap (cannot be enforced exactly)"), 0;
+                exclusive = js_disjoint_conj(c, &x, &y, 0);
+            }
+        if (c->st != DEEPINFER_OK) {
+            c->depth--;
+            return nt;
+        }
+        if (exclusive || c->lenient) continue; /* lenient: treated as anyOf */
+        group *gr = &s.groups[g];
+        conj *nalts = NULL;
+        uint32_t nn = 0;
+        for (uint32_t i = 0; i < gr->n && c->st == DEEPINFER_OK; i++) {
+            conj q = {0};
+            for (uint32_t k = 0; k < gr->alts[i].n; k++) PUSH(c, q.m, q.n, gr->alts[i].m[k]);
+            for (uint32_t j = 0; j < gr->n; j++) {
+                if (j == i) continue;
+                for (uint32_t k = 0; k < gr->alts[j].n; k++) {
+                    di_json *neg = js_wrap1(c, "not", js_M_NODE_CONST(gr->alts[j].m[k]));
+                    if (!neg) break;
+                    PUSH(c, q.m, q.n, (mem)neg);
                 }
             }
+            PUSH(c, nalts, nn, q);
+        }
+        gr->alts = nalts, gr->n = nn;
     }
     uint32_t idx[64] = {0};
     if (s.ngroups > 64) {

@@ -35,6 +35,7 @@
 typedef uintptr_t mem; /* di_json pointer | 1 when "stripped" */
 #define M_NODE(m) ((const di_json *)((m) & ~(uintptr_t)1))
 #define M_STRIPPED(m) ((int)((m)&1))
+#define js_M_NODE_CONST(m) M_NODE(m)
 
 typedef struct conj {
     mem *m;

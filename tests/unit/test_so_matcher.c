@@ -206,8 +206,18 @@ TEST(so_json_schema_keys_patterns_oneof_masks) {
     /* unsupported keywords fail closed, naming the keyword */
     CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", &e));
     CHECK_MSG(strstr(e.msg, "contains"), "%s", e.msg);
-    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", &e));
-    CHECK_MSG(strstr(e.msg, "oneOf"), "%s", e.msg);
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"array\",\"uniqueItems\":true}", &e));
+    CHECK_MSG(strstr(e.msg, "uniqueItems"), "%s", e.msg);
+    /* overlapping oneOf branches: exactly one must hold (integer xor number = non-integral numbers) */
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "1.5", 1) && !accepts(v, g, "1", 0) && !accepts(v, g, "\"x\"", 0));
+    so_grammar_free(g);
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "{\"a\": 1}", 1) && accepts(v, g, "{\"b\": 1, \"c\": 2}", 1));
+    CHECK(!accepts(v, g, "{\"a\": 1, \"b\": 2}", 0) && !accepts(v, g, "{}", 0));
+    so_grammar_free(g);
     CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", &e));
     CHECK_MSG(strstr(e.msg, "lookahead"), "%s", e.msg);
     CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"$ref\":\"#/definitions/missing\"}", &e));
