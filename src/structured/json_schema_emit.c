@@ -158,10 +158,70 @@ int js_value_ok(ctx *c, const sn *s, const di_json *v) {
             if ((long long)x % (long long)y) return 0;
         }
     }
-    if (vt & (T_ARR | T_OBJ)) {
-        if (s->naf || s->minitems > 0 || s->maxitems >= 0 || s->nof || s->nreq || s->minprops > 0 || s->maxprops >= 0 ||
-            s->unique || s->propnames.n)
-            return -1;
+    if (vt & T_ARR) {
+        if ((int64_t)v->count < s->minitems || (s->maxitems >= 0 && (int64_t)v->count > s->maxitems)) return 0;
+        if (s->unique)
+            for (uint32_t i = 0; i < v->count; i++)
+                for (uint32_t j = i + 1; j < v->count; j++)
+                    if (js_json_equal(&v->items[i], &v->items[j], 0)) return 0;
+        for (uint32_t i = 0; i < v->count; i++) {
+            conj q = {0};
+            for (uint32_t k = 0; k < s->naf; k++) {
+                const afacet *f = &s->af[k];
+                if (f->prefix && i < f->prefix->count) PUSH(c, q.m, q.n, (mem)&f->prefix->items[i]);
+                else if (f->rest) PUSH(c, q.m, q.n, (mem)f->rest);
+            }
+            int r = q.n ? js_value_check(c, &q, &v->items[i], 1) : 1;
+            if (r <= 0) return r;
+        }
+    }
+    if (vt & T_OBJ) {
+        if ((int64_t)v->count < s->minprops || (s->maxprops >= 0 && (int64_t)v->count > s->maxprops)) return 0;
+        for (uint32_t r = 0; r < s->nreq; r++) {
+            int found = 0;
+            for (uint32_t i = 0; i < v->count && !found; i++)
+                found = v->items[i].key_len == s->req[r]->str_len && !memcmp(v->items[i].key, s->req[r]->str, v->items[i].key_len);
+            if (!found) return 0;
+        }
+        if (s->propnames.n) return -1;
+        for (uint32_t i = 0; i < v->count; i++) {
+            conj q = {0};
+            int forbidden = 0;
+            if (!js_prop_conj(c, s, v->items[i].key, v->items[i].key_len, &q, &forbidden)) return -1;
+            int r = q.n ? js_value_check(c, &q, &v->items[i], 1) : 1;
+            if (r <= 0) return r;
+        }
+    }
+    return 1;
+}
+
+/* Does value v satisfy the conjunction q (all keywords, disjunctions
+ * included)? -1 when it cannot be decided here. Used to filter enum values
+ * and in the oneOf checks; depth-limited. */
+int js_value_check(ctx *c, const conj *q, const di_json *v, int depth) {
+    if (depth > 16) return -1;
+    sn s;
+    if (!js_flatten(c, q, &s)) return -1;
+    if (s.unsat) return 0;
+    if (s.has_enum) {
+        int in = 0;
+        for (uint32_t k = 0; k < s.nenum && !in; k++) in = js_json_equal(s.enums[k], v, 0);
+        if (!in) return 0;
+    }
+    int r = js_value_ok(c, &s, v);
+    if (r <= 0) return r;
+    for (uint32_t g = 0; g < s.ngroups; g++) {
+        int hits = 0, unknown = 0;
+        for (uint32_t a = 0; a < s.groups[g].n; a++) {
+            conj alt = {0};
+            for (uint32_t k = 0; k < s.members.n; k++) PUSH(c, alt.m, alt.n, s.members.m[k] | 1);
+            for (uint32_t k = 0; k < s.groups[g].alts[a].n; k++) PUSH(c, alt.m, alt.n, s.groups[g].alts[a].m[k]);
+            int ra = js_value_check(c, &alt, v, depth + 1);
+            if (ra < 0) unknown = 1;
+            else hits += ra;
+        }
+        if (unknown) return -1;
+        if (s.groups[g].oneof ? hits != 1 : hits == 0) return 0;
     }
     return 1;
 }

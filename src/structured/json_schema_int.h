@@ -193,6 +193,7 @@ int32_t js_build_plain(ctx *c, int32_t nt, const sn *s);
 int32_t js_sym_for(ctx *c, const conj *q0);
 void js_any_value(ctx *c);
 int js_detect_draft(const di_json *root);
+int js_value_check(ctx *c, const conj *q, const di_json *v, int depth);
 extern const char *JS_GENERIC_STR;
 
 #endif
