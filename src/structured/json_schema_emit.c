@@ -148,6 +148,12 @@ int js_value_ok(ctx *c, const sn *s, const di_json *v) {
             int cmp = so_dec_cmp(&d, &s->hi);
             if (cmp > 0 || (cmp == 0 && s->hi_excl)) return 0;
         }
+        for (uint32_t k = 0; k < s->nnotmult; k++) {
+            double x = v->num, y = s->notmult[k]->num;
+            if (!so_dec_is_int(&d)) continue; /* a non-integer is never a multiple of an integer */
+            if (y == 0 || fabs(x) > 9e15) return -1;
+            if ((long long)x % (long long)y == 0) return 0;
+        }
         for (uint32_t k = 0; k < s->nmult; k++) {
             so_dec m;
             if (!so_dec_parse(s->mult[k]->str, s->mult[k]->str_len, &m)) return -1;
@@ -278,7 +284,7 @@ int32_t js_number_sym(ctx *c, const sn *s) {
     if (s->nonint && integer) return INT32_MIN;
     /* draft-04 counts 1.0 as a number, not an integer */
     const char *intre = c->draft <= 4 ? "-?(0|[1-9][0-9]*)" : "-?(0|[1-9][0-9]*)(\\.0+)?";
-    if (!s->has_lo && !s->has_hi && !s->nmult && !s->nexcl && !s->nonint) return integer ? js_lex_regex(c, intre) : c->s_num;
+    if (!s->has_lo && !s->has_hi && !s->nmult && !s->nexcl && !s->nonint && !s->nnotmult) return integer ? js_lex_regex(c, intre) : c->s_num;
     so_buf spec = {0}, parts = {0};
     int nparts = 0;
     if (integer && c->draft <= 4) {
@@ -295,6 +301,20 @@ int32_t js_number_sym(ctx *c, const sn *s) {
         const char *re = integer ? "-?(0|[1-9][0-9]*)(\\.0+)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?";
         if (s->nmult) re = integer ? "-?(0|[1-9][0-9]*)(\\.0+)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
         js_spec_leaf(&parts, 'R', re, strlen(re));
+        nparts++;
+    }
+    for (uint32_t k = 0; k < s->nnotmult; k++) {
+        /* plain decimals (no exponent) minus the multiples of m */
+        so_dec m;
+        so_dec_parse(s->notmult[k]->str, s->notmult[k]->str_len, &m);
+        long mv = 0;
+        for (int i = 0; i < m.e; i++) mv = mv * 10 + (i < m.nd ? m.d[i] - '0' : 0);
+        const char *re = integer ? intre : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
+        char t[48];
+        snprintf(t, sizeof t, "M%ld:", mv);
+        so_buf_puts(&parts, "-");
+        js_spec_leaf(&parts, 'R', re, strlen(re));
+        so_buf_puts(&parts, t);
         nparts++;
     }
     if (s->nonint) {

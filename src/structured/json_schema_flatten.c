@@ -132,6 +132,8 @@ int js_apply_member(ctx *c, sn *s, const di_json *n, int stripped) {
                 for (uint32_t k = 0; k < m->count; k++) PUSH(c, s->excl, s->nexcl, &m->items[k]);
             else if (m->key_len == 14 && !memcmp(m->key, "\0so-notpattern", 14))
                 PUSH(c, s->npats, s->nnpat, m);
+            else if (m->key_len == 12 && !memcmp(m->key, "\0so-notmult", 12))
+                PUSH(c, s->notmult, s->nnotmult, m);
             else if (m->key_len == 10 && !memcmp(m->key, "\0so-nonint", 10))
                 s->nonint = 1;
             continue;

@@ -73,6 +73,8 @@ typedef struct sn {
     const di_json **mult;
     uint32_t nmult;
     int nonint;
+    const di_json **notmult; /* must not be a multiple of these integers */
+    uint32_t nnotmult;
     afacet *af;
     uint32_t naf;
     int64_t minitems, maxitems;

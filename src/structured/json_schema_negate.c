@@ -200,6 +200,18 @@ int js_negate_kw(ctx *c, const di_json *node, const di_json *m, group *g, int de
         js_set_member(alt, 1, "type", 4, &js_mk_types(c, num[k].type)->items[0]);
         return js_add_alt1(c, g, alt, NULL);
     }
+    if (key_is(m, "multipleOf")) {
+        /* not a multiple of an integer k: non-numbers, or numbers that are not */
+        so_dec d;
+        if (m->type != DI_JSON_NUMBER || !so_dec_parse(m->str, m->str_len, &d) || !so_dec_is_int(&d) || d.neg || d.e > 6)
+            return js_unsupported(c, "'not' of multipleOf other than a positive integer");
+        if (!js_add_alt1(c, g, js_mk_types(c, T_ALL & ~(T_NUM | T_INT)), NULL)) return 0;
+        di_json *alt = js_mk_obj(c, 2);
+        if (!alt) return 0;
+        js_set_member(alt, 0, "\0so-notmult", 12, m);
+        js_set_member(alt, 1, "type", 4, &js_mk_types(c, T_NUM)->items[0]);
+        return js_add_alt1(c, g, alt, NULL);
+    }
     if (key_is(m, "anyOf")) {
         if (m->type != DI_JSON_ARRAY) return js_failf(c, DEEPINFER_ERR_INVALID_ARGUMENT, "anyOf must be an array%s", "");
         conj q = {0};

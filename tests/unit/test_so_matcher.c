@@ -203,6 +203,11 @@ TEST(so_json_schema_keys_patterns_oneof_masks) {
     CHECK(accepts(v, g, "-1.5", 1) && accepts(v, g, "0.25", 1) && accepts(v, g, "-0.07", 1) && accepts(v, g, "0", 1));
     CHECK(!accepts(v, g, "-1.51", 0) && !accepts(v, g, "0.26", 0) && !accepts(v, g, "0.001", 0) && !accepts(v, g, "1e-1", 0));
     so_grammar_free(g);
+    g = so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"number\",\"not\":{\"multipleOf\":3}}", &e);
+    CHECK_MSG(g, "%s", e.msg);
+    CHECK(accepts(v, g, "4", 1) && accepts(v, g, "1.5", 1) && accepts(v, g, "-7", 1));
+    CHECK(!accepts(v, g, "6", 0) && !accepts(v, g, "-9.0", 0) && !accepts(v, g, "0", 0));
+    so_grammar_free(g);
     /* unsupported keywords fail closed, naming the keyword */
     CHECK(!so_test_compile(v, SO_SCHEMA_JSON, "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", &e));
     CHECK_MSG(strstr(e.msg, "contains"), "%s", e.msg);
