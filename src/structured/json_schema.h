@@ -8,10 +8,12 @@
  * min/maxLength, pattern, format (date, time, date-time, duration, ipv4,
  * ipv6, hostname, email, uuid, uri, uri-reference, json-pointer,
  * relative-json-pointer; formats the spec does not define are annotations),
- * minimum / maximum / exclusive* (exact decimals), multipleOf (integers and
- * powers of ten), anyOf, allOf (intersection), oneOf (when the branches are
- * provably exclusive), not / if-then-else (for negatable forms: type, enum,
- * const, required, pattern, single-property constraints), dependencies /
+ * minimum / maximum / exclusive* (exact decimals), multipleOf (integers,
+ * powers of ten, 0.5), anyOf, allOf (intersection), oneOf (a union when the
+ * branches are provably exclusive, else "branch i and not the others"),
+ * not / if-then-else (for negatable keywords: type, enum, const, required,
+ * properties, pattern, lengths, bounds, multipleOf by an integer, anyOf,
+ * allOf), dependencies /
  * dependentRequired / dependentSchemas, $ref / $defs / definitions / $id /
  * $anchor (local, recursion allowed), boolean schemas, uniqueItems when
  * trivially satisfied.
