@@ -63,6 +63,62 @@ static int add_thread(so_parser *p, uint32_t set, uint32_t lex, uint32_t state, 
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define INDEX_MIN 24 /* smaller sets are scanned */
+
+/* Items of closed set j whose next symbol is `sym`: [*lo, *hi) in p->widx,
+ * building the set's index on first use. Returns 0 on out-of-memory. */
+static int waiting(so_parser *p, uint32_t j, int32_t sym, uint32_t *lo, uint32_t *hi) {
+    so_set *o = &p->sets[j];
+    if (!(o->whi > o->wlo && o->whi <= p->nwidx && p->widx[o->wlo] == o->stamp)) {
+        uint32_t n = o->hi - o->lo;
+        if (!grow((void **)&p->widx, &p->widxcap, p->nwidx + n + 1, sizeof(uint64_t), 1u << 30)) return 0;
+        uint32_t base = p->nwidx, w = base + 1;
+        p->widx[base] = o->stamp;
+        for (uint32_t q = o->lo; q < o->hi; q++) {
+            int32_t s = p->g->seq[p->items[q].dot];
+            if (!SO_IS_END(s)) p->widx[w++] = (uint64_t)(uint32_t)s << 32 | q;
+        }
+        qsort(p->widx + base + 1, w - base - 1, sizeof(uint64_t), cmp_u64);
+        o->wlo = base, o->whi = w;
+        p->nwidx = w;
+    }
+    uint64_t key = (uint64_t)(uint32_t)sym << 32;
+    uint32_t a = o->wlo + 1, b = o->whi;
+    while (a < b) { /* first entry >= key */
+        uint32_t m = a + (b - a) / 2;
+        if (p->widx[m] < key) a = m + 1;
+        else b = m;
+    }
+    uint32_t e = a;
+    while (e < o->whi && (p->widx[e] >> 32) == (uint32_t)sym) e++;
+    *lo = a, *hi = e;
+    return 1;
+}
+
+/* Add the advance of every item of set j waiting on `sym`. */
+static int advance_waiting(so_parser *p, uint32_t lo_new, uint32_t j, int32_t sym) {
+    so_set *o = &p->sets[j];
+    if (o->hi - o->lo < INDEX_MIN) {
+        for (uint32_t q = o->lo; q < o->hi; q++) {
+            so_item w = p->items[q];
+            if (p->g->seq[w.dot] == sym && add_item(p, lo_new, w.dot + 1, w.origin) < 0) return -1;
+        }
+        return 0;
+    }
+    uint32_t a, b;
+    if (!waiting(p, j, sym, &a, &b)) return -1;
+    for (uint32_t e = a; e < b; e++) {
+        so_item w = p->items[(uint32_t)p->widx[e]];
+        if (add_item(p, lo_new, w.dot + 1, w.origin) < 0) return -1;
+    }
+    return 0;
+}
+
 /* Closure of the newest set (index k, items [lo, nitems) already seeded). */
 static int closure(so_parser *p, uint32_t k) {
     const so_grammar *g = p->g;
@@ -75,11 +131,7 @@ static int closure(so_parser *p, uint32_t k) {
             uint32_t lhs = SO_END_LHS(s);
             if (lhs == g->start_nt && it.origin == 0) p->sets[k].accepting = 1;
             if (it.origin == k) continue; /* empty completion: handled by nullable prediction */
-            so_set *o = &p->sets[it.origin];
-            for (uint32_t q = o->lo; q < o->hi; q++) {
-                so_item w = p->items[q];
-                if (g->seq[w.dot] == (int32_t)lhs && add_item(p, lo, w.dot + 1, w.origin) < 0) return -1;
-            }
+            if (advance_waiting(p, lo, it.origin, (int32_t)lhs) < 0) return -1;
         } else if (SO_IS_T(s)) {
             uint32_t l = SO_T_IDX(s);
             if (p->lex_stamp[l] != cid) {
@@ -94,12 +146,17 @@ static int closure(so_parser *p, uint32_t k) {
         }
     }
     p->sets[k].hi = p->nitems;
+    /* index large sets now, so the index lives and dies with the set */
+    if (p->nitems - lo >= INDEX_MIN) {
+        uint32_t a, b;
+        if (!waiting(p, k, 0, &a, &b)) return -1;
+    }
     return 0;
 }
 
 static int new_set(so_parser *p) {
     if (!grow((void **)&p->sets, &p->setcap, p->nsets + 1, sizeof(so_set), 1u << 30)) return -1;
-    p->sets[p->nsets] = (so_set){p->nitems, p->nitems, p->pos, 0};
+    p->sets[p->nsets] = (so_set){p->nitems, p->nitems, p->pos, 0, (1ull << 63) | ++p->set_stamp, 0, 0};
     if (++p->gen == 0) { /* generation wrapped: clear the table once */
         if (p->dedup) memset(p->dedup, 0, (size_t)p->dedup_cap * sizeof *p->dedup);
         p->gen = 1;
@@ -126,7 +183,7 @@ deepinfer_status so_parser_init(so_parser *p, const so_grammar *g, di_error *err
 }
 
 void so_parser_free(so_parser *p) {
-    free(p->items), free(p->sets), free(p->thr), free(p->dedup), free(p->lex_stamp), free(p->done);
+    free(p->items), free(p->sets), free(p->thr), free(p->dedup), free(p->lex_stamp), free(p->done), free(p->widx);
     memset(p, 0, sizeof *p);
 }
 
@@ -166,11 +223,7 @@ int so_parser_push(so_parser *p, uint8_t b) {
             so_thread *t = &p->thr[i];
             if (!(t->lex & 0x80000000u)) continue;
             uint32_t l = t->lex & 0x7FFFFFFFu;
-            so_set *o = &p->sets[t->set];
-            for (uint32_t q = o->lo; q < o->hi; q++) {
-                so_item w = p->items[q];
-                if (g->seq[w.dot] == SO_T(l) && add_item(p, ilo, w.dot + 1, w.origin) < 0) goto fail;
-            }
+            if (advance_waiting(p, ilo, t->set, SO_T(l)) < 0) goto fail;
         }
         /* completed threads continue only if their DFA state has more */
         uint32_t w = out;

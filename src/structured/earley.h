@@ -30,6 +30,8 @@ typedef struct so_set {
     uint32_t lo, hi;      /* items */
     uint32_t pos;         /* byte position */
     uint32_t accepting;   /* contains the completed start production */
+    uint64_t stamp;       /* unique per set instance (validates its index) */
+    uint32_t wlo, whi;    /* its index in so_parser.widx, when built */
 } so_set;
 
 typedef struct so_thread {
@@ -40,7 +42,7 @@ typedef struct so_thread {
 } so_thread;
 
 typedef struct so_pstate {
-    uint32_t nitems, nsets, nthr, fr_lo, fr_hi, pos;
+    uint32_t nitems, nsets, nthr, fr_lo, fr_hi, pos, nwidx;
 } so_pstate;
 
 typedef struct so_parser {
@@ -59,6 +61,12 @@ typedef struct so_parser {
     uint32_t *lex_stamp;  /* per lexeme: closure id that already started a thread */
     uint32_t closure_id;
     uint32_t *done;       /* per lexeme scratch for completions */
+    /* per-set index of items by next symbol, built for large sets on their
+     * first use as a completion origin: a header (the set's stamp) then
+     * (symbol << 32 | item) pairs sorted */
+    uint64_t *widx;
+    uint32_t nwidx, widxcap;
+    uint64_t set_stamp;
     int error;            /* sticky limit/oom error */
 } so_parser;
 
@@ -66,11 +74,11 @@ deepinfer_status so_parser_init(so_parser *p, const so_grammar *g, di_error *err
 void so_parser_free(so_parser *p);
 
 static inline so_pstate so_parser_save(const so_parser *p) {
-    return (so_pstate){p->nitems, p->nsets, p->nthr, p->fr_lo, p->fr_hi, p->pos};
+    return (so_pstate){p->nitems, p->nsets, p->nthr, p->fr_lo, p->fr_hi, p->pos, p->nwidx};
 }
 static inline void so_parser_restore(so_parser *p, so_pstate s) {
     p->nitems = s.nitems, p->nsets = s.nsets, p->nthr = s.nthr;
-    p->fr_lo = s.fr_lo, p->fr_hi = s.fr_hi, p->pos = s.pos;
+    p->fr_lo = s.fr_lo, p->fr_hi = s.fr_hi, p->pos = s.pos, p->nwidx = s.nwidx;
 }
 
 /* Consume one byte. Returns 1 if accepted, 0 if the byte is not allowed
