@@ -40,9 +40,9 @@ static inline uint32_t so_dfa_next(const so_dfa *d, uint32_t s, uint8_t b) {
 
 /* Limits for one build. */
 typedef struct so_dfa_limits {
-    uint32_t max_nfa_states; /* 0 = 200000 */
+    uint32_t max_nfa_states; /* 0 = 100000 */
     uint32_t max_dfa_states; /* 0 = 20000 */
-    uint64_t max_work;       /* subset-construction steps; 0 = 40M (tens of ms) */
+    uint64_t max_work;       /* subset-construction steps (set sizes x classes); 0 = 30M, ~50 ms */
 } so_dfa_limits;
 
 /* Compile `rx` to a DFA. json_string = 1 wraps it as a JSON string literal:

@@ -182,14 +182,17 @@ static uint32_t build(nfa *n, const so_rx *rx, uint32_t s, int json) {
     }
     case SO_RX_REP: {
         uint32_t cur = s;
-        for (int k = 0; k < rx->min && !n->over && !n->oom; k++) cur = build(n, rx->kids[0], cur, json);
         if (rx->max < 0) {
+            /* X{m,} = X^(m-1) then X+ built once with a back edge through a
+             * fresh state (so nested + do not double the automaton) */
+            for (int k = 0; k + 1 < rx->min && !n->over && !n->oom; k++) cur = build(n, rx->kids[0], cur, json);
             uint32_t l = nfa_state(n, 0);
             nfa_edge(n, cur, l, -1, -1);
             uint32_t t = build(n, rx->kids[0], l, json);
             nfa_edge(n, t, l, -1, -1);
-            return l;
+            return rx->min >= 1 ? t : l;
         }
+        for (int k = 0; k < rx->min && !n->over && !n->oom; k++) cur = build(n, rx->kids[0], cur, json);
         uint32_t e = nfa_state(n, 0);
         nfa_edge(n, cur, e, -1, -1);
         for (int k = rx->min; k < rx->max && !n->over && !n->oom; k++) {
@@ -382,7 +385,7 @@ oom:
 
 deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_limits *lim, so_dfa **out,
                                 di_error *err) {
-    uint32_t maxn = lim && lim->max_nfa_states ? lim->max_nfa_states : 200000;
+    uint32_t maxn = lim && lim->max_nfa_states ? lim->max_nfa_states : 100000;
     uint32_t maxd = lim && lim->max_dfa_states ? lim->max_dfa_states : 20000;
     nfa n = {.max_states = maxn};
     deepinfer_status st = DEEPINFER_OK;
@@ -438,7 +441,7 @@ deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_l
     b.tmp[0] = start;
     size_t cn = closure(&b, 1);
     if (intern_set(&b, cn, maxd, nc) != 1) goto oom;
-    uint64_t work = 0, max_work = lim && lim->max_work ? lim->max_work : 40000000ull;
+    uint64_t work = 0, max_work = lim && lim->max_work ? lim->max_work : 30000000ull;
     for (uint32_t id = 0; id < b.nd; id++) {
         size_t off = b.set_off[id], cnt = b.set_off[id + 1] - off;
         uint8_t f = 0;
@@ -467,6 +470,7 @@ deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_l
                 }
             }
             uint32_t t = 0;
+            work += m * 8; /* closure + sort of the moved set */
             if (m) {
                 m = closure(&b, m);
                 t = intern_set(&b, m, maxd, nc);
