@@ -313,7 +313,7 @@ deepinfer_status so_grammar_compile(so_gb *b, int32_t root, so_vocab *v, const s
         if (!prod_ok[p]) continue;
         uint32_t lhs = b->prod_lhs[p];
         g->nt_prods[g->nt_off[lhs] + cnt[lhs]++] = w;
-        memcpy(g->seq + w, b->syms + b->prod_off[p], b->prod_len[p] * sizeof *g->seq);
+        if (b->prod_len[p]) memcpy(g->seq + w, b->syms + b->prod_off[p], b->prod_len[p] * sizeof *g->seq);
         w += b->prod_len[p];
         g->seq[w++] = SO_END(lhs);
     }

@@ -151,7 +151,7 @@ int js_value_ok(ctx *c, const sn *s, const di_json *v) {
         for (uint32_t k = 0; k < s->nnotmult; k++) {
             double x = v->num, y = s->notmult[k]->num;
             if (!so_dec_is_int(&d)) continue; /* a non-integer is never a multiple of an integer */
-            if (y == 0 || fabs(x) > 9e15) return -1;
+            if (y == 0 || fabs(x) > 9e15 || fabs(y) > 9e15) return -1;
             if ((long long)x % (long long)y == 0) return 0;
         }
         for (uint32_t k = 0; k < s->nmult; k++) {
@@ -160,7 +160,7 @@ int js_value_ok(ctx *c, const sn *s, const di_json *v) {
             /* exact check only for integers */
             if (!so_dec_is_int(&d) || !so_dec_is_int(&m)) return -1;
             double x = v->num, y = s->mult[k]->num;
-            if (y == 0 || x != (double)(long long)x || fabs(x) > 9e15) return -1;
+            if (y == 0 || fabs(x) > 9e15 || fabs(y) > 9e15 || x != (double)(long long)x) return -1;
             if ((long long)x % (long long)y) return 0;
         }
     }

@@ -91,7 +91,7 @@ int js_num_bound(ctx *c, sn *s, const di_json *v, int lower, int excl) {
 int js_get_count(ctx *c, const di_json *m, int64_t *out) {
     if (!di_json_as_i64(m, out)) {
         double d;
-        if (di_json_as_f64(m, &d) && d == (double)(int64_t)d && d >= 0) {
+        if (di_json_as_f64(m, &d) && d >= 0 && d < 9.2e18 && d == (double)(int64_t)d) {
             *out = (int64_t)d;
             return 1;
         }

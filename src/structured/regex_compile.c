@@ -427,7 +427,7 @@ deepinfer_status so_dfa_from_rx(const so_rx *rx, int json_string, const so_dfa_l
     }
     d->nclasses = nc;
     /* CSR */
-    qsort(n.e, n.ne, sizeof *n.e, cmp_edge);
+    if (n.ne) qsort(n.e, n.ne, sizeof *n.e, cmp_edge);
     b.eoff = calloc((size_t)n.nstates + 1, sizeof *b.eoff);
     b.stamp = calloc(n.nstates, sizeof *b.stamp);
     b.stack = malloc((size_t)n.nstates * sizeof *b.stack);
