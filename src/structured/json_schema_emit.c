@@ -408,8 +408,89 @@ int32_t js_string_sym(ctx *c, const sn *s) {
 }
 
 /* array: positions 0..; per-position conj */
+/* Arrays with `contains`: states (items so far, matching items so far);
+ * each element is either the item schema and the contains schema, or the
+ * item schema and its negation. */
+static int32_t array_contains_sym(ctx *c, const sn *s) {
+    uint32_t np = 0;
+    for (uint32_t k = 0; k < s->naf; k++)
+        if (s->af[k].prefix && s->af[k].prefix->count > np) np = s->af[k].prefix->count;
+    int64_t minI = s->minitems, maxI = s->maxitems, minC = s->minc, maxC = s->maxc;
+    if (maxI >= 0 && (int64_t)np > maxI) np = (uint32_t)maxI;
+    int64_t satur = (int64_t)np > minI ? (int64_t)np : minI;
+    if (satur < 1) satur = 1;
+    int64_t B = maxI >= 0 ? maxI : satur;
+    int64_t K = maxC >= 0 ? maxC : minC;
+    if ((B + 1) * (K + 1) > 20000) return js_failf(c, DEEPINFER_ERR_LIMIT, "array too large for contains counting%s", ""), 0;
+    di_json *neg = js_wrap1(c, "not", s->contains);
+    if (!neg) return 0;
+    /* element symbols: per prefix position, then the rest (index np) */
+    int32_t *em = malloc(((size_t)np + 1) * sizeof *em), *en = malloc(((size_t)np + 1) * sizeof *en);
+    if (!em || !en) {
+        free(em), free(en);
+        return js_oom(c), 0;
+    }
+    for (uint32_t i = 0; i <= np && c->st == DEEPINFER_OK; i++) {
+        conj q = {0};
+        int dead = 0;
+        for (uint32_t k = 0; k < s->naf; k++) {
+            const afacet *f = &s->af[k];
+            const di_json *sch = f->prefix && i < f->prefix->count && i < np ? &f->prefix->items[i] : f->rest;
+            if (sch) {
+                if (sch->type == DI_JSON_FALSE) dead = 1;
+                PUSH(c, q.m, q.n, (mem)sch);
+            }
+        }
+        em[i] = en[i] = -1;
+        if (dead) continue;
+        conj qm = {0}, qn = {0};
+        for (uint32_t k = 0; k < q.n; k++) {
+            PUSH(c, qm.m, qm.n, q.m[k]);
+            PUSH(c, qn.m, qn.n, q.m[k]);
+        }
+        PUSH(c, qm.m, qm.n, (mem)s->contains);
+        PUSH(c, qn.m, qn.n, (mem)neg);
+        em[i] = js_sym_for(c, &qm);
+        en[i] = js_sym_for(c, &qn);
+    }
+    int32_t *st = malloc((size_t)(B + 1) * (size_t)(K + 1) * sizeof *st);
+    if (!st || c->st != DEEPINFER_OK) {
+        free(em), free(en), free(st);
+        return c->st == DEEPINFER_OK ? (js_oom(c), 0) : 0;
+    }
+    for (int64_t i = 0; i <= B; i++)
+        for (int64_t k = 0; k <= K; k++) st[i * (K + 1) + k] = so_gb_nt(c->b);
+    for (int64_t i = 0; i <= B; i++)
+        for (int64_t k = 0; k <= K; k++) {
+            int32_t me = st[i * (K + 1) + k];
+            if (i >= minI && k >= minC) so_gb_prod(c->b, me, NULL, 0);
+            if (maxI >= 0 && i >= maxI) continue;
+            uint32_t pos = i < (int64_t)np ? (uint32_t)i : np;
+            int64_t i2 = maxI < 0 && i + 1 > satur ? satur : i + 1;
+            for (int match = 0; match < 2; match++) {
+                int32_t el = match ? em[pos] : en[pos];
+                if (el < 0) continue;
+                int64_t k2 = k + match;
+                if (maxC >= 0 && k2 > maxC) continue;
+                if (maxC < 0 && k2 > K) k2 = K;
+                int32_t seq[3];
+                uint32_t L = 0;
+                if (i > 0) seq[L++] = c->s_comma;
+                seq[L++] = el;
+                seq[L++] = st[i2 * (K + 1) + k2];
+                so_gb_prod(c->b, me, seq, L);
+            }
+        }
+    int32_t nt = so_gb_nt(c->b);
+    int32_t s3[3] = {c->s_lbrack, st[0], c->s_rbrack};
+    so_gb_prod(c->b, nt, s3, 3);
+    free(em), free(en), free(st);
+    return nt;
+}
+
 int32_t js_array_sym(ctx *c, const sn *s) {
     if (s->unique && s->maxitems != 0 && s->maxitems != 1 && !c->lenient) return js_unsupported(c, "uniqueItems"), 0;
+    if (s->contains) return array_contains_sym(c, s);
     uint32_t np = 0;
     for (uint32_t k = 0; k < s->naf; k++)
         if (s->af[k].prefix && s->af[k].prefix->count > np) np = s->af[k].prefix->count;

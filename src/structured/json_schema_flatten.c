@@ -293,11 +293,20 @@ int js_apply_member(ctx *c, sn *s, const di_json *n, int stripped) {
         } else if (key_is(m, "unevaluatedProperties") || key_is(m, "unevaluatedItems")) {
             if (m->type == DI_JSON_TRUE || (m->type == DI_JSON_OBJECT && m->count == 0)) continue;
             if (!c->lenient) return js_unsupported(c, m->key);
-        } else if (key_is(m, "contains") || key_is(m, "minContains") || key_is(m, "maxContains") ||
-                   key_is(m, "$dynamicRef") || key_is(m, "$recursiveRef")) {
-            if (key_is(m, "minContains") || key_is(m, "maxContains")) {
-                if (!get(n, "contains") && c->draft >= 2019) continue;
+        } else if (key_is(m, "contains")) {
+            int64_t mn = 1, mx = -1;
+            const di_json *a = get(n, "minContains"), *b = get(n, "maxContains");
+            if (c->draft >= 2019 && a && !js_get_count(c, a, &mn)) return 0;
+            if (c->draft >= 2019 && b && !js_get_count(c, b, &mx)) return 0;
+            if (mn == 0 && mx < 0) continue; /* always satisfied */
+            if (s->contains) {
+                if (!c->lenient) return js_unsupported(c, "contains in several allOf branches");
+                continue;
             }
+            s->contains = m, s->minc = mn, s->maxc = mx;
+        } else if (key_is(m, "minContains") || key_is(m, "maxContains")) {
+            continue; /* read with contains; alone they do nothing */
+        } else if (key_is(m, "$dynamicRef") || key_is(m, "$recursiveRef")) {
             if (!c->lenient) return js_unsupported(c, m->key);
         }
         /* anything else: not a validation keyword of the supported drafts — an annotation */

@@ -79,6 +79,8 @@ typedef struct sn {
     uint32_t naf;
     int64_t minitems, maxitems;
     int unique;
+    const di_json *contains; /* at most one (from one member) */
+    int64_t minc, maxc;
     facet *of;
     uint32_t nof;
     const di_json **req;
