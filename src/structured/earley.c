@@ -168,8 +168,7 @@ deepinfer_status so_parser_init(so_parser *p, const so_grammar *g, di_error *err
     memset(p, 0, sizeof *p);
     p->g = g;
     p->lex_stamp = calloc(g->nlex + 1, sizeof *p->lex_stamp);
-    p->done = calloc(g->nlex + 1, sizeof *p->done);
-    if (!p->lex_stamp || !p->done) {
+    if (!p->lex_stamp) {
         so_parser_free(p);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -183,7 +182,7 @@ deepinfer_status so_parser_init(so_parser *p, const so_grammar *g, di_error *err
 }
 
 void so_parser_free(so_parser *p) {
-    free(p->items), free(p->sets), free(p->thr), free(p->dedup), free(p->lex_stamp), free(p->done), free(p->widx);
+    free(p->items), free(p->sets), free(p->thr), free(p->dedup), free(p->lex_stamp), free(p->widx);
     memset(p, 0, sizeof *p);
 }
 

@@ -60,7 +60,6 @@ typedef struct so_parser {
     uint32_t dedup_cap, gen;
     uint32_t *lex_stamp;  /* per lexeme: closure id that already started a thread */
     uint32_t closure_id;
-    uint32_t *done;       /* per lexeme scratch for completions */
     /* per-set index of items by next symbol, built for large sets on their
      * first use as a completion origin: a header (the set's stamp) then
      * (symbol << 32 | item) pairs sorted */

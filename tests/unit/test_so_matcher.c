@@ -261,5 +261,18 @@ TEST(so_json_schema_recursion_and_limits) {
     for (int i = 0; i < 300; i++) big[o++] = '}';
     big[o] = 0;
     CHECK(!so_test_compile(v, SO_SCHEMA_JSON, big, &e));
+    /* a huge enum hits the automaton size limit with an error */
+    size_t cap = 30000 * 24 + 64, o2 = 0;
+    char *huge = malloc(cap);
+    CHECK(huge);
+    o2 += (size_t)snprintf(huge + o2, cap - o2, "{\"enum\":[");
+    for (int i = 0; i < 30000; i++) o2 += (size_t)snprintf(huge + o2, cap - o2, "%s\"value_%d_abcdefgh\"", i ? "," : "", i);
+    snprintf(huge + o2, cap - o2, "]}");
+    CHECK(!so_test_compile(v, SO_SCHEMA_JSON, huge, &e));
+    CHECK_MSG(strstr(e.msg, "too large"), "%s", e.msg);
+    free(huge);
+    /* exponential regex nesting fails fast */
+    CHECK(!so_test_compile(v, SO_SCHEMA_REGEX, "((((((((((a{1,9}){1,9}){1,9}){1,9}){1,9}){1,9}){1,9}){1,9}){1,9}){1,9})", &e));
+    CHECK_MSG(strstr(e.msg, "too large") || strstr(e.msg, "too complex"), "%s", e.msg);
     so_vocab_free(v);
 }
