@@ -43,10 +43,8 @@ static int is_eos(const so_vocab *v, int32_t id) {
 
 deepinfer_status so_matcher_fill_mask(so_matcher *m, uint32_t *mask, di_error *err) {
     const so_vocab *v = m->g->vocab;
-    if (!m->started) { /* unconstrained: every real token */
-        memset(mask, 0, (size_t)v->n_words * sizeof *mask);
-        for (int32_t t = 0; t < v->n_vocab; t++)
-            if (v->tok_len[t] || is_eos(v, t)) mask[t >> 5] |= 1u << (t & 31);
+    if (!m->started) { /* unconstrained: every defined token */
+        memcpy(mask, v->all_mask, (size_t)v->n_words * sizeof *mask);
         return DEEPINFER_OK;
     }
     if (m->finished) {

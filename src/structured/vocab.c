@@ -134,6 +134,14 @@ deepinfer_status so_vocab_new(int32_t n_vocab, int32_t n_tokens, const uint8_t *
         so_vocab_free(v);
         return di_error_set(err, DEEPINFER_ERR_LIMIT, "a token longer than 65535 bytes");
     }
+    v->all_mask = calloc(v->n_words, sizeof *v->all_mask);
+    if (!v->all_mask) {
+        so_vocab_free(v);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (lens[i]) v->all_mask[i >> 5] |= 1u << (i & 31);
+    for (int k = 0; k < v->n_eos; k++) v->all_mask[v->eos[k] >> 5] |= 1u << (v->eos[k] & 31);
     deepinfer_status st = build_trie(v, err);
     if (st != DEEPINFER_OK) {
         so_vocab_free(v);
@@ -165,7 +173,7 @@ void so_vocab_free(so_vocab *v) {
         }
     }
     free(v->cache);
-    free(v->blob), free(v->tok_off), free(v->tok_len), free(v->in_trie), free(v->dup_next), free(v->nodes);
+    free(v->blob), free(v->tok_off), free(v->tok_len), free(v->in_trie), free(v->dup_next), free(v->nodes), free(v->all_mask);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }

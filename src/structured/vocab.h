@@ -76,6 +76,7 @@ typedef struct so_vocab {
     so_trie_node *nodes;
     uint32_t nnodes;
     int32_t *dup_next;     /* per token id: next id with identical bytes, -1 */
+    uint32_t *all_mask;    /* every defined id (the unconstrained mask) */
 
     pthread_mutex_t mu;
     so_reg_entry *reg;     /* registry, index = global lexeme id */
