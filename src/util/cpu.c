@@ -18,12 +18,27 @@ di_isa di_cpu_isa_hw(void) {
 }
 
 int di_cpu_has_avx512bf16(void) {
+    static int cached = -1;
+    if (cached >= 0) return cached;
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && __GNUC__ >= 12
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    cached = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
 #else
-    return 0;
+    cached = 0;
 #endif
+    return cached;
+}
+
+int di_cpu_has_avx512vbmi(void) {
+    static int cached = -1;
+    if (cached >= 0) return cached;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    cached = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+#else
+    cached = 0;
+#endif
+    return cached;
 }
 
 di_isa di_cpu_set_isa(di_isa isa) {

@@ -20,6 +20,9 @@ di_isa di_cpu_isa_hw(void);
 /* 1 if the CPU has AVX512_BF16 (dot products of bf16 pairs). */
 int di_cpu_has_avx512bf16(void);
 
+/* 1 if the CPU has AVX512_VBMI (byte permutes across a 128-entry table). */
+int di_cpu_has_avx512vbmi(void);
+
 /* "scalar", "avx2" or "avx512". */
 const char *di_isa_name(di_isa isa);
 

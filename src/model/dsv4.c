@@ -1,0 +1,119 @@
+/* dsv4.c — DeepSeek-V4-Flash: load and the backbone wiring (architecture.md
+ * §4.1–4.9). The step plumbing is core.c; the blocks live in block.c,
+ * mhc.c, attention.c, compressor.c, indexer.c and moe.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "model/attention.h"
+#include "model/block.h"
+#include "model/dsv4_internal.h"
+#include "model/mhc.h"
+#include "model/tensor_spec.h"
+
+deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_model **out, di_error *err) {
+    *out = NULL;
+    di_v4_model *m = calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    di_model_config *c = &m->core.cfg;
+    deepinfer_status st = di_config_load(dir, c, err);
+    if (!st && c->arch != DI_ARCH_V4)
+        st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "model type %s: this loader runs deepseek_v4 checkpoints",
+                          di_arch_name(c->arch));
+    if (!st) st = di_core_check_config(c, err);
+    if (st) {
+        free(m);
+        return st;
+    }
+    di_safetensors *stf = NULL;
+    di_weight_spec *spec = NULL;
+    if ((st = di_st_open(dir, &stf, err))) goto fail;
+    if ((st = di_spec_build(c, &spec, err))) goto fail;
+    if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
+    if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
+    di_spec_free(spec);
+    spec = NULL;
+    di_st_close(stf);
+    stf = NULL;
+
+    if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    m->hbuf = malloc((size_t)m->core.max_rows * (size_t)(c->hc_mult * c->hidden_size) * 2);
+    if (!m->hbuf) {
+        st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
+        goto fail;
+    }
+    m->moe = (di_moe_opts){.topk = (int)c->num_experts_per_tok,
+                           .route_scale = (float)c->routed_scaling_factor,
+                           .gate_temp = 1.0f,
+                           .normalize = 1,
+                           .norm_eps = 0.0f,
+                           .routed_limit = (float)c->swiglu_limit,
+                           .shared_limit = 0.0f}; /* V4: the shared expert is not clamped (§4.7) */
+    *out = m;
+    return DEEPINFER_OK;
+fail:
+    di_spec_free(spec);
+    di_st_close(stf);
+    di_v4_free(m);
+    return st;
+}
+
+void di_v4_free(di_v4_model *m) {
+    if (!m) return;
+    di_v4_weights_free(&m->w);
+    di_core_free(&m->core);
+    free(m->hbuf);
+    free(m);
+}
+
+const di_model_config *di_v4_config(const di_v4_model *m) { return &m->core.cfg; }
+int64_t di_v4_max_context(const di_v4_model *m) { return m->core.max_context; }
+size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
+
+size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
+    const di_model_config *c = &m->core.cfg;
+    size_t b = m->w.head.bytes + (size_t)c->hidden_size * 2;
+    for (int l = 0; l < c->n_layers; l++) {
+        const di_block_w *bw = &m->w.layers[l];
+        b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
+        for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
+            b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
+        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+    }
+    return b;
+}
+
+deepinfer_status di_v4_seq_new(const di_v4_model *m, di_seq_state **out, di_error *err) {
+    return di_seq_create(&m->core.cfg, m->core.max_context, out, err);
+}
+
+void di_v4_set_index_observer(di_v4_model *m, di_v4_index_observer fn, void *ctx) {
+    m->core.index_obs = fn;
+    m->core.index_obs_ctx = ctx;
+}
+
+void di_v4_outputs(di_v4_model *m, di_fwd *f, const di_v4_batch *b, int r0, const di_hc_w *hc_head, const float *norm) {
+    const di_model_config *c = &m->core.cfg;
+    size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
+    if (b->hidden) memcpy(b->hidden + (size_t)r0 * hcd, m->core.R, (size_t)f->M * hcd * 2);
+    if (!di_core_has_logits(b, r0, f->M)) return;
+    di_mhc_head(f, hc_head, m->core.R, f->ws->x);
+    di_core_logits(&m->core, f, b, r0, norm, &m->w.head);
+}
+
+deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *err) {
+    deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
+    if (st) return st;
+    const di_model_config *c = &m->core.cfg;
+    for (int r0 = 0; r0 < b->n; r0 += m->core.max_rows) {
+        int n = b->n - r0 < m->core.max_rows ? b->n - r0 : m->core.max_rows;
+        di_fwd f;
+        di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
+        di_core_embed(&m->core, &f, m->w.embed); /* expanded to hc copies (§4.1) */
+        for (int l = 0; l < c->n_layers; l++)
+            di_block(&f, &m->w.layers[l], &c->layers[l], l, m->core.R, 0, di_attn_block, &m->moe);
+        di_v4_outputs(m, &f, b, r0, &m->w.hc_head, m->w.norm);
+        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
+    }
+    return DEEPINFER_OK;
+}

@@ -1,0 +1,48 @@
+/* mhc.c — block-level hyper-connections (mhc.h). */
+#include "model/mhc.h"
+
+#include <math.h>
+#include <string.h>
+
+static void mixes(di_fwd *f, const di_hc_w *hc, const uint16_t *R) {
+    const di_model_config *c = f->cfg;
+    int hcd = (int)(c->hc_mult * c->hidden_size);
+    di_gemm(f->x, f->M, R, (size_t)hcd, &hc->fn, 0, f->ws->mixes, NULL, (size_t)hc->nmix);
+    di_hc_scale_mixes(f->x, f->M, R, (size_t)hcd, hcd, (float)c->rms_norm_eps, f->ws->mixes, hc->nmix, f->ws->mixes);
+}
+
+void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint16_t *x) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
+    mixes(f, hc, R);
+    for (int m = 0; m < f->M; m++)
+        di_hc_sinkhorn(ws->mixes + (size_t)m * 24, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
+                       ws->pre + (size_t)m * 4, ws->post + (size_t)m * 4, ws->comb + (size_t)m * 16);
+    di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
+    if (chain) memcpy(ws->pre_in, ws->pre, sizeof(float) * 4 * (size_t)f->M);
+}
+
+void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x) {
+    int d = (int)f->cfg->hidden_size, hcd = (int)(f->cfg->hc_mult * d);
+    di_hc_collapse(f->x, f->M, f->ws->pre_in, R, (size_t)hcd, d, x, (size_t)d);
+}
+
+void di_mhc_post(di_fwd *f, const uint16_t *sub, uint16_t *R) {
+    const di_model_config *c = f->cfg;
+    int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
+    di_hc_expand(f->x, f->M, f->ws->post, f->ws->comb, sub, (size_t)d, R, R, (size_t)hcd, d);
+}
+
+void di_mhc_head(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d), hcm = (int)c->hc_mult;
+    mixes(f, hc, R);
+    for (int m = 0; m < f->M; m++)
+        for (int k = 0; k < hcm; k++) {
+            float z = ws->mixes[(size_t)m * hcm + k] * hc->scale[0] + hc->base[k];
+            ws->pre[(size_t)m * 4 + k] = 1.0f / (1.0f + expf(-z)) + (float)c->hc_eps;
+        }
+    di_hc_collapse(f->x, f->M, ws->pre, R, (size_t)hcd, d, x, (size_t)d);
+}

@@ -1,0 +1,164 @@
+/* seq_state.c — laying out and resetting per-sequence state (seq_state.h). */
+#include "model/seq_state.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PAGE_ROWS 64
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Compressor buffer geometry of layer l: slots x width (0 if none). The
+ * main compressor (index 0) pools head_dim rows; V4's indexer has its own
+ * compressor (index 1) of index_head_dim rows. V4.1 ratio-1 sources pool
+ * nothing and keep no partial group. */
+static void cmp_geom(const di_model_config *cfg, const di_layer_cfg *L, int index, int *slots, int *width) {
+    *slots = *width = 0;
+    if (!L->has_compressor || !L->compressor_gated) return;
+    if (index && (cfg->arch != DI_ARCH_V4 || !L->has_index_keys)) return;
+    int coff = L->compressor_overlap ? 2 : 1;
+    *slots = coff * L->ratio;
+    *width = coff * (int)(index ? cfg->index_head_dim : cfg->head_dim);
+}
+
+static size_t layer_fixed_bytes(const di_model_config *cfg, const di_layer_cfg *L) {
+    size_t b = align64((size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
+    for (int index = 0; index < 2; index++) {
+        int s, w;
+        cmp_geom(cfg, L, index, &s, &w);
+        b += 2 * align64((size_t)s * (size_t)w * 4);
+    }
+    return b;
+}
+
+void di_seq_layout_get(const di_model_config *cfg, int page_rows, di_seq_layout *out) {
+    memset(out, 0, sizeof *out);
+    int nl = cfg->n_layers + cfg->n_stages;
+    size_t b = align64(sizeof(di_seq_state)) + align64((size_t)nl * sizeof(di_layer_state));
+    for (int l = 0; l < nl; l++) b += layer_fixed_bytes(cfg, &cfg->layers[l]);
+    out->fixed_bytes = b;
+    out->page_rows = page_rows > 0 ? page_rows : DEFAULT_PAGE_ROWS;
+    out->page_bytes_kv = align64((size_t)out->page_rows * (size_t)cfg->head_dim * 2);
+    out->page_bytes_ikey = align64((size_t)out->page_rows * (size_t)cfg->index_head_dim * 2);
+}
+
+int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_tokens) {
+    const di_layer_cfg *L = &cfg->layers[layer];
+    if (!L->has_compressor || L->ratio <= 0) return 0;
+    return n_tokens / L->ratio;
+}
+
+static void cmp_clear(di_cmp_state *c) {
+    size_t n = (size_t)c->slots * (size_t)c->width;
+    for (size_t i = 0; i < n; i++) {
+        c->kv[i] = 0.0f;
+        c->score[i] = -INFINITY;
+    }
+}
+
+void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
+    s->n_tokens = 0;
+    s->mtp_tokens = 0;
+    s->ikey_pub = -1;
+    di_engram_seq_init(&s->engram);
+    for (int l = 0; l < s->n_layers; l++) {
+        di_layer_state *ls = &s->layers[l];
+        if (ls->ring) memset(ls->ring, 0, (size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
+        if (ls->cmp.slots) cmp_clear(&ls->cmp);
+        if (ls->icmp.slots) cmp_clear(&ls->icmp);
+    }
+}
+
+/* Lay out the fixed part in `mem` (layout.fixed_bytes, 64-byte aligned). */
+static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *mem) {
+    int nl = cfg->n_layers + cfg->n_stages;
+    di_seq_state *s = (di_seq_state *)mem;
+    memset(s, 0, sizeof *s);
+    mem += align64(sizeof(di_seq_state));
+    s->layers = (di_layer_state *)mem;
+    s->n_layers = nl;
+    memset(s->layers, 0, (size_t)nl * sizeof(di_layer_state));
+    mem += align64((size_t)nl * sizeof(di_layer_state));
+    for (int l = 0; l < nl; l++) {
+        const di_layer_cfg *L = &cfg->layers[l];
+        di_layer_state *ls = &s->layers[l];
+        ls->ring = (uint16_t *)mem;
+        mem += align64((size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
+        for (int index = 0; index < 2; index++) {
+            di_cmp_state *cs = index ? &ls->icmp : &ls->cmp;
+            int sl, w;
+            cmp_geom(cfg, L, index, &sl, &w);
+            cs->slots = sl;
+            cs->width = w;
+            cs->kv = (float *)mem;
+            mem += align64((size_t)sl * (size_t)w * 4);
+            cs->score = (float *)mem;
+            mem += align64((size_t)sl * (size_t)w * 4);
+        }
+        if (L->has_compressor) ls->ckv.row_elems = (int)cfg->head_dim;
+        if (L->has_index_keys) ls->ikey.row_elems = (int)cfg->index_head_dim;
+    }
+    return s;
+}
+
+di_seq_state *di_seq_init(const di_model_config *cfg, void *mem) {
+    di_seq_state *s = layout_fixed(cfg, mem);
+    di_seq_reset(s, cfg);
+    return s;
+}
+
+void di_seq_set_pages(di_seq_state *s, int layer, int ikey, uint16_t **pages, int n_pages, int page_rows) {
+    di_rowstore *r = ikey ? &s->layers[layer].ikey : &s->layers[layer].ckv;
+    r->pages = pages;
+    r->n_pages = n_pages;
+    r->page_rows = page_rows;
+}
+
+deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, di_seq_state **out, di_error *err) {
+    *out = NULL;
+    di_seq_layout lay;
+    di_seq_layout_get(cfg, 0, &lay);
+    int nl = cfg->n_layers + cfg->n_stages;
+    /* pages: enough rows for max_tokens in every compressed layer */
+    size_t page_bytes = 0, ptr_bytes = 0;
+    for (int l = 0; l < nl; l++) {
+        const di_layer_cfg *L = &cfg->layers[l];
+        int64_t rows = di_seq_rows_needed(cfg, l, max_tokens);
+        int64_t pages = (rows + lay.page_rows - 1) / lay.page_rows;
+        if (L->has_compressor) page_bytes += (size_t)pages * lay.page_bytes_kv;
+        if (L->has_index_keys) page_bytes += (size_t)pages * lay.page_bytes_ikey;
+        ptr_bytes += align64((size_t)(2 * pages) * sizeof(uint16_t *));
+    }
+    size_t total = lay.fixed_bytes + ptr_bytes + page_bytes;
+    unsigned char *mem = aligned_alloc(64, align64(total));
+    if (!mem)
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a %lld-token sequence state (%zu bytes)",
+                            (long long)max_tokens, total);
+    di_seq_state *s = layout_fixed(cfg, mem);
+    unsigned char *p = mem + lay.fixed_bytes;
+    unsigned char *pg = p + ptr_bytes;
+    for (int l = 0; l < nl; l++) {
+        const di_layer_cfg *L = &cfg->layers[l];
+        int64_t rows = di_seq_rows_needed(cfg, l, max_tokens);
+        int pages = (int)((rows + lay.page_rows - 1) / lay.page_rows);
+        uint16_t **tab = (uint16_t **)p;
+        p += align64((size_t)(2 * pages) * sizeof(uint16_t *));
+        if (L->has_compressor) {
+            for (int i = 0; i < pages; i++, pg += lay.page_bytes_kv) tab[i] = (uint16_t *)pg;
+            di_seq_set_pages(s, l, 0, tab, pages, lay.page_rows);
+        }
+        if (L->has_index_keys) {
+            for (int i = 0; i < pages; i++, pg += lay.page_bytes_ikey) tab[pages + i] = (uint16_t *)pg;
+            di_seq_set_pages(s, l, 1, tab + pages, pages, lay.page_rows);
+        }
+    }
+    s->owned = mem;
+    di_seq_reset(s, cfg);
+    *out = s;
+    return DEEPINFER_OK;
+}
+
+void di_seq_destroy(di_seq_state *s) {
+    if (s && s->owned) free(s->owned);
+}

@@ -1,0 +1,105 @@
+/*
+ * seq_state.h — the per-sequence inference state of a V4-family model
+ * (architecture.md §6.2), laid out so an engine can pool it:
+ *
+ *   fixed part (per layer, size known from the config):
+ *     SWA ring      [window][head_dim] bf16, slot = position mod window
+ *     compressor    kv / score buffers [slots][width] fp32 (main and
+ *                   indexer), scores already include `ape`; -inf = empty
+ *   paged part (grows with the context):
+ *     compressed KV rows [head_dim] bf16 and index-key rows
+ *     [index_head_dim] bf16, addressed through a page table of
+ *     `page_rows`-row pages that the caller allocates.
+ *
+ * Nothing here allocates during a forward step: di_seq_init lays the state
+ * out in caller memory, and a step that would need a compressed row beyond
+ * the pages provided fails up front (before touching the state) with
+ * DEEPINFER_ERR_LIMIT. di_seq_create is a convenience that allocates one
+ * sequence of a given capacity in one block (CLI, tests).
+ *
+ * The drafter stages (V4 MTP, V4.1 DSpark) have their own rings and
+ * position counter. V4.1 adds the Engram class-id history and, for the
+ * released-reference emulation, which layer's index keys were published
+ * last. The fixed part holds no pointer outside itself and the caller's
+ * pages: a snapshot is a byte copy of it, restored into the same memory.
+ */
+#ifndef DI_MODEL_SEQ_STATE_H
+#define DI_MODEL_SEQ_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "model/engram_hash.h"
+#include "util/error.h"
+
+typedef struct di_rowstore {
+    int row_elems;     /* bf16 values per row */
+    int page_rows;     /* rows per page */
+    int n_pages;       /* pages available */
+    uint16_t **pages;  /* page table (caller memory) */
+} di_rowstore;
+
+static inline uint16_t *di_rowstore_row(const di_rowstore *s, int64_t j) {
+    return s->pages[j / s->page_rows] + (size_t)(j % s->page_rows) * (size_t)s->row_elems;
+}
+
+static inline int64_t di_rowstore_capacity(const di_rowstore *s) { return (int64_t)s->n_pages * s->page_rows; }
+
+typedef struct di_cmp_state {
+    int slots, width;  /* 0 when the layer has no such compressor */
+    float *kv, *score; /* [slots][width] */
+} di_cmp_state;
+
+typedef struct di_layer_state {
+    uint16_t *ring;    /* [window][head_dim]; NULL if the layer has no ring */
+    di_cmp_state cmp;  /* main compressor */
+    di_cmp_state icmp; /* indexer compressor (V4 ratio 4) */
+    di_rowstore ckv;   /* compressed KV rows (row_elems 0 when none) */
+    di_rowstore ikey;  /* index-key rows */
+} di_layer_state;
+
+typedef struct di_seq_state {
+    int64_t n_tokens;  /* positions 0..n_tokens-1 have been processed by the backbone */
+    int64_t mtp_tokens;/* positions processed by the drafter stage(s): V4 MTP inputs, V4.1
+                          DSpark context rows fed (di_v41_dspark_feed) */
+    int32_t ikey_pub;  /* V4.1 released-reference emulation: the index-key owner layer that
+                          last emitted a row (the reference's shared index_k), -1 = none */
+    di_engram_seq engram; /* V4.1 Engram class-id history (last positions, by absolute position) */
+    int n_layers;      /* backbone layers + drafter stages */
+    di_layer_state *layers;
+    void *owned;       /* memory owned by di_seq_create, else NULL */
+} di_seq_state;
+
+/* Sizes for laying out one sequence. */
+typedef struct di_seq_layout {
+    size_t fixed_bytes;      /* ring + compressor buffers + layer table, all layers */
+    int page_rows;           /* rows per page */
+    size_t page_bytes_kv;    /* bytes of one compressed-KV page */
+    size_t page_bytes_ikey;  /* bytes of one index-key page */
+} di_seq_layout;
+
+void di_seq_layout_get(const di_model_config *cfg, int page_rows, di_seq_layout *out);
+
+/* Compressed rows a layer holds after n tokens (n / ratio; 0 without a compressor). */
+int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_tokens);
+
+/* Lay a sequence out in caller memory `mem` (64-byte aligned, at least
+ * layout.fixed_bytes) and reset it. Its row stores start with no pages:
+ * attach them with di_seq_set_pages. Returns the state (inside `mem`). */
+di_seq_state *di_seq_init(const di_model_config *cfg, void *mem);
+
+/* Attach a page table to layer `layer`'s compressed-KV store (`ikey` = 0) or
+ * index-key store (`ikey` = 1). `pages` stays owned by the caller; each page
+ * holds page_rows rows of the store's row size. */
+void di_seq_set_pages(di_seq_state *s, int layer, int ikey, uint16_t **pages, int n_pages, int page_rows);
+
+/* Allocate one sequence able to hold `max_tokens` positions. */
+deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, di_seq_state **out, di_error *err);
+void di_seq_destroy(di_seq_state *s);
+
+/* Forget everything (position 0, empty rings and compressor buffers).
+ * Pages stay attached. */
+void di_seq_reset(di_seq_state *s, const di_model_config *cfg);
+
+#endif

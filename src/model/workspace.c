@@ -1,0 +1,120 @@
+/* workspace.c — one allocation holding every scratch buffer of a step (forward.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/forward.h"
+
+typedef struct bump {
+    unsigned char *base;
+    size_t off;
+} bump;
+
+static void *take(bump *b, size_t bytes) {
+    size_t at = (b->off + 63) & ~(size_t)63;
+    b->off = at + bytes;
+    return b->base ? b->base + at : NULL;
+}
+
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_context, int nthreads, bump *b) {
+    size_t m = (size_t)M;
+    int64_t d = c->hidden_size, hd = c->head_dim, ihd = c->index_head_dim;
+    int64_t I = imax(c->moe_intermediate_size, c->moe_intermediate_size * imax(c->n_shared_experts, 1));
+    int64_t E = imax(c->n_routed_experts, c->stage_n_routed_experts), k = imax(c->num_experts_per_tok, c->stage_num_experts_per_tok);
+    int64_t rowmax = imax(hd, ihd);
+    /* compressed rows a query can attend to: the indexer's top-k, or every
+     * visible row of the smallest non-indexed ratio */
+    int64_t maxc = c->index_topk;
+    int64_t min_ratio_idx = 0;
+    for (int l = 0; l < c->n_layers + c->n_stages; l++) {
+        const di_layer_cfg *L = &c->layers[l];
+        if (L->ratio <= 0) continue;
+        if (L->has_index_query) {
+            if (!min_ratio_idx || L->ratio < min_ratio_idx) min_ratio_idx = L->ratio;
+        } else {
+            maxc = imax(maxc, max_context / L->ratio + 1);
+        }
+    }
+    ws->max_rows = M;
+    ws->x = take(b, m * (size_t)d * 2);
+    ws->xn = take(b, m * (size_t)d * 2);
+    ws->sub = take(b, m * (size_t)d * 2);
+    ws->xe = take(b, m * (size_t)d * 2);
+    ws->eo = take(b, m * (size_t)d * 2);
+    ws->qr = take(b, m * (size_t)c->q_lora_rank * 2);
+    ws->q = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
+    ws->o = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
+    ws->kv = take(b, m * (size_t)hd * 2);
+    ws->z = take(b, m * (size_t)(c->o_groups * c->o_lora_rank) * 2);
+    ws->qi = take(b, m * (size_t)(c->index_n_heads * ihd) * 2);
+    ws->g = take(b, m * (size_t)I * 2);
+    ws->u = take(b, m * (size_t)I * 2);
+    ws->h = take(b, m * (size_t)I * 2);
+    ws->emit16 = take(b, m * (size_t)rowmax * 2);
+    ws->emitk = take(b, m * (size_t)ihd * 2);
+    if (c->n_engram_layer_ids) {
+        ws->eng_e = take(b, m * (size_t)c->engram_cols * (size_t)c->engram_head_dim * 2);
+        ws->eng_kv = take(b, m * (size_t)((c->hc_mult + 1) * d) * 2);
+        ws->eng_ids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
+    }
+    if (c->drafter == DI_DRAFTER_DSPARK) ws->mainx = take(b, m * (size_t)d * 2);
+    ws->pre_in = take(b, m * 4 * 4);
+    if (c->candidate_source_layer_id >= 0) {
+        ws->cand = take(b, m * (size_t)c->candidate_topk_blocks * sizeof(int));
+        ws->ncand = take(b, m * sizeof(int));
+        ws->bscore_stride = (size_t)(max_context / c->candidate_block_size + 16);
+        ws->bscore = take(b, (size_t)nthreads * ws->bscore_stride * 4);
+    }
+    for (int v = 0; v < 2; v++) {
+        ws->rope_cs[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
+        ws->rope_sn[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
+    }
+    ws->mixes = take(b, m * 24 * 4);
+    ws->pre = take(b, m * 4 * 4);
+    ws->post = take(b, m * 4 * 4);
+    ws->comb = take(b, m * 16 * 4);
+    ws->cproj_kv = take(b, m * (size_t)(2 * rowmax) * 4);
+    ws->cproj_sc = take(b, m * (size_t)(2 * rowmax) * 4);
+    ws->iw = take(b, m * (size_t)c->index_n_heads * 4);
+    ws->logits_gate = take(b, m * (size_t)E * 4);
+    ws->rw = take(b, m * (size_t)k * 4);
+    ws->erw = take(b, m * 4);
+    ws->y = take(b, m * (size_t)d * 4);
+    ws->emit32 = take(b, m * (size_t)rowmax * 4);
+    ws->nthreads = nthreads;
+    ws->iscore_stride = min_ratio_idx ? (size_t)(max_context / min_ratio_idx + 16) : 16;
+    ws->iscore = take(b, (size_t)nthreads * ws->iscore_stride * 4);
+    ws->sel = take(b, m * (size_t)k * sizeof(int));
+    ws->topk = take(b, m * (size_t)c->index_topk * sizeof(int));
+    ws->ntopk = take(b, m * sizeof(int));
+    ws->nidx = take(b, m * sizeof(int));
+    ws->emit_seg = take(b, m * sizeof(int));
+    ws->erows = take(b, m * (size_t)k * sizeof(int));
+    ws->eslot = take(b, m * (size_t)k * sizeof(int));
+    ws->emit_pos = take(b, m * sizeof(int64_t));
+    ws->emit_row = take(b, m * sizeof(int64_t));
+    ws->kvptr_stride = (size_t)(c->sliding_window + maxc + c->dspark_block_size);
+    ws->kvptr = take(b, m * ws->kvptr_stride * sizeof(void *));
+}
+
+deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads,
+                             di_error *err) {
+    memset(ws, 0, sizeof *ws);
+    bump b = {NULL, 0};
+    layout(ws, cfg, max_rows, max_context, nthreads, &b);
+    size_t bytes = (b.off + 63) & ~(size_t)63;
+    void *mem = aligned_alloc(64, bytes);
+    if (!mem) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the step workspace (%zu bytes)", bytes);
+    memset(mem, 0, bytes);
+    bump b2 = {mem, 0};
+    layout(ws, cfg, max_rows, max_context, nthreads, &b2);
+    ws->mem = mem;
+    return DEEPINFER_OK;
+}
+
+void di_ws_free(di_ws *ws) {
+    if (!ws) return;
+    free(ws->mem);
+    memset(ws, 0, sizeof *ws);
+}

@@ -1,0 +1,17 @@
+/*
+ * elem.h — AVX-512 row kernels for hot element-wise ops (elem_avx512.c),
+ * bit-identical to the scalar code they replace. Internal to src/ops/cpu.
+ * Sizes: d and blk multiples of 16.
+ */
+#ifndef DI_OPS_CPU_ELEM_H
+#define DI_OPS_CPU_ELEM_H
+
+#include <stdint.h>
+
+void di_hc_collapse_row_avx512(const float *pre, const uint16_t *r, int d, uint16_t *y);
+void di_hc_expand_row_avx512(const float *post, const float *comb, const uint16_t *f, const uint16_t *r, uint16_t *o,
+                             int d);
+void di_f32_to_bf16_row_avx512(const float *in, uint16_t *out, int n);
+void di_qat_fp4_row_avx512(uint16_t *v, int n, int blk);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * gemm.c — the GEMM driver: per-row activation quantisation (§3.2), row
+ * chunking to the scratch size, static split of the output panels over the
+ * thread pool, and the scalar reference kernel that defines the summation
+ * order the vector kernels reproduce bit for bit.
+ *
+ * Batch invariance: a row's quantisation depends on that row only; an
+ * output element is one fixed sequence of fp32 operations over K (ops.h), so
+ * neither M, the row chunking, nor the panel split changes any result.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/numfmt.h"
+#include "ops/cpu/gemm_kern.h"
+#include "ops/cpu/gemm_layout.h"
+#include "ops/ops.h"
+#include "util/cpu.h"
+
+#define DEFAULT_SCRATCH ((size_t)16 << 20)
+
+deepinfer_status di_exec_init(di_exec *x, size_t scratch_bytes, di_error *err) {
+    memset(x, 0, sizeof *x);
+    if (!scratch_bytes) scratch_bytes = DEFAULT_SCRATCH;
+    scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
+    x->scratch = aligned_alloc(64, scratch_bytes);
+    if (!x->scratch) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of scratch", scratch_bytes);
+    x->scratch_cap = scratch_bytes;
+    x->tp = di_threadpool_global();
+    return DEEPINFER_OK;
+}
+
+void di_exec_free(di_exec *x) {
+    if (!x) return;
+    free(x->scratch);
+    memset(x, 0, sizeof *x);
+}
+
+/* e4m3 round-to-nearest-even of |v| <= 448 (already clamped), as fp32. */
+static inline float round_e4m3(float v) {
+    float a = fabsf(v), r;
+    if (a < 0x1p-6f) {
+        r = nearbyintf(a * 512.0f) * (1.0f / 512.0f); /* subnormal grid m * 2^-9 */
+    } else {
+        uint32_t u = di_f32_bits(a);
+        u += 0x7FFFFu + ((u >> 20) & 1u); /* keep 3 mantissa bits, ties to even */
+        u &= 0xFFF00000u;
+        r = di_bits_f32(u);
+    }
+    return copysignf(r, v);
+}
+
+/* Quantise one row in blocks of `blk` (§3.2): q holds the e4m3 values as bf16
+ * bit patterns (exact), s the power-of-two block scales. */
+static void act_quant_row(const uint16_t *x, int K, int blk, uint16_t *q, float *s) {
+    const float inv448 = (float)(1.0 / 448.0);
+    for (int b = 0; b < K / blk; b++) {
+        const uint16_t *xb = x + (size_t)b * blk;
+        float amax = 0.0f;
+        for (int i = 0; i < blk; i++) {
+            float a = fabsf(di_bf16_to_f32(xb[i]));
+            if (a > amax) amax = a;
+        }
+        if (!(amax >= 1e-4f)) amax = 1e-4f;
+        float sc = di_pow2_ceil(amax * inv448);
+        s[b] = sc;
+        for (int i = 0; i < blk; i++) {
+            float v = di_bf16_to_f32(xb[i]) / sc;
+            if (v > 448.0f) v = 448.0f;
+            if (v < -448.0f) v = -448.0f;
+            q[(size_t)b * blk + i] = (uint16_t)(di_f32_bits(round_e4m3(v)) >> 16);
+        }
+    }
+}
+
+size_t di_gemm_scratch_per_row(int K) {
+    size_t q = ((size_t)K * 2 + 63) & ~(size_t)63;
+    size_t s = ((size_t)(K / 16 + 1) * 4 + 63) & ~(size_t)63;
+    return q + s;
+}
+
+void di_gemm_store(const di_gemm_job *j, int m, int P, const float *v16) {
+    int n0 = P * DI_PANEL, cnt = j->W->n - n0 < DI_PANEL ? j->W->n - n0 : DI_PANEL;
+    if (j->C32) {
+        memcpy(j->C32 + (size_t)m * j->ldc + n0, v16, (size_t)cnt * sizeof(float));
+    } else {
+        uint16_t *o = j->C16 + (size_t)m * j->ldc + n0;
+        for (int l = 0; l < cnt; l++) o[l] = di_f32_to_bf16(v16[l]);
+    }
+}
+
+/* ---- scalar reference kernel -------------------------------------------- */
+
+/* Decoded weight element (without its scale) at (lane l, column k) of panel P. */
+static inline float wval(const di_wmat *W, size_t P, int l, size_t k) {
+    size_t K = (size_t)W->k;
+    switch (W->fmt) {
+    case DI_WFMT_BF16:
+        return di_bf16_to_f32(((const uint16_t *)W->data)[(P * (K / 2) + k / 2) * 32 + 2 * (size_t)l + (k & 1)]);
+    case DI_WFMT_F32: return ((const float *)W->data)[(P * K + k) * 16 + (size_t)l];
+    case DI_WFMT_FP8:
+        return di_e4m3_to_f32(((const uint8_t *)W->data)[(P * (K / 4) + k / 4) * 64 + (size_t)di_fp8_pos(l, (int)(k % 4))]);
+    case DI_WFMT_FP4: {
+        size_t p = k / 2;
+        uint8_t b = ((const uint8_t *)W->data)[(P * (K / 8) + p / 4) * 64 + (size_t)di_fp4_pos(l, (int)(p % 4))];
+        return di_e2m1_to_f32((k & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15));
+    }
+    }
+    return 0.0f;
+}
+
+static inline float wscale(const di_wmat *W, size_t P, int l, size_t k) {
+    size_t K = (size_t)W->k;
+    if (W->fmt == DI_WFMT_FP8)
+        return W->scale[(P * DI_PANEL / (size_t)W->wblock) * (K / (size_t)W->wblock) + k / (size_t)W->wblock];
+    return W->scale[(P * (K / 32) + k / 32) * 16 + (size_t)l];
+}
+
+void di_gemm_panels_scalar(const di_gemm_job *j, int p0, int p1) {
+    const di_wmat *W = j->W;
+    size_t K = (size_t)W->k;
+    float out[DI_PANEL];
+    for (int P = p0; P < p1; P++) {
+        for (int m = 0; m < j->M; m++) {
+            const uint16_t *a = j->A + (size_t)m * j->lda;
+            for (int l = 0; l < DI_PANEL; l++) {
+                float c = 0.0f;
+                if (W->fmt == DI_WFMT_F32) {
+                    for (size_t k = 0; k < K; k++) c = fmaf(di_bf16_to_f32(a[k]), wval(W, (size_t)P, l, k), c);
+                } else if (W->fmt == DI_WFMT_BF16) {
+                    for (size_t k = 0; k < K; k += 2) {
+                        c += di_bf16_to_f32(a[k + 1]) * wval(W, (size_t)P, l, k + 1);
+                        c += di_bf16_to_f32(a[k]) * wval(W, (size_t)P, l, k);
+                    }
+                } else {
+                    size_t kb = (size_t)j->kb;
+                    for (size_t k0 = 0; k0 < K; k0 += kb) {
+                        float acc = 0.0f;
+                        for (size_t k = k0; k < k0 + kb; k += 2) {
+                            acc += di_bf16_to_f32(a[k + 1]) * wval(W, (size_t)P, l, k + 1);
+                            acc += di_bf16_to_f32(a[k]) * wval(W, (size_t)P, l, k);
+                        }
+                        float s = j->sA[(size_t)m * (size_t)j->nsa + k0 / (size_t)j->act_block] * wscale(W, (size_t)P, l, k0);
+                        c += acc * s;
+                    }
+                }
+                out[l] = c;
+            }
+            di_gemm_store(j, m, P, out);
+        }
+    }
+}
+
+/* ---- driver -------------------------------------------------------------- */
+
+typedef void (*panel_fn)(const di_gemm_job *, int, int);
+
+typedef struct par_ctx {
+    const di_gemm_job *job;
+    panel_fn fn;
+    int npanels;
+} par_ctx;
+
+static void par_panels(void *p, int t, int n) {
+    par_ctx *c = p;
+    size_t b, e;
+    di_split_range((size_t)c->npanels, t, n, &b, &e);
+    if (b < e) c->fn(c->job, (int)b, (int)e);
+}
+
+typedef struct quant_ctx {
+    const uint16_t *A;
+    size_t lda;
+    int M, K, blk;
+    uint16_t *q;
+    float *s;
+    size_t qstride, sstride;
+} quant_ctx;
+
+static void par_quant(void *p, int t, int n) {
+    quant_ctx *c = p;
+    size_t b, e;
+    di_split_range((size_t)c->M, t, n, &b, &e);
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0;
+    for (size_t m = b; m < e; m++) {
+        if (vec) di_act_quant_row_avx512(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
+        else act_quant_row(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
+    }
+}
+
+static panel_fn pick_kernel(void) {
+    di_isa isa = di_cpu_isa();
+    if (isa == DI_ISA_AVX512 && di_cpu_has_avx512bf16() && di_cpu_has_avx512vbmi()) return di_gemm_panels_avx512;
+    if (isa >= DI_ISA_AVX2) return di_gemm_panels_avx2;
+    return di_gemm_panels_scalar;
+}
+
+static int threads_for(di_exec *x, double work, int items) {
+    return di_chunks_for(x ? x->tp : NULL, work, (double)(1 << 18), items);
+}
+
+void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
+             uint16_t *C16, size_t ldc) {
+    if (M <= 0) return;
+    panel_fn fn = pick_kernel();
+    di_gemm_job job = {.M = M, .A = A, .lda = lda, .W = W, .C32 = C32, .C16 = C16, .ldc = ldc, .act_block = act_block};
+    int quant = W->fmt == DI_WFMT_FP8 || W->fmt == DI_WFMT_FP4;
+    if (!quant) {
+        par_ctx pc = {&job, fn, W->npanels};
+        di_threadpool_run_n(x->tp, threads_for(x, (double)M * W->n * W->k, W->npanels), par_panels, &pc);
+        return;
+    }
+    int K = W->k;
+    job.kb = W->fmt == DI_WFMT_FP8 ? (act_block < W->wblock ? act_block : W->wblock) : 32;
+    job.nsa = K / act_block;
+    size_t qstride = ((size_t)K * 2 + 63) / 64 * 64 / 2;
+    size_t sstride = (size_t)job.nsa;
+    size_t per_row = qstride * 2 + sstride * 4;
+    int rows_fit = (int)(x->scratch_cap / per_row);
+    if (rows_fit < 1) { /* contract violated (ops.h): make it visible rather than overrun the scratch */
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < W->n; n++) {
+                if (C32) C32[(size_t)m * ldc + n] = NAN;
+                else C16[(size_t)m * ldc + n] = 0x7FC0;
+            }
+        return;
+    }
+    for (int m0 = 0; m0 < M; m0 += rows_fit) {
+        int mc = M - m0 < rows_fit ? M - m0 : rows_fit;
+        uint16_t *q = (uint16_t *)x->scratch;
+        float *s = (float *)(x->scratch + (size_t)mc * qstride * 2);
+        quant_ctx qc = {A + (size_t)m0 * lda, lda, mc, K, act_block, q, s, qstride, sstride};
+        di_threadpool_run_n(x->tp, threads_for(x, (double)mc * K * 64, mc), par_quant, &qc);
+        di_gemm_job jc = job;
+        jc.M = mc;
+        jc.A = q;
+        jc.lda = qstride;
+        jc.sA = s;
+        if (C32) jc.C32 = C32 + (size_t)m0 * ldc;
+        else jc.C16 = C16 + (size_t)m0 * ldc;
+        par_ctx pc = {&jc, fn, W->npanels};
+        di_threadpool_run_n(x->tp, threads_for(x, (double)mc * W->n * K, W->npanels), par_panels, &pc);
+    }
+}

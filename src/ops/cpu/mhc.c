@@ -1,0 +1,158 @@
+/* mhc.c — manifold-constrained hyper-connection arithmetic (§4.2) in fp32,
+ * following the reference kernel's operation order: Sinkhorn split of the
+ * mixes, the flatten-RMS scaling of the mixes, collapse (pre) and expand
+ * (post + transposed comb). hc = 4. */
+#include <math.h>
+
+#include "io/numfmt.h"
+#include "ops/cpu/elem.h"
+#include "ops/cpu/vec.h"
+#include "util/cpu.h"
+#include "ops/ops.h"
+
+#define HC 4
+
+static float sigmoidf_ref(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
+                    float *post, float *comb) {
+    for (int j = 0; j < HC; j++) pre[j] = sigmoidf_ref(mixes[j] * scale3[0] + base[j]) + eps;
+    for (int j = 0; j < HC; j++) post[j] = 2.0f * sigmoidf_ref(mixes[j + HC] * scale3[1] + base[j + HC]);
+    float c[HC][HC];
+    for (int j = 0; j < HC; j++)
+        for (int k = 0; k < HC; k++) c[j][k] = mixes[j * HC + k + 2 * HC] * scale3[2] + base[j * HC + k + 2 * HC];
+    /* row softmax + eps */
+    for (int j = 0; j < HC; j++) {
+        float mx = c[j][0];
+        for (int k = 1; k < HC; k++) mx = fmaxf(mx, c[j][k]);
+        float s = 0.0f;
+        for (int k = 0; k < HC; k++) {
+            c[j][k] = expf(c[j][k] - mx);
+            s += c[j][k];
+        }
+        for (int k = 0; k < HC; k++) c[j][k] = c[j][k] / s + eps;
+    }
+    /* column normalise */
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            for (int j = 0; j < HC; j++) {
+                float s = 0.0f;
+                for (int k = 0; k < HC; k++) s += c[j][k];
+                for (int k = 0; k < HC; k++) c[j][k] = c[j][k] / (s + eps);
+            }
+        }
+        for (int k = 0; k < HC; k++) {
+            float s = 0.0f;
+            for (int j = 0; j < HC; j++) s += c[j][k];
+            for (int j = 0; j < HC; j++) c[j][k] = c[j][k] / (s + eps);
+        }
+    }
+    for (int j = 0; j < HC; j++)
+        for (int k = 0; k < HC; k++) comb[j * HC + k] = c[j][k];
+}
+
+typedef struct mix_ctx {
+    const uint16_t *R;
+    size_t ldr;
+    int hcd;
+    float eps;
+    const float *in;
+    int nmix;
+    float *out;
+} mix_ctx;
+
+static void mix_rows(void *p, int m0, int m1) {
+    mix_ctx *c = p;
+    for (int m = m0; m < m1; m++) {
+        const uint16_t *r = c->R + (size_t)m * c->ldr;
+        double ss = 0;
+        for (int i = 0; i < c->hcd; i++) {
+            double v = di_bf16_to_f32(r[i]);
+            ss += v * v;
+        }
+        float rs = 1.0f / sqrtf((float)(ss / c->hcd) + c->eps);
+        for (int j = 0; j < c->nmix; j++) c->out[(size_t)m * c->nmix + j] = c->in[(size_t)m * c->nmix + j] * rs;
+    }
+}
+
+void di_hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
+                       int nmix, float *mixes_out) {
+    mix_ctx c = {R, ldr, hcd, eps, mixes_in, nmix, mixes_out};
+    di_par_rows(x, M, 2.0 * hcd, mix_rows, &c);
+}
+
+typedef struct coll_ctx {
+    const float *pre;
+    const uint16_t *R;
+    size_t ldr;
+    int d;
+    uint16_t *y;
+    size_t ldy;
+} coll_ctx;
+
+static void coll_rows(void *p, int m0, int m1) {
+    coll_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->d % 16 == 0;
+    for (int m = m0; m < m1; m++) {
+        const float *pr = c->pre + (size_t)m * HC;
+        const uint16_t *r = c->R + (size_t)m * c->ldr;
+        uint16_t *y = c->y + (size_t)m * c->ldy;
+        if (vec) {
+            di_hc_collapse_row_avx512(pr, r, c->d, y);
+            continue;
+        }
+        for (int i = 0; i < c->d; i++) {
+            float s = pr[0] * di_bf16_to_f32(r[i]);
+            for (int k = 1; k < HC; k++) s += pr[k] * di_bf16_to_f32(r[(size_t)k * c->d + i]);
+            y[i] = di_f32_to_bf16(s);
+        }
+    }
+}
+
+void di_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
+                    size_t ldy) {
+    coll_ctx c = {pre, R, ldr, d, y, ldy};
+    di_par_rows(x, M, 8.0 * d, coll_rows, &c);
+}
+
+typedef struct exp_ctx {
+    const float *post, *comb;
+    const uint16_t *f;
+    size_t ldf;
+    const uint16_t *R;
+    uint16_t *Rout;
+    size_t ldr;
+    int d;
+} exp_ctx;
+
+static void exp_rows(void *p, int m0, int m1) {
+    exp_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->d % 16 == 0;
+    for (int m = m0; m < m1; m++) {
+        const float *po = c->post + (size_t)m * HC, *cb = c->comb + (size_t)m * HC * HC;
+        const uint16_t *f = c->f + (size_t)m * c->ldf;
+        const uint16_t *r = c->R + (size_t)m * c->ldr;
+        uint16_t *o = c->Rout + (size_t)m * c->ldr;
+        if (vec) {
+            di_hc_expand_row_avx512(po, cb, f, r, o, c->d);
+            continue;
+        }
+        for (int i = 0; i < c->d; i++) {
+            float rv[HC], out[HC];
+            for (int j = 0; j < HC; j++) rv[j] = di_bf16_to_f32(r[(size_t)j * c->d + i]);
+            float fv = di_bf16_to_f32(f[i]);
+            for (int k = 0; k < HC; k++) {
+                float s = cb[0 * HC + k] * rv[0];
+                for (int j = 1; j < HC; j++) s += cb[j * HC + k] * rv[j];
+                out[k] = po[k] * fv + s;
+            }
+            for (int k = 0; k < HC; k++) o[(size_t)k * c->d + i] = di_f32_to_bf16(out[k]);
+        }
+    }
+}
+
+void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
+                  const uint16_t *R, uint16_t *Rout, size_t ldr, int d) {
+    exp_ctx c = {post, comb, f, ldf, R, Rout, ldr, d};
+    di_par_rows(x, M, 24.0 * d, exp_rows, &c);
+}

@@ -1,0 +1,260 @@
+/*
+ * ops.h — the compute-op interface the model is written against, with the
+ * exact semantics of every op (architecture.md §3). The CPU implementations
+ * live in src/ops/cpu/; a CUDA backend implements the same contracts.
+ *
+ * Conventions
+ *  - "bf16" buffers are uint16_t bit patterns. Activations flow between ops
+ *    as bf16 wherever the reference keeps BF16 tensors (§3.1).
+ *  - Every op works row by row: a row's result never depends on which other
+ *    rows share the call, on the thread count or on tiling (batch invariance
+ *    by construction; docs/determinism.md). Reductions run in an order fixed
+ *    by the shapes below, stated per op.
+ *  - Ops never allocate; scratch comes from the di_exec (reserved once).
+ *  - Shapes are checked by the caller (the model binds weights against the
+ *    expected-tensor table); ops assume valid arguments.
+ */
+#ifndef DI_OPS_OPS_H
+#define DI_OPS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/cpu/threadpool.h"
+#include "util/error.h"
+
+/* ---------------------------------------------------------------------------
+ * Execution context: thread pool + scratch arena (reserved up front). */
+typedef struct di_exec {
+    di_threadpool *tp;       /* may be NULL: run serially */
+    unsigned char *scratch;  /* 64-byte aligned */
+    size_t scratch_cap;
+} di_exec;
+
+/* Create an execution context on the global pool with `scratch_bytes` of
+ * scratch (0 picks 16 MiB). Ops that need more process rows in pieces. */
+deepinfer_status di_exec_init(di_exec *x, size_t scratch_bytes, di_error *err);
+void di_exec_free(di_exec *x);
+
+/* ---------------------------------------------------------------------------
+ * Weight matrices W [N, K] (N outputs, K inputs), packed once for the CPU
+ * kernels (src/ops/cpu/gemm_layout.h). Formats:
+ *   BF16  bf16 weights.
+ *   F32   fp32 weights.
+ *   FP8   e4m3 weights with e8m0 scales per B x B block (B = wblock):
+ *         w[n][k] = e4m3(W[n][k]) * 2^(S[n/B][k/B] - 127). K % B == 0.
+ *   FP4   e2m1 packed two per byte along K (low nibble = even k) with e8m0
+ *         scales per row and 32 inputs: w[n][k] = e2m1 * 2^(S[n][k/32]-127).
+ *         K % 32 == 0.
+ */
+typedef enum di_wfmt { DI_WFMT_BF16 = 0, DI_WFMT_F32 = 1, DI_WFMT_FP8 = 2, DI_WFMT_FP4 = 3 } di_wfmt;
+
+typedef struct di_wmat {
+    di_wfmt fmt;
+    int n, k;
+    int wblock;     /* FP8: square block B; FP4: 32; else 0 */
+    int npanels;    /* ceil(n / 16) */
+    void *data;     /* packed panels (owned) */
+    float *scale;   /* decoded scales (owned), layout per format */
+    size_t bytes;   /* data + scale bytes */
+} di_wmat;
+
+/* Pack W. `w` points at the checkpoint bytes (bf16 / f32 / e4m3 / packed
+ * e2m1), `scale` at the e8m0 scale bytes (FP8, FP4; else NULL). Rows are
+ * copied, so the source may be unmapped afterwards. */
+deepinfer_status di_wmat_pack(di_wmat *out, di_wfmt fmt, const void *w, const uint8_t *scale, int n, int k,
+                              int wblock, di_error *err);
+
+/* Pack rows [row0, row0 + n) of a larger FP8/BF16/F32 matrix with `k` columns
+ * (for grouped projections). For FP8, row0 must be a multiple of wblock. */
+deepinfer_status di_wmat_pack_rows(di_wmat *out, di_wfmt fmt, const void *w, const uint8_t *scale, int row0, int n,
+                                   int k, int wblock, di_error *err);
+
+void di_wmat_free(di_wmat *w);
+
+/* Exact dequantised value of W[n][k] as fp32 (tests, tools). */
+float di_wmat_get(const di_wmat *w, int n, int k);
+
+/* ---------------------------------------------------------------------------
+ * GEMM: C[m][n] = sum_k A[m][k] * W[n][k], for m < M, n < N.
+ *
+ * A is bf16 [M, K] with row stride lda (elements). Output is fp32 (C32) or
+ * bf16 RNE (C16), row stride ldc; exactly one of C32, C16 is non-NULL.
+ *
+ * FP8 / FP4 weights (architecture.md §3.2): each A row is quantised first,
+ * in blocks of `act_block` along K: amax = max(max|x|, 1e-4),
+ * s = 2^ceil(log2(amax * fp32(1/448))) from the fp32 bits, q = e4m3_RNE(
+ * clamp(x / s, ±448)). Partial sums run over K-blocks of
+ * kb = min(act_block, B) (FP8) or kb = 32 (FP4; act_block % 32 == 0):
+ * P = sum_{k in block} q[k] * w_e[k] in fp32 (w_e = e4m3 or e2m1 value), then
+ * C += P * (s_act * s_w), blocks in increasing k.
+ * BF16 / F32 weights: no quantisation, one fp32 sum over all K.
+ *
+ * Summation order (fixed, identical on every ISA path): within a sum the
+ * k-pairs (2p, 2p+1) are visited in increasing p and each pair adds the odd
+ * element's product first, then the even one's (the operand order of
+ * AVX512_BF16 VDPBF16PS); F32 weights visit k in order with fused
+ * multiply-adds. Products of e4m3/e2m1/bf16 values are exact in fp32.
+ * Denormal products (|product| < 2^-126, only possible for BF16 weights
+ * with tiny activations) may be flushed on the AVX-512 path.
+ */
+void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
+             uint16_t *C16, size_t ldc);
+
+/* Bytes of scratch di_gemm uses per row (quantised row + scales). The
+ * di_exec must hold at least one row of the largest K; more rows let a call
+ * quantise more rows at once (results do not depend on it). */
+size_t di_gemm_scratch_per_row(int K);
+
+/* ---------------------------------------------------------------------------
+ * Normalisation (§3.4). */
+
+/* RMSNorm of M rows of D bf16 values (row strides ldx, ldy; in place allowed):
+ * r = 1 / sqrtf(fp32(sum x^2 / D) + eps) with the sum of squares taken in
+ * double in index order; y = bf16(w * (x * r)) (weight multiplied in fp32
+ * before the cast; w == NULL means no weight). */
+void di_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps, uint16_t *out,
+                size_t ldy);
+
+/* The V4 per-head query normalisation, computed in BF16 as the reference's
+ * `q *= rsqrt(q.square().mean(-1) + eps)` on a bf16 tensor (§4.4 step 2):
+ * s_i = bf16(q_i^2); m = bf16(sum_fp32(s) / hd); t = bf16(m + eps);
+ * r = bf16(1/sqrt(t)); q_i = bf16(q_i * r). Applied to `nheads` heads of
+ * `hd` values in each of M rows (row stride ld), in place. */
+void di_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps);
+
+/* ---------------------------------------------------------------------------
+ * Rotary embedding (§4.3): interleaved pairs (2i, 2i+1) of the last `rd`
+ * dims of each head. */
+
+/* The reference's inverse frequencies, in fp32 (precompute_freqs_cis):
+ * f_i = 1 / base^(2i/rd); with YaRN (orig_len > 0) the ramp between
+ * beta_fast and beta_slow divides the high-index frequencies by `factor`. */
+void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double beta_fast, double beta_slow,
+                      float *inv_freq /* [rd/2] */);
+
+/* Rotate, for M rows at positions pos[m], the tail `rd` dims of each of
+ * `nheads` heads of `hd` values (row stride ld), in place:
+ * angle = fp32(pos * f_i); c, s = fp32 cos, sin of it (s -> -s for
+ * `inverse`); (a, b) -> bf16(fma(a, c, -(b*s))), bf16(fma(a, s, b*c)) — the
+ * reference's complex product with CUDA's FMA contraction (rope.c). */
+void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
+             const float *inv_freq, int inverse);
+
+/* The cos/sin of di_rope for M positions: cs, sn [M][rd/2]. */
+void di_rope_table(int M, const int64_t *pos, const float *inv_freq, int rd, float *cs, float *sn);
+
+/* di_rope with a precomputed table (identical results). */
+void di_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
+                 int inverse);
+
+/* ---------------------------------------------------------------------------
+ * Quantisation simulations (§3.5), in place on bf16 values. */
+
+/* FP8 round trip in blocks of `blk` of each of M rows' first n values:
+ * amax = max(max|x|, 1e-4); s = 2^ceil(log2(amax * fp32(1/448)));
+ * x = bf16(e4m3_RNE(clamp(x/s, ±448)) * s). */
+void di_qat_fp8(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
+
+/* FP4 round trip in blocks of `blk`: amax = max(max|x|, 6 * 2^-126);
+ * s = 2^ceil(log2(amax * fp32(1/6))); x = bf16(e2m1_RNE(clamp(x/s, ±6)) * s)
+ * (ties to the even code). */
+void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
+
+/* FP4 round trip with E4M3 block scales (V4.1 compressed KV, §3.5), blocks
+ * of `blk`: amax = max(max|x|, 6 * 2^-9); s = e4m3_RNE(amax / 6) (a true
+ * division; s is not a power of two); x = bf16(e2m1_RNE(clamp(x / s, ±6)) * s)
+ * (ties to the even code). */
+void di_qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
+
+/* Orthonormal Walsh-Hadamard transform (natural / Sylvester order) of
+ * `nvec` consecutive vectors of 128 bf16 values in each of M rows: fp32
+ * butterflies with strides 1, 2, ..., 64 (a+b, a-b), then * fp32(128^-1/2),
+ * cast to bf16. */
+void di_hadamard128(di_exec *x, int M, uint16_t *v, size_t ld, int nvec);
+
+/* ---------------------------------------------------------------------------
+ * Sparse attention with sink (§3.6, §4.4 step 5), one query row at a time.
+ *
+ * For row m: q[m] is nheads x hd bf16; the row attends to n_idx[m] entries
+ * kv[m][0..n_idx[m]) (pointers to hd bf16 values; NULL = an invalid index
+ * that scores -inf and contributes a zero row). Entries are consumed in
+ * blocks of 64 in the given order with the reference's online softmax:
+ * logits l = fp32(q.k) * scale; per block M' = max(M, max l);
+ * a = exp(M - M'); p = exp(l - M'); den = den * a + sum p (fp32);
+ * o = o * a + sum bf16(p) * v (fp32, entries in order); finally
+ * den += exp(sink_h - M); out = bf16(o / den). Dot products over hd use the
+ * GEMM pair order (16 lanes of k-pairs, then a fixed lane tree).
+ * kv is indexed kv[m * kv_stride + i]; out rows have stride ldo. */
+void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
+                    const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
+                    uint16_t *out, size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Manifold-constrained hyper-connections (§4.2), fp32. hc = 4 copies. */
+
+/* From the 24 raw mixes of one token (already multiplied by the flatten
+ * rsqrt) compute pre[4], post[4], comb[4][4] exactly as the reference
+ * kernel: pre = sigmoid(m*s0 + b) + eps; post = 2 sigmoid(m*s1 + b);
+ * comb = row softmax(m*s2 + b) + eps, column-normalise, then iters-1 times
+ * (row-normalise, column-normalise), each with + eps in the denominator.
+ * sigmoid(z) = 1 / (1 + exp(-z)). */
+void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
+                    float *post, float *comb);
+
+/* For M rows: mixes_out[m][j] = mixes_in[m][j] * rsqrt_m with
+ * rsqrt_m = 1/sqrtf(fp32(sum_i r_i^2 / (hc*d)) + eps) over the flattened
+ * bf16 residual R[m] (hc*d values, stride ldr; sum in double). nmix values
+ * per row (in/out stride nmix). */
+void di_hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
+                       int nmix, float *mixes_out);
+
+/* Collapse: y[m] = bf16(((p0*R0 + p1*R1) + p2*R2) + p3*R3) with every product
+ * rounded to fp32 (pre: [M][4]; R: [M][4][d], stride ldr; y stride ldy). */
+void di_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
+                    size_t ldy);
+
+/* Expand: Rout[m][k] = bf16(post_k * f + (((c0k*R0 + c1k*R1) + c2k*R2) + c3k*R3))
+ * with c_jk = comb[j][k] (the transpose, §11.4), products rounded to fp32
+ * (f: [M][d] bf16 stride ldf; R, Rout: [M][4][d] stride ldr; may alias). */
+void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
+                  const uint16_t *R, uint16_t *Rout, size_t ldr, int d);
+
+/* ---------------------------------------------------------------------------
+ * Compressor pooling (§4.5): for each channel d < D, softmax over S slots of
+ * score[s][d] (fp32: e = exp(x - max), w = e / sum e, slots summed in
+ * order) and out[d] = sum_s fp32(kv[s][d] * w[s][d]) in slot order.
+ * Slots with score -inf contribute 0. kv/score rows have stride ld. S <= 256. */
+void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int D, float *out);
+
+/* ---------------------------------------------------------------------------
+ * Lightning indexer (§4.6, §3.7), BF16 scores. For one query with nh heads
+ * of 128 bf16 values q and head weights w (bf16 values as fp32), and n key
+ * rows k + j*ldk (128 bf16 values each):
+ * score_j = bf16(sum_h bf16(bf16(relu(bf16(q_h . k_j))) * w_h)) with the
+ * heads summed in order in fp32. Dot products as in attention. */
+void di_index_scores(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score);
+
+/* Indices of the `k` largest of n scores, in decreasing score order (ties:
+ * lower index first). Writes min(k, n) indices to idx; returns that count. */
+int di_topk_desc(const float *score, int n, int k, int *idx);
+
+/* ---------------------------------------------------------------------------
+ * MoE (§4.7). */
+
+/* Router for one token from fp32 logits [E]: s = sqrt(softplus(l)) with
+ * PyTorch's threshold 20 (softplus(l) = l for l > 20, else log1p(exp(l)));
+ * selection = `fixed` (hash routing, k ids) or top-k of s + bias (bias may be
+ * NULL; ties to the lower expert id); weights w_i = s[sel_i] / sum (sum in
+ * selection order; + `norm_eps` in the denominator, 0 for V4) * route_scale.
+ * E <= 1024. */
+void di_route(const float *logits, int E, const float *bias, const int *fixed, int k, float route_scale, float norm_eps,
+              int *sel, float *w);
+
+/* SwiGLU of M rows of I values: g = fp32(gate), u = fp32(up); if limit > 0:
+ * u = clamp(u, ±limit), g = min(g, limit); h = g / (1 + exp(-g)) * u;
+ * if rw != NULL: h = rw[m] * h; out = bf16(h). gate/up/out stride ld. */
+void di_swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
+               const float *rw, uint16_t *out, size_t ldo);
+
+#endif
