@@ -21,7 +21,7 @@ ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -li
 
 CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS) $(ICU_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lz -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -131,4 +131,4 @@ clean: ## remove build outputs
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev)
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev zlib1g-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 need_install=()
