@@ -102,10 +102,15 @@ typedef struct deepinfer_sampling_params {
     int32_t n_stop_ids;
     int skip_special_tokens;  /* leave special tokens out of the text; default 1 */
     /* Structured outputs (so_args): schema_type "regex" | "json" | "ebnf" and
-     * the schema text (borrowed); NULL = unconstrained. */
+     * the schema text (borrowed); NULL = unconstrained. The output is a full
+     * match; EOS is allowed exactly when the grammar accepts, and a choice
+     * whose grammar can take no further token finishes ("stop"). A schema
+     * that does not compile fails that request alone, naming the problem. */
     const char *so_schema_type;
     const char *so_schema;
     int so_after_think;       /* constrain only after </think> (thinking mode) */
+    int32_t so_whitespace_max;/* json: whitespace bytes allowed between tokens; -1 = default (20), 0 = compact */
+    int so_lenient;           /* json: ignore unsupported schema keywords instead of failing */
 } deepinfer_sampling_params;
 
 /* Fill *p with the defaults (temperature 1, max_tokens 16, n 1, logprobs -1,

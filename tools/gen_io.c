@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "structured/so_args.h"
 #include "util/file.h"
 
 void gen_write_json_string(FILE *f, const char *s, size_t n) {
@@ -165,15 +166,24 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
                 p->stop_ids[j] = (int32_t)x;
             }
             p->n_stop_ids = (int32_t)v->count;
-        } else if (!strcmp(k, "so_args")) {
-            const di_json *t = di_json_get(v, "schema_type"), *s = di_json_get(v, "schema");
-            if (!di_json_is_string(t) || !di_json_is_string(s))
-                return fail(err, errlen, " needs string members schema_type and schema", k);
-            type_at = stash(store, &len, t->str, t->str_len);
-            schema_at = stash(store, &len, s->str, s->str_len);
+        } else if (!strcmp(k, "so_args")) { /* {"schema_type", "schema" (text, or an object for json), ...} */
+            di_arena arena;
+            di_arena_init(&arena, 0);
+            so_args a;
+            di_error e = {0};
+            if (so_args_from_json(v, &arena, &a, &e)) {
+                di_arena_free(&arena);
+                snprintf(err, errlen, "sampling_params.so_args: %s", e.msg);
+                return -1;
+            }
+            static const char *const names[] = {"regex", "json", "ebnf"};
+            type_at = stash(store, &len, names[a.type], strlen(names[a.type]));
+            schema_at = stash(store, &len, a.schema, a.schema_len);
+            di_arena_free(&arena);
             if (type_at < 0 || schema_at < 0) return fail(err, errlen, ": out of memory", k);
-            const di_json *a = di_json_get(v, "start_after_think");
-            if (a && !di_json_as_bool(a, &p->so_after_think)) return fail(err, errlen, ".start_after_think must be a boolean", k);
+            p->so_whitespace_max = a.whitespace_max;
+            p->so_lenient = a.lenient;
+            p->so_after_think = a.start_after_think;
         } else {
             return fail(err, errlen, " is not a sampling parameter", k);
         }

@@ -33,6 +33,7 @@
 #include "engine/scheduler.h"
 #include "engine/state_pool.h"
 #include "model/model.h"
+#include "structured/matcher.h"
 #include "util/error.h"
 
 typedef struct di_sample_spec {
@@ -46,6 +47,7 @@ typedef struct di_sample_spec {
     int32_t n_out;
     int32_t eos_id;             /* masked below min_tokens; -1 = none */
     const uint32_t *allow_mask; /* bit v set = id v may be sampled; NULL = all */
+    so_matcher *matcher;        /* structured outputs (constrain.h): masks the row and takes the token; NULL = none */
     int logit_row;              /* the batch row sampled (samples are in increasing row order) */
     /* written by the device */
     int32_t *w_token;
@@ -54,6 +56,8 @@ typedef struct di_sample_spec {
     float *w_top_lp;
     int32_t token;              /* the sampled id (also in *w_token) */
     deepinfer_status status;    /* DEEPINFER_OK, or why this row could not be sampled */
+    int grammar_done;           /* the matcher can take no further token after this one */
+    char why[192];              /* with a failed status: what went wrong */
     /* host bookkeeping, ignored by the device */
     uint64_t request_id;
     int choice;
@@ -86,9 +90,9 @@ struct di_devq {
     int asynchronous;           /* 1 if submit returns before the step is done */
 };
 
-/* The CPU queue: runs the model and the sampler on the calling thread (and
- * the CPU thread pool) inside submit. max_logit_rows bounds samples per
- * step. */
+/* The CPU queue: runs the model, the sampler and the structured-output
+ * matchers on the calling thread (and the CPU thread pool) inside submit.
+ * max_logit_rows bounds samples per step. */
 deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, di_devq **out,
                                  di_error *err);
 

@@ -1,9 +1,11 @@
 /* devq_cpu.c — the synchronous CPU device queue (devq.h): state operations,
  * the model forward and the sampler, all inside submit. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/constrain.h"
 #include "engine/devq.h"
 #include "engine/sampler.h"
 #include "engine/seq_snapshot.h"
@@ -20,6 +22,7 @@ typedef struct cpu_q {
     di_threadpool *tp;
     int nscratch;
     di_sampler_scratch *scratch; /* one per pool thread */
+    uint32_t *masks;           /* one vocabulary bitmap per pool thread (structured outputs) */
     di_step *prev;             /* the step submitted before, for placeholder rows */
 } cpu_q;
 
@@ -28,7 +31,8 @@ typedef struct sample_job {
     di_step *step;
 } sample_job;
 
-static void sample_one(cpu_q *q, di_sample_spec *sp, size_t i, di_sampler_scratch *scr) {
+static void sample_one(cpu_q *q, di_sample_spec *sp, size_t i, int t) {
+    di_sampler_scratch *scr = &q->scratch[t];
     int V = (int)q->cfg->vocab_size;
     di_sample_context ctx = {.prompt_ids = sp->prompt,
                              .n_prompt = (size_t)sp->n_prompt,
@@ -41,8 +45,18 @@ static void sample_one(cpu_q *q, di_sample_spec *sp, size_t i, di_sampler_scratc
                              .allow_mask = sp->allow_mask,
                              .eos_id = sp->eos_id};
     di_sample_result r;
-    sp->status = di_sample_row(q->logits + i * (size_t)V, sp->params, &ctx, scr, &r, NULL);
+    const float *logits = q->logits + i * (size_t)V;
+    di_error err = {0};
+    sp->grammar_done = 0;
+    if (sp->matcher)
+        sp->status = di_constrain_sample(logits, sp->params, &ctx, sp->matcher, scr,
+                                         q->masks + (size_t)t * (((size_t)V + 31) / 32), &r, &sp->grammar_done, &err);
+    else
+        sp->status = di_sample_row(logits, sp->params, &ctx, scr, &r, &err);
     if (sp->status) {
+        size_t n = strnlen(err.msg, sizeof sp->why - 1); /* a message longer than the field is cut */
+        memcpy(sp->why, err.msg, n);
+        sp->why[n] = '\0';
         sp->token = 0;
         return;
     }
@@ -60,7 +74,7 @@ static void sample_task(void *ctx, int t, int nt) {
     sample_job *j = ctx;
     size_t b, e;
     di_split_range((size_t)j->step->n_samples, t, nt, &b, &e);
-    for (size_t i = b; i < e; i++) sample_one(j->q, &j->step->samples[i], i, &j->q->scratch[t]);
+    for (size_t i = b; i < e; i++) sample_one(j->q, &j->step->samples[i], i, t);
 }
 
 static deepinfer_status run_ops(cpu_q *q, di_step *s, di_error *err) {
@@ -100,12 +114,15 @@ static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
         s->status = di_model_forward(q->model, &b, &s->err);
     }
     if (!s->status && s->n_samples <= 4) { /* a parallel region costs more than a few rows */
-        for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, &q->scratch[0]);
+        for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, 0);
     } else if (!s->status) {
         sample_job j = {q, s};
         di_threadpool_run(q->tp, sample_task, &j);
     } else {
-        for (int i = 0; i < s->n_samples; i++) s->samples[i].status = s->status;
+        for (int i = 0; i < s->n_samples; i++) {
+            s->samples[i].status = s->status;
+            snprintf(s->samples[i].why, sizeof s->samples[i].why, "the step failed");
+        }
     }
     q->prev = s;
     return DEEPINFER_OK;
@@ -120,6 +137,7 @@ static void cpu_destroy(di_devq *dq) {
     cpu_q *q = (cpu_q *)dq;
     for (int i = 0; i < q->nscratch; i++) di_sampler_scratch_free(&q->scratch[i]);
     free(q->scratch);
+    free(q->masks);
     free(q->logits);
     free(q->logit_rows);
     free(q);
@@ -144,7 +162,8 @@ deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_l
     q->logits = malloc(sizeof(float) * V * (size_t)max_logit_rows);
     q->logit_rows = malloc(sizeof(int) * (size_t)max_logit_rows);
     q->scratch = calloc((size_t)q->nscratch, sizeof *q->scratch);
-    if (!q->logits || !q->logit_rows || !q->scratch) {
+    q->masks = malloc((size_t)q->nscratch * ((V + 31) / 32) * 4);
+    if (!q->logits || !q->logit_rows || !q->scratch || !q->masks) {
         cpu_destroy(&q->base);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", max_logit_rows);
     }

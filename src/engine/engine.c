@@ -32,10 +32,9 @@ static deepinfer_status check_request(deepinfer_engine *e, const di_sampling_par
     if (p->n_stop && !e->tok)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                             "stop strings need a tokenizer and this model has none; use stop_token_ids");
-    if (p->so_schema_type)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "so_args: structured outputs (schema_type \"%s\") are not in this build yet",
-                            p->so_schema_type);
+    if (p->so_schema_type && !e->tok)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "so_args need a tokenizer (to map tokens to text) and this model has none");
     int64_t ctx = e->cfg.max_model_len;
     if ((int64_t)n_prompt >= ctx)
         return di_error_set(err, DEEPINFER_ERR_LIMIT,
@@ -88,6 +87,7 @@ deepinfer_status di_engine_add(deepinfer_engine *e, const deepinfer_prompt *prom
         int32_t eos = p.ignore_eos || e->mcfg->eos_token_id < 0 ? -1 : (int32_t)e->mcfg->eos_token_id;
         r = di_request_new(*id, ids, n, &p, seed, eos, e->tok);
         if (!r) st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a request");
+        else if ((st = di_constrain_request(&e->so, r, err))) di_request_free(r);
     }
     free(ids);
     if (st) return st;
@@ -167,9 +167,9 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
     c->n_pending--;
     mark_updated(e, r);
     if (sp->status) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "sampling failed at position %lld: every allowed logit is -inf or NaN",
-                 (long long)sp->position);
+        char msg[320];
+        snprintf(msg, sizeof msg, "sampling failed at position %lld%s: %s", (long long)sp->position,
+                 c->matcher ? " (so_args)" : "", sp->why);
         fail_request(e, r, sp->status, msg);
         return;
     }
@@ -178,6 +178,7 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
     if (r->out.metrics.first_token_s <= 0) r->out.metrics.first_token_s = now;
     r->last_token_s = now;
     e->stats.output_tokens++;
+    if (!why && sp->grammar_done) why = DEEPINFER_FINISH_STOP; /* the grammar can take no further token */
     if (why == DEEPINFER_FINISH_ERROR) fail_request(e, r, err.code, err.msg);
     else if (why) finish_choice(e, c, why);
 }

@@ -8,6 +8,7 @@
 #define DI_ENGINE_ENGINE_INTERNAL_H
 
 #include "deepinfer.h"
+#include "engine/constrain.h"
 #include "engine/devq.h"
 #include "engine/outputs.h"
 #include "engine/reqmap.h"
@@ -27,6 +28,7 @@ struct deepinfer_engine {
     di_model *model;
     const di_model_config *mcfg;
     di_tokenizer *tok;                /* NULL: token ids only */
+    di_constrain so;                  /* structured outputs (vocabulary built on first use) */
     di_chat_arch chat_arch;
     di_output_ctx out_ctx;
     di_state_pool pool;

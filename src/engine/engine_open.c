@@ -126,7 +126,7 @@ static deepinfer_status load_tokenizer(deepinfer_engine *e, di_error *err) {
         if (!di_is_file(path)) return DEEPINFER_OK; /* token ids only */
     }
     deepinfer_status st = di_tokenizer_load(path, &e->tok, err);
-    if (st) return di_error_prefix(err, "tokenizer %s: ", path);
+    if (st) return di_error_prefix(err, "tokenizer %s", path);
     size_t maxlen = 0;
     for (int32_t id = 0; id < di_tokenizer_vocab_size(e->tok); id++) {
         size_t l = 0;
@@ -276,6 +276,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     e->chat_arch = e->mcfg->arch == DI_ARCH_V41 ? DI_CHAT_V41 : DI_CHAT_V4;
     if ((st = load_tokenizer(e, err))) return st;
     e->out_ctx.max_model_len = ctx;
+    di_constrain_init(&e->so, e->tok, (int32_t)e->mcfg->vocab_size, (int32_t)e->mcfg->eos_token_id);
     di_pool_geom g;
     int64_t n_pages = 0;
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
@@ -338,6 +339,7 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     di_runner_free(&e->runner);
     di_sched_free(&e->sched);
     di_pool_free(&e->pool);
+    di_constrain_free(&e->so);
     di_tokenizer_free(e->tok);
     free(e->out_ctx.piece);
     free(e->updated);

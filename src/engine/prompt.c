@@ -16,11 +16,11 @@ static deepinfer_status render_messages(const deepinfer_prompt *p, di_chat_arch 
                                         di_error *err) {
     di_json_doc *doc = NULL;
     deepinfer_status st = di_json_parse(p->messages, strlen(p->messages), NULL, &doc, err);
-    if (st) return di_error_prefix(err, "messages: ");
+    if (st) return di_error_prefix(err, "messages");
     di_chat_options o = {.arch = arch, .thinking = p->thinking, .reasoning_effort = p->reasoning_effort};
     st = di_chat_encode(doc->root, &o, text, len, err);
     di_json_free(doc);
-    if (st) di_error_prefix(err, "messages: ");
+    if (st) di_error_prefix(err, "messages");
     return st;
 }
 

@@ -122,7 +122,9 @@ void di_request_free(di_request *r) {
         free(c->top_lp);
         free(c->text);
         di_stop_free(&c->stop);
+        so_matcher_free(c->matcher);
     }
+    so_grammar_free(r->grammar);
     free(r->choices);
     free(r->pub);
     free(r->prompt);

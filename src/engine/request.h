@@ -30,6 +30,7 @@
 
 #include "engine/sampling_params.h"
 #include "engine/stop_strings.h"
+#include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -61,6 +62,7 @@ typedef struct di_choice {
     /* the scheduler's per-step mark: index of this choice's item in the plan being built, or -1 */
     int plan_item;
     int plan_op;               /* index of the copy op that forks this choice in the plan being built, or -1 */
+    so_matcher *matcher;       /* structured outputs: advanced by the device as it samples; NULL = none */
     int num_preemptions;
 } di_choice;
 
@@ -75,6 +77,7 @@ struct di_request {
     int32_t eos_id;                /* -1 when none (or ignore_eos) */
     int n_choices, n_finished;
     di_choice *choices;
+    so_grammar *grammar;           /* compiled so_args, shared by the choices' matchers; NULL = none */
     deepinfer_completion *pub;     /* the public view of each choice */
     char error[DI_ERROR_MSG_MAX];
     int updated;                   /* listed in the engine's updated list this step */

@@ -50,6 +50,7 @@ static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int 
                            .n_out = k,
                            .eos_id = q->eos_id,
                            .allow_mask = mask,
+                           .matcher = c->matcher,
                            .logit_row = row,
                            .w_token = c->out_ids + k,
                            .w_logprob = c->logprobs ? c->logprobs + k : NULL,

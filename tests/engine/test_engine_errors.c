@@ -53,7 +53,7 @@ TEST(engine_bad_requests_fail_alone_others_complete) {
         {"negative stop token id", {.token_ids = ids, .n_token_ids = 8}, p_stop_neg, "stop_token_ids[0] = -3"},
         {"stop string without a tokenizer", {.token_ids = ids, .n_token_ids = 8}, p_stop_str, "stop strings need a tokenizer"},
         {"empty stop string", {.token_ids = ids, .n_token_ids = 8}, p_stop_empty, "stop[0]"},
-        {"so_args (not in this build)", {.token_ids = ids, .n_token_ids = 8}, p_so, "so_args"},
+        {"so_args without a tokenizer", {.token_ids = ids, .n_token_ids = 8}, p_so, "so_args need a tokenizer"},
         {"so_args schema_type", {.token_ids = ids, .n_token_ids = 8}, p_so_bad, "so_args.schema_type"},
         {"more than the pool can hold", {.token_ids = ids, .n_token_ids = 8}, p_huge, "state pages"},
     };

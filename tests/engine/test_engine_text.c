@@ -200,3 +200,73 @@ TEST(engine_chat_messages_use_the_v4_encoding) {
     deepinfer_outputs_free(o, 1);
     deepinfer_engine_close(e);
 }
+
+/* Full match of a POSIX ERE (anchored). */
+#include <regex.h>
+static int full_match(const char *ere, const char *text) {
+    regex_t re;
+    if (regcomp(&re, ere, REG_EXTENDED | REG_NOSUB)) return 0;
+    int ok = regexec(&re, text, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok;
+}
+
+TEST(engine_structured_outputs_match_and_are_invariant) {
+    enum { N = 10 };
+    deepinfer_prompt pr[N];
+    deepinfer_sampling_params sp[N];
+    for (int i = 0; i < N; i++) {
+        pr[i] = (deepinfer_prompt){.text = i % 2 ? "hello" : "the world"};
+        hot(&sp[i], 100 + (uint64_t)i, 40);
+        sp[i].ignore_eos = 0;
+        sp[i].temperature = 1.0f;
+    }
+    /* 0-3: a regex that ends by itself; 4-5: one that may end with EOS; 6-7: a JSON enum; 8: a bad
+     * schema; 9: top_p (the full-mask path) */
+    for (int i = 0; i < 4; i++) sp[i].so_schema_type = "regex", sp[i].so_schema = "(ab|xy)+ END";
+    sp[2].n = 2;
+    sp[3].temperature = 0;
+    for (int i = 4; i < 6; i++) sp[i].so_schema_type = "regex", sp[i].so_schema = "(ab)+";
+    for (int i = 6; i < 8; i++) sp[i].so_schema_type = "json", sp[i].so_schema = "{\"enum\": [\"yes\", \"no\", \"maybe\"]}";
+    sp[8].so_schema_type = "json", sp[8].so_schema = "{\"type\": \"object\", \"properties\": 3}";
+    sp[9].so_schema_type = "regex", sp[9].so_schema = "[a-z]+( [a-z]+)* END", sp[9].top_p = 0.8f, sp[9].top_k = 40;
+    deepinfer_request_output **together[2] = {NULL, NULL};
+    for (int async = 0; async < 2; async++) {
+        deepinfer_engine *e = open_text(async);
+        CHECK(e);
+        CHECK(deepinfer_generate(e, pr, N, sp, N, &together[async]) == DEEPINFER_OK);
+        deepinfer_engine_close(e);
+    }
+    deepinfer_request_output **out = together[0];
+    CHECK(out[8]->status != DEEPINFER_OK && strstr(out[8]->error, "so_args"));
+    int ended = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == 8) continue;
+        CHECK_MSG(out[i]->status == DEEPINFER_OK, "%d: %s", i, out[i]->error);
+        CHECK(eng_same_output(out[i], together[1][i], i)); /* async scheduling changes nothing */
+        for (size_t j = 0; j < out[i]->n_choices; j++) {
+            const deepinfer_completion *c = &out[i]->choices[j];
+            const char *ere = i < 4 ? "^(ab|xy)+ END$" : i < 6 ? "^(ab)+$" : i < 8 ? "^\"(yes|no|maybe)\"$" : "^[a-z]+( [a-z]+)* END$";
+            if (c->finish_reason == DEEPINFER_FINISH_LENGTH) continue; /* a prefix: checked by the matcher anyway */
+            ended++;
+            CHECK_MSG(full_match(ere, c->text), "request %d: \"%s\" does not match %s (%s)", i, c->text, ere,
+                      deepinfer_finish_reason_name(c->finish_reason));
+            /* EOS only once the text is a complete match; otherwise the grammar ended it */
+            CHECK(c->finish_reason == DEEPINFER_FINISH_STOP || c->finish_reason == DEEPINFER_FINISH_EOS);
+        }
+    }
+    CHECK_MSG(ended >= 6, "only %d constrained outputs ended before max_tokens", ended);
+    /* each request alone gives the same bits */
+    deepinfer_engine *e = open_text(0);
+    CHECK(e);
+    for (int i = 0; i < N; i++) {
+        deepinfer_request_output **alone = NULL;
+        CHECK(deepinfer_generate(e, &pr[i], 1, &sp[i], 1, &alone) == DEEPINFER_OK);
+        CHECK(eng_same_output(alone[0], out[i], i));
+        deepinfer_outputs_free(alone, 1);
+    }
+    deepinfer_engine_close(e);
+    fprintf(stderr, "    %d constrained outputs ended as full matches; alone = together = async\n", ended);
+    deepinfer_outputs_free(together[0], N);
+    deepinfer_outputs_free(together[1], N);
+}
