@@ -315,8 +315,8 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated);
 /* 1 while any request is queued, running, or has a step in flight. */
 int deepinfer_has_unfinished(const deepinfer_engine *e);
 
-/* The requests the last deepinfer_step updated (new tokens, finished, failed,
- * aborted). *outs points to an engine-owned array of *n engine-owned outputs,
+/* The requests the last deepinfer_step updated (new tokens, finished, failed;
+ * deepinfer_abort's effect is visible through deepinfer_take_output). *outs points to an engine-owned array of *n engine-owned outputs,
  * valid until the next deepinfer_step / deepinfer_take_output /
  * deepinfer_abort / deepinfer_engine_close. Each choice's tokens and text are
  * cumulative; [n_prev_tokens, n_tokens) and [prev_text_len, text_len) are
