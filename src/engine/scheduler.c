@@ -230,8 +230,6 @@ static void schedule_chunks(pass *p) {
     }
 }
 
-/* Pages the running sequences will still need to finish their known rows
- * (prompt / recompute): admission leaves them free. */
 /* What running sequences are owed: pages for their known rows, and for
  * choice 0s still to fork their siblings, a slot and the prompt's pages per
  * sibling. Admission leaves both alone. */
