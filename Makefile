@@ -58,7 +58,7 @@ all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, th
 lib: $(STATIC_LIB) $(SHARED_LIB)
 cli: $(CLI)
 tests: $(TEST_BIN)
-examples: $(EXAMPLE_BIN)
+examples: $(EXAMPLE_BIN) ## build examples/*.c against the public header and the static library
 
 # The engine finds the embedded demo model next to the executable's tree, else
 # in this source tree (engine_open.c).
@@ -129,6 +129,6 @@ clean: ## remove build outputs
 	rm -rf build build-asan build-fuzz
 
 help: ## list targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)

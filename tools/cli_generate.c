@@ -216,9 +216,11 @@ static double pct(double *v, size_t n, double p) {
     return v[k ? k - 1 : 0];
 }
 
-static void progress(size_t done, size_t total, long long tokens, double t0, int final) {
+/* ETA: the output tokens still allowed (max_tokens x n of unfinished
+ * requests, minus what they produced) at the rate so far — an upper bound. */
+static void progress(size_t done, size_t total, long long tokens, long long budget, double t0, int final) {
     double el = now_s() - t0, tps = el > 0 ? (double)tokens / el : 0;
-    double eta = done ? el / (double)done * (double)(total - done) : 0;
+    double eta = tps > 0 ? (double)(budget - tokens) / tps : 0;
     int w = 30, fill = total ? (int)((double)done / (double)total * w) : w;
     fprintf(stderr, "\r[%.*s%*s] %zu/%zu requests | %.1f tok/s | %s %.0fs   ", fill, "##############################",
             w - fill, "", done, total, tps, final ? "elapsed" : "ETA", final ? el : eta);
@@ -270,8 +272,9 @@ static void print_text(FILE *f, size_t i, size_t n, const deepinfer_request_outp
 static int run(cli_state *c, deepinfer_engine *e, deepinfer_request_output **outs, double *wall) {
     size_t n = c->n, done = 0, failed = 0;
     uint64_t *ids = calloc(n ? n : 1, sizeof *ids);
+    size_t *by_id = calloc(n ? n : 1, sizeof *by_id), n_q = 0; /* queued inputs in id order */
     char *queued = calloc(n ? n : 1, 1);
-    if (!ids || !queued) return -1;
+    if (!ids || !queued || !by_id) return -1;
     int tty = !c->quiet && isatty(2);
     double t0 = now_s(), last = 0;
     for (size_t i = 0; i < n; i++) {
@@ -287,10 +290,13 @@ static int run(cli_state *c, deepinfer_engine *e, deepinfer_request_output **out
             failed++;
             continue;
         }
+        by_id[n_q++] = i;
         queued[i] = 1;
     }
     done = failed;
-    long long tokens = 0;
+    long long tokens = 0, budget = 0;
+    for (size_t i = 0; i < n; i++)
+        if (queued[i]) budget += (long long)c->reqs[i].params.max_tokens * c->reqs[i].params.n;
     while (deepinfer_has_unfinished(e)) {
         if (deepinfer_step(e, NULL)) {
             fprintf(stderr, "deepinfer generate: %s\n", deepinfer_engine_last_error(e));
@@ -300,19 +306,34 @@ static int run(cli_state *c, deepinfer_engine *e, deepinfer_request_output **out
         size_t nu;
         deepinfer_read_outputs(e, &up, &nu);
         for (size_t k = 0; k < nu; k++) {
-            for (size_t j = 0; j < up[k]->n_choices; j++)
-                tokens += (long long)(up[k]->choices[j].n_tokens - up[k]->choices[j].n_prev_tokens);
-            done += up[k]->finished;
+            for (size_t j = 0; j < up[k]->n_choices; j++) {
+                const deepinfer_completion *ch = &up[k]->choices[j];
+                tokens += (long long)(ch->n_tokens - ch->n_prev_tokens);
+            }
+            if (up[k]->finished) { /* stopped early: its unused tokens leave the budget */
+                size_t lo = 0, hi = n_q; /* request ids increase in input order: bisect */
+                while (hi - lo > 1) {
+                    size_t mid = (lo + hi) / 2;
+                    if (ids[by_id[mid]] <= up[k]->request_id) lo = mid;
+                    else hi = mid;
+                }
+                if (n_q && ids[by_id[lo]] == up[k]->request_id) {
+                    const gen_request *g = &c->reqs[by_id[lo]];
+                    budget -= (long long)g->params.max_tokens * g->params.n - up[k]->metrics.output_tokens;
+                }
+                done++;
+            }
         }
-        if (tty && now_s() - last > 0.1) progress(done, n, tokens, t0, 0), last = now_s();
+        if (tty && now_s() - last > 0.1) progress(done, n, tokens, budget, t0, 0), last = now_s();
     }
     *wall = now_s() - t0;
-    if (tty) progress(n, n, tokens, t0, 1);
+    if (tty) progress(n, n, tokens, budget, t0, 1);
     for (size_t i = 0; i < n; i++) {
         if (!queued[i] || deepinfer_take_output(e, ids[i], &outs[i])) continue;
         if (outs[i]->status) fprintf(stderr, "request %zu: %s\n", i, outs[i]->error), failed++;
     }
     free(ids);
+    free(by_id);
     free(queued);
     return (int)failed;
 }
