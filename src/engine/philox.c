@@ -1,5 +1,7 @@
 #include "engine/philox.h"
 
+#include "io/numfmt.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -31,23 +33,12 @@ void di_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
     out[3] = c3;
 }
 
-static inline uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s),
  * s = (m-1)/(m+1), |s| <= 0.1716, odd series to s^13 (truncation < 1e-10). */
 float di_log_det(float x) {
-    uint32_t u = f2u(x);
+    uint32_t u = di_f32_bits(x);
     int e = (int)((u >> 23) & 0xFF) - 127;
-    float m = u2f((u & 0x007FFFFFu) | 0x3F800000u); /* [1, 2) */
+    float m = di_bits_f32((u & 0x007FFFFFu) | 0x3F800000u); /* [1, 2) */
     if (m > 1.41421356f) {
         m = m * 0.5f;
         e += 1;
