@@ -34,6 +34,10 @@ install_missing() {
 
 mode="${1:-build}"
 check_pkgs "${APT_PACKAGES[@]}"
+# The tests use an npm package (ajv) as an independent JSON Schema validator.
+if [ "$mode" = "test" ] || [ "$mode" = "asan" ]; then
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then check_pkgs nodejs npm; fi
+fi
 if [ "$mode" = "fuzz" ]; then check_pkgs "${FUZZ_PACKAGES[@]}"; fi
 install_missing
 
