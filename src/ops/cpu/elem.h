@@ -13,5 +13,10 @@ void di_hc_expand_row_avx512(const float *post, const float *comb, const uint16_
                              int d);
 void di_f32_to_bf16_row_avx512(const float *in, uint16_t *out, int n);
 void di_qat_fp4_row_avx512(uint16_t *v, int n, int blk);
+void di_qat_fp8_row_avx512(uint16_t *v, int n, int blk);
+/* In-place 128-point Walsh-Hadamard of one vector, then * scale (qsim.c had_rows). */
+void di_hadamard128_avx512(uint16_t *row, float scale);
+/* rope.c's rotation of `half` pairs (half % 16 == 0) with cos/sin tables. */
+void di_rope_row_avx512(uint16_t *x, int half, const float *cs, const float *sn, int inverse);
 
 #endif

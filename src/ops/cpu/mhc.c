@@ -6,6 +6,7 @@
 
 #include "io/numfmt.h"
 #include "ops/cpu/elem.h"
+#include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
 #include "util/cpu.h"
 #include "ops/ops.h"
@@ -63,15 +64,29 @@ typedef struct mix_ctx {
 
 static void mix_rows(void *p, int m0, int m1) {
     mix_ctx *c = p;
-    for (int m = m0; m < m1; m++) {
-        const uint16_t *r = c->R + (size_t)m * c->ldr;
-        double ss = 0;
-        for (int i = 0; i < c->hcd; i++) {
-            double v = di_bf16_to_f32(r[i]);
-            ss += v * v;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->hcd % 16 == 0;
+    for (int g0 = m0; g0 < m1; g0 += 16) {
+        int n = m1 - g0 < 16 ? m1 - g0 : 16;
+        double ss[16];
+        if (vec) { /* 16 rows at a time, one per lane (same sums) */
+            const uint16_t *rows[16];
+            for (int l = 0; l < 16; l++) rows[l] = c->R + (size_t)(g0 + (l < n ? l : n - 1)) * c->ldr;
+            di_sumsq16_avx512(rows, c->hcd, ss);
+        } else {
+            for (int l = 0; l < n; l++) {
+                const uint16_t *r = c->R + (size_t)(g0 + l) * c->ldr;
+                ss[l] = 0;
+                for (int i = 0; i < c->hcd; i++) {
+                    double v = di_bf16_to_f32(r[i]);
+                    ss[l] += v * v;
+                }
+            }
         }
-        float rs = 1.0f / sqrtf((float)(ss / c->hcd) + c->eps);
-        for (int j = 0; j < c->nmix; j++) c->out[(size_t)m * c->nmix + j] = c->in[(size_t)m * c->nmix + j] * rs;
+        for (int l = 0; l < n; l++) {
+            int m = g0 + l;
+            float rs = 1.0f / sqrtf((float)(ss[l] / c->hcd) + c->eps);
+            for (int j = 0; j < c->nmix; j++) c->out[(size_t)m * c->nmix + j] = c->in[(size_t)m * c->nmix + j] * rs;
+        }
     }
 }
 

@@ -1,0 +1,74 @@
+/*
+ * simd_avx512.h — inline AVX-512 helpers shared by the *_avx512.c row
+ * kernels of src/ops/cpu (include only from files compiled with the
+ * AVX-512 flags). Every helper performs the same IEEE operations as the
+ * scalar code it stands for, lane by lane.
+ */
+#ifndef DI_OPS_CPU_SIMD_AVX512_H
+#define DI_OPS_CPU_SIMD_AVX512_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* 16 bf16 values -> fp32 (exact). */
+static inline __m512 di512_load_bf16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
+}
+
+/* fp32 -> bf16 round-to-nearest-even as 32-bit words with the bf16 in the
+ * high half and zeros below (numfmt.h di_f32_to_bf16: NaN made quiet). */
+static inline __m512i di512_bf16_hi(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u));
+}
+
+/* di_round_bf16 of 16 lanes. */
+static inline __m512 di512_round_bf16(__m512 v) { return _mm512_castsi512_ps(di512_bf16_hi(v)); }
+
+/* 16 fp32 -> 16 bf16 (RNE). */
+static inline __m256i di512_to_bf16(__m512 v) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(di512_bf16_hi(v), 16));
+}
+
+static inline void di512_store_bf16(uint16_t *p, __m512 v) { _mm256_storeu_si256((void *)p, di512_to_bf16(v)); }
+
+/* In-place transpose of a 16 x 16 fp32 matrix held as 16 rows: afterwards
+ * r[c] lane l = old r[l] lane c. */
+static inline void di512_transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    /* r[4g + j], 128-bit chunk q, holds column j + 4q of rows 4g..4g+3 */
+    for (int j = 0; j < 4; j++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44), u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[j + 4] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+        t[j + 8] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* Load columns [i0, i0+16) of 16 bf16 rows, transposed: out[c] lane l =
+ * rows[l][i0 + c] as fp32. */
+static inline void di512_load_bf16_t16(const uint16_t *const rows[16], int i0, __m512 out[16]) {
+    for (int l = 0; l < 16; l++) out[l] = di512_load_bf16(rows[l] + i0);
+    di512_transpose16(out);
+}
+
+#endif
