@@ -11,6 +11,9 @@
  *    by construction; docs/determinism.md). Reductions run in an order fixed
  *    by the shapes below, stated per op.
  *  - Ops never allocate; scratch comes from the di_exec (reserved once).
+ *  - "exp" in the fp32 formulas below is the CPU backend's own expf
+ *    (src/ops/cpu/mathf.h: correctly rounded but for 4 inputs), not libm's,
+ *    so results do not depend on the C library.
  *  - Shapes are checked by the caller (the model binds weights against the
  *    expected-tensor table); ops assume valid arguments.
  */

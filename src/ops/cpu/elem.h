@@ -6,6 +6,7 @@
 #ifndef DI_OPS_CPU_ELEM_H
 #define DI_OPS_CPU_ELEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 void di_hc_collapse_row_avx512(const float *pre, const uint16_t *r, int d, uint16_t *y);
@@ -18,5 +19,10 @@ void di_qat_fp8_row_avx512(uint16_t *v, int n, int blk);
 void di_hadamard128_avx512(uint16_t *row, float scale);
 /* rope.c's rotation of `half` pairs (half % 16 == 0) with cos/sin tables. */
 void di_rope_row_avx512(uint16_t *x, int half, const float *cs, const float *sn, int inverse);
+
+/* select.c: one SwiGLU row (rw: the row's weight or NULL) and the softmax
+ * pooling of 16 channels per vector (any sizes). */
+void di_swiglu_row_avx512(const uint16_t *g, const uint16_t *u, int I, float limit, const float *rw, uint16_t *o);
+void di_softmax_pool_avx512(const float *kv, const float *score, size_t ld, int S, int D, float *out);
 
 #endif

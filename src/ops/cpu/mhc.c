@@ -6,6 +6,7 @@
 
 #include "io/numfmt.h"
 #include "ops/cpu/elem.h"
+#include "ops/cpu/mathf.h"
 #include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
 #include "util/cpu.h"
@@ -13,22 +14,28 @@
 
 #define HC 4
 
-static float sigmoidf_ref(float z) { return 1.0f / (1.0f + expf(-z)); }
-
 void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
                     float *post, float *comb) {
-    for (int j = 0; j < HC; j++) pre[j] = sigmoidf_ref(mixes[j] * scale3[0] + base[j]) + eps;
-    for (int j = 0; j < HC; j++) post[j] = 2.0f * sigmoidf_ref(mixes[j + HC] * scale3[1] + base[j + HC]);
+    /* the 24 exponentials first (one vector call): -z of the 8 sigmoids, then c - rowmax */
+    float arg[24], ex[24];
+    for (int j = 0; j < HC; j++) arg[j] = -(mixes[j] * scale3[0] + base[j]);
+    for (int j = 0; j < HC; j++) arg[j + HC] = -(mixes[j + HC] * scale3[1] + base[j + HC]);
     float c[HC][HC];
     for (int j = 0; j < HC; j++)
         for (int k = 0; k < HC; k++) c[j][k] = mixes[j * HC + k + 2 * HC] * scale3[2] + base[j * HC + k + 2 * HC];
-    /* row softmax + eps */
     for (int j = 0; j < HC; j++) {
         float mx = c[j][0];
         for (int k = 1; k < HC; k++) mx = fmaxf(mx, c[j][k]);
+        for (int k = 0; k < HC; k++) arg[2 * HC + j * HC + k] = c[j][k] - mx;
+    }
+    di_expf_n(arg, ex, 24);
+    for (int j = 0; j < HC; j++) pre[j] = 1.0f / (1.0f + ex[j]) + eps;
+    for (int j = 0; j < HC; j++) post[j] = 2.0f * (1.0f / (1.0f + ex[j + HC]));
+    /* row softmax + eps */
+    for (int j = 0; j < HC; j++) {
         float s = 0.0f;
         for (int k = 0; k < HC; k++) {
-            c[j][k] = expf(c[j][k] - mx);
+            c[j][k] = ex[2 * HC + j * HC + k];
             s += c[j][k];
         }
         for (int k = 0; k < HC; k++) c[j][k] = c[j][k] / s + eps;

@@ -5,16 +5,23 @@
 #include <stdlib.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/elem.h"
+#include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
+#include "util/cpu.h"
 
 void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int D, float *out) {
+    if (di_cpu_isa() == DI_ISA_AVX512) {
+        di_softmax_pool_avx512(kv, score, ld, S, D, out);
+        return;
+    }
     for (int d = 0; d < D; d++) {
         float mx = -INFINITY;
         for (int s = 0; s < S; s++) mx = fmaxf(mx, score[(size_t)s * ld + d]);
         float e[256], sum = 0.0f;
         for (int s = 0; s < S; s++) {
-            e[s] = expf(score[(size_t)s * ld + d] - mx);
+            e[s] = di_expf(score[(size_t)s * ld + d] - mx);
             sum += e[s];
         }
         float acc = 0.0f;
@@ -130,16 +137,21 @@ typedef struct swiglu_ctx {
 
 static void swiglu_rows(void *p, int m0, int m1) {
     swiglu_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512;
     for (int m = m0; m < m1; m++) {
         const uint16_t *g = c->gate + (size_t)m * c->ld, *u = c->up + (size_t)m * c->ld;
         uint16_t *o = c->out + (size_t)m * c->ldo;
+        if (vec) {
+            di_swiglu_row_avx512(g, u, c->I, c->limit, c->rw ? c->rw + m : NULL, o);
+            continue;
+        }
         for (int i = 0; i < c->I; i++) {
             float gv = di_bf16_to_f32(g[i]), uv = di_bf16_to_f32(u[i]);
             if (c->limit > 0.0f) {
                 uv = fminf(fmaxf(uv, -c->limit), c->limit);
                 gv = fminf(gv, c->limit);
             }
-            float h = gv / (1.0f + expf(-gv)) * uv;
+            float h = gv / (1.0f + di_expf(-gv)) * uv;
             if (c->rw) h = c->rw[m] * h;
             o[i] = di_f32_to_bf16(h);
         }

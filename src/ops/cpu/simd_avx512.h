@@ -10,6 +10,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "ops/cpu/mathf.h"
+
 /* 16 bf16 values -> fp32 (exact). */
 static inline __m512 di512_load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
@@ -69,6 +71,35 @@ static inline void di512_transpose16(__m512 r[16]) {
 static inline void di512_load_bf16_t16(const uint16_t *const rows[16], int i0, __m512 out[16]) {
     for (int l = 0; l < 16; l++) out[l] = di512_load_bf16(rows[l] + i0);
     di512_transpose16(out);
+}
+
+/* di_expf (mathf.h) of 8 doubles holding fp32 values clamped to [-150, 100]. */
+static inline __m512d di512_exp_pd(__m512d x) {
+    const __m512d shift = _mm512_set1_pd(DI_EXPF_SHIFT);
+    __m512d z = _mm512_mul_pd(x, _mm512_set1_pd(DI_EXPF_INVLN2N));
+    __m512d s = _mm512_add_pd(z, shift);
+    __m512d r = _mm512_sub_pd(z, _mm512_sub_pd(s, shift));
+    __m512i k = _mm512_sub_epi64(_mm512_castpd_si512(s), _mm512_castpd_si512(shift));
+    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(DI_EXPF_C5), r, _mm512_set1_pd(DI_EXPF_C4));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(DI_EXPF_C3));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(DI_EXPF_C2));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(DI_EXPF_C1));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+    __m512i j = _mm512_and_si512(k, _mm512_set1_epi64(31));
+    __m512d t0 = _mm512_permutex2var_pd(_mm512_loadu_pd(di_expf_tab), j, _mm512_loadu_pd(di_expf_tab + 8));
+    __m512d t1 = _mm512_permutex2var_pd(_mm512_loadu_pd(di_expf_tab + 16), j, _mm512_loadu_pd(di_expf_tab + 24));
+    __m512d t = _mm512_mask_blend_pd(_mm512_test_epi64_mask(j, _mm512_set1_epi64(16)), t0, t1);
+    __m512i e = _mm512_slli_epi64(_mm512_srai_epi64(k, 5), 52);
+    return _mm512_mul_pd(_mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), e)), p);
+}
+
+/* di_expf of 16 fp32 lanes. */
+static inline __m512 di512_expf(__m512 x) {
+    __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(100.0f));
+    __m256 lo = _mm512_cvtpd_ps(di512_exp_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(c))));
+    __m256 hi = _mm512_cvtpd_ps(di512_exp_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(c, 1))));
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
 #endif
