@@ -199,6 +199,11 @@ void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads
 void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
                     float *post, float *comb);
 
+/* di_hc_sinkhorn for M tokens: mixes [M][24] -> pre, post [M][4], comb
+ * [M][16]; each token's results are those of di_hc_sinkhorn on its row. */
+void di_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
+                         float eps, float *pre, float *post, float *comb);
+
 /* For M rows: mixes_out[m][j] = mixes_in[m][j] * rsqrt_m with
  * rsqrt_m = 1/sqrtf(fp32(sum_i r_i^2 / (hc*d)) + eps) over the flattened
  * bf16 residual R[m] (hc*d values, stride ldr; sum in double). nmix values

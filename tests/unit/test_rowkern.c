@@ -113,6 +113,29 @@ TEST(row_kernels_isa_and_batch_identical) {
     di_exec_free(&g_x);
 }
 
+TEST(sinkhorn_rows_equal_per_token_sinkhorn) {
+    /* the batched entry point (16 tokens per vector) against the per-token op on the scalar path */
+    di_error e = {0};
+    di_exec_init(&g_x, 0, &e);
+    float mixes[M * 24], s3[3] = {0.8f, 1.2f, 0.95f}, base[24], out[3][M * 24], one[24];
+    for (int i = 0; i < M * 24; i++) mixes[i] = frand() * 4;
+    for (int i = 0; i < 24; i++) base[i] = frand();
+    di_isa hw = di_cpu_isa_hw();
+    for (int isa = DI_ISA_SCALAR; isa <= (int)hw; isa++) {
+        di_cpu_set_isa((di_isa)isa);
+        di_hc_sinkhorn_rows(&g_x, M, mixes, s3, base, 20, 1e-6f, out[isa], out[isa] + M * 4, out[isa] + M * 8);
+        for (int m = 0; m < M; m++) {
+            di_cpu_set_isa(DI_ISA_SCALAR);
+            di_hc_sinkhorn(mixes + m * 24, s3, base, 20, 1e-6f, one, one + 4, one + 8);
+            di_cpu_set_isa((di_isa)isa);
+            CHECK(!memcmp(one, out[isa] + m * 4, 16) && !memcmp(one + 4, out[isa] + M * 4 + m * 4, 16));
+            CHECK(!memcmp(one + 8, out[isa] + M * 8 + m * 16, 64));
+        }
+    }
+    di_cpu_set_isa(hw);
+    di_exec_free(&g_x);
+}
+
 TEST(swiglu_weighted_and_pool_sinkhorn_isa_identical) {
     /* row weights, the softmax pooling (channels per vector) and Sinkhorn */
     di_error e = {0};

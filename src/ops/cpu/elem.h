@@ -24,5 +24,9 @@ void di_rope_row_avx512(uint16_t *x, int half, const float *cs, const float *sn,
  * pooling of 16 channels per vector (any sizes). */
 void di_swiglu_row_avx512(const uint16_t *g, const uint16_t *u, int I, float limit, const float *rw, uint16_t *o);
 void di_softmax_pool_avx512(const float *kv, const float *score, size_t ld, int S, int D, float *out);
+/* di_hc_sinkhorn of the first n (1..16) tokens of mixes [n][24] (one per
+ * lane); pre/post [n][4], comb [n][16]. */
+void di_hc_sinkhorn16_avx512(const float *mixes, int n, const float *scale3, const float *base, int iters, float eps,
+                             float *pre, float *post, float *comb);
 
 #endif

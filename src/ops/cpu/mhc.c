@@ -59,6 +59,37 @@ void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, 
         for (int k = 0; k < HC; k++) comb[j * HC + k] = c[j][k];
 }
 
+typedef struct sk_ctx {
+    const float *mixes, *scale3, *base;
+    int iters;
+    float eps;
+    float *pre, *post, *comb;
+} sk_ctx;
+
+/* Tokens in groups of 16 (one per lane); a group of fewer than 3 runs the
+ * scalar code (a vector division costs about two scalar ones here). */
+static void sk_rows(void *p, int m0, int m1) {
+    sk_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512;
+    for (int g0 = m0; g0 < m1; g0 += 16) {
+        int n = m1 - g0 < 16 ? m1 - g0 : 16;
+        if (vec && n >= 3) {
+            di_hc_sinkhorn16_avx512(c->mixes + (size_t)g0 * 24, n, c->scale3, c->base, c->iters, c->eps,
+                                    c->pre + (size_t)g0 * 4, c->post + (size_t)g0 * 4, c->comb + (size_t)g0 * 16);
+            continue;
+        }
+        for (int m = g0; m < g0 + n; m++)
+            di_hc_sinkhorn(c->mixes + (size_t)m * 24, c->scale3, c->base, c->iters, c->eps, c->pre + (size_t)m * 4,
+                           c->post + (size_t)m * 4, c->comb + (size_t)m * 16);
+    }
+}
+
+void di_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
+                         float eps, float *pre, float *post, float *comb) {
+    sk_ctx c = {mixes, scale3, base, iters, eps, pre, post, comb};
+    di_par_rows(x, M, 400.0 * iters, sk_rows, &c);
+}
+
 typedef struct mix_ctx {
     const uint16_t *R;
     size_t ldr;
