@@ -6,12 +6,13 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/attn_kern.h"
 #include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
 
 #define BLOCK 64
-#define HGROUP 8
+#define HGROUP DI_ATTN_HGROUP
 #define MAX_HD 1024
 
 typedef struct attn_ctx {
@@ -32,10 +33,15 @@ typedef float (*dot_fn)(const uint16_t *, const uint16_t *, int);
 typedef void (*axpy_fn)(float *, float, const uint16_t *, int);
 
 static void attend(const attn_ctx *c, int m, int h0, int h1) {
-    /* the ISA kernels of vec.h, chosen once per call (identical arithmetic) */
-    dot_fn dot = di_vec_use_avx512() ? di_vdot_bf16_avx512 : di_vdot_bf16;
-    axpy_fn axpy = di_vec_use_avx512() ? di_vaxpy_bf16_avx512 : di_vaxpy_bf16;
     float o[HGROUP][MAX_HD];
+    if (di_vec_use_avx512() && c->hd % 16 == 0) {
+        di_attend_avx512(c->q + (size_t)m * c->ldq + (size_t)h0 * c->hd, h1 - h0, c->hd, c->kv + (size_t)m * c->kv_stride,
+                         c->n_idx[m], c->sink + h0, c->scale, c->out + (size_t)m * c->ldo + (size_t)h0 * c->hd, &o[0][0]);
+        return;
+    }
+    /* the ISA kernels of vec.h, chosen once per call (identical arithmetic) */
+    dot_fn dot = di_vdot_bf16;
+    axpy_fn axpy = di_vaxpy_bf16;
     float mx[HGROUP], den[HGROUP], logit[HGROUP][BLOCK + 1];
     int nh = h1 - h0, hd = c->hd;
     const uint16_t *const *kv = c->kv + (size_t)m * c->kv_stride;

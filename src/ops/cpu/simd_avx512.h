@@ -102,4 +102,22 @@ static inline __m512 di512_expf(__m512 x) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
+/* The lane trees of 16 dot-product accumulators at once: lane j of the
+ * result is acc[j] reduced as l += l+8, l += l+4, l += l+2, l += l+1 (vec.h),
+ * the same additions of the same pairs as the one-vector tree. */
+static inline __m512 di512_tree16(const __m512 acc[16]) {
+    __m512 s[8], u[4], w[2];
+    for (int i = 0; i < 8; i++) /* l += l+8: entries 2i | 2i+1 */
+        s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* l += l+4: chunks = entries 4i .. 4i+3 */
+        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) /* l += l+2: chunk q lanes 0,1 = entry 8i+q, lanes 2,3 = 8i+4+q */
+        w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0x44), _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0xEE));
+    /* l += l+1: lane 4q + r = entry q + 4r */
+    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xDD));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+}
+
 #endif
