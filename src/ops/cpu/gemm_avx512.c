@@ -241,21 +241,42 @@ AI void tile_f32(const di_gemm_job *j, int m0, const int MR, int P0, const int N
     const di_wmat *W = j->W;
     const size_t K = (size_t)W->k;
     const float *wp[4];
-    const uint16_t *ap[4];
-    __m512 acc[4][4];
+    const uint16_t *ap[8];
+    __m512 acc[8][4];
 #pragma GCC unroll 4
     for (int jn = 0; jn < NR; jn++) wp[jn] = (const float *)W->data + (size_t)(P0 + jn) * K * 16;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
         ap[i] = j->A + (size_t)(m0 + i) * j->lda;
 #pragma GCC unroll 4
         for (int jn = 0; jn < NR; jn++) acc[i][jn] = _mm512_setzero_ps();
     }
-    for (size_t k = 0; k < K; k++) {
+    size_t k = 0;
+    /* 16 k at a time: the rows' activations converted to fp32 once, then
+     * broadcast from memory into the multiply-adds (k in order, as ever) */
+    float abuf[8][16] __attribute__((aligned(64)));
+    for (; k + 16 <= K; k += 16) {
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++)
+            _mm512_store_ps(abuf[i], _mm512_castsi512_ps(_mm512_slli_epi32(
+                                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(ap[i] + k))), 16)));
+        for (int kk = 0; kk < 16; kk++) {
+            __m512 z[4];
+#pragma GCC unroll 4
+            for (int jn = 0; jn < NR; jn++) z[jn] = _mm512_loadu_ps(wp[jn] + (k + kk) * 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; i++) {
+                __m512 a = _mm512_set1_ps(abuf[i][kk]);
+#pragma GCC unroll 4
+                for (int jn = 0; jn < NR; jn++) acc[i][jn] = _mm512_fmadd_ps(a, z[jn], acc[i][jn]);
+            }
+        }
+    }
+    for (; k < K; k++) {
         __m512 z[4];
 #pragma GCC unroll 4
         for (int jn = 0; jn < NR; jn++) z[jn] = _mm512_loadu_ps(wp[jn] + k * 16);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 a = _mm512_set1_ps(di_bf16_to_f32(ap[i][k]));
 #pragma GCC unroll 4
@@ -350,6 +371,15 @@ static void run_bf16(const di_gemm_job *j, int m0, int mr, int P0, int nr) {
 }
 
 static void run_f32(const di_gemm_job *j, int m0, int mr, int P0, int nr) {
+    if (mr == 8) { /* skinny outputs (nr <= 2): 8 rows share each weight load */
+        if (nr == 1) tile_f32(j, m0, 8, P0, 1);
+        else tile_f32(j, m0, 8, P0, 2);
+        return;
+    }
+    if (mr > 4) { /* the tail of 8-row tiles */
+        run_f32(j, m0, 4, P0, nr);
+        m0 += 4, mr -= 4;
+    }
 #define CF(a, b) tile_f32(j, m0, a, P0, b)
     CASES(CF)
 #undef CF
@@ -364,8 +394,9 @@ void di_gemm_panels_avx512(const di_gemm_job *j, int p0, int p1) {
     const int NR = 4, MR = 4;
     for (int P = p0; P < p1; P += NR) {
         int nr = p1 - P < NR ? p1 - P : NR;
-        for (int m0 = 0; m0 < j->M; m0 += MR) {
-            int mr = j->M - m0 < MR ? j->M - m0 : MR;
+        int MRx = fmt == DI_WFMT_F32 && nr <= 2 && j->M >= 8 ? 8 : MR;
+        for (int m0 = 0; m0 < j->M; m0 += MRx) {
+            int mr = j->M - m0 < MRx ? j->M - m0 : MRx;
             switch (fmt) {
             case DI_WFMT_FP8: run_fp8(j, m0, mr, P, nr, &t8); break;
             case DI_WFMT_FP4: run_fp4(j, m0, mr, P, nr, &t4); break;
