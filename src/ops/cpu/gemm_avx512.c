@@ -19,8 +19,8 @@
 
 #include "io/numfmt.h"
 #include "ops/cpu/gemm_kern.h"
-#include "ops/cpu/elem.h"
 #include "ops/cpu/gemm_layout.h"
+#include "ops/cpu/simd_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -90,16 +90,12 @@ AI __m512i bcast_pair(const uint16_t *a) {
 AI __m512 dp(__m512 acc, __m512i a, __m512i w) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)w); }
 
 AI void store_tile(const di_gemm_job *j, int m0, int mr, int P0, int nr, __m512 (*tot)[4]) {
-    float v[16];
     for (int i = 0; i < mr; i++)
         for (int jn = 0; jn < nr; jn++) {
             int n0 = (P0 + jn) * DI_PANEL, cnt = j->W->n - n0 < DI_PANEL ? j->W->n - n0 : DI_PANEL;
-            if (j->C16) {
-                _mm512_storeu_ps(v, tot[i][jn]);
-                di_f32_to_bf16_row_avx512(v, j->C16 + (size_t)(m0 + i) * j->ldc + n0, cnt);
-            } else {
-                _mm512_mask_storeu_ps(j->C32 + (size_t)(m0 + i) * j->ldc + n0, (__mmask16)((1u << cnt) - 1), tot[i][jn]);
-            }
+            __mmask16 m = (__mmask16)((1u << cnt) - 1);
+            if (j->C16) _mm256_mask_storeu_epi16(j->C16 + (size_t)(m0 + i) * j->ldc + n0, m, di512_to_bf16(tot[i][jn]));
+            else _mm512_mask_storeu_ps(j->C32 + (size_t)(m0 + i) * j->ldc + n0, m, tot[i][jn]);
         }
 }
 
