@@ -50,7 +50,7 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
             float *sk = st->kv + (size_t)slot * width, *ss = st->score + (size_t)slot * width;
             const float *ape = cw->ape + (size_t)o * width;
             memcpy(sk, pk, (size_t)width * 4);
-            for (int e = 0; e < width; e++) ss[e] = ps[e] + ape[e];
+            di_add_f32(ss, ps, ape, (size_t)width);
             if ((t + 1) % r) continue;
             pool_group(st, r, ov, hd, ws->emit32 + (size_t)ne * hd);
             ws->emit_pos[ne] = t + 1 - r; /* RoPE at the group's first position */
@@ -64,7 +64,7 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
         }
     }
     if (!ne) return;
-    for (size_t i = 0; i < (size_t)ne * hd; i++) ws->emit16[i] = di_f32_to_bf16(ws->emit32[i]);
+    di_f32_to_bf16_n(ws->emit32, ws->emit16, (size_t)ne * hd);
     di_rmsnorm(f->x, ne, ws->emit16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, ws->emit16, (size_t)hd);
     di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->emit_pos, di_fwd_inv_freq(f, L), 0);
     if (kind == DI_CMP_MAIN) {

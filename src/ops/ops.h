@@ -259,4 +259,17 @@ void di_route(const float *logits, int E, const float *bias, const int *fixed, i
 void di_swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
                const float *rw, uint16_t *out, size_t ldo);
 
+/* ---------------------------------------------------------------------------
+ * Element-wise helpers for the model's per-row loops (one IEEE operation per
+ * element, so every ISA path gives the same bits). */
+
+/* y[i] += fp32(v[i]) for n bf16 values. */
+void di_add_bf16_f32(float *y, const uint16_t *v, size_t n);
+
+/* out[i] = a[i] + b[i] (fp32; out may alias a or b). */
+void di_add_f32(float *out, const float *a, const float *b, size_t n);
+
+/* y[i] = bf16_RNE(x[i]). */
+void di_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
+
 #endif

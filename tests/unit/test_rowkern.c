@@ -165,3 +165,22 @@ TEST(swiglu_weighted_and_pool_sinkhorn_isa_identical) {
     free(g), free(u);
     di_exec_free(&g_x);
 }
+
+TEST(elementwise_helpers_isa_identical) {
+    enum { N = 1000 + 13 };
+    static float y[3][N], a[N], b[N], s[3][N];
+    static uint16_t v[N], o[3][N];
+    for (int i = 0; i < N; i++) a[i] = frand() * 100, b[i] = frand(), v[i] = di_f32_to_bf16(frand() * 7);
+    a[5] = NAN, b[7] = INFINITY;
+    di_isa hw = di_cpu_isa_hw();
+    for (int isa = DI_ISA_SCALAR; isa <= (int)hw; isa++) {
+        di_cpu_set_isa((di_isa)isa);
+        memcpy(y[isa], a, sizeof a);
+        di_add_bf16_f32(y[isa], v, N - (size_t)isa); /* tails of different lengths */
+        di_add_f32(s[isa], a, b, N);
+        di_f32_to_bf16_n(a, o[isa], N);
+        CHECK(!memcmp(y[isa], y[0], sizeof(float) * (N - 2)) && !memcmp(s[isa], s[0], sizeof s[0]));
+        CHECK(!memcmp(o[isa], o[0], sizeof o[0]));
+    }
+    di_cpu_set_isa(hw);
+}

@@ -28,5 +28,8 @@ void di_softmax_pool_avx512(const float *kv, const float *score, size_t ld, int 
  * lane); pre/post [n][4], comb [n][16]. */
 void di_hc_sinkhorn16_avx512(const float *mixes, int n, const float *scale3, const float *base, int iters, float eps,
                              float *pre, float *post, float *comb);
+/* vecops.c helpers (any n). */
+void di_add_bf16_f32_avx512(float *y, const uint16_t *v, size_t n);
+void di_add_f32_avx512(float *out, const float *a, const float *b, size_t n);
 
 #endif

@@ -95,3 +95,22 @@ void di_qat_fp4_row_avx512(uint16_t *v, int n, int blk) {
         }
     }
 }
+
+void di_add_bf16_f32_avx512(float *y, const uint16_t *v, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), load_bf16(v + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, v + i)), 16));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), b));
+    }
+}
+
+void di_add_f32_avx512(float *out, const float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i)));
+    }
+}
