@@ -18,7 +18,7 @@ PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2
 ICU_CFLAGS   := $(shell pkg-config --cflags icu-uc 2>/dev/null)
 ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
 
-CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE $(PCRE2_CFLAGS) $(ICU_CFLAGS)
+CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS) $(ICU_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
 LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
@@ -82,7 +82,13 @@ $(CLI): $(CLI_OBJ) $(LIB_OBJ)
 $(TEST_BIN): $(TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-test: $(TEST_BIN) $(CLI) ## build and run every test; exits non-zero on any failure
+# Test data generated at build time instead of committed (keeps the repo lean):
+# a tiny random V4 checkpoint of a non-golden shape (tools/gen_tiny_checkpoint.py).
+GEN_DATA := $(BUILD)/data/tiny-v4-b/config.json
+$(GEN_DATA): tools/gen_tiny_checkpoint.py
+	python3 tools/gen_tiny_checkpoint.py $(dir $@) >/dev/null
+
+test: $(TEST_BIN) $(CLI) $(GEN_DATA) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests

@@ -62,6 +62,17 @@ const char *di_test_data(const char *rel) {
     return b;
 }
 
+const char *di_test_gen_data(const char *rel) {
+    static char bufs[8][4096];
+    static int next;
+    char *b = bufs[next++ & 7];
+#ifndef DI_BUILD_DIR
+#define DI_BUILD_DIR "build"
+#endif
+    snprintf(b, sizeof bufs[0], "%s/data/%s", DI_BUILD_DIR, rel);
+    return b;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -26,6 +26,11 @@ void di_test_fail(const char *file, int line, const char *fmt, ...) __attribute_
  * Returns a pointer to a static buffer (one of 8 rotating buffers). */
 const char *di_test_data(const char *rel);
 
+/* Path of generated test data: <build dir>/data/rel (made by `make test`,
+ * e.g. the tiny random checkpoint of tools/gen_tiny_checkpoint.py).
+ * Static rotating buffers as di_test_data. */
+const char *di_test_gen_data(const char *rel);
+
 /* 1 if the current test has failed a check. */
 int di_test_failed(void);
 

@@ -1,18 +1,20 @@
-/* `deepinfer bench`: prefill and decode throughput of a V4 checkpoint on the
- * CPU, measured in the same run as the machine's memory bandwidth, with the
- * bytes-per-decode-token floor (weights touched per token / bandwidth). */
+/* `deepinfer bench`: prefill and decode throughput of a V4 or V4.1
+ * checkpoint on the CPU, measured in the same run as the machine's memory
+ * bandwidth, with the bytes-per-decode-token floor (weights touched per
+ * token / bandwidth). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "io/model_dir.h"
-#include "model/dsv4.h"
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B] [--reps R]\n"
+    "                       [--engram-hash FILE]\n"
     "\n"
     "Measures, in one run: memory bandwidth (STREAM-style read and triad over\n"
     "3 x 128 MiB, all threads), prefill tokens/s (one N-token prompt per step),\n"
@@ -75,16 +77,23 @@ out:
     free(c.a), free(c.b), free(c.c);
 }
 
+/* A pseudo-random token that is text (V4.1 runs text-only). */
+static int32_t text_token(const di_model_config *c, int t) {
+    return t == c->image_token_id ? (int32_t)((t + 1) % c->vocab_size) : (int32_t)t;
+}
+
 static int cmd_bench(int argc, char **argv) {
     if (di_cli_wants_help(argc, argv)) {
         fputs(USAGE, stdout);
         return 0;
     }
-    const char *model = NULL, *v;
+    const char *model = NULL, *engram_hash = NULL, *v;
     int prompt = 512, decode = 64, batch = 1, reps = 3;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram_hash)) {
+            if (!engram_hash) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
             if (!v || (prompt = atoi(v)) < 1) return fprintf(stderr, "error: --prompt needs N >= 1\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
@@ -100,13 +109,14 @@ static int cmd_bench(int argc, char **argv) {
     }
     di_error err = {0};
     di_model_location loc;
-    di_v4_model *m = NULL;
-    di_v4_options opt = {.max_rows = prompt > batch ? prompt : batch, .max_context = prompt + decode + 16};
-    if (di_model_locate(model, &loc, &err) || di_v4_load(loc.dir, &opt, &m, &err)) {
+    cli_model m;
+    di_v4_options opt = {.max_rows = prompt > batch ? prompt : batch, .max_context = prompt + decode + 16,
+                         .engram_hash = engram_hash};
+    if (di_model_locate(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }
-    const di_model_config *c = di_v4_config(m);
+    const di_model_config *c = m.sm.cfg;
     int V = (int)c->vocab_size, nthreads = di_threadpool_size(di_threadpool_global());
     double rbw, tbw;
     measure_bw(&rbw, &tbw);
@@ -120,7 +130,7 @@ static int cmd_bench(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)batch);
     int rc = 1;
     for (int s = 0; s < nseq; s++)
-        if (di_v4_seq_new(m, &seqs[s], &err)) goto out;
+        if (m.sm.seq_new(m.sm.model, &seqs[s], &err)) goto out;
     double best_pf = 1e30, best_dec = 1e30;
     for (int r = 0; r < reps; r++) {
         /* prefill every sequence (one step each), timing the prompt steps */
@@ -128,12 +138,12 @@ static int cmd_bench(int argc, char **argv) {
         for (int s = 0; s < nseq; s++) {
             di_seq_reset(seqs[s], c);
             for (int i = 0; i < prompt; i++)
-                tok[i] = (int32_t)((i * 7919 + s * 104729 + 13) % V), pos[i] = i, rowseq[i] = seqs[s];
+                tok[i] = text_token(c, (i * 7919 + s * 104729 + 13) % V), pos[i] = i, rowseq[i] = seqs[s];
             int last = prompt - 1;
             di_v4_batch b = {.n = prompt, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = 1, .logit_rows = &last,
                              .logits = logits};
             double t0 = now_s();
-            if (di_v4_forward(m, &b, &err)) goto out;
+            if (m.sm.forward(m.sm.model, &b, &err)) goto out;
             tpf += now_s() - t0;
         }
         if (tpf / nseq < best_pf) best_pf = tpf / nseq;
@@ -141,20 +151,20 @@ static int cmd_bench(int argc, char **argv) {
         double t0 = now_s();
         for (int step = 0; step < decode; step++) {
             for (int s = 0; s < nseq; s++) {
-                tok[s] = (int32_t)((step * 31 + s) % V);
+                tok[s] = text_token(c, (step * 31 + s) % V);
                 pos[s] = prompt + step;
                 rowseq[s] = seqs[s];
                 rows[s] = s;
             }
             di_v4_batch b = {.n = nseq, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = nseq, .logit_rows = rows,
                              .logits = logits};
-            if (di_v4_forward(m, &b, &err)) goto out;
+            if (m.sm.forward(m.sm.model, &b, &err)) goto out;
         }
         double td = now_s() - t0;
         if (td < best_dec) best_dec = td;
     }
     double pf_tps = prompt / best_pf, dec_tps = (double)decode * nseq / best_dec;
-    double bytes = (double)di_v4_decode_weight_bytes(m), floor_tps = rbw * 1e9 / bytes * nseq;
+    double bytes = (double)m.decode_bytes, floor_tps = rbw * 1e9 / bytes * nseq;
     printf("model        %s (%s, %lld layers, hidden %lld)\n", loc.dir, di_arch_name(c->arch), (long long)c->n_layers,
            (long long)c->hidden_size);
     printf("threads      %d\n", nthreads);
@@ -170,8 +180,8 @@ out:
     if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
     for (int s = 0; s < nseq; s++) di_seq_destroy(seqs[s]);
     free(seqs), free(tok), free(pos), free(rowseq), free(rows), free(logits);
-    di_v4_free(m);
+    cli_model_free(&m);
     return rc;
 }
 
-DI_CLI_COMMAND(bench, "prefill / decode throughput of a V4 checkpoint vs the measured memory bandwidth", cmd_bench)
+DI_CLI_COMMAND(bench, "prefill / decode throughput of a V4 / V4.1 checkpoint vs the measured memory bandwidth", cmd_bench)

@@ -6,14 +6,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "io/model_dir.h"
-#include "model/score.h"
 #include "ops/backend.h"
 
 static const char USAGE[] =
     "usage: deepinfer score --model DIR --prompt-ids 1,2,3 [--all-positions]\n"
     "                       [--steps N | --force-ids 7,8,9] --logits-out F.bin [--ids-out F.txt]\n"
     "                       [--chunk K] [--batch-with M] [--backend cpu|cuda]\n"
+    "                       [--released-index-k] [--engram-hash FILE]\n"
     "\n"
     "Prefill the prompt, then single-token decode steps, and write the logits.\n"
     "\n"
@@ -26,9 +27,14 @@ static const char USAGE[] =
     "  --ids-out F        the argmax of every row, one per line\n"
     "  --chunk K          prefill in chunks of K tokens (default: the whole prompt at once)\n"
     "  --batch-with M     run alongside M unrelated requests in the same steps\n"
-    "  --backend B        cpu (default) or cuda; only the CPU runs DeepSeek-V4 in this build\n"
+    "  --backend B        cpu (default) or cuda; only the CPU runs DeepSeek-V4/V4.1 in this build\n"
+    "  --released-index-k V4.1: reproduce the released reference's stale-index-key decode\n"
+    "                     (single-token decode steps then differ from prefill, as DeepSeek's code does)\n"
+    "  --engram-hash FILE V4.1: Engram hash constants (engram_hash.json, or a golden manifest);\n"
+    "                     default: the model directory's engram_hash.json, else the released ones\n"
     "\n"
-    "Logits are bit-identical whatever --chunk and --batch-with are.\n";
+    "Logits are bit-identical whatever --chunk and --batch-with are (and, without\n"
+    "--released-index-k, whether a position is prefilled or decoded).\n";
 
 /* Parse "1,2,3" into a new array; returns the count or -1. */
 static int parse_ids(const char *s, int32_t **out) {
@@ -75,13 +81,14 @@ static int cmd_score(int argc, char **argv) {
         return 0;
     }
     const char *model = NULL, *prompt_s = NULL, *force_s = NULL, *logits_out = NULL, *ids_out = NULL, *backend = "cpu";
-    const char *v;
-    int all_positions = 0, steps = 0, chunk = 0, batch_with = 0, have_steps = 0;
+    const char *engram_hash = NULL, *v;
+    int all_positions = 0, steps = 0, chunk = 0, batch_with = 0, have_steps = 0, released = 0;
     struct {
         const char *flag;
         const char **dst;
     } sflags[] = {{"--model", &model},       {"--prompt-ids", &prompt_s}, {"--force-ids", &force_s},
-                  {"--logits-out", &logits_out}, {"--ids-out", &ids_out},   {"--backend", &backend}};
+                  {"--logits-out", &logits_out}, {"--ids-out", &ids_out},   {"--backend", &backend},
+                  {"--engram-hash", &engram_hash}};
     for (int i = 1; i < argc; i++) {
         int matched = 0;
         for (size_t f = 0; f < sizeof sflags / sizeof sflags[0] && !matched; f++)
@@ -92,6 +99,8 @@ static int cmd_score(int argc, char **argv) {
         if (matched) continue;
         if (!strcmp(argv[i], "--all-positions")) {
             all_positions = 1;
+        } else if (!strcmp(argv[i], "--released-index-k")) {
+            released = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--steps", &v)) {
             if (!v || parse_int(v, 0, 1 << 24, &steps)) return fprintf(stderr, "error: --steps needs a count >= 0\n"), 2;
             have_steps = 1;
@@ -119,7 +128,7 @@ static int cmd_score(int argc, char **argv) {
         return 1;
     }
     if (bk != DI_BACKEND_CPU) {
-        fprintf(stderr, "deepinfer score: the %s backend does not run DeepSeek-V4 in this build; use --backend cpu\n",
+        fprintf(stderr, "deepinfer score: the %s backend does not run DeepSeek-V4/V4.1 in this build; use --backend cpu\n",
                 di_backend_name(bk));
         return 1;
     }
@@ -135,20 +144,24 @@ static int cmd_score(int argc, char **argv) {
         return 2;
     }
     int rc = 1;
-    di_v4_model *m = NULL;
+    cli_model m;
+    memset(&m, 0, sizeof m);
     di_score_result res = {0};
     di_model_location loc;
-    if (di_model_locate(model, &loc, &err) || di_v4_load(loc.dir, NULL, &m, &err)) {
+    di_v4_options opt = {.released_index_k = released, .engram_hash = engram_hash};
+    if (di_model_locate(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;
     }
+    if (released && m.arch != DI_ARCH_V41)
+        fprintf(stderr, "deepinfer score: note: --released-index-k only changes DeepSeek-V4.1 models\n");
     di_score_req req = {.prompt = prompt, .n_prompt = np, .all_positions = all_positions, .steps = steps,
                         .force_ids = force, .n_force = nf, .chunk = chunk, .batch_with = batch_with};
-    if (di_v4_score(m, &req, &res, &err)) {
+    if (di_score_run(&m.sm, &req, &res, &err)) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;
     }
-    int V = (int)di_v4_config(m)->vocab_size;
+    int V = (int)m.sm.cfg->vocab_size;
     FILE *f = fopen(logits_out, "wb");
     if (!f || fwrite(res.logits, sizeof(float) * (size_t)V, (size_t)res.n_rows, f) != (size_t)res.n_rows || fclose(f)) {
         fprintf(stderr, "deepinfer score: cannot write %s: %s\n", logits_out, strerror(errno));
@@ -166,7 +179,7 @@ static int cmd_score(int argc, char **argv) {
     rc = 0;
 out:
     di_score_result_free(&res);
-    di_v4_free(m);
+    cli_model_free(&m);
     free(prompt);
     free(force);
     return rc;

@@ -23,12 +23,13 @@ static int build_index(const di_fwd *f, const di_seg *sg, int m, const di_layer_
     }
     while (n < win) list[n++] = NULL; /* the reference pads the window part with -1 */
     if (L->ratio > 0) {
-        if (L->has_index_query) {
+        const di_rowstore *ckv = &sg->seq->layers[L->kv_layer].ckv;
+        if (L->topk_layer >= 0) {
             int K = (int)c->index_topk;
-            for (int i = 0; i < ws->ntopk[m]; i++) list[n++] = di_rowstore_row(&ls->ckv, ws->topk[(size_t)m * K + i]);
+            for (int i = 0; i < ws->ntopk[m]; i++) list[n++] = di_rowstore_row(ckv, ws->topk[(size_t)m * K + i]);
         } else {
             int64_t vis = (p + 1) / L->ratio;
-            for (int64_t j = 0; j < vis; j++) list[n++] = di_rowstore_row(&ls->ckv, j);
+            for (int64_t j = 0; j < vis; j++) list[n++] = di_rowstore_row(ckv, j);
         }
     }
     return n;
@@ -46,47 +47,67 @@ static void write_ring(const di_fwd *f, int layer) {
     }
 }
 
+void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
+    int ql = (int)c->q_lora_rank, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
+    float eps = (float)c->rms_norm_eps;
+    size_t qld = (size_t)H * hd;
+    di_gemm(f->x, M, xn, (size_t)d, &aw->wq_a, ab, NULL, ws->qr, (size_t)ql);
+    di_rmsnorm(f->x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
+    di_gemm(f->x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
+    if (c->arch == DI_ARCH_V4) di_head_rmsnorm_bf16(f->x, M, ws->q, qld, H, hd, eps);
+    di_rope_tab(f->x, M, ws->q, qld, H, hd, rd, cs, sn, 0);
+}
+
+void di_attn_kv(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, const uint16_t *x,
+                uint16_t *kv) {
+    const di_model_config *c = f->cfg;
+    int d = (int)c->hidden_size, hd = (int)c->head_dim, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
+    di_gemm(f->x, M, x, (size_t)d, &aw->wkv, ab, NULL, kv, (size_t)hd);
+    di_rmsnorm(f->x, M, kv, (size_t)hd, aw->kv_norm, hd, (float)c->rms_norm_eps, kv, (size_t)hd);
+    di_rope_tab(f->x, M, kv, (size_t)hd, 1, hd, rd, cs, sn, 0);
+    if (c->arch == DI_ARCH_V4) di_qat_fp8(f->x, M, kv, (size_t)hd, hd - rd, 64); /* RoPE dims stay bf16 */
+    else di_qat_fp8(f->x, M, kv, (size_t)hd, hd, ab);
+}
+
+void di_attn_out(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, uint16_t *out) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
+    int rd = (int)c->qk_rope_head_dim;
+    size_t qld = (size_t)H * hd;
+    di_rope_tab(f->x, M, ws->o, qld, H, hd, rd, cs, sn, 1);
+    int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
+    for (int g = 0; g < G; g++)
+        di_gemm(f->x, M, ws->o + (size_t)g * gk, qld, &aw->wo_a[g], 0, NULL, ws->z + (size_t)g * R, (size_t)G * R);
+    di_gemm(f->x, M, ws->z, (size_t)G * R, &aw->wo_b, c->act_block, NULL, out, (size_t)d);
+}
+
 void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int layer, const uint16_t *xn,
                    uint16_t *out) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
-    di_exec *x = f->x;
-    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
-    int ql = (int)c->q_lora_rank, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
-    float eps = (float)c->rms_norm_eps;
+    int M = f->M, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
     const float *cs = di_fwd_rope_cs(f, L), *sn = di_fwd_rope_sn(f, L);
     size_t qld = (size_t)H * hd;
 
-    /* query */
-    di_gemm(x, M, xn, (size_t)d, &aw->wq_a, ab, NULL, ws->qr, (size_t)ql);
-    di_rmsnorm(x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
-    di_gemm(x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
-    if (c->arch == DI_ARCH_V4) di_head_rmsnorm_bf16(x, M, ws->q, qld, H, hd, eps);
-    di_rope_tab(x, M, ws->q, qld, H, hd, rd, cs, sn, 0);
+    di_attn_query(f, aw, cs, sn, xn);
+    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv);
 
-    /* the shared K=V latent of each token */
-    di_gemm(x, M, xn, (size_t)d, &aw->wkv, ab, NULL, ws->kv, (size_t)hd);
-    di_rmsnorm(x, M, ws->kv, (size_t)hd, aw->kv_norm, hd, eps, ws->kv, (size_t)hd);
-    di_rope_tab(x, M, ws->kv, (size_t)hd, 1, hd, rd, cs, sn, 0);
-    di_qat_fp8(x, M, ws->kv, (size_t)hd, hd - rd, 64);
-
-    /* compressed rows: indexer first (it runs its own compressor), then the main compressor */
+    /* compressed rows: the KV source's compressor, then the indexer */
+    if (aw->has_cmp)
+        di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
     if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr);
-    if (aw->has_cmp) di_compressor_run(f, &aw->cmp, L, layer, DI_CMP_MAIN, xn);
 
     for (int s = 0; s < f->nseg; s++)
         for (int i = 0; i < f->segs[s].nrows; i++) {
             int m = f->segs[s].row0 + i;
             ws->nidx[m] = build_index(f, &f->segs[s], m, L, layer);
         }
-    di_sparse_attn(x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
+    di_sparse_attn(f->x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
                    (float)(1.0 / sqrt((double)hd)), ws->o, qld);
     write_ring(f, layer);
-
-    /* inverse RoPE, grouped low-rank output projection */
-    di_rope_tab(x, M, ws->o, qld, H, hd, rd, cs, sn, 1);
-    int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
-    for (int g = 0; g < G; g++)
-        di_gemm(x, M, ws->o + (size_t)g * gk, qld, &aw->wo_a[g], 0, NULL, ws->z + (size_t)g * R, (size_t)G * R);
-    di_gemm(x, M, ws->z, (size_t)G * R, &aw->wo_b, ab, NULL, out, (size_t)d);
+    di_attn_out(f, aw, cs, sn, out);
 }

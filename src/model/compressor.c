@@ -1,4 +1,4 @@
-/* compressor.c — the V4 gated KV compressor (compressor.h). */
+/* compressor.c — the KV compressors (compressor.h). */
 #include "model/compressor.h"
 
 #include <string.h>
@@ -26,21 +26,22 @@ static void pool_group(const di_cmp_state *st, int ratio, int overlap, int hd, f
     di_softmax_pool(tkv, tsc, (size_t)hd, S, hd, out);
 }
 
-void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg *L, int layer, di_cmp_kind kind,
-                       const uint16_t *xn) {
+/* Gated compressor: feed every token to its sequence's state in position
+ * order; completed groups are pooled into ws->emit16 (bf16, not yet
+ * normalised). Returns the number of emitted rows. */
+static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kind kind, const uint16_t *xn) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hd = cw->hd, r = cw->ratio, ov = cw->overlap;
-    int width = (ov ? 2 : 1) * hd, rd = (int)c->qk_rope_head_dim;
+    int width = (ov ? 2 : 1) * hd;
     /* fp32 projections (the reference promotes the BF16 weights and input) */
     di_gemm(f->x, f->M, xn, (size_t)d, &cw->wkv, 0, ws->cproj_kv, NULL, (size_t)width);
     di_gemm(f->x, f->M, xn, (size_t)d, &cw->wgate, 0, ws->cproj_sc, NULL, (size_t)width);
-
     int ne = 0;
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
         di_layer_state *ls = &sg->seq->layers[layer];
-        di_cmp_state *st = kind == DI_CMP_MAIN ? &ls->cmp : &ls->icmp;
+        di_cmp_state *st = kind == DI_CMP_INDEX ? &ls->icmp : &ls->cmp;
         for (int i = 0; i < sg->nrows; i++) {
             int row = sg->row0 + i;
             int64_t t = sg->pos0 + i;
@@ -48,9 +49,9 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
             int slot = ov ? r + o : o;
             const float *pk = ws->cproj_kv + (size_t)row * width, *ps = ws->cproj_sc + (size_t)row * width;
             float *sk = st->kv + (size_t)slot * width, *ss = st->score + (size_t)slot * width;
-            const float *ape = cw->ape + (size_t)o * width;
             memcpy(sk, pk, (size_t)width * 4);
-            di_add_f32(ss, ps, ape, (size_t)width);
+            if (cw->ape) di_add_f32(ss, ps, cw->ape + (size_t)o * width, (size_t)width);
+            else memcpy(ss, ps, (size_t)width * 4);
             if ((t + 1) % r) continue;
             pool_group(st, r, ov, hd, ws->emit32 + (size_t)ne * hd);
             ws->emit_pos[ne] = t + 1 - r; /* RoPE at the group's first position */
@@ -63,9 +64,64 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
             }
         }
     }
-    if (!ne) return;
     di_f32_to_bf16_n(ws->emit32, ws->emit16, (size_t)ne * hd);
+    return ne;
+}
+
+/* Ungated (V4.1 ratio 1): every token emits wkv.x (BF16 linear) as row t. */
+static int run_plain(di_fwd *f, const di_compressor_w *cw, const uint16_t *xn) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    di_gemm(f->x, f->M, xn, (size_t)c->hidden_size, &cw->wkv, 0, NULL, ws->emit16, (size_t)cw->hd);
+    int ne = 0;
+    for (int s = 0; s < f->nseg; s++)
+        for (int i = 0; i < f->segs[s].nrows; i++, ne++) {
+            ws->emit_pos[ne] = ws->emit_row[ne] = f->segs[s].pos0 + i;
+            ws->emit_seg[ne] = s;
+        }
+    return ne;
+}
+
+static void store_rows(di_fwd *f, int layer, int ne, const uint16_t *rows, int hd, int ikey) {
+    for (int e = 0; e < ne; e++) {
+        di_layer_state *ls = &f->segs[f->ws->emit_seg[e]].seq->layers[layer];
+        di_rowstore *store = ikey ? &ls->ikey : &ls->ckv;
+        memcpy(di_rowstore_row(store, f->ws->emit_row[e]), rows + (size_t)e * hd, (size_t)hd * 2);
+    }
+}
+
+/* V4.1: index keys (owners) and the compressed KV from the normalised latents in ws->emit16. */
+static void latent_rows(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg *L, int layer, int ne) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int hd = cw->hd, rd = (int)c->qk_rope_head_dim, ihd = (int)c->index_head_dim;
+    const float *inv = di_fwd_inv_freq(f, L);
+    float eps = (float)c->rms_norm_eps;
+    if (cw->has_keys) { /* from the pre-RoPE latent */
+        di_gemm(f->x, ne, ws->emit16, (size_t)hd, &cw->wk, 0, NULL, ws->emitk, (size_t)ihd);
+        di_rmsnorm(f->x, ne, ws->emitk, (size_t)ihd, cw->k_norm, ihd, eps, ws->emitk, (size_t)ihd);
+        di_rope(f->x, ne, ws->emitk, (size_t)ihd, 1, ihd, rd, ws->emit_pos, inv, 0);
+        di_qat_fp4(f->x, ne, ws->emitk, (size_t)ihd, ihd, 32);
+        store_rows(f, layer, ne, ws->emitk, ihd, 1);
+        for (int e = 0; e < ne; e++) f->segs[ws->emit_seg[e]].seq->ikey_pub = layer;
+    }
+    di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->emit_pos, inv, 0);
+    di_qat_fp4_e4m3(f->x, ne, ws->emit16, (size_t)hd, hd, 16);
+    store_rows(f, layer, ne, ws->emit16, hd, 0);
+}
+
+void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg *L, int layer, di_cmp_kind kind,
+                       const uint16_t *xn) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int hd = cw->hd, rd = (int)c->qk_rope_head_dim;
+    int ne = cw->gated ? run_gated(f, cw, layer, kind, xn) : run_plain(f, cw, xn);
+    if (!ne) return;
     di_rmsnorm(f->x, ne, ws->emit16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, ws->emit16, (size_t)hd);
+    if (kind == DI_CMP_LATENT) {
+        latent_rows(f, cw, L, layer, ne);
+        return;
+    }
     di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->emit_pos, di_fwd_inv_freq(f, L), 0);
     if (kind == DI_CMP_MAIN) {
         di_qat_fp8(f->x, ne, ws->emit16, (size_t)hd, hd - rd, 64);
@@ -73,9 +129,5 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
         di_hadamard128(f->x, ne, ws->emit16, (size_t)hd, hd / 128);
         di_qat_fp4(f->x, ne, ws->emit16, (size_t)hd, hd, 32);
     }
-    for (int e = 0; e < ne; e++) {
-        di_layer_state *ls = &f->segs[ws->emit_seg[e]].seq->layers[layer];
-        di_rowstore *store = kind == DI_CMP_MAIN ? &ls->ckv : &ls->ikey;
-        memcpy(di_rowstore_row(store, ws->emit_row[e]), ws->emit16 + (size_t)e * hd, (size_t)hd * 2);
-    }
+    store_rows(f, layer, ne, ws->emit16, hd, kind == DI_CMP_INDEX);
 }

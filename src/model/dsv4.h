@@ -3,12 +3,13 @@
  * CPU backend: load a released-format checkpoint, run forward steps over
  * flat batches of token rows, and the MTP drafter block.
  *
- * A step (di_v4_batch) is any mix of sequences: each sequence's rows are
- * contiguous and at consecutive absolute positions continuing its state
- * (seq->n_tokens), so a prefill chunk, a decode token and a multi-token
- * verify block are all the same call. Results are batch invariant: a row's
- * logits are bit-identical whatever else shares the step, however a prompt
- * is chunked, and whether decoded one token at a time or prefilled.
+ * A step (di_v4_batch, batch.h) is any mix of sequences: each sequence's
+ * rows are contiguous and at consecutive absolute positions continuing its
+ * state (seq->n_tokens), so a prefill chunk, a decode token and a
+ * multi-token verify block are all the same call. Results are batch
+ * invariant: a row's logits are bit-identical whatever else shares the
+ * step, however a prompt is chunked, and whether decoded one token at a
+ * time or prefilled.
  *
  * Errors (bad positions, a state without room, a token out of range) are
  * detected before any state changes.
@@ -18,16 +19,12 @@
 
 #include <stdint.h>
 
+#include "model/batch.h"
 #include "model/config.h"
 #include "model/seq_state.h"
 #include "util/error.h"
 
 typedef struct di_v4_model di_v4_model;
-
-typedef struct di_v4_options {
-    int max_rows;         /* rows per internal sub-batch (workspace size); 0 = 256 */
-    int64_t max_context;  /* longest sequence supported; 0 = 65536 */
-} di_v4_options;
 
 /* Load a checkpoint directory (config.json + safetensors). Every tensor is
  * checked against the config's expected shapes first; a mismatch fails
@@ -48,22 +45,6 @@ size_t di_v4_decode_weight_bytes(const di_v4_model *m);
  * with di_seq_destroy). */
 deepinfer_status di_v4_seq_new(const di_v4_model *m, di_seq_state **out, di_error *err);
 
-typedef struct di_v4_batch {
-    int n;                       /* rows */
-    const int32_t *tokens;       /* [n] */
-    const int64_t *pos;          /* [n] absolute positions */
-    di_seq_state *const *seq;    /* [n] the sequence of each row */
-    int n_logits;                /* rows whose logits are wanted */
-    const int *logit_rows;       /* [n_logits] row indices, increasing */
-    float *logits;               /* [n_logits][vocab] fp32 */
-    uint16_t *hidden;            /* optional [n][hc*dim] bf16: the final residual
-                                    stream before hc_head (the MTP's input) */
-} di_v4_batch;
-
-/* Optional observer of the lightning indexer's choices (tests, debugging):
- * called on the calling thread for every query row of an indexed layer with
- * the selected compressed rows in decreasing score order. */
-typedef void (*di_v4_index_observer)(void *ctx, int layer, int64_t pos, const int *rows, int n);
 void di_v4_set_index_observer(di_v4_model *m, di_v4_index_observer fn, void *ctx);
 
 /* Run the backbone over the rows; advances each sequence's n_tokens. */

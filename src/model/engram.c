@@ -17,19 +17,24 @@
 #include <unistd.h>
 
 #include "io/numfmt.h"
-#include "model/engram_fp8.h"
 
 #define CLAMP_MIN 1e-6f /* the reference's clamp_value before the signed sqrt */
+#define SCALE_BLOCK 32  /* one e8m0 table scale per 32 columns of a row */
 
 deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_desc *d, di_error *err) {
     memset(l, 0, sizeof *l);
-    if (d->dim < 1 || d->hc < 1 || d->n_cols < 1 || d->head_dim < 32 || d->head_dim % DI_ENGRAM_QBLOCK ||
+    if (d->dim < 1 || d->hc < 1 || d->n_cols < 1 || d->head_dim < 32 || d->head_dim % SCALE_BLOCK ||
         d->rows < 1 || (int64_t)d->n_cols * d->head_dim > (1 << 24) || (int64_t)(d->hc + 1) * d->dim > (1 << 24))
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                             "engram: unsupported shapes (dim %d, hc %d, %d columns of %d; head_dim must be a "
                             "multiple of 32)", d->dim, d->hc, d->n_cols, d->head_dim);
-    if (!d->table || !d->table_scale || !d->wkv || !d->wkv_scale || !d->q_weight || !d->k_weight)
+    if (!d->table || !d->table_scale || !d->wkv || !d->q_weight || !d->k_weight)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: a weight pointer is missing");
+    if (d->wkv->fmt != DI_WFMT_FP8 || d->wkv->n != (d->hc + 1) * d->dim || d->wkv->k != d->n_cols * d->head_dim ||
+        d->act_block < 1 || d->wkv->k % d->act_block)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "engram: wkv must be an FP8 [%d, %d] matrix with K a multiple of the activation block",
+                            (d->hc + 1) * d->dim, d->n_cols * d->head_dim);
     if (!(d->eps >= 0.0f))
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: eps must be >= 0");
     size_t n = (size_t)d->hc * (size_t)d->dim;
@@ -56,14 +61,13 @@ deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engr
     if (max_rows < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: max_rows must be >= 1");
     size_t k = (size_t)l->d.n_cols * (size_t)l->d.head_dim, n = (size_t)(l->d.hc + 1) * (size_t)l->d.dim;
     size_t r = (size_t)max_rows;
-    ws->e = malloc(r * k * sizeof(float));
-    ws->xq = malloc(r * k * sizeof(float));
-    ws->sx = malloc(r * (k / DI_ENGRAM_QBLOCK) * sizeof(float));
-    ws->kv = malloc(r * n * sizeof(float));
+    ws->e = malloc(r * k * sizeof(uint16_t));
+    ws->kv = malloc(r * n * sizeof(uint16_t));
+    ws->kvf = malloc(n * sizeof(float));
     ws->rows = malloc(r * sizeof(int64_t));
     ws->h = malloc((size_t)l->d.dim * sizeof(float));
     ws->max_rows = max_rows;
-    if (!ws->e || !ws->xq || !ws->sx || !ws->kv || !ws->rows || !ws->h) {
+    if (!ws->e || !ws->kv || !ws->kvf || !ws->rows || !ws->h) {
         di_engram_workspace_free(ws);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory for a %d-row workspace",
                             max_rows);
@@ -74,9 +78,8 @@ deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engr
 void di_engram_workspace_free(di_engram_workspace *ws) {
     if (!ws) return;
     free(ws->e);
-    free(ws->xq);
-    free(ws->sx);
     free(ws->kv);
+    free(ws->kvf);
     free(ws->rows);
     free(ws->h);
     memset(ws, 0, sizeof *ws);
@@ -93,17 +96,18 @@ static deepinfer_status check_ids(const di_engram_layer *l, const int64_t *ids, 
     return DEEPINFER_OK;
 }
 
-static void gather_token(const di_engram_layer *l, const int64_t *ids, float *out) {
-    const int hd = l->d.head_dim, nsb = hd / DI_ENGRAM_QBLOCK;
+/* The table rows of one token, dequantised and rounded to BF16 (exact: e4m3 × 2^k fits bf16). */
+static void gather_token(const di_engram_layer *l, const int64_t *ids, uint16_t *out) {
+    const int hd = l->d.head_dim, nsb = hd / SCALE_BLOCK;
+    float v[SCALE_BLOCK];
     for (int c = 0; c < l->d.n_cols; c++) {
         const uint8_t *row = l->d.table + ids[c] * hd;
         const uint8_t *sc = l->d.table_scale + ids[c] * nsb;
-        float *o = out + (int64_t)c * hd;
-        di_e4m3_to_f32_n(row, (size_t)hd, o);
+        uint16_t *o = out + (int64_t)c * hd;
         for (int b = 0; b < nsb; b++) {
             const float s = di_e8m0_to_f32(sc[b]);
-            for (int j = 0; j < DI_ENGRAM_QBLOCK; j++)
-                o[b * DI_ENGRAM_QBLOCK + j] = di_round_bf16(o[b * DI_ENGRAM_QBLOCK + j] * s);
+            di_e4m3_to_f32_n(row + b * SCALE_BLOCK, SCALE_BLOCK, v);
+            for (int j = 0; j < SCALE_BLOCK; j++) o[b * SCALE_BLOCK + j] = di_f32_to_bf16(v[j] * s);
         }
     }
 }
@@ -115,13 +119,19 @@ deepinfer_status di_engram_gather(const di_engram_layer *l, const int64_t *ids, 
         deepinfer_status st = check_ids(l, ids + t * ids_stride, l->d.n_cols, err);
         if (st) return st;
     }
-    for (int64_t t = 0; t < n_tok; t++) gather_token(l, ids + t * ids_stride, out + t * k);
+    uint16_t *row = malloc((size_t)k * sizeof *row);
+    if (!row) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory");
+    for (int64_t t = 0; t < n_tok; t++) {
+        gather_token(l, ids + t * ids_stride, row);
+        di_bf16_to_f32_n(row, (size_t)k, out + t * k);
+    }
+    free(row);
     return DEEPINFER_OK;
 }
 
 void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const int hd = l->d.head_dim, nsb = hd / DI_ENGRAM_QBLOCK;
+    const int hd = l->d.head_dim, nsb = hd / SCALE_BLOCK;
     for (int64_t t = 0; t < n_tok; t++)
         for (int c = 0; c < l->d.n_cols; c++) {
             int64_t id = ids[t * ids_stride + c];
@@ -176,9 +186,9 @@ static void gate_token(const di_engram_layer *l, const float *kv, uint16_t *R, f
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
-deepinfer_status di_engram_forward(const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R, int64_t n_tok,
-                                   const int64_t *ids, int64_t ids_stride, const uint8_t *mask, float *gates,
-                                   di_error *err) {
+deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
+                                   int64_t n_tok, const int64_t *ids, int64_t ids_stride, const uint8_t *mask,
+                                   float *gates, di_error *err) {
     const int dim = l->d.dim, hc = l->d.hc;
     const int k = l->d.n_cols * l->d.head_dim, n = (hc + 1) * dim;
     for (int64_t t = 0; t < n_tok; t++) {
@@ -199,13 +209,11 @@ deepinfer_status di_engram_forward(const di_engram_layer *l, di_engram_workspace
             m++;
         }
         if (!m) continue;
-        di_engram_fp8_quant(ws->e, m, k, ws->xq, ws->sx);
-        di_engram_fp8_gemm(ws->xq, ws->sx, m, l->d.wkv, l->d.wkv_scale, n, k, ws->kv);
+        di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
         for (int i = 0; i < m; i++) {
-            float *kv = ws->kv + (int64_t)i * n;
-            for (int j = 0; j < n; j++) kv[j] = di_round_bf16(kv[j]); /* wkv outputs BF16 */
+            di_bf16_to_f32_n(ws->kv + (int64_t)i * n, (size_t)n, ws->kvf);
             const int64_t t = ws->rows[i];
-            gate_token(l, kv, R + t * hc * dim, ws->h, gates ? gates + t * hc : NULL);
+            gate_token(l, ws->kvf, R + t * hc * dim, ws->h, gates ? gates + t * hc : NULL);
         }
     }
     return DEEPINFER_OK;

@@ -6,7 +6,8 @@
  *
  *   e      = concat over the n_cols hash ids of table[id] (e4m3 × per-row
  *            e8m0 scale per 32 columns -> BF16)                 [n_cols·head_dim]
- *   kv     = wkv · e  (FP8 linear with activation quantisation, BF16 out)
+ *   kv     = wkv · e  (FP8 linear with activation quantisation, BF16 out:
+ *            the shared di_gemm of src/ops/)
  *   key_k  = kv[k·dim .. (k+1)·dim), value = kv[hc·dim .. (hc+1)·dim)
  *   dot_k  = Σ_d R[k][d]·(q[k][d]·k[k][d])·key_k[d] · rsqrt(mean(R[k]²)+eps)
  *            · rsqrt(mean(key_k²)+eps) · dim^-1/2                 (fp32)
@@ -18,18 +19,15 @@
  *
  * Weights are bound by pointer (the model owns them; the table is the
  * mmap'd checkpoint tensor and is never copied: 24 rows of 256 bytes are
- * read per token). Rows are independent and computed identically whatever
- * the batch (batch-invariant); callers may run disjoint row ranges on
- * several threads, each with its own workspace.
- *
- * The FP8 linear is engram_fp8.h, a private kernel to be swapped for the
- * general FP8 GEMM of src/ops/ when that lands.
+ * read per token; wkv is the model's packed di_wmat). Rows are independent
+ * and computed identically whatever the batch (batch-invariant).
  */
 #ifndef DI_MODEL_ENGRAM_H
 #define DI_MODEL_ENGRAM_H
 
 #include <stdint.h>
 
+#include "ops/ops.h"
 #include "util/error.h"
 
 typedef struct di_engram_layer_desc {
@@ -39,10 +37,10 @@ typedef struct di_engram_layer_desc {
     int head_dim;                /* engram_head_dim (256), a multiple of 32 */
     int64_t rows;                /* table rows, engram_num_embeddings[layer] */
     float eps;                   /* rms_norm_eps (1e-20) */
+    int act_block;               /* activation quantisation block of wkv's input (32) */
     const uint8_t *table;        /* engram.embed.weight  e4m3 [rows][head_dim] */
     const uint8_t *table_scale;  /* engram.embed.scale   e8m0 [rows][head_dim/32] */
-    const uint8_t *wkv;          /* engram.wkv.weight    e4m3 [(hc+1)·dim][n_cols·head_dim] */
-    const uint8_t *wkv_scale;    /* engram.wkv.scale     e8m0 [ceil((hc+1)·dim/32)][n_cols·head_dim/32] */
+    const di_wmat *wkv;          /* engram.wkv packed: FP8 [(hc+1)·dim][n_cols·head_dim] */
     const void *q_weight;        /* engram.q_weight [hc][dim], BF16 or F32 (qk_f32) */
     const void *k_weight;        /* engram.k_weight [hc][dim] */
     int qk_f32;                  /* 1: q/k weights are F32; 0: BF16 */
@@ -59,10 +57,11 @@ deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_
 void di_engram_layer_free(di_engram_layer *l);
 
 /* Scratch for up to max_rows token rows per internal pass (about
- * 150 KB per row for the release). Allocate once, outside the step loop. */
+ * 64 KB per row for the release). Allocate once, outside the step loop. */
 typedef struct di_engram_workspace {
     int max_rows;
-    float *e, *xq, *sx, *kv, *h;
+    uint16_t *e, *kv;            /* gathered rows [max_rows][n_cols·head_dim], wkv out [max_rows][(hc+1)·dim] */
+    float *kvf, *h;              /* one token's wkv output and residual copy in fp32 */
     int64_t *rows;               /* indices of the unmasked tokens of a pass */
 } di_engram_workspace;
 
@@ -81,9 +80,9 @@ deepinfer_status di_engram_gather(const di_engram_layer *l, const int64_t *ids, 
  * ids + layer_index·n_cols and stride n_layers·n_cols). mask: NULL = every
  * token is text; else mask[t] == 0 skips token t. gates: NULL, or receives
  * gate_k per token ([n_tok][hc], 0 for masked tokens). */
-deepinfer_status di_engram_forward(const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R, int64_t n_tok,
-                                   const int64_t *ids, int64_t ids_stride, const uint8_t *mask, float *gates,
-                                   di_error *err);
+deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
+                                   int64_t n_tok, const int64_t *ids, int64_t ids_stride, const uint8_t *mask,
+                                   float *gates, di_error *err);
 
 /* Ask the kernel to start reading the table pages of these ids
  * (madvise WILLNEED; a hint, never fails). Call as soon as a step's hash ids

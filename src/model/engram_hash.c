@@ -9,112 +9,6 @@
 
 #include "util/file.h"
 
-/* ---- config ------------------------------------------------------------------------------ */
-
-static deepinfer_status get_int(const di_json *obj, const char *key, int64_t lo, int64_t hi, int64_t *out,
-                                di_error *err) {
-    const di_json *v = di_json_get(obj, key);
-    if (!v) return di_error_set(err, DEEPINFER_ERR_FORMAT, "config: missing key \"%s\"", key);
-    if (!di_json_as_i64(v, out) || *out < lo || *out > hi)
-        return di_error_set(err, DEEPINFER_ERR_FORMAT, "config: \"%s\" must be an integer in [%lld, %lld]", key,
-                            (long long)lo, (long long)hi);
-    return DEEPINFER_OK;
-}
-
-deepinfer_status di_engram_config_from_json(const di_json *config, di_engram_config *out, di_error *err) {
-    memset(out, 0, sizeof *out);
-    const di_json *tc = di_json_get(config, "text_config");
-    if (tc && tc->type == DI_JSON_OBJECT) config = tc;
-    if (!config || config->type != DI_JSON_OBJECT)
-        return di_error_set(err, DEEPINFER_ERR_FORMAT, "config: expected a JSON object");
-    const di_json *ids = di_json_get(config, "engram_layer_ids");
-    if (!ids || (ids->type == DI_JSON_ARRAY && ids->count == 0)) return DEEPINFER_OK;
-    const di_json *rows = di_json_get(config, "engram_num_embeddings");
-    if (ids->type != DI_JSON_ARRAY || !rows || rows->type != DI_JSON_ARRAY || rows->count != ids->count)
-        return di_error_set(err, DEEPINFER_ERR_FORMAT,
-                            "config: engram_layer_ids and engram_num_embeddings must be arrays of equal length");
-    if (ids->count > DI_ENGRAM_MAX_LAYERS)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "config: %u Engram layers (at most %d supported)",
-                            ids->count, DI_ENGRAM_MAX_LAYERS);
-    out->n_layers = (int)ids->count;
-    for (int i = 0; i < out->n_layers; i++) {
-        int64_t id, n;
-        if (!di_json_as_i64(&ids->items[i], &id) || id < 0 || id > INT32_MAX ||
-            !di_json_as_i64(&rows->items[i], &n) || n < 1)
-            return di_error_set(err, DEEPINFER_ERR_FORMAT,
-                                "config: engram_layer_ids[%d] / engram_num_embeddings[%d] must be non-negative / "
-                                "positive integers", i, i);
-        out->layer_ids[i] = (int32_t)id;
-        out->num_embeddings[i] = n;
-    }
-    int64_t v;
-    deepinfer_status st;
-    if ((st = get_int(config, "engram_max_ngram_size", 2, DI_ENGRAM_MAX_NGRAM, &v, err))) return st;
-    out->max_ngram = (int)v;
-    if ((st = get_int(config, "engram_n_heads", 1, DI_ENGRAM_MAX_COLS, &v, err))) return st;
-    out->n_heads = (int)v;
-    if ((st = get_int(config, "engram_head_dim", 32, 1 << 20, &v, err))) return st;
-    out->head_dim = (int)v;
-    if ((st = get_int(config, "engram_vocab_size", 1, (int64_t)1 << 40, &out->vocab_size, err))) return st;
-    if ((st = get_int(config, "engram_compressed_vocab_size", 1, INT32_MAX, &out->compressed_vocab_size, err)))
-        return st;
-    out->pad_token_id = 2; /* reference ModelArgs default */
-    const char *pad_key = di_json_get(config, "engram_pad_token_id") ? "engram_pad_token_id"
-                          : di_json_get(config, "engram_pad_id") ? "engram_pad_id" : NULL;
-    if (pad_key) {
-        if ((st = get_int(config, pad_key, 0, INT32_MAX, &v, err))) return st;
-        out->pad_token_id = (int32_t)v;
-    }
-    return DEEPINFER_OK;
-}
-
-/* ---- primes -------------------------------------------------------------------------------- */
-
-static uint64_t mulmod(uint64_t a, uint64_t b, uint64_t m) { return (uint64_t)((unsigned __int128)a * b % m); }
-
-static uint64_t powmod(uint64_t a, uint64_t e, uint64_t m) {
-    uint64_t r = 1;
-    for (a %= m; e; e >>= 1) {
-        if (e & 1) r = mulmod(r, a, m);
-        a = mulmod(a, a, m);
-    }
-    return r;
-}
-
-/* Deterministic Miller–Rabin: these 12 bases decide every 64-bit n. */
-static int is_prime(uint64_t n) {
-    static const uint64_t bases[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
-    if (n < 2) return 0;
-    for (int i = 0; i < 12; i++) {
-        if (n == bases[i]) return 1;
-        if (n % bases[i] == 0) return 0;
-    }
-    uint64_t d = n - 1;
-    int s = 0;
-    while (!(d & 1)) d >>= 1, s++;
-    for (int i = 0; i < 12; i++) {
-        uint64_t x = powmod(bases[i], d, n);
-        if (x == 1 || x == n - 1) continue;
-        int r = 1;
-        for (; r < s; r++) {
-            x = mulmod(x, x, n);
-            if (x == n - 1) break;
-        }
-        if (r == s) return 0;
-    }
-    return 1;
-}
-
-/* The reference's find_next_prime: smallest prime above `start` not yet drawn. */
-static int64_t next_prime(int64_t start, const int64_t *seen, int n_seen) {
-    for (int64_t c = start + 1;; c++) {
-        if (!is_prime((uint64_t)c)) continue;
-        int used = 0;
-        for (int i = 0; i < n_seen && !used; i++) used = seen[i] == c;
-        if (!used) return c;
-    }
-}
-
 /* ---- built-in released constants (architecture.md §5.8) ----------------------------------- */
 
 static const struct {
@@ -138,69 +32,47 @@ int di_engram_builtin_multipliers(int32_t layer_id, int64_t n_classes, int max_n
     return 0;
 }
 
-/* ---- layout -------------------------------------------------------------------------------- */
+/* ---- layout ---------------------------------------------------------------------------------- */
 
-deepinfer_status di_engram_hash_init(di_engram_hash *h, const di_engram_config *cfg, const int64_t *multipliers,
+deepinfer_status di_engram_hash_init(di_engram_hash *h, const di_model_config *cfg, const int64_t *multipliers,
                                      int32_t pad_class, di_error *err) {
     memset(h, 0, sizeof *h);
-    if (cfg->n_layers < 0 || cfg->n_layers > DI_ENGRAM_MAX_LAYERS)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "engram: %d layers (at most %d supported)",
-                            cfg->n_layers, DI_ENGRAM_MAX_LAYERS);
-    if (cfg->n_layers == 0) return DEEPINFER_OK;
-    if (cfg->max_ngram < 2 || cfg->max_ngram > DI_ENGRAM_MAX_NGRAM || cfg->n_heads < 1 ||
-        (int64_t)(cfg->max_ngram - 1) * cfg->n_heads > DI_ENGRAM_MAX_COLS)
+    int nl = cfg->n_engram_layer_ids;
+    if (nl < 0 || nl > DI_ENGRAM_MAX_LAYERS)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "engram: %d layers (at most %d supported)", nl,
+                            DI_ENGRAM_MAX_LAYERS);
+    if (nl == 0) return DEEPINFER_OK;
+    int ng = (int)cfg->engram_max_ngram_size, nh = (int)cfg->engram_n_heads;
+    if (ng < 2 || ng > DI_ENGRAM_MAX_NGRAM || nh < 1 || cfg->engram_cols != (ng - 1) * nh ||
+        cfg->engram_cols > DI_ENGRAM_MAX_COLS)
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
                             "engram: max n-gram %d x %d heads is outside the supported range (n-gram 2..%d, "
-                            "(n-gram - 1) x heads <= %d)", cfg->max_ngram, cfg->n_heads, DI_ENGRAM_MAX_NGRAM,
-                            DI_ENGRAM_MAX_COLS);
-    if (cfg->vocab_size < 1 || cfg->vocab_size > ((int64_t)1 << 40))
-        return di_error_set(err, DEEPINFER_ERR_FORMAT, "engram: engram_vocab_size %lld is out of range",
-                            (long long)cfg->vocab_size);
-    if (cfg->compressed_vocab_size < 1 || pad_class < 0 || pad_class >= cfg->compressed_vocab_size)
+                            "(n-gram - 1) x heads <= %d)", ng, nh, DI_ENGRAM_MAX_NGRAM, DI_ENGRAM_MAX_COLS);
+    if (cfg->engram_compressed_vocab_size < 1 || pad_class < 0 || pad_class >= cfg->engram_compressed_vocab_size)
         return di_error_set(err, DEEPINFER_ERR_FORMAT,
                             "engram: pad class %d is outside the compressed vocabulary [0, %lld)", pad_class,
-                            (long long)cfg->compressed_vocab_size);
-    h->n_layers = cfg->n_layers;
-    h->max_ngram = cfg->max_ngram;
-    h->n_heads = cfg->n_heads;
-    h->n_cols = (cfg->max_ngram - 1) * cfg->n_heads;
+                            (long long)cfg->engram_compressed_vocab_size);
+    h->n_layers = nl;
+    h->max_ngram = ng;
+    h->n_heads = nh;
+    h->n_cols = cfg->engram_cols;
     h->pad_class = pad_class;
-    h->n_classes = cfg->compressed_vocab_size;
-
-    int64_t seen[DI_ENGRAM_MAX_LAYERS * DI_ENGRAM_MAX_COLS];
-    int n_seen = 0;
-    for (int l = 0; l < h->n_layers; l++) {
-        h->layer_ids[l] = cfg->layer_ids[l];
-        h->num_embeddings[l] = cfg->num_embeddings[l];
-        int64_t sum = 0;
-        for (int n = 0; n < h->max_ngram - 1; n++) {
-            int64_t current = cfg->vocab_size - 1; /* each n-gram size restarts; drawn primes are skipped */
-            for (int k = 0; k < h->n_heads; k++) {
-                current = next_prime(current, seen, n_seen);
-                seen[n_seen++] = current;
-                int c = n * h->n_heads + k;
-                h->primes[l][c] = current;
-                h->offsets[l][c] = sum;
-                sum += current;
-            }
+    h->n_classes = cfg->engram_compressed_vocab_size;
+    for (int l = 0; l < nl; l++) {
+        h->layer_ids[l] = cfg->engram_layer_ids[l];
+        h->num_embeddings[l] = cfg->engram_num_embeddings[l];
+        for (int c = 0; c < h->n_cols; c++) {
+            h->primes[l][c] = (int64_t)cfg->engram_primes[l][c];
+            h->offsets[l][c] = (int64_t)cfg->engram_offsets[l][c];
         }
-        if (sum != cfg->num_embeddings[l])
-            return di_error_set(err, DEEPINFER_ERR_FORMAT,
-                                "engram layer %d: its %d hash primes (first %lld) sum to %lld rows, but "
-                                "engram_num_embeddings says %lld; the config is inconsistent",
-                                cfg->layer_ids[l], h->n_cols, (long long)h->primes[l][0], (long long)sum,
-                                (long long)cfg->num_embeddings[l]);
-        for (int s = 0; s < h->max_ngram; s++) {
-            if (multipliers) {
-                h->multipliers[l][s] = multipliers[l * h->max_ngram + s];
-            } else if (!di_engram_builtin_multipliers(cfg->layer_ids[l], cfg->compressed_vocab_size, h->max_ngram,
-                                                      h->multipliers[l])) {
-                return di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
-                                    "engram layer %d: no built-in hash multipliers for a compressed vocabulary of "
-                                    "%lld classes and n-grams up to %d (only the released V4.1-Flash constants "
-                                    "are built in); ship them in engram_hash.json next to config.json",
-                                    cfg->layer_ids[l], (long long)cfg->compressed_vocab_size, h->max_ngram);
-            }
+        if (multipliers) {
+            for (int s = 0; s < ng; s++) h->multipliers[l][s] = multipliers[l * ng + s];
+        } else if (!di_engram_builtin_multipliers(h->layer_ids[l], h->n_classes, ng, h->multipliers[l])) {
+            return di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
+                                "engram layer %d: no built-in hash multipliers for a compressed vocabulary of "
+                                "%lld classes and n-grams up to %d (only the released V4.1-Flash constants "
+                                "are built in); ship them in engram_hash.json next to config.json",
+                                h->layer_ids[l], (long long)h->n_classes, ng);
         }
     }
     return DEEPINFER_OK;
@@ -227,23 +99,24 @@ static int check_nested(const di_json *v, const di_engram_hash *h, const int64_t
     return -1;
 }
 
-deepinfer_status di_engram_hash_init_json(di_engram_hash *h, const di_engram_config *cfg, const di_json *sidecar,
+deepinfer_status di_engram_hash_init_json(di_engram_hash *h, const di_model_config *cfg, const di_json *sidecar,
                                           int32_t pad_class, di_error *err) {
     const di_json *m = di_json_get(sidecar, "multipliers");
     int64_t mult[DI_ENGRAM_MAX_LAYERS * DI_ENGRAM_MAX_NGRAM];
-    if (!m || m->type != DI_JSON_ARRAY || (int)m->count != cfg->n_layers)
+    int nl = cfg->n_engram_layer_ids, ng = (int)cfg->engram_max_ngram_size;
+    if (!m || m->type != DI_JSON_ARRAY || (int)m->count != nl)
         return di_error_set(err, DEEPINFER_ERR_FORMAT,
-                            "engram sidecar: \"multipliers\" must be an array of %d rows (one per Engram layer)",
-                            cfg->n_layers);
-    if (cfg->max_ngram < 2 || cfg->max_ngram > DI_ENGRAM_MAX_NGRAM)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "engram: max n-gram %d is not supported", cfg->max_ngram);
-    for (int l = 0; l < cfg->n_layers; l++) {
+                            "engram sidecar: \"multipliers\" must be an array of %d rows (one per Engram layer)", nl);
+    if (nl > DI_ENGRAM_MAX_LAYERS || ng < 2 || ng > DI_ENGRAM_MAX_NGRAM)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "engram: %d layers / max n-gram %d are not supported", nl,
+                            ng);
+    for (int l = 0; l < nl; l++) {
         const di_json *row = &m->items[l];
-        if (row->type != DI_JSON_ARRAY || (int)row->count != cfg->max_ngram)
+        if (row->type != DI_JSON_ARRAY || (int)row->count != ng)
             return di_error_set(err, DEEPINFER_ERR_FORMAT, "engram sidecar: multipliers[%d] must hold %d integers", l,
-                                cfg->max_ngram);
-        for (int s = 0; s < cfg->max_ngram; s++)
-            if (!di_json_as_i64(&row->items[s], &mult[l * cfg->max_ngram + s]))
+                                ng);
+        for (int s = 0; s < ng; s++)
+            if (!di_json_as_i64(&row->items[s], &mult[l * ng + s]))
                 return di_error_set(err, DEEPINFER_ERR_FORMAT,
                                     "engram sidecar: multipliers[%d][%d] is not an int64 integer", l, s);
     }
@@ -272,19 +145,23 @@ deepinfer_status di_engram_hash_init_json(di_engram_hash *h, const di_engram_con
     int64_t pc;
     if ((v = di_json_get(sidecar, "pad_class")) && (!di_json_as_i64(v, &pc) || pc != pad_class))
         return di_error_set(err, DEEPINFER_ERR_FORMAT,
-                            "engram sidecar: \"pad_class\" differs from the token map's class of token %d (%d)",
-                            cfg->pad_token_id, pad_class);
+                            "engram sidecar: \"pad_class\" differs from the token map's class of token %lld (%d)",
+                            (long long)cfg->engram_pad_token_id, pad_class);
     return DEEPINFER_OK;
 }
 
-deepinfer_status di_engram_hash_init_file(di_engram_hash *h, const di_engram_config *cfg, const char *path,
+deepinfer_status di_engram_hash_init_file(di_engram_hash *h, const di_model_config *cfg, const char *path,
                                           int32_t pad_class, di_error *err) {
     char *text = NULL;
     size_t len = 0;
     di_json_doc *doc = NULL;
     deepinfer_status st = di_read_file(path, 64u << 20, &text, &len, err);
     if (!st) st = di_json_parse(text, len, NULL, &doc, err);
-    if (!st) st = di_engram_hash_init_json(h, cfg, doc->root, pad_class, err);
+    if (!st) {
+        const di_json *root = doc->root, *inner = di_json_get(root, "engram");
+        if (!di_json_get(root, "multipliers") && inner && inner->type == DI_JSON_OBJECT) root = inner;
+        st = di_engram_hash_init_json(h, cfg, root, pad_class, err);
+    }
     if (st) di_error_prefix(err, "%s: ", path);
     di_json_free(doc);
     free(text);

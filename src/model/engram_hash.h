@@ -9,10 +9,10 @@
  * ids (engram_token_map.h), DI_ENGRAM_DEAD for tokens that take no part in
  * n-grams (image spans, §8).
  *
- * Layout (computed from the config): each layer in order, each n-gram size,
- * each head takes the next unused prime above engram_vocab_size − 1; column
- * c of a layer starts at the sum of the primes of columns 0..c−1, and the sum
- * over a layer must equal engram_num_embeddings[layer].
+ * Layout: the primes and row offsets of every column come from the config
+ * (di_model_config.engram_primes / engram_offsets, derived in
+ * config_derive.c: each layer in order, each n-gram size, each head takes
+ * the next unused prime above engram_vocab_size − 1).
  *
  * Multipliers: the reference draws them from numpy's PCG64 stream
  * (default_rng(10007·layer_id)), which is not reproduced here. The released
@@ -23,7 +23,8 @@
  *     "primes": [[[...heads] per n-gram] per layer], "offsets": [[...]],
  *     "num_embeddings": [...], "pad_class": 2 }
  * Only "multipliers" is required; the other keys, when present, are checked
- * against the computed layout.
+ * against the config's layout. A file whose top-level object has an
+ * "engram" entry (a golden manifest) is read through that entry.
  */
 #ifndef DI_MODEL_ENGRAM_HASH_H
 #define DI_MODEL_ENGRAM_HASH_H
@@ -31,30 +32,13 @@
 #include <stdint.h>
 
 #include "io/json.h"
+#include "model/config.h"
 #include "util/error.h"
 
 #define DI_ENGRAM_MAX_LAYERS 16
 #define DI_ENGRAM_MAX_NGRAM 16
 #define DI_ENGRAM_MAX_COLS 64
 #define DI_ENGRAM_DEAD (-1)
-
-/* The engram_* keys of a V4.1 config (architecture.md §1.1). */
-typedef struct di_engram_config {
-    int n_layers;                                     /* len(engram_layer_ids); 0 = no Engram */
-    int32_t layer_ids[DI_ENGRAM_MAX_LAYERS];          /* engram_layer_ids */
-    int64_t num_embeddings[DI_ENGRAM_MAX_LAYERS];     /* engram_num_embeddings: table rows per layer */
-    int max_ngram;                                    /* engram_max_ngram_size */
-    int64_t vocab_size;                               /* engram_vocab_size: primes start above it − 1 */
-    int n_heads;                                      /* engram_n_heads */
-    int head_dim;                                     /* engram_head_dim */
-    int32_t pad_token_id;                             /* engram_pad_token_id (reference engram_pad_id) */
-    int64_t compressed_vocab_size;                    /* engram_compressed_vocab_size */
-} di_engram_config;
-
-/* Read the engram_* keys from a parsed config.json: the object itself or
- * its "text_config". A config without engram_layer_ids gives n_layers = 0.
- * Reference spellings (engram_pad_id) are accepted. */
-deepinfer_status di_engram_config_from_json(const di_json *config, di_engram_config *out, di_error *err);
 
 /* The hash layout and constants of one model. Plain data (no pointers):
  * copy it freely. */
@@ -69,23 +53,23 @@ typedef struct di_engram_hash {
     int64_t n_classes;     /* compressed vocabulary size */
 } di_engram_hash;
 
-/* Compute the layout of `cfg` and set the constants. `multipliers` holds
- * n_layers × max_ngram values (row per layer), or is NULL for the built-in
- * released constants (an error names the sidecar to ship when the config is
- * not the released one). `pad_class` is the token map's class of
- * cfg->pad_token_id. Errors: bad config values, prime sums that differ from
- * engram_num_embeddings, pad_class outside [0, compressed_vocab_size). */
-deepinfer_status di_engram_hash_init(di_engram_hash *h, const di_engram_config *cfg, const int64_t *multipliers,
+/* Take the layout of `cfg` (a validated config with Engram layers) and set
+ * the constants. `multipliers` holds n_layers × max_ngram values (row per
+ * layer), or is NULL for the built-in released constants (an error names the
+ * sidecar to ship when the config is not the released one). `pad_class` is
+ * the token map's class of engram_pad_token_id. Errors: sizes beyond the
+ * limits above, pad_class outside [0, engram_compressed_vocab_size). */
+deepinfer_status di_engram_hash_init(di_engram_hash *h, const di_model_config *cfg, const int64_t *multipliers,
                                      int32_t pad_class, di_error *err);
 
 /* Like di_engram_hash_init with the constants of a sidecar object (see the
  * top of this file) — e.g. the golden manifest's "engram" entry. Its
  * primes / offsets / num_embeddings / pad_class, when present, must match. */
-deepinfer_status di_engram_hash_init_json(di_engram_hash *h, const di_engram_config *cfg, const di_json *sidecar,
+deepinfer_status di_engram_hash_init_json(di_engram_hash *h, const di_model_config *cfg, const di_json *sidecar,
                                           int32_t pad_class, di_error *err);
 
 /* Same, reading the sidecar from a file (engram_hash.json). */
-deepinfer_status di_engram_hash_init_file(di_engram_hash *h, const di_engram_config *cfg, const char *path,
+deepinfer_status di_engram_hash_init_file(di_engram_hash *h, const di_model_config *cfg, const char *path,
                                           int32_t pad_class, di_error *err);
 
 /* The built-in multipliers of the released V4.1-Flash (architecture.md

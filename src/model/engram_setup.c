@@ -14,11 +14,11 @@ void di_engram_tables_free(di_engram_tables *t) {
     memset(t, 0, sizeof *t);
 }
 
-deepinfer_status di_engram_setup(const char *model_dir, const di_json *config, const di_tokenizer *tok,
-                                 const di_json *constants, di_engram_tables *out, di_error *err) {
+deepinfer_status di_engram_setup(const char *model_dir, const di_model_config *cfg, const di_tokenizer *tok,
+                                 const char *hash_file, di_engram_tables *out, di_error *err) {
     memset(out, 0, sizeof *out);
-    deepinfer_status st = di_engram_config_from_json(config, &out->cfg, err);
-    if (st || out->cfg.n_layers == 0) return st;
+    deepinfer_status st = DEEPINFER_OK;
+    if (cfg->n_engram_layer_ids == 0) return DEEPINFER_OK;
 
     char path[4096];
     if (model_dir && !di_path_join(path, sizeof path, model_dir, "engram_token_map.json") && di_is_file(path))
@@ -29,25 +29,25 @@ deepinfer_status di_engram_setup(const char *model_dir, const di_json *config, c
         st = di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
                           "engram: no engram_token_map.json in the model directory and no tokenizer to compute it");
     if (st) goto fail;
-    if (out->map.n_classes != out->cfg.compressed_vocab_size) {
+    if (out->map.n_classes != cfg->engram_compressed_vocab_size) {
         st = di_error_set(err, DEEPINFER_ERR_FORMAT,
                           "engram: the compressed token map has %d classes but engram_compressed_vocab_size is "
                           "%lld; every hash would differ from the model's (wrong tokenizer?)",
-                          out->map.n_classes, (long long)out->cfg.compressed_vocab_size);
+                          out->map.n_classes, (long long)cfg->engram_compressed_vocab_size);
         goto fail;
     }
-    if (out->cfg.pad_token_id >= out->map.n_ids) {
-        st = di_error_set(err, DEEPINFER_ERR_FORMAT, "engram: pad token %d is outside the token map (%d ids)",
-                          out->cfg.pad_token_id, out->map.n_ids);
+    if (cfg->engram_pad_token_id >= out->map.n_ids) {
+        st = di_error_set(err, DEEPINFER_ERR_FORMAT, "engram: pad token %lld is outside the token map (%d ids)",
+                          (long long)cfg->engram_pad_token_id, out->map.n_ids);
         goto fail;
     }
-    const int32_t pad = out->map.cls[out->cfg.pad_token_id];
-    if (constants)
-        st = di_engram_hash_init_json(&out->hash, &out->cfg, constants, pad, err);
+    const int32_t pad = out->map.cls[cfg->engram_pad_token_id];
+    if (hash_file)
+        st = di_engram_hash_init_file(&out->hash, cfg, hash_file, pad, err);
     else if (model_dir && !di_path_join(path, sizeof path, model_dir, "engram_hash.json") && di_is_file(path))
-        st = di_engram_hash_init_file(&out->hash, &out->cfg, path, pad, err);
+        st = di_engram_hash_init_file(&out->hash, cfg, path, pad, err);
     else
-        st = di_engram_hash_init(&out->hash, &out->cfg, NULL, pad, err);
+        st = di_engram_hash_init(&out->hash, cfg, NULL, pad, err);
     if (!st) return DEEPINFER_OK;
 fail:
     di_engram_tables_free(out);

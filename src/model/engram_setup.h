@@ -5,7 +5,7 @@
  *
  * Load (once per model):
  *   di_engram_tables t;
- *   di_engram_setup(model_dir, config_root, tokenizer, NULL, &t, &err);
+ *   di_engram_setup(model_dir, &model_config, tokenizer, NULL, &t, &err);
  *   then per Engram layer i: bind layers.{t.hash.layer_ids[i]}.engram.* with
  *   di_engram_layer_init (engram.h), rows = t.hash.num_embeddings[i].
  * Per step (per sequence chunk, positions start_pos..start_pos+n−1):
@@ -22,24 +22,23 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct di_engram_tables {
-    di_engram_config cfg;
     di_engram_token_map map;
-    di_engram_hash hash;
+    di_engram_hash hash;   /* hash.n_layers == 0: the model has no Engram */
 } di_engram_tables;
 
-/* Prepare the token map and hash constants of a model. `config` is the
- * parsed config.json (top level or text_config). A config without Engram
- * gives cfg.n_layers == 0 and nothing else.
+/* Prepare the token map and hash constants of a model with config `cfg`.
+ * A config without Engram gives hash.n_layers == 0 and nothing else.
  *  - token map: <model_dir>/engram_token_map.json when present, else
  *    computed from `tok` (then required);
- *  - constants: `constants` when non-NULL (e.g. a golden manifest's "engram"
- *    entry), else <model_dir>/engram_hash.json when present, else the
- *    built-in released V4.1-Flash values.
+ *  - constants: the file `hash_file` when non-NULL (an engram_hash.json
+ *    sidecar, or a golden manifest with an "engram" entry), else
+ *    <model_dir>/engram_hash.json when present, else the built-in released
+ *    V4.1-Flash values.
  * Fails (as the reference does) when the map's class count differs from
  * engram_compressed_vocab_size. model_dir may be NULL (no files looked up).
  * Free with di_engram_tables_free. */
-deepinfer_status di_engram_setup(const char *model_dir, const di_json *config, const di_tokenizer *tok,
-                                 const di_json *constants, di_engram_tables *out, di_error *err);
+deepinfer_status di_engram_setup(const char *model_dir, const di_model_config *cfg, const di_tokenizer *tok,
+                                 const char *hash_file, di_engram_tables *out, di_error *err);
 void di_engram_tables_free(di_engram_tables *t);
 
 /* Classes and hash ids of positions start_pos..start_pos+n−1 of one

@@ -33,15 +33,23 @@ typedef struct di_ws {
     int max_rows;
     /* bf16 */
     uint16_t *x, *xn, *qr, *q, *kv, *o, *z, *sub, *qi, *xe, *g, *u, *h, *eo, *emit16;
+    uint16_t *emitk;            /* V4.1 index keys of emitted latents [M][index_head_dim] */
+    uint16_t *eng_e, *eng_kv;   /* V4.1 Engram: gathered rows [M][cols*head_dim], wkv out [M][(hc+1)*dim] */
+    uint16_t *mainx;            /* V4.1 DSpark main_x [M][dim] */
     /* fp32 */
     float *rope_cs[2], *rope_sn[2]; /* per-row cos/sin of the step: [0] main RoPE, [1] compress RoPE */
     float *mixes, *pre, *post, *comb, *cproj_kv, *cproj_sc, *iw, *logits_gate, *rw, *erw, *y, *emit32, *iscore;
+    float *pre_in;              /* V4.1 single-pass mHC: the pre carried to the next site [M][4] */
     /* int / pointers */
     int *sel, *topk, *ntopk, *nidx, *erows, *eslot, *emit_seg;
+    int *cand, *ncand;          /* V4.1 candidate blocks kept per row [M][candidate_topk_blocks], count [M] */
     int64_t *emit_pos, *emit_row;
+    int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] */
     const uint16_t **kvptr;
     size_t kvptr_stride;  /* pointer slots per row: window + max compressed rows */
     size_t iscore_stride; /* floats per thread for indexer scores */
+    float *bscore;        /* V4.1 candidate block scores, per thread */
+    size_t bscore_stride;
     int nthreads;
     void *mem;
 } di_ws;
@@ -57,6 +65,7 @@ typedef struct di_fwd {
     di_seg *segs;
     int nseg;
     int mtp;                /* 1 while running a drafter stage (its own positions) */
+    int released_index_k;   /* V4.1: single-token decode rows score stale index keys (§5.4) */
     const float *inv_freq_main, *inv_freq_cmp; /* [rope_head_dim / 2] */
     const struct di_moe_opts *moe;             /* router / SwiGLU settings of the model */
     void (*index_obs)(void *ctx, int layer, int64_t pos, const int *rows, int n); /* optional */

@@ -1,14 +1,31 @@
 /*
- * indexer.h — the V4 lightning indexer (architecture.md §4.6): per query row
- * it scores every visible index-key row j < (p+1)/r with BF16 arithmetic
- * (§3.7) and keeps the top min(index_topk, visible) rows, in decreasing score
- * order (ties: lower row first). Query path: qI = wq_b.qr, RoPE on the tail
- * at p, 128-point Hadamard, FP4 simulation; head weights
- * w = bf16(bf16(weights_proj.x) * idx_hd^-1/2 * heads^-1/2). The index keys
- * come from the indexer's own compressor (run here, before scoring, so a row
- * emitted by this very token is visible to it).
+ * indexer.h — the lightning indexer of V4 (architecture.md §4.6) and V4.1
+ * (§5.4, §5.5): per query row at position p it scores every visible
+ * index-key row j < (p+1)/r with BF16 arithmetic (§3.7) and keeps the top
+ * min(index_topk, visible) rows (ties: lower row first).
  *
- * Output: ws->topk[m * index_topk + i] for i < ws->ntopk[m].
+ * Query path: qI = wq_b.qr, RoPE on the tail of each head at p, then
+ * (V4) a 128-point Hadamard, and an FP4 simulation (block 32). Head weights
+ * w = bf16(bf16(weights_proj.x) * idx_hd^-1/2 * heads^-1/2).
+ *
+ * Keys: V4 runs the layer's private indexer compressor here, before
+ * scoring, so a row emitted by this very token is visible to it. V4.1 keys
+ * come from a KV source (L->index_key_layer), written by the compressor
+ * before the indexer runs.
+ *
+ * V4.1 two-level top-k: the candidate source keeps, per query, the
+ * candidate_topk_blocks best blocks of candidate_block_size rows (block
+ * score = max of its rows; the block of the newest visible row always
+ * kept) in ws->cand; later index sources score only rows inside those
+ * blocks (the others are -inf). Selections are kept in increasing row order.
+ *
+ * Released-reference emulation (f->released_index_k, V4.1): a single-row
+ * decode segment (position > 0) scores the keys of the last index-key owner
+ * that emitted a row (seq->ikey_pub) instead of its own source's; rows that
+ * store does not hold yet score 0, as the reference's zero-filled cache does.
+ *
+ * Output: ws->topk[m * index_topk + i] for i < ws->ntopk[m] (V4: decreasing
+ * score; V4.1: increasing row).
  */
 #ifndef DI_MODEL_INDEXER_H
 #define DI_MODEL_INDEXER_H

@@ -2,6 +2,7 @@
 #include "model/mhc.h"
 
 #include <math.h>
+#include <string.h>
 
 static void mixes(di_fwd *f, const di_hc_w *hc, const uint16_t *R) {
     const di_model_config *c = f->cfg;
@@ -10,14 +11,20 @@ static void mixes(di_fwd *f, const di_hc_w *hc, const uint16_t *R) {
     di_hc_scale_mixes(f->x, f->M, R, (size_t)hcd, hcd, (float)c->rms_norm_eps, f->ws->mixes, hc->nmix, f->ws->mixes);
 }
 
-void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x) {
+void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint16_t *x) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
     mixes(f, hc, R);
     di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
                         ws->pre, ws->post, ws->comb);
-    di_hc_collapse(f->x, f->M, ws->pre, R, (size_t)hcd, d, x, (size_t)d);
+    di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
+    if (chain) memcpy(ws->pre_in, ws->pre, sizeof(float) * 4 * (size_t)f->M);
+}
+
+void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x) {
+    int d = (int)f->cfg->hidden_size, hcd = (int)(f->cfg->hc_mult * d);
+    di_hc_collapse(f->x, f->M, f->ws->pre_in, R, (size_t)hcd, d, x, (size_t)d);
 }
 
 void di_mhc_post(di_fwd *f, const uint16_t *sub, uint16_t *R) {

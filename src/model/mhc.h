@@ -9,8 +9,9 @@
  *   expand    : R'[k] = post_k f + sum_j comb[j][k] R[j]   (bf16)
  *   head      : pre_k = sigmoid(m_k * s + b_k) + hc_eps; x = sum_k pre_k R[k]
  *
- * V4 computes pre/post/comb from the site's own input (di_mhc_pre). V4.1's
- * single-pass chaining (§5.1) reuses the same pieces with a different order.
+ * V4 collapses a site with the pre of its own mixes; V4.1's single-pass
+ * chaining (§5.1) collapses with the pre carried in ws->pre_in (the
+ * previous site's) and then carries this site's pre forward.
  */
 #ifndef DI_MODEL_MHC_H
 #define DI_MODEL_MHC_H
@@ -18,8 +19,13 @@
 #include "model/forward.h"
 #include "model/weights.h"
 
-/* mixes -> pre/post/comb in ws for all rows, and x = collapse(R) (bf16 [M][dim]). */
-void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x);
+/* mixes -> pre/post/comb in ws for all rows, and x = collapse(R) (bf16
+ * [M][dim]) with this site's pre, or with `chain`: with ws->pre_in, after
+ * which ws->pre_in = this site's pre. */
+void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint16_t *x);
+
+/* x = collapse(R) with ws->pre_in (the V4.1 final collapse). */
+void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x);
 
 /* R = expand(sub, R) with the post/comb of the last di_mhc_pre. In place. */
 void di_mhc_post(di_fwd *f, const uint16_t *sub, uint16_t *R);

@@ -1,6 +1,7 @@
 /* moe.c — the mixture-of-experts sub-layer (moe.h). */
 #include "model/moe.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "io/numfmt.h"
@@ -13,10 +14,19 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
 
     /* router (fp32 logits; fp32 scores and weights) */
     di_gemm(x, M, xn, (size_t)d, &mw->gate, 0, ws->logits_gate, NULL, (size_t)E);
+    if (o->gate_temp != 1.0f)
+        for (size_t i = 0; i < (size_t)M * E; i++) ws->logits_gate[i] /= o->gate_temp;
     for (int m = 0; m < M; m++) {
         const int *fixed = mw->tid2eid ? mw->tid2eid + (size_t)f->tokens[m] * K : NULL;
-        di_route(ws->logits_gate + (size_t)m * E, E, mw->bias, fixed, K, o->route_scale, o->norm_eps,
-                 ws->sel + (size_t)m * K, ws->rw + (size_t)m * K);
+        const float *l = ws->logits_gate + (size_t)m * E;
+        int *sel = ws->sel + (size_t)m * K;
+        float *w = ws->rw + (size_t)m * K;
+        di_route(l, E, mw->bias, fixed, K, o->route_scale, o->norm_eps, sel, w);
+        if (!o->normalize) /* the unnormalised scores: sqrt(softplus(l)) * route_scale, as di_route computes them */
+            for (int k = 0; k < K; k++) {
+                float z = l[sel[k]];
+                w[k] = sqrtf(z > 20.0f ? z : log1pf(expf(z))) * o->route_scale;
+            }
     }
 
     /* routed experts, in increasing expert id */

@@ -18,6 +18,8 @@
 typedef struct di_moe_opts {
     int topk;             /* experts per token */
     float route_scale;
+    float gate_temp;      /* router logits are divided by it (V4.1; 1 = none) */
+    int normalize;        /* weights divided by their sum (V4: always; V4.1: norm_topk_prob and topk > 1) */
     float norm_eps;       /* added to the weight normaliser (0 for V4) */
     float routed_limit;   /* SwiGLU clamp of routed experts (0 = none) */
     float shared_limit;   /* SwiGLU clamp of the shared expert (V4: 0) */

@@ -9,13 +9,15 @@
 #include <string.h>
 
 #include "io/numfmt.h"
+#include "model/attention.h"
+#include "model/block.h"
 #include "model/dsv4_internal.h"
 
 deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const uint16_t *hidden_in, di_error *err) {
-    const di_model_config *c = &m->cfg;
+    const di_model_config *c = &m->core.cfg;
     if (m->w.n_mtp < 1) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no MTP block");
     if (!hidden_in) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "MTP: no main-model residual given");
-    deepinfer_status st = di_v4_check_batch(m, b, 1, err);
+    deepinfer_status st = di_core_check_batch(&m->core, b, 1, err);
     if (st) return st;
     const di_mtp_w *mw = &m->w.mtp[0];
     int layer = c->n_layers;
@@ -23,24 +25,25 @@ deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const u
     int d = (int)c->hidden_size, hc = (int)c->hc_mult, ab = c->act_block;
     float eps = (float)c->rms_norm_eps;
     size_t hcd = (size_t)hc * d;
-    for (int r0 = 0; r0 < b->n; r0 += m->max_rows) {
-        int n = b->n - r0 < m->max_rows ? b->n - r0 : m->max_rows;
+    uint16_t *R = m->core.R;
+    for (int r0 = 0; r0 < b->n; r0 += m->core.max_rows) {
+        int n = b->n - r0 < m->core.max_rows ? b->n - r0 : m->core.max_rows;
         di_fwd f;
-        di_v4_fwd_init(m, b, r0, n, &f);
+        di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
         di_ws *ws = f.ws;
         for (int i = 0; i < n; i++) memcpy(ws->x + (size_t)i * d, m->w.embed + (size_t)f.tokens[i] * d, (size_t)d * 2);
         di_rmsnorm(f.x, n, ws->x, (size_t)d, mw->enorm, d, eps, ws->xn, (size_t)d);
         di_gemm(f.x, n, ws->xn, (size_t)d, &mw->e_proj, ab, NULL, ws->sub, (size_t)d);
         /* each residual copy normalised and projected on its own (rows of dim) */
         di_rmsnorm(f.x, n * hc, hidden_in + (size_t)r0 * hcd, (size_t)d, mw->hnorm, d, eps, m->hbuf, (size_t)d);
-        di_gemm(f.x, n * hc, m->hbuf, (size_t)d, &mw->h_proj, ab, NULL, m->R, (size_t)d);
+        di_gemm(f.x, n * hc, m->hbuf, (size_t)d, &mw->h_proj, ab, NULL, R, (size_t)d);
         for (int i = 0; i < n; i++)
             for (int k = 0; k < hc; k++) {
-                uint16_t *r = m->R + ((size_t)i * hc + k) * d;
+                uint16_t *r = R + ((size_t)i * hc + k) * d;
                 const uint16_t *e = ws->sub + (size_t)i * d;
                 for (int j = 0; j < d; j++) r[j] = di_f32_to_bf16(di_bf16_to_f32(e[j]) + di_bf16_to_f32(r[j]));
             }
-        di_v4_block(&f, &mw->blk, L, layer, m->R);
+        di_block(&f, &mw->blk, L, layer, R, 0, di_attn_block, &m->moe);
         di_v4_outputs(m, &f, b, r0, &mw->hc_head, mw->norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->mtp_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }

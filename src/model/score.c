@@ -27,20 +27,22 @@ void di_score_result_free(di_score_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The j-th unrelated request: a fixed pseudo-random prompt and chunk size. */
-static void make_other(sreq *q, int j, int vocab) {
+/* The j-th unrelated request: a fixed pseudo-random text prompt and chunk size. */
+static void make_other(sreq *q, int j, const di_model_config *c) {
+    int vocab = (int)c->vocab_size;
     q->n_prompt = 3 + (37 * j + 11) % 61;
     q->chunk = 1 + (5 * j) % 17;
     uint32_t x = 2654435761u * (uint32_t)(j + 1);
     for (int i = 0; i < q->n_prompt; i++) {
         x = x * 1103515245u + 12345u;
         q->prompt[i] = (int32_t)((x >> 8) % (uint32_t)vocab);
+        if (q->prompt[i] == c->image_token_id) q->prompt[i] = (q->prompt[i] + 1) % vocab;
     }
 }
 
-deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_result *out, di_error *err) {
+deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, di_score_result *out, di_error *err) {
     memset(out, 0, sizeof *out);
-    const di_model_config *c = di_v4_config(m);
+    const di_model_config *c = m->cfg;
     int V = (int)c->vocab_size;
     if (req->n_prompt < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: the prompt is empty");
     if (req->batch_with < 0 || req->batch_with > 256)
@@ -48,9 +50,9 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
     int ndec = req->force_ids ? req->n_force : req->steps;
     if (ndec < 0) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: negative decode steps");
     int total = (req->all_positions ? req->n_prompt : 1) + ndec;
-    if ((int64_t)req->n_prompt + ndec > di_v4_max_context(m))
+    if ((int64_t)req->n_prompt + ndec > m->max_context)
         return di_error_set(err, DEEPINFER_ERR_LIMIT, "score: %d prompt + %d decode positions exceed max_context %lld",
-                            req->n_prompt, ndec, (long long)di_v4_max_context(m));
+                            req->n_prompt, ndec, (long long)m->max_context);
     int nq = req->batch_with + 1, mainq = req->batch_with / 2;
     sreq *q = calloc((size_t)nq, sizeof *q);
     out->logits = malloc(sizeof(float) * (size_t)total * V);
@@ -69,9 +71,9 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
             q[i].n_prompt = req->n_prompt;
             q[i].chunk = req->chunk > 0 ? req->chunk : req->n_prompt;
         } else {
-            make_other(&q[i], i < mainq ? i : i - 1, V);
+            make_other(&q[i], i < mainq ? i : i - 1, c);
         }
-        st = di_v4_seq_new(m, &q[i].s, err);
+        st = m->seq_new(m->model, &q[i].s, err);
     }
     int got = 0, decoded = 0;
     int32_t *tok = NULL;
@@ -89,7 +91,7 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
             int k;
             if (r->fed < r->n_prompt) k = r->n_prompt - r->fed < r->chunk ? r->n_prompt - r->fed : r->chunk;
             else if (r->main && decoded >= ndec) k = 0;
-            else if (!r->main && r->s->n_tokens >= di_v4_max_context(m)) k = 0; /* a neighbour ran out of room */
+            else if (!r->main && r->s->n_tokens >= m->max_context) k = 0; /* a neighbour ran out of room */
             else k = 1;
             if (!k) continue;
             if ((size_t)(n + k) > cap) {
@@ -132,7 +134,7 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
         }
         lbuf = nb;
         di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = seq, .n_logits = nl, .logit_rows = lrows, .logits = lbuf};
-        if ((st = di_v4_forward(m, &b, err))) break;
+        if ((st = m->forward(m->model, &b, err))) break;
         /* collect */
         int li = 0;
         for (int i = 0; i < nq; i++) {
@@ -147,6 +149,8 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
                 if (r->main) {
                     memcpy(out->logits + (size_t)got * V, row, sizeof(float) * (size_t)V);
                     out->argmax[got++] = r->next;
+                } else if (r->next == c->image_token_id) { /* neighbours stay text (V4.1 is text-only) */
+                    r->next = (r->next + 1) % V;
                 }
             }
             if (r->main && decoding) decoded++;
@@ -164,4 +168,27 @@ deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_r
     }
     out->n_rows = total;
     return DEEPINFER_OK;
+}
+
+static deepinfer_status v4_seq_new(const void *m, di_seq_state **out, di_error *err) { return di_v4_seq_new(m, out, err); }
+static deepinfer_status v4_forward(void *m, const di_v4_batch *b, di_error *err) { return di_v4_forward(m, b, err); }
+static deepinfer_status v41_seq_new(const void *m, di_seq_state **out, di_error *err) { return di_v41_seq_new(m, out, err); }
+static deepinfer_status v41_forward(void *m, const di_v4_batch *b, di_error *err) { return di_v41_forward(m, b, err); }
+
+di_score_model di_score_model_v4(di_v4_model *m) {
+    return (di_score_model){m, di_v4_config(m), di_v4_max_context(m), v4_seq_new, v4_forward};
+}
+
+di_score_model di_score_model_v41(di_v41_model *m) {
+    return (di_score_model){m, di_v41_config(m), di_v41_max_context(m), v41_seq_new, v41_forward};
+}
+
+deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_result *out, di_error *err) {
+    di_score_model sm = di_score_model_v4(m);
+    return di_score_run(&sm, req, out, err);
+}
+
+deepinfer_status di_v41_score(di_v41_model *m, const di_score_req *req, di_score_result *out, di_error *err) {
+    di_score_model sm = di_score_model_v41(m);
+    return di_score_run(&sm, req, out, err);
 }

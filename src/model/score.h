@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "model/dsv4.h"
+#include "model/dsv41.h"
 
 typedef struct di_score_req {
     const int32_t *prompt;
@@ -36,7 +37,24 @@ typedef struct di_score_result {
     int32_t *argmax; /* [n_rows] */
 } di_score_result;
 
+/* The model being scored: any V4-family model behind two calls. */
+typedef struct di_score_model {
+    void *model;
+    const di_model_config *cfg;
+    int64_t max_context;
+    deepinfer_status (*seq_new)(const void *model, di_seq_state **out, di_error *err);
+    deepinfer_status (*forward)(void *model, const di_v4_batch *b, di_error *err);
+} di_score_model;
+
+deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, di_score_result *out, di_error *err);
+
+/* The score view of a V4 / V4.1 model. */
+di_score_model di_score_model_v4(di_v4_model *m);
+di_score_model di_score_model_v41(di_v41_model *m);
+
+/* di_score_run on a V4 / V4.1 model. */
 deepinfer_status di_v4_score(di_v4_model *m, const di_score_req *req, di_score_result *out, di_error *err);
+deepinfer_status di_v41_score(di_v41_model *m, const di_score_req *req, di_score_result *out, di_error *err);
 void di_score_result_free(di_score_result *r);
 
 #endif

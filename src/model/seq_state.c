@@ -9,22 +9,24 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Compressor buffer geometry of layer l: slots x width (0 if none). */
-static void cmp_geom(const di_model_config *cfg, const di_layer_cfg *L, int head_dim, int *slots, int *width) {
+/* Compressor buffer geometry of layer l: slots x width (0 if none). The
+ * main compressor (index 0) pools head_dim rows; V4's indexer has its own
+ * compressor (index 1) of index_head_dim rows. V4.1 ratio-1 sources pool
+ * nothing and keep no partial group. */
+static void cmp_geom(const di_model_config *cfg, const di_layer_cfg *L, int index, int *slots, int *width) {
     *slots = *width = 0;
-    if (!L->has_compressor || cfg->arch != DI_ARCH_V4) return;
+    if (!L->has_compressor || !L->compressor_gated) return;
+    if (index && (cfg->arch != DI_ARCH_V4 || !L->has_index_keys)) return;
     int coff = L->compressor_overlap ? 2 : 1;
     *slots = coff * L->ratio;
-    *width = coff * head_dim;
+    *width = coff * (int)(index ? cfg->index_head_dim : cfg->head_dim);
 }
 
 static size_t layer_fixed_bytes(const di_model_config *cfg, const di_layer_cfg *L) {
     size_t b = align64((size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
-    int s, w;
-    cmp_geom(cfg, L, (int)cfg->head_dim, &s, &w);
-    b += 2 * align64((size_t)s * (size_t)w * 4);
-    if (L->has_index_keys) {
-        cmp_geom(cfg, L, (int)cfg->index_head_dim, &s, &w);
+    for (int index = 0; index < 2; index++) {
+        int s, w;
+        cmp_geom(cfg, L, index, &s, &w);
         b += 2 * align64((size_t)s * (size_t)w * 4);
     }
     return b;
@@ -58,6 +60,8 @@ static void cmp_clear(di_cmp_state *c) {
 void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
     s->n_tokens = 0;
     s->mtp_tokens = 0;
+    s->ikey_pub = -1;
+    di_engram_seq_init(&s->engram);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
         if (ls->ring) memset(ls->ring, 0, (size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
@@ -81,21 +85,15 @@ static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *mem
         di_layer_state *ls = &s->layers[l];
         ls->ring = (uint16_t *)mem;
         mem += align64((size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
-        int sl, w;
-        cmp_geom(cfg, L, (int)cfg->head_dim, &sl, &w);
-        ls->cmp.slots = sl;
-        ls->cmp.width = w;
-        ls->cmp.kv = (float *)mem;
-        mem += align64((size_t)sl * (size_t)w * 4);
-        ls->cmp.score = (float *)mem;
-        mem += align64((size_t)sl * (size_t)w * 4);
-        if (L->has_index_keys) {
-            cmp_geom(cfg, L, (int)cfg->index_head_dim, &sl, &w);
-            ls->icmp.slots = sl;
-            ls->icmp.width = w;
-            ls->icmp.kv = (float *)mem;
+        for (int index = 0; index < 2; index++) {
+            di_cmp_state *cs = index ? &ls->icmp : &ls->cmp;
+            int sl, w;
+            cmp_geom(cfg, L, index, &sl, &w);
+            cs->slots = sl;
+            cs->width = w;
+            cs->kv = (float *)mem;
             mem += align64((size_t)sl * (size_t)w * 4);
-            ls->icmp.score = (float *)mem;
+            cs->score = (float *)mem;
             mem += align64((size_t)sl * (size_t)w * 4);
         }
         if (L->has_compressor) ls->ckv.row_elems = (int)cfg->head_dim;

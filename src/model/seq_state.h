@@ -17,7 +17,11 @@
  * DEEPINFER_ERR_LIMIT. di_seq_create is a convenience that allocates one
  * sequence of a given capacity in one block (CLI, tests).
  *
- * The drafter (V4 MTP) stage has its own ring and position counter.
+ * The drafter stages (V4 MTP, V4.1 DSpark) have their own rings and
+ * position counter. V4.1 adds the Engram class-id history and, for the
+ * released-reference emulation, which layer's index keys were published
+ * last. The fixed part holds no pointer outside itself and the caller's
+ * pages: a snapshot is a byte copy of it, restored into the same memory.
  */
 #ifndef DI_MODEL_SEQ_STATE_H
 #define DI_MODEL_SEQ_STATE_H
@@ -26,6 +30,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/engram_hash.h"
 #include "util/error.h"
 
 typedef struct di_rowstore {
@@ -56,7 +61,11 @@ typedef struct di_layer_state {
 
 typedef struct di_seq_state {
     int64_t n_tokens;  /* positions 0..n_tokens-1 have been processed by the backbone */
-    int64_t mtp_tokens;/* positions processed by the drafter stage(s) */
+    int64_t mtp_tokens;/* positions processed by the drafter stage(s): V4 MTP inputs, V4.1
+                          DSpark context rows fed (di_v41_dspark_feed) */
+    int32_t ikey_pub;  /* V4.1 released-reference emulation: the index-key owner layer that
+                          last emitted a row (the reference's shared index_k), -1 = none */
+    di_engram_seq engram; /* V4.1 Engram class-id history (last positions, by absolute position) */
     int n_layers;      /* backbone layers + drafter stages */
     di_layer_state *layers;
     void *owned;       /* memory owned by di_seq_create, else NULL */

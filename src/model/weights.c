@@ -68,6 +68,20 @@ deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *
     return DEEPINFER_OK;
 }
 
+deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...) {
+    char name[NAME_MAX_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    *out = NULL;
+    const di_tensor *t = get_tensor(spec, name, err);
+    if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
+    if (t->dtype != DI_DTYPE_BF16) return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expected BF16", name);
+    if (!(*out = aligned_copy(t, err))) return err->code;
+    return DEEPINFER_OK;
+}
+
 /* Pack a linear `base` (base.weight [+ base.scale]) by its stored dtype. */
 static deepinfer_status bind_linear_rows(di_wmat *out, const di_model_config *cfg, const di_weight_spec *spec,
                                          const char *base, int row0, int nrows, di_error *err) {
@@ -142,25 +156,37 @@ deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *
     return DEEPINFER_OK;
 }
 
+/* A compressor `pfx` (attn.compressor / attn.indexer.compressor) of layer L:
+ * V4 wkv, wgate, ape, norm; V4.1 wkv, norm, wgate when gated, and the
+ * owner's index-key projection attn.indexer.wk / k_norm. */
 static deepinfer_status bind_compressor(di_compressor_w *c, const di_model_config *cfg, const di_layer_cfg *L,
-                                        const di_weight_spec *spec, const char *pfx, int hd, di_error *err) {
+                                        const di_weight_spec *spec, const char *p, const char *pfx, int hd,
+                                        di_error *err) {
     deepinfer_status st;
     memset(c, 0, sizeof *c);
     c->ratio = L->ratio;
     c->overlap = L->compressor_overlap;
     c->hd = hd;
-    if ((st = di_bind_linear(&c->wkv, cfg, spec, err, "%s.wkv", pfx))) return st;
-    if ((st = di_bind_linear(&c->wgate, cfg, spec, err, "%s.wgate", pfx))) return st;
-    if ((st = di_bind_vec(&c->ape, spec, err, "%s.ape", pfx))) return st;
-    if ((st = di_bind_vec(&c->norm, spec, err, "%s.norm.weight", pfx))) return st;
+    c->gated = L->compressor_gated;
+    if ((st = di_bind_linear(&c->wkv, cfg, spec, err, "%s%s.wkv", p, pfx))) return st;
+    if (c->gated && (st = di_bind_linear(&c->wgate, cfg, spec, err, "%s%s.wgate", p, pfx))) return st;
+    if ((st = di_bind_vec(&c->norm, spec, err, "%s%s.norm.weight", p, pfx))) return st;
+    if (cfg->arch == DI_ARCH_V4) return di_bind_vec(&c->ape, spec, err, "%s%s.ape", p, pfx);
+    if (L->has_index_keys) {
+        c->has_keys = 1;
+        if ((st = di_bind_linear(&c->wk, cfg, spec, err, "%sattn.indexer.wk", p))) return st;
+        if ((st = di_bind_vec(&c->k_norm, spec, err, "%sattn.indexer.k_norm.weight", p))) return st;
+    }
     return DEEPINFER_OK;
 }
 
 static void compressor_free(di_compressor_w *c) {
     di_wmat_free(&c->wkv);
     di_wmat_free(&c->wgate);
+    di_wmat_free(&c->wk);
     free(c->ape);
     free(c->norm);
+    free(c->k_norm);
 }
 
 static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, const di_layer_cfg *L,
@@ -197,18 +223,18 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     for (int g = 0; g < G && !st; g++) st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
     free(f), free(h);
     if (st) return di_error_prefix(err, "tensor %s", wn);
-    char q[NAME_MAX_LEN];
     if (L->has_compressor) {
         a->has_cmp = 1;
-        snprintf(q, sizeof q, "%sattn.compressor", p);
-        if ((st = bind_compressor(&a->cmp, cfg, L, spec, q, (int)cfg->head_dim, err))) return st;
+        if ((st = bind_compressor(&a->cmp, cfg, L, spec, p, "attn.compressor", (int)cfg->head_dim, err))) return st;
     }
     if (L->has_index_query) {
         a->has_idx = 1;
         if ((st = di_bind_linear(&a->idx.wq_b, cfg, spec, err, "%sattn.indexer.wq_b", p))) return st;
         if ((st = di_bind_linear(&a->idx.wproj, cfg, spec, err, "%sattn.indexer.weights_proj", p))) return st;
-        snprintf(q, sizeof q, "%sattn.indexer.compressor", p);
-        if ((st = bind_compressor(&a->idx.cmp, cfg, L, spec, q, (int)cfg->index_head_dim, err))) return st;
+        if (cfg->arch == DI_ARCH_V4 &&
+            (st = bind_compressor(&a->idx.cmp, cfg, L, spec, p, "attn.indexer.compressor", (int)cfg->index_head_dim,
+                                  err)))
+            return st;
     }
     return DEEPINFER_OK;
 }
@@ -315,10 +341,11 @@ void di_block_free(di_block_w *b) {
 
 static size_t wbytes(const di_wmat *w) { return w ? w->bytes : 0; }
 
-static size_t block_bytes(const di_block_w *b) {
+size_t di_block_bytes(const di_block_w *b) {
     size_t s = wbytes(&b->attn.wq_a) + wbytes(&b->attn.wq_b) + wbytes(&b->attn.wkv) + wbytes(&b->attn.wo_b);
     for (int g = 0; g < b->attn.groups; g++) s += wbytes(&b->attn.wo_a[g]);
-    s += wbytes(&b->attn.cmp.wkv) + wbytes(&b->attn.cmp.wgate) + wbytes(&b->attn.idx.wq_b) + wbytes(&b->attn.idx.wproj);
+    s += wbytes(&b->attn.cmp.wkv) + wbytes(&b->attn.cmp.wgate) + wbytes(&b->attn.cmp.wk);
+    s += wbytes(&b->attn.idx.wq_b) + wbytes(&b->attn.idx.wproj);
     s += wbytes(&b->attn.idx.cmp.wkv) + wbytes(&b->attn.idx.cmp.wgate) + wbytes(&b->moe.gate);
     for (int e = 0; e < b->moe.n_experts; e++) s += wbytes(&b->moe.w1[e]) + wbytes(&b->moe.w2[e]) + wbytes(&b->moe.w3[e]);
     return s + wbytes(&b->moe.sw1) + wbytes(&b->moe.sw2) + wbytes(&b->moe.sw3);
@@ -328,10 +355,7 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
                                     di_error *err) {
     deepinfer_status st;
     memset(w, 0, sizeof *w);
-    const di_tensor *emb = get_tensor(spec, "embed.weight", err);
-    if (!emb) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
-    if (emb->dtype != DI_DTYPE_BF16) return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor embed.weight: expected BF16");
-    if (!(w->embed = aligned_copy(emb, err))) return err->code;
+    if ((st = di_bind_bf16(&w->embed, spec, err, "embed.weight"))) return st;
     if ((st = di_bind_linear(&w->head, cfg, spec, err, "head"))) goto fail;
     if ((st = di_bind_vec(&w->norm, spec, err, "norm.weight"))) goto fail;
     if ((st = di_bind_hc(&w->hc_head, spec, "", "head", err))) goto fail;
@@ -347,7 +371,7 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         char p[32];
         snprintf(p, sizeof p, "layers.%d.", l);
         if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err))) goto fail;
-        w->bytes += block_bytes(&w->layers[l]);
+        w->bytes += di_block_bytes(&w->layers[l]);
     }
     for (int s = 0; s < w->n_mtp; s++) {
         char p[32];
@@ -361,9 +385,9 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         if ((st = di_bind_vec(&m->hnorm, spec, err, "%shnorm.weight", p))) goto fail;
         if ((st = di_bind_vec(&m->norm, spec, err, "%snorm.weight", p))) goto fail;
         if ((st = di_bind_hc(&m->hc_head, spec, p, "head", err))) goto fail;
-        w->bytes += block_bytes(&m->blk) + m->e_proj.bytes + m->h_proj.bytes;
+        w->bytes += di_block_bytes(&m->blk) + m->e_proj.bytes + m->h_proj.bytes;
     }
-    w->bytes += w->head.bytes + (size_t)emb->nbytes;
+    w->bytes += w->head.bytes + (size_t)(cfg->vocab_size * cfg->hidden_size * 2);
     return DEEPINFER_OK;
 fail:
     di_v4_weights_free(w);

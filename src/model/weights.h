@@ -34,16 +34,20 @@ typedef struct di_hc_w {
 } di_hc_w;
 
 typedef struct di_compressor_w {
-    int ratio, overlap, hd;   /* hd = output row size (head_dim or index_head_dim) */
-    di_wmat wkv, wgate;       /* [coff*hd, dim] BF16, fp32 outputs */
-    float *ape;               /* [ratio][coff*hd] or NULL */
+    int ratio, overlap, hd;   /* hd = output row size (head_dim or index_head_dim); ratio 0 = none */
+    int gated;                /* wgate present: fp32 softmax pooling (else V4.1 ratio 1: BF16 projection) */
+    di_wmat wkv, wgate;       /* [coff*hd, dim] BF16 (fp32 outputs when gated) */
+    float *ape;               /* V4: [ratio][coff*hd]; V4.1: NULL */
     float *norm;              /* [hd] */
+    int has_keys;             /* V4.1 index-key owner: keys = k_norm(wk . latent) */
+    di_wmat wk;               /* attn.indexer.wk BF16 [index_head_dim, head_dim] */
+    float *k_norm;            /* attn.indexer.k_norm [index_head_dim] */
 } di_compressor_w;
 
 typedef struct di_indexer_w {
     di_wmat wq_b;             /* FP8 [heads*idx_hd, q_lora] */
     di_wmat wproj;            /* BF16 [heads, dim] */
-    di_compressor_w cmp;      /* V4: the indexer's private compressor (index keys) */
+    di_compressor_w cmp;      /* V4: the indexer's private compressor (index keys); V4.1: none */
 } di_indexer_w;
 
 typedef struct di_attn_w {
@@ -101,9 +105,12 @@ void di_v4_weights_free(di_v4_weights *w);
 deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const di_layer_cfg *L,
                                const di_weight_spec *spec, const char *prefix, int n_experts, di_error *err);
 void di_block_free(di_block_w *b);
+size_t di_block_bytes(const di_block_w *b); /* packed bytes of a block's weights */
 deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *prefix, const char *site, di_error *err);
 deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5))); /* an aligned copy of a BF16 tensor */
 deepinfer_status di_bind_linear(di_wmat *out, const di_model_config *cfg, const di_weight_spec *spec, di_error *err,
                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

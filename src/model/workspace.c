@@ -52,6 +52,20 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->u = take(b, m * (size_t)I * 2);
     ws->h = take(b, m * (size_t)I * 2);
     ws->emit16 = take(b, m * (size_t)rowmax * 2);
+    ws->emitk = take(b, m * (size_t)ihd * 2);
+    if (c->n_engram_layer_ids) {
+        ws->eng_e = take(b, m * (size_t)c->engram_cols * (size_t)c->engram_head_dim * 2);
+        ws->eng_kv = take(b, m * (size_t)((c->hc_mult + 1) * d) * 2);
+        ws->eng_ids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
+    }
+    if (c->drafter == DI_DRAFTER_DSPARK) ws->mainx = take(b, m * (size_t)d * 2);
+    ws->pre_in = take(b, m * 4 * 4);
+    if (c->candidate_source_layer_id >= 0) {
+        ws->cand = take(b, m * (size_t)c->candidate_topk_blocks * sizeof(int));
+        ws->ncand = take(b, m * sizeof(int));
+        ws->bscore_stride = (size_t)(max_context / c->candidate_block_size + 16);
+        ws->bscore = take(b, (size_t)nthreads * ws->bscore_stride * 4);
+    }
     for (int v = 0; v < 2; v++) {
         ws->rope_cs[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
         ws->rope_sn[v] = take(b, m * (size_t)(c->qk_rope_head_dim / 2) * 4);
@@ -80,7 +94,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->eslot = take(b, m * (size_t)k * sizeof(int));
     ws->emit_pos = take(b, m * sizeof(int64_t));
     ws->emit_row = take(b, m * sizeof(int64_t));
-    ws->kvptr_stride = (size_t)(c->sliding_window + maxc);
+    ws->kvptr_stride = (size_t)(c->sliding_window + maxc + c->dspark_block_size);
     ws->kvptr = take(b, m * ws->kvptr_stride * sizeof(void *));
 }
 

@@ -164,6 +164,12 @@ void di_qat_fp8(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
  * (ties to the even code). */
 void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
 
+/* FP4 round trip with E4M3 block scales (V4.1 compressed KV, §3.5), blocks
+ * of `blk`: amax = max(max|x|, 6 * 2^-9); s = e4m3_RNE(amax / 6) (a true
+ * division; s is not a power of two); x = bf16(e2m1_RNE(clamp(x / s, ±6)) * s)
+ * (ties to the even code). */
+void di_qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk);
+
 /* Orthonormal Walsh-Hadamard transform (natural / Sylvester order) of
  * `nvec` consecutive vectors of 128 bf16 values in each of M rows: fp32
  * butterflies with strides 1, 2, ..., 64 (a+b, a-b), then * fp32(128^-1/2),

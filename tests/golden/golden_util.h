@@ -106,19 +106,27 @@ static inline double golden_num(const di_json *root, const char *k1, const char 
     return d;
 }
 
+/* A model's forward step (V4 or V4.1), for the generic runner below. */
+typedef deepinfer_status (*golden_fwd_fn)(void *model, const di_v4_batch *b, di_error *err);
+
+static inline deepinfer_status golden_v4_fwd(void *m, const di_v4_batch *b, di_error *err) {
+    return di_v4_forward(m, b, err);
+}
+
 /* Feed `n` tokens of one sequence in chunks of `chunk` rows (0 = all at
  * once) starting at the sequence's position; logits of every row into
  * out[n][V] (may be NULL), final residuals into hidden[n][hc*dim] (may be
- * NULL). Returns the status. */
-static inline deepinfer_status golden_run(di_v4_model *m, di_seq_state *s, const int32_t *tok, int n, int chunk,
-                                          float *out, uint16_t *hidden, di_error *err) {
-    const di_model_config *c = di_v4_config(m);
+ * NULL), DSpark inputs into target[n][n_targets*dim] (V4.1; may be NULL).
+ * Returns the status. */
+static inline deepinfer_status golden_run_fn(golden_fwd_fn fwd, void *m, const di_model_config *c, di_seq_state *s,
+                                             const int32_t *tok, int n, int chunk, float *out, uint16_t *hidden,
+                                             uint16_t *target, di_error *err) {
     if (chunk <= 0) chunk = n;
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)chunk);
     int *rows = malloc(sizeof(int) * (size_t)chunk);
     di_seq_state **seqs = malloc(sizeof(*seqs) * (size_t)chunk);
     deepinfer_status st = DEEPINFER_OK;
-    size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
+    size_t hcd = (size_t)(c->hc_mult * c->hidden_size), td = (size_t)c->n_dspark_target_layer_ids * c->hidden_size;
     for (int i0 = 0; i0 < n && !st; i0 += chunk) {
         int k = n - i0 < chunk ? n - i0 : chunk;
         for (int i = 0; i < k; i++) {
@@ -128,11 +136,17 @@ static inline deepinfer_status golden_run(di_v4_model *m, di_seq_state *s, const
         }
         di_v4_batch b = {.n = k, .tokens = tok + i0, .pos = pos, .seq = seqs, .n_logits = out ? k : 0,
                          .logit_rows = rows, .logits = out ? out + (size_t)i0 * c->vocab_size : NULL,
-                         .hidden = hidden ? hidden + (size_t)i0 * hcd : NULL};
-        st = di_v4_forward(m, &b, err);
+                         .hidden = hidden ? hidden + (size_t)i0 * hcd : NULL,
+                         .target_hidden = target ? target + (size_t)i0 * td : NULL};
+        st = fwd(m, &b, err);
     }
     free(pos), free(rows), free(seqs);
     return st;
+}
+
+static inline deepinfer_status golden_run(di_v4_model *m, di_seq_state *s, const int32_t *tok, int n, int chunk,
+                                          float *out, uint16_t *hidden, di_error *err) {
+    return golden_run_fn(golden_v4_fwd, m, di_v4_config(m), s, tok, n, chunk, out, hidden, NULL, err);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * The tiny random V4 checkpoint of tests/data/tiny-v4-b (written by
- * tools/gen_tiny_checkpoint.py; a shape unlike the golden one: hidden 256,
+ * The tiny random V4 checkpoint tiny-v4-b (written into the build directory
+ * by `make test` with tools/gen_tiny_checkpoint.py; a shape unlike the golden one: hidden 256,
  * 3 layers with ratios 0/4/128 + MTP, 4 heads, 4 output groups, 4 experts,
  * window 16, vocab 384) loads and runs: finite logits, prefill == chunked
  * prefill == token-by-token decode (bitwise), MTP finite. A copy with one
@@ -42,7 +42,7 @@ static deepinfer_status run(di_v4_model *m, const int32_t *tok, int n, int chunk
 TEST(tiny_v4_loads_runs_and_is_chunk_invariant) {
     di_v4_model *m = NULL;
     di_error err = {0};
-    CHECK_MSG(di_v4_load(di_test_data(TDIR), NULL, &m, &err) == DEEPINFER_OK, "%s", err.msg);
+    CHECK_MSG(di_v4_load(di_test_gen_data(TDIR), NULL, &m, &err) == DEEPINFER_OK, "%s", err.msg);
     const di_model_config *c = di_v4_config(m);
     CHECK(c->hidden_size == 256 && c->n_layers == 3 && c->vocab_size == 384);
     int n = 300, V = (int)c->vocab_size; /* > 2 ratio-128 groups, > window, > indexer top-k */
@@ -88,7 +88,7 @@ static int corrupt_copy(char *dir, const char *from, const char *to) {
     for (int i = 0; i < 4; i++) {
         char src[512], dst[512], *data = NULL;
         size_t len = 0;
-        snprintf(src, sizeof src, "%s/%s", di_test_data(TDIR), files[i]);
+        snprintf(src, sizeof src, "%s/%s", di_test_gen_data(TDIR), files[i]);
         snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
         if (di_read_file(src, 0, &data, &len, NULL)) return -1;
         if (i >= 2) {
@@ -134,7 +134,7 @@ TEST(tiny_v4_logits_identical_on_every_isa_path) {
      * model's logits agree bit for bit */
     di_v4_model *m = NULL;
     di_error err = {0};
-    CHECK(di_v4_load(di_test_data(TDIR), NULL, &m, &err) == DEEPINFER_OK);
+    CHECK(di_v4_load(di_test_gen_data(TDIR), NULL, &m, &err) == DEEPINFER_OK);
     int n = 40, V = (int)di_v4_config(m)->vocab_size;
     int32_t tok[40];
     for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 53 + 7) % V);
@@ -162,8 +162,8 @@ TEST(tiny_v4_sub_batches_are_invisible) {
     di_v4_model *a = NULL, *b = NULL;
     di_error err = {0};
     di_v4_options small = {.max_rows = 7};
-    CHECK(di_v4_load(di_test_data(TDIR), NULL, &a, &err) == DEEPINFER_OK);
-    CHECK(di_v4_load(di_test_data(TDIR), &small, &b, &err) == DEEPINFER_OK);
+    CHECK(di_v4_load(di_test_gen_data(TDIR), NULL, &a, &err) == DEEPINFER_OK);
+    CHECK(di_v4_load(di_test_gen_data(TDIR), &small, &b, &err) == DEEPINFER_OK);
     int n = 300, V = (int)di_v4_config(a)->vocab_size;
     int32_t tok[300];
     for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 29 + 3) % V);

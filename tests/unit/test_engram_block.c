@@ -1,5 +1,5 @@
-/* The Engram block (architecture.md §5.8): its private FP8 linear and the full
- * gather -> wkv -> gating -> residual update, against double-precision
+/* The Engram block (architecture.md §5.8): the full gather -> wkv (the
+ * shared FP8 GEMM) -> gating -> residual update, against double-precision
  * references written here, on random weights in the released formats; ISA
  * paths and batch splits must agree bit for bit. */
 #include <math.h>
@@ -8,7 +8,6 @@
 
 #include "io/numfmt.h"
 #include "model/engram.h"
-#include "model/engram_fp8.h"
 #include "test.h"
 #include "util/cpu.h"
 
@@ -51,59 +50,6 @@ static double ref_linear_row(const double *q, const double *s, const uint8_t *w,
     return acc;
 }
 
-static void fill_act(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        int blk = (int)((i / 32) % 5);
-        x[i] = blk == 4 ? 0.0f : di_round_bf16((float)(nrand() * ldexp(1.0, 4 * blk - 6)));
-    }
-}
-
-TEST(engram_fp8_linear_matches_double_and_isas) {
-    const int k = 96;
-    const int ns[2] = {48, 40}; /* 40: two 16-output groups + a scalar tail of 8 */
-    const int ms[3] = {1, 5, 33};
-    for (int ni = 0; ni < 2; ni++)
-        for (int mi = 0; mi < 3; mi++) {
-            const int n = ns[ni], m = ms[mi];
-            uint8_t *w = malloc((size_t)n * k), *wsc = malloc((size_t)((n + 31) / 32) * (k / 32));
-            float *x = malloc(sizeof(float) * m * k), *xq = malloc(sizeof(float) * m * k);
-            float *sx = malloc(sizeof(float) * m * (k / 32)), *y[3];
-            double *q = malloc(sizeof(double) * k), *s = malloc(sizeof(double) * (k / 32));
-            for (int i = 0; i < n * k; i++) w[i] = rnd_e4m3();
-            for (int i = 0; i < ((n + 31) / 32) * (k / 32); i++) wsc[i] = rnd_e8m0(120, 130);
-            fill_act(x, (int64_t)m * k);
-            di_engram_fp8_quant(x, m, k, xq, sx);
-            for (int isa = 0; isa < 3; isa++) {
-                y[isa] = malloc(sizeof(float) * m * n);
-                di_cpu_set_isa((di_isa)isa);
-                di_engram_fp8_gemm(xq, sx, m, w, wsc, n, k, y[isa]);
-            }
-            di_cpu_set_isa(di_cpu_isa_hw());
-            int same = !memcmp(y[0], y[1], sizeof(float) * m * n) && !memcmp(y[0], y[2], sizeof(float) * m * n);
-            double worst = 0;
-            int quant_ok = 1;
-            for (int i = 0; i < m; i++) {
-                ref_quant(x + i * k, k, q, s);
-                for (int t = 0; t < k; t++) quant_ok &= q[t] == xq[i * k + t] && s[t / 32] == sx[i * (k / 32) + t / 32];
-                for (int j = 0; j < n; j++) {
-                    double r = ref_linear_row(q, s, w, wsc, j, k), mag = 0;
-                    for (int b = 0; b < k / 32; b++) {
-                        double p = 0;
-                        for (int t = 0; t < 32; t++) p += fabs(q[b * 32 + t] * di_e4m3_to_f32(w[j * k + b * 32 + t]));
-                        mag += p * s[b] * di_e8m0_to_f32(wsc[(j / 32) * (k / 32) + b]);
-                    }
-                    double e = fabs(y[0][i * n + j] - r) / (mag + 1e-30);
-                    worst = e > worst ? e : worst;
-                }
-            }
-            for (int isa = 0; isa < 3; isa++) free(y[isa]);
-            free(w), free(wsc), free(x), free(xq), free(sx), free(q), free(s);
-            CHECK_MSG(quant_ok, "activation quantisation differs (n %d, m %d)", n, m);
-            CHECK_MSG(same, "ISA paths differ (n %d, m %d)", n, m);
-            CHECK_MSG(worst < 4e-7, "relative error %.3g (n %d, m %d)", worst, n, m);
-        }
-}
-
 /* ---- the block ----------------------------------------------------------------------------- */
 
 typedef struct toy {
@@ -112,6 +58,8 @@ typedef struct toy {
     uint8_t *table, *tscale, *wkv, *wscale;
     uint16_t *qw, *kw;
     float *qwf, *kwf;
+    di_wmat W;  /* wkv packed for the shared GEMM */
+    di_exec x;
 } toy;
 
 static void toy_make(toy *t, int dim, int hc, int n_cols, int hd, int64_t rows) {
@@ -127,6 +75,10 @@ static void toy_make(toy *t, int dim, int hc, int n_cols, int hd, int64_t rows) 
     for (int64_t i = 0; i < rows * (hd / 32); i++) t->tscale[i] = rnd_e8m0(118, 124);
     for (int64_t i = 0; i < (int64_t)n * k; i++) t->wkv[i] = rnd_e4m3();
     for (int i = 0; i < ((n + 31) / 32) * (k / 32); i++) t->wscale[i] = rnd_e8m0(112, 118);
+    di_error err;
+    if (di_wmat_pack(&t->W, DI_WFMT_FP8, t->wkv, t->wscale, n, k, 32, &err) ||
+        di_exec_init(&t->x, di_gemm_scratch_per_row(k) * 64, &err))
+        abort();
     for (int i = 0; i < hc * dim; i++) {
         t->qw[i] = di_f32_to_bf16((float)(1 + 0.5 * nrand()));
         t->kw[i] = di_f32_to_bf16((float)(1 + 0.5 * nrand()));
@@ -136,13 +88,15 @@ static void toy_make(toy *t, int dim, int hc, int n_cols, int hd, int64_t rows) 
 }
 
 static void toy_free(toy *t) {
+    di_wmat_free(&t->W);
+    di_exec_free(&t->x);
     free(t->table), free(t->tscale), free(t->wkv), free(t->wscale);
     free(t->qw), free(t->kw), free(t->qwf), free(t->kwf);
 }
 
 static di_engram_layer_desc toy_desc(const toy *t, int f32) {
-    di_engram_layer_desc d = {t->dim, t->hc, t->n_cols, t->hd, t->rows, 1e-20f, t->table, t->tscale, t->wkv,
-                              t->wscale, f32 ? (const void *)t->qwf : t->qw, f32 ? (const void *)t->kwf : t->kw, f32};
+    di_engram_layer_desc d = {t->dim, t->hc, t->n_cols, t->hd, t->rows, 1e-20f, 32, t->table, t->tscale, &t->W,
+                              f32 ? (const void *)t->qwf : t->qw, f32 ? (const void *)t->kwf : t->kw, f32};
     return d;
 }
 
@@ -220,7 +174,7 @@ TEST(engram_block_matches_double_reference) {
         fill_R(R, T * hc * dim);
         memcpy(R0, R, sizeof R);
         float gates[7 * 4];
-        deepinfer_status st = di_engram_forward(&l, &ws, R, T, ids, 6, NULL, gates, &err);
+        deepinfer_status st = di_engram_forward(&t.x, &l, &ws, R, T, ids, 6, NULL, gates, &err);
         double out[4 * 64], g[4], worst_g = 0, worst_o = 0, gmin = 1, gmax = 0;
         for (int tk = 0; tk < T && !st; tk++) {
             ref_token(&t, f32, ids + tk * 6, R0 + tk * hc * dim, out, g);
@@ -263,7 +217,7 @@ TEST(engram_block_batch_invariant) {
     di_engram_workspace ws;
     CHECK(di_engram_workspace_init(&ws, &l, 40, &err) == DEEPINFER_OK);
     memcpy(ref, R0, sizeof(uint16_t) * T * row);
-    ok &= di_engram_forward(&l, &ws, ref, T, ids, 6, NULL, NULL, &err) == DEEPINFER_OK;
+    ok &= di_engram_forward(&t.x, &l, &ws, ref, T, ids, 6, NULL, NULL, &err) == DEEPINFER_OK;
     di_engram_workspace_free(&ws);
     for (int isa = 0; isa < 3 && ok; isa++) {
         di_cpu_set_isa((di_isa)isa);
@@ -272,16 +226,16 @@ TEST(engram_block_batch_invariant) {
             ok &= di_engram_workspace_init(&ws, &l, max_rows[v], &err) == DEEPINFER_OK;
             memcpy(R, R0, sizeof(uint16_t) * T * row);
             if (v < 2) {
-                ok &= di_engram_forward(&l, &ws, R, T, ids, 6, NULL, NULL, &err) == DEEPINFER_OK;
+                ok &= di_engram_forward(&t.x, &l, &ws, R, T, ids, 6, NULL, NULL, &err) == DEEPINFER_OK;
             } else { /* one token per call, as decode does */
                 for (int i = 0; i < T; i++)
-                    ok &= di_engram_forward(&l, &ws, R + i * row, 1, ids + i * 6, 6, NULL, NULL, &err) == 0;
+                    ok &= di_engram_forward(&t.x, &l, &ws, R + i * row, 1, ids + i * 6, 6, NULL, NULL, &err) == 0;
             }
             ok &= !memcmp(R, ref, sizeof(uint16_t) * T * row);
             /* masked tokens are untouched, the others unchanged by their neighbours' masking */
             memcpy(R, R0, sizeof(uint16_t) * T * row);
             float gates[40 * 4];
-            ok &= di_engram_forward(&l, &ws, R, T, ids, 6, mask, gates, &err) == DEEPINFER_OK;
+            ok &= di_engram_forward(&t.x, &l, &ws, R, T, ids, 6, mask, gates, &err) == DEEPINFER_OK;
             for (int i = 0; i < T; i++) {
                 const uint16_t *want = mask[i] ? ref + i * row : R0 + i * row;
                 ok &= !memcmp(R + i * row, want, sizeof(uint16_t) * row);
@@ -315,9 +269,9 @@ TEST(engram_layer_init_errors) {
     CHECK(di_engram_workspace_init(&ws, &l, 2, &err) == DEEPINFER_OK);
     int64_t ids[6] = {0, 1, 2, 3, 4, 50};
     uint16_t R[4 * 64] = {0};
-    deepinfer_status st = di_engram_forward(&l, &ws, R, 1, ids, 6, NULL, NULL, &err);
+    deepinfer_status st = di_engram_forward(&t.x, &l, &ws, R, 1, ids, 6, NULL, NULL, &err);
     uint8_t masked = 0; /* a masked token's ids are not read */
-    deepinfer_status st_masked = di_engram_forward(&l, &ws, R, 1, ids, 6, &masked, NULL, &err);
+    deepinfer_status st_masked = di_engram_forward(&t.x, &l, &ws, R, 1, ids, 6, &masked, NULL, &err);
     di_engram_workspace_free(&ws);
     di_engram_layer_free(&l);
     toy_free(&t);

@@ -1,9 +1,9 @@
 /* Engram on the golden tiny V4.1 checkpoint (tests/data/golden/v41-tiny-a):
- * everything the V4.1 forward will wire — config, token map, the manifest's
- * hash constants, the checkpoint's engram tensors bound in place from the
- * mmap'd shard — run over the golden prompt. The golden has no intermediate
- * Engram activations (its logits check the whole forward later), so this
- * checks binding, shapes and sanity; hash ids are checked exactly in
+ * config, token map, the manifest's hash constants, the checkpoint's engram
+ * tensors bound in place from the mmap'd shard — run over the golden prompt.
+ * The golden has no intermediate Engram activations (the whole forward's
+ * logits are checked in tests/golden/test_golden_v41.c), so this checks the
+ * block alone: binding, shapes and sanity; hash ids are checked exactly in
  * test_engram_hash.c. The safetensors header is read by a few lines here so
  * the test does not depend on the io module. */
 #include <math.h>
@@ -57,18 +57,13 @@ TEST(engram_golden_checkpoint_smoke) {
     di_error err;
     char *text;
     size_t len;
-    di_json_doc *cfg_doc, *man_doc;
+    di_json_doc *man_doc;
 
     snprintf(path, sizeof path, "%sconfig.json", dir);
-    CHECK(di_read_file(di_test_data(path), 0, &text, &len, &err) == 0);
-    CHECK(di_json_parse(text, len, NULL, &cfg_doc, &err) == 0);
-    free(text);
-    const di_json *cfg_root = cfg_doc->root, *tc = di_json_get(cfg_root, "text_config");
+    di_model_config cfg;
+    CHECK(di_config_load(di_test_data(path), &cfg, &err) == DEEPINFER_OK);
     deepinfer_status st;
-    int64_t dim = 0, hc = 0, vocab = 0;
-    di_json_as_i64(di_json_get(tc, "hidden_size"), &dim);
-    di_json_as_i64(di_json_get(tc, "hc_mult"), &hc);
-    di_json_as_i64(di_json_get(tc, "vocab_size"), &vocab);
+    int64_t dim = cfg.hidden_size, hc = cfg.hc_mult, vocab = cfg.vocab_size;
     CHECK(dim == 64 && hc == 4);
 
     /* token map from the model directory, constants from the manifest (the golden has no engram_hash.json) */
@@ -77,8 +72,9 @@ TEST(engram_golden_checkpoint_smoke) {
     CHECK(di_json_parse(text, len, NULL, &man_doc, &err) == 0);
     free(text);
     di_engram_tables tables;
-    st = di_engram_setup(di_test_data(dir), cfg_root, NULL, di_json_get(man_doc->root, "engram"), &tables, &err);
-    di_json_free(cfg_doc);
+    char man_path[512];
+    snprintf(man_path, sizeof man_path, "%s", di_test_data(path));
+    st = di_engram_setup(di_test_data(dir), &cfg, NULL, man_path, &tables, &err);
     const di_json *prompt = di_json_get(man_doc->root, "prompt_token_ids");
     int64_t n = prompt ? prompt->count : 0;
     int32_t *tokens = malloc(sizeof(int32_t) * n);
@@ -93,7 +89,7 @@ TEST(engram_golden_checkpoint_smoke) {
     di_engram_seq seq;
     di_engram_seq_init(&seq);
     if (!st) st = di_engram_step_ids(&tables, &seq, 0, tokens, NULL, n, ids, &err);
-    int32_t map_ids = tables.map.n_ids, head_dim = tables.cfg.head_dim;
+    int32_t map_ids = tables.map.n_ids, head_dim = (int32_t)cfg.engram_head_dim;
     di_engram_tables_free(&tables);
     CHECK_MSG(st == DEEPINFER_OK && n == 261, "%s", err.msg);
     CHECK_EQ_INT(map_ids, vocab);
@@ -109,6 +105,8 @@ TEST(engram_golden_checkpoint_smoke) {
     CHECK(embed != NULL);
 
     const int k = h.n_cols * head_dim, nout = (int)((hc + 1) * dim);
+    di_exec x;
+    CHECK(di_exec_init(&x, 0, &err) == DEEPINFER_OK);
     uint16_t *R = malloc(sizeof(uint16_t) * n * hc * dim);
     float *gates = malloc(sizeof(float) * n * hc);
     int ok = 1;
@@ -118,13 +116,16 @@ TEST(engram_golden_checkpoint_smoke) {
         const char *suffix[6] = {"embed.weight", "embed.scale", "wkv.weight", "wkv.scale", "q_weight", "k_weight"};
         for (int i = 0; i < 6; i++) snprintf(name[i], sizeof name[i], "layers.%d.engram.%s", h.layer_ids[li], suffix[i]);
         const shard *where = di_json_get(s.hdr->root, name[0]) ? &s : &s1;
+        di_wmat wkv;
+        const void *wkv_w = tensor(where, name[2], "F8_E4M3", nout, k), *wkv_s = tensor(where, name[3], "F8_E8M0", (nout + 31) / 32, k / 32);
+        ok &= wkv_w && wkv_s && di_wmat_pack(&wkv, DI_WFMT_FP8, wkv_w, wkv_s, nout, k, 32, &err) == DEEPINFER_OK;
+        if (!ok) break;
         di_engram_layer_desc d = {
             .dim = (int)dim, .hc = (int)hc, .n_cols = h.n_cols, .head_dim = head_dim, .rows = h.num_embeddings[li],
-            .eps = 1e-20f,
+            .eps = 1e-20f, .act_block = 32,
             .table = tensor(where, name[0], "F8_E4M3", h.num_embeddings[li], head_dim),
             .table_scale = tensor(where, name[1], "F8_E8M0", h.num_embeddings[li], head_dim / 32),
-            .wkv = tensor(where, name[2], "F8_E4M3", nout, k),
-            .wkv_scale = tensor(where, name[3], "F8_E8M0", (nout + 31) / 32, k / 32),
+            .wkv = &wkv,
             .q_weight = tensor(where, name[4], "BF16", hc, dim),
             .k_weight = tensor(where, name[5], "BF16", hc, dim),
             .qk_f32 = 0,
@@ -132,12 +133,15 @@ TEST(engram_golden_checkpoint_smoke) {
         di_engram_layer l;
         di_engram_workspace ws;
         ok &= di_engram_layer_init(&l, &d, &err) == DEEPINFER_OK; /* NULL pointers = wrong dtype/shape */
-        if (!ok) break;
+        if (!ok) {
+            di_wmat_free(&wkv);
+            break;
+        }
         ok &= di_engram_workspace_init(&ws, &l, 16, &err) == DEEPINFER_OK;
         for (int64_t t = 0; t < n; t++)
             for (int cc = 0; cc < hc; cc++) memcpy(R + (t * hc + cc) * dim, embed + tokens[t] * dim, sizeof(uint16_t) * dim);
         di_engram_prefetch(&l, ids + li * h.n_cols, (int64_t)h.n_layers * h.n_cols, n);
-        ok &= di_engram_forward(&l, &ws, R, n, ids + li * h.n_cols, (int64_t)h.n_layers * h.n_cols, NULL, gates,
+        ok &= di_engram_forward(&x, &l, &ws, R, n, ids + li * h.n_cols, (int64_t)h.n_layers * h.n_cols, NULL, gates,
                                 &err) == DEEPINFER_OK;
         for (int64_t i = 0; i < n * hc && ok; i++) {
             ok &= gates[i] > 0.0f && gates[i] < 1.0f;
@@ -146,7 +150,9 @@ TEST(engram_golden_checkpoint_smoke) {
         for (int64_t i = 0; i < n * hc * dim && ok; i++) ok &= isfinite(di_bf16_to_f32(R[i]));
         di_engram_workspace_free(&ws);
         di_engram_layer_free(&l);
+        di_wmat_free(&wkv);
     }
+    di_exec_free(&x);
     shard_close(&s);
     shard_close(&s1);
     free(tokens), free(ids), free(R), free(gates);

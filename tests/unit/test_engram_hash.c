@@ -1,5 +1,6 @@
 /* Engram hash layout and ids (architecture.md §5.8) against the constants of
  * the spec and fixtures from tools/reference/engram_hash_fixtures.py. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,13 +19,15 @@ static const int64_t k_primes[2][24] = {
      16000781, 16000799, 16000813, 16000819, 16000841, 16000877, 16000879, 16000889},
 };
 
-static di_engram_config released_config(void) {
-    di_engram_config c = {0};
-    c.n_layers = 2;
-    c.layer_ids[0] = 1, c.layer_ids[1] = 14;
-    c.num_embeddings[0] = 384006168, c.num_embeddings[1] = 384016682;
-    c.max_ngram = 4, c.vocab_size = 16000000, c.n_heads = 8, c.head_dim = 256;
-    c.pad_token_id = 2, c.compressed_vocab_size = 99092;
+/* The released DeepSeek-V4.1-Flash config (architecture.md §1.1); the
+ * layout's primes are derived by the config (config_derive.c). */
+static di_model_config released_config(void) {
+    static di_model_config c;
+    di_error err;
+    if (di_config_load(di_test_data("config/deepseek-v41-flash.json"), &c, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        abort();
+    }
     return c;
 }
 
@@ -63,7 +66,7 @@ static int64_t flatten(const di_json *v, int64_t *out, int64_t cap) {
 }
 
 TEST(engram_released_layout) {
-    di_engram_config c = released_config();
+    di_model_config c = released_config();
     di_engram_hash h;
     di_error err;
     CHECK_MSG(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_OK, "%s", err.msg);
@@ -75,7 +78,7 @@ TEST(engram_released_layout) {
             CHECK_EQ_INT(h.offsets[l][col], sum);
             sum += h.primes[l][col];
         }
-        CHECK_EQ_INT(sum, c.num_embeddings[l]);
+        CHECK_EQ_INT(sum, c.engram_num_embeddings[l]);
     }
     CHECK_EQ_INT(h.multipliers[0][0], 76632096046245LL);
     CHECK_EQ_INT(h.multipliers[1][3], 82619226485591LL);
@@ -88,19 +91,16 @@ TEST(engram_released_layout) {
 }
 
 TEST(engram_layout_errors) {
-    di_engram_config c = released_config();
+    /* (a table size that disagrees with the primes is refused by the config: test_config.c) */
+    di_model_config c = released_config();
     di_engram_hash h;
     di_error err;
-    c.num_embeddings[1] += 1;
-    CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_ERR_FORMAT);
-    CHECK(strstr(err.msg, "engram_num_embeddings") != NULL);
-    c = released_config();
-    c.compressed_vocab_size = 99093; /* not the released map: no built-in multipliers */
+    c.engram_compressed_vocab_size = 99093; /* not the released map: no built-in multipliers */
     CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_ERR_NOT_FOUND);
     CHECK(strstr(err.msg, "engram_hash.json") != NULL);
     c = released_config();
     CHECK(di_engram_hash_init(&h, &c, NULL, 99092, &err) == DEEPINFER_ERR_FORMAT); /* pad class */
-    c.n_heads = 40; /* 3 × 40 columns > DI_ENGRAM_MAX_COLS */
+    c.engram_max_ngram_size = 40; /* beyond DI_ENGRAM_MAX_NGRAM */
     CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_ERR_UNSUPPORTED);
 }
 
@@ -132,7 +132,7 @@ TEST(engram_released_ids_match_fixture) {
     CHECK_EQ_INT(nid, n * 48);
     for (int64_t i = 0; i < n; i++) cls[i] = (int32_t)cls64[i];
 
-    di_engram_config c = released_config();
+    di_model_config c = released_config();
     di_engram_hash h;
     di_error err;
     CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_OK);
@@ -157,7 +157,7 @@ TEST(engram_released_ids_match_fixture) {
 }
 
 TEST(engram_dead_and_pad_semantics) {
-    di_engram_config c = released_config();
+    di_model_config c = released_config();
     di_engram_hash h;
     di_error err;
     CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_OK);
@@ -202,7 +202,7 @@ TEST(engram_rollback_and_restore) {
     free_fixture(&f);
     int32_t cls[64];
     for (int i = 0; i < 64; i++) cls[i] = (int32_t)cls64[i];
-    di_engram_config c = released_config();
+    di_model_config c = released_config();
     di_engram_hash h;
     di_error err;
     CHECK(di_engram_hash_init(&h, &c, NULL, 2, &err) == DEEPINFER_OK);
@@ -233,22 +233,19 @@ TEST(engram_golden_ids_match_fixture) {
     char *text = NULL;
     size_t len;
     di_error err;
-    di_json_doc *cfg_doc = NULL, *man_doc = NULL;
+    di_json_doc *man_doc = NULL;
     CHECK(di_read_file(di_test_data("golden/v41-tiny-a/config.json"), 0, &text, &len, &err) == DEEPINFER_OK);
-    deepinfer_status st = di_json_parse(text, len, NULL, &cfg_doc, &err);
+    di_model_config c;
+    deepinfer_status st = di_config_parse(text, len, "config.json", &c, &err);
     free(text);
-    CHECK(st == DEEPINFER_OK);
-    di_engram_config c;
-    st = di_engram_config_from_json(cfg_doc->root, &c, &err);
-    di_json_free(cfg_doc);
     CHECK_MSG(st == DEEPINFER_OK, "%s", err.msg);
-    CHECK_EQ_INT(c.n_layers, 2);
-    CHECK_EQ_INT(c.layer_ids[1], 2);
-    CHECK_EQ_INT(c.head_dim, 32);
+    CHECK_EQ_INT(c.n_engram_layer_ids, 2);
+    CHECK_EQ_INT(c.engram_layer_ids[1], 2);
+    CHECK_EQ_INT(c.engram_head_dim, 32);
 
     di_engram_token_map map;
     CHECK(di_engram_token_map_load(di_test_data("golden/v41-tiny-a/engram_token_map.json"), &map, &err) == 0);
-    int32_t pad = map.cls[c.pad_token_id];
+    int32_t pad = map.cls[c.engram_pad_token_id];
     CHECK(di_read_file(di_test_data("golden/v41-tiny-a/expected/manifest.json"), 0, &text, &len, &err) == 0);
     st = di_json_parse(text, len, NULL, &man_doc, &err);
     free(text);

@@ -7,20 +7,13 @@
 #include "test.h"
 #include "util/file.h"
 
-static const char *k_released =
-    "{\"model_type\":\"deepseek_v41\",\"text_config\":{\"engram_layer_ids\":[1,14],"
-    "\"engram_num_embeddings\":[384006168,384016682],\"engram_max_ngram_size\":4,\"engram_vocab_size\":16000000,"
-    "\"engram_n_heads\":8,\"engram_head_dim\":256,\"engram_pad_token_id\":2,\"engram_compressed_vocab_size\":%d}}";
-
+/* The released config with another compressed vocabulary size. */
 static deepinfer_status setup(int compressed, const di_tokenizer *tok, di_engram_tables *t, di_error *err) {
-    char text[1024];
-    snprintf(text, sizeof text, k_released, compressed);
-    di_json_doc *doc;
-    deepinfer_status st = di_json_parse(text, strlen(text), NULL, &doc, err);
+    di_model_config c;
+    deepinfer_status st = di_config_load(di_test_data("config/deepseek-v41-flash.json"), &c, err);
     if (st) return st;
-    st = di_engram_setup(NULL, doc->root, tok, NULL, t, err);
-    di_json_free(doc);
-    return st;
+    c.engram_compressed_vocab_size = compressed;
+    return di_engram_setup(NULL, &c, tok, NULL, t, err);
 }
 
 TEST(engram_setup_checks_the_class_count) {
@@ -43,33 +36,23 @@ TEST(engram_setup_checks_the_class_count) {
 
 TEST(engram_setup_without_engram) {
     di_error err;
-    di_json_doc *doc;
-    const char *text = "{\"model_type\":\"deepseek_v4\",\"hidden_size\":4096}";
-    CHECK(di_json_parse(text, strlen(text), NULL, &doc, &err) == DEEPINFER_OK);
+    di_model_config c;
+    CHECK(di_config_load(di_test_data("golden/v4-tiny-a/config.json"), &c, &err) == DEEPINFER_OK);
     di_engram_tables t;
-    deepinfer_status st = di_engram_setup(NULL, doc->root, NULL, NULL, &t, &err);
-    di_json_free(doc);
+    deepinfer_status st = di_engram_setup(NULL, &c, NULL, NULL, &t, &err);
     CHECK(st == DEEPINFER_OK);
-    CHECK_EQ_INT(t.cfg.n_layers, 0);
+    CHECK_EQ_INT(t.hash.n_layers, 0);
     di_engram_tables_free(&t);
 }
 
 TEST(engram_step_ids_is_atomic) {
     di_error err;
-    di_json_doc *cfg, *man;
-    char *buf;
-    size_t len;
-    CHECK(di_read_file(di_test_data("golden/v41-tiny-a/config.json"), 0, &buf, &len, &err) == 0);
-    CHECK(di_json_parse(buf, len, NULL, &cfg, &err) == 0);
-    free(buf);
-    CHECK(di_read_file(di_test_data("golden/v41-tiny-a/expected/manifest.json"), 0, &buf, &len, &err) == 0);
-    CHECK(di_json_parse(buf, len, NULL, &man, &err) == 0);
-    free(buf);
+    di_model_config c;
+    CHECK(di_config_load(di_test_data("golden/v41-tiny-a/config.json"), &c, &err) == DEEPINFER_OK);
     di_engram_tables t;
-    deepinfer_status st = di_engram_setup(di_test_data("golden/v41-tiny-a"), cfg->root, NULL,
-                                          di_json_get(man->root, "engram"), &t, &err);
-    di_json_free(cfg);
-    di_json_free(man);
+    /* the hash constants from the golden manifest's "engram" entry */
+    deepinfer_status st = di_engram_setup(di_test_data("golden/v41-tiny-a"), &c, NULL,
+                                          di_test_data("golden/v41-tiny-a/expected/manifest.json"), &t, &err);
     CHECK_MSG(st == DEEPINFER_OK, "%s", err.msg);
     di_engram_seq s;
     di_engram_seq_init(&s);

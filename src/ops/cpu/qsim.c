@@ -1,5 +1,6 @@
 /* qsim.c — the reference's quantisation simulations, in place on bf16
- * (§3.5): FP8 and FP4 round trips with power-of-two block scales, and the
+ * (§3.5): FP8 and FP4 round trips with power-of-two block scales, FP4 with
+ * E4M3 block scales (V4.1 compressed KV), and the
  * 128-point Walsh-Hadamard rotation used before the V4 indexer's FP4. */
 #include <math.h>
 
@@ -72,6 +73,30 @@ static void fp4_rows(void *p, int m0, int m1) {
 void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
     qsim_ctx c = {v, ld, n, blk};
     di_par_rows(x, M, 16.0 * n, fp4_rows, &c);
+}
+
+static void fp4_e4m3_rows(void *p, int m0, int m1) {
+    qsim_ctx *c = p;
+    const float amin = 6.0f * 0x1p-9f;
+    for (int m = m0; m < m1; m++) {
+        uint16_t *row = c->v + (size_t)m * c->ld;
+        for (int b0 = 0; b0 < c->n; b0 += c->blk) {
+            float amax = 0.0f;
+            for (int i = 0; i < c->blk; i++) amax = fmaxf(amax, fabsf(di_bf16_to_f32(row[b0 + i])));
+            amax = fmaxf(amax, amin);
+            float s = di_round_e4m3(amax / 6.0f);
+            for (int i = 0; i < c->blk; i++) {
+                float q = di_bf16_to_f32(row[b0 + i]) / s;
+                q = fminf(fmaxf(q, -6.0f), 6.0f);
+                row[b0 + i] = di_f32_to_bf16(di_e2m1_to_f32(di_f32_to_e2m1(q)) * s);
+            }
+        }
+    }
+}
+
+void di_qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
+    qsim_ctx c = {v, ld, n, blk};
+    di_par_rows(x, M, 20.0 * n, fp4_e4m3_rows, &c);
 }
 
 typedef struct had_ctx {

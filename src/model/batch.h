@@ -1,0 +1,49 @@
+/*
+ * batch.h — what a forward step of a V4-family model takes (dsv4.h, dsv41.h):
+ * load options, a flat batch of token rows, and the indexer observer.
+ *
+ * A step (di_v4_batch) is any mix of sequences: each sequence's rows are
+ * contiguous and at consecutive absolute positions continuing its state
+ * (seq->n_tokens), so a prefill chunk, a decode token and a multi-token
+ * verify block are all the same call.
+ */
+#ifndef DI_MODEL_BATCH_H
+#define DI_MODEL_BATCH_H
+
+#include <stdint.h>
+
+#include "model/seq_state.h"
+
+typedef struct di_v4_options {
+    int max_rows;         /* rows per internal sub-batch (workspace size); 0 = 256 */
+    int64_t max_context;  /* longest sequence supported; 0 = 65536 */
+    /* V4.1 only (ignored by V4): */
+    int released_index_k; /* 1: reproduce the released reference's stale-index-key decode
+                             (architecture.md §5.4); 0: decode equals prefill */
+    const char *engram_hash; /* Engram hash constants: an engram_hash.json sidecar, or a golden
+                                manifest whose "engram" entry holds them; NULL = the model
+                                directory's engram_hash.json, else the built-in released ones */
+} di_v4_options;
+
+typedef struct di_v4_batch {
+    int n;                       /* rows */
+    const int32_t *tokens;       /* [n] */
+    const int64_t *pos;          /* [n] absolute positions */
+    di_seq_state *const *seq;    /* [n] the sequence of each row */
+    int n_logits;                /* rows whose logits are wanted */
+    const int *logit_rows;       /* [n_logits] row indices, increasing */
+    float *logits;               /* [n_logits][vocab] fp32 */
+    uint16_t *hidden;            /* optional [n][hc*dim] bf16: the final residual
+                                    stream before the output collapse (V4: the MTP's input) */
+    uint16_t *target_hidden;     /* optional, V4.1: [n][n_targets*dim] bf16, the DSpark
+                                    drafter's input: for each dspark_target_layer_ids layer, the
+                                    residual entering it averaged over the hc copies */
+} di_v4_batch;
+
+/* Optional observer of the lightning indexer's choices (tests, debugging):
+ * called on the calling thread for every query row of an indexed layer with
+ * the selected compressed rows (V4: in decreasing score order; V4.1: in
+ * increasing row order, as the reference keeps them). */
+typedef void (*di_v4_index_observer)(void *ctx, int layer, int64_t pos, const int *rows, int n);
+
+#endif

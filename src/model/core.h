@@ -1,0 +1,58 @@
+/*
+ * core.h — the step plumbing every V4-family model shares (internal to
+ * src/model): the config, the execution context and workspace, the step's
+ * residual buffer, RoPE tables, batch checking, splitting a batch into
+ * per-sequence segments and sub-batches, and the output head.
+ *
+ * dsv4.c and dsv41.c embed a di_core and add their weights; the blocks
+ * (mhc, attention, compressor, indexer, moe) only ever see a di_fwd.
+ */
+#ifndef DI_MODEL_CORE_H
+#define DI_MODEL_CORE_H
+
+#include "model/batch.h"
+#include "model/forward.h"
+#include "model/moe.h"
+
+typedef struct di_core {
+    di_model_config cfg;
+    di_exec x;
+    di_ws ws;
+    float inv_main[128], inv_cmp[128]; /* RoPE inverse frequencies (main, compressed layers) */
+    uint16_t *R;      /* [max_rows][hc*dim] residual of the step */
+    di_seg *segs;     /* [max_rows] */
+    int max_rows;
+    int64_t max_context;
+    di_v4_index_observer index_obs;
+    void *index_obs_ctx;
+} di_core;
+
+/* Check what every V4-family model needs of cfg (hc 4, head sizes, expert
+ * counts, ratios). */
+deepinfer_status di_core_check_config(const di_model_config *c, di_error *err);
+
+/* Size the execution context, workspace and step buffers for c->cfg
+ * (already loaded) and the options. */
+deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err);
+void di_core_free(di_core *c);
+
+/* Check a batch (rows grouped per sequence, positions continuing the state
+ * given by `stage` ? mtp_tokens : n_tokens, tokens in range, room in the
+ * state, logit rows increasing). Fails before anything is changed. */
+deepinfer_status di_core_check_batch(const di_core *c, const di_v4_batch *b, int stage, di_error *err);
+
+/* A step context over rows [r0, r0 + n) of a checked batch: segments,
+ * RoPE tables of the rows' positions. */
+void di_core_fwd_init(di_core *c, const di_v4_batch *b, int r0, int n, const di_moe_opts *moe, di_fwd *f);
+
+/* R[i] = hc copies of embed[tokens[i]] for the step's rows. */
+void di_core_embed(di_core *c, di_fwd *f, const uint16_t *embed);
+
+/* The output head for the rows of this piece listed in b->logit_rows:
+ * logits = head . norm(ws->x) in fp32, where ws->x holds the collapsed
+ * final hidden of every row (the caller's collapse). Returns 1 if the
+ * piece has logit rows (call it to know whether to collapse first). */
+int di_core_has_logits(const di_v4_batch *b, int r0, int n);
+void di_core_logits(di_core *c, di_fwd *f, const di_v4_batch *b, int r0, const float *norm, const di_wmat *head);
+
+#endif

@@ -1,0 +1,225 @@
+/* dsv41.c — DeepSeek-V4.1-Flash: load and the backbone wiring
+ * (architecture.md §5). Per row: Engram (at its layers), single-pass mHC
+ * blocks whose attention role comes from the config, the final collapse
+ * with the last FFN pre vector, norm, head. The step plumbing is core.c;
+ * the blocks are block.c, attention.c, compressor.c, indexer.c, moe.c,
+ * engram.c; DSpark is dspark.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/numfmt.h"
+#include "model/attention.h"
+#include "model/block.h"
+#include "model/dsv41_internal.h"
+#include "model/mhc.h"
+#include "model/tensor_spec.h"
+#include "util/file.h"
+
+static deepinfer_status check_v41(const di_model_config *c, di_error *err) {
+    if (c->arch != DI_ARCH_V41)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "model type %s: this loader runs deepseek_v41 checkpoints",
+                            di_arch_name(c->arch));
+    if (c->candidate_source_layer_id >= 0 && (c->candidate_block_size < 1 || c->candidate_topk_blocks < 1))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "candidate_source_layer_id %lld needs candidate_block_size and candidate_topk_blocks >= 1",
+                            (long long)c->candidate_source_layer_id);
+    if (c->n_engram_layer_ids && c->engram_head_dim % c->act_block)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "engram_head_dim %lld is not a multiple of %d",
+                            (long long)c->engram_head_dim, c->act_block);
+    return di_core_check_config(c, err);
+}
+
+/* Token map and hash constants; the map from <dir>/engram_token_map.json or the tokenizer. */
+static deepinfer_status setup_engram(di_v41_model *m, const char *dir, const di_v4_options *opt, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    if (!c->n_engram_layer_ids) return DEEPINFER_OK;
+    char path[4096];
+    di_tokenizer *tok = NULL;
+    deepinfer_status st = DEEPINFER_OK;
+    if (di_path_join(path, sizeof path, dir, "engram_token_map.json") || !di_is_file(path)) {
+        if (di_path_join(path, sizeof path, dir, "tokenizer.json") || !di_is_file(path))
+            return di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
+                                "%s: Engram needs engram_token_map.json or tokenizer.json in the model directory", dir);
+        if ((st = di_tokenizer_load(path, &tok, err))) return st;
+    }
+    st = di_engram_setup(dir, c, tok, opt ? opt->engram_hash : NULL, &m->eng, err);
+    di_tokenizer_free(tok);
+    if (st) return st;
+    if (m->w.n_engram) st = di_engram_workspace_init(&m->eng_ws, &m->w.engram[0], m->core.max_rows, err);
+    return st;
+}
+
+static void set_options(di_v41_model *m, const di_v4_options *opt) {
+    const di_model_config *c = &m->core.cfg;
+    m->released_index_k = opt && opt->released_index_k;
+    m->moe = (di_moe_opts){.topk = (int)c->num_experts_per_tok,
+                           .route_scale = (float)c->routed_scaling_factor,
+                           .gate_temp = (float)c->gate_temp,
+                           .normalize = c->norm_topk_prob && c->num_experts_per_tok > 1,
+                           .norm_eps = 1e-20f, /* the reference's normaliser epsilon (not rms_norm_eps) */
+                           .routed_limit = (float)c->swiglu_limit,
+                           .shared_limit = (float)c->swiglu_limit}; /* V4.1 clamps the shared expert too (§5.6) */
+    m->stage_moe = m->moe;
+    m->stage_moe.topk = (int)c->stage_num_experts_per_tok;
+    m->stage_moe.normalize = c->norm_topk_prob && c->stage_num_experts_per_tok > 1;
+    for (int l = 0; l < DI_CFG_MAX_LAYERS; l++) m->target_slot[l] = -1;
+    if (c->drafter == DI_DRAFTER_DSPARK)
+        for (int i = 0; i < c->n_dspark_target_layer_ids; i++) m->target_slot[c->dspark_target_layer_ids[i]] = i;
+}
+
+deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_model **out, di_error *err) {
+    *out = NULL;
+    di_v41_model *m = calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    di_model_config *c = &m->core.cfg;
+    deepinfer_status st = di_config_load(dir, c, err);
+    if (!st) st = check_v41(c, err);
+    if (st) {
+        free(m);
+        return st;
+    }
+    di_weight_spec *spec = NULL;
+    if ((st = di_st_open(dir, &m->st, err))) goto fail;
+    if ((st = di_spec_build(c, &spec, err))) goto fail;
+    if ((st = di_spec_check(spec, m->st, NULL, err))) goto fail;
+    if ((st = di_v41_weights_bind(&m->w, c, spec, err))) goto fail;
+    di_spec_free(spec);
+    spec = NULL;
+    if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    if ((st = setup_engram(m, dir, opt, err))) goto fail;
+    set_options(m, opt);
+    if ((st = di_v41_dspark_init(m, err))) goto fail;
+    *out = m;
+    return DEEPINFER_OK;
+fail:
+    di_spec_free(spec);
+    di_v41_free(m);
+    return st;
+}
+
+void di_v41_free(di_v41_model *m) {
+    if (!m) return;
+    di_v41_dspark_free(m);
+    di_engram_workspace_free(&m->eng_ws);
+    di_engram_tables_free(&m->eng);
+    di_v41_weights_free(&m->w);
+    di_core_free(&m->core);
+    di_st_close(m->st);
+    free(m);
+}
+
+const di_model_config *di_v41_config(const di_v41_model *m) { return &m->core.cfg; }
+int64_t di_v41_max_context(const di_v41_model *m) { return m->core.max_context; }
+size_t di_v41_weight_bytes(const di_v41_model *m) { return m->w.bytes; }
+
+size_t di_v41_decode_weight_bytes(const di_v41_model *m) {
+    const di_model_config *c = &m->core.cfg;
+    size_t b = m->w.head.bytes + (size_t)c->hidden_size * 2;
+    for (int l = 0; l < c->n_layers; l++) {
+        const di_block_w *bw = &m->w.layers[l];
+        b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
+        for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
+            b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
+        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+    }
+    size_t row = (size_t)c->engram_head_dim + (size_t)c->engram_head_dim / 32; /* e4m3 row + e8m0 scales */
+    for (int i = 0; i < m->w.n_engram; i++) b += m->w.engram_wkv[i].bytes + row * (size_t)c->engram_cols;
+    return b;
+}
+
+deepinfer_status di_v41_seq_new(const di_v41_model *m, di_seq_state **out, di_error *err) {
+    return di_seq_create(&m->core.cfg, m->core.max_context, out, err);
+}
+
+void di_v41_set_index_observer(di_v41_model *m, di_v4_index_observer fn, void *ctx) {
+    m->core.index_obs = fn;
+    m->core.index_obs_ctx = ctx;
+}
+
+/* V4.1 text-only checks on top of di_core_check_batch. */
+static deepinfer_status check_tokens(const di_v41_model *m, const di_v4_batch *b, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    for (int i = 0; i < b->n; i++) {
+        if (c->image_token_id >= 0 && b->tokens[i] == c->image_token_id)
+            return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                                "batch row %d: token %d is the image token; this build runs DeepSeek-V4.1 text-only "
+                                "(the vision tower is not loaded)",
+                                i, b->tokens[i]);
+        if (c->n_engram_layer_ids && b->tokens[i] >= m->eng.map.n_ids)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "batch row %d: token %d has no Engram class (the token map covers %d ids)", i,
+                                b->tokens[i], m->eng.map.n_ids);
+        if (c->n_engram_layer_ids && b->seq[i]->engram.len != b->seq[i]->n_tokens)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "batch row %d: the sequence's Engram history holds %lld positions, not %lld", i,
+                                (long long)b->seq[i]->engram.len, (long long)b->seq[i]->n_tokens);
+    }
+    return DEEPINFER_OK;
+}
+
+/* Hash ids of the step's rows (advances each sequence's Engram history). */
+static deepinfer_status engram_ids(di_v41_model *m, di_fwd *f, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    if (!c->n_engram_layer_ids) return DEEPINFER_OK;
+    size_t per_tok = (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols;
+    for (int s = 0; s < f->nseg; s++) {
+        const di_seg *sg = &f->segs[s];
+        deepinfer_status st = di_engram_step_ids(&m->eng, &sg->seq->engram, sg->pos0, f->tokens + sg->row0, NULL,
+                                                 sg->nrows, f->ws->eng_ids + (size_t)sg->row0 * per_tok, err);
+        if (st) return st;
+    }
+    for (int i = 0; i < m->w.n_engram; i++)
+        di_engram_prefetch(&m->w.engram[i], f->ws->eng_ids + (size_t)i * c->engram_cols, (int64_t)per_tok, f->M);
+    return DEEPINFER_OK;
+}
+
+/* The DSpark input of the step's rows for target slot t: the residual
+ * entering the layer, averaged over the copies (bf16 mean, fp32 sum). */
+static void capture_target(const di_v41_model *m, const di_fwd *f, const di_v4_batch *b, int r0, int t) {
+    const di_model_config *c = &m->core.cfg;
+    int d = (int)c->hidden_size, hc = (int)c->hc_mult;
+    size_t ld = (size_t)c->n_dspark_target_layer_ids * d;
+    for (int i = 0; i < f->M; i++) {
+        const uint16_t *r = m->core.R + (size_t)i * hc * d;
+        uint16_t *o = b->target_hidden + (size_t)(r0 + i) * ld + (size_t)t * d;
+        for (int j = 0; j < d; j++) {
+            float s = di_bf16_to_f32(r[j]);
+            for (int k = 1; k < hc; k++) s += di_bf16_to_f32(r[(size_t)k * d + j]);
+            o[j] = di_f32_to_bf16(s / (float)hc);
+        }
+    }
+}
+
+deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error *err) {
+    deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
+    if (!st) st = check_tokens(m, b, err);
+    if (st) return st;
+    const di_model_config *c = &m->core.cfg;
+    size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
+    int ncol = c->n_engram_layer_ids * c->engram_cols;
+    for (int r0 = 0; r0 < b->n; r0 += m->core.max_rows) {
+        int n = b->n - r0 < m->core.max_rows ? b->n - r0 : m->core.max_rows;
+        di_fwd f;
+        di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
+        f.released_index_k = m->released_index_k;
+        if ((st = engram_ids(m, &f, err))) return st;
+        di_core_embed(&m->core, &f, m->w.embed);
+        di_block_chain_start(&f);
+        for (int l = 0; l < c->n_layers; l++) {
+            const di_layer_cfg *L = &c->layers[l];
+            if (L->engram >= 0 &&
+                (st = di_engram_forward(f.x, &m->w.engram[L->engram], &m->eng_ws, m->core.R, n,
+                                        f.ws->eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
+                return st;
+            if (b->target_hidden && m->target_slot[l] >= 0) capture_target(m, &f, b, r0, m->target_slot[l]);
+            di_block(&f, &m->w.layers[l], L, l, m->core.R, 1, di_attn_block, &m->moe);
+        }
+        if (b->hidden) memcpy(b->hidden + (size_t)r0 * hcd, m->core.R, (size_t)n * hcd * 2);
+        if (di_core_has_logits(b, r0, n)) {
+            di_mhc_collapse_carried(&f, m->core.R, f.ws->x);
+            di_core_logits(&m->core, &f, b, r0, m->w.norm, &m->w.head);
+        }
+        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
+    }
+    return DEEPINFER_OK;
+}
