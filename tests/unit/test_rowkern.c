@@ -67,6 +67,7 @@ static void op_rmsnorm(di_exec *x, int n, void *b, size_t ld) { di_rmsnorm(x, n,
 static void op_hnorm(di_exec *x, int n, void *b, size_t ld) { di_head_rmsnorm_bf16(x, n, b, ld, 4, 128, 1e-6f); }
 static void op_fp8(di_exec *x, int n, void *b, size_t ld) { di_qat_fp8(x, n, b, ld, 448, 64); }
 static void op_fp4(di_exec *x, int n, void *b, size_t ld) { di_qat_fp4(x, n, b, ld, 512, 32); }
+static void op_fp4e(di_exec *x, int n, void *b, size_t ld) { di_qat_fp4_e4m3(x, n, b, ld, 512, 16); }
 static void op_had(di_exec *x, int n, void *b, size_t ld) { di_hadamard128(x, n, b, ld, 4); }
 static float g_cs[M * 32], g_sn[M * 32];
 static void op_rope(di_exec *x, int n, void *b, size_t ld) {
@@ -92,6 +93,7 @@ TEST(row_kernels_isa_and_batch_identical) {
     CHECK(check_op("qat fp8", op_fp8, a, 512, 2));
     CHECK(check_op("qat fp4", op_fp4, a, 512, 2));
     CHECK(check_op("hadamard128", op_had, a, 512, 2));
+    CHECK(check_op("qat fp4 (e4m3 scales)", op_fp4e, a, 512, 2));
     CHECK(check_op("rope (+ inverse)", op_rope, a, 512, 2));
     uint16_t *s = bf_rows(M * 800, 6.0f);
     CHECK(check_op("swiglu", op_swiglu, s, 800, 2));

@@ -15,6 +15,8 @@ void di_hc_expand_row_avx512(const float *post, const float *comb, const uint16_
 void di_f32_to_bf16_row_avx512(const float *in, uint16_t *out, int n);
 void di_qat_fp4_row_avx512(uint16_t *v, int n, int blk);
 void di_qat_fp8_row_avx512(uint16_t *v, int n, int blk);
+/* di_qat_fp4_e4m3 of one row, blocks of 16 (n % 16 == 0). */
+void di_qat_fp4_e4m3_row_avx512(uint16_t *v, int n);
 /* In-place 128-point Walsh-Hadamard of one vector, then * scale (qsim.c had_rows). */
 void di_hadamard128_avx512(uint16_t *row, float scale);
 /* rope.c's rotation of `half` pairs (half % 16 == 0) with cos/sin tables. */

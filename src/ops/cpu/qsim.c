@@ -78,8 +78,13 @@ void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
 static void fp4_e4m3_rows(void *p, int m0, int m1) {
     qsim_ctx *c = p;
     const float amin = 6.0f * 0x1p-9f;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk == 16 && c->n % 16 == 0;
     for (int m = m0; m < m1; m++) {
         uint16_t *row = c->v + (size_t)m * c->ld;
+        if (vec) {
+            di_qat_fp4_e4m3_row_avx512(row, c->n);
+            continue;
+        }
         for (int b0 = 0; b0 < c->n; b0 += c->blk) {
             float amax = 0.0f;
             for (int i = 0; i < c->blk; i++) amax = fmaxf(amax, fabsf(di_bf16_to_f32(row[b0 + i])));

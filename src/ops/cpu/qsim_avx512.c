@@ -74,3 +74,20 @@ void di_hadamard128_avx512(uint16_t *row, float scale) {
     const __m512 vs = _mm512_set1_ps(scale);
     for (int j = 0; j < 8; j++) di512_store_bf16(row + 16 * j, _mm512_mul_ps(t[j], vs));
 }
+
+/* The V4.1 FP4 round trip with an e4m3 block scale (qsim.c fp4_e4m3_rows),
+ * one block of 16 per vector: s = e4m3_RNE(max(amax, 6*2^-9) / 6) (true
+ * division; saturation at 448 = clamp, then RNE), q = e2m1_RNE(clamp(x / s,
+ * ±6)), y = bf16(q * s). */
+void di_qat_fp4_e4m3_row_avx512(uint16_t *v, int n) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int b0 = 0; b0 < n; b0 += 16) {
+        __m512 x = di512_load_bf16(v + b0);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x, absmask), _mm512_setzero_ps()));
+        if (!(amax >= 6.0f * 0x1p-9f)) amax = 6.0f * 0x1p-9f;
+        __m512 s = round_e4m3(_mm512_min_ps(_mm512_set1_ps(amax / 6.0f), _mm512_set1_ps(448.0f)));
+        __m512 q = _mm512_div_ps(x, s);
+        q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(-6.0f)), _mm512_set1_ps(6.0f));
+        di512_store_bf16(v + b0, _mm512_mul_ps(di512_round_e2m1(q), s));
+    }
+}

@@ -120,4 +120,20 @@ static inline __m512 di512_tree16(const __m512 acc[16]) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
 }
 
+/* e2m1 (FP4) RNE of x in [-6, 6] (ties to the even code), as fp32: a
+ * 1-mantissa-bit float rounding above 1 and steps of 0.5 below. */
+static inline __m512 di512_round_e2m1(__m512 x) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    __m512 a = _mm512_and_ps(x, absmask);
+    __m512i ua = _mm512_castps_si512(a);
+    __m512i rn = _mm512_add_epi32(ua, _mm512_add_epi32(_mm512_set1_epi32(0x1FFFFF),
+                                                     _mm512_and_si512(_mm512_srli_epi32(ua, 22), _mm512_set1_epi32(1))));
+    rn = _mm512_and_si512(rn, _mm512_set1_epi32((int)0xFFC00000u));
+    __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                               _mm512_set1_ps(0.5f));
+    __mmask16 is_sub = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
+    __m512 q = _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_sub, rn, _mm512_castps_si512(sub)));
+    return _mm512_or_ps(q, _mm512_and_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u))));
+}
+
 #endif
