@@ -186,3 +186,21 @@ TEST(elementwise_helpers_isa_identical) {
     }
     di_cpu_set_isa(hw);
 }
+
+TEST(topk_isa_identical_with_ties_and_nans) {
+    enum { N = 3000 };
+    static float sc[N];
+    static int got[3][N];
+    for (int i = 0; i < N; i++) sc[i] = di_round_bf16(frand() * 4); /* bf16: many ties */
+    sc[17] = NAN, sc[1500] = NAN, sc[2999] = INFINITY;
+    int ks[3] = {16, 300, 2900}, ns[3] = {40, 900, N};
+    di_isa hw = di_cpu_isa_hw();
+    for (int t = 0; t < 3; t++)
+        for (int isa = DI_ISA_SCALAR; isa <= (int)hw; isa++) {
+            di_cpu_set_isa((di_isa)isa);
+            int c = di_topk_desc(sc, ns[t], ks[t], got[isa]);
+            CHECK_EQ_INT(c, ks[t] < ns[t] ? ks[t] : ns[t]);
+            CHECK(!memcmp(got[isa], got[0], sizeof(int) * (size_t)c));
+        }
+    di_cpu_set_isa(hw);
+}

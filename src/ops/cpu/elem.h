@@ -25,6 +25,8 @@ void di_rope_row_avx512(uint16_t *x, int half, const float *cs, const float *sn,
 /* select.c: one SwiGLU row (rw: the row's weight or NULL) and the softmax
  * pooling of 16 channels per vector (any sizes). */
 void di_swiglu_row_avx512(const uint16_t *g, const uint16_t *u, int I, float limit, const float *rw, uint16_t *o);
+/* select.c di_topk_desc's scan for the next index that ranks before a score y. */
+int di_next_better_avx512(const float *score, int j, int n, float y);
 void di_softmax_pool_avx512(const float *kv, const float *score, size_t ld, int S, int D, float *out);
 /* di_hc_sinkhorn of the first n (1..16) tokens of mixes [n][24] (one per
  * lane); pre/post [n][4], comb [n][16]. */

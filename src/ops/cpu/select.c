@@ -70,6 +70,16 @@ static void sift_down(const float *score, int *h, int n, int i) {
     }
 }
 
+/* The first j' in [j, n) that ranks before an element of score y at an
+ * earlier index: score > y, or y is NaN and the score is not (ties never
+ * do: the earlier index wins). n if there is none. */
+static int next_better(const float *score, int j, int n, float y) {
+    if (di_cpu_isa() == DI_ISA_AVX512) return di_next_better_avx512(score, j, n, y);
+    for (; j < n; j++)
+        if (score[j] > y || (y != y && score[j] == score[j])) return j;
+    return n;
+}
+
 int di_topk_desc(const float *score, int n, int k, int *idx) {
     int cnt = k < n ? k : n;
     if (cnt <= 0) return 0;
@@ -77,7 +87,7 @@ int di_topk_desc(const float *score, int n, int k, int *idx) {
         /* small: insertion into a sorted prefix */
         int filled = 0;
         for (int j = 0; j < n; j++) {
-            if (filled == cnt && !ranks_before(score, j, idx[cnt - 1])) continue;
+            if (filled == cnt && (j = next_better(score, j, n, score[idx[cnt - 1]])) >= n) break;
             int pos = filled < cnt ? filled : cnt - 1;
             while (pos > 0 && ranks_before(score, j, idx[pos - 1])) {
                 idx[pos] = idx[pos - 1];
@@ -91,11 +101,10 @@ int di_topk_desc(const float *score, int n, int k, int *idx) {
     /* large: a heap of the best cnt with the worst at the root, then heap-sort */
     for (int j = 0; j < cnt; j++) idx[j] = j;
     for (int i = cnt / 2 - 1; i >= 0; i--) sift_down(score, idx, cnt, i);
-    for (int j = cnt; j < n; j++)
-        if (ranks_before(score, j, idx[0])) {
-            idx[0] = j;
-            sift_down(score, idx, cnt, 0);
-        }
+    for (int j = cnt; (j = next_better(score, j, n, score[idx[0]])) < n; j++) {
+        idx[0] = j;
+        sift_down(score, idx, cnt, 0);
+    }
     for (int end = cnt - 1; end > 0; end--) { /* worst goes to the end: best-first order */
         int t = idx[0];
         idx[0] = idx[end];

@@ -43,3 +43,16 @@ void di_softmax_pool_avx512(const float *kv, const float *score, size_t ld, int 
         _mm512_mask_storeu_ps(out + d, m, acc);
     }
 }
+
+int di_next_better_avx512(const float *score, int j, int n, float y) {
+    const __m512 vy = _mm512_set1_ps(y);
+    int ynan = y != y;
+    for (; j < n; j += 16) {
+        __mmask16 live = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(live, score + j);
+        __mmask16 m = _mm512_mask_cmp_ps_mask(live, x, vy, _CMP_GT_OQ);
+        if (ynan) m |= _mm512_mask_cmp_ps_mask(live, x, x, _CMP_ORD_Q);
+        if (m) return j + __builtin_ctz(m);
+    }
+    return n;
+}
