@@ -182,11 +182,14 @@ static void par_quant(void *p, int t, int n) {
     quant_ctx *c = p;
     size_t b, e;
     di_split_range((size_t)c->M, t, n, &b, &e);
-    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0;
-    for (size_t m = b; m < e; m++) {
-        if (vec) di_act_quant_row_avx512(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
-        else act_quant_row(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
+    if (di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0) {
+        if (b < e)
+            di_act_quant_rows_avx512(c->A + b * c->lda, c->lda, (int)(e - b), c->K, c->blk, c->q + b * c->qstride,
+                                     c->qstride, c->s + b * c->sstride, c->sstride);
+        return;
     }
+    for (size_t m = b; m < e; m++)
+        act_quant_row(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
 }
 
 static panel_fn pick_kernel(void) {

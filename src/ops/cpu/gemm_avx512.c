@@ -194,49 +194,6 @@ AI void tile_f32(const di_gemm_job *j, int m0, const int MR, int P0, const int N
     store_tile(j, m0, MR, P0, NR, acc);
 }
 
-/* ---- activation quantisation ------------------------------------------------ */
-
-/* act_quant_row of gemm.c, 16 values at a time (same arithmetic: x / s is
- * exact for a power-of-two s, e4m3 rounding by the same bit operations). */
-void di_act_quant_row_avx512(const uint16_t *x, int K, int blk, uint16_t *q, float *s) {
-    const float inv448 = (float)(1.0 / 448.0);
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-    for (int b = 0; b < K / blk; b++) {
-        const uint16_t *xb = x + (size_t)b * blk;
-        __m512 mx = _mm512_setzero_ps();
-        for (int i = 0; i < blk; i += 16) {
-            __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(xb + i))), 16));
-            mx = _mm512_max_ps(mx, _mm512_and_ps(v, absmask));
-        }
-        float amax = _mm512_reduce_max_ps(mx);
-        if (!(amax >= 1e-4f)) amax = 1e-4f;
-        float t = amax * inv448, sc;
-        uint32_t u;
-        memcpy(&u, &t, 4);
-        int e = (int)((u >> 23) & 0xFF) - 127 + ((u & 0x7FFFFFu) != 0);
-        uint32_t su = (uint32_t)(e + 127) << 23;
-        memcpy(&sc, &su, 4);
-        s[b] = sc;
-        const __m512 inv = _mm512_set1_ps(1.0f / sc), lim = _mm512_set1_ps(448.0f), nlim = _mm512_set1_ps(-448.0f);
-        const __m512 small = _mm512_set1_ps(0x1p-6f), k512 = _mm512_set1_ps(512.0f), i512 = _mm512_set1_ps(1.0f / 512.0f);
-        for (int i = 0; i < blk; i += 16) {
-            __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(xb + i))), 16));
-            v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), nlim), lim);
-            __m512 a = _mm512_and_ps(v, absmask);
-            __m512i ua = _mm512_castps_si512(a);
-            __m512i r = _mm512_add_epi32(ua, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF),
-                                                            _mm512_and_si512(_mm512_srli_epi32(ua, 20), _mm512_set1_epi32(1))));
-            r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFF00000u));
-            __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, k512), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), i512);
-            __mmask16 is_sub = _mm512_cmp_ps_mask(a, small, _CMP_LT_OQ);
-            __m512i mag = _mm512_mask_blend_epi32(is_sub, r, _mm512_castps_si512(sub));
-            __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u));
-            __m512i res = _mm512_or_si512(mag, sign);
-            _mm256_storeu_si256((void *)(q + (size_t)b * blk + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(res, 16)));
-        }
-    }
-}
-
 /* ---- dispatch ------------------------------------------------------------- */
 
 static void run_fp8(const di_gemm_job *j, int m0, int mr, int P0, int nr, const fp8_tabs *t) {
