@@ -35,8 +35,7 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     int d = (int)c->hidden_size, hd = cw->hd, r = cw->ratio, ov = cw->overlap;
     int width = (ov ? 2 : 1) * hd;
     /* fp32 projections (the reference promotes the BF16 weights and input) */
-    di_gemm(f->x, f->M, xn, (size_t)d, &cw->wkv, 0, ws->cproj_kv, NULL, (size_t)width);
-    di_gemm(f->x, f->M, xn, (size_t)d, &cw->wgate, 0, ws->cproj_sc, NULL, (size_t)width);
+    di_gemm2(f->x, f->M, xn, (size_t)d, &cw->wkv, &cw->wgate, 0, ws->cproj_kv, NULL, ws->cproj_sc, NULL, (size_t)width);
     int ne = 0;
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];

@@ -104,6 +104,13 @@ float di_wmat_get(const di_wmat *w, int n, int k);
 void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
              uint16_t *C16, size_t ldc);
 
+/* Two products of the same activations, C1 = A W1^T and C2 = A W2^T (each
+ * output as in di_gemm: exactly one of C*_32, C*_16 per product; one ldc):
+ * the results of two di_gemm calls, with A quantised once and both weights'
+ * panels in one parallel region when W1, W2 share format, K and block. */
+void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
+              float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc);
+
 /* Bytes of scratch di_gemm uses per row (quantised row + scales). The
  * di_exec must hold at least one row of the largest K; more rows let a call
  * quantise more rows at once (results do not depend on it). */
