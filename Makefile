@@ -2,7 +2,8 @@
 #
 # Sources are discovered, not listed: every src/**/*.c goes into libdeepinfer,
 # every tools/*.c into the CLI, every tests/**/test_*.c into the test runner,
-# every src/**/*.cu into the CUDA objects. Files named *_avx2.c / *_avx512.c
+# every examples/*.c into build/examples/ (public header only), every
+# src/**/*.cu into the CUDA objects. Files named *_avx2.c / *_avx512.c
 # are compiled with that instruction set and chosen at run time (util/cpu.h).
 
 BUILD    ?= build
@@ -20,7 +21,7 @@ ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -li
 
 CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS) $(ICU_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lz -lm -lpthread
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -35,6 +36,7 @@ CU_SRC   := $(shell find src -name '*.cu' | sort)
 CLI_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC := tests/runner.c $(shell find tests -name 'test_*.c' | sort)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -45,16 +47,27 @@ STATIC_LIB := $(BUILD)/libdeepinfer.a
 SHARED_LIB := $(BUILD)/libdeepinfer.so
 CLI        := $(BUILD)/deepinfer
 TEST_BIN   := $(BUILD)/test_runner
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests test asan cuda cuda-objs fuzz fuzz-bins clean help
+.PHONY: all lib cli tests examples test asan cuda cuda-objs fuzz fuzz-bins clean help
 .DEFAULT_GOAL := all
 
-all: lib cli tests ## build libdeepinfer (static + shared), the CLI and the test runner
+all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
 
 lib: $(STATIC_LIB) $(SHARED_LIB)
 cli: $(CLI)
 tests: $(TEST_BIN)
+examples: $(EXAMPLE_BIN) ## build examples/*.c against the public header and the static library
+
+# The engine finds the embedded demo model next to the executable's tree, else
+# in this source tree (engine_open.c).
+$(BUILD)/src/engine/engine_open.o: CPPFLAGS += -DDEEPINFER_SOURCE_DIR='"$(CURDIR)"'
+
+# Examples see only the public header, and link the static library.
+$(BUILD)/examples/%: examples/%.c $(STATIC_LIB) include/deepinfer.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread $(SAN) -Iinclude $< $(STATIC_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/%_avx2.o: ISA_FLAGS := $(ISA_AVX2)
 $(BUILD)/%_avx512.o: ISA_FLAGS := $(ISA_AVX512)
@@ -88,7 +101,7 @@ GEN_DATA := $(BUILD)/data/tiny-v4-b/config.json
 $(GEN_DATA): tools/gen_tiny_checkpoint.py
 	python3 tools/gen_tiny_checkpoint.py $(dir $@) >/dev/null
 
-test: $(TEST_BIN) $(CLI) $(GEN_DATA) ## build and run every test; exits non-zero on any failure
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
@@ -116,6 +129,6 @@ clean: ## remove build outputs
 	rm -rf build build-asan build-fuzz
 
 help: ## list targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev)
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev zlib1g-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 need_install=()
@@ -59,9 +59,12 @@ cuda)
     ;;
 demo)
     make -j"$jobs" all
-    # Placeholder until `deepinfer generate` lands (issue 5): summarise and
-    # validate the embedded default model, the model the main job runs on.
+    # The embedded default model: validate it, then offline batch generation
+    # through the engine (examples/offline_inference.c, then the CLI).
     ./build/deepinfer inspect --model models/deepinfer-demo-v41
+    ./build/examples/offline_inference
+    ./build/deepinfer generate --prompt "It was a dark and stormy night" --prompt "The old man said" \
+        --max-tokens 48 --temperature 0.8 --top-p 0.95 --seed 1
     ;;
 fuzz)
     make fuzz

@@ -10,6 +10,9 @@ OUT_DIR/safetensors/  small valid safetensors files: each golden shard's header
 OUT_DIR/config/       the golden config.json files and variants (reference
                       key names, V4 without drafter, V4.1 flattened).
 OUT_DIR/json/         the golden config.json and index files, for fuzz_json.
+OUT_DIR/schema/       JSON schemas from the JSON-Schema-Test-Suite fixtures (fuzz_schema).
+OUT_DIR/gbnf/         the GBNF fixture grammars (fuzz_gbnf).
+OUT_DIR/regex/        the `pattern` regexes of those schemas plus a few hand-made ones (fuzz_regex).
 """
 import json
 import os
@@ -92,7 +95,49 @@ def main():
         with open(os.path.join(sd, name), "wb") as o:
             o.write(data)
         n += 1
+    n += structured_seeds(out)
     print(f"wrote {n} seeds under {out}")
+
+
+def structured_seeds(out):
+    """Seeds for fuzz_schema / fuzz_gbnf / fuzz_regex from tests/data/structured."""
+    sdir = os.path.join(ROOT, "tests", "data", "structured")
+    dirs = {k: os.path.join(out, k) for k in ("schema", "gbnf", "regex")}
+    for d in dirs.values():
+        os.makedirs(d, exist_ok=True)
+    n, pats = 0, set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "pattern" and isinstance(v, str):
+                    pats.add(v)
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for f in sorted(os.listdir(os.path.join(sdir, "jsts"))):
+        if not f.endswith(".json"):
+            continue
+        with open(os.path.join(sdir, "jsts", f)) as fh:
+            cases = json.load(fh)
+        for i, c in enumerate(cases):
+            with open(os.path.join(dirs["schema"], f"{f[:-5]}-{i}.json"), "w") as o:
+                json.dump(c["schema"], o)
+            walk(c["schema"])
+            n += 1
+    for f in sorted(os.listdir(os.path.join(sdir, "gbnf"))):
+        if f.endswith(".gbnf"):
+            with open(os.path.join(sdir, "gbnf", f), "rb") as fh, open(os.path.join(dirs["gbnf"], f), "wb") as o:
+                o.write(fh.read())
+            n += 1
+    pats.update([r"^[a-z]+(?:-[a-z0-9]+)*$", r"\d{3}-\w{2,4}|[^\s\S]", r"(a|b)*c{2,5}?\u00e9.", r"[\p{L}]", r"(?=x)y"])
+    for i, p in enumerate(sorted(pats)):
+        with open(os.path.join(dirs["regex"], f"r{i}"), "w") as o:
+            o.write(p)
+        n += 1
+    return n
 
 
 if __name__ == "__main__":

@@ -11,7 +11,24 @@
  *    the handle's *_last_error() call. Messages say what to fix.
  *  - The library never calls abort() or exit() on bad input.
  *  - Ownership is stated on each function: "caller frees" means with the
- *    matching *_free / *_close call.
+ *    matching *_free / *_close call; "engine-owned" memory must not be freed
+ *    and is valid only as long as stated.
+ *  - An engine handle is not thread-safe: call it from one thread at a time.
+ *
+ * Two ways to run requests:
+ *  - Offline batch (like DeepInfer's / vLLM's `LLM.generate`):
+ *      deepinfer_engine_open → deepinfer_generate(prompts[], params[]) →
+ *      deepinfer_outputs_free → deepinfer_engine_close
+ *  - Request-level streaming (for servers):
+ *      deepinfer_add_request ... then repeatedly deepinfer_step and
+ *      deepinfer_read_outputs (new tokens/text of every request the step
+ *      advanced); deepinfer_take_output hands a finished request to the
+ *      caller; deepinfer_abort ends one early.
+ *
+ * Determinism: a request's tokens and logprobs are a function of its prompt,
+ * its sampling parameters and its seed only — not of the other requests in
+ * the engine, the step schedule, chunking or preemption (bitwise, on the
+ * CPU backend and with DEEPINFER_BATCH_INVARIANT=1 on CUDA).
  */
 #ifndef DEEPINFER_H
 #define DEEPINFER_H
@@ -45,6 +62,287 @@ const char *deepinfer_status_name(deepinfer_status status);
 
 /* The library version as "MAJOR.MINOR.PATCH". */
 const char *deepinfer_version(void);
+
+/* ---- sampling parameters ------------------------------------------------ */
+
+#define DEEPINFER_MAX_STOP_STRINGS 16
+#define DEEPINFER_MAX_STOP_IDS 64
+#define DEEPINFER_MAX_LOGPROBS 20
+
+/*
+ * Per-request sampling parameters (DeepInfer's / vLLM's SamplingParams).
+ * Initialise with deepinfer_sampling_params_init, then set fields. Strings
+ * are borrowed: deepinfer_add_request / deepinfer_generate copy what they
+ * keep, so the caller may free them after the call returns.
+ *
+ * Order of application (deterministic, per row): repetition / presence /
+ * frequency penalties on the raw logits → min_tokens masks EOS and stop ids →
+ * structured-output mask → temperature → min_p → top_k → top_p → Gumbel-max
+ * with noise Philox(seed, choice, absolute position), ties to the lowest id.
+ * Invalid values make that request fail with a message naming the field.
+ */
+typedef struct deepinfer_sampling_params {
+    float temperature;        /* 0 = greedy (argmax); default 1 */
+    int32_t top_k;            /* 0 or -1 = disabled */
+    float top_p;              /* (0, 1]; 1 = disabled */
+    float min_p;              /* [0, 1]; 0 = disabled */
+    float repetition_penalty; /* > 0; 1 = disabled (prompt + output tokens) */
+    float presence_penalty;   /* [-2, 2]; 0 = disabled (output tokens) */
+    float frequency_penalty;  /* [-2, 2]; 0 = disabled (output tokens) */
+    int32_t max_tokens;       /* >= 1; default 16 */
+    int32_t min_tokens;       /* 0 <= min_tokens <= max_tokens: EOS/stop ids masked before, stop strings not checked */
+    int32_t n;                /* >= 1 independent samples (choices) of the same prompt */
+    int ignore_eos;           /* do not stop at EOS */
+    int has_seed;             /* `seed` below is set; else one is derived from the engine seed and the request id */
+    uint64_t seed;            /* seq_seed */
+    int32_t logprobs;         /* top logprobs returned per token, 0..DEEPINFER_MAX_LOGPROBS; -1 = no logprobs */
+    const char *stop[DEEPINFER_MAX_STOP_STRINGS]; /* stop strings (borrowed) */
+    int32_t n_stop;
+    int32_t stop_ids[DEEPINFER_MAX_STOP_IDS];     /* stop token ids */
+    int32_t n_stop_ids;
+    int skip_special_tokens;  /* leave special tokens out of the text; default 1 */
+    /* Structured outputs (so_args): schema_type "regex" | "json" | "ebnf" and
+     * the schema text (borrowed); NULL = unconstrained. The output is a full
+     * match; EOS is allowed exactly when the grammar accepts, and a choice
+     * whose grammar can take no further token finishes ("stop"). A schema
+     * that does not compile fails that request alone, naming the problem. */
+    const char *so_schema_type;
+    const char *so_schema;
+    int so_after_think;       /* constrain only after </think> (thinking mode) */
+    int32_t so_whitespace_max;/* json: whitespace bytes allowed between tokens; -1 = default (20), 0 = compact */
+    int so_lenient;           /* json: ignore unsupported schema keywords instead of failing */
+} deepinfer_sampling_params;
+
+/* Fill *p with the defaults (temperature 1, max_tokens 16, n 1, logprobs -1,
+ * skip_special_tokens 1, everything else disabled). */
+void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
+
+/* ---- engine configuration ------------------------------------------------ */
+
+/*
+ * Engine configuration. Initialise with deepinfer_engine_config_init; zero
+ * (or -1 where stated) means "the default". Environment overrides, DeepInfer's
+ * names: $DEEPINFER_ACCELERATOR overrides `accelerator` and
+ * $DEEPINFER_BATCH_INVARIANT (0/1) overrides `batch_invariant` when set.
+ *
+ * Model location: `model` (a directory with config.json, or ORG/NAME[@REV] in
+ * the Hugging Face cache); when NULL, $DEEPINFER_HF_MODEL_DIR; when that is
+ * unset too, the embedded demo model models/deepinfer-demo-v41, found as
+ * <directory of the running executable>/../models/deepinfer-demo-v41, else
+ * at the source tree path compiled into the library.
+ */
+typedef struct deepinfer_engine_config {
+    const char *model;             /* see above */
+    const char *tokenizer;         /* tokenizer.json file or directory; NULL = the model directory (optional there) */
+    const char *accelerator;       /* "auto" | "cpu" | "cuda"; NULL = "auto" */
+    uint64_t memory_budget;        /* bytes for weights + workspace + state pools; 0 = auto (see the plan) */
+    int max_num_batched_tokens;    /* token rows per step (decode tokens + prefill chunks); 0 = 2048 */
+    int max_num_seqs;              /* sequences running at once (state slots); 0 = 64 */
+    int chunk_size;                /* longest prefill chunk of one sequence in one step; 0 = 512 */
+    int batch_invariant;           /* -1 = default (1); CPU kernels are batch invariant always */
+    int64_t max_model_len;         /* longest prompt + output; 0 = the model's context (at most 65536) */
+    int page_rows;                 /* compressed-KV rows per state page; 0 = 64 */
+    int64_t num_pages;             /* exact page count instead of the budget's (tests, tuning); 0 = from the budget */
+    int async_scheduling;          /* -1 = auto (on when the device queue is asynchronous), 0 = off, 1 = on */
+    int max_draft_tokens;          /* snapshot room per sequence for draft tokens; 0 = none */
+    uint64_t seed;                 /* base of the seeds of requests without one */
+    const char *engram_hash;       /* V4.1: Engram hash constants (engram_hash.json, or a golden manifest); NULL =
+                                      the model directory's engram_hash.json, else the released constants */
+} deepinfer_engine_config;
+
+void deepinfer_engine_config_init(deepinfer_engine_config *cfg);
+
+/* ---- engine ---------------------------------------------------------------- */
+
+typedef struct deepinfer_engine deepinfer_engine;
+
+/* Open an engine: locate and load the model, plan memory (weights, workspace,
+ * state slots, state pages) from the budget and allocate it all; nothing is
+ * allocated for model state afterwards. On failure *out is NULL and, when
+ * errbuf is non-NULL, the message is written there (errbuf_len bytes, NUL
+ * terminated). Caller closes the engine with deepinfer_engine_close. */
+deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
+                                       size_t errbuf_len);
+
+/* Release everything the engine owns, including unfinished and untaken
+ * requests. Safe on NULL. */
+void deepinfer_engine_close(deepinfer_engine *e);
+
+/* The message of the last failed call on `e` (engine-owned, valid until the
+ * next call); "" if none. */
+const char *deepinfer_engine_last_error(const deepinfer_engine *e);
+
+/* The memory plan and the resolved configuration. */
+typedef struct deepinfer_memory_plan {
+    uint64_t budget;               /* the budget used (auto or given) */
+    uint64_t weight_bytes;         /* packed model weights (memory-mapped) */
+    uint64_t decode_weight_bytes;  /* weight bytes one decode step reads (the bandwidth floor's numerator) */
+    uint64_t workspace_bytes;      /* step workspace, logits, sampler scratch, step buffers */
+    uint64_t slot_bytes;           /* one sequence's fixed state (SWA rings, compressor partial state, page tables) */
+    int num_slots;                 /* = max_num_seqs */
+    uint64_t page_bytes;           /* one state page */
+    int64_t num_pages;             /* pages in the pool (compressed KV + index keys) */
+    int page_rows_kv, page_rows_index; /* rows of one page used as compressed-KV / index-key page */
+    int64_t tokens_per_sequence_max; /* tokens one sequence can reach with the whole pool */
+    int64_t max_model_len;
+    int max_num_batched_tokens, chunk_size, batch_invariant, async_scheduling;
+    char model_dir[4096];
+    char arch[32];                 /* "deepseek_v4" | "deepseek_v41" */
+    char accelerator[16];          /* "cpu" | "cuda" */
+} deepinfer_memory_plan;
+
+/* Copy the plan into *out (caller-owned). */
+void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out);
+
+/* The plan as a few human-readable lines (what `deepinfer generate` prints):
+ * engine-owned, valid until the engine is closed. */
+const char *deepinfer_engine_plan_text(const deepinfer_engine *e);
+
+/* Vocabulary size of the model (token ids are in [0, vocab)). */
+int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e);
+
+/* ---- prompts and outputs -------------------------------------------------- */
+
+/*
+ * A prompt: exactly one of
+ *  - text:      raw text, tokenized as is (no BOS is added);
+ *  - token_ids: n_token_ids ids (borrowed; copied by the call);
+ *  - messages:  chat messages as JSON (an array of {"role","content",...} or
+ *               {"messages": [...], "tools": [...]}), rendered with the
+ *               model's chat encoding (V4 or V4.1) then tokenized.
+ */
+typedef struct deepinfer_prompt {
+    const char *text;
+    const int32_t *token_ids;
+    size_t n_token_ids;
+    const char *messages;
+    int thinking;                  /* messages: 1 = thinking mode (<think>) */
+    const char *reasoning_effort;  /* messages: NULL = the model's default */
+} deepinfer_prompt;
+
+typedef enum deepinfer_finish_reason {
+    DEEPINFER_FINISH_NONE = 0,     /* still running */
+    DEEPINFER_FINISH_STOP,         /* a stop string or a stop token id */
+    DEEPINFER_FINISH_LENGTH,       /* max_tokens, or the model context, reached */
+    DEEPINFER_FINISH_EOS,          /* the model's end-of-sequence token */
+    DEEPINFER_FINISH_ABORT,        /* deepinfer_abort */
+    DEEPINFER_FINISH_ERROR         /* the request failed (see the output's error) */
+} deepinfer_finish_reason;
+
+/* "stop", "length", "eos", "abort", "error" or "" (running). */
+const char *deepinfer_finish_reason_name(deepinfer_finish_reason r);
+
+/* One choice (of n) of a request. Arrays are owned by the output. */
+typedef struct deepinfer_completion {
+    int index;                     /* choice 0..n-1 */
+    const int32_t *token_ids;      /* generated ids (a stop id or EOS that ended it included) */
+    size_t n_tokens;
+    const char *text;              /* generated text, NUL-terminated valid UTF-8; "" without a tokenizer */
+    size_t text_len;
+    const float *logprobs;         /* [n_tokens] raw log-probability of each token; NULL when params.logprobs < 0 */
+    int n_top;                     /* top entries per token (params.logprobs, 0 if none) */
+    const int32_t *top_ids;        /* [n_tokens][n_top], by logprob desc, id asc */
+    const float *top_logprobs;     /* [n_tokens][n_top] */
+    deepinfer_finish_reason finish_reason;
+    const char *stop_str;          /* the stop string that ended it, or NULL */
+    int32_t stop_token;            /* the stop id / EOS that ended it, or -1 */
+    size_t n_prev_tokens;          /* streaming: tokens already reported before the last read */
+    size_t prev_text_len;          /* streaming: text bytes already reported before the last read */
+    int num_preemptions;           /* times this choice was preempted and recomputed */
+} deepinfer_completion;
+
+/* Per-request metrics; times are seconds on the engine's monotonic clock. */
+typedef struct deepinfer_request_metrics {
+    double arrival_s, first_scheduled_s, first_token_s, finished_s;
+    double ttft_s;                 /* first token - arrival */
+    double tpot_s;                 /* mean time per output token after the first (0 if one token) */
+    double e2e_s;                  /* finished - arrival */
+    int64_t prompt_tokens, output_tokens; /* output summed over choices */
+    int64_t computed_tokens;       /* rows run for this request (prefill, decode, recompute) */
+    int num_preemptions;
+} deepinfer_request_metrics;
+
+typedef struct deepinfer_request_output {
+    uint64_t request_id;
+    deepinfer_status status;       /* DEEPINFER_OK unless the request failed */
+    const char *error;             /* why it failed, naming the field or limit; "" when OK */
+    const int32_t *prompt_ids;     /* the tokenized prompt */
+    size_t n_prompt;
+    int finished;                  /* 1 when every choice has finished */
+    size_t n_choices;
+    const deepinfer_completion *choices;
+    deepinfer_request_metrics metrics;
+} deepinfer_request_output;
+
+/* Free one output obtained from deepinfer_take_output or deepinfer_generate.
+ * Safe on NULL. */
+void deepinfer_output_free(deepinfer_request_output *out);
+
+/* Free the array from deepinfer_generate and its n outputs. */
+void deepinfer_outputs_free(deepinfer_request_output **outs, size_t n);
+
+/* ---- offline batch ---------------------------------------------------------- */
+
+/*
+ * Run n prompts to completion, all together (continuous batching), and return
+ * one output per prompt, in prompt order. `params` has n_params entries:
+ * 1 (shared by every prompt) or n; NULL = defaults. A request with a bad
+ * prompt or bad parameters gets status != OK and an error naming the field;
+ * the others still run. Returns non-OK only for engine-level failures (bad
+ * arguments, out of memory, requests already queued through the streaming
+ * API). Caller frees *outputs with deepinfer_outputs_free(*outputs, n).
+ */
+deepinfer_status deepinfer_generate(deepinfer_engine *e, const deepinfer_prompt *prompts, size_t n,
+                                    const deepinfer_sampling_params *params, size_t n_params,
+                                    deepinfer_request_output ***outputs);
+
+/* ---- request-level streaming -------------------------------------------------- */
+
+/* Queue a request. Prompt and params are copied. On success *request_id
+ * identifies it (ids increase from 0). Invalid input (empty or over-long
+ * prompt, token ids outside the vocabulary, bad parameters, a prompt longer
+ * than the model context or than the state pool can ever hold) returns an
+ * error naming the problem and queues nothing. */
+deepinfer_status deepinfer_add_request(deepinfer_engine *e, const deepinfer_prompt *prompt,
+                                       const deepinfer_sampling_params *params, uint64_t *request_id);
+
+/* Run one engine step: schedule, run the model on the step's token rows,
+ * sample, detokenize, finish. *n_updated (may be NULL) receives the number of
+ * requests whose output changed. Returns non-OK only for engine-level
+ * failures; request failures are reported in their outputs. */
+deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated);
+
+/* 1 while any request is queued, running, or has a step in flight. */
+int deepinfer_has_unfinished(const deepinfer_engine *e);
+
+/* The requests the last deepinfer_step updated (new tokens, finished, failed;
+ * deepinfer_abort's effect is visible through deepinfer_take_output). *outs points to an engine-owned array of *n engine-owned outputs,
+ * valid until the next deepinfer_step / deepinfer_take_output /
+ * deepinfer_abort / deepinfer_engine_close. Each choice's tokens and text are
+ * cumulative; [n_prev_tokens, n_tokens) and [prev_text_len, text_len) are
+ * what is new since the previous step. */
+void deepinfer_read_outputs(deepinfer_engine *e, const deepinfer_request_output *const **outs, size_t *n);
+
+/* Hand a finished request over to the caller (it leaves the engine). Caller
+ * frees *out with deepinfer_output_free. DEEPINFER_ERR_NOT_FOUND for an
+ * unknown id, DEEPINFER_ERR_INVALID_ARGUMENT while it is still running. */
+deepinfer_status deepinfer_take_output(deepinfer_engine *e, uint64_t request_id, deepinfer_request_output **out);
+
+/* Finish a request now (reason abort): its state returns to the pools, its
+ * output so far stays available to deepinfer_take_output. Aborting a finished
+ * request is a no-op; an unknown id gives DEEPINFER_ERR_NOT_FOUND. */
+deepinfer_status deepinfer_abort(deepinfer_engine *e, uint64_t request_id);
+
+/* Engine totals since open. */
+typedef struct deepinfer_engine_stats {
+    int64_t steps, requests_finished, prompt_tokens, output_tokens;
+    int64_t prefill_rows, decode_rows;   /* rows run: prompt/recompute rows and decode rows */
+    int64_t preemptions;
+    int64_t pages_in_use, pages_peak, num_pages;
+    double busy_s;                       /* time inside deepinfer_step */
+} deepinfer_engine_stats;
+
+void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);
 
 #ifdef __cplusplus
 }

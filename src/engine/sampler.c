@@ -114,6 +114,8 @@ static size_t keep_top_p(int32_t *cand, size_t n, double top_p, const float *z, 
 }
 
 static void fill_logprobs(const float *logits, int32_t V, const di_sampling_params *p, di_sample_result *out) {
+    out->n_top = 0;
+    if (p->logprobs < 0) return; /* not asked for: skip the pass over the vocabulary */
     double lmax = -INFINITY;
     for (int32_t v = 0; v < V; v++)
         if (logits[v] > lmax) lmax = logits[v];

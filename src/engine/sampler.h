@@ -18,7 +18,8 @@
  * precision, ascending ids), so rows are batch-invariant by construction.
  *
  * Logprobs are those of the raw model distribution (log_softmax of the
- * unprocessed logits), the convention of vLLM's default "raw_logprobs".
+ * unprocessed logits), the convention of vLLM's default "raw_logprobs";
+ * they are computed only when params.logprobs >= 0 (else logprob is 0).
  */
 #ifndef DI_ENGINE_SAMPLER_H
 #define DI_ENGINE_SAMPLER_H

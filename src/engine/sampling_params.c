@@ -13,7 +13,11 @@ void di_sampling_params_default(di_sampling_params *p) {
     p->max_tokens = 16;
     p->n = 1;
     p->logprobs = -1;
+    p->skip_special_tokens = 1;
+    p->so_whitespace_max = -1;
 }
+
+void deepinfer_sampling_params_init(deepinfer_sampling_params *p) { di_sampling_params_default(p); }
 
 deepinfer_status di_sampling_params_validate(const di_sampling_params *p, int32_t vocab_size, di_error *err) {
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
@@ -49,6 +53,9 @@ deepinfer_status di_sampling_params_validate(const di_sampling_params *p, int32_
             return di_error_set(err, E, "so_args.schema_type must be \"regex\", \"json\" or \"ebnf\", got \"%s\"",
                                 p->so_schema_type);
         if (!p->so_schema) return di_error_set(err, E, "so_args.schema is missing");
+        if (p->so_whitespace_max < -1)
+            return di_error_set(err, E, "so_args.whitespace_max must be >= 0 (or -1 for the default), got %d",
+                                p->so_whitespace_max);
     }
     return DEEPINFER_OK;
 }

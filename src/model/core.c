@@ -69,6 +69,11 @@ deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *er
     return DEEPINFER_OK;
 }
 
+size_t di_core_bytes(const di_core *c) {
+    size_t hcd = (size_t)(c->cfg.hc_mult * c->cfg.hidden_size);
+    return c->ws.bytes + (size_t)c->max_rows * (hcd * 2 + sizeof *c->segs);
+}
+
 void di_core_free(di_core *c) {
     di_ws_free(&c->ws);
     di_exec_free(&c->x);

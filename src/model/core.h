@@ -36,6 +36,9 @@ deepinfer_status di_core_check_config(const di_model_config *c, di_error *err);
 deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err);
 void di_core_free(di_core *c);
 
+/* Bytes di_core_init allocated (workspace and step buffers). */
+size_t di_core_bytes(const di_core *c);
+
 /* Check a batch (rows grouped per sequence, positions continuing the state
  * given by `stage` ? mtp_tokens : n_tokens, tokens in range, room in the
  * state, logit rows increasing). Fails before anything is changed. */

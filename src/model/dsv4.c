@@ -70,6 +70,11 @@ const di_model_config *di_v4_config(const di_v4_model *m) { return &m->core.cfg;
 int64_t di_v4_max_context(const di_v4_model *m) { return m->core.max_context; }
 size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
 
+size_t di_v4_workspace_bytes(const di_v4_model *m) {
+    size_t hcd = (size_t)(m->core.cfg.hc_mult * m->core.cfg.hidden_size);
+    return di_core_bytes(&m->core) + (size_t)m->core.max_rows * hcd * 2; /* + the MTP scratch */
+}
+
 size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
     const di_model_config *c = &m->core.cfg;
     size_t b = m->w.head.bytes + (size_t)c->hidden_size * 2;

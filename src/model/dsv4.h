@@ -36,6 +36,9 @@ const di_model_config *di_v4_config(const di_v4_model *m);
 int64_t di_v4_max_context(const di_v4_model *m);
 size_t di_v4_weight_bytes(const di_v4_model *m);
 
+/* Bytes of the step workspace and step buffers allocated at load (max_rows rows). */
+size_t di_v4_workspace_bytes(const di_v4_model *m);
+
 /* Bytes of packed weights one decode step reads (every dense weight of the
  * backbone, num_experts_per_tok routed experts per layer, the head and one
  * embedding row): the numerator of the memory-bandwidth floor. */

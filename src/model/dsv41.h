@@ -48,6 +48,9 @@ const di_model_config *di_v41_config(const di_v41_model *m);
 int64_t di_v41_max_context(const di_v41_model *m);
 size_t di_v41_weight_bytes(const di_v41_model *m);
 
+/* Bytes of the step workspace and step buffers allocated at load. */
+size_t di_v41_workspace_bytes(const di_v41_model *m);
+
 /* Bytes one decode step reads: every dense backbone weight, num_experts_per_tok
  * routed experts per layer, the head, one embedding row, and per Engram
  * layer its wkv and the gathered table rows (the bandwidth-floor numerator). */

@@ -52,6 +52,7 @@ typedef struct di_ws {
     size_t bscore_stride;
     int nthreads;
     void *mem;
+    size_t bytes;         /* size of mem */
 } di_ws;
 
 /* One step in flight. */

@@ -110,6 +110,7 @@ deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows
     bump b2 = {mem, 0};
     layout(ws, cfg, max_rows, max_context, nthreads, &b2);
     ws->mem = mem;
+    ws->bytes = bytes;
     return DEEPINFER_OK;
 }
 

@@ -1,0 +1,105 @@
+/*
+ * devq.h — the device queue: the only way the engine runs work on the
+ * accelerator. The step loop (engine.c) submits step N+1 before it waits for
+ * step N, so an asynchronous implementation overlaps the CPU's scheduling of
+ * N+1 with the device's work on N. Waiting for a step's sampled ids is the
+ * only synchronisation point.
+ *
+ * A step, in device order:
+ *   1. state operations, in order: reset a slot, copy a slot into another
+ *      (n > 1 forks);
+ *   2. the forward over the step's token rows; a row whose `src` is >= 0
+ *      takes as its token the id sampled by sample `src` of the previous
+ *      step (a decode token the host has not seen yet);
+ *   3. sampling: one token per sample spec from its logits row, written
+ *      straight into the request's output arrays (token, logprob, top
+ *      logprobs), so the next step's samples see it in their history.
+ *
+ * Steps run in submission order; state memory freed by the host after a
+ * step was submitted is only reused by later steps, so in-order execution
+ * keeps it consistent.
+ *
+ * The CPU queue (devq_cpu.c) runs a step completely inside submit and is
+ * therefore synchronous; an asynchronous device queue must copy what a step
+ * reads from host memory (rows, histories, page tables) when it is
+ * submitted.
+ */
+#ifndef DI_ENGINE_DEVQ_H
+#define DI_ENGINE_DEVQ_H
+
+#include <stdint.h>
+
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "engine/state_pool.h"
+#include "model/model.h"
+#include "structured/matcher.h"
+#include "util/error.h"
+
+typedef struct di_sample_spec {
+    const di_sampling_params *params;
+    uint64_t seed;
+    uint32_t stream;            /* choice index */
+    int64_t position;           /* absolute position of the sampled token */
+    const int32_t *prompt;      /* history for penalties */
+    int32_t n_prompt;
+    const int32_t *out;         /* outputs before this one (incl. samples still in flight) */
+    int32_t n_out;
+    int32_t eos_id;             /* masked below min_tokens; -1 = none */
+    const uint32_t *allow_mask; /* bit v set = id v may be sampled; NULL = all */
+    so_matcher *matcher;        /* structured outputs (constrain.h): masks the row and takes the token; NULL = none */
+    int logit_row;              /* the batch row sampled (samples are in increasing row order) */
+    /* written by the device */
+    int32_t *w_token;
+    float *w_logprob;           /* NULL when no logprobs */
+    int32_t *w_top_ids;         /* [params->logprobs] or NULL */
+    float *w_top_lp;
+    int32_t token;              /* the sampled id (also in *w_token) */
+    deepinfer_status status;    /* DEEPINFER_OK, or why this row could not be sampled */
+    int grammar_done;           /* the matcher can take no further token after this one */
+    char why[192];              /* with a failed status: what went wrong */
+    /* host bookkeeping, ignored by the device */
+    uint64_t request_id;
+    int choice;
+} di_sample_spec;
+
+typedef struct di_step {
+    uint64_t seq_no;            /* 1, 2, ... in submission order */
+    di_state_op *ops;
+    int n_ops;
+    di_model_batch batch;       /* rows; logits rows = the samples' rows */
+    int32_t *src;               /* [batch.n] -1, or the previous step's sample whose id is the row's token */
+    di_sample_spec *samples;
+    int n_samples;
+    deepinfer_status status;    /* of the whole step (forward failures) */
+    di_error err;
+} di_step;
+
+typedef struct di_devq di_devq;
+
+typedef struct di_devq_vtable {
+    /* Enqueue `step` (the caller keeps it alive and unchanged until waited). */
+    deepinfer_status (*submit)(di_devq *q, di_step *step, di_error *err);
+    /* Block until `step` is done; its samples' token/status are then valid. */
+    deepinfer_status (*wait)(di_devq *q, di_step *step, di_error *err);
+    void (*destroy)(di_devq *q);
+} di_devq_vtable;
+
+struct di_devq {
+    const di_devq_vtable *vt;
+    int asynchronous;           /* 1 if submit returns before the step is done */
+};
+
+/* The CPU queue: runs the model, the sampler and the structured-output
+ * matchers on the calling thread (and the CPU thread pool) inside submit.
+ * max_logit_rows bounds samples per step. */
+deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, di_devq **out,
+                                 di_error *err);
+
+static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
+static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }
+static inline void di_devq_destroy(di_devq *q) {
+    if (q) q->vt->destroy(q);
+}
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * engine_internal.h — the engine object behind deepinfer.h's
+ * deepinfer_engine, shared by engine_open.c (configuration, memory plan),
+ * engine.c (requests, the step loop) and generate.c (the offline batch
+ * call). Internal to src/engine.
+ */
+#ifndef DI_ENGINE_ENGINE_INTERNAL_H
+#define DI_ENGINE_ENGINE_INTERNAL_H
+
+#include "deepinfer.h"
+#include "engine/constrain.h"
+#include "engine/devq.h"
+#include "engine/outputs.h"
+#include "engine/reqmap.h"
+#include "engine/request.h"
+#include "engine/runner.h"
+#include "engine/scheduler.h"
+#include "engine/state_pool.h"
+#include "io/model_dir.h"
+#include "model/model.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+struct deepinfer_engine {
+    deepinfer_engine_config cfg;      /* resolved: no zeros left, env applied */
+    char model_dir[DI_PATH_MAX];
+    char model_how[1024];             /* where the model came from */
+    di_model *model;
+    const di_model_config *mcfg;
+    di_tokenizer *tok;                /* NULL: token ids only */
+    di_constrain so;                  /* structured outputs (vocabulary built on first use) */
+    di_chat_arch chat_arch;
+    di_output_ctx out_ctx;
+    di_state_pool pool;
+    di_scheduler sched;
+    di_runner runner;
+    di_devq *dq;
+    uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
+    int async;                        /* schedule step N+1 before waiting for step N */
+    di_step_buf *inflight;            /* submitted, not yet waited */
+    di_reqmap reqs;                   /* every request not yet taken */
+    uint64_t next_id;
+    int64_t n_active;                 /* requests not finished */
+    di_request **updated;             /* requests the last step changed */
+    const deepinfer_request_output **updated_pub;
+    size_t n_updated, cap_updated;
+    deepinfer_memory_plan plan;
+    char plan_text[8192];
+    deepinfer_engine_stats stats;
+    char last_error[DI_ERROR_MSG_MAX];
+    double t_open;
+};
+
+/* Seconds on the engine clock (monotonic, since the engine opened). */
+double di_engine_now(const deepinfer_engine *e);
+
+/* Record a failed call's message on the engine and return its status. */
+deepinfer_status di_engine_fail(deepinfer_engine *e, const di_error *err);
+
+/* Validate and queue a request; on failure nothing is queued, *out_req is
+ * NULL and err says why. *id receives the id given to the request (also
+ * on failure, so a failed output can carry it). */
+deepinfer_status di_engine_add(deepinfer_engine *e, const deepinfer_prompt *prompt,
+                               const deepinfer_sampling_params *params, uint64_t *id, di_error *err);
+
+#endif

@@ -1,0 +1,350 @@
+/* engine_open.c — configuration, model location, the memory plan, and
+ * opening / closing an engine (deepinfer.h). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine_internal.h"
+#include "ops/cpu/threadpool.h"
+#include "util/file.h"
+
+#define DEMO_MODEL "models/deepinfer-demo-v41"
+#ifndef DEEPINFER_SOURCE_DIR
+#define DEEPINFER_SOURCE_DIR "."
+#endif
+
+void deepinfer_engine_config_init(deepinfer_engine_config *c) {
+    memset(c, 0, sizeof *c);
+    c->batch_invariant = -1;
+    c->async_scheduling = -1;
+}
+
+double di_engine_now(const deepinfer_engine *e) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9 - (e ? e->t_open : 0.0);
+}
+
+deepinfer_status di_engine_fail(deepinfer_engine *e, const di_error *err) {
+    snprintf(e->last_error, sizeof e->last_error, "%s", err->msg);
+    return err->code ? err->code : DEEPINFER_ERR_INTERNAL;
+}
+
+const char *deepinfer_engine_last_error(const deepinfer_engine *e) { return e ? e->last_error : ""; }
+
+/* ---- configuration ----------------------------------------------------------- */
+
+static int env_flag(const char *name, int *out, di_error *err) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    if (!strcmp(v, "1") || !strcmp(v, "true")) *out = 1;
+    else if (!strcmp(v, "0") || !strcmp(v, "false")) *out = 0;
+    else return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "$%s must be 0 or 1, got \"%s\"", name, v), -1;
+    return 0;
+}
+
+static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engine_config *in, di_error *err) {
+    deepinfer_engine_config c = *in;
+    const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    const char *acc = getenv("DEEPINFER_ACCELERATOR");
+    if (!acc || !*acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
+    if (!strcmp(acc, "cuda") || !strcmp(acc, "gpu"))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "accelerator \"%s\": the CUDA forward of the V4 family is not in this build; use \"cpu\" "
+                            "(or \"auto\")",
+                            acc);
+    if (strcmp(acc, "auto") && strcmp(acc, "cpu"))
+        return di_error_set(err, E, "accelerator must be \"auto\", \"cpu\" or \"cuda\", got \"%s\"", acc);
+    c.accelerator = "cpu"; /* auto: the CPU runs the model in this build */
+    if (env_flag("DEEPINFER_BATCH_INVARIANT", &c.batch_invariant, err)) return E;
+    if (c.batch_invariant < 0) c.batch_invariant = 1;
+    if (c.batch_invariant > 1) return di_error_set(err, E, "batch_invariant must be -1, 0 or 1, got %d", c.batch_invariant);
+    if (!c.max_num_batched_tokens) c.max_num_batched_tokens = 2048;
+    if (!c.max_num_seqs) c.max_num_seqs = 64;
+    if (!c.chunk_size) c.chunk_size = 512;
+    if (c.max_num_batched_tokens < 1 || c.max_num_batched_tokens > (1 << 20))
+        return di_error_set(err, E, "max_num_batched_tokens must be in [1, 1048576], got %d", c.max_num_batched_tokens);
+    if (c.max_num_seqs < 1 || c.max_num_seqs > 16384)
+        return di_error_set(err, E, "max_num_seqs must be in [1, 16384], got %d", c.max_num_seqs);
+    if (c.chunk_size < 1) return di_error_set(err, E, "chunk_size must be >= 1, got %d", c.chunk_size);
+    if (c.chunk_size > c.max_num_batched_tokens) c.chunk_size = c.max_num_batched_tokens;
+    if (c.max_model_len < 0) return di_error_set(err, E, "max_model_len must be >= 0 (0 = the model's), got %lld",
+                                                 (long long)c.max_model_len);
+    if (c.num_pages < 0) return di_error_set(err, E, "num_pages must be >= 0, got %lld", (long long)c.num_pages);
+    if (c.async_scheduling < -1 || c.async_scheduling > 1)
+        return di_error_set(err, E, "async_scheduling must be -1, 0 or 1, got %d", c.async_scheduling);
+    e->cfg = c;
+    return DEEPINFER_OK;
+}
+
+/* The embedded demo model: next to the executable's tree, else the source tree. */
+static int demo_model_dir(char *out, size_t n) {
+    char exe[DI_PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char cand[DI_PATH_MAX + 64];
+            snprintf(cand, sizeof cand, "%s/../%s", exe, DEMO_MODEL);
+            if (di_is_dir(cand) && realpath(cand, out) && strlen(out) < n) return 1;
+        }
+    }
+    snprintf(out, n, "%s/%s", DEEPINFER_SOURCE_DIR, DEMO_MODEL);
+    return di_is_dir(out);
+}
+
+static deepinfer_status locate_model(deepinfer_engine *e, di_error *err) {
+    const char *env = getenv("DEEPINFER_HF_MODEL_DIR");
+    if ((e->cfg.model && *e->cfg.model) || (env && *env)) {
+        di_model_location loc;
+        deepinfer_status st = di_model_locate(e->cfg.model, &loc, err);
+        if (st) return st;
+        snprintf(e->model_dir, sizeof e->model_dir, "%s", loc.dir);
+        snprintf(e->model_how, sizeof e->model_how, "%s", loc.how);
+        return DEEPINFER_OK;
+    }
+    if (!demo_model_dir(e->model_dir, sizeof e->model_dir))
+        return di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
+                            "no model given (--model, $DEEPINFER_HF_MODEL_DIR) and the embedded demo model is not at "
+                            "<executable dir>/../%s nor %s/%s",
+                            DEMO_MODEL, DEEPINFER_SOURCE_DIR, DEMO_MODEL);
+    snprintf(e->model_how, sizeof e->model_how, "the embedded demo model (no --model, no $DEEPINFER_HF_MODEL_DIR)");
+    return DEEPINFER_OK;
+}
+
+static deepinfer_status load_tokenizer(deepinfer_engine *e, di_error *err) {
+    char path[DI_PATH_MAX + 32];
+    if (e->cfg.tokenizer && *e->cfg.tokenizer) {
+        snprintf(path, sizeof path, "%s", e->cfg.tokenizer);
+    } else {
+        snprintf(path, sizeof path, "%s/tokenizer.json", e->model_dir);
+        if (!di_is_file(path)) return DEEPINFER_OK; /* token ids only */
+    }
+    deepinfer_status st = di_tokenizer_load(path, &e->tok, err);
+    if (st) return di_error_prefix(err, "tokenizer %s", path);
+    size_t maxlen = 0;
+    for (int32_t id = 0; id < di_tokenizer_vocab_size(e->tok); id++) {
+        size_t l = 0;
+        di_tokenizer_token_bytes(e->tok, id, &l);
+        if (l > maxlen) maxlen = l;
+    }
+    e->out_ctx.piece_cap = 3 * (maxlen + 3) + 16;
+    e->out_ctx.piece = malloc(e->out_ctx.piece_cap);
+    if (!e->out_ctx.piece) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    e->out_ctx.tok = e->tok;
+    return DEEPINFER_OK;
+}
+
+/* ---- the memory plan ----------------------------------------------------------- */
+
+static uint64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static int64_t max_tokens_for_pages(const di_model_config *cfg, const di_pool_geom *g, int64_t pages) {
+    if (di_pool_geom_pages_for(cfg, g, g->max_tokens) <= pages) return g->max_tokens;
+    int64_t lo = 0, hi = g->max_tokens;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (di_pool_geom_pages_for(cfg, g, mid) <= pages) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, int64_t *n_pages, di_error *err) {
+    const deepinfer_engine_config *c = &e->cfg;
+    deepinfer_memory_plan *p = &e->plan;
+    size_t V = (size_t)e->mcfg->vocab_size;
+    di_threadpool *tp = di_threadpool_global();
+    size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
+    p->weight_bytes = di_model_weight_bytes(e->model);
+    p->decode_weight_bytes = di_model_decode_weight_bytes(e->model);
+    p->workspace_bytes = di_model_workspace_bytes(e->model) + (size_t)c->max_num_seqs * V * 4 /* logits */ +
+                         threads * V * 15 /* sampler scratch, one per thread */ +
+                         2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) /* step rows */ +
+                         2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
+    p->slot_bytes = g->slot_bytes;
+    p->num_slots = c->max_num_seqs;
+    p->page_bytes = g->page_bytes;
+    uint64_t fixed = p->weight_bytes + p->workspace_bytes + (uint64_t)c->max_num_seqs * g->slot_bytes;
+    int64_t per_seq = di_pool_geom_pages_for(e->mcfg, g, g->max_tokens);
+    if (c->num_pages) {
+        *n_pages = c->num_pages;
+    } else if (c->memory_budget) {
+        if (c->memory_budget <= fixed)
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY,
+                                "memory_budget %llu bytes is below what the engine needs before any state page: weights "
+                                "%llu + workspace %llu + %d slots x %zu = %llu bytes",
+                                (unsigned long long)c->memory_budget, (unsigned long long)p->weight_bytes,
+                                (unsigned long long)p->workspace_bytes, c->max_num_seqs, g->slot_bytes,
+                                (unsigned long long)fixed);
+        *n_pages = (int64_t)((c->memory_budget - fixed) / g->page_bytes);
+    } else { /* auto: every slot at max_model_len, within half of the available memory */
+        int64_t full = per_seq * c->max_num_seqs;
+        uint64_t avail = mem_available() / 2;
+        int64_t fit = avail > fixed ? (int64_t)((avail - fixed) / g->page_bytes) : 0;
+        *n_pages = full < fit ? full : fit;
+        if (*n_pages < per_seq) *n_pages = per_seq;
+    }
+    p->budget = c->memory_budget ? c->memory_budget : fixed + (uint64_t)*n_pages * g->page_bytes;
+    p->num_pages = *n_pages;
+    p->page_rows_kv = g->rows_kv;
+    p->page_rows_index = g->rows_ikey;
+    p->tokens_per_sequence_max = max_tokens_for_pages(e->mcfg, g, *n_pages);
+    p->max_model_len = g->max_tokens;
+    p->max_num_batched_tokens = c->max_num_batched_tokens;
+    p->chunk_size = c->chunk_size;
+    p->batch_invariant = c->batch_invariant;
+    p->async_scheduling = e->async;
+    snprintf(p->model_dir, sizeof p->model_dir, "%s", e->model_dir);
+    snprintf(p->arch, sizeof p->arch, "%s", e->mcfg->arch == DI_ARCH_V41 ? "deepseek_v41" : "deepseek_v4");
+    snprintf(p->accelerator, sizeof p->accelerator, "%s", c->accelerator);
+    return DEEPINFER_OK;
+}
+
+static void human(char *b, size_t n, double v) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) v /= 1024, i++;
+    snprintf(b, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+static void plan_text(deepinfer_engine *e) {
+    const deepinfer_memory_plan *p = &e->plan;
+    char bud[32], w[32], ws[32], sl[32], slt[32], pg[32], pgt[32];
+    human(bud, sizeof bud, (double)p->budget);
+    human(w, sizeof w, (double)p->weight_bytes);
+    human(ws, sizeof ws, (double)p->workspace_bytes);
+    human(sl, sizeof sl, (double)p->slot_bytes);
+    human(slt, sizeof slt, (double)p->slot_bytes * p->num_slots);
+    human(pg, sizeof pg, (double)p->page_bytes);
+    human(pgt, sizeof pgt, (double)p->page_bytes * (double)p->num_pages);
+    snprintf(e->plan_text, sizeof e->plan_text,
+             "model        %s (%s, %d layers, vocab %lld, tokenizer: %s)\n"
+             "             from %s\n"
+             "accelerator  %s; batch invariant: %s; async scheduling: %s\n"
+             "memory       budget %s%s = weights %s + workspace %s + slots %d x %s = %s + pages %lld x %s = %s\n"
+             "pages        %d compressed-KV rows or %d index-key rows each; one sequence can reach %lld of "
+             "max_model_len %lld tokens\n"
+             "steps        up to %d token rows, %d sequences, prefill chunks of %d\n",
+             p->model_dir, p->arch, e->mcfg->n_layers, (long long)e->mcfg->vocab_size, e->tok ? "yes" : "none (token ids only)",
+             e->model_how, p->accelerator, p->batch_invariant ? "yes" : "requested off (CPU kernels are invariant anyway)",
+             p->async_scheduling ? "on" : "off (the CPU queue is synchronous)", bud,
+             e->cfg.memory_budget ? "" : (e->cfg.num_pages ? " (num_pages given)" : " (auto)"), w, ws, p->num_slots, sl, slt,
+             (long long)p->num_pages, pg, pgt, p->page_rows_kv, p->page_rows_index, (long long)p->tokens_per_sequence_max,
+             (long long)p->max_model_len, p->max_num_batched_tokens, e->cfg.max_num_seqs, p->chunk_size);
+}
+
+void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out) { *out = e->plan; }
+const char *deepinfer_engine_plan_text(const deepinfer_engine *e) { return e->plan_text; }
+int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e) { return (int32_t)e->mcfg->vocab_size; }
+
+/* ---- open / close ----------------------------------------------------------------- */
+
+static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_config *cfg, di_error *err) {
+    deepinfer_status st;
+    if ((st = resolve_config(e, cfg, err)) || (st = locate_model(e, err))) return st;
+    di_model_config peek;
+    if ((st = di_config_load(e->model_dir, &peek, err))) return st;
+    int64_t ctx = e->cfg.max_model_len ? e->cfg.max_model_len : 65536;
+    if (ctx > peek.max_position_embeddings) {
+        if (e->cfg.max_model_len)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "max_model_len %lld exceeds the model's max_position_embeddings %lld",
+                                (long long)ctx, (long long)peek.max_position_embeddings);
+        ctx = peek.max_position_embeddings;
+    }
+    e->cfg.max_model_len = ctx;
+    /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
+    int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
+    di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash};
+    if ((st = di_model_load(e->model_dir, &mo, &e->model, err))) return st;
+    e->mcfg = di_model_cfg(e->model);
+    e->chat_arch = e->mcfg->arch == DI_ARCH_V41 ? DI_CHAT_V41 : DI_CHAT_V4;
+    if ((st = load_tokenizer(e, err))) return st;
+    e->out_ctx.max_model_len = ctx;
+    di_constrain_init(&e->so, e->tok, (int32_t)e->mcfg->vocab_size, (int32_t)e->mcfg->eos_token_id);
+    di_pool_geom g;
+    int64_t n_pages = 0;
+    if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
+    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, &e->dq, err))) return st;
+    e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
+    if ((st = plan_memory(e, &g, &n_pages, err))) return st;
+    if ((st = di_pool_init(&e->pool, e->mcfg, &g, e->cfg.max_num_seqs, n_pages, err))) return st;
+    di_sched_config sc = {.max_num_batched_tokens = e->cfg.max_num_batched_tokens,
+                          .max_num_seqs = e->cfg.max_num_seqs,
+                          .chunk_size = e->cfg.chunk_size,
+                          .max_model_len = ctx,
+                          .watermark_pages = n_pages / 100};
+    if ((st = di_sched_init(&e->sched, &sc, &e->pool, err))) return st;
+    if ((st = di_runner_init(&e->runner, &e->pool, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, err)))
+        return st;
+    int64_t img = e->mcfg->image_token_id, V = e->mcfg->vocab_size;
+    if (img >= 0 && img < V) { /* text only: the image token is never sampled (the forward refuses it) */
+        size_t words = (size_t)(V + 31) / 32;
+        if (!(e->text_mask = malloc(words * 4))) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        memset(e->text_mask, 0xFF, words * 4);
+        e->text_mask[img / 32] &= ~(1u << (img % 32));
+        e->runner.base_mask = e->text_mask;
+    }
+    e->stats.num_pages = n_pages;
+    plan_text(e);
+    return DEEPINFER_OK;
+}
+
+deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
+                                       size_t errbuf_len) {
+    *out = NULL;
+    di_error err = {0};
+    deepinfer_engine_config defaults;
+    if (!cfg) {
+        deepinfer_engine_config_init(&defaults);
+        cfg = &defaults;
+    }
+    deepinfer_engine *e = calloc(1, sizeof *e);
+    deepinfer_status st = e ? DEEPINFER_OK : di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    if (e) {
+        e->t_open = di_engine_now(NULL);
+        st = open_engine(e, cfg, &err);
+    }
+    if (st) {
+        if (errbuf && errbuf_len) snprintf(errbuf, errbuf_len, "%s", err.msg);
+        deepinfer_engine_close(e);
+        return st;
+    }
+    if (errbuf && errbuf_len) errbuf[0] = '\0';
+    *out = e;
+    return DEEPINFER_OK;
+}
+
+void deepinfer_engine_close(deepinfer_engine *e) {
+    if (!e) return;
+    for (size_t i = 0; i < e->reqs.cap; i++)
+        if (e->reqs.vals && e->reqs.vals[i]) di_request_free(e->reqs.vals[i]);
+    di_reqmap_free(&e->reqs);
+    di_devq_destroy(e->dq);
+    di_runner_free(&e->runner);
+    di_sched_free(&e->sched);
+    di_pool_free(&e->pool);
+    di_constrain_free(&e->so);
+    di_tokenizer_free(e->tok);
+    free(e->out_ctx.piece);
+    free(e->updated);
+    free(e->updated_pub);
+    free(e->text_mask);
+    di_model_free(e->model);
+    free(e);
+}

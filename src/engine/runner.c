@@ -1,0 +1,110 @@
+/* runner.c — plan → device step (runner.h). */
+#include "engine/runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows, int max_items, di_error *err) {
+    memset(r, 0, sizeof *r);
+    r->pool = pool;
+    r->max_rows = max_rows;
+    r->max_items = max_items;
+    for (int b = 0; b < 2; b++) {
+        di_step_buf *s = &r->buf[b];
+        s->tokens = malloc(sizeof(int32_t) * (size_t)max_rows);
+        s->pos = malloc(sizeof(int64_t) * (size_t)max_rows);
+        s->seq = malloc(sizeof(di_seq_state *) * (size_t)max_rows);
+        s->src = malloc(sizeof(int32_t) * (size_t)max_rows);
+        s->samples = malloc(sizeof(di_sample_spec) * (size_t)max_items);
+        s->ops = malloc(sizeof(di_state_op) * (size_t)max_items);
+        s->items = malloc(sizeof(di_step_item) * (size_t)max_items);
+        if (!s->tokens || !s->pos || !s->seq || !s->src || !s->samples || !s->ops || !s->items) {
+            di_runner_free(r);
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
+        }
+    }
+    return DEEPINFER_OK;
+}
+
+void di_runner_free(di_runner *r) {
+    for (int b = 0; b < 2; b++) {
+        di_step_buf *s = &r->buf[b];
+        free(s->tokens), free(s->pos), free(s->seq), free(s->src);
+        free(s->samples), free(s->ops), free(s->items);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+/* The sampling spec of the row that ends choice c's item. */
+static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int row, const uint32_t *mask) {
+    di_request *q = c->req;
+    int32_t k = c->n_out + c->n_pending; /* outputs before this one */
+    int K = q->params.logprobs > 0 ? q->params.logprobs : 0;
+    *sp = (di_sample_spec){.params = &q->params,
+                           .seed = q->seed,
+                           .stream = (uint32_t)c->index,
+                           .position = position,
+                           .prompt = q->prompt,
+                           .n_prompt = q->n_prompt,
+                           .out = c->out_ids,
+                           .n_out = k,
+                           .eos_id = q->eos_id,
+                           .allow_mask = mask,
+                           .matcher = c->matcher,
+                           .logit_row = row,
+                           .w_token = c->out_ids + k,
+                           .w_logprob = c->logprobs ? c->logprobs + k : NULL,
+                           .w_top_ids = K ? c->top_ids + (size_t)k * K : NULL,
+                           .w_top_lp = K ? c->top_lp + (size_t)k * K : NULL,
+                           .request_id = q->id,
+                           .choice = c->index};
+}
+
+di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
+    di_step_buf *b = &r->buf[r->next];
+    int rows = 0, ns = 0, ni = 0;
+    for (int i = 0; i < plan->n_items; i++) {
+        const di_plan_item *it = &plan->items[i];
+        di_choice *c = it->c;
+        if (!c) continue;
+        di_request *q = c->req;
+        di_seq_state *s = di_pool_seq(r->pool, c->slot);
+        for (int j = 0; j < it->n; j++, rows++) {
+            int64_t idx = it->pos0 + j;
+            b->src[rows] = -1;
+            if (idx < q->n_prompt) b->tokens[rows] = q->prompt[idx];
+            else if (idx - q->n_prompt < c->n_out) b->tokens[rows] = c->out_ids[idx - q->n_prompt];
+            else { /* sampled by the step in flight: the device fills it in */
+                b->tokens[rows] = 0;
+                b->src[rows] = c->pend_sample;
+            }
+            b->pos[rows] = idx;
+            b->seq[rows] = s;
+        }
+        b->items[ni++] = (di_step_item){.request_id = q->id,
+                                        .choice = c->index,
+                                        .rows = it->n,
+                                        .decode = it->sample && it->n == 1 && it->pos0 >= q->n_prompt};
+        if (it->sample) {
+            fill_sample(&b->samples[ns], c, it->pos0 + it->n, rows - 1, r->base_mask);
+            c->n_pending++;
+            c->pend_sample = ns++;
+        }
+        c->n_sched = it->pos0 + it->n;
+        c->plan_item = -1;
+    }
+    if (!rows && !plan->n_ops) return NULL;
+    memcpy(b->ops, plan->ops, sizeof(di_state_op) * (size_t)plan->n_ops);
+    b->n_items = ni;
+    di_step *st = &b->step;
+    memset(st, 0, sizeof *st);
+    st->seq_no = ++r->seq_no;
+    st->ops = b->ops;
+    st->n_ops = plan->n_ops;
+    st->batch = (di_model_batch){.n = rows, .tokens = b->tokens, .pos = b->pos, .seq = b->seq};
+    st->src = b->src;
+    st->samples = b->samples;
+    st->n_samples = ns;
+    r->next ^= 1;
+    return b;
+}

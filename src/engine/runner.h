@@ -1,0 +1,53 @@
+/*
+ * runner.h — turns the scheduler's plan into a device step (the "how"):
+ * token rows with their positions and sequence states, placeholders for
+ * tokens still being sampled on the device, logits rows and sampling specs,
+ * and the state operations. Two step buffers alternate, so step N+1 can be
+ * built while step N is in flight.
+ *
+ * Building a step advances the host counters of every planned choice
+ * (n_sched; n_pending and pend_sample for rows that sample).
+ */
+#ifndef DI_ENGINE_RUNNER_H
+#define DI_ENGINE_RUNNER_H
+
+#include "engine/devq.h"
+#include "engine/scheduler.h"
+#include "engine/state_pool.h"
+
+typedef struct di_step_item { /* who had rows in a step (to fail them if the step fails) */
+    uint64_t request_id;
+    int choice;
+    int rows;
+    int decode;               /* 1: a single decode row; 0: prompt / recompute rows */
+} di_step_item;
+
+typedef struct di_step_buf {
+    di_step step;
+    int32_t *tokens;
+    int64_t *pos;
+    di_seq_state **seq;
+    int32_t *src;
+    di_sample_spec *samples;
+    di_state_op *ops;
+    di_step_item *items;
+    int n_items;
+} di_step_buf;
+
+typedef struct di_runner {
+    di_state_pool *pool;
+    const uint32_t *base_mask;   /* ids any request may sample (NULL = all): a text-only model's image token is out */
+    int max_rows, max_items;
+    di_step_buf buf[2];
+    int next;
+    uint64_t seq_no;
+} di_runner;
+
+deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows, int max_items, di_error *err);
+void di_runner_free(di_runner *r);
+
+/* Build the step for `plan`; NULL when the plan has no rows. The step stays
+ * valid until the next-but-one call. */
+di_step_buf *di_runner_build(di_runner *r, const di_plan *plan);
+
+#endif

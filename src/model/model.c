@@ -1,0 +1,51 @@
+/* model.c — architecture dispatch (model.h). */
+#include "model/model.h"
+
+#include <stdlib.h>
+
+#include "model/dsv41.h"
+
+struct di_model {
+    di_arch arch;
+    di_v4_model *v4;
+    di_v41_model *v41;
+};
+
+deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err) {
+    *out = NULL;
+    di_model_config cfg;
+    deepinfer_status st = di_config_load(dir, &cfg, err);
+    if (st) return st;
+    di_model *m = calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    m->arch = cfg.arch;
+    di_v4_options o = {.max_rows = opt ? opt->max_rows : 0,
+                       .max_context = opt ? opt->max_context : 0,
+                       .engram_hash = opt ? opt->engram_hash : NULL};
+    st = m->arch == DI_ARCH_V41 ? di_v41_load(dir, &o, &m->v41, err) : di_v4_load(dir, &o, &m->v4, err);
+    if (st) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return DEEPINFER_OK;
+}
+
+void di_model_free(di_model *m) {
+    if (!m) return;
+    di_v4_free(m->v4);
+    di_v41_free(m->v41);
+    free(m);
+}
+
+#define DISPATCH(fn, ...) (m->v41 ? di_v41_##fn(m->v41, ##__VA_ARGS__) : di_v4_##fn(m->v4, ##__VA_ARGS__))
+
+const di_model_config *di_model_cfg(const di_model *m) { return DISPATCH(config); }
+int64_t di_model_max_context(const di_model *m) { return DISPATCH(max_context); }
+size_t di_model_weight_bytes(const di_model *m) { return DISPATCH(weight_bytes); }
+size_t di_model_workspace_bytes(const di_model *m) { return DISPATCH(workspace_bytes); }
+size_t di_model_decode_weight_bytes(const di_model *m) { return DISPATCH(decode_weight_bytes); }
+
+deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err) {
+    return DISPATCH(forward, b, err);
+}

@@ -1,0 +1,46 @@
+/*
+ * model.h — the engine's view of a model: a thin dispatcher over the
+ * architecture-specific forwards (dsv4.h for DeepSeek-V4, dsv41.h for
+ * DeepSeek-V4.1), chosen by the checkpoint's config. The engine never calls
+ * di_v4_* / di_v41_* directly.
+ *
+ * A step is a di_model_batch (= di_v4_batch): a flat list of token rows of
+ * many sequences, each sequence's rows contiguous at consecutive positions
+ * continuing its state. Results are batch invariant (dsv4.h).
+ */
+#ifndef DI_MODEL_MODEL_H
+#define DI_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "model/dsv4.h"
+#include "model/seq_state.h"
+#include "util/error.h"
+
+typedef struct di_model di_model;
+typedef di_v4_batch di_model_batch;
+
+typedef struct di_model_options {
+    int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
+    int64_t max_context;  /* longest sequence; 0 = the forward's default */
+    const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
+} di_model_options;
+
+/* Load the checkpoint in `dir` (config.json + safetensors), V4 or V4.1.
+ * Caller frees with di_model_free. */
+deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err);
+void di_model_free(di_model *m);
+
+const di_model_config *di_model_cfg(const di_model *m);
+int64_t di_model_max_context(const di_model *m);
+size_t di_model_weight_bytes(const di_model *m);
+size_t di_model_workspace_bytes(const di_model *m);
+/* Packed weight bytes one decode token reads (the bandwidth floor's numerator). */
+size_t di_model_decode_weight_bytes(const di_model *m);
+
+/* Run the backbone over the rows (advances each sequence's n_tokens). */
+deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err);
+
+#endif
