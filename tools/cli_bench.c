@@ -13,13 +13,16 @@
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
-    "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B] [--reps R]\n"
+    "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
     "                       [--engram-hash FILE]\n"
     "\n"
     "Measures, in one run: memory bandwidth (STREAM-style read and triad over\n"
     "3 x 128 MiB, all threads), prefill tokens/s (one N-token prompt per step),\n"
-    "decode tokens/s (B sequences, one token each per step), and the decode\n"
-    "floor: bytes of weights a decode token reads / read bandwidth.\n"
+    "decode tokens/s (B independent sequences, each after its own N-token\n"
+    "prompt, one token each per step), and the decode floor: bytes of weights a\n"
+    "decode step reads / read bandwidth. A list of batch sizes (e.g. --batch\n"
+    "1,8,32,64) is a sweep: one decode figure per size, and each size's\n"
+    "tokens/s over the first size's.\n"
     "Defaults: --prompt 512 --decode 64 --batch 1 --reps 3. Threads: $DEEPINFER_THREADS.\n";
 
 static double now_s(void) {
@@ -82,13 +85,80 @@ static int32_t text_token(const di_model_config *c, int t) {
     return t == c->image_token_id ? (int32_t)((t + 1) % c->vocab_size) : (int32_t)t;
 }
 
+#define MAX_SWEEP 16
+
+/* Parse "B[,B...]" (each 1..1024, at most MAX_SWEEP); returns the count or 0. */
+static int parse_batches(const char *v, int *out) {
+    int n = 0;
+    while (v && *v) {
+        char *end;
+        long b = strtol(v, &end, 10);
+        if (end == v || b < 1 || b > 1024 || n == MAX_SWEEP || (*end && *end != ',')) return 0;
+        out[n++] = (int)b;
+        v = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+typedef struct bench_buf {
+    di_seq_state **seqs, **rowseq;
+    int32_t *tok;
+    int64_t *pos;
+    int *rows;
+    float *logits;
+} bench_buf;
+
+/* Best-of-reps prefill (one prompt, one step) and decode (B sequences, one
+ * token each per step, after each sequence's own prompt) seconds. */
+static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int prompt, int decode, int reps, double *pf,
+                                  double *dec, di_error *err) {
+    const di_model_config *c = m->sm.cfg;
+    int V = (int)c->vocab_size;
+    deepinfer_status st;
+    for (int r = 0; r < reps; r++) {
+        /* sequence 0's prompt alone is the timed prefill step; the others follow in one untimed step */
+        for (int s = 0; s < batch; s++) di_seq_reset(k->seqs[s], c);
+        for (int part = 0; part < 2; part++) {
+            int s0 = part ? 1 : 0, s1 = part ? batch : 1, n = 0;
+            for (int s = s0; s < s1; s++)
+                for (int i = 0; i < prompt; i++, n++) {
+                    k->tok[n] = text_token(c, (i * 7919 + s * 104729 + 13) % V);
+                    k->pos[n] = i;
+                    k->rowseq[n] = k->seqs[s];
+                }
+            if (!n) continue;
+            int last = n - 1;
+            di_v4_batch b = {.n = n, .tokens = k->tok, .pos = k->pos, .seq = k->rowseq, .n_logits = 1,
+                             .logit_rows = &last, .logits = k->logits};
+            double t0 = now_s();
+            if ((st = m->sm.forward(m->sm.model, &b, err))) return st;
+            if (!part && now_s() - t0 < *pf) *pf = now_s() - t0;
+        }
+        double t0 = now_s();
+        for (int step = 0; step < decode; step++) {
+            for (int s = 0; s < batch; s++) {
+                k->tok[s] = text_token(c, (step * 31 + s) % V);
+                k->pos[s] = prompt + step;
+                k->rowseq[s] = k->seqs[s];
+                k->rows[s] = s;
+            }
+            di_v4_batch b = {.n = batch, .tokens = k->tok, .pos = k->pos, .seq = k->rowseq, .n_logits = batch,
+                             .logit_rows = k->rows, .logits = k->logits};
+            if ((st = m->sm.forward(m->sm.model, &b, err))) return st;
+        }
+        double td = now_s() - t0;
+        if (td < *dec) *dec = td;
+    }
+    return DEEPINFER_OK;
+}
+
 static int cmd_bench(int argc, char **argv) {
     if (di_cli_wants_help(argc, argv)) {
         fputs(USAGE, stdout);
         return 0;
     }
     const char *model = NULL, *engram_hash = NULL, *v;
-    int prompt = 512, decode = 64, batch = 1, reps = 3;
+    int prompt = 512, decode = 64, reps = 3, batches[MAX_SWEEP] = {1}, nb = 1, maxb = 1;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
@@ -99,7 +169,8 @@ static int cmd_bench(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
             if (!v || (decode = atoi(v)) < 1) return fprintf(stderr, "error: --decode needs N >= 1\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--batch", &v)) {
-            if (!v || (batch = atoi(v)) < 1 || batch > 1024) return fprintf(stderr, "error: --batch needs 1..1024\n"), 2;
+            if (!(nb = parse_batches(v, batches)))
+                return fprintf(stderr, "error: --batch needs B or a list B,B,... (each 1..1024, at most %d)\n", MAX_SWEEP), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
             if (!v || (reps = atoi(v)) < 1) return fprintf(stderr, "error: --reps needs N >= 1\n"), 2;
         } else {
@@ -107,10 +178,15 @@ static int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    for (int i = 0; i < nb; i++)
+        if (batches[i] > maxb) maxb = batches[i];
     di_error err = {0};
     di_model_location loc;
     cli_model m;
-    di_v4_options opt = {.max_rows = prompt > batch ? prompt : batch, .max_context = prompt + decode + 16,
+    /* rows of the largest step: the other sequences' prompts together, or a decode step */
+    int rows_max = prompt * (maxb > 1 ? maxb - 1 : 1);
+    if (rows_max < maxb) rows_max = maxb;
+    di_v4_options opt = {.max_rows = prompt > maxb ? prompt : maxb, .max_context = prompt + decode + 16,
                          .engram_hash = engram_hash};
     if (di_model_locate(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
@@ -121,65 +197,52 @@ static int cmd_bench(int argc, char **argv) {
     double rbw, tbw;
     measure_bw(&rbw, &tbw);
 
-    int nseq = batch;
-    di_seq_state **seqs = calloc((size_t)nseq, sizeof *seqs);
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(prompt > batch ? prompt : batch));
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(prompt > batch ? prompt : batch));
-    di_seq_state **rowseq = malloc(sizeof(*rowseq) * (size_t)(prompt > batch ? prompt : batch));
-    int *rows = malloc(sizeof(int) * (size_t)batch);
-    float *logits = malloc(sizeof(float) * (size_t)V * (size_t)batch);
+    bench_buf k = {0};
+    k.seqs = calloc((size_t)maxb, sizeof *k.seqs);
+    k.tok = malloc(sizeof(int32_t) * (size_t)rows_max);
+    k.pos = malloc(sizeof(int64_t) * (size_t)rows_max);
+    k.rowseq = malloc(sizeof(*k.rowseq) * (size_t)rows_max);
+    k.rows = malloc(sizeof(int) * (size_t)maxb);
+    k.logits = malloc(sizeof(float) * (size_t)V * (size_t)maxb);
+    double best_pf = 1e30, best_dec[MAX_SWEEP];
     int rc = 1;
-    for (int s = 0; s < nseq; s++)
-        if (m.sm.seq_new(m.sm.model, &seqs[s], &err)) goto out;
-    double best_pf = 1e30, best_dec = 1e30;
-    for (int r = 0; r < reps; r++) {
-        /* prefill every sequence (one step each), timing the prompt steps */
-        double tpf = 0;
-        for (int s = 0; s < nseq; s++) {
-            di_seq_reset(seqs[s], c);
-            for (int i = 0; i < prompt; i++)
-                tok[i] = text_token(c, (i * 7919 + s * 104729 + 13) % V), pos[i] = i, rowseq[i] = seqs[s];
-            int last = prompt - 1;
-            di_v4_batch b = {.n = prompt, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = 1, .logit_rows = &last,
-                             .logits = logits};
-            double t0 = now_s();
-            if (m.sm.forward(m.sm.model, &b, &err)) goto out;
-            tpf += now_s() - t0;
-        }
-        if (tpf / nseq < best_pf) best_pf = tpf / nseq;
-        /* decode: every sequence advances one token per step */
-        double t0 = now_s();
-        for (int step = 0; step < decode; step++) {
-            for (int s = 0; s < nseq; s++) {
-                tok[s] = text_token(c, (step * 31 + s) % V);
-                pos[s] = prompt + step;
-                rowseq[s] = seqs[s];
-                rows[s] = s;
-            }
-            di_v4_batch b = {.n = nseq, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = nseq, .logit_rows = rows,
-                             .logits = logits};
-            if (m.sm.forward(m.sm.model, &b, &err)) goto out;
-        }
-        double td = now_s() - t0;
-        if (td < best_dec) best_dec = td;
+    if (!k.seqs || !k.tok || !k.pos || !k.rowseq || !k.rows || !k.logits) {
+        err = (di_error){0};
+        di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d sequences", maxb);
+        goto out;
     }
-    double pf_tps = prompt / best_pf, dec_tps = (double)decode * nseq / best_dec;
-    double bytes = (double)m.decode_bytes, floor_tps = rbw * 1e9 / bytes * nseq;
+    for (int s = 0; s < maxb; s++)
+        if (m.sm.seq_new(m.sm.model, &k.seqs[s], &err)) goto out;
+    for (int i = 0; i < nb; i++) {
+        best_dec[i] = 1e30;
+        if (run_batch(&m, &k, batches[i], prompt, decode, reps, &best_pf, &best_dec[i], &err)) goto out;
+    }
+    double bytes = (double)m.decode_bytes;
     printf("model        %s (%s, %lld layers, hidden %lld)\n", loc.dir, di_arch_name(c->arch), (long long)c->n_layers,
            (long long)c->hidden_size);
     printf("threads      %d\n", nthreads);
     printf("bandwidth    read %.1f GB/s, triad %.1f GB/s (3 x 128 MiB, best of 5)\n", rbw, tbw);
-    printf("prefill      %d-token prompt: %.1f tokens/s (best of %d)\n", prompt, pf_tps, reps);
-    printf("decode       batch %d, %d steps after the prompt: %.1f tokens/s (%.3f ms/step)\n", nseq, decode, dec_tps,
-           best_dec / decode * 1e3);
-    printf("floor        %.0f weight bytes per decode step -> %.0f tokens/s at the read bandwidth (batch %d); "
-           "decode reaches %.4f of it\n",
-           bytes, floor_tps, nseq, dec_tps / floor_tps);
+    printf("prefill      %d-token prompt: %.1f tokens/s (best of %d)\n", prompt, prompt / best_pf, reps * nb);
+    for (int i = 0; i < nb; i++) {
+        int B = batches[i];
+        double dec_tps = (double)decode * B / best_dec[i], floor_tps = rbw * 1e9 / bytes * B;
+        printf("decode       batch %d, %d steps after the prompt: %.1f tokens/s (%.3f ms/step)\n", B, decode, dec_tps,
+               best_dec[i] / decode * 1e3);
+        printf("floor        %.0f weight bytes per decode step -> %.0f tokens/s at the read bandwidth (batch %d); "
+               "decode reaches %.4f of it\n",
+               bytes, floor_tps, B, dec_tps / floor_tps);
+    }
+    if (nb > 1) {
+        double base = (double)decode * batches[0] / best_dec[0];
+        printf("scaling      tokens/s over batch %d:", batches[0]);
+        for (int i = 1; i < nb; i++) printf(" batch %d %.2fx%s", batches[i], (double)decode * batches[i] / best_dec[i] / base,
+                                            i + 1 < nb ? "," : "\n");
+    }
     rc = 0;
 out:
     if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
-    for (int s = 0; s < nseq; s++) di_seq_destroy(seqs[s]);
-    free(seqs), free(tok), free(pos), free(rowseq), free(rows), free(logits);
+    for (int s = 0; s < maxb && k.seqs; s++) di_seq_destroy(k.seqs[s]);
+    free(k.seqs), free(k.tok), free(k.pos), free(k.rowseq), free(k.rows), free(k.logits);
     cli_model_free(&m);
     return rc;
 }

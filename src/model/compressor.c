@@ -35,8 +35,7 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     int d = (int)c->hidden_size, hd = cw->hd, r = cw->ratio, ov = cw->overlap;
     int width = (ov ? 2 : 1) * hd;
     /* fp32 projections (the reference promotes the BF16 weights and input) */
-    di_gemm(f->x, f->M, xn, (size_t)d, &cw->wkv, 0, ws->cproj_kv, NULL, (size_t)width);
-    di_gemm(f->x, f->M, xn, (size_t)d, &cw->wgate, 0, ws->cproj_sc, NULL, (size_t)width);
+    di_gemm2(f->x, f->M, xn, (size_t)d, &cw->wkv, &cw->wgate, 0, ws->cproj_kv, NULL, ws->cproj_sc, NULL, (size_t)width);
     int ne = 0;
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
@@ -50,12 +49,8 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
             const float *pk = ws->cproj_kv + (size_t)row * width, *ps = ws->cproj_sc + (size_t)row * width;
             float *sk = st->kv + (size_t)slot * width, *ss = st->score + (size_t)slot * width;
             memcpy(sk, pk, (size_t)width * 4);
-            if (cw->ape) {
-                const float *ape = cw->ape + (size_t)o * width;
-                for (int e = 0; e < width; e++) ss[e] = ps[e] + ape[e];
-            } else {
-                memcpy(ss, ps, (size_t)width * 4);
-            }
+            if (cw->ape) di_add_f32(ss, ps, cw->ape + (size_t)o * width, (size_t)width);
+            else memcpy(ss, ps, (size_t)width * 4);
             if ((t + 1) % r) continue;
             pool_group(st, r, ov, hd, ws->emit32 + (size_t)ne * hd);
             ws->emit_pos[ne] = t + 1 - r; /* RoPE at the group's first position */
@@ -68,7 +63,7 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
             }
         }
     }
-    for (size_t i = 0; i < (size_t)ne * hd; i++) ws->emit16[i] = di_f32_to_bf16(ws->emit32[i]);
+    di_f32_to_bf16_n(ws->emit32, ws->emit16, (size_t)ne * hd);
     return ne;
 }
 

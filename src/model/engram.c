@@ -129,19 +129,47 @@ deepinfer_status di_engram_gather(const di_engram_layer *l, const int64_t *ids, 
     return DEEPINFER_OK;
 }
 
+static int cmp_range(const void *a, const void *b) {
+    uintptr_t x = ((const uintptr_t *)a)[0], y = ((const uintptr_t *)b)[0];
+    return (x > y) - (x < y);
+}
+
+/* madvise each distinct run of pages once: the ids of a step mostly share
+ * pages (small tables, repeated n-grams), and a syscall per id and token
+ * was most of a small model's decode step. Ranges are collected in chunks,
+ * sorted and merged; a chunk's runs that repeat the previous call's run are
+ * skipped. */
 void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok) {
+    enum { CHUNK = 256 };
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const int hd = l->d.head_dim, nsb = hd / SCALE_BLOCK;
+    uintptr_t r[CHUNK][2], last[2] = {0, 0};
+    int n = 0;
+    int64_t total = n_tok * l->d.n_cols, done = 0;
     for (int64_t t = 0; t < n_tok; t++)
         for (int c = 0; c < l->d.n_cols; c++) {
             int64_t id = ids[t * ids_stride + c];
-            if (id < 0 || id >= l->d.rows) continue;
-            const uint8_t *p[2] = {l->d.table + id * hd, l->d.table_scale + id * nsb};
-            const size_t len[2] = {(size_t)hd, (size_t)nsb};
-            for (int i = 0; i < 2; i++) {
-                uintptr_t a = (uintptr_t)p[i] & ~(page - 1);
-                (void)madvise((void *)a, (uintptr_t)p[i] + len[i] - a, MADV_WILLNEED);
+            done++;
+            if (id >= 0 && id < l->d.rows) {
+                const uint8_t *p[2] = {l->d.table + id * hd, l->d.table_scale + id * nsb};
+                const size_t len[2] = {(size_t)hd, (size_t)nsb};
+                for (int i = 0; i < 2; i++) {
+                    r[n][0] = (uintptr_t)p[i] & ~(page - 1);
+                    r[n][1] = ((uintptr_t)p[i] + len[i] + page - 1) & ~(page - 1);
+                    n++;
+                }
             }
+            if (n + 2 <= CHUNK && done < total) continue;
+            qsort(r, (size_t)n, sizeof r[0], cmp_range);
+            for (int i = 0; i < n;) {
+                uintptr_t a = r[i][0], z = r[i][1];
+                for (i++; i < n && r[i][0] <= z; i++)
+                    if (r[i][1] > z) z = r[i][1];
+                if (a >= last[0] && z <= last[1]) continue;
+                (void)madvise((void *)a, z - a, MADV_WILLNEED);
+                last[0] = a, last[1] = z;
+            }
+            n = 0;
         }
 }
 

@@ -80,6 +80,19 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Ascending order of distinct row numbers (a selection); short ones by insertion. */
+static void sort_ints(int *a, int n) {
+    if (n > 32) {
+        qsort(a, (size_t)n, sizeof(int), cmp_int);
+        return;
+    }
+    for (int i = 1; i < n; i++) {
+        int v = a[i], j = i;
+        for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
 /* The candidate source's first level (§5.5) for group row i. */
 static void candidate_blocks(score_ctx *c, int i) {
     di_fwd *f = c->f;
@@ -102,7 +115,7 @@ static void candidate_blocks(score_ctx *c, int i) {
     }
     bsc[(nvis - 1) / bs] = INFINITY; /* the block of the newest visible row is always kept */
     f->ws->ncand[m] = di_topk_desc(bsc, nb, K, keep);
-    qsort(keep, (size_t)f->ws->ncand[m], sizeof(int), cmp_int);
+    sort_ints(keep, f->ws->ncand[m]);
 }
 
 static void topk_task(void *p, int t, int n) {
@@ -116,7 +129,7 @@ static void topk_task(void *p, int t, int n) {
         if (c->L->is_candidate_source) candidate_blocks(c, (int)i);
         int *sel = f->ws->topk + (size_t)m * K;
         f->ws->ntopk[m] = di_topk_desc(f->ws->iscore + i * f->ws->iscore_stride, (int)c->nvis[i], K, sel);
-        if (v41) qsort(sel, (size_t)f->ws->ntopk[m], sizeof(int), cmp_int); /* the reference keeps row order */
+        if (v41) sort_ints(sel, f->ws->ntopk[m]); /* the reference keeps row order */
     }
 }
 

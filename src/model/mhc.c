@@ -16,9 +16,8 @@ void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
     mixes(f, hc, R);
-    for (int m = 0; m < f->M; m++)
-        di_hc_sinkhorn(ws->mixes + (size_t)m * 24, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
-                       ws->pre + (size_t)m * 4, ws->post + (size_t)m * 4, ws->comb + (size_t)m * 16);
+    di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
+                        ws->pre, ws->post, ws->comb);
     di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
     if (chain) memcpy(ws->pre_in, ws->pre, sizeof(float) * 4 * (size_t)f->M);
 }

@@ -46,25 +46,19 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
             memcpy(ws->xe + (size_t)i * d, xn + (size_t)ws->erows[i] * d, (size_t)d * 2);
             ws->erw[i] = ws->rw[(size_t)ws->erows[i] * K + ws->eslot[i]];
         }
-        di_gemm(x, n, ws->xe, (size_t)d, &mw->w1[e], ab, NULL, ws->g, (size_t)I);
-        di_gemm(x, n, ws->xe, (size_t)d, &mw->w3[e], ab, NULL, ws->u, (size_t)I);
+        di_gemm2(x, n, ws->xe, (size_t)d, &mw->w1[e], &mw->w3[e], ab, NULL, ws->g, NULL, ws->u, (size_t)I);
         di_swiglu(x, n, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
         di_gemm(x, n, ws->h, (size_t)I, &mw->w2[e], ab, NULL, ws->eo, (size_t)d);
-        for (int i = 0; i < n; i++) {
-            float *y = ws->y + (size_t)ws->erows[i] * d;
-            const uint16_t *v = ws->eo + (size_t)i * d;
-            for (int j = 0; j < d; j++) y[j] += di_bf16_to_f32(v[j]);
-        }
+        for (int i = 0; i < n; i++) di_add_bf16_f32(ws->y + (size_t)ws->erows[i] * d, ws->eo + (size_t)i * d, (size_t)d);
     }
 
     /* shared expert, added last */
     if (mw->has_shared) {
         int I = mw->sw1.n;
-        di_gemm(x, M, xn, (size_t)d, &mw->sw1, ab, NULL, ws->g, (size_t)I);
-        di_gemm(x, M, xn, (size_t)d, &mw->sw3, ab, NULL, ws->u, (size_t)I);
+        di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->g, NULL, ws->u, (size_t)I);
         di_swiglu(x, M, ws->g, ws->u, (size_t)I, I, o->shared_limit, NULL, ws->h, (size_t)I);
         di_gemm(x, M, ws->h, (size_t)I, &mw->sw2, ab, NULL, ws->eo, (size_t)d);
-        for (size_t i = 0; i < (size_t)M * d; i++) ws->y[i] += di_bf16_to_f32(ws->eo[i]);
+        di_add_bf16_f32(ws->y, ws->eo, (size_t)M * d);
     }
-    for (size_t i = 0; i < (size_t)M * d; i++) out[i] = di_f32_to_bf16(ws->y[i]);
+    di_f32_to_bf16_n(ws->y, out, (size_t)M * d);
 }

@@ -11,6 +11,9 @@
  *    by construction; docs/determinism.md). Reductions run in an order fixed
  *    by the shapes below, stated per op.
  *  - Ops never allocate; scratch comes from the di_exec (reserved once).
+ *  - "exp" in the fp32 formulas below is the CPU backend's own expf
+ *    (src/ops/cpu/mathf.h: correctly rounded but for 4 inputs), not libm's,
+ *    so results do not depend on the C library.
  *  - Shapes are checked by the caller (the model binds weights against the
  *    expected-tensor table); ops assume valid arguments.
  */
@@ -100,6 +103,13 @@ float di_wmat_get(const di_wmat *w, int n, int k);
  */
 void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
              uint16_t *C16, size_t ldc);
+
+/* Two products of the same activations, C1 = A W1^T and C2 = A W2^T (each
+ * output as in di_gemm: exactly one of C*_32, C*_16 per product; one ldc):
+ * the results of two di_gemm calls, with A quantised once and both weights'
+ * panels in one parallel region when W1, W2 share format, K and block. */
+void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
+              float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc);
 
 /* Bytes of scratch di_gemm uses per row (quantised row + scales). The
  * di_exec must hold at least one row of the largest K; more rows let a call
@@ -202,6 +212,11 @@ void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads
 void di_hc_sinkhorn(const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
                     float *post, float *comb);
 
+/* di_hc_sinkhorn for M tokens: mixes [M][24] -> pre, post [M][4], comb
+ * [M][16]; each token's results are those of di_hc_sinkhorn on its row. */
+void di_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
+                         float eps, float *pre, float *post, float *comb);
+
 /* For M rows: mixes_out[m][j] = mixes_in[m][j] * rsqrt_m with
  * rsqrt_m = 1/sqrtf(fp32(sum_i r_i^2 / (hc*d)) + eps) over the flattened
  * bf16 residual R[m] (hc*d values, stride ldr; sum in double). nmix values
@@ -256,5 +271,18 @@ void di_route(const float *logits, int E, const float *bias, const int *fixed, i
  * if rw != NULL: h = rw[m] * h; out = bf16(h). gate/up/out stride ld. */
 void di_swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
                const float *rw, uint16_t *out, size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Element-wise helpers for the model's per-row loops (one IEEE operation per
+ * element, so every ISA path gives the same bits). */
+
+/* y[i] += fp32(v[i]) for n bf16 values. */
+void di_add_bf16_f32(float *y, const uint16_t *v, size_t n);
+
+/* out[i] = a[i] + b[i] (fp32; out may alias a or b). */
+void di_add_f32(float *out, const float *a, const float *b, size_t n);
+
+/* y[i] = bf16_RNE(x[i]). */
+void di_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
 
 #endif

@@ -269,3 +269,41 @@ TEST(wmat_get_roundtrips_checkpoint_values) {
         free_case(&c);
     }
 }
+
+TEST(gemm2_equals_two_gemms) {
+    /* di_gemm2 (one quantisation, one region for both weights) against two
+     * di_gemm calls, every format, bf16 and fp32 outputs, with row chunking */
+    for (size_t ci = 0; ci < sizeof k_cases / sizeof k_cases[0]; ci++) {
+        tcase a, b;
+        make_case(&a, k_cases[ci].fmt, k_cases[ci].n, k_cases[ci].k, k_cases[ci].block, k_cases[ci].act);
+        make_case(&b, k_cases[ci].fmt, k_cases[ci].n, k_cases[ci].k, k_cases[ci].block, k_cases[ci].act);
+        int M = 37;
+        uint16_t *A = rand_acts(M, a.k);
+        size_t nout = (size_t)M * a.n;
+        float *r32[2] = {malloc(4 * nout), malloc(4 * nout)}, *g32[2] = {malloc(4 * nout), malloc(4 * nout)};
+        uint16_t *r16[2] = {malloc(2 * nout), malloc(2 * nout)}, *g16[2] = {malloc(2 * nout), malloc(2 * nout)};
+        di_exec x, small;
+        di_error err = {0};
+        CHECK(di_exec_init(&x, 0, &err) == DEEPINFER_OK);
+        CHECK(di_exec_init(&small, di_gemm_scratch_per_row(a.k) * 5, &err) == DEEPINFER_OK);
+        di_gemm(&x, M, A, (size_t)a.k, &a.W, a.act_block, r32[0], NULL, (size_t)a.n);
+        di_gemm(&x, M, A, (size_t)a.k, &b.W, b.act_block, r32[1], NULL, (size_t)a.n);
+        di_gemm(&x, M, A, (size_t)a.k, &a.W, a.act_block, NULL, r16[0], (size_t)a.n);
+        di_gemm(&x, M, A, (size_t)a.k, &b.W, b.act_block, NULL, r16[1], (size_t)a.n);
+        for (int s = 0; s < 2; s++) {
+            di_exec *e = s ? &small : &x;
+            di_gemm2(e, M, A, (size_t)a.k, &a.W, &b.W, a.act_block, g32[0], NULL, g32[1], NULL, (size_t)a.n);
+            di_gemm2(e, M, A, (size_t)a.k, &a.W, &b.W, a.act_block, NULL, g16[0], NULL, g16[1], (size_t)a.n);
+            for (int w = 0; w < 2; w++) {
+                CHECK_MSG(!memcmp(g32[w], r32[w], 4 * nout), "fmt %d weight %d (fp32 out, scratch %d)", a.fmt, w, s);
+                CHECK_MSG(!memcmp(g16[w], r16[w], 2 * nout), "fmt %d weight %d (bf16 out, scratch %d)", a.fmt, w, s);
+            }
+        }
+        di_exec_free(&x);
+        di_exec_free(&small);
+        for (int w = 0; w < 2; w++) free(r32[w]), free(g32[w]), free(r16[w]), free(g16[w]);
+        free(A);
+        free_case(&a);
+        free_case(&b);
+    }
+}

@@ -6,11 +6,13 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/attn_kern.h"
+#include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
 
 #define BLOCK 64
-#define HGROUP 8
+#define HGROUP DI_ATTN_HGROUP
 #define MAX_HD 1024
 
 typedef struct attn_ctx {
@@ -31,11 +33,16 @@ typedef float (*dot_fn)(const uint16_t *, const uint16_t *, int);
 typedef void (*axpy_fn)(float *, float, const uint16_t *, int);
 
 static void attend(const attn_ctx *c, int m, int h0, int h1) {
-    /* the ISA kernels of vec.h, chosen once per call (identical arithmetic) */
-    dot_fn dot = di_vec_use_avx512() ? di_vdot_bf16_avx512 : di_vdot_bf16;
-    axpy_fn axpy = di_vec_use_avx512() ? di_vaxpy_bf16_avx512 : di_vaxpy_bf16;
     float o[HGROUP][MAX_HD];
-    float mx[HGROUP], den[HGROUP], logit[HGROUP][BLOCK];
+    if (di_vec_use_avx512() && c->hd % 16 == 0) {
+        di_attend_avx512(c->q + (size_t)m * c->ldq + (size_t)h0 * c->hd, h1 - h0, c->hd, c->kv + (size_t)m * c->kv_stride,
+                         c->n_idx[m], c->sink + h0, c->scale, c->out + (size_t)m * c->ldo + (size_t)h0 * c->hd, &o[0][0]);
+        return;
+    }
+    /* the ISA kernels of vec.h, chosen once per call (identical arithmetic) */
+    dot_fn dot = di_vdot_bf16;
+    axpy_fn axpy = di_vaxpy_bf16;
+    float mx[HGROUP], den[HGROUP], logit[HGROUP][BLOCK + 1];
     int nh = h1 - h0, hd = c->hd;
     const uint16_t *const *kv = c->kv + (size_t)m * c->kv_stride;
     int n = c->n_idx[m];
@@ -58,12 +65,16 @@ static void attend(const attn_ctx *c, int m, int h0, int h1) {
             float nmax = bmax > mx[h] ? bmax : mx[h];
             /* A block with no valid entry before any valid one leaves the
              * running max at -inf: keep the state (all-zero) unchanged. */
-            float a = nmax == -INFINITY ? 1.0f : expf(mx[h] - nmax);
-            float sum = 0.0f;
-            for (int j = 0; j < bn; j++) {
-                float p = nmax == -INFINITY ? 0.0f : expf(logit[h][j] - nmax);
-                logit[h][j] = p;
-                sum += p;
+            float a = 1.0f, sum = 0.0f;
+            if (nmax == -INFINITY) {
+                for (int j = 0; j < bn; j++) logit[h][j] = 0.0f;
+            } else {
+                /* p_j = exp(l_j - M') and a = exp(M - M') in one vector call */
+                for (int j = 0; j < bn; j++) logit[h][j] -= nmax;
+                logit[h][bn] = mx[h] - nmax;
+                di_expf_n(logit[h], logit[h], bn + 1);
+                a = logit[h][bn];
+                for (int j = 0; j < bn; j++) sum += logit[h][j];
             }
             den[h] = den[h] * a + sum;
             mx[h] = nmax;
@@ -79,7 +90,7 @@ static void attend(const attn_ctx *c, int m, int h0, int h1) {
         }
     }
     for (int h = 0; h < nh; h++) {
-        float d = den[h] + expf(c->sink[h0 + h] - mx[h]);
+        float d = den[h] + di_expf(c->sink[h0 + h] - mx[h]);
         uint16_t *y = c->out + (size_t)m * c->ldo + (size_t)(h0 + h) * hd;
         for (int i = 0; i < hd; i++) y[i] = di_f32_to_bf16(o[h][i] / d);
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops/cpu/elem.h"
+#include "ops/cpu/simd_avx512.h"
 
 static inline __m512 load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
@@ -81,17 +82,27 @@ void di_qat_fp4_row_avx512(uint16_t *v, int n, int blk) {
         for (int i = 0; i < blk; i += 16) {
             __m512 x = _mm512_div_ps(load_bf16(v + b0 + i), vs);
             x = _mm512_min_ps(_mm512_max_ps(x, nsix), six);
-            __m512 a = _mm512_and_ps(x, absmask);
-            __m512i ua = _mm512_castps_si512(a);
-            __m512i rn = _mm512_add_epi32(ua, _mm512_add_epi32(_mm512_set1_epi32(0x1FFFFF),
-                                                             _mm512_and_si512(_mm512_srli_epi32(ua, 22), _mm512_set1_epi32(1))));
-            rn = _mm512_and_si512(rn, _mm512_set1_epi32((int)0xFFC00000u));
-            __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_add_ps(a, a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                                       _mm512_set1_ps(0.5f));
-            __mmask16 is_sub = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
-            __m512 q = _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_sub, rn, _mm512_castps_si512(sub)));
-            q = _mm512_or_ps(q, _mm512_and_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u))));
+            __m512 q = di512_round_e2m1(x);
             _mm256_storeu_si256((void *)(v + b0 + i), to_bf16(_mm512_mul_ps(q, vs)));
         }
+    }
+}
+
+void di_add_bf16_f32_avx512(float *y, const uint16_t *v, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), load_bf16(v + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, v + i)), 16));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), b));
+    }
+}
+
+void di_add_f32_avx512(float *out, const float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i)));
     }
 }

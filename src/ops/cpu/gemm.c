@@ -156,17 +156,20 @@ void di_gemm_panels_scalar(const di_gemm_job *j, int p0, int p1) {
 
 typedef void (*panel_fn)(const di_gemm_job *, int, int);
 
+/* The panels of one or two jobs (same rows, one weight each) as one range. */
 typedef struct par_ctx {
-    const di_gemm_job *job;
+    const di_gemm_job *job[2];
     panel_fn fn;
-    int npanels;
+    int np[2];
 } par_ctx;
 
 static void par_panels(void *p, int t, int n) {
     par_ctx *c = p;
     size_t b, e;
-    di_split_range((size_t)c->npanels, t, n, &b, &e);
-    if (b < e) c->fn(c->job, (int)b, (int)e);
+    di_split_range((size_t)(c->np[0] + c->np[1]), t, n, &b, &e);
+    int np0 = c->np[0];
+    if ((int)b < np0) c->fn(c->job[0], (int)b, (int)e < np0 ? (int)e : np0);
+    if ((int)e > np0) c->fn(c->job[1], (int)b > np0 ? (int)b - np0 : 0, (int)e - np0);
 }
 
 typedef struct quant_ctx {
@@ -182,11 +185,14 @@ static void par_quant(void *p, int t, int n) {
     quant_ctx *c = p;
     size_t b, e;
     di_split_range((size_t)c->M, t, n, &b, &e);
-    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0;
-    for (size_t m = b; m < e; m++) {
-        if (vec) di_act_quant_row_avx512(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
-        else act_quant_row(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
+    if (di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0) {
+        if (b < e)
+            di_act_quant_rows_avx512(c->A + b * c->lda, c->lda, (int)(e - b), c->K, c->blk, c->q + b * c->qstride,
+                                     c->qstride, c->s + b * c->sstride, c->sstride);
+        return;
     }
+    for (size_t m = b; m < e; m++)
+        act_quant_row(c->A + m * c->lda, c->K, c->blk, c->q + m * c->qstride, c->s + m * c->sstride);
 }
 
 static panel_fn pick_kernel(void) {
@@ -200,30 +206,37 @@ static int threads_for(di_exec *x, double work, int items) {
     return di_chunks_for(x ? x->tp : NULL, work, (double)(1 << 18), items);
 }
 
-void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
-             uint16_t *C16, size_t ldc) {
+/* C = A W^T for nw (1 or 2) weights of one format and K, with A quantised once. */
+static void gemm_n(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *const *W, int act_block,
+                   float *const *C32, uint16_t *const *C16, size_t ldc) {
     if (M <= 0) return;
     panel_fn fn = pick_kernel();
-    di_gemm_job job = {.M = M, .A = A, .lda = lda, .W = W, .C32 = C32, .C16 = C16, .ldc = ldc, .act_block = act_block};
-    int quant = W->fmt == DI_WFMT_FP8 || W->fmt == DI_WFMT_FP4;
+    di_gemm_job job[2];
+    par_ctx pc = {{&job[0], &job[1]}, fn, {0, 0}};
+    double macs = 0;
+    for (int w = 0; w < nw; w++) {
+        job[w] = (di_gemm_job){.M = M, .A = A, .lda = lda, .W = W[w], .C32 = C32[w], .C16 = C16[w], .ldc = ldc,
+                               .act_block = act_block};
+        pc.np[w] = W[w]->npanels;
+        macs += (double)W[w]->n * W[w]->k;
+    }
+    int quant = W[0]->fmt == DI_WFMT_FP8 || W[0]->fmt == DI_WFMT_FP4;
     if (!quant) {
-        par_ctx pc = {&job, fn, W->npanels};
-        di_threadpool_run_n(x->tp, threads_for(x, (double)M * W->n * W->k, W->npanels), par_panels, &pc);
+        di_threadpool_run_n(x->tp, threads_for(x, M * macs, pc.np[0] + pc.np[1]), par_panels, &pc);
         return;
     }
-    int K = W->k;
-    job.kb = W->fmt == DI_WFMT_FP8 ? (act_block < W->wblock ? act_block : W->wblock) : 32;
-    job.nsa = K / act_block;
+    int K = W[0]->k;
     size_t qstride = ((size_t)K * 2 + 63) / 64 * 64 / 2;
-    size_t sstride = (size_t)job.nsa;
+    size_t sstride = (size_t)(K / act_block);
     size_t per_row = qstride * 2 + sstride * 4;
     int rows_fit = (int)(x->scratch_cap / per_row);
     if (rows_fit < 1) { /* contract violated (ops.h): make it visible rather than overrun the scratch */
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < W->n; n++) {
-                if (C32) C32[(size_t)m * ldc + n] = NAN;
-                else C16[(size_t)m * ldc + n] = 0x7FC0;
-            }
+        for (int w = 0; w < nw; w++)
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < W[w]->n; n++) {
+                    if (C32[w]) C32[w][(size_t)m * ldc + n] = NAN;
+                    else C16[w][(size_t)m * ldc + n] = 0x7FC0;
+                }
         return;
     }
     for (int m0 = 0; m0 < M; m0 += rows_fit) {
@@ -232,14 +245,37 @@ void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W,
         float *s = (float *)(x->scratch + (size_t)mc * qstride * 2);
         quant_ctx qc = {A + (size_t)m0 * lda, lda, mc, K, act_block, q, s, qstride, sstride};
         di_threadpool_run_n(x->tp, threads_for(x, (double)mc * K * 64, mc), par_quant, &qc);
-        di_gemm_job jc = job;
-        jc.M = mc;
-        jc.A = q;
-        jc.lda = qstride;
-        jc.sA = s;
-        if (C32) jc.C32 = C32 + (size_t)m0 * ldc;
-        else jc.C16 = C16 + (size_t)m0 * ldc;
-        par_ctx pc = {&jc, fn, W->npanels};
-        di_threadpool_run_n(x->tp, threads_for(x, (double)mc * W->n * K, W->npanels), par_panels, &pc);
+        di_gemm_job jc[2];
+        par_ctx pq = {{&jc[0], &jc[1]}, fn, {pc.np[0], pc.np[1]}};
+        for (int w = 0; w < nw; w++) {
+            jc[w] = job[w];
+            jc[w].kb = W[w]->fmt == DI_WFMT_FP8 ? (act_block < W[w]->wblock ? act_block : W[w]->wblock) : 32;
+            jc[w].nsa = K / act_block;
+            jc[w].M = mc;
+            jc[w].A = q;
+            jc[w].lda = qstride;
+            jc[w].sA = s;
+            if (C32[w]) jc[w].C32 = C32[w] + (size_t)m0 * ldc;
+            else jc[w].C16 = C16[w] + (size_t)m0 * ldc;
+        }
+        di_threadpool_run_n(x->tp, threads_for(x, mc * macs, pq.np[0] + pq.np[1]), par_panels, &pq);
     }
+}
+
+void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
+             uint16_t *C16, size_t ldc) {
+    gemm_n(x, M, A, lda, 1, &W, act_block, &C32, &C16, ldc);
+}
+
+void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
+              float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
+    const di_wmat *W[2] = {W1, W2};
+    float *C32[2] = {C1_32, C2_32};
+    uint16_t *C16[2] = {C1_16, C2_16};
+    if (W1->fmt != W2->fmt || W1->k != W2->k || (W1->fmt == DI_WFMT_FP8 && W1->wblock != W2->wblock)) {
+        gemm_n(x, M, A, lda, 1, &W[0], act_block, &C32[0], &C16[0], ldc);
+        gemm_n(x, M, A, lda, 1, &W[1], act_block, &C32[1], &C16[1], ldc);
+        return;
+    }
+    gemm_n(x, M, A, lda, 2, W, act_block, C32, C16, ldc);
 }

@@ -4,104 +4,12 @@
  * One 32-bit lane per output row; VDPBF16PS adds, per lane, the products of a
  * k-pair (odd element first, then even: the order ops.h specifies). The
  * activation k-pair is broadcast; the weight k-pairs of 16 rows are decoded
- * on the fly from the packed panels (gemm_layout.h):
- *   e4m3 -> bf16: two 128-entry byte-table permutes (VPERMI2B) give the high
- *     and low bytes of the bf16 magnitude, the sign bit is merged in, and
- *     byte unpacks interleave them (the panel byte order makes the lanes come
- *     out in row order). Exact: every e4m3 value is a bf16 value.
- *   e2m1 -> bf16: nibble masks, four 16-entry VPSHUFB lookups, unpacks.
+ * on the fly from the packed panels (gemm_layout.h, gemm_avx512.h).
  * Tiles are MR rows x NR panels (register-blocked accumulators); the
  * per-K-block sums are scaled by s_act * s_w (powers of two, so the product
  * and the fused add round exactly like the scalar kernel's mul + add).
  */
-#include <immintrin.h>
-#include <string.h>
-
-#include "io/numfmt.h"
-#include "ops/cpu/gemm_kern.h"
-#include "ops/cpu/elem.h"
-#include "ops/cpu/gemm_layout.h"
-
-#define AI static inline __attribute__((always_inline))
-
-typedef struct fp8_tabs {
-    __m512i h0, h1, l0, l1, sgn;
-} fp8_tabs;
-
-static void make_fp8_tabs(fp8_tabs *t) {
-    uint8_t hi[128], lo[128];
-    for (int i = 0; i < 128; i++) {
-        uint16_t b = i == 0x7F ? 0x7FC0 : di_f32_to_bf16(di_e4m3_to_f32((uint8_t)i));
-        hi[i] = (uint8_t)(b >> 8);
-        lo[i] = (uint8_t)(b & 0xFF);
-    }
-    t->h0 = _mm512_loadu_si512(hi);
-    t->h1 = _mm512_loadu_si512(hi + 64);
-    t->l0 = _mm512_loadu_si512(lo);
-    t->l1 = _mm512_loadu_si512(lo + 64);
-    t->sgn = _mm512_set1_epi8((char)0x80);
-}
-
-AI void fp8_decode(const uint8_t *p, const fp8_tabs *t, __m512i *z0, __m512i *z1) {
-    __m512i v = _mm512_loadu_si512(p);
-    __m512i hi = _mm512_permutex2var_epi8(t->h0, v, t->h1);
-    hi = _mm512_ternarylogic_epi32(hi, v, t->sgn, 0xF8); /* hi | (v & 0x80) */
-    __m512i lo = _mm512_permutex2var_epi8(t->l0, v, t->l1);
-    *z0 = _mm512_unpacklo_epi8(lo, hi);
-    *z1 = _mm512_unpackhi_epi8(lo, hi);
-}
-
-typedef struct fp4_tabs {
-    __m512i lo, hi, m0f;
-} fp4_tabs;
-
-static void make_fp4_tabs(fp4_tabs *t) {
-    uint8_t lo[64], hi[64];
-    for (int i = 0; i < 64; i++) {
-        uint16_t b = di_f32_to_bf16(di_e2m1_to_f32((uint8_t)(i & 15)));
-        lo[i] = (uint8_t)(b & 0xFF);
-        hi[i] = (uint8_t)(b >> 8);
-    }
-    t->lo = _mm512_loadu_si512(lo);
-    t->hi = _mm512_loadu_si512(hi);
-    t->m0f = _mm512_set1_epi8(0x0F);
-}
-
-AI void fp4_decode(const uint8_t *p, const fp4_tabs *t, __m512i z[4]) {
-    __m512i v = _mm512_loadu_si512(p);
-    __m512i nlo = _mm512_and_si512(v, t->m0f);
-    __m512i nhi = _mm512_and_si512(_mm512_srli_epi16(v, 4), t->m0f);
-    __m512i a = _mm512_shuffle_epi8(t->lo, nlo), b = _mm512_shuffle_epi8(t->hi, nlo);
-    __m512i c = _mm512_shuffle_epi8(t->lo, nhi), d = _mm512_shuffle_epi8(t->hi, nhi);
-    __m512i e0 = _mm512_unpacklo_epi8(a, b), e1 = _mm512_unpackhi_epi8(a, b);
-    __m512i o0 = _mm512_unpacklo_epi8(c, d), o1 = _mm512_unpackhi_epi8(c, d);
-    z[0] = _mm512_unpacklo_epi16(e0, o0);
-    z[1] = _mm512_unpackhi_epi16(e0, o0);
-    z[2] = _mm512_unpacklo_epi16(e1, o1);
-    z[3] = _mm512_unpackhi_epi16(e1, o1);
-}
-
-AI __m512i bcast_pair(const uint16_t *a) {
-    uint32_t v;
-    memcpy(&v, a, 4);
-    return _mm512_set1_epi32((int)v);
-}
-
-AI __m512 dp(__m512 acc, __m512i a, __m512i w) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)w); }
-
-AI void store_tile(const di_gemm_job *j, int m0, int mr, int P0, int nr, __m512 (*tot)[4]) {
-    float v[16];
-    for (int i = 0; i < mr; i++)
-        for (int jn = 0; jn < nr; jn++) {
-            int n0 = (P0 + jn) * DI_PANEL, cnt = j->W->n - n0 < DI_PANEL ? j->W->n - n0 : DI_PANEL;
-            if (j->C16) {
-                _mm512_storeu_ps(v, tot[i][jn]);
-                di_f32_to_bf16_row_avx512(v, j->C16 + (size_t)(m0 + i) * j->ldc + n0, cnt);
-            } else {
-                _mm512_mask_storeu_ps(j->C32 + (size_t)(m0 + i) * j->ldc + n0, (__mmask16)((1u << cnt) - 1), tot[i][jn]);
-            }
-        }
-}
+#include "ops/cpu/gemm_avx512.h"
 
 /* ---- FP8 ------------------------------------------------------------------ */
 
@@ -241,21 +149,42 @@ AI void tile_f32(const di_gemm_job *j, int m0, const int MR, int P0, const int N
     const di_wmat *W = j->W;
     const size_t K = (size_t)W->k;
     const float *wp[4];
-    const uint16_t *ap[4];
-    __m512 acc[4][4];
+    const uint16_t *ap[8];
+    __m512 acc[8][4];
 #pragma GCC unroll 4
     for (int jn = 0; jn < NR; jn++) wp[jn] = (const float *)W->data + (size_t)(P0 + jn) * K * 16;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
         ap[i] = j->A + (size_t)(m0 + i) * j->lda;
 #pragma GCC unroll 4
         for (int jn = 0; jn < NR; jn++) acc[i][jn] = _mm512_setzero_ps();
     }
-    for (size_t k = 0; k < K; k++) {
+    size_t k = 0;
+    /* 16 k at a time: the rows' activations converted to fp32 once, then
+     * broadcast from memory into the multiply-adds (k in order, as ever) */
+    float abuf[8][16] __attribute__((aligned(64)));
+    for (; k + 16 <= K; k += 16) {
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++)
+            _mm512_store_ps(abuf[i], _mm512_castsi512_ps(_mm512_slli_epi32(
+                                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(ap[i] + k))), 16)));
+        for (int kk = 0; kk < 16; kk++) {
+            __m512 z[4];
+#pragma GCC unroll 4
+            for (int jn = 0; jn < NR; jn++) z[jn] = _mm512_loadu_ps(wp[jn] + (k + kk) * 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; i++) {
+                __m512 a = _mm512_set1_ps(abuf[i][kk]);
+#pragma GCC unroll 4
+                for (int jn = 0; jn < NR; jn++) acc[i][jn] = _mm512_fmadd_ps(a, z[jn], acc[i][jn]);
+            }
+        }
+    }
+    for (; k < K; k++) {
         __m512 z[4];
 #pragma GCC unroll 4
         for (int jn = 0; jn < NR; jn++) z[jn] = _mm512_loadu_ps(wp[jn] + k * 16);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 a = _mm512_set1_ps(di_bf16_to_f32(ap[i][k]));
 #pragma GCC unroll 4
@@ -265,71 +194,7 @@ AI void tile_f32(const di_gemm_job *j, int m0, const int MR, int P0, const int N
     store_tile(j, m0, MR, P0, NR, acc);
 }
 
-/* ---- activation quantisation ------------------------------------------------ */
-
-/* act_quant_row of gemm.c, 16 values at a time (same arithmetic: x / s is
- * exact for a power-of-two s, e4m3 rounding by the same bit operations). */
-void di_act_quant_row_avx512(const uint16_t *x, int K, int blk, uint16_t *q, float *s) {
-    const float inv448 = (float)(1.0 / 448.0);
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-    for (int b = 0; b < K / blk; b++) {
-        const uint16_t *xb = x + (size_t)b * blk;
-        __m512 mx = _mm512_setzero_ps();
-        for (int i = 0; i < blk; i += 16) {
-            __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(xb + i))), 16));
-            mx = _mm512_max_ps(mx, _mm512_and_ps(v, absmask));
-        }
-        float amax = _mm512_reduce_max_ps(mx);
-        if (!(amax >= 1e-4f)) amax = 1e-4f;
-        float t = amax * inv448, sc;
-        uint32_t u;
-        memcpy(&u, &t, 4);
-        int e = (int)((u >> 23) & 0xFF) - 127 + ((u & 0x7FFFFFu) != 0);
-        uint32_t su = (uint32_t)(e + 127) << 23;
-        memcpy(&sc, &su, 4);
-        s[b] = sc;
-        const __m512 inv = _mm512_set1_ps(1.0f / sc), lim = _mm512_set1_ps(448.0f), nlim = _mm512_set1_ps(-448.0f);
-        const __m512 small = _mm512_set1_ps(0x1p-6f), k512 = _mm512_set1_ps(512.0f), i512 = _mm512_set1_ps(1.0f / 512.0f);
-        for (int i = 0; i < blk; i += 16) {
-            __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(xb + i))), 16));
-            v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), nlim), lim);
-            __m512 a = _mm512_and_ps(v, absmask);
-            __m512i ua = _mm512_castps_si512(a);
-            __m512i r = _mm512_add_epi32(ua, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF),
-                                                            _mm512_and_si512(_mm512_srli_epi32(ua, 20), _mm512_set1_epi32(1))));
-            r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFF00000u));
-            __m512 sub = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, k512), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), i512);
-            __mmask16 is_sub = _mm512_cmp_ps_mask(a, small, _CMP_LT_OQ);
-            __m512i mag = _mm512_mask_blend_epi32(is_sub, r, _mm512_castps_si512(sub));
-            __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u));
-            __m512i res = _mm512_or_si512(mag, sign);
-            _mm256_storeu_si256((void *)(q + (size_t)b * blk + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(res, 16)));
-        }
-    }
-}
-
 /* ---- dispatch ------------------------------------------------------------- */
-
-#define CASES(CALL)                                                                                       \
-    switch (mr * 8 + nr) {                                                                                \
-    case 8 + 1: CALL(1, 1); break;                                                                        \
-    case 8 + 2: CALL(1, 2); break;                                                                        \
-    case 8 + 3: CALL(1, 3); break;                                                                        \
-    case 8 + 4: CALL(1, 4); break;                                                                        \
-    case 16 + 1: CALL(2, 1); break;                                                                       \
-    case 16 + 2: CALL(2, 2); break;                                                                       \
-    case 16 + 3: CALL(2, 3); break;                                                                       \
-    case 16 + 4: CALL(2, 4); break;                                                                       \
-    case 24 + 1: CALL(3, 1); break;                                                                       \
-    case 24 + 2: CALL(3, 2); break;                                                                       \
-    case 24 + 3: CALL(3, 3); break;                                                                       \
-    case 24 + 4: CALL(3, 4); break;                                                                       \
-    case 32 + 1: CALL(4, 1); break;                                                                       \
-    case 32 + 2: CALL(4, 2); break;                                                                       \
-    case 32 + 3: CALL(4, 3); break;                                                                       \
-    case 32 + 4: CALL(4, 4); break;                                                                       \
-    default: break;                                                                                       \
-    }
 
 static void run_fp8(const di_gemm_job *j, int m0, int mr, int P0, int nr, const fp8_tabs *t) {
 #define C8(a, b) tile_fp8(j, m0, a, P0, b, t)
@@ -350,6 +215,15 @@ static void run_bf16(const di_gemm_job *j, int m0, int mr, int P0, int nr) {
 }
 
 static void run_f32(const di_gemm_job *j, int m0, int mr, int P0, int nr) {
+    if (mr == 8) { /* skinny outputs (nr <= 2): 8 rows share each weight load */
+        if (nr == 1) tile_f32(j, m0, 8, P0, 1);
+        else tile_f32(j, m0, 8, P0, 2);
+        return;
+    }
+    if (mr > 4) { /* the tail of 8-row tiles */
+        run_f32(j, m0, 4, P0, nr);
+        m0 += 4, mr -= 4;
+    }
 #define CF(a, b) tile_f32(j, m0, a, P0, b)
     CASES(CF)
 #undef CF
@@ -364,8 +238,9 @@ void di_gemm_panels_avx512(const di_gemm_job *j, int p0, int p1) {
     const int NR = 4, MR = 4;
     for (int P = p0; P < p1; P += NR) {
         int nr = p1 - P < NR ? p1 - P : NR;
-        for (int m0 = 0; m0 < j->M; m0 += MR) {
-            int mr = j->M - m0 < MR ? j->M - m0 : MR;
+        int MRx = fmt == DI_WFMT_F32 && nr <= 2 && j->M >= 8 ? 8 : MR;
+        for (int m0 = 0; m0 < j->M; m0 += MRx) {
+            int mr = j->M - m0 < MRx ? j->M - m0 : MRx;
             switch (fmt) {
             case DI_WFMT_FP8: run_fp8(j, m0, mr, P, nr, &t8); break;
             case DI_WFMT_FP4: run_fp4(j, m0, mr, P, nr, &t4); break;

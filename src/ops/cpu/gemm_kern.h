@@ -30,8 +30,10 @@ void di_gemm_panels_scalar(const di_gemm_job *j, int p0, int p1);
 void di_gemm_panels_avx2(const di_gemm_job *j, int p0, int p1);
 void di_gemm_panels_avx512(const di_gemm_job *j, int p0, int p1);
 
-/* Per-row activation quantisation (gemm.c act_quant_row), AVX-512; blk % 16 == 0. */
-void di_act_quant_row_avx512(const uint16_t *x, int K, int blk, uint16_t *q, float *s);
+/* Activation quantisation (gemm.c act_quant_row) of M rows, AVX-512 (quant_avx512.c);
+ * blk % 16 == 0. Row m: x = A + m lda -> q + m qstride, scales s + m sstride. */
+void di_act_quant_rows_avx512(const uint16_t *A, size_t lda, int M, int K, int blk, uint16_t *q, size_t qstride,
+                              float *s, size_t sstride);
 
 /* Write one 16-lane result for row m, panel P (only n < N). */
 void di_gemm_store(const di_gemm_job *j, int m, int P, const float *v16);

@@ -3,8 +3,10 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
+#include "util/cpu.h"
 
 typedef struct norm_ctx {
     const uint16_t *in;
@@ -17,6 +19,21 @@ typedef struct norm_ctx {
 
 static void norm_rows(void *p, int m0, int m1) {
     norm_ctx *c = p;
+    if (di_cpu_isa() == DI_ISA_AVX512 && c->D % 16 == 0) {
+        /* 16 rows at a time: the sums across rows, the output along each row */
+        for (int g0 = m0; g0 < m1; g0 += 16) {
+            int n = m1 - g0 < 16 ? m1 - g0 : 16;
+            const uint16_t *rows[16];
+            double ss[16];
+            for (int l = 0; l < 16; l++) rows[l] = c->in + (size_t)(g0 + (l < n ? l : n - 1)) * c->ldx;
+            di_sumsq16_avx512(rows, c->D, ss);
+            for (int l = 0; l < n; l++) {
+                float r = 1.0f / sqrtf((float)(ss[l] / c->D) + c->eps);
+                di_rmsnorm_out_avx512(rows[l], c->w, c->D, r, c->out + (size_t)(g0 + l) * c->ldy);
+            }
+        }
+        return;
+    }
     for (int m = m0; m < m1; m++) {
         const uint16_t *x = c->in + (size_t)m * c->ldx;
         uint16_t *y = c->out + (size_t)m * c->ldy;
@@ -50,6 +67,20 @@ typedef struct hnorm_ctx {
 
 static void hnorm_rows(void *p, int m0, int m1) {
     hnorm_ctx *c = p;
+    if (di_cpu_isa() == DI_ISA_AVX512 && c->hd % 16 == 0) {
+        /* 16 (row, head) vectors at a time, one per lane */
+        int total = (m1 - m0) * c->nheads;
+        for (int g0 = 0; g0 < total; g0 += 16) {
+            int n = total - g0 < 16 ? total - g0 : 16;
+            uint16_t *seqs[16];
+            for (int l = 0; l < 16; l++) {
+                int s = g0 + (l < n ? l : n - 1);
+                seqs[l] = c->q + (size_t)(m0 + s / c->nheads) * c->ld + (size_t)(s % c->nheads) * c->hd;
+            }
+            di_head_rmsnorm16_avx512(seqs, n, c->hd, c->eps);
+        }
+        return;
+    }
     for (int m = m0; m < m1; m++)
         for (int h = 0; h < c->nheads; h++) {
             uint16_t *q = c->q + (size_t)m * c->ld + (size_t)h * c->hd;

@@ -19,8 +19,13 @@ typedef struct qsim_ctx {
 static void fp8_rows(void *p, int m0, int m1) {
     qsim_ctx *c = p;
     const float inv448 = (float)(1.0 / 448.0);
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk % 16 == 0;
     for (int m = m0; m < m1; m++) {
         uint16_t *row = c->v + (size_t)m * c->ld;
+        if (vec) {
+            di_qat_fp8_row_avx512(row, c->n, c->blk);
+            continue;
+        }
         for (int b0 = 0; b0 < c->n; b0 += c->blk) {
             float amax = 0.0f;
             for (int i = 0; i < c->blk; i++) amax = fmaxf(amax, fabsf(di_bf16_to_f32(row[b0 + i])));
@@ -73,8 +78,13 @@ void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
 static void fp4_e4m3_rows(void *p, int m0, int m1) {
     qsim_ctx *c = p;
     const float amin = 6.0f * 0x1p-9f;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && c->blk == 16 && c->n % 16 == 0;
     for (int m = m0; m < m1; m++) {
         uint16_t *row = c->v + (size_t)m * c->ld;
+        if (vec) {
+            di_qat_fp4_e4m3_row_avx512(row, c->n);
+            continue;
+        }
         for (int b0 = 0; b0 < c->n; b0 += c->blk) {
             float amax = 0.0f;
             for (int i = 0; i < c->blk; i++) amax = fmaxf(amax, fabsf(di_bf16_to_f32(row[b0 + i])));
@@ -104,9 +114,14 @@ static void had_rows(void *p, int m0, int m1) {
     had_ctx *c = p;
     const float scale = (float)(1.0 / sqrt(128.0));
     float t[128];
+    int vec = di_cpu_isa() == DI_ISA_AVX512;
     for (int m = m0; m < m1; m++)
         for (int vi = 0; vi < c->nvec; vi++) {
             uint16_t *row = c->v + (size_t)m * c->ld + (size_t)vi * 128;
+            if (vec) {
+                di_hadamard128_avx512(row, scale);
+                continue;
+            }
             for (int i = 0; i < 128; i++) t[i] = di_bf16_to_f32(row[i]);
             for (int h = 1; h < 128; h *= 2)
                 for (int i = 0; i < 128; i += 2 * h)

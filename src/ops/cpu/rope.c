@@ -13,8 +13,10 @@
 #include <math.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
+#include "util/cpu.h"
 
 static double correction_dim(double rotations, int dim, double base, double max_len) {
     return dim * log(max_len / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
@@ -71,6 +73,7 @@ static void rope_rows(void *p, int m0, int m1) {
     rope_ctx *c = p;
     float tcs[128], tsn[128];
     int half = c->rd / 2;
+    int vec = di_cpu_isa() == DI_ISA_AVX512 && half % 16 == 0;
     for (int m = m0; m < m1; m++) {
         const float *cs, *sn;
         if (c->cs) {
@@ -83,6 +86,10 @@ static void rope_rows(void *p, int m0, int m1) {
         }
         for (int h = 0; h < c->nheads; h++) {
             uint16_t *x = c->v + (size_t)m * c->ld + (size_t)h * c->hd + (c->hd - c->rd);
+            if (vec) {
+                di_rope_row_avx512(x, half, cs, sn, c->inverse);
+                continue;
+            }
             for (int i = 0; i < half; i++) {
                 float a = di_bf16_to_f32(x[2 * i]), b = di_bf16_to_f32(x[2 * i + 1]);
                 /* (a + ib)(c + is) as the CUDA reference computes it: c10::complex

@@ -5,16 +5,23 @@
 #include <stdlib.h>
 
 #include "io/numfmt.h"
+#include "ops/cpu/elem.h"
+#include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
 #include "ops/ops.h"
+#include "util/cpu.h"
 
 void di_softmax_pool(const float *kv, const float *score, size_t ld, int S, int D, float *out) {
+    if (di_cpu_isa() == DI_ISA_AVX512) {
+        di_softmax_pool_avx512(kv, score, ld, S, D, out);
+        return;
+    }
     for (int d = 0; d < D; d++) {
         float mx = -INFINITY;
         for (int s = 0; s < S; s++) mx = fmaxf(mx, score[(size_t)s * ld + d]);
         float e[256], sum = 0.0f;
         for (int s = 0; s < S; s++) {
-            e[s] = expf(score[(size_t)s * ld + d] - mx);
+            e[s] = di_expf(score[(size_t)s * ld + d] - mx);
             sum += e[s];
         }
         float acc = 0.0f;
@@ -63,6 +70,16 @@ static void sift_down(const float *score, int *h, int n, int i) {
     }
 }
 
+/* The first j' in [j, n) that ranks before an element of score y at an
+ * earlier index: score > y, or y is NaN and the score is not (ties never
+ * do: the earlier index wins). n if there is none. */
+static int next_better(const float *score, int j, int n, float y) {
+    if (di_cpu_isa() == DI_ISA_AVX512) return di_next_better_avx512(score, j, n, y);
+    for (; j < n; j++)
+        if (score[j] > y || (y != y && score[j] == score[j])) return j;
+    return n;
+}
+
 int di_topk_desc(const float *score, int n, int k, int *idx) {
     int cnt = k < n ? k : n;
     if (cnt <= 0) return 0;
@@ -70,7 +87,7 @@ int di_topk_desc(const float *score, int n, int k, int *idx) {
         /* small: insertion into a sorted prefix */
         int filled = 0;
         for (int j = 0; j < n; j++) {
-            if (filled == cnt && !ranks_before(score, j, idx[cnt - 1])) continue;
+            if (filled == cnt && (j = next_better(score, j, n, score[idx[cnt - 1]])) >= n) break;
             int pos = filled < cnt ? filled : cnt - 1;
             while (pos > 0 && ranks_before(score, j, idx[pos - 1])) {
                 idx[pos] = idx[pos - 1];
@@ -84,11 +101,10 @@ int di_topk_desc(const float *score, int n, int k, int *idx) {
     /* large: a heap of the best cnt with the worst at the root, then heap-sort */
     for (int j = 0; j < cnt; j++) idx[j] = j;
     for (int i = cnt / 2 - 1; i >= 0; i--) sift_down(score, idx, cnt, i);
-    for (int j = cnt; j < n; j++)
-        if (ranks_before(score, j, idx[0])) {
-            idx[0] = j;
-            sift_down(score, idx, cnt, 0);
-        }
+    for (int j = cnt; (j = next_better(score, j, n, score[idx[0]])) < n; j++) {
+        idx[0] = j;
+        sift_down(score, idx, cnt, 0);
+    }
     for (int end = cnt - 1; end > 0; end--) { /* worst goes to the end: best-first order */
         int t = idx[0];
         idx[0] = idx[end];
@@ -130,16 +146,21 @@ typedef struct swiglu_ctx {
 
 static void swiglu_rows(void *p, int m0, int m1) {
     swiglu_ctx *c = p;
+    int vec = di_cpu_isa() == DI_ISA_AVX512;
     for (int m = m0; m < m1; m++) {
         const uint16_t *g = c->gate + (size_t)m * c->ld, *u = c->up + (size_t)m * c->ld;
         uint16_t *o = c->out + (size_t)m * c->ldo;
+        if (vec) {
+            di_swiglu_row_avx512(g, u, c->I, c->limit, c->rw ? c->rw + m : NULL, o);
+            continue;
+        }
         for (int i = 0; i < c->I; i++) {
             float gv = di_bf16_to_f32(g[i]), uv = di_bf16_to_f32(u[i]);
             if (c->limit > 0.0f) {
                 uv = fminf(fmaxf(uv, -c->limit), c->limit);
                 gv = fminf(gv, c->limit);
             }
-            float h = gv / (1.0f + expf(-gv)) * uv;
+            float h = gv / (1.0f + di_expf(-gv)) * uv;
             if (c->rw) h = c->rw[m] * h;
             o[i] = di_f32_to_bf16(h);
         }

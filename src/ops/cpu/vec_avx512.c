@@ -1,6 +1,7 @@
 /* AVX-512 versions of the vec.h kernels (same operation order as the scalar code). */
 #include <immintrin.h>
 
+#include "ops/cpu/simd_avx512.h"
 #include "ops/cpu/vec.h"
 
 static inline float lane_tree(__m512 acc) {
@@ -20,34 +21,35 @@ static inline float round_bf16(float f) {
     return f;
 }
 
+/* 16 keys at a time: per head, the 16 dot products' lane trees are reduced
+ * together (di512_tree16: the same additions as lane_tree), then every key's
+ * lane performs the scalar bf16 steps in head order. */
 void di_index_scores_avx512(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score) {
-    __m512i qv[64][4];
-    int hmax = nh < 64 ? nh : 64;
-    for (int h = 0; h < hmax; h++)
-        for (int s = 0; s < 4; s++) qv[h][s] = _mm512_loadu_si512(q + (size_t)h * 128 + 32 * s);
-    for (int j = 0; j < n; j++) {
-        const uint16_t *kj = k + (size_t)j * ldk;
-        __m512i kv0 = _mm512_loadu_si512(kj), kv1 = _mm512_loadu_si512(kj + 32);
-        __m512i kv2 = _mm512_loadu_si512(kj + 64), kv3 = _mm512_loadu_si512(kj + 96);
-        float s = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        int cnt = n - j0 < 16 ? n - j0 : 16;
+        const uint16_t *kb = k + (size_t)j0 * ldk;
+        __m512 s = _mm512_setzero_ps();
         for (int h = 0; h < nh; h++) {
-            __m512 acc;
-            if (h < 64) {
-                acc = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)qv[h][0], (__m512bh)kv0);
-                acc = _mm512_dpbf16_ps(acc, (__m512bh)qv[h][1], (__m512bh)kv1);
-                acc = _mm512_dpbf16_ps(acc, (__m512bh)qv[h][2], (__m512bh)kv2);
-                acc = _mm512_dpbf16_ps(acc, (__m512bh)qv[h][3], (__m512bh)kv3);
-            } else {
-                acc = _mm512_setzero_ps();
-                for (int t = 0; t < 4; t++)
-                    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(q + (size_t)h * 128 + 32 * t),
-                                           (__m512bh)_mm512_loadu_si512(kj + 32 * t));
+            const uint16_t *qh = q + (size_t)h * 128;
+            __m512i q0 = _mm512_loadu_si512(qh), q1 = _mm512_loadu_si512(qh + 32);
+            __m512i q2 = _mm512_loadu_si512(qh + 64), q3 = _mm512_loadu_si512(qh + 96);
+            __m512 acc[16];
+            for (int jj = 0; jj < 16; jj++) {
+                if (jj >= cnt) {
+                    acc[jj] = _mm512_setzero_ps();
+                    continue;
+                }
+                const uint16_t *kj = kb + (size_t)jj * ldk;
+                __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)q0, (__m512bh)_mm512_loadu_si512(kj));
+                a = _mm512_dpbf16_ps(a, (__m512bh)q1, (__m512bh)_mm512_loadu_si512(kj + 32));
+                a = _mm512_dpbf16_ps(a, (__m512bh)q2, (__m512bh)_mm512_loadu_si512(kj + 64));
+                acc[jj] = _mm512_dpbf16_ps(a, (__m512bh)q3, (__m512bh)_mm512_loadu_si512(kj + 96));
             }
-            float d = round_bf16(lane_tree(acc));
-            if (d < 0.0f) d = 0.0f;
-            s += round_bf16(d * w[h]);
+            __m512 d = di512_round_bf16(di512_tree16(acc));
+            d = _mm512_mask_mov_ps(d, _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+            s = _mm512_add_ps(s, di512_round_bf16(_mm512_mul_ps(d, _mm512_set1_ps(w[h]))));
         }
-        score[j] = round_bf16(s);
+        _mm512_mask_storeu_ps(score + j0, (__mmask16)((1u << cnt) - 1), di512_round_bf16(s));
     }
 }
 
