@@ -470,6 +470,14 @@ static int cmd_so_check(int argc, char **argv) {
         if (di_cli_flag_value(argc, argv, &i, "--expected", &expected)) continue;
         if (di_cli_flag_value(argc, argv, &i, "--maskbench", &val)) {
             if (val && nfiles < 64) files[nfiles++] = val;
+            /* more split files may follow (a shell glob): every argument up to the next flag */
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                if (nfiles >= 64) {
+                    fprintf(stderr, "so-check: at most 64 MaskBench files\n");
+                    return 2;
+                }
+                files[nfiles++] = argv[++i];
+            }
             continue;
         }
         if (di_cli_flag_value(argc, argv, &i, "--limit", &val)) {

@@ -28,14 +28,24 @@ void di_output_sync(di_choice *c) {
     p->num_preemptions = c->num_preemptions;
 }
 
-/* Stop strings are checked once the output has min_tokens tokens; text
- * before that bypasses the matcher (nothing is held back then). */
+/* Stop strings are checked once the output has min_tokens tokens (as vLLM
+ * does); text before that bypasses the matcher (nothing is held back then).
+ * When matching starts, the matcher is primed with the last bytes of the
+ * text so far, so a stop string that straddles the min_tokens boundary is
+ * still found (and the text is cut before it). */
 static int matching(const di_choice *c) { return c->req->params.n_stop > 0 && c->n_out >= c->req->params.min_tokens; }
 
 /* Text of `piece` into the output; returns the index of a stop string that
  * fired, -1 if none, -2 when out of memory. */
 static int push_text(di_choice *c, const char *piece, size_t n, di_error *err) {
     if (!matching(c)) return append_text(c, piece, n) ? -2 : -1;
+    if (!c->stop_primed) {
+        size_t keep = c->stop.max_len ? c->stop.max_len - 1 : 0;
+        if (keep > c->text_len) keep = c->text_len;
+        c->stop_base = c->text_len - keep;
+        if (di_stop_prime(&c->stop, c->text + c->stop_base, keep)) return -2;
+        c->stop_primed = 1;
+    }
     const char *rel;
     size_t rel_len;
     di_error e = {0};
@@ -43,6 +53,12 @@ static int push_text(di_choice *c, const char *piece, size_t n, di_error *err) {
     if (e.code) {
         *err = e;
         return -2;
+    }
+    if (which >= 0 && c->stop_base + c->stop.len < c->text_len) {
+        /* the stop string began in text already output before matching started */
+        c->text_len = c->stop_base + c->stop.len;
+        c->text[c->text_len] = '\0';
+        return which;
     }
     if (append_text(c, rel, rel_len)) return -2;
     return which;

@@ -56,7 +56,9 @@ typedef struct di_choice {
     float *top_lp;
     /* text */
     di_detok detok;
-    di_stop_matcher stop;
+    di_stop_matcher stop;      /* sees the text from min_tokens on, primed with the text before (outputs.c) */
+    int stop_primed;           /* the matcher has been primed */
+    size_t stop_base;          /* offset in `text` of the matcher's first byte */
     char *text;
     size_t text_len, text_cap;
     /* the scheduler's per-step mark: index of this choice's item in the plan being built, or -1 */

@@ -31,6 +31,22 @@ static size_t utf8_floor(const char *s, size_t len, size_t pos) {
     return ((unsigned char)s[p] & 0xC0) == 0x80 ? pos : p;
 }
 
+int di_stop_prime(di_stop_matcher *m, const char *prev, size_t n) {
+    size_t cap = m->cap ? m->cap : 256;
+    while (cap < n + 1) cap *= 2;
+    if (cap != m->cap) {
+        char *t = realloc(m->text, cap);
+        if (!t) return -1;
+        m->text = t;
+        m->cap = cap;
+    }
+    memcpy(m->text, prev, n);
+    m->len = n;
+    m->released = n;
+    m->text[n] = '\0';
+    return 0;
+}
+
 int di_stop_push(di_stop_matcher *m, const char *piece, size_t n, const char **out, size_t *out_len, di_error *err) {
     *out = m->text ? m->text + m->released : NULL;
     *out_len = 0;

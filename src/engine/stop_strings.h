@@ -34,6 +34,12 @@ void di_stop_free(di_stop_matcher *m);
  * further pushes release nothing. */
 int di_stop_push(di_stop_matcher *m, const char *piece, size_t n, const char **out, size_t *out_len, di_error *err);
 
+/* Seed the matcher with text that was already released (e.g. output produced
+ * before min_tokens): a stop string that begins in it and ends in a later
+ * piece still matches, one that lies wholly inside it does not. Call before
+ * the first push. Returns 0, or -1 when out of memory. */
+int di_stop_prime(di_stop_matcher *m, const char *prev, size_t n);
+
 /* End of stream: release everything still held back. */
 void di_stop_finish(di_stop_matcher *m, const char **out, size_t *out_len);
 

@@ -117,6 +117,21 @@ TEST(engine_stop_strings_straddling_tokens_cut_the_text) {
         /* the token that completed the match is the last one */
         CHECK(token_text_start(tok, c->token_ids, c->n_tokens) >= cut + len);
         CHECK(token_text_start(tok, c->token_ids, c->n_tokens - 1) < cut + len);
+        /* min_tokens reached exactly at the token that completes the match: the stop string
+         * straddles the boundary (it began in text output before stop strings were checked)
+         * and must still fire, with the same cut (vLLM's semantics) */
+        deepinfer_sampling_params sm = sp;
+        sm.min_tokens = (int32_t)(k + 3);
+        deepinfer_request_output **om = NULL;
+        CHECK(deepinfer_generate(e, &pr, 1, &sm, 1, &om) == DEEPINFER_OK);
+        const deepinfer_completion *cm = &om[0]->choices[0];
+        if ((size_t)(first - b->text) >= s0) { /* the first occurrence is the one we built */
+            CHECK_MSG(cm->finish_reason == DEEPINFER_FINISH_STOP && cm->text_len == cut,
+                      "stop \"%s\" straddling min_tokens=%d: %s, text %zu bytes, want %zu", stop, sm.min_tokens,
+                      deepinfer_finish_reason_name(cm->finish_reason), cm->text_len, cut);
+            CHECK(cm->n_tokens == c->n_tokens);
+        }
+        deepinfer_outputs_free(om, 1);
         deepinfer_outputs_free(o, 1);
         tested++;
     }

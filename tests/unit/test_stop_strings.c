@@ -86,3 +86,21 @@ TEST(stop_earliest_match_wins) {
     CHECK_EQ_INT(run(stops, 2, pieces, 1, got, sizeof got), 1);
     CHECK_STR_EQ(got, "a");
 }
+
+TEST(stop_prime_catches_a_stop_that_straddles_the_primed_text) {
+    const char *stops[] = {"END"};
+    di_stop_matcher m;
+    di_stop_init(&m, stops, 1);
+    /* "abcEN" was released before matching started (e.g. before min_tokens) */
+    CHECK(di_stop_prime(&m, "EN", 2) == 0);
+    const char *o;
+    size_t ol;
+    CHECK_EQ_INT(di_stop_push(&m, "Dxyz", 4, &o, &ol, NULL), 0);
+    CHECK_EQ_INT(m.len, 0); /* cut before "EN", inside the primed text */
+    di_stop_free(&m);
+    /* a stop wholly inside the primed text does not fire */
+    di_stop_init(&m, stops, 1);
+    CHECK(di_stop_prime(&m, "EN", 2) == 0);
+    CHECK_EQ_INT(di_stop_push(&m, "x", 1, &o, &ol, NULL), -1);
+    di_stop_free(&m);
+}
