@@ -205,7 +205,9 @@ int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e);
 
 /*
  * A prompt: exactly one of
- *  - text:      raw text, tokenized as is (no BOS is added);
+ *  - text:      raw text; the model's BOS token is put in front (DeepSeek's
+ *               documents and prompts start with it) unless the text already
+ *               starts with it or no_bos is set;
  *  - token_ids: n_token_ids ids (borrowed; copied by the call);
  *  - messages:  chat messages as JSON (an array of {"role","content",...} or
  *               {"messages": [...], "tools": [...]}), rendered with the
@@ -218,6 +220,7 @@ typedef struct deepinfer_prompt {
     const char *messages;
     int thinking;                  /* messages: 1 = thinking mode (<think>) */
     const char *reasoning_effort;  /* messages: NULL = the model's default */
+    int no_bos;                    /* text: do not add the BOS token */
 } deepinfer_prompt;
 
 typedef enum deepinfer_finish_reason {

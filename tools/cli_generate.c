@@ -31,6 +31,13 @@ static const char USAGE[] =
     "                           optional \"sampling_params\": {...} overriding the flags\n"
     "  --chat                   render --prompt as [{\"role\": \"user\", ...}] with the model's chat encoding\n"
     "  --thinking               chat prompts in thinking mode\n"
+    "  --no-bos                 text prompts: do not put the BOS token in front (added by default)\n"
+    "\nStructured outputs (so_args; per request in JSONL: \"sampling_params\": {\"so_args\": {...}}):\n"
+    "  --so-json SCHEMA         constrain to a JSON Schema (draft 2020-12 / 07), given as JSON text\n"
+    "  --so-regex RE            constrain to a regular expression (full match)\n"
+    "  --so-ebnf GRAMMAR        constrain to a GBNF grammar (root ::= ...)\n"
+    "  --so-whitespace-max N    JSON: whitespace bytes allowed between tokens (default 20, 0 = compact)\n"
+    "  --so-after-think         start constraining after </think> (thinking mode)\n"
     "  --reasoning-effort X     chat prompts: low | high | max | 1..100 (V4.1)\n"
     "\n"
     "Sampling (per request, like vLLM's SamplingParams):\n"
@@ -99,6 +106,7 @@ typedef struct cli_state {
     int chat, quiet;
     const char *effort;
     int thinking;
+    int no_bos;
 } cli_state;
 
 static gen_request *push(cli_state *c) {
@@ -174,10 +182,17 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
         int n = parse_ids(v, p->stop_ids, DEEPINFER_MAX_STOP_IDS);
         if (n < 0) return -1;
         p->n_stop_ids = n;
-    } else if (!strcmp(argv[*i], "--ignore-eos")) p->ignore_eos = 1;
+    } else if (F("--so-json") || F("--so-regex") || F("--so-ebnf")) {
+        NEED; /* structured outputs: the schema / regex / grammar text (argv outlives the run) */
+        p->so_schema_type = argv[*i - 1] + 5; /* "json", "regex" or "ebnf" */
+        p->so_schema = v;
+    } else if (F("--so-whitespace-max")) { NEED; p->so_whitespace_max = atoi(v); }
+    else if (!strcmp(argv[*i], "--so-after-think")) p->so_after_think = 1;
+    else if (!strcmp(argv[*i], "--ignore-eos")) p->ignore_eos = 1;
     else if (!strcmp(argv[*i], "--keep-special-tokens")) p->skip_special_tokens = 0;
     else if (!strcmp(argv[*i], "--chat")) c->chat = 1;
     else if (!strcmp(argv[*i], "--thinking")) c->thinking = 1;
+    else if (!strcmp(argv[*i], "--no-bos")) c->no_bos = 1;
     else if (!strcmp(argv[*i], "--quiet")) c->quiet = 1;
     else return 0;
     return 1;
@@ -381,6 +396,7 @@ static int cmd_generate(int argc, char **argv) {
     }
     for (size_t i = 0; i < c.n; i++) {
         c.reqs[i].prompt.thinking = c.thinking;
+        c.reqs[i].prompt.no_bos = c.no_bos;
         c.reqs[i].prompt.reasoning_effort = c.effort;
     }
     char msg[2048];

@@ -78,7 +78,8 @@ deepinfer_status di_engine_add(deepinfer_engine *e, const deepinfer_prompt *prom
     int32_t *ids = NULL;
     size_t n = 0;
     deepinfer_status st = di_prompt_tokens(prompt, e->tok, e->chat_arch, (int32_t)e->mcfg->vocab_size,
-                                           e->text_mask ? (int32_t)e->mcfg->image_token_id : -1, &ids, &n, err);
+                                           e->text_mask ? (int32_t)e->mcfg->image_token_id : -1,
+                                           (int32_t)e->mcfg->bos_token_id, &ids, &n, err);
     if (!st) st = check_request(e, &p, n, err);
     if (!st) st = reserve(e, p.n, err);
     di_request *r = NULL;

@@ -24,8 +24,20 @@ static deepinfer_status render_messages(const deepinfer_prompt *p, di_chat_arch 
     return st;
 }
 
+/* Put `bos` in front of ids[0..n) unless it is already there. */
+static deepinfer_status prepend_bos(int32_t bos, int32_t **ids, size_t *n, di_error *err) {
+    if (*n && (*ids)[0] == bos) return DEEPINFER_OK;
+    int32_t *t = realloc(*ids, sizeof(int32_t) * (*n + 1));
+    if (!t) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    memmove(t + 1, t, sizeof(int32_t) * *n);
+    t[0] = bos;
+    *ids = t;
+    (*n)++;
+    return DEEPINFER_OK;
+}
+
 deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer *tok, di_chat_arch arch, int32_t vocab,
-                                  int32_t image_id, int32_t **ids, size_t *n, di_error *err) {
+                                  int32_t image_id, int32_t bos_id, int32_t **ids, size_t *n, di_error *err) {
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
     *ids = NULL;
     *n = 0;
@@ -59,6 +71,7 @@ deepinfer_status di_prompt_tokens(const deepinfer_prompt *p, const di_tokenizer 
     }
     if (p->text) {
         st = encode_text(tok, p->text, strlen(p->text), ids, n, err);
+        if (!st && *n && bos_id >= 0 && !p->no_bos) st = prepend_bos(bos_id, ids, n, err);
     } else {
         char *text = NULL;
         size_t len = 0;

@@ -272,8 +272,8 @@ static int half_spec(so_buf *out, const char *sign, int positive_strict, const s
     so_buf base = {0}, r1 = {0}, r2 = {0};
     put(&base, sign);
     if (positive_strict)
-        put(&base, integer ? "[1-9][0-9]*(\\.0+)?" : "([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)");
-    else put(&base, integer ? "(0|[1-9][0-9]*)(\\.0+)?" : "(0|[1-9][0-9]*)(\\.[0-9]+)?");
+        put(&base, integer ? "[1-9][0-9]*(\\.0)?" : "([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)");
+    else put(&base, integer ? "(0|[1-9][0-9]*)(\\.0)?" : "(0|[1-9][0-9]*)(\\.[0-9]+)?");
     int n = 0;
     if (l) put(&r1, sign), bound_regex(&r1, l, lk), n++;
     if (u) put(&r2, sign), bound_regex(&r2, u, uk), n++;

@@ -283,7 +283,7 @@ int32_t js_number_sym(ctx *c, const sn *s) {
     int integer = !(s->types & T_NUM);
     if (s->nonint && integer) return INT32_MIN;
     /* draft-04 counts 1.0 as a number, not an integer */
-    const char *intre = c->draft <= 4 ? "-?(0|[1-9][0-9]*)" : "-?(0|[1-9][0-9]*)(\\.0+)?";
+    const char *intre = c->draft <= 4 ? "-?(0|[1-9][0-9]*)" : "-?(0|[1-9][0-9]*)(\\.0)?";
     if (!s->has_lo && !s->has_hi && !s->nmult && !s->nexcl && !s->nonint && !s->nnotmult) return integer ? js_lex_regex(c, intre) : c->s_num;
     so_buf spec = {0}, parts = {0};
     int nparts = 0;
@@ -298,8 +298,8 @@ int32_t js_number_sym(ctx *c, const sn *s) {
         }
         nparts++;
     } else {
-        const char *re = integer ? "-?(0|[1-9][0-9]*)(\\.0+)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?";
-        if (s->nmult) re = integer ? "-?(0|[1-9][0-9]*)(\\.0+)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
+        const char *re = integer ? "-?(0|[1-9][0-9]*)(\\.0)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?";
+        if (s->nmult) re = integer ? "-?(0|[1-9][0-9]*)(\\.0)?" : "-?(0|[1-9][0-9]*)(\\.[0-9]+)?";
         js_spec_leaf(&parts, 'R', re, strlen(re));
         nparts++;
     }

@@ -276,3 +276,24 @@ TEST(so_json_schema_recursion_and_limits) {
     CHECK_MSG(strstr(e.msg, "too large") || strstr(e.msg, "too complex"), "%s", e.msg);
     so_vocab_free(v);
 }
+
+/* Integers: "1.0" is an integer value in JSON Schema (and what Python's
+ * json.dumps writes for 1.0), but a generation grammar must not let a model
+ * loop on fraction zeros: one ".0" at most, with and without bounds. */
+TEST(so_json_schema_integer_fraction_zeros_bounded) {
+    so_vocab *v = so_test_vocab(NULL);
+    CHECK(v);
+    di_error e = {0};
+    const char *schemas[] = {"{\"type\":\"integer\"}", "{\"type\":\"integer\",\"minimum\":0,\"maximum\":120}",
+                             "{\"type\":\"integer\",\"multipleOf\":5}"};
+    for (int i = 0; i < 3; i++) {
+        so_grammar *g = so_test_compile(v, SO_SCHEMA_JSON, schemas[i], &e);
+        CHECK_MSG(g, "%s", e.msg);
+        CHECK(accepts(v, g, "10", 1));
+        CHECK_MSG(accepts(v, g, "10.0", 1), "schema %d rejects 10.0", i);
+        CHECK_MSG(!accepts(v, g, "10.00", 0), "schema %d accepts 10.00", i);
+        CHECK(!accepts(v, g, "10.5", 0));
+        so_grammar_free(g);
+    }
+    so_vocab_free(v);
+}
