@@ -101,7 +101,13 @@ GEN_DATA := $(BUILD)/data/tiny-v4-b/config.json
 $(GEN_DATA): tools/gen_tiny_checkpoint.py
 	python3 tools/gen_tiny_checkpoint.py $(dir $@) >/dev/null
 
-test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) ## build and run every test; exits non-zero on any failure
+# The independent JSON Schema validator (ajv, npm) that checks structured outputs end to end.
+AJV := tests/ajv/node_modules/ajv/package.json
+$(AJV): tests/ajv/package.json tests/ajv/package-lock.json
+	cd tests/ajv && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
