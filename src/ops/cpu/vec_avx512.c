@@ -4,25 +4,8 @@
 #include "ops/cpu/simd_avx512.h"
 #include "ops/cpu/vec.h"
 
-static inline float lane_tree(__m512 acc) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)); /* l += l+8 */
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));        /* l += l+4 */
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));                                                /* l += l+2 */
-    q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));                                            /* l += l+1 */
-    return _mm_cvtss_f32(q);
-}
-
-static inline float round_bf16(float f) {
-    uint32_t u;
-    __builtin_memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-}
-
 /* 16 keys at a time: per head, the 16 dot products' lane trees are reduced
- * together (di512_tree16: the same additions as lane_tree), then every key's
+ * together (di512_tree16: a lane tree l += l+8, +4, +2, +1), then every key's
  * lane performs the scalar bf16 steps in head order. */
 void di_index_scores_avx512(const uint16_t *q, int nh, const float *w, const uint16_t *k, size_t ldk, int n, float *score) {
     for (int j0 = 0; j0 < n; j0 += 16) {
