@@ -28,8 +28,12 @@ ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mavx512vbmi -mavx2 -mfma -mf16c
 
 NVCC_ARCH  := -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a
-NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) -Iinclude -Isrc
+# -fmad=false: no implicit FMA contraction, so element-wise kernels round
+# exactly as the C11 CPU ops do (gcc -std=c11 does not contract either);
+# explicit fmaf() and the tensor cores are unaffected.
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -fmad=false -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) -Iinclude -Isrc
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -ldl -lstdc++
+CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
 
 LIB_SRC  := $(shell find src -name '*.c' | sort)
 CU_SRC   := $(shell find src -name '*.cu' | sort)
@@ -50,7 +54,7 @@ TEST_BIN   := $(BUILD)/test_runner
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests examples test asan cuda cuda-objs fuzz fuzz-bins clean help
+.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins clean help
 .DEFAULT_GOAL := all
 
 all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
@@ -119,6 +123,32 @@ cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU 
 
 $(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+# GPU tests (tests/gpu/gtest_*.c, run by tests/gpu/run.sh on a GPU machine;
+# CI only builds them; tests/gpu/*.cu hold test-only kernels) and GPU
+# benches (bench/gpu/*.c, one binary each in $(BUILD)/gpubench/).
+GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/gpu/gtest_*.c))
+GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
+GPU_TEST_CU  := $(sort $(wildcard tests/gpu/*.cu))
+GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
+GPU_TEST_BIN := $(BUILD)/test_gpu
+GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
+GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
+$(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+
+cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
+
+# These link the static library with --as-needed, so a binary that never
+# reaches the tokenizer or Engram keys needs neither PCRE2 nor ICU at run
+# time (the GPU machine's image has other versions of them).
+GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STATIC_LIB) -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcublasLt
+
+$(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CU_OBJ)
+	$(GPU_LINK)
+
+$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(STATIC_LIB) $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	$(GPU_LINK)
 
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, built in build-fuzz/.
 # Run one with e.g. `build-fuzz/fuzz_json -max_total_time=60` (CONTRIBUTING.md).

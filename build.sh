@@ -58,7 +58,7 @@ asan)
     ;;
 cuda)
     make -j"$jobs" all
-    make -j"$jobs" cuda
+    make -j"$jobs" cuda cuda-tests
     ./build/deepinfer-cuda info
     ;;
 demo)

@@ -1,0 +1,159 @@
+/*
+ * dic.h — the CUDA backend's op interface (C ABI): "deepinfer CUDA".
+ *
+ * Every function here computes the op of the same name in src/ops/ops.h
+ * (drop the `dic_` prefix; `di_` there) with the same arguments and the
+ * same per-element formula, on device pointers, enqueued on ctx->stream.
+ * Nothing here synchronises the stream, allocates device memory or reads
+ * device memory from the host, so every op can be captured in a CUDA graph.
+ * Where ops.h fixes a summation order the CUDA kernels keep it unless the
+ * op's comment here says otherwise (GEMM: tensor-core accumulation order
+ * inside each K block; results then match the CPU to rounding, not bitwise).
+ *
+ * Each op returns cudaSuccess or the launch error (cudaGetLastError after
+ * the launch). One kernel family per .cu file (DESIGN.md §5):
+ *   dic_gemm*.cu       FP8 / FP4 / BF16 / F32 weight GEMMs, activation quant
+ *   dic_norm_rope.cu   RMSNorm, head RMSNorm, RoPE
+ *   dic_qsim.cu        QAT simulations, Hadamard
+ *   dic_attention.cu   sparse attention with sink
+ *   dic_indexer.cu     index scores, top-k, compressor softmax pooling
+ *   dic_mhc.cu         hyper-connections
+ *   dic_moe.cu         router, expert dispatch/combine, SwiGLU
+ *   dic_sample.cu      logits processing and sampling
+ *   dic_elem.cu        element-wise helpers, embedding gather, row copies
+ */
+#ifndef DI_OPS_CUDA_DIC_H
+#define DI_OPS_CUDA_DIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Execution context: a stream and a device scratch buffer sized by the
+ * caller (dic_*_scratch functions say how much an op needs). */
+typedef struct dic_ctx {
+    cudaStream_t stream;
+    void *scratch;      /* device, 256-byte aligned */
+    size_t scratch_cap;
+    int num_sms;        /* multiprocessors of the device (grid sizing) */
+} dic_ctx;
+
+/* A weight matrix W [N, K] on the device in its released format (ops.h
+ * di_wmat for the formats): `w` = bf16 / f32 / e4m3 row-major [N][K], or
+ * packed e2m1 [N][K/2] (low nibble = even k); `scale` = e8m0 bytes,
+ * [ceil(N/B)][K/B] for FP8 (B = wblock), [N][K/32] for FP4, NULL else. */
+typedef struct dic_wmat {
+    int fmt;            /* di_wfmt: 0 BF16, 1 F32, 2 FP8, 3 FP4 */
+    int n, k;
+    int wblock;
+    const void *w;
+    const uint8_t *scale;
+} dic_wmat;
+
+/* ---------------------------------------------------------------------------
+ * GEMM (ops.h di_gemm): C = A W^T with the reference's per-row activation
+ * quantisation for FP8/FP4 weights. A bf16 [M][lda]; exactly one of C32
+ * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, K). */
+size_t dic_gemm_scratch(int M, int K);
+cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
+                     float *C32, uint16_t *C16, size_t ldc);
+
+/* Grouped GEMM for routed experts (FP4 or FP8 weights, all of one shape):
+ * for every expert e < E, rows A[rows[off[e] .. off[e+1])] times W[e]^T into
+ * C at the same rows. `off` [E+1] and `rows` live on the device (written by
+ * dic_moe_dispatch), so the launch shape never depends on the routing:
+ * max_rows bounds off[E]. */
+cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W /* [E], host array of device pointers */,
+                             const int *off, const int *rows, int max_rows, const uint16_t *A, size_t lda,
+                             int act_block, uint16_t *C16, size_t ldc);
+
+/* ---------------------------------------------------------------------------
+ * Norms and RoPE (ops.h). cs, sn: the RoPE table [M][rd/2] on the device. */
+cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,
+                        uint16_t *out, size_t ldy);
+cudaError_t dic_head_rmsnorm_bf16(const dic_ctx *c, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps);
+cudaError_t dic_rope_table(const dic_ctx *c, int M, const int64_t *pos, const float *inv_freq, int rd, float *cs,
+                           float *sn);
+cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
+                         const float *sn, int inverse);
+
+/* ---------------------------------------------------------------------------
+ * Quantisation simulations and Hadamard (ops.h). */
+cudaError_t dic_qat_fp8(const dic_ctx *c, int M, uint16_t *v, size_t ld, int n, int blk);
+cudaError_t dic_qat_fp4(const dic_ctx *c, int M, uint16_t *v, size_t ld, int n, int blk);
+cudaError_t dic_qat_fp4_e4m3(const dic_ctx *c, int M, uint16_t *v, size_t ld, int n, int blk);
+cudaError_t dic_hadamard128(const dic_ctx *c, int M, uint16_t *v, size_t ld, int nvec);
+
+/* ---------------------------------------------------------------------------
+ * Sparse attention with sink (ops.h di_sparse_attn). kv is a device array
+ * of device pointers, kv[m * kv_stride + i]; n_idx on the device. */
+cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
+                            const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink,
+                            float scale, uint16_t *out, size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Indexer and compressor pooling, batched over rows (ops.h di_index_scores,
+ * di_topk_desc, di_softmax_pool applied per row). */
+
+/* score[m][j] for rows m < M and keys j < n_keys[m] (row m's keys start at
+ * k + key0[m] * ldk); q [M][nh*128] stride ldq; w [M][nh] fp32. Scores for
+ * j >= n_keys[m] up to max_keys are written as -inf. */
+cudaError_t dic_index_scores(const dic_ctx *c, int M, const uint16_t *q, size_t ldq, int nh, const float *w,
+                             const uint16_t *k, size_t ldk, const int64_t *key0, const int *n_keys, int max_keys,
+                             float *score, size_t lds);
+/* Per row: the k largest of score[m][0..n[m]) in decreasing order, ties to
+ * the lower index; idx [M][k]; count[m] = min(k, n[m]). */
+cudaError_t dic_topk_desc(const dic_ctx *c, int M, const float *score, size_t lds, const int *n, int k, int *idx,
+                          int *count);
+/* G pools: out[g][d] = di_softmax_pool over kv[g] / score[g] (S slots,
+ * stride ld within a pool, pool stride gstride). */
+cudaError_t dic_softmax_pool(const dic_ctx *c, int G, const float *kv, const float *score, size_t ld, size_t gstride,
+                             int S, int D, float *out, size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Hyper-connections (ops.h), M rows. */
+cudaError_t dic_hc_scale_mixes(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int hcd, float eps,
+                               const float *mixes_in, int nmix, float *mixes_out);
+cudaError_t dic_hc_sinkhorn_rows(const dic_ctx *c, int M, const float *mixes, const float *scale3, const float *base,
+                                 int iters, float eps, float *pre, float *post, float *comb);
+cudaError_t dic_hc_collapse(const dic_ctx *c, int M, const float *pre, const uint16_t *R, size_t ldr, int d,
+                            uint16_t *y, size_t ldy);
+cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post, const float *comb, const uint16_t *f,
+                          size_t ldf, const uint16_t *R, uint16_t *Rout, size_t ldr, int d);
+
+/* ---------------------------------------------------------------------------
+ * MoE (ops.h di_route, di_swiglu). */
+
+/* Route M tokens: logits [M][E] fp32; fixed [M][k] or NULL; sel, w [M][k]. */
+cudaError_t dic_route(const dic_ctx *c, int M, const float *logits, int E, const float *bias, const int *fixed, int k,
+                      float route_scale, float norm_eps, int *sel, float *w);
+/* Expert dispatch: from sel [M][k], off [E+1] (exclusive prefix of counts)
+ * and rows [M*k] = for each expert, the (token*k + slot) entries routed to
+ * it in increasing token order; deterministic. */
+cudaError_t dic_moe_dispatch(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows);
+cudaError_t dic_swiglu(const dic_ctx *c, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
+                       float limit, const float *rw, uint16_t *out, size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Element-wise helpers (ops.h) and data movement. */
+cudaError_t dic_add_bf16_f32(const dic_ctx *c, float *y, const uint16_t *v, size_t n);
+cudaError_t dic_add_f32(const dic_ctx *c, float *out, const float *a, const float *b, size_t n);
+cudaError_t dic_f32_to_bf16_n(const dic_ctx *c, const float *x, uint16_t *y, size_t n);
+/* out[m] = table[ids[m]] (rows of `width` bf16 values). */
+cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out,
+                      size_t ldo);
+
+/* ---------------------------------------------------------------------------
+ * Sampling: greedy argmax per row (ties to the lowest id), logits fp32
+ * [M][V] stride ld. */
+cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

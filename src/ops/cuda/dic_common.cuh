@@ -1,0 +1,133 @@
+/*
+ * dic_common.cuh — device helpers shared by the CUDA kernels: the number
+ * formats of src/io/numfmt.h and the fp32 exponential of src/ops/cpu/mathf.h,
+ * bit for bit, so that element-wise CUDA ops return the CPU ops' bits.
+ */
+#ifndef DI_OPS_CUDA_DIC_COMMON_CUH
+#define DI_OPS_CUDA_DIC_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "ops/cuda/dic.h"
+
+#define DIC_LAUNCH_CHECK() return cudaGetLastError()
+
+static __device__ __forceinline__ float dic_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Round-to-nearest-even; NaN stays a quiet NaN (numfmt.h di_f32_to_bf16). */
+static __device__ __forceinline__ uint16_t dic_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf16_to_f32(dic_f32_to_bf16(f)); }
+
+/* e4m3 byte -> fp32 (exact; 0x7F / 0xFF are NaN). */
+static __device__ __forceinline__ float dic_e4m3_to_f32(uint8_t b) {
+    int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    float v;
+    if (e == 15 && m == 7) v = __int_as_float(0x7FC00000);
+    else if (e == 0) v = (float)m * 0.001953125f; /* m * 2^-9 */
+    else v = __int_as_float(((e - 7 + 127) << 23) | (m << 20));
+    return s ? -v : v;
+}
+
+/* e2m1 nibble -> fp32: 0, 0.5, 1, 1.5, 2, 3, 4, 6 with a sign bit. */
+static __device__ __forceinline__ float dic_e2m1_to_f32(uint32_t nib) {
+    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float v = mag[nib & 7];
+    return (nib & 8) ? -v : v;
+}
+
+/* 2^(b-127) (b = 0xFF: NaN). b = 0 gives 2^-127, a subnormal. */
+static __device__ __forceinline__ float dic_e8m0_to_f32(uint8_t b) {
+    if (b == 0xFF) return __int_as_float(0x7FC00000);
+    if (b == 0) return __int_as_float(0x00400000);
+    return __int_as_float((uint32_t)b << 23);
+}
+
+/* fp32 -> e4m3, RNE, saturating to ±448; NaN -> 0x7F (numfmt.c). */
+static __device__ __forceinline__ uint8_t dic_f32_to_e4m3(float f) {
+    if (f != f) return 0x7F;
+    uint8_t sign = (__float_as_uint(f) >> 31) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a >= 464.0f) return sign | 0x7E;
+    if (a < 0.015625f) return sign | (uint8_t)__float2int_rn(a * 512.0f);
+    uint32_t u = __float_as_uint(a);
+    int e = (int)(u >> 23) - 127;                  /* a = 1.f * 2^e */
+    float frac = __uint_as_float((u & 0x7FFFFFu) | 0x3F800000u); /* [1, 2) */
+    int m = __float2int_rn((frac - 1.0f) * 8.0f);
+    if (m == 8) {
+        m = 0;
+        e += 1;
+    }
+    int ef = e + 7;
+    if (ef > 15 || (ef == 15 && m == 7)) return sign | 0x7E;
+    return sign | (uint8_t)((ef << 3) | m);
+}
+
+/* fp32 -> e2m1 nibble, RNE ties to the even code, saturating; NaN -> 0. */
+static __device__ __forceinline__ uint8_t dic_f32_to_e2m1(float f) {
+    if (f != f) return 0;
+    uint8_t sign = (__float_as_uint(f) >> 31) ? 8 : 0;
+    float a = fabsf(f);
+    uint8_t c;
+    if (a <= 0.25f) c = 0;
+    else if (a < 0.75f) c = 1;
+    else if (a <= 1.25f) c = 2;
+    else if (a < 1.75f) c = 3;
+    else if (a <= 2.5f) c = 4;
+    else if (a < 3.5f) c = 5;
+    else if (a <= 5.0f) c = 6;
+    else c = 7;
+    return sign | c;
+}
+
+/* 2^ceil(log2 t) from the fp32 bits, t > 0 (numfmt.c di_pow2_ceil). */
+static __device__ __forceinline__ float dic_pow2_ceil(float t) {
+    uint32_t u = __float_as_uint(t);
+    int be = (int)((u >> 23) & 0xFF);
+    if (be == 0) return __int_as_float(0x00800000); /* 2^-126 */
+    int e = be - 127 + ((u & 0x7FFFFFu) != 0);
+    /* e in [-126, 128]; 2^128 is inf as in ldexpf */
+    if (e > 127) return __int_as_float(0x7F800000);
+    return __int_as_float((e + 127) << 23);
+}
+
+/* The CPU backend's expf (mathf.c), same bits: evaluated in double. */
+__device__ static const double dic_expf_tab[32] = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
+
+static __device__ __forceinline__ float dic_expf(float x) {
+    if (x != x) return x;
+    double xd = x < -150.0f ? -150.0 : x > 100.0f ? 100.0 : (double)x;
+    double z = __dmul_rn(xd, 0x1.71547652b82fep+5);
+    double kd = __dadd_rn(__dadd_rn(z, 0x1.8p52), -0x1.8p52);
+    double r = __dadd_rn(z, -kd);
+    long long k = (long long)kd;
+    double p = fma(0x1.5d87fe78a6731p-35, r, 0x1.3b2ab6fba4e77p-27);
+    p = fma(p, r, 0x1.c6b08d704a0c0p-20);
+    p = fma(p, r, 0x1.ebfbdff82c58fp-13);
+    p = fma(p, r, 0x1.62e42fefa39efp-6);
+    p = fma(p, r, 1.0);
+    unsigned long long tb = (unsigned long long)__double_as_longlong(dic_expf_tab[k & 31]);
+    tb += (unsigned long long)((k - (k & 31)) / 32) << 52;
+    return __double2float_rn(__dmul_rn(__longlong_as_double((long long)tb), p));
+}
+
+/* Correctly rounded fp32 ops that nvcc may not contract into FMAs. */
+static __device__ __forceinline__ float dic_mul(float a, float b) { return __fmul_rn(a, b); }
+static __device__ __forceinline__ float dic_add(float a, float b) { return __fadd_rn(a, b); }
+
+#endif
