@@ -1,0 +1,53 @@
+/*
+ * dic_gemm.cu — dic_gemm and dic_gemm_grouped (dic.h): argument checks,
+ * activation quantisation into the context's scratch, then the per-format
+ * kernels (dic_gemm_mma.cu: FP8 / FP4; dic_gemm_float.cu: BF16 / F32).
+ */
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+
+static int misaligned(const void *p) { return ((uintptr_t)p & 15) != 0; }
+
+extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                int act_block, float *C32, uint16_t *C16, size_t ldc) {
+    if (M <= 0) return cudaSuccess;
+    if (!W || (!C32) == (!C16)) return cudaErrorInvalidValue;
+    if (W->fmt == 0 || W->fmt == 1) return dic_gemm_float_launch(c->stream, M, A, lda, W, C32, C16, ldc);
+    if (W->fmt != 2 && W->fmt != 3) return cudaErrorInvalidValue;
+    const int K = W->k;
+    if (act_block <= 0 || K % act_block || K % 32 || misaligned(W->w) || c->scratch_cap < dic_gemm_scratch(M, K))
+        return cudaErrorInvalidValue;
+    uint8_t *q = (uint8_t *)c->scratch;
+    float *s = (float *)(q + dic_gemm_qbytes(M, K));
+    cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, K, act_block, NULL, NULL, q, s);
+    if (e != cudaSuccess) return e;
+    dic_gemm_wtab wt;
+    wt.w[0] = W->w;
+    wt.s[0] = W->scale;
+    return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, C32,
+                             C16, ldc);
+}
+
+extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W, const int *off, const int *rows,
+                                        int max_rows, const uint16_t *A, size_t lda, int act_block, uint16_t *C16,
+                                        size_t ldc) {
+    if (E <= 0 || max_rows <= 0) return cudaSuccess;
+    if (E > DIC_GEMM_MAXE || !C16) return cudaErrorInvalidValue;
+    const int fmt = W[0].fmt, N = W[0].n, K = W[0].k, wb = W[0].wblock;
+    if ((fmt != 2 && fmt != 3) || act_block <= 0 || K % act_block || K % 32 ||
+        c->scratch_cap < dic_gemm_scratch(max_rows, K))
+        return cudaErrorInvalidValue;
+    dic_gemm_wtab local; /* host copy, passed by value into the launch's parameters */
+    dic_gemm_wtab *tab = &local;
+    for (int e = 0; e < E; e++) {
+        if (W[e].fmt != fmt || W[e].n != N || W[e].k != K || W[e].wblock != wb || misaligned(W[e].w))
+            return cudaErrorInvalidValue;
+        tab->w[e] = W[e].w;
+        tab->s[e] = W[e].scale;
+    }
+    uint8_t *q = (uint8_t *)c->scratch;
+    float *s = (float *)(q + dic_gemm_qbytes(max_rows, K));
+    cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s);
+    if (e != cudaSuccess) return e;
+    return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, NULL, C16, ldc);
+}

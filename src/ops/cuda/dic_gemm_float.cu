@@ -1,0 +1,77 @@
+/*
+ * dic_gemm_float.cu — BF16 and F32 weight GEMMs in the CPU's summation
+ * order (ops.h di_gemm), so results equal di_gemm bit for bit: BF16 adds,
+ * per k-pair in increasing order, the odd product then the even one (each
+ * product of two bf16 values is exact in fp32, so mul-then-add rounds once,
+ * like VDPBF16PS); F32 runs one fmaf chain in k order.
+ * CTA: 32 output columns x 16 rows; chunks of 64 k staged in shared memory
+ * (weights decoded to fp32, rows padded to 65 words: conflict-free).
+ */
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+
+#define F_BN 32
+#define F_BM 16
+#define F_BK 64
+
+static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N, int K, const uint16_t *A,
+                                                           size_t lda, const void *Wv, float *C32, uint16_t *C16,
+                                                           size_t ldc) {
+    __shared__ float ws[F_BN][F_BK + 1];
+    __shared__ float as[F_BM][F_BK];
+    const int tid = threadIdx.x, n = tid & 31, mg = tid >> 5;
+    const int n0 = blockIdx.x * F_BN, m0 = blockIdx.y * F_BM;
+    float c0 = 0.0f, c1 = 0.0f;
+    for (int kc = 0; kc < K; kc += F_BK) {
+        const int klen = min(F_BK, K - kc);
+        __syncthreads();
+        for (int idx = tid; idx < F_BN * F_BK; idx += 256) {
+            int r = idx / F_BK, kk = idx % F_BK;
+            float v = 0.0f;
+            if (n0 + r < N && kk < klen) {
+                size_t o = (size_t)(n0 + r) * K + kc + kk;
+                v = f32 ? ((const float *)Wv)[o] : dic_bf16_to_f32(((const uint16_t *)Wv)[o]);
+            }
+            ws[r][kk] = v;
+        }
+        for (int idx = tid; idx < F_BM * F_BK; idx += 256) {
+            int r = idx / F_BK, kk = idx % F_BK;
+            as[r][kk] = (m0 + r < M && kk < klen) ? dic_bf16_to_f32(A[(size_t)(m0 + r) * lda + kc + kk]) : 0.0f;
+        }
+        __syncthreads();
+        if (f32) {
+            for (int kk = 0; kk < klen; kk++) {
+                float w = ws[n][kk];
+                c0 = fmaf(as[mg][kk], w, c0);
+                c1 = fmaf(as[mg + 8][kk], w, c1);
+            }
+        } else {
+            for (int kk = 0; kk < klen; kk += 2) {
+                float wo = ws[n][kk + 1], we = ws[n][kk];
+                c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk + 1], wo));
+                c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk], we));
+                c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk + 1], wo));
+                c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk], we));
+            }
+        }
+    }
+    if (n0 + n >= N) return;
+    const int ma = m0 + mg, mb = m0 + mg + 8;
+    if (C32) {
+        if (ma < M) C32[(size_t)ma * ldc + n0 + n] = c0;
+        if (mb < M) C32[(size_t)mb * ldc + n0 + n] = c1;
+    } else {
+        if (ma < M) C16[(size_t)ma * ldc + n0 + n] = dic_f32_to_bf16(c0);
+        if (mb < M) C16[(size_t)mb * ldc + n0 + n] = dic_f32_to_bf16(c1);
+    }
+}
+
+extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                             float *C32, uint16_t *C16, size_t ldc) {
+    if (M <= 0 || W->n <= 0) return cudaSuccess;
+    if (W->fmt == 0 && (W->k & 1)) return cudaErrorInvalidValue; /* bf16 pairs */
+    dim3 grid((unsigned)((W->n + F_BN - 1) / F_BN), (unsigned)((M + F_BM - 1) / F_BM));
+    if (grid.y > 65535) return cudaErrorInvalidConfiguration;
+    k_gemm_float<<<grid, 256, 0, st>>>(W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);
+    DIC_LAUNCH_CHECK();
+}

@@ -1,0 +1,48 @@
+/*
+ * dic_gemm_int.h — internal interface between the GEMM files (dic_gemm*.cu):
+ * the activation-quantisation scratch layout, the weight-pointer table the
+ * grouped launches pass by value, and the per-format launchers.
+ */
+#ifndef DI_OPS_CUDA_DIC_GEMM_INT_H
+#define DI_OPS_CUDA_DIC_GEMM_INT_H
+
+#include "ops/cuda/dic.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most experts one grouped launch takes (V4.1-Flash has 384). */
+#define DIC_GEMM_MAXE 512
+
+/* Weight pointers per expert (a kernel parameter, ~8 KB: no device copy, so
+ * the launch stays graph-capturable). */
+typedef struct dic_gemm_wtab {
+    const void *w[DIC_GEMM_MAXE];
+    const uint8_t *s[DIC_GEMM_MAXE];
+} dic_gemm_wtab;
+
+/* Quantisation scratch: e4m3 rows of ldq = round_up(K, 16) bytes, then
+ * (256-aligned) fp32 scales [rows][K / act_block]. */
+static inline size_t dic_gemm_ldq(int K) { return ((size_t)K + 15) & ~(size_t)15; }
+static inline size_t dic_gemm_qbytes(int M, int K) { return ((size_t)M * dic_gemm_ldq(K) + 255) & ~(size_t)255; }
+
+/* Quantise rows i < M (i < *count when count != NULL) of A: source row
+ * rows[i] (or i), into q + i*ldq and s + i*(K/blk). */
+cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda, int K, int blk, const int *rows,
+                           const int *count, uint8_t *q, float *s);
+
+/* FP8 / FP4 weights over quantised activations (dic_gemm_mma.cu). E = 1 and
+ * off = rows = NULL: plain rows 0..M-1. Else grouped (dic.h). */
+cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K, int wblock,
+                              int act_block, int M, const int *off, const int *rows, const uint8_t *q,
+                              const float *sa, float *C32, uint16_t *C16, size_t ldc);
+
+/* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
+cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                  float *C32, uint16_t *C16, size_t ldc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

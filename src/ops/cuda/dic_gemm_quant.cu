@@ -1,0 +1,70 @@
+/*
+ * dic_gemm_quant.cu — per-row activation quantisation of dic_gemm (ops.h
+ * di_gemm, architecture.md §3.2), bit for bit the CPU's (gemm.c
+ * act_quant_row, quant_avx512.c): per block of `blk` values
+ * amax = max(max|x|, 1e-4) (NaN ignored), s = pow2_ceil(amax * fp32(1/448)),
+ * q = e4m3_RNE(clamp(x / s, ±448)). One warp per (row, block).
+ */
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+
+/* gemm.c round_e4m3: RNE to the e4m3 grid of |v| <= 448, as fp32. */
+static __device__ __forceinline__ float round_e4m3(float v) {
+    float a = fabsf(v), r;
+    if (a < 0.015625f) {
+        r = __fmul_rn(rintf(__fmul_rn(a, 512.0f)), 0.001953125f); /* m * 2^-9 */
+    } else {
+        uint32_t u = __float_as_uint(a);
+        u += 0x7FFFFu + ((u >> 20) & 1u);
+        u &= 0xFFF00000u;
+        r = __uint_as_float(u);
+    }
+    return copysignf(r, v);
+}
+
+static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, int blk, const int *rows,
+                                   const int *count, uint8_t *q, size_t ldq, float *s) {
+    const int nsa = K / blk;
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= (long long)M * nsa) return;
+    int i = (int)(warp / nsa), b = (int)(warp % nsa);
+    if (count && i >= *count) return;
+    int r = rows ? rows[i] : i;
+    const uint16_t *x = A + (size_t)r * lda + (size_t)b * blk;
+    float amax = 0.0f;
+    for (int j = lane; j < blk; j += 32) {
+        float a = fabsf(dic_bf16_to_f32(x[j]));
+        if (a > amax) amax = a;
+    }
+    for (int o = 16; o; o >>= 1) {
+        float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+        if (t > amax) amax = t; /* max is exact in any order */
+    }
+    if (!(amax >= 1e-4f)) amax = 1e-4f;
+    const float inv448 = (float)(1.0 / 448.0);
+    float sc = dic_pow2_ceil(__fmul_rn(amax, inv448));
+    if (lane == 0) s[(size_t)i * nsa + b] = sc;
+    uint8_t *qb = q + (size_t)i * ldq + (size_t)b * blk;
+    for (int j = lane; j < blk; j += 32) {
+        float v = __fdiv_rn(dic_bf16_to_f32(x[j]), sc); /* exact unless subnormal; RNE either way */
+        if (v > 448.0f) v = 448.0f;
+        if (v < -448.0f) v = -448.0f;
+        qb[j] = dic_f32_to_e4m3(round_e4m3(v)); /* exact: the value is on the e4m3 grid */
+    }
+}
+
+extern "C" cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda, int K, int blk,
+                                      const int *rows, const int *count, uint8_t *q, float *s) {
+    if (M <= 0) return cudaSuccess;
+    if (blk <= 0 || K % blk) return cudaErrorInvalidValue;
+    long long warps = (long long)M * (K / blk);
+    long long blocks = (warps * 32 + 255) / 256;
+    k_act_quant<<<(unsigned)blocks, 256, 0, st>>>(A, lda, M, K, blk, rows, count, q, dic_gemm_ldq(K), s);
+    DIC_LAUNCH_CHECK();
+}
+
+extern "C" size_t dic_gemm_scratch(int M, int K) {
+    if (M <= 0 || K <= 0) return 0;
+    return dic_gemm_qbytes(M, K) + ((((size_t)M * (size_t)(K / 16 + 1) * 4) + 255) & ~(size_t)255);
+}
