@@ -286,9 +286,11 @@ TEST(gpu_hadamard128_bitwise) {
 /* A sparse-attention case: M rows attend to up to nmax entries drawn from a
  * pool of KV rows (window + selected rows), with NULL entries, rows of
  * n_idx = 0, blocks that are all NULL, misaligned rows (odd offsets). */
-static void attn_case(int M, int nheads, int hd, int nmax, float qamp, int null_pct, int misalign, uint64_t seed) {
+static void attn_case(int M, int nheads, int hd, int nmax, float qamp, int null_pct, int misalign, uint64_t seed,
+                      int sms /* 0: the device's; else pretend (picks 1, 2, 4 or 8 heads per CTA) */) {
     dic_ctx c;
     CHECK(gt_ctx(&c, 0));
+    if (sms) c.num_sms = sms;
     di_exec x = cpu_exec();
     uint64_t s = seed;
     char msg[256];
@@ -342,15 +344,22 @@ static void attn_case(int M, int nheads, int hd, int nmax, float qamp, int null_
 }
 
 TEST(gpu_sparse_attn_decode_sizes) { /* 64 heads x 512, window 128 + 512 selected: 640 entries */
-    attn_case(3, 64, 512, 640, 1.0f, 5, 0, 11);
-    attn_case(40, 64, 512, 640, 4.0f, 3, 0, 12); /* enough rows for 8 heads per CTA */
+    attn_case(3, 64, 512, 640, 1.0f, 5, 0, 11, 0);
+    attn_case(40, 64, 512, 640, 4.0f, 3, 0, 12, 0); /* enough rows for 8 heads per CTA */
 }
 TEST(gpu_sparse_attn_odd_shapes) {
-    attn_case(5, 4, 128, 200, 2.0f, 10, 0, 21);  /* golden checkpoints' hd */
-    attn_case(6, 7, 64, 130, 8.0f, 20, 1, 22);   /* heads not a multiple of 8, misaligned rows */
-    attn_case(2, 64, 512, 63, 1.0f, 0, 1, 23);   /* one partial block, misaligned */
-    attn_case(9, 13, 96, 257, 3.0f, 50, 0, 24);  /* half NULL */
-    attn_case(1, 64, 512, 1, 1.0f, 0, 0, 25);
+    attn_case(5, 4, 128, 200, 2.0f, 10, 0, 21, 0);  /* golden checkpoints' hd */
+    attn_case(6, 7, 64, 130, 8.0f, 20, 1, 22, 0);   /* heads not a multiple of 8, misaligned rows */
+    attn_case(2, 64, 512, 63, 1.0f, 0, 1, 23, 0);   /* one partial block, misaligned */
+    attn_case(9, 13, 96, 257, 3.0f, 50, 0, 24, 0);  /* half NULL */
+    attn_case(1, 64, 512, 1, 1.0f, 0, 0, 25, 0);
+}
+TEST(gpu_sparse_attn_head_groups) { /* every heads-per-CTA choice, with a partial last group */
+    attn_case(5, 64, 512, 640, 2.0f, 5, 0, 31, 60); /* 2 heads per CTA */
+    attn_case(5, 64, 512, 300, 2.0f, 5, 0, 32, 30); /* 4 */
+    attn_case(4, 13, 512, 200, 2.0f, 5, 1, 33, 1);  /* 8: groups of 8 + 5 */
+    attn_case(4, 13, 128, 200, 2.0f, 5, 0, 34, 8);  /* 4 + tail of 1 */
+    attn_case(3, 3, 64, 129, 2.0f, 5, 0, 35, 1);    /* 8 heads per CTA, only 3 heads */
 }
 
 /* ------------------------------------------------------------------------- */
