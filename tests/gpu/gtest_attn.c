@@ -364,12 +364,12 @@ TEST(gpu_sparse_attn_head_groups) { /* every heads-per-CTA choice, with a partia
 
 /* ------------------------------------------------------------------------- */
 
-static void index_case(int M, int nh, int nmaxkeys, int max_keys, uint64_t seed) {
+static void index_case(int M, int nh, int nmaxkeys, int max_keys, size_t ldk, uint64_t seed) {
     dic_ctx c;
     CHECK(gt_ctx(&c, 0));
     uint64_t s = seed;
     char msg[256];
-    size_t ldq = (size_t)nh * 128 + 8, ldk = 136, lds = (size_t)max_keys + 3;
+    size_t ldq = (size_t)nh * 128 + 8, lds = (size_t)max_keys + 3;
     int nkpool = nmaxkeys + 100;
     uint16_t *k = malloc((size_t)nkpool * ldk * 2), *q = malloc((size_t)M * ldq * 2);
     gt_fill_bf16(k, (size_t)nkpool * ldk, 1.0f, &s);
@@ -402,9 +402,9 @@ static void index_case(int M, int nh, int nmaxkeys, int max_keys, uint64_t seed)
 }
 
 TEST(gpu_index_scores_bitwise) {
-    index_case(3, 64, 8192, 8200, 31); /* V4-Flash: 64 index heads */
-    index_case(4, 32, 3000, 3001, 32); /* V4.1-Flash: 32 */
-    index_case(5, 4, 77, 130, 33);     /* golden: 4 */
+    index_case(3, 64, 8192, 8200, 136, 31); /* V4-Flash: 64 index heads */
+    index_case(4, 32, 3000, 3001, 128, 32); /* V4.1-Flash: 32 */
+    index_case(5, 4, 77, 130, 129, 33);     /* golden: 4; odd stride: unaligned key rows */
 }
 
 static void topk_case(int M, int nmax, int k, int kind, uint64_t seed) {

@@ -133,12 +133,14 @@ static __global__ void __launch_bounds__(AT_THREADS) k_sparse_attn(const uint16_
                 }
             }
 #pragma unroll
-            for (int a = 0; a < 4; a++)
+            for (int a = 0; a < 4; a++) {
+                if (a >= HT) break; /* uniform over the CTA */
 #pragma unroll
                 for (int e = 0; e < 4; e++)
 #pragma unroll
                     for (int wd = 8; wd >= 1; wd >>= 1)
                         acc[a][e] = __fadd_rn(acc[a][e], __shfl_down_sync(gmask, acc[a][e], wd, 16));
+            }
             if (l == 0) {
 #pragma unroll
                 for (int a = 0; a < 4; a++)

@@ -40,11 +40,24 @@ static __global__ void __launch_bounds__(IDX_THREADS) k_index_scores(const uint1
     }
     const uint16_t *kj = k + (size_t)(key0[m] + j) * ldk;
     float kv[128];
+    if (((uintptr_t)kj & 15) == 0) { /* 16-byte loads */
 #pragma unroll
-    for (int i = 0; i < 128; i += 2) {
-        uint32_t u = (uint32_t)kj[i] | ((uint32_t)kj[i + 1] << 16);
-        kv[i] = __uint_as_float(u << 16);
-        kv[i + 1] = __uint_as_float(u & 0xFFFF0000u);
+        for (int i = 0; i < 128; i += 8) {
+            uint4 u = *(const uint4 *)(kj + i);
+            uint32_t w4[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                kv[i + 2 * e] = __uint_as_float(w4[e] << 16);
+                kv[i + 2 * e + 1] = __uint_as_float(w4[e] & 0xFFFF0000u);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 128; i += 2) {
+            uint32_t u = (uint32_t)kj[i] | ((uint32_t)kj[i + 1] << 16);
+            kv[i] = __uint_as_float(u << 16);
+            kv[i + 1] = __uint_as_float(u & 0xFFFF0000u);
+        }
     }
     float s = 0.0f;
     for (int h = 0; h < nh; h++) {
