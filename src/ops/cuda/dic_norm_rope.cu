@@ -1,0 +1,150 @@
+/*
+ * dic_norm_rope.cu — RMSNorm, the V4 per-head BF16 query norm and RoPE
+ * (ops.h di_rmsnorm, di_head_rmsnorm_bf16, di_rope_table, di_rope_tab),
+ * bit-identical to src/ops/cpu/{norm,rope}.c (architecture.md §3.4, §4.3).
+ */
+#include "ops/cuda/dic_common.cuh"
+
+/* ---------------------------------------------------------------------------
+ * RMSNorm. The CPU sums x_i^2 in double in index order (norm.c). Each bf16
+ * square is exact in double (16 significant bits), so a sum of n squares
+ * is exact whenever every partial sum fits 53 bits: then any order gives
+ * the CPU's double. When magnitudes span too widely it is not, and the two
+ * orders may differ by a few ulps of the double; both are within
+ * n * 2^-53 * S of the exact S (all terms >= 0). var = fp32(S / D) can then
+ * only differ if fp64(S / D) lies within that distance of an fp32 rounding
+ * boundary. The kernel therefore reduces in parallel (double tree) and
+ * checks that the whole interval S_par (1 +- 2n 2^-53 + 2^-51) rounds to one
+ * fp32 value; if not (rare: ~n 2^-29 of rows, and NaN/inf rows), one thread
+ * redoes the CPU's sequential sum. Either way var has the CPU's bits. */
+#define RMS_THREADS 256
+
+static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *in, size_t ldx, const float *w, int D,
+                                                                 float eps, uint16_t *out, size_t ldy) {
+    __shared__ double red[RMS_THREADS / 32];
+    __shared__ float r_sh;
+    const uint16_t *x = in + (size_t)blockIdx.x * ldx;
+    uint16_t *y = out + (size_t)blockIdx.x * ldy;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
+        double v = (double)dic_bf16_to_f32(x[i]);
+        ss = __dadd_rn(ss, __dmul_rn(v, v));
+    }
+    for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = red[0];
+        for (int i = 1; i < RMS_THREADS / 32; i++) s = __dadd_rn(s, red[i]);
+        double q = __ddiv_rn(s, (double)D);
+        double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
+        float f = __double2float_rn(q);
+        float lo = __double2float_rn(__dmul_rn(q, 1.0 - del)), hi = __double2float_rn(__dmul_rn(q, 1.0 + del));
+        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
+            s = 0.0;
+            for (int i = 0; i < D; i++) {
+                double v = (double)dic_bf16_to_f32(x[i]);
+                s = __dadd_rn(s, __dmul_rn(v, v));
+            }
+            f = __double2float_rn(__ddiv_rn(s, (double)D));
+        }
+        r_sh = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
+    }
+    __syncthreads();
+    float r = r_sh;
+    /* y may alias x: every read of x above precedes this barrier */
+    for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
+        float v = __fmul_rn(dic_bf16_to_f32(x[i]), r);
+        if (w) v = __fmul_rn(w[i], v);
+        y[i] = dic_f32_to_bf16(v);
+    }
+}
+
+extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, size_t ldx, const float *w, int D,
+                                   float eps, uint16_t *out, size_t ldy) {
+    if (M <= 0) return cudaSuccess;
+    k_rmsnorm<<<M, RMS_THREADS, 0, c->stream>>>(in, ldx, w, D, eps, out, ldy);
+    DIC_LAUNCH_CHECK();
+}
+
+/* ---------------------------------------------------------------------------
+ * Head RMSNorm in BF16 (§4.4 step 2): the fp32 sum of bf16(q_i^2) is
+ * sequential in index order (norm.c), so one thread owns one (row, head)
+ * and runs exactly that loop; heads are independent. */
+static __global__ void k_head_rmsnorm(int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)M * nheads) return;
+    int m = (int)(t / nheads), h = (int)(t % nheads);
+    uint16_t *v = q + (size_t)m * ld + (size_t)h * hd;
+    float s = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float a = dic_bf16_to_f32(v[i]);
+        s = __fadd_rn(s, dic_round_bf16(__fmul_rn(a, a)));
+    }
+    float mean = dic_round_bf16(__fdiv_rn(s, (float)hd));
+    float tt = dic_round_bf16(__fadd_rn(mean, eps));
+    float r = dic_round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(tt)));
+    for (int i = 0; i < hd; i++) v[i] = dic_f32_to_bf16(__fmul_rn(dic_bf16_to_f32(v[i]), r));
+}
+
+extern "C" cudaError_t dic_head_rmsnorm_bf16(const dic_ctx *c, int M, uint16_t *q, size_t ld, int nheads, int hd,
+                                             float eps) {
+    long long n = (long long)M * nheads;
+    if (n <= 0) return cudaSuccess;
+    k_head_rmsnorm<<<(unsigned)((n + 63) / 64), 64, 0, c->stream>>>(M, q, ld, nheads, hd, eps);
+    DIC_LAUNCH_CHECK();
+}
+
+/* ---------------------------------------------------------------------------
+ * RoPE table: angle = fp32(fp32(pos) * f_i); cs, sn = fp32(cos, sin of the
+ * angle in double) as rope.c (glibc cos/sin, < 1 ulp of double). CUDA's
+ * double sin/cos are within 2 ulp of double; both round to the same fp32
+ * unless the true value lies within ~3 double ulps of an fp32 rounding
+ * boundary (about 2^-27 of angles). gtest_norm_rope.c checks every angle
+ * of the real models' tables (positions 0 .. 2^20) bit for bit. */
+static __global__ void k_rope_table(int M, const int64_t *pos, const float *inv_freq, int half, float *cs, float *sn) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)M * half) return;
+    int m = (int)(t / half), i = (int)(t % half);
+    float ang = __fmul_rn(__ll2float_rn((long long)pos[m]), inv_freq[i]);
+    double s, co;
+    sincos((double)ang, &s, &co);
+    cs[t] = __double2float_rn(co);
+    sn[t] = __double2float_rn(s);
+}
+
+extern "C" cudaError_t dic_rope_table(const dic_ctx *c, int M, const int64_t *pos, const float *inv_freq, int rd,
+                                      float *cs, float *sn) {
+    long long n = (long long)M * (rd / 2);
+    if (n <= 0) return cudaSuccess;
+    k_rope_table<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(M, pos, inv_freq, rd / 2, cs, sn);
+    DIC_LAUNCH_CHECK();
+}
+
+/* The rotation (rope.c): re = fma(a, c, -(b*s)), im = fma(a, s, b*c), the
+ * reference's complex product with CUDA's contraction. One thread per pair. */
+static __global__ void k_rope_tab(int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
+                                  const float *sn, int inverse) {
+    int half = rd / 2;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long per_row = (long long)nheads * half;
+    if (t >= (long long)M * per_row) return;
+    int m = (int)(t / per_row);
+    int r = (int)(t % per_row), h = r / half, i = r % half;
+    uint16_t *x = v + (size_t)m * ld + (size_t)h * hd + (hd - rd) + 2 * i;
+    float a = dic_bf16_to_f32(x[0]), b = dic_bf16_to_f32(x[1]);
+    float cc = cs[(size_t)m * half + i], ss = sn[(size_t)m * half + i];
+    if (inverse) ss = -ss;
+    float re = fmaf(a, cc, -__fmul_rn(b, ss));
+    float im = fmaf(a, ss, __fmul_rn(b, cc));
+    x[0] = dic_f32_to_bf16(re);
+    x[1] = dic_f32_to_bf16(im);
+}
+
+extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd,
+                                    const float *cs, const float *sn, int inverse) {
+    long long n = (long long)M * nheads * (rd / 2);
+    if (n <= 0) return cudaSuccess;
+    k_rope_tab<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(M, v, ld, nheads, hd, rd, cs, sn, inverse);
+    DIC_LAUNCH_CHECK();
+}
