@@ -138,6 +138,14 @@ cudaError_t dic_route(const dic_ctx *c, int M, const float *logits, int E, const
 cudaError_t dic_moe_dispatch(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows);
 cudaError_t dic_swiglu(const dic_ctx *c, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
                        float limit, const float *rw, uint16_t *out, size_t ldo);
+/* Expert combine (moe.c di_moe_block's sum): out[m] = bf16(fp32 sum of
+ * eo[m*k + s] over the slots s with 0 <= sel[m][s] < E, added in increasing
+ * (expert id, slot) order starting from +0.0f, then + shared[m] if shared is
+ * non-NULL). eo: the expert outputs (bf16, stride lde) at the entry rows
+ * that dic_moe_dispatch lists (token * k + slot), the routing weight already
+ * applied by dic_swiglu's rw; shared: the shared expert's bf16 output [M][lds]. */
+cudaError_t dic_moe_combine(const dic_ctx *c, int M, int k, const int *sel, int E, const uint16_t *eo, size_t lde,
+                            const uint16_t *shared, size_t lds, int d, uint16_t *out, size_t ldo);
 
 /* ---------------------------------------------------------------------------
  * Element-wise helpers (ops.h) and data movement. */
@@ -152,6 +160,40 @@ cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_
  * Sampling: greedy argmax per row (ties to the lowest id), logits fp32
  * [M][V] stride ld. */
 cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids);
+
+/* Full sampling on the device: ids[m] = the token src/engine/sampler.c
+ * di_sample_row picks for row m (same penalties, masks, temperature, min_p,
+ * top_k, top_p and Philox Gumbel noise). One struct per row, in device
+ * memory; its pointers are device pointers. ids[m] = -1 where the CPU
+ * reports "no token can be sampled". Scratch: dic_sample_rows_scratch(M, V).
+ * top_p: the candidates' total mass is summed in a fixed tree order (the CPU
+ * sums by ascending id), so the kept set can differ from the CPU's only when
+ * a cumulative mass falls within ~1e-12 relative of top_p * total. */
+typedef struct dic_sample_params {
+    float temperature;        /* 0 = greedy */
+    int32_t top_k;            /* <= 0: off */
+    float top_p;              /* 1: off */
+    float min_p;              /* 0: off */
+    double log_min_p;         /* host-computed log((double)min_p) with the CPU's libm (bit parity) */
+    float repetition_penalty; /* 1: off */
+    float presence_penalty, frequency_penalty;
+    int32_t min_tokens;       /* eos_id and stop_ids masked while n_output < min_tokens */
+    int32_t eos_id;           /* -1: none */
+    int32_t n_stop_ids;
+    const int32_t *stop_ids;  /* [n_stop_ids] */
+    const int32_t *prompt_ids; /* [n_prompt], repetition penalty */
+    int32_t n_prompt;
+    int32_t n_output;
+    const int32_t *output_ids; /* [n_output] */
+    const uint32_t *allow_mask; /* bit v = id v allowed, or NULL */
+    uint64_t seed;
+    uint64_t position;
+    uint32_t stream;          /* choice index */
+    uint32_t purpose;         /* DI_NOISE_* */
+} dic_sample_params;
+size_t dic_sample_rows_scratch(int M, int V);
+cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
+                            const dic_sample_params *params, int32_t *ids);
 
 #ifdef __cplusplus
 }

@@ -130,4 +130,65 @@ static __device__ __forceinline__ float dic_expf(float x) {
 static __device__ __forceinline__ float dic_mul(float a, float b) { return __fmul_rn(a, b); }
 static __device__ __forceinline__ float dic_add(float a, float b) { return __fadd_rn(a, b); }
 
+/* ---- Philox4x32-10 and Gumbel noise (src/engine/philox.c, same bits) ---- */
+
+static __device__ __forceinline__ void dic_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* philox.c di_log_det: fp32 only, explicit fmaf where the CPU has fmaf. */
+static __device__ __forceinline__ float dic_log_det(float x) {
+    uint32_t u = __float_as_uint(x);
+    int e = (int)((u >> 23) & 0xFF) - 127;
+    float m = __uint_as_float((u & 0x007FFFFFu) | 0x3F800000u);
+    if (m > 1.41421356f) {
+        m = __fmul_rn(m, 0.5f);
+        e += 1;
+    }
+    float s = __fdiv_rn(__fsub_rn(m, 1.0f), __fadd_rn(m, 1.0f));
+    float s2 = __fmul_rn(s, s);
+    float p = fmaf(s2, 0.0769230769f, 0.0909090909f);
+    p = fmaf(s2, p, 0.111111111f);
+    p = fmaf(s2, p, 0.142857143f);
+    p = fmaf(s2, p, 0.2f);
+    p = fmaf(s2, p, 0.333333333f);
+    p = fmaf(s2, p, 1.0f);
+    float logm = __fmul_rn(__fmul_rn(2.0f, s), p);
+    float fe = (float)e;
+    return fmaf(fe, 0.693145752f, fmaf(fe, 1.42860677e-06f, logm));
+}
+
+static __device__ __forceinline__ float dic_gumbel_from_bits(uint32_t x) {
+    float u = __fmul_rn(__fadd_rn((float)(x >> 8), 0.5f), 1.0f / 16777216.0f);
+    float l = dic_log_det(u);
+    return -dic_log_det(-l);
+}
+
+/* philox.c di_gumbel_at: counter (id / 4, position lo, hi, purpose), key
+ * (seed lo ^ stream * golden, seed hi ^ stream * 0x85EBCA6B), lane id % 4. */
+static __device__ __forceinline__ float dic_gumbel_at(uint64_t seed, uint32_t stream, uint64_t position,
+                                                      uint32_t purpose, uint32_t id) {
+    uint32_t key[2] = {(uint32_t)seed ^ (stream * 0x9E3779B9u), (uint32_t)(seed >> 32) ^ (stream * 0x85EBCA6Bu)};
+    uint32_t ctr[4] = {id / 4, (uint32_t)position, (uint32_t)(position >> 32), purpose}, r[4];
+    dic_philox4x32_10(ctr, key, r);
+    uint32_t l = id % 4;
+    return dic_gumbel_from_bits(l == 0 ? r[0] : l == 1 ? r[1] : l == 2 ? r[2] : r[3]);
+}
+
 #endif

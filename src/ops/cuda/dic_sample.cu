@@ -1,0 +1,372 @@
+/*
+ * dic_sample.cu — greedy argmax and the full sampler on the device, one CTA
+ * of 1024 threads per row, matching src/engine/sampler.c di_sample_row's
+ * token for the same inputs.
+ *
+ * Every per-id value (penalised logit, z / temperature, Gumbel noise, the
+ * top-p masses) is computed with the CPU's fp32/fp64 operations, so the
+ * only order-dependent steps are maxima and selections, which use total
+ * orders (value, then lower id) and so do not depend on the reduction tree.
+ * top_k: radix select of the k-th best 64-bit key (value order, ~id). top_p:
+ * the best candidates come in sorted chunks of 1024 and thread 0 adds their
+ * masses in the CPU's order (by z desc, id asc); only the total mass is a
+ * tree sum (the CPU sums by ascending id), see dic.h.
+ */
+#include "ops/cuda/dic_common.cuh"
+
+#define SP_T 1024
+
+/* ---- block reductions (1024 threads) ---------------------------------- */
+
+/* (value, id) with "a better than b": larger value, then smaller id. */
+static __device__ __forceinline__ bool better(float x, int a, float y, int b) {
+    return b < 0 || (a >= 0 && (x > y || (x == y && a < b)));
+}
+
+static __device__ void block_argmax(float *v, int *i, float *sv, int *si) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, *v, o);
+        int oi = __shfl_xor_sync(0xFFFFFFFFu, *i, o);
+        if (better(ov, oi, *v, *i)) {
+            *v = ov;
+            *i = oi;
+        }
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+        sv[threadIdx.x >> 5] = *v;
+        si[threadIdx.x >> 5] = *i;
+    }
+    __syncthreads();
+    *v = sv[threadIdx.x & 31];
+    *i = si[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xFFFFFFFFu, *v, o);
+        int oi = __shfl_xor_sync(0xFFFFFFFFu, *i, o);
+        if (better(ov, oi, *v, *i)) {
+            *v = ov;
+            *i = oi;
+        }
+    }
+}
+
+static __device__ int block_sum_int(int x, int *sh) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xFFFFFFFFu, x, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = x;
+    __syncthreads();
+    x = sh[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xFFFFFFFFu, x, o);
+    return x;
+}
+
+/* A fixed tree: the same bits on every run. */
+static __device__ double block_sum_double(double x, double *sh) {
+    for (int o = 16; o > 0; o >>= 1) x = __dadd_rn(x, __shfl_xor_sync(0xFFFFFFFFu, x, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = x;
+    __syncthreads();
+    x = sh[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1) x = __dadd_rn(x, __shfl_xor_sync(0xFFFFFFFFu, x, o));
+    return x;
+}
+
+/* ---- greedy argmax ---------------------------------------------------- */
+
+/* NaN counts as -inf (the sampler's rule); ties and an all -inf row go to
+ * the lowest id. */
+static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, size_t ld, int V, int32_t *ids, int vec) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float *l = logits + (size_t)blockIdx.x * ld;
+    float bv = -INFINITY;
+    int bi = -1;
+    if (vec) { /* each thread's ids ascend, so strict > keeps the lowest */
+        for (int j = threadIdx.x; j < V / 4; j += SP_T) {
+            float4 q = ((const float4 *)l)[j];
+            float a[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                float x = a[t] != a[t] ? -INFINITY : a[t];
+                if (bi < 0 || x > bv) {
+                    bv = x;
+                    bi = 4 * j + t;
+                }
+            }
+        }
+        for (int j = V / 4 * 4 + threadIdx.x; j < V; j += SP_T) {
+            float x = l[j] != l[j] ? -INFINITY : l[j];
+            if (better(x, j, bv, bi)) {
+                bv = x;
+                bi = j;
+            }
+        }
+    } else {
+        for (int j = threadIdx.x; j < V; j += SP_T) {
+            float x = l[j] != l[j] ? -INFINITY : l[j];
+            if (bi < 0 || x > bv) {
+                bv = x;
+                bi = j;
+            }
+        }
+    }
+    block_argmax(&bv, &bi, sv, si);
+    if (threadIdx.x == 0) ids[blockIdx.x] = bi < 0 ? 0 : bi;
+}
+
+extern "C" cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids) {
+    if (M <= 0) return cudaSuccess;
+    int vec = ld % 4 == 0 && ((uintptr_t)logits & 15) == 0;
+    k_argmax<<<M, SP_T, 0, c->stream>>>(logits, ld, V, ids, vec);
+    DIC_LAUNCH_CHECK();
+}
+
+/* ---- full sampler ----------------------------------------------------- */
+
+size_t dic_sample_rows_scratch(int M, int V) {
+    size_t row = ((size_t)V * 8 + 255) & ~(size_t)255;
+    return (size_t)(M > 0 ? M : 0) * row;
+}
+
+/* Ranking key: larger = ranks first (z desc, then id asc). -0 counts as +0. */
+static __device__ __forceinline__ uint64_t rank_key(float z, int v) {
+    if (z == 0.0f) z = 0.0f;
+    uint32_t u = __float_as_uint(z);
+    uint32_t o = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((uint64_t)o << 32) | (uint32_t)(0xFFFFFFFFu - (uint32_t)v);
+}
+
+typedef struct sp_shared {
+    uint32_t hist[256];
+    float sv[32];
+    int si[32];
+    int sint[32];
+    double sdbl[32];
+    uint64_t key[SP_T];
+    double mass[SP_T];
+    uint64_t thr;
+    int bin, need, stop, ngath;
+} sp_shared;
+
+/* The key thr with exactly `need` candidates in [thr, ub) (need >= 1 and at
+ * most the candidates there; keys are distinct). 8-bit radix passes, top
+ * byte first; stops as soon as a whole prefix bucket is wanted. */
+static __device__ uint64_t select_thr(const float *z, const uint32_t *fl, int V, int need, uint64_t ub, sp_shared *sh) {
+    uint64_t prefix = 0, mask = 0;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int b = threadIdx.x; b < 256; b += SP_T) sh->hist[b] = 0;
+        __syncthreads();
+        for (int v = threadIdx.x; v < V; v += SP_T) {
+            if (!fl[v]) continue;
+            uint64_t k = rank_key(z[v], v);
+            if (k < ub && (k & mask) == prefix) atomicAdd(&sh->hist[(k >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int above = 0, b = 255;
+            for (; b > 0; b--) {
+                if (above + (int)sh->hist[b] >= need) break;
+                above += (int)sh->hist[b];
+            }
+            sh->bin = b;
+            sh->need = need - above;
+            sh->stop = (int)sh->hist[b] == need - above;
+        }
+        __syncthreads();
+        prefix |= (uint64_t)sh->bin << shift;
+        mask |= (uint64_t)255 << shift;
+        need = sh->need;
+        int stop = sh->stop;
+        __syncthreads();
+        if (stop) break;
+    }
+    return prefix;
+}
+
+static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, size_t ld, int V,
+                                                       const dic_sample_params *params, int32_t *ids, char *scratch,
+                                                       size_t row_bytes) {
+    __shared__ sp_shared sh;
+    const int m = blockIdx.x, t = threadIdx.x;
+    const dic_sample_params P = params[m];
+    const float *lg = logits + (size_t)m * ld;
+    float *z = (float *)(scratch + (size_t)m * row_bytes);
+    uint32_t *fl = (uint32_t *)(z + V);
+
+    /* 1. penalties on the raw logits (each distinct id once) */
+    for (int v = t; v < V; v += SP_T) {
+        float x = lg[v];
+        z[v] = x != x ? -INFINITY : x;
+        fl[v] = 0;
+    }
+    const bool rep = P.repetition_penalty != 1.0f;
+    const bool pf = P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    __syncthreads();
+    if (rep || pf) {
+        for (int i = t; i < P.n_output; i += SP_T) {
+            int id = P.output_ids[i];
+            if (id >= 0 && id < V) atomicAdd(&fl[id], 1u);
+        }
+        if (rep)
+            for (int i = t; i < P.n_prompt; i += SP_T) {
+                int id = P.prompt_ids[i];
+                if (id >= 0 && id < V) atomicOr(&fl[id], 0x80000000u);
+            }
+        __syncthreads();
+    }
+    /* 2. candidates (fl = 1), 3. temperature; greedy argmax / zmax */
+    const bool block_stop = P.min_tokens > P.n_output;
+    const bool greedy = P.temperature == 0.0f;
+    int ncand = 0;
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int v = t; v < V; v += SP_T) {
+        float x = z[v];
+        uint32_t f = fl[v];
+        if (f) {
+            uint32_t cnt = f & 0x7FFFFFFFu;
+            if (cnt > 65535u) cnt = 65535u;
+            if (rep) x = x > 0 ? x / P.repetition_penalty : x * P.repetition_penalty;
+            if (pf && cnt) x -= P.frequency_penalty * (float)cnt + P.presence_penalty;
+        }
+        bool cand = x != -INFINITY && (!P.allow_mask || ((P.allow_mask[v >> 5] >> (v & 31)) & 1u));
+        if (cand && block_stop) {
+            if (v == P.eos_id) cand = false;
+            for (int i = 0; i < P.n_stop_ids; i++) cand = cand && P.stop_ids[i] != v;
+        }
+        if (cand && !greedy) x = x / P.temperature;
+        z[v] = x;
+        fl[v] = cand;
+        if (cand) {
+            ncand++;
+            if (better(x, v, bv, bi)) {
+                bv = x;
+                bi = v;
+            }
+        }
+    }
+    ncand = block_sum_int(ncand, sh.sint);
+    block_argmax(&bv, &bi, sh.sv, sh.si);
+    if (ncand == 0 || greedy) {
+        if (t == 0) ids[m] = ncand == 0 ? -1 : bi;
+        return;
+    }
+    const float zmax = bv; /* the max of z over the candidates */
+    __syncthreads();
+
+    /* min_p: keep z >= zmax + ln(min_p) (in double) */
+    if (P.min_p > 0.0f) {
+        const double cut = __dadd_rn((double)zmax, P.log_min_p);
+        int n = 0;
+        for (int v = t; v < V; v += SP_T)
+            if (fl[v]) {
+                if ((double)z[v] >= cut) n++;
+                else fl[v] = 0;
+            }
+        ncand = block_sum_int(n, sh.sint);
+    }
+    /* top_k: keep the k best */
+    if (P.top_k > 0 && P.top_k < ncand) {
+        uint64_t thr = select_thr(z, fl, V, P.top_k, ~(uint64_t)0, &sh);
+        for (int v = t; v < V; v += SP_T)
+            if (fl[v] && rank_key(z[v], v) < thr) fl[v] = 0;
+        ncand = P.top_k;
+        __syncthreads();
+    }
+    /* top_p: smallest prefix (z desc, id asc) whose mass reaches top_p * total */
+    if (P.top_p < 1.0f) {
+        float zm = -INFINITY;
+        for (int v = t; v < V; v += SP_T)
+            if (fl[v] && z[v] > zm) zm = z[v];
+        int dummy = 0;
+        block_argmax(&zm, &dummy, sh.sv, sh.si);
+        const double zmx = (double)zm;
+        double tot = 0.0;
+        for (int v = t; v < V; v += SP_T)
+            if (fl[v]) tot = __dadd_rn(tot, exp(__dadd_rn((double)z[v], -zmx)));
+        tot = block_sum_double(tot, sh.sdbl);
+        const double target = __dmul_rn((double)P.top_p, tot);
+        uint64_t ub = ~(uint64_t)0, keep_from = 0;
+        int remaining = ncand;
+        double mass = 0.0; /* thread 0's running sum */
+        for (;;) {
+            int cnum = remaining < SP_T ? remaining : SP_T;
+            uint64_t thr = select_thr(z, fl, V, cnum, ub, &sh);
+            if (t == 0) sh.ngath = 0;
+            sh.key[t] = 0;
+            __syncthreads();
+            for (int v = t; v < V; v += SP_T) {
+                if (!fl[v]) continue;
+                uint64_t k = rank_key(z[v], v);
+                if (k >= thr && k < ub) sh.key[atomicAdd(&sh.ngath, 1)] = k;
+            }
+            __syncthreads();
+            /* bitonic sort, descending */
+            for (int size = 2; size <= SP_T; size <<= 1)
+                for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                    int p = t ^ stride;
+                    if (p > t) {
+                        uint64_t a = sh.key[t], b = sh.key[p];
+                        bool desc = (t & size) == 0;
+                        if (desc ? a < b : a > b) {
+                            sh.key[t] = b;
+                            sh.key[p] = a;
+                        }
+                    }
+                    __syncthreads();
+                }
+            if (t < cnum) {
+                int v = (int)(0xFFFFFFFFu - (uint32_t)sh.key[t]);
+                sh.mass[t] = exp(__dadd_rn((double)z[v], -zmx));
+            }
+            __syncthreads();
+            if (t == 0) {
+                int found = 0;
+                for (int i = 0; i < cnum; i++) {
+                    mass = __dadd_rn(mass, sh.mass[i]);
+                    if (mass >= target) {
+                        sh.thr = sh.key[i];
+                        found = 1;
+                        break;
+                    }
+                }
+                if (!found) sh.thr = remaining == cnum ? thr : 0;
+                sh.stop = found || remaining == cnum;
+            }
+            __syncthreads();
+            int stop = sh.stop;
+            keep_from = sh.thr;
+            __syncthreads();
+            if (stop) break;
+            ub = thr;
+            remaining -= cnum;
+        }
+        for (int v = t; v < V; v += SP_T)
+            if (fl[v] && rank_key(z[v], v) < keep_from) fl[v] = 0;
+        __syncthreads();
+    }
+    /* Gumbel-max over the survivors; ids below zmax - (g_max - g_min) never win */
+    const float gmin = dic_gumbel_from_bits(0u), gmax = dic_gumbel_from_bits(0xFFFFFFFFu);
+    const float cut = zmax - (gmax - gmin);
+    bv = -INFINITY;
+    bi = -1;
+    for (int v = t; v < V; v += SP_T) {
+        if (!fl[v] || z[v] < cut) continue;
+        float s = z[v] + dic_gumbel_at(P.seed, P.stream, P.position, P.purpose, (uint32_t)v);
+        if (better(s, v, bv, bi)) {
+            bv = s;
+            bi = v;
+        }
+    }
+    block_argmax(&bv, &bi, sh.sv, sh.si);
+    if (t == 0) ids[m] = bi;
+}
+
+extern "C" cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
+                                       const dic_sample_params *params, int32_t *ids) {
+    if (M <= 0) return cudaSuccess;
+    if (V <= 0 || !c->scratch || c->scratch_cap < dic_sample_rows_scratch(M, V)) return cudaErrorInvalidValue;
+    size_t row = dic_sample_rows_scratch(1, V);
+    k_sample<<<M, SP_T, 0, c->stream>>>(logits, ld, V, params, ids, (char *)c->scratch, row);
+    DIC_LAUNCH_CHECK();
+}
