@@ -7,6 +7,8 @@
       LE) and exact.json (decode input/output ids) next to manifest.json.
   exact_check.py greedy --prompts FILE --steps 32 [--out results.json]
       greedy trajectories (ids) of the prompts in FILE (one JSON list of token-id lists).
+  exact_check.py heldout [--n 8 --steps 32 --json FILE]
+      the first n lines of the held-out split: engine (build/deepinfer score) vs exact-mode greedy.
 
 Greedy decoding is computed as the prefill-consistent function (the model is causal: row t depends
 on tokens <= t only), so a greedy trajectory of n steps is checked with ONE forward over prompt +
@@ -100,16 +102,49 @@ def cmd_greedy(a):
     json.dump(res, open(a.out, "w"), indent=1)
 
 
+def cmd_heldout(a):
+    """The first 8 non-empty lines of the held-out split (.data/text/test.txt, DATA.md), each
+    BOS + its tokens (at most 48), 32 greedy steps: the engine's trajectory (deepinfer score) and
+    exact mode's (verified by one forward when they agree)."""
+    import subprocess
+    lines = [ln.rstrip("\n") for ln in open(a.text, encoding="utf-8") if ln.strip()][:a.n]
+    cli = os.path.join(ROOT, "build", "deepinfer")
+    enc = subprocess.run([cli, "tokenize", "--tokenizer", os.path.join(a.model_dir, "tokenizer.json")],
+                         input="\n".join(json.dumps(x) for x in lines) + "\n", capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    prompts = [[0] + [int(t) for t in e.split()][:48] for e in enc]
+    model = load(a.model_dir)
+    res = []
+    for p in prompts:
+        ids = "/tmp/exact_check_ids_%d.txt" % os.getpid()
+        subprocess.run([cli, "score", "--model", a.model_dir, "--prompt-ids", ",".join(map(str, p)), "--steps",
+                        str(a.steps), "--logits-out", "/dev/null", "--ids-out", ids], check=True, capture_output=True)
+        eng = [int(x) for x in open(ids).read().split()]  # argmax of the last prompt row, then of each step
+        os.unlink(ids)
+        t0 = time.time()
+        out, lg = greedy(model, p, a.steps, eng[:a.steps])
+        top2 = lg[len(p) - 1:].topk(2, -1).values
+        res.append({"prompt_ids": p, "engine": eng[:a.steps], "exact": out, "identical": out == eng[:a.steps],
+                    "min_margin": float((top2[:, 0] - top2[:, 1]).min()), "seconds": round(time.time() - t0, 1)})
+        print(json.dumps({k: v for k, v in res[-1].items() if k != "prompt_ids"}), flush=True)
+    print("%d/%d trajectories identical" % (sum(r["identical"] for r in res), len(res)))
+    if a.json:
+        json.dump(res, open(a.json, "w"), indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["vectors", "greedy"])
+    ap.add_argument("cmd", choices=["vectors", "greedy", "heldout"])
+    ap.add_argument("--text", default=os.path.join(ROOT, ".data", "text", "test.txt"))
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--json")
     ap.add_argument("--model-dir", default=os.path.join(ROOT, "models", "deepinfer-demo-v41"))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "demo"))
     ap.add_argument("--prompts")
     ap.add_argument("--guess")
     ap.add_argument("--steps", type=int, default=32)
     a = ap.parse_args()
-    {"vectors": cmd_vectors, "greedy": cmd_greedy}[a.cmd](a)
+    {"vectors": cmd_vectors, "greedy": cmd_greedy, "heldout": cmd_heldout}[a.cmd](a)
 
 
 if __name__ == "__main__":
