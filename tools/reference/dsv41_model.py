@@ -25,6 +25,7 @@ class RT:
     exact = True       # reference numerics (see module doc)
     wsim = True        # fake-quantise weights (False when they were loaded already quantised)
     attn_block = 64    # online-softmax block of the reference sparse_attn kernel
+    order = False      # exact-order mode (dsv41_exact.py): the engine's summation orders, CPU only
 
 
 # ----------------------------------------------------------------------------- basic modules
@@ -565,6 +566,9 @@ class Transformer(nn.Module):
 
     def forward(self, ids, stats=None, aux=None, want_hidden=True):
         """ids [B, S] from position 0 -> (fp32 logits [B, S, V], main_hidden [B, S, 3D] bf16)."""
+        if RT.order:  # the target's logits in the C engine's pinned fp32 orders (no DSpark hiddens)
+            import dsv41_exact
+            return dsv41_exact.forward(self, ids), None
         cfg = self.cfg
         B, S = ids.shape
         hashes = self.hasher(ids) if (self.hasher is not None and cfg.engram_layer_ids) else None
