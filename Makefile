@@ -138,15 +138,20 @@ $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
 cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
 
-# These link the static library with --as-needed, so a binary that never
-# reaches the tokenizer or Engram keys needs neither PCRE2 nor ICU at run
-# time (the GPU machine's image has other versions of them).
-GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STATIC_LIB) -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcublasLt
+# The CUDA kernels go into one shared object (their device code once, not
+# once per binary); the GPU test runner and benches link it with the static
+# library, --as-needed, so a binary that never reaches the tokenizer needs no
+# PCRE2 at run time, and the CUDA runtime dynamically.
+CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
+$(CUDA_SO): $(CU_OBJ)
+	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
+GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STATIC_LIB) -L$(BUILD) -ldeepinfer_cuda \
+	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
 
-$(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CU_OBJ)
+$(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	$(GPU_LINK)
 
-$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(STATIC_LIB) $(CU_OBJ)
+$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(STATIC_LIB) $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)
 
