@@ -15,13 +15,13 @@ SAN      ?=
 
 PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
-# ICU (libicu-dev): Unicode normalization for the Engram token map (src/model/engram_token_key.c).
-ICU_CFLAGS   := $(shell pkg-config --cflags icu-uc 2>/dev/null)
-ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
+# ICU is not linked: src/util/icu_loader.c dlopens libicuuc (any version) when
+# a DeepSeek-V4.1 Engram token map is built, so binaries built here also start
+# where another ICU is installed. -ldl: dlopen for glibc < 2.34.
 
-CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS) $(ICU_CFLAGS)
+CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lz -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -139,8 +139,8 @@ $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
 
 # These link the static library with --as-needed, so a binary that never
-# reaches the tokenizer or Engram keys needs neither PCRE2 nor ICU at run
-# time (the GPU machine's image has other versions of them).
+# reaches the tokenizer needs no PCRE2 at run time (the GPU machine's image
+# has another version of it); ICU is never linked (util/icu_loader.c).
 GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STATIC_LIB) -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcublasLt
 
 $(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CU_OBJ)
