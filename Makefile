@@ -15,13 +15,13 @@ SAN      ?=
 
 PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
-# ICU (libicu-dev): Unicode normalization for the Engram token map (src/model/engram_token_key.c).
-ICU_CFLAGS   := $(shell pkg-config --cflags icu-uc 2>/dev/null)
-ICU_LIBS     := $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
+# ICU is not linked: src/util/icu_loader.c dlopens libicuuc (any version) when
+# a DeepSeek-V4.1 Engram token map is built, so binaries built here also start
+# where another ICU is installed. -ldl: dlopen for glibc < 2.34.
 
-CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS) $(ICU_CFLAGS)
+CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS)
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
-LDLIBS   += $(PCRE2_LIBS) $(ICU_LIBS) -lz -lm -lpthread
+LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -141,7 +141,8 @@ cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GP
 # The CUDA kernels go into one shared object (their device code once, not
 # once per binary); the GPU test runner and benches link it with the static
 # library, --as-needed, so a binary that never reaches the tokenizer needs no
-# PCRE2 at run time, and the CUDA runtime dynamically.
+# PCRE2 at run time (the GPU machine's image has another version of it),
+# and the CUDA runtime dynamically; ICU is never linked (util/icu_loader.c).
 CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
 $(CUDA_SO): $(CU_OBJ)
 	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++

@@ -12,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu-dev zlib1g-dev)
+# libicu72: ICU's runtime library, dlopened (not linked) for DeepSeek-V4.1 Engram
+# token keys (src/util/icu_loader.c); the ICU headers (libicu-dev) are not needed.
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu72 zlib1g-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 need_install=()

@@ -1,7 +1,8 @@
 /*
  * engram_token_key.h — the key under which the Engram compressed token map
  * groups a token (architecture.md §5.8; reference engram.py
- * build_compressed_token_map), computed with ICU.
+ * build_compressed_token_map), computed with ICU (libicuuc, loaded at run
+ * time: only models with Engram need it).
  *
  * For one token string (the tokenizer.json vocab entry in ByteLevel form, or
  * an added token's content):
@@ -33,7 +34,9 @@
 typedef struct di_engram_keyer di_engram_keyer;
 
 /* Open the ICU normalizers. Caller frees with di_engram_keyer_free. Not
- * thread-safe: one keyer per thread. */
+ * thread-safe: one keyer per thread. Loads ICU on first use
+ * (util/icu_loader.h); without it, DEEPINFER_ERR_UNSUPPORTED and a message
+ * saying to install libicu or set DEEPINFER_ICU_LIB. */
 deepinfer_status di_engram_keyer_new(di_engram_keyer **out, di_error *err);
 void di_engram_keyer_free(di_engram_keyer *k);
 
