@@ -45,7 +45,10 @@ TEST(icu_loader_resolves) {
     CHECK_MSG(icu->version == 0 || (icu->version >= DI_ICU_VERSION_MIN && icu->version <= DI_ICU_VERSION_MAX),
               "version %d from %s", icu->version, icu->lib);
 #ifdef HAVE_ICU_HEADERS
-    CHECK_EQ_INT(icu->version, U_ICU_VERSION_MAJOR_NUM); /* the library of the installed headers */
+    /* Loaded through the unversioned name (the -dev symlink that comes with
+     * the headers): it is the library of the installed headers. A binary
+     * carried to another machine (the GPU host) loads that machine's ICU. */
+    if (!strcmp(icu->lib, "libicuuc.so")) CHECK_EQ_INT(icu->version, U_ICU_VERSION_MAJOR_NUM);
 #endif
     void *const fns[] = {
         (void *)icu->errorName,         (void *)icu->charType,
