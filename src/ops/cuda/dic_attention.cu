@@ -272,11 +272,11 @@ static cudaError_t at_fused(const dic_ctx *c, int M, const uint16_t *q, size_t l
 
 static __device__ __forceinline__ void ax_cp4(void *dst, const void *src) {
     unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 static __device__ __forceinline__ void ax_cp8(void *dst, const void *src) {
     unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
 }
 static __device__ __forceinline__ void ax_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 /* wait until at most n groups are pending (n a constant after inlining) */
@@ -415,26 +415,38 @@ static __global__ void __launch_bounds__(256) k_ax_logits_s(const uint16_t *q, s
     ax_logits_body(q, ldq, H, hd, kv, NE, n_idx, scale, lg, AXS_TH, AXS_TE, AXS_CH, AXS_CE);
 }
 
-/* ---- B. softmax bookkeeping: CTA = (row, 8 heads), items (head, block) ---- */
+/* ---- B. softmax bookkeeping: CTA = (row, hs heads); the row's logits of
+ * those heads staged in shared memory, items (head, block) or (head, entry) ---- */
 
-static __global__ void __launch_bounds__(256) k_ax_softmax(int H, size_t NE, const int *n_idx, const float *sink,
-                                                           const float *lg, float *pr, float *ab, float *dd) {
+static size_t ax_softmax_smem(int hs, size_t NE) {
+    size_t nb = (NE + AX_BLK - 1) / AX_BLK;
+    return ((size_t)hs * (NE + 1) + 3 * (size_t)hs * nb) * 4;
+}
+
+static __global__ void __launch_bounds__(256) k_ax_softmax(int H, int hs, size_t NE, const int *n_idx,
+                                                           const float *sink, const float *lg, float *pr, float *ab,
+                                                           float *dd) {
     extern __shared__ float ax_sf[];
-    const int NB = (int)((NE + AX_BLK - 1) / AX_BLK);
-    float *bm = ax_sf, *as = bm + AX_SHG * NB, *sb = as + AX_SHG * NB;
-    const int m = blockIdx.y, h0 = blockIdx.x * AX_SHG, tid = threadIdx.x;
-    const int nh = H - h0 < AX_SHG ? H - h0 : AX_SHG;
+    const int NB = (int)((NE + AX_BLK - 1) / AX_BLK), lst = (int)NE + 1;
+    float *lt = ax_sf, *bm = lt + (size_t)hs * lst, *as = bm + hs * NB, *sb = as + hs * NB;
+    const int m = blockIdx.y, h0 = blockIdx.x * hs, tid = threadIdx.x, T = blockDim.x;
+    const int nh = H - h0 < hs ? H - h0 : hs;
     int n = n_idx[m];
     if ((size_t)n > NE) n = (int)NE;
     const int nb = (n + AX_BLK - 1) / AX_BLK;
     const float *lgm = lg + (size_t)m * NE * H + h0;
     float *prm = pr + (size_t)m * NE * H + h0;
+    for (int i = tid; i < n * nh; i += T) {
+        int j = i / nh, h = i - j * nh;
+        lt[h * lst + j] = lgm[(size_t)j * H + h];
+    }
+    __syncthreads();
     /* 1. block maxima (NaN ignored, as `l > bmax`) */
-    for (int it = tid; it < nh * nb; it += blockDim.x) {
-        int h = it % nh, b = it / nh, j1 = (b + 1) * AX_BLK < n ? (b + 1) * AX_BLK : n;
+    for (int it = tid; it < nh * nb; it += T) {
+        int h = it / nb, b = it - h * nb, j1 = (b + 1) * AX_BLK < n ? (b + 1) * AX_BLK : n;
         float mx = -INFINITY;
         for (int j = b * AX_BLK; j < j1; j++) {
-            float l = lgm[(size_t)j * H + h];
+            float l = lt[h * lst + j];
             if (l > mx) mx = l;
         }
         bm[h * NB + b] = mx;
@@ -453,22 +465,25 @@ static __global__ void __launch_bounds__(256) k_ax_softmax(int H, size_t NE, con
         }
     }
     __syncthreads();
-    /* 3. p = exp(l - M_b), bf16(p) out, sequential block sums */
-    for (int it = tid; it < nh * nb; it += blockDim.x) {
-        int h = it % nh, b = it / nh, j1 = (b + 1) * AX_BLK < n ? (b + 1) * AX_BLK : n;
-        float nmax = bm[h * NB + b], sum = 0.0f;
-        for (int j = b * AX_BLK; j < j1; j++) {
-            float p = 0.0f;
-            if (nmax != -INFINITY) {
-                p = dic_expf(__fsub_rn(lgm[(size_t)j * H + h], nmax));
-                sum = __fadd_rn(sum, p);
-            }
-            prm[(size_t)j * H + h] = dic_round_bf16(p);
-        }
+    /* 3. p = exp(l - M_b) (0 where M_b = -inf), bf16(p) out */
+    for (int i = tid; i < n * nh; i += T) {
+        int j = i / nh, h = i - j * nh;
+        float nmax = bm[h * NB + j / AX_BLK], p = 0.0f;
+        if (nmax != -INFINITY) p = dic_expf(__fsub_rn(lt[h * lst + j], nmax));
+        lt[h * lst + j] = p;
+        prm[(size_t)j * H + h] = dic_round_bf16(p);
+    }
+    __syncthreads();
+    /* 4. sequential block sums */
+    for (int it = tid; it < nh * nb; it += T) {
+        int h = it / nb, b = it - h * nb, j1 = (b + 1) * AX_BLK < n ? (b + 1) * AX_BLK : n;
+        float sum = 0.0f;
+        if (bm[h * NB + b] != -INFINITY)
+            for (int j = b * AX_BLK; j < j1; j++) sum = __fadd_rn(sum, lt[h * lst + j]);
         sb[h * NB + b] = sum;
     }
     __syncthreads();
-    /* 4. denominator recurrence and the divisor */
+    /* 5. denominator recurrence and the divisor */
     if (tid < nh) {
         float den = 0.0f, mx = -INFINITY;
         for (int b = 0; b < nb; b++) {
@@ -492,9 +507,10 @@ static __device__ __forceinline__ void ax_pv_issue(unsigned char *st, int c, int
         float *ps = (float *)(st + (size_t)AX_BLK * CW * 2), *as = ps + AX_BLK * HG;
         const int b0 = c * AX_BLK, bn = n - b0 < AX_BLK ? n - b0 : AX_BLK, tid = threadIdx.x;
         const int q4 = CW / 4;
+#pragma unroll 4
         for (int i = tid; i < bn * q4; i += T) {
             int j = i / q4, cc = (i - j * q4) * 4, col = c0 + cc;
-            const uint16_t *p = kvm[b0 + j];
+            const uint16_t *p = (const uint16_t *)__ldg((const unsigned long long *)(kvm + b0 + j));
             ax_copy4(vs + (size_t)j * CW + cc, p && col < hd ? p + col : NULL);
         }
         const float *prm = pr + ((size_t)m * NE + b0) * H + h0;
@@ -645,7 +661,7 @@ extern "C" cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *
     if (M <= 0 || nheads <= 0) return cudaSuccess;
     if (hd <= 0 || hd % 32 != 0 || hd > AT_MAXHD) return cudaErrorInvalidValue;
     size_t need = kv_stride > 0 && kv_stride <= (1u << 24) ? dic_sparse_attn_scratch(M, nheads, (int)kv_stride) : 0;
-    if (!need || !c->scratch || c->scratch_cap < need)
+    if (!need || !c->scratch || c->scratch_cap < need || ax_softmax_smem(1, kv_stride) > 200 * 1024)
         return at_fused(c, M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo);
     const size_t NE = kv_stride, NB = (NE + AX_BLK - 1) / AX_BLK, mh = (size_t)M * nheads;
     float *lg = (float *)c->scratch;
@@ -672,11 +688,14 @@ extern "C" cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *
     }
     if ((e = cudaGetLastError())) return e;
 
-    /* B */
-    size_t smb = 3 * AX_SHG * NB * 4;
+    /* B: fewer heads per CTA when rows are few */
+    int hs = AX_SHG;
+    while (hs > 1 && ((long long)M * ((nheads + hs - 1) / hs) < 2LL * sms || ax_softmax_smem(hs, NE) > 200 * 1024))
+        hs >>= 1;
+    size_t smb = ax_softmax_smem(hs, NE);
     if ((e = cudaFuncSetAttribute(k_ax_softmax, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb))) return e;
-    k_ax_softmax<<<dim3((unsigned)((nheads + AX_SHG - 1) / AX_SHG), (unsigned)M), 256, smb, c->stream>>>(
-        nheads, NE, n_idx, sink, lg, pr, ab, dd);
+    k_ax_softmax<<<dim3((unsigned)((nheads + hs - 1) / hs), (unsigned)M), 256, smb, c->stream>>>(
+        nheads, hs, NE, n_idx, sink, lg, pr, ab, dd);
     if ((e = cudaGetLastError())) return e;
 
     /* C */
