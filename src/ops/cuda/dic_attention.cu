@@ -331,17 +331,16 @@ static __device__ __forceinline__ void ax_logits_body(const uint16_t *q, size_t 
     const uint16_t *const *kvm = kv + (size_t)m * NE + e0;
     for (int j = tid; j < CE; j += T) ptrs[j] = j < bn ? kvm[j] : NULL;
     __syncthreads();
-    const int c4 = hd / 4;
-    for (int i = tid; i < CE * c4; i += T) {
-        int j = i / c4, o = (i - j * c4) * 4;
+    /* a warp per row, its lanes along the row (no divisions) */
+    const int nw = T / 32, wp = tid >> 5, ln4 = (tid & 31) * 4;
+    for (int j = wp; j < CE; j += nw) {
         const uint16_t *p = ptrs[j];
-        ax_copy4(ks + (size_t)j * kst + o, p ? p + o : NULL);
+        for (int o = ln4; o < hd; o += 128) ax_copy4(ks + (size_t)j * kst + o, p ? p + o : NULL);
     }
     const uint16_t *qm = q + (size_t)m * ldq;
-    for (int i = tid; i < CH * c4; i += T) {
-        int h = i / c4, o = (i - h * c4) * 4;
+    for (int h = wp; h < CH; h += nw) {
         int hh = h0 + h < H ? h0 + h : H - 1; /* padding heads: any valid row, never stored */
-        ax_copy4(qs + (size_t)h * qst + o, qm + (size_t)hh * hd + o);
+        for (int o = ln4; o < hd; o += 128) ax_copy4(qs + (size_t)h * qst + o, qm + (size_t)hh * hd + o);
     }
     ax_commit();
     ax_wait(0);
@@ -567,7 +566,7 @@ static __device__ __forceinline__ void ax_pv_body(int H, int hd, const uint16_t 
         }
         const float *pj = ps + th * TH;
         const uint16_t *vj = vs + (NCOL == 8 ? 4 * tc : 2 * tc);
-#pragma unroll 2
+#pragma unroll 4
         for (int j = 0; j < bn; j++, pj += HG, vj += CW) {
             float p[AX_MT], v[AX_MT];
             if (TH % 4 == 0) {
@@ -598,11 +597,32 @@ static __device__ __forceinline__ void ax_pv_body(int H, int hd, const uint16_t 
                 v[0] = __uint_as_float(u << 16);
                 v[1] = __uint_as_float(u & 0xFFFF0000u);
             }
+            /* the CPU skips p == 0 (and absent rows, whose p is 0) */
+            if (TH == 1) {
 #pragma unroll
-            for (int h = 0; h < TH; h++) {
-                if (p[h] != 0.0f) { /* the CPU skips p == 0 (and absent rows, whose p is 0) */
+                for (int k = 0; k < NCOL; k++) {
+                    float r = fmaf(p[0], v[k], o[0][k]);
+                    o[0][k] = p[0] != 0.0f ? r : o[0][k];
+                }
+            } else {
+                /* p is +0, positive or NaN (never -0): all nonzero iff the
+                 * smallest bit pattern is; warp-uniform (one th per warp) */
+                uint32_t mn = __float_as_uint(p[0]);
 #pragma unroll
-                    for (int k = 0; k < NCOL; k++) o[h][k] = fmaf(p[h], v[k], o[h][k]);
+                for (int h = 1; h < TH; h++) mn = min(mn, __float_as_uint(p[h]));
+                if (mn != 0u) {
+#pragma unroll
+                    for (int h = 0; h < TH; h++)
+#pragma unroll
+                        for (int k = 0; k < NCOL; k++) o[h][k] = fmaf(p[h], v[k], o[h][k]);
+                } else {
+#pragma unroll
+                    for (int h = 0; h < TH; h++) {
+                        if (p[h] != 0.0f) {
+#pragma unroll
+                            for (int k = 0; k < NCOL; k++) o[h][k] = fmaf(p[h], v[k], o[h][k]);
+                        }
+                    }
                 }
             }
         }
