@@ -152,11 +152,18 @@ int main(void) {
         CK(cudaMemcpy(ds, hs, sizeof hs, cudaMemcpyHostToDevice));
         uint16_t *out;
         CK(cudaMalloc((void **)&out, (size_t)M * NH * HD * 2));
-        attn_arg aa = {&c, M, NH, HD, NE, q, dkv, dn, ds, out};
+        dic_ctx ca2 = c; /* with scratch: the three-phase kernels */
+        ca2.scratch_cap = dic_sparse_attn_scratch(M, NH, NE);
+        CK(cudaMalloc(&ca2.scratch, ca2.scratch_cap));
+        attn_arg aa = {&ca2, M, NH, HD, NE, q, dkv, dn, ds, out};
         float t = time_ms(run_attn, &aa, c.stream, 3, 15);
         double kvb = (double)rows * HD * 2, fma = 2.0 * (double)rows * NH * HD;
         snprintf(lines[nl++], 160, "sparse_attn B=%-3d 64x512, 640 rows: %8.3f ms  KV %6.0f GB/s (%4.1f%% of copy)  %5.2f TFMA/s",
                  M, t, kvb / (t * 1e-3) / 1e9, 100.0 * kvb / (t * 1e-3) / 1e9 / copy_gbs, fma / (t * 1e-3) / 1e12);
+        attn_arg af = {&c, M, NH, HD, NE, q, dkv, dn, ds, out}; /* no scratch: the fused kernel */
+        float tf = time_ms(run_attn, &af, c.stream, 2, 9);
+        snprintf(lines[nl++], 160, "  (fused fallback, no scratch: %8.3f ms)", tf);
+        CK(cudaFree(ca2.scratch));
         CK(cudaFree(pool)); CK(cudaFree(q)); CK(cudaFree((void *)dkv)); CK(cudaFree(dn)); CK(cudaFree(ds)); CK(cudaFree(out));
         free(hp); free(hn);
     }

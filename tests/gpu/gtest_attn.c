@@ -289,7 +289,8 @@ TEST(gpu_hadamard128_bitwise) {
 static void attn_case(int M, int nheads, int hd, int nmax, float qamp, int null_pct, int misalign, uint64_t seed,
                       int sms /* 0: the device's; else pretend (picks 1, 2, 4 or 8 heads per CTA) */) {
     dic_ctx c;
-    CHECK(gt_ctx(&c, 0));
+    /* sms == 0: the three-phase kernels (with scratch); else the fused fallback (no scratch) */
+    CHECK(gt_ctx(&c, sms ? 0 : dic_sparse_attn_scratch(M, nheads, nmax)));
     if (sms) c.num_sms = sms;
     di_exec x = cpu_exec();
     uint64_t s = seed;
@@ -340,12 +341,15 @@ static void attn_case(int M, int nheads, int hd, int nmax, float qamp, int null_
                 }
     }
     cudaFree(dpool); cudaFree(dq); cudaFree(dout); cudaFree(dsink); cudaFree(dn); cudaFree((void *)dkv);
+    if (c.scratch) cudaFree(c.scratch);
     free(pool); free(q); free(sink); free(nidx); free(hk); free(dk); free(ref); free(got);
 }
 
 TEST(gpu_sparse_attn_decode_sizes) { /* 64 heads x 512, window 128 + 512 selected: 640 entries */
     attn_case(3, 64, 512, 640, 1.0f, 5, 0, 11, 0);
     attn_case(40, 64, 512, 640, 4.0f, 3, 0, 12, 0); /* enough rows for 8 heads per CTA */
+    attn_case(1, 64, 512, 640, 2.0f, 0, 0, 13, 0);  /* batch 1 */
+    attn_case(70, 64, 512, 640, 2.0f, 2, 0, 14, 0); /* the large-batch tiles */
 }
 TEST(gpu_sparse_attn_odd_shapes) {
     attn_case(5, 4, 128, 200, 2.0f, 10, 0, 21, 0);  /* golden checkpoints' hd */
@@ -353,6 +357,8 @@ TEST(gpu_sparse_attn_odd_shapes) {
     attn_case(2, 64, 512, 63, 1.0f, 0, 1, 23, 0);   /* one partial block, misaligned */
     attn_case(9, 13, 96, 257, 3.0f, 50, 0, 24, 0);  /* half NULL */
     attn_case(1, 64, 512, 1, 1.0f, 0, 0, 25, 0);
+    attn_case(200, 13, 96, 130, 4.0f, 20, 1, 26, 0); /* large-batch tiles: partial heads, columns, blocks; misaligned */
+    attn_case(3, 64, 512, 640, 1.0f, 5, 0, 27, 7);   /* the fused fallback (no scratch) at decode sizes */
 }
 TEST(gpu_sparse_attn_head_groups) { /* every heads-per-CTA choice, with a partial last group */
     attn_case(5, 64, 512, 640, 2.0f, 5, 0, 31, 60); /* 2 heads per CTA */

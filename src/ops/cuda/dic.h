@@ -91,7 +91,13 @@ cudaError_t dic_hadamard128(const dic_ctx *c, int M, uint16_t *v, size_t ld, int
 
 /* ---------------------------------------------------------------------------
  * Sparse attention with sink (ops.h di_sparse_attn). kv is a device array
- * of device pointers, kv[m * kv_stride + i]; n_idx on the device. */
+ * of device pointers, kv[m * kv_stride + i]; n_idx on the device.
+ * With c->scratch_cap >= dic_sparse_attn_scratch(M, nheads, kv_stride) it
+ * runs as three launches (logits, softmax bookkeeping, P.V) spread over
+ * the whole GPU; n_idx[m] <= kv_stride is then required (entries past
+ * kv_stride are ignored; kv_stride up to ~50K). With less scratch, one fused kernel (slower at
+ * small batches). Both return di_sparse_attn's bits. */
+size_t dic_sparse_attn_scratch(int M, int nheads, int max_entries);
 cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
                             const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink,
                             float scale, uint16_t *out, size_t ldo);
