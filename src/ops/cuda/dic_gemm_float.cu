@@ -66,10 +66,78 @@ static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N
     }
 }
 
+/* BF16 decode (M <= BD_MAXM): one thread per output column, all rows; the
+ * thread walks its weight row in 64-byte pieces (two full sectors; the next
+ * piece is in flight while this one is summed), activations are read as
+ * warp-uniform 16-byte loads (broadcast). Per output the same pair-order
+ * chain as k_gemm_float, so the bits are di_gemm's at every M. */
+#define BD_MAXM 8
+#define BD_T 128
+
+static __device__ __forceinline__ void bd_pairs(float *c, uint32_t a, uint32_t w) {
+    /* one k pair: odd product then even, each mul and add rounded */
+    *c = __fadd_rn(*c, __fmul_rn(__uint_as_float(a & 0xFFFF0000u), __uint_as_float(w & 0xFFFF0000u)));
+    *c = __fadd_rn(*c, __fmul_rn(__uint_as_float(a << 16), __uint_as_float(w << 16)));
+}
+
+static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int K, const uint16_t *A, size_t lda,
+                                                             const uint16_t *W, float *C32, uint16_t *C16,
+                                                             size_t ldc) {
+    const int n = blockIdx.x * BD_T + threadIdx.x;
+    if (n >= N) return;
+    const uint16_t *w = W + (size_t)n * K;
+    float c[BD_MAXM];
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) c[m] = 0.0f;
+    const int K32 = K & ~31;
+    uint4 cur[4], nxt[4];
+    if (K32 > 0)
+#pragma unroll
+        for (int j = 0; j < 4; j++) cur[j] = __ldg((const uint4 *)(w) + j);
+    for (int k = 0; k < K32; k += 32) {
+        if (k + 32 < K32)
+#pragma unroll
+            for (int j = 0; j < 4; j++) nxt[j] = __ldg((const uint4 *)(w + k + 32) + j);
+#pragma unroll
+        for (int m = 0; m < BD_MAXM; m++) {
+            if (m < M) {
+                const uint4 *am = (const uint4 *)(A + (size_t)m * lda + k);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    uint4 av = __ldg(am + j);
+                    bd_pairs(&c[m], av.x, cur[j].x);
+                    bd_pairs(&c[m], av.y, cur[j].y);
+                    bd_pairs(&c[m], av.z, cur[j].z);
+                    bd_pairs(&c[m], av.w, cur[j].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) cur[j] = nxt[j];
+    }
+    for (int k = K32; k < K; k += 2) { /* tail pairs */
+        uint32_t wp = *(const uint32_t *)(w + k);
+        for (int m = 0; m < M && m < BD_MAXM; m++) bd_pairs(&c[m], *(const uint32_t *)(A + (size_t)m * lda + k), wp);
+    }
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) {
+        if (m < M) {
+            if (C32) C32[(size_t)m * ldc + n] = c[m];
+            else C16[(size_t)m * ldc + n] = dic_f32_to_bf16(c[m]);
+        }
+    }
+}
+
 extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                              float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0 || W->n <= 0) return cudaSuccess;
     if (W->fmt == 0 && (W->k & 1)) return cudaErrorInvalidValue; /* bf16 pairs */
+    if (W->fmt == 0 && M <= BD_MAXM && W->k % 8 == 0 && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 &&
+        ((uintptr_t)A & 15) == 0) {
+        k_gemm_bf16_dec<<<(unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st>>>(M, W->n, W->k, A, lda,
+                                                                              (const uint16_t *)W->w, C32, C16, ldc);
+        DIC_LAUNCH_CHECK();
+    }
     dim3 grid((unsigned)((W->n + F_BN - 1) / F_BN), (unsigned)((M + F_BM - 1) / F_BM));
     if (grid.y > 65535) return cudaErrorInvalidConfiguration;
     k_gemm_float<<<grid, 256, 0, st>>>(W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);
