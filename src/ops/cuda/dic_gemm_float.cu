@@ -66,13 +66,15 @@ static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N
     }
 }
 
-/* BF16 decode (M <= BD_MAXM): one thread per output column, all rows; the
- * thread walks its weight row in 64-byte pieces (two full sectors; the next
- * piece is in flight while this one is summed), activations are read as
- * warp-uniform 16-byte loads (broadcast). Per output the same pair-order
- * chain as k_gemm_float, so the bits are di_gemm's at every M. */
+/* BF16 decode (M <= BD_MAXM): each output column is one thread's chain
+ * (the CPU's pair order, so the bits are di_gemm's at every M). A warp owns
+ * 32 columns and reads them 64 k at a time with coalesced 16-byte loads (one
+ * instruction: 4 columns x 128 contiguous bytes), the next chunk in flight
+ * while the current one goes through the warp's shared buffer to the lane
+ * that owns the column; activations: warp-uniform 16-byte loads. */
 #define BD_MAXM 8
 #define BD_T 128
+#define BD_SR 144 /* bytes per staged column (128 + 16): conflict-free 16-byte reads and writes */
 
 static __device__ __forceinline__ void bd_pairs(float *c, uint32_t a, uint32_t w) {
     /* one k pair: odd product then even, each mul and add rounded */
@@ -83,40 +85,51 @@ static __device__ __forceinline__ void bd_pairs(float *c, uint32_t a, uint32_t w
 static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int K, const uint16_t *A, size_t lda,
                                                              const uint16_t *W, float *C32, uint16_t *C16,
                                                              size_t ldc) {
-    const int n = blockIdx.x * BD_T + threadIdx.x;
-    if (n >= N) return;
-    const uint16_t *w = W + (size_t)n * K;
+    __shared__ __align__(16) uint8_t sb[BD_T / 32][32 * BD_SR];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nb = blockIdx.x * BD_T + warp * 32, n = nb + lane;
+    uint8_t *buf = sb[warp];
     float c[BD_MAXM];
 #pragma unroll
     for (int m = 0; m < BD_MAXM; m++) c[m] = 0.0f;
-    const int K32 = K & ~31;
-    uint4 cur[4], nxt[4];
-    if (K32 > 0)
+    const int K64 = K & ~63;
+    uint4 r[8];
+    /* chunk at k: instruction j loads column nb + 4j + lane/8, bytes 16 (lane%8) of its 128 */
+#define BD_LOAD(k)                                                                                  \
+    _Pragma("unroll") for (int j = 0; j < 8; j++) {                                                 \
+        int col = nb + 4 * j + (lane >> 3);                                                         \
+        r[j] = make_uint4(0, 0, 0, 0);                                                              \
+        if (col < N) r[j] = __ldg((const uint4 *)(W + (size_t)col * K + (k) + (lane & 7) * 8));     \
+    }
+    if (K64 > 0) BD_LOAD(0);
+    for (int k = 0; k < K64; k += 64) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) cur[j] = __ldg((const uint4 *)(w) + j);
-    for (int k = 0; k < K32; k += 32) {
-        if (k + 32 < K32)
+        for (int j = 0; j < 8; j++) *(uint4 *)(buf + (4 * j + (lane >> 3)) * BD_SR + (lane & 7) * 16) = r[j];
+        __syncwarp();
+        if (k + 64 < K64) BD_LOAD(k + 64);
+        uint4 w[8];
 #pragma unroll
-            for (int j = 0; j < 4; j++) nxt[j] = __ldg((const uint4 *)(w + k + 32) + j);
+        for (int j = 0; j < 8; j++) w[j] = *(const uint4 *)(buf + lane * BD_SR + j * 16);
+        __syncwarp();
 #pragma unroll
         for (int m = 0; m < BD_MAXM; m++) {
             if (m < M) {
                 const uint4 *am = (const uint4 *)(A + (size_t)m * lda + k);
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
+                for (int j = 0; j < 8; j++) {
                     uint4 av = __ldg(am + j);
-                    bd_pairs(&c[m], av.x, cur[j].x);
-                    bd_pairs(&c[m], av.y, cur[j].y);
-                    bd_pairs(&c[m], av.z, cur[j].z);
-                    bd_pairs(&c[m], av.w, cur[j].w);
+                    bd_pairs(&c[m], av.x, w[j].x);
+                    bd_pairs(&c[m], av.y, w[j].y);
+                    bd_pairs(&c[m], av.z, w[j].z);
+                    bd_pairs(&c[m], av.w, w[j].w);
                 }
             }
         }
-#pragma unroll
-        for (int j = 0; j < 4; j++) cur[j] = nxt[j];
     }
-    for (int k = K32; k < K; k += 2) { /* tail pairs */
-        uint32_t wp = *(const uint32_t *)(w + k);
+#undef BD_LOAD
+    if (n >= N) return;
+    for (int k = K64; k < K; k += 2) { /* tail pairs */
+        uint32_t wp = *(const uint32_t *)(W + (size_t)n * K + k);
         for (int m = 0; m < M && m < BD_MAXM; m++) bd_pairs(&c[m], *(const uint32_t *)(A + (size_t)m * lda + k), wp);
     }
 #pragma unroll

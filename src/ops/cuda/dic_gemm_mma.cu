@@ -140,24 +140,26 @@ static __device__ __forceinline__ void store_out(const qargs &a, int i, int n, f
 #define S_WARPS 4
 #define S_SR (DIC_GEMM_KG + 32) /* staged row stride: 8-byte fragment reads conflict-free per half warp */
 
-static __global__ void __launch_bounds__(128) k_gemm_q_small(const qargs a, const __grid_constant__ dic_gemm_wtab wt,
+static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, const __grid_constant__ dic_gemm_wtab wt,
                                                             float *part, int *cnt, int split) {
-    __shared__ __align__(16) uint8_t sw[S_WARPS][8 * S_SR]; /* 17 KB */
+    __shared__ __align__(16) uint8_t sw[S_WARPS][8 * S_SR]; /* 17 KB: each warp's 8 x 512 weight slab (e4m3) */
+    __shared__ __align__(16) uint8_t sq[16 * S_SR];         /* 8.5 KB: the 16 rows' activations of the group */
+    __shared__ float ssa[16][DIC_GEMM_KG / 32];              /* activation scales of the group */
+    __shared__ float sws[DIC_GEMM_SBN][DIC_GEMM_KG / 32];    /* weight scales (FP8: row 0 only) */
     __shared__ int info[3];
     __shared__ int last;
     if (!tile_rows(a, 16, blockIdx.y, info)) return;
-    const int e = info[0], i0 = info[1], i1 = info[2];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int e = info[0], i0 = info[1], i1 = info[2], nr = i1 - i0;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * DIC_GEMM_SBN, nw = n0 + 8 * warp, N = a.N, K = a.K, fp4 = a.fmt == 3;
     const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
     const int ng = (K + DIC_GEMM_KG - 1) / DIC_GEMM_KG;
     const int ia = i0 + g, ib = i0 + g + 8, va = ia < i1, vb = ib < i1;
-    const uint8_t *qa = a.q + (size_t)ia * a.ldq, *qb = a.q + (size_t)ib * a.ldq;
-    const float *saa = a.sa + (size_t)ia * a.nsa, *sab = a.sa + (size_t)ib * a.nsa;
     const size_t wrow = fp4 ? (size_t)K / 2 : (size_t)K;
     uint8_t *mys = sw[warp];
     const int c0 = nw + 2 * t; /* this thread's output columns c0, c0 + 1 */
     const int g_first = split ? (int)blockIdx.z : 0, g_end = split ? g_first + 1 : ng;
+    const int nab = DIC_GEMM_KG / a.act_block; /* activation blocks per group */
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint4 reg[8];
@@ -185,6 +187,48 @@ static __global__ void __launch_bounds__(128) k_gemm_q_small(const qargs a, cons
     S_LOAD(g_first);
     for (int gi = g_first; gi < g_end; gi++) {
         const int kg = gi * DIC_GEMM_KG, nsteps = min(DIC_GEMM_KG, K - kg) / 32;
+        /* the group's activations, activation scales and weight scales: all loads issued before any use */
+        uint4 ra[4];
+        float fa[2];
+        uint32_t wsb[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j, r = u >> 5, cb = (u & 31) * 16;
+            ra[j] = make_uint4(0, 0, 0, 0);
+            if (r < nr && kg + cb < K) ra[j] = *(const uint4 *)(a.q + (size_t)(i0 + r) * a.ldq + kg + cb);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int u = tid + 128 * j, r = u >> 4, b = u & 15;
+            fa[j] = 0.0f;
+            if (r < nr && b < nab && kg + b * a.act_block < K) fa[j] = a.sa[(size_t)(i0 + r) * a.nsa + kg / a.act_block + b];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j, col = u >> 4, b = u & 15;
+            wsb[j] = 0;
+            if (fp4) {
+                if (n0 + col < N && kg + 32 * b < K) wsb[j] = S[(size_t)(n0 + col) * (K / 32) + kg / 32 + b];
+            } else if (col == 0 && b < DIC_GEMM_KG / a.wblock && kg + b * a.wblock < K) {
+                wsb[j] = S[(size_t)(n0 / a.wblock) * (size_t)(K / a.wblock) + kg / a.wblock + b];
+            }
+        }
+        if (gi != g_first) __syncthreads(); /* the previous group's readers are done */
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j;
+            *(uint4 *)(sq + (u >> 5) * S_SR + (u & 31) * 16) = ra[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int u = tid + 128 * j;
+            ssa[u >> 4][u & 15] = fa[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j;
+            sws[u >> 4][u & 15] = e8m0f((uint8_t)wsb[j]);
+        }
         if (!fp4) {
 #pragma unroll
             for (int i = 0; i < 8; i++) *(uint4 *)(mys + i * S_SR + lane * 16) = reg[i];
@@ -195,28 +239,26 @@ static __global__ void __launch_bounds__(128) k_gemm_q_small(const qargs a, cons
                 store_fp4_unit(mys + (u >> 4) * S_SR + (u & 15) * 32, reg[i]);
             }
         }
-        __syncwarp();
+        __syncthreads();
         if (gi + 1 < g_end) S_LOAD(gi + 1);
         float tot[4] = {0.0f, 0.0f, 0.0f, 0.0f}, P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int st = 0; st < DIC_GEMM_KG / 32; st++) {
             if (st < nsteps) {
-                const int k = kg + 32 * st;
-                uint2 A0 = make_uint2(0, 0), A1 = make_uint2(0, 0);
-                if (va) A0 = *(const uint2 *)(qa + k + 8 * t);
-                if (vb) A1 = *(const uint2 *)(qb + k + 8 * t);
-                uint2 B = *(const uint2 *)(mys + g * S_SR + 32 * st + 8 * t);
+                const uint2 A0 = *(const uint2 *)(sq + g * S_SR + 32 * st + 8 * t);
+                const uint2 A1 = *(const uint2 *)(sq + (g + 8) * S_SR + 32 * st + 8 * t);
+                const uint2 B = *(const uint2 *)(mys + g * S_SR + 32 * st + 8 * t);
                 mma_e4m3(P, A0.x, A1.x, A0.y, A1.y, B.x, B.y);
-                const int kend = k + 32;
+                const int kend = kg + 32 * st + 32;
                 if (kend % a.kb == 0) { /* K-block complete: C_g = fma(P, s_act * s_w, C_g) */
-                    const int kbs = kend - a.kb;
-                    float s0 = va ? saa[kbs / a.act_block] : 0.0f, s1 = vb ? sab[kbs / a.act_block] : 0.0f;
+                    const int kbs = kend - a.kb - kg;
+                    const float s0 = ssa[g][kbs / a.act_block], s1 = ssa[g + 8][kbs / a.act_block];
                     float w0, w1;
                     if (!fp4) {
-                        w0 = w1 = e8m0f(S[(size_t)(n0 / a.wblock) * (size_t)(K / a.wblock) + kbs / a.wblock]);
+                        w0 = w1 = sws[0][kbs / a.wblock];
                     } else {
-                        w0 = c0 < N ? e8m0f(S[(size_t)c0 * (K / 32) + kbs / 32]) : 0.0f;
-                        w1 = c0 + 1 < N ? e8m0f(S[(size_t)(c0 + 1) * (K / 32) + kbs / 32]) : 0.0f;
+                        w0 = sws[8 * warp + 2 * t][kbs / 32];
+                        w1 = sws[8 * warp + 2 * t + 1][kbs / 32];
                     }
                     tot[0] = fmaf(P[0], s0 * w0, tot[0]);
                     tot[1] = fmaf(P[1], s0 * w1, tot[1]);
@@ -226,7 +268,6 @@ static __global__ void __launch_bounds__(128) k_gemm_q_small(const qargs a, cons
                 }
             }
         }
-        __syncwarp();
         if (gi == g_first) {
 #pragma unroll
             for (int j = 0; j < 4; j++) acc[j] = tot[j];
@@ -442,6 +483,9 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
     int kb = fmt == 2 ? (act_block < wblock ? act_block : wblock) : 32;
     if ((kb != 32 && kb != 64 && kb != 128) || K % kb || K % act_block || act_block % 32) return cudaErrorInvalidValue;
     if (fmt == 2 && wblock % 32) return cudaErrorInvalidValue;
+    /* the K groups hold whole activation and weight blocks */
+    if (act_block > DIC_GEMM_KG || DIC_GEMM_KG % act_block || (fmt == 2 && (wblock > DIC_GEMM_KG || DIC_GEMM_KG % wblock)))
+        return cudaErrorInvalidValue;
     qargs a;
     a.E = E, a.fmt = fmt, a.N = N, a.K = K, a.wblock = wblock, a.act_block = act_block, a.kb = kb, a.M = M;
     a.off = off, a.rows = rows, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
