@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "ops/cuda/dic.h"
+#include "ops/cuda/dic_gemm_int.h"
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -262,6 +263,54 @@ int main(void) {
         snprintf(r->name, 64, "M=%d bf16 lm_head 129280x4096", ms_dec[j]);
         r->ms = ms, r->gbs = wb / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
         r->tflops = 2.0 * ms_dec[j] * 129280.0 * 4096 / (ms * 1e-3) / 1e12;
+    }
+    { /* diagnostics: the quantisation launch alone, and the GEMM launch alone (wo_b shape), graph of GR */
+        void *A;
+        CK(cudaMalloc(&A, 8192 * 2));
+        CK(cudaMemset(A, 0x3F, 8192 * 2));
+        uint8_t *q = (uint8_t *)c.scratch;
+        float *sa = (float *)(q + dic_gemm_qbytes(1, 8192));
+        float *part = (float *)(q + dic_gemm_qbytes(1, 8192) + dic_gemm_sbytes(1, 8192));
+        int *cnt = (int *)((uint8_t *)part + (((size_t)16 * 4096 * 4 + 255) & ~(size_t)255));
+        void *dw, *ds, *C;
+        CK(cudaMalloc(&dw, (size_t)4096 * 8192 * GR));
+        CK(cudaMalloc(&ds, 4096));
+        CK(cudaMalloc(&C, 4096 * 2));
+        fill(dw, (size_t)4096 * 8192, 7);
+        CK(cudaMemset(ds, 127, 4096));
+        CK(dic_gemm_quant(c.stream, 1, A, 8192, 8192, 128, NULL, NULL, q, sa, cnt, (int)dic_gemm_ncnt(1, 4096)));
+        for (int v = 0; v < 2; v++) {
+            cudaGraph_t gr;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+            for (int i = 0; i < GR; i++) {
+                if (v == 0) CK(dic_gemm_quant(c.stream, 1, A, 8192, 8192, 128, NULL, NULL, q, sa, cnt, 256));
+                else {
+                    dic_gemm_wtab wt;
+                    wt.w[0] = (uint8_t *)dw + (size_t)(i % 8) * 4096 * 8192, wt.s[0] = ds;
+                    CK(dic_gemm_q_launch(c.stream, 1, &wt, 2, 4096, 8192, 128, 128, 1, NULL, NULL, q, sa, part, cnt,
+                                         NULL, C, 4096));
+                }
+            }
+            CK(cudaStreamEndCapture(c.stream, &gr));
+            CK(cudaGraphInstantiate(&ge, gr, 0));
+            CK(cudaGraphLaunch(ge, c.stream));
+            float tg[10];
+            for (int r = 0; r < 10; r++) {
+                CK(cudaEventRecord(e0, c.stream));
+                CK(cudaGraphLaunch(ge, c.stream));
+                CK(cudaEventRecord(e1, c.stream));
+                CK(cudaEventSynchronize(e1));
+                CK(cudaEventElapsedTime(&tg[r], e0, e1));
+            }
+            qsort(tg, 10, sizeof *tg, cmpf);
+            row *r = &tab[ntab++];
+            snprintf(r->name, 64, v == 0 ? "diag: quant only M=1 K=8192" : "diag: q_launch only M=1 wo_b (8 rot)");
+            r->ms = tg[5] / GR, r->msg = tg[5] / GR;
+            r->gbs = v ? 4096.0 * 8192 / (r->ms * 1e-3) / 1e9 : 0, r->ratio = r->gbs / copy_gbs;
+            cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+        }
+        cudaFree(A), cudaFree(dw), cudaFree(ds), cudaFree(C);
     }
     int toks[] = {1, 64};
     for (int j = 0; j < 2; j++) { /* routed experts, V4-Flash decode: E = 256, top-6, FP4 w1 */

@@ -299,8 +299,15 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
         for (int j = 0; j < 4; j++) {
             if (!vi[j] || ci[j] >= N) continue;
             const float *p = part + (size_t)ri[j] * N + ci[j];
-            float v = __ldcg(p);
-            for (int gg = 1; gg < ng; gg++) v = __fadd_rn(v, __ldcg(p + (size_t)gg * gs));
+            float v = 0.0f;
+            for (int g0 = 0; g0 < ng; g0 += 8) { /* 8 loads in flight, then the adds in group order */
+                float pv[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) pv[u] = g0 + u < ng ? __ldcg(p + (size_t)(g0 + u) * gs) : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (g0 + u < ng) v = g0 + u == 0 ? pv[0] : __fadd_rn(v, pv[u]);
+            }
             store_out(a, ri[j], ci[j], v);
         }
         return;

@@ -70,5 +70,7 @@ extern "C" cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A,
 
 extern "C" size_t dic_gemm_scratch(int M, int N, int K) {
     if (M <= 0 || K <= 0 || N <= 0) return 0;
-    return dic_gemm_qbytes(M, K) + dic_gemm_sbytes(M, K) + dic_gemm_partbytes(M, N, K);
+    /* partials for up to DIC_GEMM_SPLIT_MAXM rows: a buffer sized for M serves every smaller M too */
+    int mp = M < DIC_GEMM_SPLIT_MAXM ? M : DIC_GEMM_SPLIT_MAXM;
+    return dic_gemm_qbytes(M, K) + dic_gemm_sbytes(M, K) + dic_gemm_partbytes(mp, N, K);
 }
