@@ -123,7 +123,7 @@ static void quant_case(int M, int K, int blk, uint64_t seed) {
     uint8_t *dq = gt_dev_poison((size_t)M * ldq);
     float *ds = gt_dev_poison((size_t)M * nsa * 4);
     CHECK(dA && dq && ds);
-    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, blk, NULL, NULL, dq, ds));
+    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, blk, NULL, NULL, dq, ds, NULL, 0));
     uint8_t *q = malloc((size_t)M * ldq);
     float *sg = malloc((size_t)M * nsa * 4), *qr = malloc((size_t)K * 4), *sr = malloc(nsa * 4);
     CUDA_CHECK(cudaMemcpy(q, dq, (size_t)M * ldq, cudaMemcpyDeviceToHost));
@@ -192,7 +192,7 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
 
     /* GPU */
     dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, K)));
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, N, K)));
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = sc ? gt_to_dev(sc, sb) : NULL;
     float *dC = gt_dev_poison((size_t)M * ldc * 4);
     uint16_t *dC16 = gt_dev_poison((size_t)M * ldc * 2);
@@ -335,7 +335,71 @@ TEST(gpu_gemm_bf16_f32_bitwise) {
         if (di_test_failed()) return;
         gemm_case(DI_WFMT_F32, gemm_ms[i], 33, 101, 0, 0, 1300 + i);
         if (di_test_failed()) return;
+        gemm_case(DI_WFMT_BF16, gemm_ms[i], 300, 1000, 0, 0, 1400 + i); /* decode kernel: K % 32 tail */
+        if (di_test_failed()) return;
     }
+    gemm_case(DI_WFMT_BF16, 8, 1029, 4096, 0, 0, 1500); /* lm_head-like, M at the decode kernel's bound */
+}
+
+/* ---- batch invariance ---------------------------------------------------------
+ * A row's bits must not depend on M or on the other rows: run the same rows
+ * at M = 1 (row r alone), 8, 37 (split-K small path), 64 and 97 (tile path),
+ * every shared row bitwise equal (fp32 and bf16 outputs). */
+static void invariance_case(int fmt, int N, int K, int B, int act, uint64_t seed) {
+    const int MB = 97, r1 = 5;
+    const int ms[] = {8, 37, 64};
+    uint64_t s = seed;
+    size_t lda = (size_t)K + 8, ldc = (size_t)N;
+    uint16_t *A = malloc((size_t)MB * lda * 2);
+    fill_act(A, MB, K, lda, act, &s);
+    uint8_t *w, *sc;
+    size_t wb, sb;
+    gen_weights(fmt, N, K, B, &w, &wb, &sc, &sb, &s);
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(MB, N, K)));
+    void *dA = gt_to_dev(A, (size_t)MB * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
+    float *dC = gt_dev_poison((size_t)MB * ldc * 4);
+    CHECK(dA && dW && dS && dC);
+    dic_wmat dw = {fmt, N, K, fmt == DI_WFMT_FP8 ? B : 32, dW, dS};
+    float *ref = malloc((size_t)MB * ldc * 4), *got = malloc((size_t)MB * ldc * 4);
+    CUDA_SYNC_CHECK(dic_gemm(&ctx, MB, dA, lda, &dw, act, dC, NULL, ldc));
+    CUDA_CHECK(cudaMemcpy(ref, dC, (size_t)MB * ldc * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < (size_t)MB * ldc; i++) CHECK_MSG(ref[i] == ref[i], "invariance: M=%d output %zu NaN", MB, i);
+    /* M = 1: row r1 alone */
+    CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
+    CUDA_SYNC_CHECK(dic_gemm(&ctx, 1, (const uint16_t *)dA + (size_t)r1 * lda, lda, &dw, act, dC, NULL, ldc));
+    CUDA_CHECK(cudaMemcpy(got, dC, ldc * 4, cudaMemcpyDeviceToHost));
+    size_t d1 = gt_count_diff_u32(got, ref + (size_t)r1 * ldc, (size_t)N);
+    CHECK_MSG(d1 == 0, "%s N=%d K=%d: row %d at M=1 differs from M=%d in %zu of %d outputs", fmt_name(fmt), N, K, r1,
+              MB, d1, N);
+    for (unsigned j = 0; j < sizeof ms / sizeof *ms; j++) {
+        int M = ms[j];
+        CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
+        CUDA_SYNC_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, act, dC, NULL, ldc));
+        CUDA_CHECK(cudaMemcpy(got, dC, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+        size_t d = gt_count_diff_u32(got, ref, (size_t)M * ldc);
+        CHECK_MSG(d == 0, "%s N=%d K=%d: rows 0..%d at M=%d differ from M=%d in %zu outputs", fmt_name(fmt), N, K,
+                  M - 1, M, MB, d);
+    }
+    fprintf(stderr, "  invariance %s N=%d K=%d B=%d act=%d: M=1/8/37/64/97 bitwise equal\n", fmt_name(fmt), N, K, B,
+            act);
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dC), cudaFree(ctx.scratch);
+    cudaStreamDestroy(ctx.stream);
+    free(A), free(w), free(sc), free(ref), free(got);
+}
+
+TEST(gpu_gemm_batch_invariance) {
+    invariance_case(DI_WFMT_FP8, 1024, 4096, 128, 128, 3001); /* wq_a: 8 K groups */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 300, 1120, 32, 32, 3002); /* V4.1 blocks, short last group, N tail */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 200, 1024, 128, 64, 3003); /* kb = 64 */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP4, 2048, 4096, 32, 128, 3004);
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP4, 333, 2304, 32, 32, 3005);
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 96, 384, 128, 128, 3006); /* one K group: no split */
 }
 
 /* ---- grouped ----------------------------------------------------------------- */
@@ -375,7 +439,7 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
         CHECK(dw[e].w && dw[e].scale);
     }
     dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, dic_gemm_scratch(max_rows, K)));
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(max_rows, N, K)));
     void *dA = gt_to_dev(A, (size_t)R * lda * 2);
     int *doff = gt_to_dev(off, ((size_t)E + 1) * sizeof(int)), *drows = gt_to_dev(rows, (size_t)max_rows * sizeof(int));
     uint16_t *dC = gt_dev_poison((size_t)R * ldc * 2);
@@ -401,7 +465,7 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
             void *dAe = gt_to_dev(Ae, (size_t)me * K * 2);
             uint16_t *dGe = gt_dev_poison((size_t)me * N * 2);
             dic_ctx c1;
-            CHECK(gt_ctx(&c1, dic_gemm_scratch(me, K)) && dAe && dGe);
+            CHECK(gt_ctx(&c1, dic_gemm_scratch(me, N, K)) && dAe && dGe);
             CUDA_SYNC_CHECK(dic_gemm(&c1, me, dAe, (size_t)K, &dw[e], act, NULL, dGe, (size_t)N));
             Ge = malloc((size_t)me * N * 2);
             CUDA_CHECK(cudaMemcpy(Ge, dGe, (size_t)me * N * 2, cudaMemcpyDeviceToHost));

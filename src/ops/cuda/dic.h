@@ -58,8 +58,11 @@ typedef struct dic_wmat {
 /* ---------------------------------------------------------------------------
  * GEMM (ops.h di_gemm): C = A W^T with the reference's per-row activation
  * quantisation for FP8/FP4 weights. A bf16 [M][lda]; exactly one of C32
- * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, K). */
-size_t dic_gemm_scratch(int M, int K);
+ * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, W->n, W->k)
+ * (grouped: dic_gemm_scratch(max_rows, N, K)).
+ * FP8 / FP4: a row's result does not depend on M or on the other rows (one
+ * summation order for every launch shape, dic_gemm_int.h DIC_GEMM_KG). */
+size_t dic_gemm_scratch(int M, int N, int K);
 cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
                      float *C32, uint16_t *C16, size_t ldc);
 
