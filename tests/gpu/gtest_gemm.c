@@ -312,6 +312,80 @@ TEST(gpu_gemm_fp8_v41) {
     gemm_case(DI_WFMT_FP8, 4099, 96, 1120, 32, 32, 603);
 }
 
+/* FP8 prefill on the wgmma kernel (dic_gemm_wgmma.cu, chosen by dic_gemm for
+ * M > 64 on sm_90a): shapes with K tails (K % 128 != 0), N and M not tile
+ * multiples, kb = 32 / 64 / 128, against the double reference and di_gemm. */
+TEST(gpu_gemm_fp8_wgmma) {
+    static const struct { int M, N, K, B, act; } cs[] = {
+        {65, 128, 128, 128, 128},   {128, 256, 1024, 128, 128}, {129, 300, 640, 128, 128},
+        {257, 1000, 4096, 128, 128}, {300, 77, 1120, 32, 32},   {130, 200, 1024, 128, 64},
+        {200, 136, 1056, 32, 128},  {513, 520, 2048, 128, 128}, {96, 4096, 512, 32, 32},
+    };
+    for (unsigned i = 0; i < sizeof cs / sizeof *cs; i++) {
+        gemm_case(DI_WFMT_FP8, cs[i].M, cs[i].N, cs[i].K, cs[i].B, cs[i].act, 3000 + i);
+        if (di_test_failed()) return;
+    }
+}
+
+/* wgmma kernel vs the mma.sync tile kernel on the same quantised rows: the
+ * same bits for every output (so the dispatch between them cannot make a row
+ * depend on M), and a row's bits do not depend on the other rows (the first
+ * rows alone, M = 3, forced onto the wgmma kernel). */
+static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) {
+    uint64_t s = seed;
+    size_t lda = (size_t)K, ldc = (size_t)N + 1;
+    uint16_t *A = malloc((size_t)M * lda * 2);
+    fill_act(A, M, K, lda, act, &s);
+    uint8_t *w, *sc;
+    size_t wb, sb;
+    gen_weights(DI_WFMT_FP8, N, K, B, &w, &wb, &sc, &sb, &s);
+    void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
+    uint8_t *dq = gt_dev_poison(dic_gemm_qbytes(M, K));
+    float *dsa = gt_dev_poison((size_t)M * (K / act) * 4);
+    float *d1 = gt_dev_poison((size_t)M * ldc * 4), *d2 = gt_dev_poison((size_t)M * ldc * 4),
+          *d3 = gt_dev_poison((size_t)M * ldc * 4);
+    CHECK(dA && dW && dS && dq && dsa && d1 && d2 && d3);
+    if (!dic_gemm_wgmma_usable(N, K)) {
+        fprintf(stderr, "  wgmma not usable on this device: skipped\n");
+        return;
+    }
+    dic_gemm_wtab *wt = malloc(sizeof *wt);
+    wt->w[0] = dW, wt->s[0] = dS;
+    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, act, NULL, NULL, dq, dsa));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch_path(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, d1, NULL, ldc, 1));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch_path(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, d2, NULL, ldc, 2));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch_path(0, 1, wt, DI_WFMT_FP8, N, K, B, act, 3, NULL, NULL, dq, dsa, d3, NULL, ldc, 2));
+    float *c1 = malloc((size_t)M * ldc * 4), *c2 = malloc((size_t)M * ldc * 4), *c3 = malloc((size_t)M * ldc * 4);
+    CUDA_CHECK(cudaMemcpy(c1, d1, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c2, d2, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c3, d3, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    size_t diff = 0, diff3 = 0, first = (size_t)-1;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            size_t i = (size_t)m * ldc + n;
+            if (di_f32_bits(c1[i]) != di_f32_bits(c2[i])) {
+                if (first == (size_t)-1) first = i;
+                diff++;
+            }
+            if (m < 3 && di_f32_bits(c3[i]) != di_f32_bits(c2[i])) diff3++;
+        }
+    for (int m = 3; m < M; m++) /* M = 3 launch: rows past 3 untouched */
+        for (int n = 0; n < N; n++) CHECK_MSG(di_f32_bits(c3[(size_t)m * ldc + n]) == 0xFFFFFFFFu, "row %d written", m);
+    fprintf(stderr, "  wgmma vs mma.sync tiles M=%d N=%d K=%d B=%d act=%d: %zu of %lld outputs differ in bits; M=3 vs M=%d: %zu\n",
+            M, N, K, B, act, diff, (long long)M * N, M, diff3);
+    CHECK_MSG(diff3 == 0, "wgmma: row bits depend on M (%zu differ)", diff3);
+    CHECK_MSG(diff == 0, "wgmma vs mma.sync: %zu outputs differ, first [%zu][%zu]: %a vs %a", diff, first / ldc,
+              first % ldc, c2[first], c1[first]);
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dq), cudaFree(dsa), cudaFree(d1), cudaFree(d2), cudaFree(d3);
+    free(A), free(w), free(sc), free(wt), free(c1), free(c2), free(c3);
+}
+
+TEST(gpu_gemm_fp8_wgmma_bits) {
+    wgmma_bits_case(300, 520, 4096, 128, 128, 4001);
+    wgmma_bits_case(150, 200, 1120, 32, 32, 4002);
+    wgmma_bits_case(70, 136, 1024, 128, 64, 4003);
+}
+
 /* FP4 routed-expert shapes: V4 (act 128) and V4.1 (act 32). */
 TEST(gpu_gemm_fp4) {
     for (unsigned i = 0; i < sizeof gemm_ms / sizeof *gemm_ms; i++) {

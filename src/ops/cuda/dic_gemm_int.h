@@ -38,6 +38,20 @@ cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, i
                               int act_block, int M, const int *off, const int *rows, const uint8_t *q,
                               const float *sa, float *C32, uint16_t *C16, size_t ldc);
 
+/* The same with the kernel chosen: path 0 = the dispatch above, 1 = the
+ * mma.sync tiles (any M), 2 = the wgmma kernel (FP8, plain rows, sm_90a:
+ * cudaErrorInvalidValue where dic_gemm_wgmma_usable says no). For tests. */
+cudaError_t dic_gemm_q_launch_path(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K, int wblock,
+                                   int act_block, int M, const int *off, const int *rows, const uint8_t *q,
+                                   const float *sa, float *C32, uint16_t *C16, size_t ldc, int path);
+
+/* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
+ * these shapes; the launch over quantised activations q (row stride ldq). */
+int dic_gemm_wgmma_usable(int N, int K);
+cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
+                                    int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
+                                    float *C32, uint16_t *C16, size_t ldc);
+
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                   float *C32, uint16_t *C16, size_t ldc);

@@ -414,6 +414,13 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
 extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
                                          int wblock, int act_block, int M, const int *off, const int *rows,
                                          const uint8_t *q, const float *sa, float *C32, uint16_t *C16, size_t ldc) {
+    return dic_gemm_q_launch_path(st, E, wt, fmt, N, K, wblock, act_block, M, off, rows, q, sa, C32, C16, ldc, 0);
+}
+
+extern "C" cudaError_t dic_gemm_q_launch_path(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
+                                              int wblock, int act_block, int M, const int *off, const int *rows,
+                                              const uint8_t *q, const float *sa, float *C32, uint16_t *C16,
+                                              size_t ldc, int path) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     int kb = fmt == 2 ? (act_block < wblock ? act_block : wblock) : 32;
     if ((kb != 32 && kb != 64 && kb != 128) || K % kb || K % act_block || act_block % 32) return cudaErrorInvalidValue;
@@ -424,6 +431,13 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
     a.C32 = C32, a.C16 = C16, a.ldc = ldc;
     /* decode-sized row tiles read each weight byte once: rows per tile <= 16 */
     int small = off ? M <= 4 * E : M <= 64;
+    if (path == 1) small = 0;
+    /* prefill FP8 on sm_90a: the wgmma kernel (same per-row numerics as the tiles below) */
+    if (path == 2 || (path == 0 && !small && fmt == 2 && !off && dic_gemm_wgmma_usable(N, K))) {
+        if (fmt != 2 || off || !dic_gemm_wgmma_usable(N, K)) return cudaErrorInvalidValue;
+        return dic_gemm_q_wgmma_launch(st, wt->w[0], wt->s[0], N, K, wblock, act_block, kb, M, q, dic_gemm_ldq(K),
+                                       sa, C32, C16, ldc);
+    }
     int BM = small ? S_BM : T_BM, BN = small ? S_BN : T_BN;
     long long ty = (M + BM - 1) / BM + (off ? (E < M ? E : M) : 0);
     dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty);
