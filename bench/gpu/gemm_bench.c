@@ -245,7 +245,7 @@ int main(void) {
     printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
     dic_ctx c = {0};
     CK(cudaStreamCreate(&c.stream));
-    c.scratch_cap = (size_t)160 << 20; /* M = K = 8192: 64 MiB of e4m3 + scales */
+    c.scratch_cap = (size_t)288 << 20; /* M = 16384, K = 8192: 128 MiB of e4m3 + scales */
     CK(cudaMalloc(&c.scratch, c.scratch_cap));
     c.num_sms = p.multiProcessorCount;
 

@@ -48,6 +48,7 @@ cudaError_t dic_gemm_q_launch_path(cudaStream_t st, int E, const dic_gemm_wtab *
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
 int dic_gemm_wgmma_usable(int N, int K);
+int dic_gemm_wgmma_maps(const void *q, size_t ldq, int M, const void *w, int N, int K); /* test diagnostics */
 cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
                                     int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
                                     float *C32, uint16_t *C16, size_t ldc);
