@@ -1,12 +1,18 @@
-/* gemm_bench.c — GEMM timings on the GPU (first cut; cuBLASLt ceilings not
- * yet here): device-to-device copy bandwidth (bytes read + written), then
+/* gemm_bench.c — GEMM timings on the GPU: device-to-device copy bandwidth (bytes read + written), then
  * dic_gemm at decode sizes (M = 1, 8) on V4-Flash weight shapes with the
  * achieved GB/s of weight bytes (weights rotated over > 60 MB so L2 does not
  * serve them), and at prefill sizes (TFLOP/s). CUDA events, warm-up,
- * median of the reps. A compact table comes last. */
+ * median of the reps. Then the prefill peer table: our FP8 kernels (wgmma,
+ * and the mma.sync tiles, on pre-quantised activations; and the whole
+ * dic_gemm with the activation quantisation) against cuBLASLt FP8 e4m3
+ * (per-tensor scales; and the 128x128 / 1x128 block-scaled mode where
+ * cuBLASLt offers it) and BF16, bf16 output. A compact table comes last. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <cublasLt.h>
+#include <string.h>
 
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
@@ -205,6 +211,158 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
     return ms;
 }
 
+
+#define LTCK(x)                                                                                 \
+    do {                                                                                        \
+        cublasStatus_t s_ = (x);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+            fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_);   \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+static void fill_bf16_small(void *d, size_t n, unsigned seed) {
+    unsigned short *h = malloc(n * 2);
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 7;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = (unsigned short)(0x3C00u | (s & 0x03FFu) | (s & 0x8000u)); /* |v| in [2^-7, 2^-5) */
+    }
+    CK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+static double median_ms(float *t, int n) {
+    qsort(t, n, sizeof *t, cmpf);
+    return t[n / 2];
+}
+
+/* cuBLASLt D[M][N] (row-major, bf16) = act[M][K] * W[N][K]^T: column-major
+ * D^T = op_T(W) * act^T. mode 0: BF16; 1: FP8 e4m3, per-tensor scales;
+ * 2: FP8 with W 128x128 blocks and act 1x128 blocks (fp32 scales). Returns
+ * the median ms, or -1 where cuBLASLt has no algorithm. */
+static double time_lt(cublasLtHandle_t h, cudaStream_t st, int M, int N, int K, int mode, void *wsp, size_t wsz,
+                      int reps) {
+    int fp8 = mode >= 1;
+    size_t eb = fp8 ? 1 : 2;
+    void *W, *A, *D, *sW, *sA;
+    CK(cudaMalloc(&W, (size_t)N * K * eb));
+    CK(cudaMalloc(&A, (size_t)M * K * eb));
+    CK(cudaMalloc(&D, (size_t)M * N * 2));
+    size_t ns = (size_t)((M > N ? M : N) + 127) * ((K + 127) / 128) + 16;
+    CK(cudaMalloc(&sW, ns * 4));
+    CK(cudaMalloc(&sA, ns * 4));
+    {
+        float *one = malloc(ns * 4);
+        for (size_t i = 0; i < ns; i++) one[i] = 1.0f;
+        CK(cudaMemcpy(sW, one, ns * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(sA, one, ns * 4, cudaMemcpyHostToDevice));
+        free(one);
+    }
+    if (fp8) fill(W, (size_t)N * K, 11), fill(A, (size_t)M * K, 12);
+    else fill_bf16_small(W, (size_t)N * K, 11), fill_bf16_small(A, (size_t)M * K, 12);
+    cudaDataType_t ty = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    cublasLtMatmulDesc_t op;
+    LTCK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    LTCK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA));
+    LTCK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB));
+    if (fp8) {
+        LTCK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sW, sizeof sW));
+        LTCK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sA, sizeof sA));
+    }
+    if (mode == 2) {
+        cublasLtMatmulMatrixScale_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                    mb = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        if (cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma) !=
+                CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb) !=
+                CUBLAS_STATUS_SUCCESS) {
+            cublasLtMatmulDescDestroy(op);
+            cudaFree(W), cudaFree(A), cudaFree(D), cudaFree(sW), cudaFree(sA);
+            return -1;
+        }
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    LTCK(cublasLtMatrixLayoutCreate(&la, ty, K, N, K));
+    LTCK(cublasLtMatrixLayoutCreate(&lb, ty, K, M, K));
+    LTCK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    LTCK(cublasLtMatmulPreferenceCreate(&pref));
+    LTCK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &nres);
+    double ms = -1;
+    if (hs == CUBLAS_STATUS_SUCCESS && nres > 0) {
+        float alpha = 1.0f, beta = 0.0f;
+        float *t = malloc(sizeof(float) * reps);
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        int ok = 1;
+        for (int i = 0; i < 3 && ok; i++)
+            ok = cublasLtMatmul(h, op, &alpha, W, la, A, lb, &beta, D, ld, D, ld, &res.algo, wsp, wsz, st) ==
+                 CUBLAS_STATUS_SUCCESS;
+        for (int r = 0; r < reps && ok; r++) {
+            CK(cudaEventRecord(e0, st));
+            LTCK(cublasLtMatmul(h, op, &alpha, W, la, A, lb, &beta, D, ld, D, ld, &res.algo, wsp, wsz, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&t[r], e0, e1));
+        }
+        CK(cudaStreamSynchronize(st));
+        if (ok) ms = median_ms(t, reps);
+        else fprintf(stderr, "cuBLASLt mode %d M=%d N=%d K=%d: matmul failed\n", mode, M, N, K);
+        free(t);
+        cudaEventDestroy(e0), cudaEventDestroy(e1);
+    } else {
+        fprintf(stderr, "cuBLASLt mode %d M=%d N=%d K=%d: no algorithm (status %d, %d results)\n", mode, M, N, K,
+                (int)hs, nres);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(W), cudaFree(A), cudaFree(D), cudaFree(sW), cudaFree(sA);
+    return ms;
+}
+
+/* Our FP8 kernel alone on pre-quantised activations (path: DIC_GEMM_PATH_*,
+ * dic_gemm_int.h). bf16 out, W 128x128 blocks. */
+static double time_ours_kernel(dic_ctx *c, int M, int N, int K, int path, int reps) {
+    void *W, *S, *A, *C;
+    size_t sb = (size_t)((N + 127) / 128) * (K / 128);
+    CK(cudaMalloc(&W, (size_t)N * K));
+    CK(cudaMalloc(&S, sb));
+    CK(cudaMalloc(&A, (size_t)M * K * 2));
+    CK(cudaMalloc(&C, (size_t)M * N * 2));
+    fill(W, (size_t)N * K, 21);
+    CK(cudaMemset(S, 127, sb));
+    fill_bf16_small(A, (size_t)M * K, 22);
+    uint8_t *q = (uint8_t *)c->scratch;
+    float *sa = (float *)(q + dic_gemm_qbytes(M, K));
+    CK(dic_gemm_quant(c->stream, M, A, K, K, 128, NULL, NULL, q, sa, NULL, 0));
+    dic_gemm_wtab *wt = malloc(sizeof *wt);
+    wt->w[0] = W, wt->s[0] = S;
+    float *t = malloc(sizeof(float) * reps);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++)
+        CK(dic_gemm_q_launch(c->stream, 1, wt, 2, N, K, 128, 128, M, NULL, NULL, q, sa, NULL, NULL, NULL, C, N, path));
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(e0, c->stream));
+        CK(dic_gemm_q_launch(c->stream, 1, wt, 2, N, K, 128, 128, M, NULL, NULL, q, sa, NULL, NULL, NULL, C, N, path));
+        CK(cudaEventRecord(e1, c->stream));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    double ms = median_ms(t, reps);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    cudaFree(W), cudaFree(S), cudaFree(A), cudaFree(C), free(wt), free(t);
+    return ms;
+}
+
 int main(void) {
     int dev = 0;
     struct cudaDeviceProp p;
@@ -212,7 +370,7 @@ int main(void) {
     printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
     dic_ctx c = {0};
     CK(cudaStreamCreate(&c.stream));
-    c.scratch_cap = (size_t)160 << 20; /* M = K = 8192: 64 MiB of e4m3 + scales; decode split partials */
+    c.scratch_cap = (size_t)288 << 20; /* M = 16384, K = 8192: 128 MiB of e4m3 + scales; decode split partials */
     CK(cudaMalloc(&c.scratch, c.scratch_cap));
     c.num_sms = p.multiProcessorCount;
 
@@ -289,7 +447,7 @@ int main(void) {
                     dic_gemm_wtab wt;
                     wt.w[0] = (uint8_t *)dw + (size_t)(i % 8) * 4096 * 8192, wt.s[0] = ds;
                     CK(dic_gemm_q_launch(c.stream, 1, &wt, 2, 4096, 8192, 128, 128, 1, NULL, NULL, q, sa, part, cnt,
-                                         NULL, C, 4096));
+                                         NULL, C, 4096, DIC_GEMM_PATH_INVARIANT));
                 }
             }
             CK(cudaStreamEndCapture(c.stream, &gr));
@@ -321,15 +479,6 @@ int main(void) {
         r->ms = ms, r->gbs = bytes / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
         r->tflops = 2.0 * toks[j] * 6 * 2048.0 * 4096 / (ms * 1e-3) / 1e12;
     }
-    int big[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 32768, 1024}, {4096, 4096, 8192}};
-    for (unsigned i = 0; i < 4; i++) {
-        size_t wb;
-        int M = big[i][0], N = big[i][1], K = big[i][2];
-        double ms = time_gemm(&c, M, N, K, 2, 128, 128, 20, &wb);
-        row *r = &tab[ntab++];
-        snprintf(r->name, 64, "fp8 M=%d N=%d K=%d", M, N, K);
-        r->ms = ms, r->tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12, r->gbs = 0, r->ratio = 0;
-    }
     printf("\n%-36s %10s %10s %10s %8s %10s %8s\n", "case", "ms", "GB/s(w)", "TFLOP/s", "/copy", "graph ms",
            "g/copy");
     for (int i = 0; i < ntab; i++) {
@@ -337,5 +486,37 @@ int main(void) {
         printf("%-36s %10.4f %10.1f %10.2f %8.2f %10.4f %8.2f\n", tab[i].name, tab[i].ms, tab[i].gbs, tab[i].tflops,
                tab[i].ratio, tab[i].msg, gr);
     }
+
+    /* prefill: ours vs cuBLASLt (TFLOP/s; ratio = ours wgmma kernel / cuBLASLt FP8 per-tensor) */
+    cublasLtHandle_t lt;
+    LTCK(cublasLtCreate(&lt));
+    size_t wsz = (size_t)64 << 20;
+    void *wsp;
+    CK(cudaMalloc(&wsp, wsz));
+    struct { const char *name; int M, N, K; } big[] = {
+        {"4096^3", 4096, 4096, 4096},          {"8192^3", 8192, 8192, 8192},
+        {"wq_a  M4096 1024x4096", 4096, 1024, 4096}, {"wq_b  M4096 32768x1024", 4096, 32768, 1024},
+        {"wo_a  M4096 8192x4096", 4096, 8192, 4096}, {"wo_b  M4096 4096x8192", 4096, 4096, 8192},
+        {"shexp M4096 2048x4096", 4096, 2048, 4096}, {"wo_b  M16384 4096x8192", 16384, 4096, 8192},
+    };
+    const int nb = (int)(sizeof big / sizeof *big);
+    printf("\n%-26s %8s %8s %8s | %8s %8s %8s | %6s %6s\n", "prefill TFLOP/s", "wgmma", "mma.sync", "dic_gemm",
+           "Lt fp8", "Lt fp8bk", "Lt bf16", "ours/Lt", "/Ltbk");
+    for (int i = 0; i < nb; i++) {
+        int M = big[i].M, N = big[i].N, K = big[i].K;
+        double fl = 2.0 * M * N * K / 1e9; /* GFLOP: / ms -> TFLOP/s */
+        size_t wb;
+        double t_wg = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_WGMMA, 30);
+        double t_mma = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_TILES, 10);
+        double t_full = time_gemm(&c, M, N, K, 2, 128, 128, 20, &wb);
+        double t_l8 = time_lt(lt, c.stream, M, N, K, 1, wsp, wsz, 30), t_lb = time_lt(lt, c.stream, M, N, K, 2, wsp, wsz, 30);
+        double t_l16 = time_lt(lt, c.stream, M, N, K, 0, wsp, wsz, 30);
+#define TF(t) ((t) > 0 ? fl / (t) : 0.0)
+        printf("%-26s %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.2f %6.2f\n", big[i].name, TF(t_wg), TF(t_mma),
+               TF(t_full), TF(t_l8), TF(t_lb), TF(t_l16), t_l8 > 0 ? t_l8 / t_wg : 0.0, t_lb > 0 ? t_lb / t_wg : 0.0);
+        fflush(stdout);
+    }
+    cudaFree(wsp);
+    cublasLtDestroy(lt);
     return 0;
 }

@@ -32,7 +32,7 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     wt.w[0] = W->w;
     wt.s[0] = W->scale;
     return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, part,
-                             cnt, C32, C16, ldc);
+                             cnt, C32, C16, ldc, c->batch_invariant ? DIC_GEMM_PATH_INVARIANT : DIC_GEMM_PATH_FAST);
 }
 
 extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W, const int *off, const int *rows,
@@ -64,5 +64,5 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
     return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
-                             C16, ldc);
+                             C16, ldc, DIC_GEMM_PATH_INVARIANT);
 }

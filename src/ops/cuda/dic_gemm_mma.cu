@@ -485,7 +485,7 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
 extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
                                          int wblock, int act_block, int M, const int *off, const int *rows,
                                          const uint8_t *q, const float *sa, float *part, int *cnt, float *C32,
-                                         uint16_t *C16, size_t ldc) {
+                                         uint16_t *C16, size_t ldc, int path) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     int kb = fmt == 2 ? (act_block < wblock ? act_block : wblock) : 32;
     if ((kb != 32 && kb != 64 && kb != 128) || K % kb || K % act_block || act_block % 32) return cudaErrorInvalidValue;
@@ -500,6 +500,14 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
     /* decode-sized row tiles (16 rows) read each weight byte once per tile;
      * every kernel here computes the same per-row sums (dic_gemm_int.h) */
     int small = off ? M <= 4 * E : M <= 64;
+    if (path == DIC_GEMM_PATH_TILES) small = 0;
+    /* FP8 prefill on sm_90a, when batch invariance is not asked for: the wgmma kernel (faster, other bits) */
+    const int wg_ok = fmt == 2 && !off && dic_gemm_wgmma_usable(N, K);
+    if (path == DIC_GEMM_PATH_WGMMA || (path == DIC_GEMM_PATH_FAST && !small && wg_ok)) {
+        if (!wg_ok) return cudaErrorInvalidValue;
+        return dic_gemm_q_wgmma_launch(st, wt->w[0], wt->s[0], N, K, wblock, act_block, kb, M, q, dic_gemm_ldq(K),
+                                       sa, C32, C16, ldc);
+    }
     int BM = small ? 16 : T_BM, BN = small ? DIC_GEMM_SBN : T_BN;
     long long ty = (M + BM - 1) / BM + (off ? (E < M ? E : M) : 0);
     if (ty > 65535) return cudaErrorInvalidConfiguration;
