@@ -144,27 +144,8 @@ static __global__ void __launch_bounds__(384, 1)
         const int spb = a.kb / 32; /* k32 steps per K-block: 1, 2 or 4 */
         const int K = a.K, KB = K / a.wblock;
         const float *saa = a.sa + (size_t)(ra < a.M ? ra : 0) * a.nsa, *sab = a.sa + (size_t)(rb < a.M ? rb : 0) * a.nsa;
-        /* the scales of a chunk's K-blocks are loaded one chunk ahead (global latency off the promotion);
-         * W scale: one per chunk when B is a multiple of 128, else loaded at each promotion */
-        const int wfast = a.wblock % WG_BK == 0;
-        const uint8_t *wsr = a.ws + (size_t)(n0 / a.wblock) * KB;
-        float c0[4], c1[4], cwv = 0.0f, x0[4], x1[4], xwv = 0.0f;
-#define WG_LOAD_SC(cc, A0, A1, WV)                                                                  \
-    do {                                                                                            \
-        _Pragma("unroll") for (int j_ = 0; j_ < 4; j_++) {                                          \
-            const int kbs_ = (cc) * WG_BK + 32 * j_ + 32 - a.kb;                                    \
-            A0[j_] = A1[j_] = 0.0f;                                                                 \
-            if ((cc) < nch && ((j_ + 1) & (spb - 1)) == 0 && kbs_ + a.kb <= K) {                    \
-                if (ra < a.M) A0[j_] = saa[kbs_ / a.act_block];                                     \
-                if (rb < a.M) A1[j_] = sab[kbs_ / a.act_block];                                     \
-            }                                                                                       \
-        }                                                                                           \
-        WV = ((cc) < nch && wfast) ? dic_e8m0_to_f32(wsr[((cc) * WG_BK) / a.wblock]) : 0.0f;        \
-    } while (0)
-        WG_LOAD_SC(0, c0, c1, cwv);
         for (int c = 0; c < nch; c++) {
             const int s = c % WG_STAGES;
-            WG_LOAD_SC(c + 1, x0, x1, xwv);
             mbar_wait(smem_u32(&full[s]), (uint32_t)((c / WG_STAGES) & 1));
             const uint32_t sA = base + (uint32_t)s * WG_STAGE_BYTES + (uint32_t)cw * 64 * WG_BK,
                            sW = base + (uint32_t)s * WG_STAGE_BYTES + WG_BM * WG_BK;
@@ -182,11 +163,13 @@ static __global__ void __launch_bounds__(384, 1)
                     if (((j + 1) & (spb - 1)) == 0) { /* K-block complete: promote */
                         wg_commit();
                         const int kbs = k + 32 - a.kb;
-                        const float s0 = c0[j], s1 = c1[j];
+                        const float s0 = ra < a.M ? saa[kbs / a.act_block] : 0.0f;
+                        const float s1 = rb < a.M ? sab[kbs / a.act_block] : 0.0f;
                         float w[16];
-                        if (wfast) {
+                        if (a.wblock >= WG_BN) {
+                            const float w8 = dic_e8m0_to_f32(a.ws[(size_t)(n0 / a.wblock) * KB + kbs / a.wblock]);
 #pragma unroll
-                            for (int q = 0; q < 16; q++) w[q] = cwv;
+                            for (int q = 0; q < 16; q++) w[q] = w8;
                         } else {
 #pragma unroll
                             for (int q = 0; q < 16; q++) {
@@ -211,11 +194,7 @@ static __global__ void __launch_bounds__(384, 1)
                 }
             }
             mbar_arrive(smem_u32(&empty[s]));
-#pragma unroll
-            for (int j = 0; j < 4; j++) c0[j] = x0[j], c1[j] = x1[j];
-            cwv = xwv;
         }
-#undef WG_LOAD_SC
         /* epilogue: straight from the accumulator fragments */
         const int pair = (a.ldc & 1) == 0;
 #pragma unroll
