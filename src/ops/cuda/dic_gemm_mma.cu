@@ -38,6 +38,8 @@
 
 typedef struct qargs {
     int E, fmt, N, K, wblock, act_block, kb, M;
+    int lab, lwb, spb_m1; /* log2(act_block), log2(wblock) (FP4: 5), kb / 32 - 1: no runtime division in the kernels */
+    int nwb;              /* K / wblock: weight-scale blocks per row of blocks */
     const int *off, *rows;
     const uint8_t *q;
     size_t ldq;
@@ -159,7 +161,8 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
     uint8_t *mys = sw[warp];
     const int c0 = nw + 2 * t; /* this thread's output columns c0, c0 + 1 */
     const int g_first = split ? (int)blockIdx.z : 0, g_end = split ? g_first + 1 : ng;
-    const int nab = DIC_GEMM_KG / a.act_block; /* activation blocks per group */
+    const int nab = DIC_GEMM_KG >> a.lab; /* activation blocks per group */
+    const int lab = a.lab, lwb = a.lwb, spb_m1 = a.spb_m1;
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint4 reg[8];
@@ -201,7 +204,7 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
         for (int j = 0; j < 2; j++) {
             int u = tid + 128 * j, r = u >> 4, b = u & 15;
             fa[j] = 0.0f;
-            if (r < nr && b < nab && kg + b * a.act_block < K) fa[j] = a.sa[(size_t)(i0 + r) * a.nsa + kg / a.act_block + b];
+            if (r < nr && b < nab && kg + (b << lab) < K) fa[j] = a.sa[(size_t)(i0 + r) * a.nsa + (kg >> lab) + b];
         }
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -209,8 +212,8 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
             wsb[j] = 0;
             if (fp4) {
                 if (n0 + col < N && kg + 32 * b < K) wsb[j] = S[(size_t)(n0 + col) * (K / 32) + kg / 32 + b];
-            } else if (col == 0 && b < DIC_GEMM_KG / a.wblock && kg + b * a.wblock < K) {
-                wsb[j] = S[(size_t)(n0 / a.wblock) * (size_t)(K / a.wblock) + kg / a.wblock + b];
+            } else if (col == 0 && b < (DIC_GEMM_KG >> lwb) && kg + (b << lwb) < K) {
+                wsb[j] = S[(size_t)(n0 >> lwb) * (size_t)a.nwb + (kg >> lwb) + b];
             }
         }
         if (gi != g_first) __syncthreads(); /* the previous group's readers are done */
@@ -249,16 +252,15 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
                 const uint2 A1 = *(const uint2 *)(sq + (g + 8) * S_SR + 32 * st + 8 * t);
                 const uint2 B = *(const uint2 *)(mys + g * S_SR + 32 * st + 8 * t);
                 mma_e4m3(P, A0.x, A1.x, A0.y, A1.y, B.x, B.y);
-                const int kend = kg + 32 * st + 32;
-                if (kend % a.kb == 0) { /* K-block complete: C_g = fma(P, s_act * s_w, C_g) */
-                    const int kbs = kend - a.kb - kg;
-                    const float s0 = ssa[g][kbs / a.act_block], s1 = ssa[g + 8][kbs / a.act_block];
+                if (((st + 1) & spb_m1) == 0) { /* K-block complete (kb divides KG): C_g = fma(P, s_act * s_w, C_g) */
+                    const int kbs = 32 * (st - spb_m1); /* the block's first k within the group */
+                    const float s0 = ssa[g][kbs >> lab], s1 = ssa[g + 8][kbs >> lab];
                     float w0, w1;
                     if (!fp4) {
-                        w0 = w1 = sws[0][kbs / a.wblock];
+                        w0 = w1 = sws[0][kbs >> lwb];
                     } else {
-                        w0 = sws[8 * warp + 2 * t][kbs / 32];
-                        w1 = sws[8 * warp + 2 * t + 1][kbs / 32];
+                        w0 = sws[8 * warp + 2 * t][st - spb_m1];
+                        w1 = sws[8 * warp + 2 * t + 1][st - spb_m1];
                     }
                     tot[0] = fmaf(P[0], s0 * w0, tot[0]);
                     tot[1] = fmaf(P[1], s0 * w1, tot[1]);
@@ -336,6 +338,9 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
     const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
     const int nch = (K + CH - 1) / CH;
     const size_t wrow = fp4 ? (size_t)K / 2 : (size_t)K;
+    const int lab = a.lab, lwb = a.lwb, spb_m1 = a.spb_m1;
+    /* FP8: this warp's row of weight-scale blocks */
+    const uint8_t *wsr8 = fp4 ? NULL : S + (size_t)((n0 + wn * 32) >> lwb) * (size_t)a.nwb;
 
     float tot[2][4][4], P[2][4][4], acc[2][4][4];
 #pragma unroll
@@ -420,21 +425,20 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
                         mma_e4m3(P[mi][nt], Af[mi][0].x, Af[mi][1].x, Af[mi][0].y, Af[mi][1].y, B.x, B.y);
                 }
                 const int kend = kc + 32 * s + 32;
-                if (kend % a.kb == 0) {
-                    const int kbs = kend - a.kb;
+                if (((s + 1) & spb_m1) == 0) { /* K-block complete (kb divides CH) */
+                    const int kbs = kend - 32 * (spb_m1 + 1);
                     float w8 = 0.0f;
-                    if (!fp4)
-                        w8 = e8m0f(S[(size_t)((n0 + wn * 32) / a.wblock) * (size_t)(K / a.wblock) + kbs / a.wblock]);
+                    if (!fp4) w8 = e8m0f(wsr8[kbs >> lwb]);
 #pragma unroll
                     for (int mi = 0; mi < 2; mi++) {
                         int ra0 = i0 + wm * 32 + mi * 16 + g, rb0 = ra0 + 8;
-                        float s0 = ra0 < i1 ? a.sa[(size_t)ra0 * a.nsa + kbs / a.act_block] : 0.0f;
-                        float s1 = rb0 < i1 ? a.sa[(size_t)rb0 * a.nsa + kbs / a.act_block] : 0.0f;
+                        float s0 = ra0 < i1 ? a.sa[(size_t)ra0 * a.nsa + (kbs >> lab)] : 0.0f;
+                        float s1 = rb0 < i1 ? a.sa[(size_t)rb0 * a.nsa + (kbs >> lab)] : 0.0f;
 #pragma unroll
                         for (int nt = 0; nt < 4; nt++) {
                             float w0 = w8, w1 = w8;
                             if (fp4) {
-                                int jb = (kbs - kc) / 32;
+                                int jb = s; /* FP4: kb = 32, one block per step */
                                 w0 = ssc[wn * 32 + nt * 8 + 2 * t][jb];
                                 w1 = ssc[wn * 32 + nt * 8 + 2 * t + 1][jb];
                             }
@@ -445,7 +449,7 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
                             P[mi][nt][0] = P[mi][nt][1] = P[mi][nt][2] = P[mi][nt][3] = 0.0f;
                         }
                     }
-                    if (kend % DIC_GEMM_KG == 0 || kend == K) { /* K group complete: C += C_g (dic_gemm_int.h) */
+                    if ((kend & (DIC_GEMM_KG - 1)) == 0 || kend == K) { /* K group complete: C += C_g (dic_gemm_int.h) */
                         const int first = kend <= DIC_GEMM_KG;
 #pragma unroll
                         for (int mi = 0; mi < 2; mi++)
@@ -497,6 +501,12 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
     a.E = E, a.fmt = fmt, a.N = N, a.K = K, a.wblock = wblock, a.act_block = act_block, a.kb = kb, a.M = M;
     a.off = off, a.rows = rows, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
     a.C32 = C32, a.C16 = C16, a.ldc = ldc;
+    {
+        const int wbl = fmt == 2 ? wblock : 32;
+        if ((act_block & (act_block - 1)) || (wbl & (wbl - 1))) return cudaErrorInvalidValue; /* powers of two */
+        a.lab = __builtin_ctz((unsigned)act_block), a.lwb = __builtin_ctz((unsigned)wbl), a.spb_m1 = kb / 32 - 1;
+        a.nwb = K / wbl;
+    }
     /* decode-sized row tiles (16 rows) read each weight byte once per tile;
      * every kernel here computes the same per-row sums (dic_gemm_int.h) */
     int small = off ? M <= 4 * E : M <= 64;
