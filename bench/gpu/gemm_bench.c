@@ -500,19 +500,20 @@ int main(void) {
         {"shexp M4096 2048x4096", 4096, 2048, 4096}, {"wo_b  M16384 4096x8192", 16384, 4096, 8192},
     };
     const int nb = (int)(sizeof big / sizeof *big);
-    printf("\n%-26s %8s %8s %8s | %8s %8s %8s | %6s %6s\n", "prefill TFLOP/s", "wgmma", "mma.sync", "dic_gemm",
+    printf("\n%-26s %8s %8s %8s %8s | %8s %8s %8s | %6s %6s\n", "prefill TFLOP/s", "wgmma2", "wgmma1", "mma.sync", "dic_gemm",
            "Lt fp8", "Lt fp8bk", "Lt bf16", "ours/Lt", "/Ltbk");
     for (int i = 0; i < nb; i++) {
         int M = big[i].M, N = big[i].N, K = big[i].K;
         double fl = 2.0 * M * N * K / 1e9; /* GFLOP: / ms -> TFLOP/s */
         size_t wb;
         double t_wg = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_WGMMA, 30);
+        double t_wg1 = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_WGMMA_V1, 30);
         double t_mma = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_TILES, 10);
         double t_full = time_gemm(&c, M, N, K, 2, 128, 128, 20, &wb);
         double t_l8 = time_lt(lt, c.stream, M, N, K, 1, wsp, wsz, 30), t_lb = time_lt(lt, c.stream, M, N, K, 2, wsp, wsz, 30);
         double t_l16 = time_lt(lt, c.stream, M, N, K, 0, wsp, wsz, 30);
 #define TF(t) ((t) > 0 ? fl / (t) : 0.0)
-        printf("%-26s %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.2f %6.2f\n", big[i].name, TF(t_wg), TF(t_mma),
+        printf("%-26s %8.1f %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.2f %6.2f\n", big[i].name, TF(t_wg), TF(t_wg1), TF(t_mma),
                TF(t_full), TF(t_l8), TF(t_lb), TF(t_l16), t_l8 > 0 ? t_l8 / t_wg : 0.0, t_lb > 0 ? t_lb / t_wg : 0.0);
         fflush(stdout);
     }

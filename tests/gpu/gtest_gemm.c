@@ -356,8 +356,8 @@ static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) 
     uint8_t *dq = gt_dev_poison(dic_gemm_qbytes(M, K));
     float *dsa = gt_dev_poison((size_t)M * (K / act) * 4);
     float *d1 = gt_dev_poison((size_t)M * ldc * 4), *d2 = gt_dev_poison((size_t)M * ldc * 4),
-          *d3 = gt_dev_poison((size_t)M * ldc * 4);
-    CHECK(dA && dW && dS && dq && dsa && d1 && d2 && d3);
+          *d3 = gt_dev_poison((size_t)M * ldc * 4), *d4 = gt_dev_poison((size_t)M * ldc * 4);
+    CHECK(dA && dW && dS && dq && dsa && d1 && d2 && d3 && d4);
     if (!dic_gemm_wgmma_usable(N, K)) {
         fprintf(stderr, "  wgmma not usable on this device: skipped\n");
         return;
@@ -371,11 +371,17 @@ static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) 
                                       ldc, DIC_GEMM_PATH_WGMMA));
     CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, 3, NULL, NULL, dq, dsa, NULL, NULL, d3, NULL,
                                       ldc, DIC_GEMM_PATH_WGMMA));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, NULL, NULL, d4, NULL,
+                                      ldc, DIC_GEMM_PATH_WGMMA_V1));
     float *c1 = malloc((size_t)M * ldc * 4), *c2 = malloc((size_t)M * ldc * 4), *c3 = malloc((size_t)M * ldc * 4);
+    float *c4 = malloc((size_t)M * ldc * 4);
+    CUDA_CHECK(cudaMemcpy(c4, d4, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(c1, d1, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(c2, d2, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(c3, d3, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
     size_t diff = 0, diff3 = 0, first = (size_t)-1;
+    size_t dv = gt_count_diff_u32(c4, c2, (size_t)M * ldc); /* v1 and v2 schedules: same operations, same bits */
+    CHECK_MSG(dv == 0, "wgmma v2 vs v1 M=%d N=%d K=%d: %zu outputs differ in bits", M, N, K, dv);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             size_t i = (size_t)m * ldc + n;
@@ -393,8 +399,8 @@ static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) 
     if (diff) /* reported, not failed: Hopper's wgmma keeps fewer bits of the e4m3 sums than mma.sync */
         fprintf(stderr, "  first differing [%zu][%zu]: wgmma %a, mma.sync %a\n", first / ldc, first % ldc, c2[first],
                 c1[first]);
-    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dq), cudaFree(dsa), cudaFree(d1), cudaFree(d2), cudaFree(d3);
-    free(A), free(w), free(sc), free(wt), free(c1), free(c2), free(c3);
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dq), cudaFree(dsa), cudaFree(d1), cudaFree(d2), cudaFree(d3), cudaFree(d4);
+    free(A), free(w), free(sc), free(wt), free(c1), free(c2), free(c3), free(c4);
 }
 
 TEST(gpu_gemm_fp8_wgmma_bits) {

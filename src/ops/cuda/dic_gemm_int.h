@@ -65,9 +65,11 @@ cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda
  *                            a 9.x device take the wgmma kernel (faster
  *                            prefill, other bits: wgmma's e4m3 sums);
  *   DIC_GEMM_PATH_TILES      the mma.sync tiles for any M (tests, bench);
- *   DIC_GEMM_PATH_WGMMA      the wgmma kernel for any M (cudaErrorInvalidValue
- *                            where it does not apply). */
-enum { DIC_GEMM_PATH_INVARIANT = 0, DIC_GEMM_PATH_FAST = 1, DIC_GEMM_PATH_TILES = 2, DIC_GEMM_PATH_WGMMA = 3 };
+ *   DIC_GEMM_PATH_WGMMA(_V1) the wgmma kernel for any M (cudaErrorInvalidValue
+ *                            where it does not apply); _V1: the first,
+ *                            unpipelined version (same bits), for the bench. */
+enum { DIC_GEMM_PATH_INVARIANT = 0, DIC_GEMM_PATH_FAST = 1, DIC_GEMM_PATH_TILES = 2, DIC_GEMM_PATH_WGMMA = 3,
+       DIC_GEMM_PATH_WGMMA_V1 = 4 };
 cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K, int wblock,
                               int act_block, int M, const int *off, const int *rows, const uint8_t *q,
                               const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
@@ -79,7 +81,7 @@ int dic_gemm_wgmma_usable(int N, int K);
 int dic_gemm_wgmma_maps(const void *q, size_t ldq, int M, const void *w, int N, int K); /* test diagnostics */
 cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
                                     int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
-                                    float *C32, uint16_t *C16, size_t ldc);
+                                    float *C32, uint16_t *C16, size_t ldc, int v1);
 
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,

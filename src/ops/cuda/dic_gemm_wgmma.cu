@@ -20,6 +20,10 @@
  * groups of 8 row tiles so the CTAs in flight share A and W in L2. Rows past
  * M, columns past N and k past K are zero-filled by the copy engine and never
  * stored.
+ *
+ * Two schedules, the same operations and bits: v1 (k_gemm_q_wgmma) waits for
+ * each K-block's wgmmas before folding; v2 (k_gemm_q_wgmma2_kb*, the default)
+ * issues block b + 1 into a second accumulator set before folding block b.
  */
 #include <cuda.h>
 
@@ -36,6 +40,7 @@
 
 typedef struct wgargs {
     int M, N, K, kb, act_block, wblock, nsa, mt, nt;
+    int lab, lwb, nwb; /* log2(act_block), log2(wblock), K / wblock */
     const float *sa;
     const uint8_t *ws;
     float *C32;
@@ -84,7 +89,10 @@ static __device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.com
 static __device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
 /* D(64 x 128, fp32) += A(64 x 32, e4m3, smem) * W(128 x 32, e4m3, smem)^T, both K-major */
-static __device__ __forceinline__ void wgmma_e4m3_n128(float d[64], uint64_t da, uint64_t db) {
+static __device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+
+/* scale_d = 0: D = A W^T (the old D is not read); 1: D += A W^T */
+static __device__ __forceinline__ void wgmma_e4m3_n128(float d[64], uint64_t da, uint64_t db, int scale_d) {
     asm volatile("{\n"
                  ".reg .pred p;\n"
                  "setp.ne.b32 p, %66, 0;\n"
@@ -93,7 +101,37 @@ static __device__ __forceinline__ void wgmma_e4m3_n128(float d[64], uint64_t da,
                  "%64, %65, p, 1, 1;\n"
                  "}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(1));
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+/* epilogue: straight from the accumulator fragments (rows ra / rb, 16 column pairs from n0 + 2 tq) */
+static __device__ __forceinline__ void wg_store_tile(const wgargs &a, const float tot[64], int ra, int rb, int n0,
+                                                     int tq) {
+    const int pair = (a.ldc & 1) == 0;
+#pragma unroll
+    for (int q = 0; q < 16; q++) {
+        const int col = n0 + 8 * q + 2 * tq;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = h ? rb : ra;
+            const float v0 = tot[4 * q + 2 * h], v1 = tot[4 * q + 2 * h + 1];
+            if (r >= a.M || col >= a.N) continue;
+            const size_t o = (size_t)r * a.ldc + col;
+            if (a.C32) {
+                if (pair && col + 1 < a.N) *(float2 *)(a.C32 + o) = make_float2(v0, v1);
+                else {
+                    a.C32[o] = v0;
+                    if (col + 1 < a.N) a.C32[o + 1] = v1;
+                }
+            } else {
+                const uint32_t b0 = dic_f32_to_bf16(v0), b1 = dic_f32_to_bf16(v1);
+                if (pair && col + 1 < a.N) *(uint32_t *)(a.C16 + o) = b0 | (b1 << 16);
+                else {
+                    a.C16[o] = (uint16_t)b0;
+                    if (col + 1 < a.N) a.C16[o + 1] = (uint16_t)b1;
+                }
+            }
+        }
+    }
 }
 #endif
 
@@ -159,7 +197,7 @@ static __global__ void __launch_bounds__(384, 1)
                         for (int i = 0; i < 64; i++) asm volatile("" : "+f"(P[i])::"memory");
                         wg_fence();
                     }
-                    wgmma_e4m3_n128(P, dA + (uint64_t)(2 * j), dW + (uint64_t)(2 * j));
+                    wgmma_e4m3_n128(P, dA + (uint64_t)(2 * j), dW + (uint64_t)(2 * j), 1);
                     if (((j + 1) & (spb - 1)) == 0) { /* K-block complete: promote */
                         wg_commit();
                         const int kbs = k + 32 - a.kb;
@@ -195,36 +233,137 @@ static __global__ void __launch_bounds__(384, 1)
             }
             mbar_arrive(smem_u32(&empty[s]));
         }
-        /* epilogue: straight from the accumulator fragments */
-        const int pair = (a.ldc & 1) == 0;
-#pragma unroll
-        for (int q = 0; q < 16; q++) {
-            const int col = n0 + 8 * q + 2 * tq;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int r = h ? rb : ra;
-                const float v0 = tot[4 * q + 2 * h], v1 = tot[4 * q + 2 * h + 1];
-                if (r >= a.M || col >= a.N) continue;
-                const size_t o = (size_t)r * a.ldc + col;
-                if (a.C32) {
-                    if (pair && col + 1 < a.N) *(float2 *)(a.C32 + o) = make_float2(v0, v1);
-                    else {
-                        a.C32[o] = v0;
-                        if (col + 1 < a.N) a.C32[o + 1] = v1;
-                    }
-                } else {
-                    const uint32_t b0 = dic_f32_to_bf16(v0), b1 = dic_f32_to_bf16(v1);
-                    if (pair && col + 1 < a.N) *(uint32_t *)(a.C16 + o) = b0 | (b1 << 16);
-                    else {
-                        a.C16[o] = (uint16_t)b0;
-                        if (col + 1 < a.N) a.C16[o + 1] = (uint16_t)b1;
-                    }
-                }
-            }
-        }
+        wg_store_tile(a, tot, ra, rb, n0, tq);
     }
 #endif
 }
+
+/* ---- v2: the fold of K-block b overlaps the tensor cores' work on b + 1 ------
+ * Same operations and order per output as v1 (P_b from +0 over the block's
+ * k32 steps, then tot = fmaf(P_b, s_act * s_w, tot)), so the same bits: only
+ * the schedule changes. Each consumer warpgroup keeps two accumulator sets;
+ * block b + 1 is issued into the other set before block b is folded
+ * (wgmma.wait_group 1), so the FMAs of the fold run while the tensor cores
+ * work. The first k32 step of a block writes P with scale-d = 0 (no zeroing
+ * moves). The loop walks K-blocks (SPB = kb / 32 k32 steps each, 4 / SPB per
+ * 128-k stage); one kernel per SPB keeps every register index static. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG2_ISSUE(PS, bb)                                                                           \
+    do {                                                                                            \
+        const int b_ = (bb), c_ = b_ / BPC, j0_ = (b_ % BPC) * SPB, s_ = c_ % WG_STAGES;            \
+        if (j0_ == 0) mbar_wait(smem_u32(&full[s_]), (uint32_t)((c_ / WG_STAGES) & 1));             \
+        const uint32_t st_ = base + (uint32_t)s_ * WG_STAGE_BYTES;                                  \
+        const uint64_t dA_ = desc_sw128(st_ + (uint32_t)cw * 64 * WG_BK), dW_ = desc_sw128(st_ + WG_BM * WG_BK); \
+        wg_fence();                                                                                 \
+        _Pragma("unroll") for (int i_ = 0; i_ < SPB; i_++)                                          \
+            wgmma_e4m3_n128(PS, dA_ + (uint64_t)(2 * (j0_ + i_)), dW_ + (uint64_t)(2 * (j0_ + i_)), i_ > 0); \
+        wg_commit();                                                                                \
+    } while (0)
+/* scales of block bb: s0 / s1 (rows ra / rb), wv (uniform W scale when B >= 128) */
+#define WG2_SCALES(bb)                                                                              \
+    do {                                                                                            \
+        const int kbs_ = (bb) * (32 * SPB);                                                         \
+        s0 = ra < a.M ? saa[kbs_ >> a.lab] : 0.0f;                                                  \
+        s1 = rb < a.M ? sab[kbs_ >> a.lab] : 0.0f;                                                  \
+        wv = wuni ? dic_e8m0_to_f32(wsr[kbs_ >> a.lwb]) : 0.0f;                                     \
+    } while (0)
+#define WG2_FOLD(PS, bb)                                                                            \
+    do {                                                                                            \
+        const int b_ = (bb);                                                                        \
+        if ((b_ + 1) % BPC == 0 || b_ + 1 == nblk) mbar_arrive(smem_u32(&empty[(b_ / BPC) % WG_STAGES])); \
+        _Pragma("unroll") for (int q_ = 0; q_ < 16; q_++) {                                         \
+            float w_ = wv;                                                                          \
+            if (!wuni) {                                                                            \
+                const int col_ = n0 + 8 * q_;                                                       \
+                w_ = col_ < a.N ? dic_e8m0_to_f32(a.ws[(size_t)(col_ >> a.lwb) * a.nwb + ((b_ * 32 * SPB) >> a.lwb)]) \
+                                : 0.0f;                                                             \
+            }                                                                                       \
+            const float f0_ = s0 * w_, f1_ = s1 * w_;                                               \
+            tot[4 * q_ + 0] = fmaf(PS[4 * q_ + 0], f0_, tot[4 * q_ + 0]);                           \
+            tot[4 * q_ + 1] = fmaf(PS[4 * q_ + 1], f0_, tot[4 * q_ + 1]);                           \
+            tot[4 * q_ + 2] = fmaf(PS[4 * q_ + 2], f1_, tot[4 * q_ + 2]);                           \
+            tot[4 * q_ + 3] = fmaf(PS[4 * q_ + 3], f1_, tot[4 * q_ + 3]);                           \
+        }                                                                                           \
+    } while (0)
+#endif
+
+#define WG2_KERNEL(NAME, SPB)                                                                       \
+    static __global__ void __launch_bounds__(384, 1)                                                \
+        NAME(const wgargs a, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW) { \
+        WG2_BODY(SPB)                                                                               \
+    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG2_BODY(SPB_)                                                                              \
+    enum { SPB = SPB_, BPC = 4 / SPB_ };                                                            \
+    extern __shared__ uint8_t dsm[];                                                                \
+    __shared__ __align__(8) uint64_t full[WG_STAGES], empty[WG_STAGES];                             \
+    const uint32_t base = (smem_u32(dsm) + 1023u) & ~1023u;                                         \
+    const int tid = threadIdx.x, wg = tid >> 7;                                                     \
+    const int pid = blockIdx.x, npg = WG_GROUP_M * a.nt, gid = pid / npg, fm = gid * WG_GROUP_M;    \
+    const int gsz = min(a.mt - fm, WG_GROUP_M);                                                     \
+    const int pm = fm + (pid % npg) % gsz, pn = (pid % npg) / gsz;                                  \
+    const int m0 = pm * WG_BM, n0 = pn * WG_BN;                                                     \
+    const int nch = (a.K + WG_BK - 1) / WG_BK;                                                      \
+    if (tid == 0) {                                                                                 \
+        for (int s = 0; s < WG_STAGES; s++) {                                                       \
+            mbar_init(smem_u32(&full[s]), 1);                                                       \
+            mbar_init(smem_u32(&empty[s]), 256);                                                    \
+        }                                                                                           \
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");                        \
+    }                                                                                               \
+    __syncthreads();                                                                                \
+    if (wg == 0) {                                                                                  \
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");                                      \
+        if (tid == 0) {                                                                             \
+            for (int c = 0; c < nch; c++) {                                                         \
+                const int s = c % WG_STAGES;                                                        \
+                if (c >= WG_STAGES) mbar_wait(smem_u32(&empty[s]), (uint32_t)(((c / WG_STAGES) & 1) ^ 1)); \
+                const uint32_t sA = base + (uint32_t)s * WG_STAGE_BYTES, sW = sA + WG_BM * WG_BK;   \
+                const uint32_t fb = smem_u32(&full[s]);                                             \
+                mbar_expect_tx(fb, WG_STAGE_BYTES);                                                 \
+                tma_load_2d(sA, &tmA, c * WG_BK, m0, fb);                                           \
+                tma_load_2d(sW, &tmW, c * WG_BK, n0, fb);                                           \
+            }                                                                                       \
+        }                                                                                           \
+    } else {                                                                                        \
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");                                     \
+        const int cw = wg - 1, t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3; \
+        const int ra = m0 + cw * 64 + warp * 16 + g, rb = ra + 8;                                   \
+        const int nblk = a.K / (32 * SPB);                                                          \
+        const float *saa = a.sa + (size_t)(ra < a.M ? ra : 0) * a.nsa;                              \
+        const float *sab = a.sa + (size_t)(rb < a.M ? rb : 0) * a.nsa;                              \
+        const int wuni = a.wblock >= WG_BN;                                                         \
+        const uint8_t *wsr = a.ws + (size_t)(n0 >> a.lwb) * a.nwb;                                  \
+        float P0[64], P1[64], tot[64], s0, s1, wv;                                                  \
+        _Pragma("unroll") for (int i = 0; i < 64; i++) P0[i] = P1[i] = tot[i] = 0.0f;               \
+        WG2_ISSUE(P0, 0);                                                                           \
+        for (int b = 0; b < nblk; b += 2) {                                                         \
+            WG2_SCALES(b);                                                                          \
+            if (b + 1 < nblk) {                                                                     \
+                WG2_ISSUE(P1, b + 1);                                                               \
+                wg_wait1();                                                                         \
+            } else {                                                                                \
+                wg_wait0();                                                                         \
+            }                                                                                       \
+            WG2_FOLD(P0, b);                                                                        \
+            if (b + 1 >= nblk) break;                                                               \
+            WG2_SCALES(b + 1);                                                                      \
+            if (b + 2 < nblk) {                                                                     \
+                WG2_ISSUE(P0, b + 2);                                                               \
+                wg_wait1();                                                                         \
+            } else {                                                                                \
+                wg_wait0();                                                                         \
+            }                                                                                       \
+            WG2_FOLD(P1, b + 1);                                                                    \
+        }                                                                                           \
+        wg_store_tile(a, tot, ra, rb, n0, tq);                                                      \
+    }
+#else
+#define WG2_BODY(SPB_)
+#endif
+WG2_KERNEL(k_gemm_q_wgmma2_kb32, 1)
+WG2_KERNEL(k_gemm_q_wgmma2_kb64, 2)
+WG2_KERNEL(k_gemm_q_wgmma2_kb128, 4)
 
 /* ---- host ------------------------------------------------------------------- */
 
@@ -271,19 +410,24 @@ extern "C" int dic_gemm_wgmma_usable(int N, int K) {
 
 extern "C" cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K,
                                                int wblock, int act_block, int kb, int M, const uint8_t *q,
-                                               size_t ldq, const float *sa, float *C32, uint16_t *C16, size_t ldc) {
+                                               size_t ldq, const float *sa, float *C32, uint16_t *C16, size_t ldc,
+                                               int v1) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     if (((uintptr_t)w & 15) || ((uintptr_t)q & 15) || ldq % 16 || K % 32) return cudaErrorInvalidValue;
     CUtensorMap tA, tW;
     if (!make_map(&tA, q, M, K, ldq) || !make_map(&tW, w, N, K, (size_t)K)) return cudaErrorInvalidValue;
     wgargs a;
     a.M = M, a.N = N, a.K = K, a.kb = kb, a.act_block = act_block, a.wblock = wblock, a.nsa = K / act_block;
+    a.lab = __builtin_ctz((unsigned)act_block), a.lwb = __builtin_ctz((unsigned)wblock), a.nwb = K / wblock;
     a.mt = (M + WG_BM - 1) / WG_BM, a.nt = (N + WG_BN - 1) / WG_BN;
     a.sa = sa, a.ws = ws, a.C32 = C32, a.C16 = C16, a.ldc = ldc;
     long long nb = (long long)a.mt * a.nt;
     if (nb > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
-    cudaError_t e = cudaFuncSetAttribute(k_gemm_q_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM);
+    void (*kern)(const wgargs, const CUtensorMap, const CUtensorMap) =
+        v1 ? k_gemm_q_wgmma : kb == 32 ? k_gemm_q_wgmma2_kb32 : kb == 64 ? k_gemm_q_wgmma2_kb64 : k_gemm_q_wgmma2_kb128;
+    if (kb != 32 && kb != 64 && kb != 128) return cudaErrorInvalidValue;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM);
     if (e != cudaSuccess) return e;
-    k_gemm_q_wgmma<<<(unsigned)nb, 384, WG_SMEM, st>>>(a, tA, tW);
+    kern<<<(unsigned)nb, 384, WG_SMEM, st>>>(a, tA, tW);
     DIC_LAUNCH_CHECK();
 }
