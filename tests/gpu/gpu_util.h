@@ -75,6 +75,7 @@ static inline int gt_ctx(dic_ctx *c, size_t scratch) {
     c->stream = 0;
     c->scratch = NULL;
     c->scratch_cap = scratch;
+    c->batch_invariant = 0; /* tests that need invariance set it */
     if (cudaStreamCreate(&c->stream) != cudaSuccess) return 0;
     if (scratch && cudaMalloc(&c->scratch, scratch) != cudaSuccess) return 0;
     int dev = 0;

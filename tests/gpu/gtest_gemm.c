@@ -23,6 +23,8 @@
 
 #define TOL_ELEM 0x1p-10 /* |gpu - ref| <= TOL_ELEM * sum |terms| */
 #define TOL_NORM 1e-4    /* ||gpu - ref|| / ||ref|| */
+#define TOL_ELEM_WGMMA 0x1p-9
+#define TOL_NORM_WGMMA 1e-3
 
 /* gemm.c act_quant_row / round_e4m3, kept here as the reference formula. */
 static float ref_round_e4m3(float v) {
@@ -123,7 +125,7 @@ static void quant_case(int M, int K, int blk, uint64_t seed) {
     uint8_t *dq = gt_dev_poison((size_t)M * ldq);
     float *ds = gt_dev_poison((size_t)M * nsa * 4);
     CHECK(dA && dq && ds);
-    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, blk, NULL, NULL, dq, ds));
+    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, blk, NULL, NULL, dq, ds, NULL, 0));
     uint8_t *q = malloc((size_t)M * ldq);
     float *sg = malloc((size_t)M * nsa * 4), *qr = malloc((size_t)K * 4), *sr = malloc(nsa * 4);
     CUDA_CHECK(cudaMemcpy(q, dq, (size_t)M * ldq, cudaMemcpyDeviceToHost));
@@ -192,12 +194,17 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
 
     /* GPU */
     dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, K)));
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, N, K)));
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = sc ? gt_to_dev(sc, sb) : NULL;
     float *dC = gt_dev_poison((size_t)M * ldc * 4);
     uint16_t *dC16 = gt_dev_poison((size_t)M * ldc * 2);
     CHECK(dA && dW && dC && dC16 && (!sc || dS));
     dic_wmat dw = {fmt, N, K, wblock, dW, dS};
+    if (fmt == DI_WFMT_FP8 && M > 64 && dic_gemm_wgmma_usable(N, K)) {
+        int mf = dic_gemm_wgmma_maps(ctx.scratch, dic_gemm_ldq(K), M, dW, N, K);
+        CHECK_MSG(mf == 0, "FP8 M=%d N=%d K=%d: wgmma tensor maps failed (mask %d; scratch %p, W %p)", M, N, K, mf,
+                  ctx.scratch, dW);
+    }
     CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, act, dC, NULL, ldc));
     CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, act, NULL, dC16, ldc));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
@@ -231,6 +238,11 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
     } else {
         /* double reference over the CPU-quantised activations; large cases on a sample */
         int kb = fmt == DI_WFMT_FP8 ? (act < B ? act : B) : 32;
+        /* the wgmma kernel (FP8, M > 64 on sm_90a): Hopper's wgmma adds e4m3 products into fp32 with fewer
+         * kept bits than mma.sync (measured ~2e-4 norm-wise at K = 128), so its bounds are 10x / 2x wider
+         * — still under the bf16 output's rounding (2^-9) */
+        int on_wgmma = fmt == DI_WFMT_FP8 && M > 64 && dic_gemm_wgmma_usable(N, K);
+        double tol_norm = on_wgmma ? TOL_NORM_WGMMA : TOL_NORM, tol_elem = on_wgmma ? TOL_ELEM_WGMMA : TOL_ELEM;
         float *q = malloc((size_t)K * 4), *sa = malloc((size_t)(K / act) * 4);
         double num = 0, den = 0, num2 = 0, worst = 0;
         int wm = -1, wn = -1;
@@ -258,9 +270,9 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
                     abs += pa * f;
                 }
                 double e = fabs(C[i] - ref);
-                CHECK_MSG(e <= TOL_ELEM * abs + 1e-30,
+                CHECK_MSG(e <= tol_elem * abs + 1e-30,
                           "%s M=%d N=%d K=%d B=%d act=%d: C[%d][%d] = %.9g, reference %.9g (error %.3g, bound %.3g)",
-                          fmt_name(fmt), M, N, K, B, act, m, n, C[i], ref, e, TOL_ELEM * abs);
+                          fmt_name(fmt), M, N, K, B, act, m, n, C[i], ref, e, tol_elem * abs);
                 if (abs > 0 && e / abs > worst) worst = e / abs, wm = m, wn = n;
                 num += e * e;
                 den += ref * ref;
@@ -270,7 +282,7 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
         double rel = sqrt(num / den), rel2 = sqrt(num2 / den);
         fprintf(stderr, "  %s M=%d N=%d K=%d B=%d act=%d: max err/abs-sum %.2e at [%d][%d]; norm rel %.2e vs double, %.2e vs di_gemm\n",
                 fmt_name(fmt), M, N, K, B, act, worst, wm, wn, rel, rel2);
-        CHECK_MSG(rel <= TOL_NORM && rel2 <= TOL_NORM, "%s M=%d N=%d K=%d: norm-wise error %.3g vs double, %.3g vs di_gemm",
+        CHECK_MSG(rel <= tol_norm && rel2 <= tol_norm, "%s M=%d N=%d K=%d: norm-wise error %.3g vs double, %.3g vs di_gemm",
                   fmt_name(fmt), M, N, K, rel, rel2);
         free(q), free(sa);
     }
@@ -312,6 +324,91 @@ TEST(gpu_gemm_fp8_v41) {
     gemm_case(DI_WFMT_FP8, 4099, 96, 1120, 32, 32, 603);
 }
 
+/* FP8 prefill on the wgmma kernel (dic_gemm_wgmma.cu, chosen by dic_gemm for
+ * M > 64 on sm_90a): shapes with K tails (K % 128 != 0), N and M not tile
+ * multiples, kb = 32 / 64 / 128, against the double reference and di_gemm. */
+TEST(gpu_gemm_fp8_wgmma) {
+    static const struct { int M, N, K, B, act; } cs[] = {
+        {65, 128, 128, 128, 128},   {128, 256, 1024, 128, 128}, {129, 300, 640, 128, 128},
+        {257, 1000, 4096, 128, 128}, {300, 77, 1120, 32, 32},   {130, 200, 1024, 128, 64},
+        {200, 136, 1056, 32, 32},   {513, 520, 2048, 128, 128}, {96, 4096, 512, 32, 32},
+    };
+    for (unsigned i = 0; i < sizeof cs / sizeof *cs; i++) {
+        gemm_case(DI_WFMT_FP8, cs[i].M, cs[i].N, cs[i].K, cs[i].B, cs[i].act, 3000 + i);
+        if (di_test_failed()) return;
+    }
+}
+
+/* wgmma kernel vs the mma.sync tile kernel on the same quantised rows: the
+ * number of outputs whose bits differ is printed (measured on the H200: nearly
+ * all; the two instructions round the e4m3 sums differently), and a row's bits
+ * must not depend on the other rows (the first rows alone, M = 3, forced onto
+ * the wgmma kernel, give the same bits as inside M rows). */
+static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) {
+    uint64_t s = seed;
+    size_t lda = (size_t)K, ldc = (size_t)N + 1;
+    uint16_t *A = malloc((size_t)M * lda * 2);
+    fill_act(A, M, K, lda, act, &s);
+    uint8_t *w, *sc;
+    size_t wb, sb;
+    gen_weights(DI_WFMT_FP8, N, K, B, &w, &wb, &sc, &sb, &s);
+    void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
+    uint8_t *dq = gt_dev_poison(dic_gemm_qbytes(M, K));
+    float *dsa = gt_dev_poison((size_t)M * (K / act) * 4);
+    float *d1 = gt_dev_poison((size_t)M * ldc * 4), *d2 = gt_dev_poison((size_t)M * ldc * 4),
+          *d3 = gt_dev_poison((size_t)M * ldc * 4), *d4 = gt_dev_poison((size_t)M * ldc * 4);
+    CHECK(dA && dW && dS && dq && dsa && d1 && d2 && d3 && d4);
+    if (!dic_gemm_wgmma_usable(N, K)) {
+        fprintf(stderr, "  wgmma not usable on this device: skipped\n");
+        return;
+    }
+    dic_gemm_wtab *wt = malloc(sizeof *wt);
+    wt->w[0] = dW, wt->s[0] = dS;
+    CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, act, NULL, NULL, dq, dsa, NULL, 0));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, NULL, NULL, d1, NULL,
+                                      ldc, DIC_GEMM_PATH_TILES));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, NULL, NULL, d2, NULL,
+                                      ldc, DIC_GEMM_PATH_WGMMA));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, 3, NULL, NULL, dq, dsa, NULL, NULL, d3, NULL,
+                                      ldc, DIC_GEMM_PATH_WGMMA));
+    CUDA_SYNC_CHECK(dic_gemm_q_launch(0, 1, wt, DI_WFMT_FP8, N, K, B, act, M, NULL, NULL, dq, dsa, NULL, NULL, d4, NULL,
+                                      ldc, DIC_GEMM_PATH_WGMMA_V1));
+    float *c1 = malloc((size_t)M * ldc * 4), *c2 = malloc((size_t)M * ldc * 4), *c3 = malloc((size_t)M * ldc * 4);
+    float *c4 = malloc((size_t)M * ldc * 4);
+    CUDA_CHECK(cudaMemcpy(c4, d4, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c1, d1, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c2, d2, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c3, d3, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+    size_t diff = 0, diff3 = 0, first = (size_t)-1;
+    size_t dv = gt_count_diff_u32(c4, c2, (size_t)M * ldc); /* v1 and v2 schedules: same operations, same bits */
+    CHECK_MSG(dv == 0, "wgmma v2 vs v1 M=%d N=%d K=%d: %zu outputs differ in bits", M, N, K, dv);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            size_t i = (size_t)m * ldc + n;
+            if (di_f32_bits(c1[i]) != di_f32_bits(c2[i])) {
+                if (first == (size_t)-1) first = i;
+                diff++;
+            }
+            if (m < 3 && di_f32_bits(c3[i]) != di_f32_bits(c2[i])) diff3++;
+        }
+    for (int m = 3; m < M; m++) /* M = 3 launch: rows past 3 untouched */
+        for (int n = 0; n < N; n++) CHECK_MSG(di_f32_bits(c3[(size_t)m * ldc + n]) == 0xFFFFFFFFu, "row %d written", m);
+    fprintf(stderr, "  wgmma vs mma.sync tiles M=%d N=%d K=%d B=%d act=%d: %zu of %lld outputs differ in bits; M=3 vs M=%d: %zu\n",
+            M, N, K, B, act, diff, (long long)M * N, M, diff3);
+    CHECK_MSG(diff3 == 0, "wgmma: row bits depend on M (%zu differ)", diff3);
+    if (diff) /* reported, not failed: Hopper's wgmma keeps fewer bits of the e4m3 sums than mma.sync */
+        fprintf(stderr, "  first differing [%zu][%zu]: wgmma %a, mma.sync %a\n", first / ldc, first % ldc, c2[first],
+                c1[first]);
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dq), cudaFree(dsa), cudaFree(d1), cudaFree(d2), cudaFree(d3), cudaFree(d4);
+    free(A), free(w), free(sc), free(wt), free(c1), free(c2), free(c3), free(c4);
+}
+
+TEST(gpu_gemm_fp8_wgmma_bits) {
+    wgmma_bits_case(300, 520, 4096, 128, 128, 4001);
+    wgmma_bits_case(150, 200, 1120, 32, 32, 4002);
+    wgmma_bits_case(70, 136, 1024, 128, 64, 4003);
+}
+
 /* FP4 routed-expert shapes: V4 (act 128) and V4.1 (act 32). */
 TEST(gpu_gemm_fp4) {
     for (unsigned i = 0; i < sizeof gemm_ms / sizeof *gemm_ms; i++) {
@@ -335,7 +432,72 @@ TEST(gpu_gemm_bf16_f32_bitwise) {
         if (di_test_failed()) return;
         gemm_case(DI_WFMT_F32, gemm_ms[i], 33, 101, 0, 0, 1300 + i);
         if (di_test_failed()) return;
+        gemm_case(DI_WFMT_BF16, gemm_ms[i], 300, 1000, 0, 0, 1400 + i); /* decode kernel: K % 32 tail */
+        if (di_test_failed()) return;
     }
+    gemm_case(DI_WFMT_BF16, 8, 1029, 4096, 0, 0, 1500); /* lm_head-like, M at the decode kernel's bound */
+}
+
+/* ---- batch invariance ---------------------------------------------------------
+ * A row's bits must not depend on M or on the other rows: run the same rows
+ * at M = 1 (row r alone), 8, 37 (split-K small path), 64 and 97 (tile path),
+ * every shared row bitwise equal (fp32 and bf16 outputs). */
+static void invariance_case(int fmt, int N, int K, int B, int act, uint64_t seed) {
+    const int MB = 97, r1 = 5;
+    const int ms[] = {8, 37, 64};
+    uint64_t s = seed;
+    size_t lda = (size_t)K + 8, ldc = (size_t)N;
+    uint16_t *A = malloc((size_t)MB * lda * 2);
+    fill_act(A, MB, K, lda, act, &s);
+    uint8_t *w, *sc;
+    size_t wb, sb;
+    gen_weights(fmt, N, K, B, &w, &wb, &sc, &sb, &s);
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(MB, N, K)));
+    ctx.batch_invariant = 1; /* no wgmma at M = 97: one summation order for every M */
+    void *dA = gt_to_dev(A, (size_t)MB * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
+    float *dC = gt_dev_poison((size_t)MB * ldc * 4);
+    CHECK(dA && dW && dS && dC);
+    dic_wmat dw = {fmt, N, K, fmt == DI_WFMT_FP8 ? B : 32, dW, dS};
+    float *ref = malloc((size_t)MB * ldc * 4), *got = malloc((size_t)MB * ldc * 4);
+    CUDA_SYNC_CHECK(dic_gemm(&ctx, MB, dA, lda, &dw, act, dC, NULL, ldc));
+    CUDA_CHECK(cudaMemcpy(ref, dC, (size_t)MB * ldc * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < (size_t)MB * ldc; i++) CHECK_MSG(ref[i] == ref[i], "invariance: M=%d output %zu NaN", MB, i);
+    /* M = 1: row r1 alone */
+    CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
+    CUDA_SYNC_CHECK(dic_gemm(&ctx, 1, (const uint16_t *)dA + (size_t)r1 * lda, lda, &dw, act, dC, NULL, ldc));
+    CUDA_CHECK(cudaMemcpy(got, dC, ldc * 4, cudaMemcpyDeviceToHost));
+    size_t d1 = gt_count_diff_u32(got, ref + (size_t)r1 * ldc, (size_t)N);
+    CHECK_MSG(d1 == 0, "%s N=%d K=%d: row %d at M=1 differs from M=%d in %zu of %d outputs", fmt_name(fmt), N, K, r1,
+              MB, d1, N);
+    for (unsigned j = 0; j < sizeof ms / sizeof *ms; j++) {
+        int M = ms[j];
+        CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
+        CUDA_SYNC_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, act, dC, NULL, ldc));
+        CUDA_CHECK(cudaMemcpy(got, dC, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+        size_t d = gt_count_diff_u32(got, ref, (size_t)M * ldc);
+        CHECK_MSG(d == 0, "%s N=%d K=%d: rows 0..%d at M=%d differ from M=%d in %zu outputs", fmt_name(fmt), N, K,
+                  M - 1, M, MB, d);
+    }
+    fprintf(stderr, "  invariance %s N=%d K=%d B=%d act=%d: M=1/8/37/64/97 bitwise equal\n", fmt_name(fmt), N, K, B,
+            act);
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dC), cudaFree(ctx.scratch);
+    cudaStreamDestroy(ctx.stream);
+    free(A), free(w), free(sc), free(ref), free(got);
+}
+
+TEST(gpu_gemm_batch_invariance) {
+    invariance_case(DI_WFMT_FP8, 1024, 4096, 128, 128, 3001); /* wq_a: 8 K groups */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 300, 1120, 32, 32, 3002); /* V4.1 blocks, short last group, N tail */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 200, 1024, 128, 64, 3003); /* kb = 64 */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP4, 2048, 4096, 32, 128, 3004);
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP4, 333, 2304, 32, 32, 3005);
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 96, 384, 128, 128, 3006); /* one K group: no split */
 }
 
 /* ---- grouped ----------------------------------------------------------------- */
@@ -375,7 +537,7 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
         CHECK(dw[e].w && dw[e].scale);
     }
     dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, dic_gemm_scratch(max_rows, K)));
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(max_rows, N, K)));
     void *dA = gt_to_dev(A, (size_t)R * lda * 2);
     int *doff = gt_to_dev(off, ((size_t)E + 1) * sizeof(int)), *drows = gt_to_dev(rows, (size_t)max_rows * sizeof(int));
     uint16_t *dC = gt_dev_poison((size_t)R * ldc * 2);
@@ -401,7 +563,8 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
             void *dAe = gt_to_dev(Ae, (size_t)me * K * 2);
             uint16_t *dGe = gt_dev_poison((size_t)me * N * 2);
             dic_ctx c1;
-            CHECK(gt_ctx(&c1, dic_gemm_scratch(me, K)) && dAe && dGe);
+            CHECK(gt_ctx(&c1, dic_gemm_scratch(me, N, K)) && dAe && dGe);
+            c1.batch_invariant = 1; /* grouped launches use the invariant kernels */
             CUDA_SYNC_CHECK(dic_gemm(&c1, me, dAe, (size_t)K, &dw[e], act, NULL, dGe, (size_t)N));
             Ge = malloc((size_t)me * N * 2);
             CUDA_CHECK(cudaMemcpy(Ge, dGe, (size_t)me * N * 2, cudaMemcpyDeviceToHost));

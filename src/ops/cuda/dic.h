@@ -41,6 +41,12 @@ typedef struct dic_ctx {
     void *scratch;      /* device, 256-byte aligned */
     size_t scratch_cap;
     int num_sms;        /* multiprocessors of the device (grid sizing) */
+    int batch_invariant; /* 1: every op computes a row's result in one order for
+                          * every batch size (DESIGN.md §3, $DEEPINFER_BATCH_INVARIANT):
+                          * a row's bits never depend on M or on the other rows.
+                          * 0: ops may pick faster kernels by M whose bits differ
+                          * between launch shapes (dic_gemm: FP8 prefill, M > 64,
+                          * on the wgmma kernel). Still deterministic per shape. */
 } dic_ctx;
 
 /* A weight matrix W [N, K] on the device in its released format (ops.h
@@ -58,8 +64,16 @@ typedef struct dic_wmat {
 /* ---------------------------------------------------------------------------
  * GEMM (ops.h di_gemm): C = A W^T with the reference's per-row activation
  * quantisation for FP8/FP4 weights. A bf16 [M][lda]; exactly one of C32
- * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, K). */
-size_t dic_gemm_scratch(int M, int K);
+ * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, W->n, W->k)
+ * (grouped: dic_gemm_scratch(max_rows, N, K)).
+ * FP8 / FP4 with c->batch_invariant: a row's result does not depend on M or
+ * on the other rows (one summation order for every launch shape,
+ * dic_gemm_int.h DIC_GEMM_KG). Without it, FP8 with M > 64 on a 9.x device
+ * runs on wgmma: still independent of the other rows and deterministic, but
+ * its bits differ from the M <= 64 kernels' (wgmma keeps fewer bits of the
+ * e4m3 block sums: ~1e-4 norm-wise instead of ~1e-7). dic_gemm_grouped
+ * always uses the invariant kernels. */
+size_t dic_gemm_scratch(int M, int N, int K);
 cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
                      float *C32, uint16_t *C16, size_t ldc);
 

@@ -15,17 +15,24 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     if (W->fmt == 0 || W->fmt == 1) return dic_gemm_float_launch(c->stream, M, A, lda, W, C32, C16, ldc);
     if (W->fmt != 2 && W->fmt != 3) return cudaErrorInvalidValue;
     const int K = W->k;
-    if (act_block <= 0 || K % act_block || K % 32 || misaligned(W->w) || c->scratch_cap < dic_gemm_scratch(M, K))
+    if (act_block <= 0 || K % act_block || K % 32 || misaligned(W->w) || c->scratch_cap < dic_gemm_scratch(M, W->n, K))
         return cudaErrorInvalidValue;
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(M, K));
-    cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, K, act_block, NULL, NULL, q, s);
+    float *part = NULL;
+    int *cnt = NULL, ncnt = 0;
+    if (dic_gemm_partbytes(M, W->n, K)) {
+        part = (float *)(q + dic_gemm_qbytes(M, K) + dic_gemm_sbytes(M, K));
+        cnt = (int *)((uint8_t *)part + (((size_t)dic_gemm_ngroups(K) * M * W->n * 4 + 255) & ~(size_t)255));
+        ncnt = (int)dic_gemm_ncnt(M, W->n);
+    }
+    cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, K, act_block, NULL, NULL, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
     dic_gemm_wtab wt;
     wt.w[0] = W->w;
     wt.s[0] = W->scale;
-    return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, C32,
-                             C16, ldc);
+    return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, part,
+                             cnt, C32, C16, ldc, c->batch_invariant ? DIC_GEMM_PATH_INVARIANT : DIC_GEMM_PATH_FAST);
 }
 
 extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W, const int *off, const int *rows,
@@ -35,7 +42,7 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     if (E > DIC_GEMM_MAXE || !C16) return cudaErrorInvalidValue;
     const int fmt = W[0].fmt, N = W[0].n, K = W[0].k, wb = W[0].wblock;
     if ((fmt != 2 && fmt != 3) || act_block <= 0 || K % act_block || K % 32 ||
-        c->scratch_cap < dic_gemm_scratch(max_rows, K))
+        c->scratch_cap < dic_gemm_scratch(max_rows, N, K))
         return cudaErrorInvalidValue;
     dic_gemm_wtab local; /* host copy, passed by value into the launch's parameters */
     dic_gemm_wtab *tab = &local;
@@ -47,7 +54,15 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     }
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(max_rows, K));
-    cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s);
+    float *part = NULL;
+    int *cnt = NULL, ncnt = 0;
+    if (dic_gemm_partbytes(max_rows, N, K)) {
+        part = (float *)(q + dic_gemm_qbytes(max_rows, K) + dic_gemm_sbytes(max_rows, K));
+        cnt = (int *)((uint8_t *)part + (((size_t)dic_gemm_ngroups(K) * max_rows * N * 4 + 255) & ~(size_t)255));
+        ncnt = (int)dic_gemm_ncnt(max_rows, N);
+    }
+    cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
-    return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, NULL, C16, ldc);
+    return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
+                             C16, ldc, DIC_GEMM_PATH_INVARIANT);
 }

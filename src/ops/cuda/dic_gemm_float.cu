@@ -66,10 +66,91 @@ static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N
     }
 }
 
+/* BF16 decode (M <= BD_MAXM): each output column is one thread's chain
+ * (the CPU's pair order, so the bits are di_gemm's at every M). A warp owns
+ * 32 columns and reads them 64 k at a time with coalesced 16-byte loads (one
+ * instruction: 4 columns x 128 contiguous bytes), the next chunk in flight
+ * while the current one goes through the warp's shared buffer to the lane
+ * that owns the column; activations: warp-uniform 16-byte loads. */
+#define BD_MAXM 8
+#define BD_T 128
+#define BD_SR 144 /* bytes per staged column (128 + 16): conflict-free 16-byte reads and writes */
+
+static __device__ __forceinline__ void bd_pairs(float *c, uint32_t a, uint32_t w) {
+    /* one k pair: odd product then even, each mul and add rounded */
+    *c = __fadd_rn(*c, __fmul_rn(__uint_as_float(a & 0xFFFF0000u), __uint_as_float(w & 0xFFFF0000u)));
+    *c = __fadd_rn(*c, __fmul_rn(__uint_as_float(a << 16), __uint_as_float(w << 16)));
+}
+
+static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int K, const uint16_t *A, size_t lda,
+                                                             const uint16_t *W, float *C32, uint16_t *C16,
+                                                             size_t ldc) {
+    __shared__ __align__(16) uint8_t sb[BD_T / 32][32 * BD_SR];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nb = blockIdx.x * BD_T + warp * 32, n = nb + lane;
+    uint8_t *buf = sb[warp];
+    float c[BD_MAXM];
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) c[m] = 0.0f;
+    const int K64 = K & ~63;
+    uint4 r[8];
+    /* chunk at k: instruction j loads column nb + 4j + lane/8, bytes 16 (lane%8) of its 128 */
+#define BD_LOAD(k)                                                                                  \
+    _Pragma("unroll") for (int j = 0; j < 8; j++) {                                                 \
+        int col = nb + 4 * j + (lane >> 3);                                                         \
+        r[j] = make_uint4(0, 0, 0, 0);                                                              \
+        if (col < N) r[j] = __ldg((const uint4 *)(W + (size_t)col * K + (k) + (lane & 7) * 8));     \
+    }
+    if (K64 > 0) BD_LOAD(0);
+    for (int k = 0; k < K64; k += 64) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) *(uint4 *)(buf + (4 * j + (lane >> 3)) * BD_SR + (lane & 7) * 16) = r[j];
+        __syncwarp();
+        if (k + 64 < K64) BD_LOAD(k + 64);
+        uint4 w[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = *(const uint4 *)(buf + lane * BD_SR + j * 16);
+        __syncwarp();
+#pragma unroll
+        for (int m = 0; m < BD_MAXM; m++) {
+            if (m < M) {
+                const uint4 *am = (const uint4 *)(A + (size_t)m * lda + k);
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    uint4 av = __ldg(am + j);
+                    bd_pairs(&c[m], av.x, w[j].x);
+                    bd_pairs(&c[m], av.y, w[j].y);
+                    bd_pairs(&c[m], av.z, w[j].z);
+                    bd_pairs(&c[m], av.w, w[j].w);
+                }
+            }
+        }
+    }
+#undef BD_LOAD
+    if (n >= N) return;
+    for (int k = K64; k < K; k += 2) { /* tail pairs */
+        uint32_t wp = *(const uint32_t *)(W + (size_t)n * K + k);
+        for (int m = 0; m < M && m < BD_MAXM; m++) bd_pairs(&c[m], *(const uint32_t *)(A + (size_t)m * lda + k), wp);
+    }
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) {
+        if (m < M) {
+            if (C32) C32[(size_t)m * ldc + n] = c[m];
+            else C16[(size_t)m * ldc + n] = dic_f32_to_bf16(c[m]);
+        }
+    }
+}
+
 extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                              float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0 || W->n <= 0) return cudaSuccess;
     if (W->fmt == 0 && (W->k & 1)) return cudaErrorInvalidValue; /* bf16 pairs */
+    if (W->fmt == 0 && M <= BD_MAXM && W->k % 8 == 0 && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 &&
+        ((uintptr_t)A & 15) == 0) {
+        k_gemm_bf16_dec<<<(unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st>>>(M, W->n, W->k, A, lda,
+                                                                              (const uint16_t *)W->w, C32, C16, ldc);
+        DIC_LAUNCH_CHECK();
+    }
     dim3 grid((unsigned)((W->n + F_BN - 1) / F_BN), (unsigned)((M + F_BM - 1) / F_BM));
     if (grid.y > 65535) return cudaErrorInvalidConfiguration;
     k_gemm_float<<<grid, 256, 0, st>>>(W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);

@@ -26,17 +26,62 @@ typedef struct dic_gemm_wtab {
  * (256-aligned) fp32 scales [rows][K / act_block]. */
 static inline size_t dic_gemm_ldq(int K) { return ((size_t)K + 15) & ~(size_t)15; }
 static inline size_t dic_gemm_qbytes(int M, int K) { return ((size_t)M * dic_gemm_ldq(K) + 255) & ~(size_t)255; }
+static inline size_t dic_gemm_sbytes(int M, int K) { return (((size_t)M * (size_t)(K / 16 + 1) * 4) + 255) & ~(size_t)255; }
+
+/* The FP8 / FP4 result's summation order, the same for every M and every
+ * kernel (batch invariance): K is cut into groups of DIC_GEMM_KG k (the last
+ * may be shorter); within a group, C_g = fma(P_b, s_act * s_w, C_g) over its
+ * K-blocks in increasing order from C_g = 0 (P_b: the tensor cores' sum of
+ * the block, mma.sync m16n8k32 steps in increasing k); then
+ * C = C_0 + C_1 + ... added left to right. */
+#define DIC_GEMM_KG 512
+static inline int dic_gemm_ngroups(int K) { return (K + DIC_GEMM_KG - 1) / DIC_GEMM_KG; }
+/* Launches of at most this many rows split the K groups over CTAs (fp32
+ * group partials in the scratch, the last-arriving CTA adds them in order). */
+#define DIC_GEMM_SPLIT_MAXM 64
+#define DIC_GEMM_SBN 32 /* output columns per small-M CTA */
+static inline size_t dic_gemm_ncnt(int M, int N) {
+    return (size_t)((N + DIC_GEMM_SBN - 1) / DIC_GEMM_SBN) * (size_t)((M + 15) / 16 + M);
+}
+static inline size_t dic_gemm_partbytes(int M, int N, int K) {
+    if (M > DIC_GEMM_SPLIT_MAXM || dic_gemm_ngroups(K) < 2) return 0;
+    return (((size_t)dic_gemm_ngroups(K) * (size_t)M * (size_t)N * 4 + 255) & ~(size_t)255) +
+           ((dic_gemm_ncnt(M, N) * 4 + 255) & ~(size_t)255);
+}
 
 /* Quantise rows i < M (i < *count when count != NULL) of A: source row
- * rows[i] (or i), into q + i*ldq and s + i*(K/blk). */
+ * rows[i] (or i), into q + i*ldq and s + i*(K/blk); and zero cnt[0..ncnt)
+ * (the split-K arrival counters of the launch that follows). */
 cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda, int K, int blk, const int *rows,
-                           const int *count, uint8_t *q, float *s);
+                           const int *count, uint8_t *q, float *s, int *cnt, int ncnt);
 
 /* FP8 / FP4 weights over quantised activations (dic_gemm_mma.cu). E = 1 and
- * off = rows = NULL: plain rows 0..M-1. Else grouped (dic.h). */
+ * off = rows = NULL: plain rows 0..M-1. Else grouped (dic.h). `path` picks
+ * the kernels:
+ *   DIC_GEMM_PATH_INVARIANT  small-M kernel (M <= 64, grouped <= 4E) or the
+ *                            mma.sync tiles: one per-row summation order
+ *                            (above) for every M, bitwise;
+ *   DIC_GEMM_PATH_FAST       the same, except FP8 plain rows with M > 64 on
+ *                            a 9.x device take the wgmma kernel (faster
+ *                            prefill, other bits: wgmma's e4m3 sums);
+ *   DIC_GEMM_PATH_TILES      the mma.sync tiles for any M (tests, bench);
+ *   DIC_GEMM_PATH_WGMMA(_V1) the wgmma kernel for any M (cudaErrorInvalidValue
+ *                            where it does not apply); _V1: the first,
+ *                            unpipelined version (same bits), for the bench. */
+enum { DIC_GEMM_PATH_INVARIANT = 0, DIC_GEMM_PATH_FAST = 1, DIC_GEMM_PATH_TILES = 2, DIC_GEMM_PATH_WGMMA = 3,
+       DIC_GEMM_PATH_WGMMA_V1 = 4 };
 cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K, int wblock,
                               int act_block, int M, const int *off, const int *rows, const uint8_t *q,
-                              const float *sa, float *C32, uint16_t *C16, size_t ldc);
+                              const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
+                              int path);
+
+/* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
+ * these shapes; the launch over quantised activations q (row stride ldq). */
+int dic_gemm_wgmma_usable(int N, int K);
+int dic_gemm_wgmma_maps(const void *q, size_t ldq, int M, const void *w, int N, int K); /* test diagnostics */
+cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
+                                    int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
+                                    float *C32, uint16_t *C16, size_t ldc, int v1);
 
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,

@@ -38,6 +38,8 @@
 
 typedef struct qargs {
     int E, fmt, N, K, wblock, act_block, kb, M;
+    int lab, lwb, spb_m1; /* log2(act_block), log2(wblock) (FP4: 5), kb / 32 - 1: no runtime division in the kernels */
+    int nwb;              /* K / wblock: weight-scale blocks per row of blocks */
     const int *off, *rows;
     const uint8_t *q;
     size_t ldq;
@@ -81,13 +83,22 @@ static __device__ int tile_rows(const qargs &a, int BM, int y, int *info /* smem
         return i0 < a.M;
     }
     if (threadIdx.x < 32) {
-        int lane = threadIdx.x, before = 0, found = 0;
-        for (int b0 = 0; b0 < a.E && !found; b0 += 32) {
-            int e = b0 + lane, nt = 0, o0 = 0, o1 = 0;
-            if (e < a.E) {
-                o0 = a.off[e], o1 = a.off[e + 1];
-                nt = (o1 - o0 + BM - 1) / BM;
-            }
+        /* all of off[] first (independent loads: one memory latency, not E/32) */
+        const int lane = threadIdx.x, nb = (a.E + 31) / 32;
+        int o[DIC_GEMM_MAXE / 32 + 1];
+#pragma unroll
+        for (int j = 0; j <= DIC_GEMM_MAXE / 32; j++) {
+            int idx = 32 * j + lane;
+            o[j] = (j <= nb && idx <= a.E) ? __ldg(a.off + idx) : 0;
+        }
+        int before = 0, found = 0;
+#pragma unroll
+        for (int j = 0; j < DIC_GEMM_MAXE / 32; j++) {
+            if (j >= nb || found) break;
+            int e = 32 * j + lane;
+            int nxt = __shfl_down_sync(0xFFFFFFFFu, o[j], 1), nxt0 = __shfl_sync(0xFFFFFFFFu, o[j + 1], 0);
+            int o0 = o[j], o1 = lane == 31 ? nxt0 : nxt, nt = 0;
+            if (e < a.E) nt = (o1 - o0 + BM - 1) / BM;
             int incl = nt;
             for (int d = 1; d < 32; d <<= 1) {
                 int v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
@@ -120,143 +131,193 @@ static __device__ __forceinline__ void store_out(const qargs &a, int i, int n, f
 
 /* ---- small M --------------------------------------------------------------- */
 
-#define S_WARPS 8
-#define S_BN 32
-#define S_BM 16
+/* CTA: 4 warps, 32 output columns (warp w: the n8 tile n0 + 8w) x <= 16 rows.
+ * split: blockIdx.z = the K group; the CTA stages its 32 x 512 weight slab
+ * (16-byte loads, all issued before any use: 16 KB FP8 / 8 KB FP4 in flight
+ * per CTA, 2-4k CTAs at V4 sizes) and writes the group's fp32 partial; the
+ * CTA that arrives last for its output tile (counter in the scratch, zeroed
+ * by the quantisation kernel) adds the partials in group order.
+ * !split: the CTA walks every group itself (next group prefetched into
+ * registers), same arithmetic. */
+#define S_WARPS 4
+#define S_SR (DIC_GEMM_KG + 32) /* staged row stride: 8-byte fragment reads conflict-free per half warp */
 
-static __global__ void __launch_bounds__(256) k_gemm_q_small(const qargs a, const __grid_constant__ dic_gemm_wtab wt) {
-    __shared__ __align__(16) uint8_t sw[S_WARPS][S_BN * SROW]; /* 40 KB; reused for the warp reduction */
-    __shared__ float ssc[S_WARPS][S_BN][4];                     /* FP4 weight scales of the staged chunk */
+static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, const __grid_constant__ dic_gemm_wtab wt,
+                                                            float *part, int *cnt, int split) {
+    __shared__ __align__(16) uint8_t sw[S_WARPS][8 * S_SR]; /* 17 KB: each warp's 8 x 512 weight slab (e4m3) */
+    __shared__ __align__(16) uint8_t sq[16 * S_SR];         /* 8.5 KB: the 16 rows' activations of the group */
+    __shared__ float ssa[16][DIC_GEMM_KG / 32];              /* activation scales of the group */
+    __shared__ float sws[DIC_GEMM_SBN][DIC_GEMM_KG / 32];    /* weight scales (FP8: row 0 only) */
     __shared__ int info[3];
-    if (!tile_rows(a, S_BM, blockIdx.y, info)) return;
-    const int e = info[0], i0 = info[1], i1 = info[2];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * S_BN, N = a.N, K = a.K, fp4 = a.fmt == 3;
+    __shared__ int last;
+    if (!tile_rows(a, 16, blockIdx.y, info)) return;
+    const int e = info[0], i0 = info[1], i1 = info[2], nr = i1 - i0;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * DIC_GEMM_SBN, nw = n0 + 8 * warp, N = a.N, K = a.K, fp4 = a.fmt == 3;
     const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
-    const int nch = (K + CH - 1) / CH;
+    const int ng = (K + DIC_GEMM_KG - 1) / DIC_GEMM_KG;
     const int ia = i0 + g, ib = i0 + g + 8, va = ia < i1, vb = ib < i1;
-    const uint8_t *qa = a.q + (size_t)ia * a.ldq, *qb = a.q + (size_t)ib * a.ldq;
-    const float *saa = a.sa + (size_t)ia * a.nsa, *sab = a.sa + (size_t)ib * a.nsa;
     const size_t wrow = fp4 ? (size_t)K / 2 : (size_t)K;
     uint8_t *mys = sw[warp];
+    const int c0 = nw + 2 * t; /* this thread's output columns c0, c0 + 1 */
+    const int g_first = split ? (int)blockIdx.z : 0, g_end = split ? g_first + 1 : ng;
+    const int nab = DIC_GEMM_KG >> a.lab; /* activation blocks per group */
+    const int lab = a.lab, lwb = a.lwb, spb_m1 = a.spb_m1;
 
-    float tot[4][4], P[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) tot[i][j] = P[i][j] = 0.0f;
-
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint4 reg[8];
-    uint32_t screg = 0;
-    /* load chunk c into registers: FP8 8 units of 16 B (row u/8, byte (u%8)*16),
-     * FP4 4 units (row u/4, packed byte (u%4)*16) + this lane's row scales. */
-#define S_LOAD(c)                                                                                   \
+    /* group gg's slab rows nw..nw+7: FP8 lane l takes bytes 16l of row i; FP4 units u = l + 32i: row u/16, packed 16(u%16) */
+#define S_LOAD(gg)                                                                                  \
     do {                                                                                            \
-        int kc_ = (c) * CH;                                                                         \
+        const int kg_ = (gg) * DIC_GEMM_KG;                                                         \
         if (!fp4) {                                                                                 \
             _Pragma("unroll") for (int i = 0; i < 8; i++) {                                         \
-                int u = lane + 32 * i, r = u >> 3, col = (u & 7) * 16;                              \
+                int col = lane * 16;                                                                \
                 reg[i] = make_uint4(0, 0, 0, 0);                                                    \
-                if (n0 + r < N && kc_ + col < K)                                                    \
-                    reg[i] = __ldg((const uint4 *)(W + (size_t)(n0 + r) * wrow + kc_ + col));       \
+                if (nw + i < N && kg_ + col < K)                                                    \
+                    reg[i] = __ldg((const uint4 *)(W + (size_t)(nw + i) * wrow + kg_ + col));       \
             }                                                                                       \
         } else {                                                                                    \
             _Pragma("unroll") for (int i = 0; i < 4; i++) {                                         \
-                int u = lane + 32 * i, r = u >> 2, cp = (u & 3) * 16;                               \
+                int u = lane + 32 * i, r = u >> 4, cp = (u & 15) * 16;                              \
                 reg[i] = make_uint4(0, 0, 0, 0);                                                    \
-                if (n0 + r < N && kc_ + 2 * cp < K)                                                 \
-                    reg[i] = __ldg((const uint4 *)(W + (size_t)(n0 + r) * wrow + kc_ / 2 + cp));    \
+                if (nw + r < N && kg_ + 2 * cp < K)                                                 \
+                    reg[i] = __ldg((const uint4 *)(W + (size_t)(nw + r) * wrow + kg_ / 2 + cp));    \
             }                                                                                       \
-            screg = 0;                                                                              \
-            if (n0 + lane < N)                                                                      \
-                _Pragma("unroll") for (int j = 0; j < 4; j++) if (kc_ + 32 * j < K) screg |=        \
-                    (uint32_t)S[(size_t)(n0 + lane) * (K / 32) + kc_ / 32 + j] << (8 * j);          \
         }                                                                                           \
     } while (0)
 
-    if (warp < nch) S_LOAD(warp);
-    for (int c = warp; c < nch; c += S_WARPS) {
-        const int kc = c * CH, nsteps = min(CH, K - kc) / 32;
+    S_LOAD(g_first);
+    for (int gi = g_first; gi < g_end; gi++) {
+        const int kg = gi * DIC_GEMM_KG, nsteps = min(DIC_GEMM_KG, K - kg) / 32;
+        /* the group's activations, activation scales and weight scales: all loads issued before any use */
+        uint4 ra[4];
+        float fa[2];
+        uint32_t wsb[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j, r = u >> 5, cb = (u & 31) * 16;
+            ra[j] = make_uint4(0, 0, 0, 0);
+            if (r < nr && kg + cb < K) ra[j] = *(const uint4 *)(a.q + (size_t)(i0 + r) * a.ldq + kg + cb);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int u = tid + 128 * j, r = u >> 4, b = u & 15;
+            fa[j] = 0.0f;
+            if (r < nr && b < nab && kg + (b << lab) < K) fa[j] = a.sa[(size_t)(i0 + r) * a.nsa + (kg >> lab) + b];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j, col = u >> 4, b = u & 15;
+            wsb[j] = 0;
+            if (fp4) {
+                if (n0 + col < N && kg + 32 * b < K) wsb[j] = S[(size_t)(n0 + col) * (K / 32) + kg / 32 + b];
+            } else if (col == 0 && b < (DIC_GEMM_KG >> lwb) && kg + (b << lwb) < K) {
+                wsb[j] = S[(size_t)(n0 >> lwb) * (size_t)a.nwb + (kg >> lwb) + b];
+            }
+        }
+        if (gi != g_first) __syncthreads(); /* the previous group's readers are done */
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j;
+            *(uint4 *)(sq + (u >> 5) * S_SR + (u & 31) * 16) = ra[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int u = tid + 128 * j;
+            ssa[u >> 4][u & 15] = fa[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int u = tid + 128 * j;
+            sws[u >> 4][u & 15] = e8m0f((uint8_t)wsb[j]);
+        }
         if (!fp4) {
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                int u = lane + 32 * i;
-                *(uint4 *)(mys + (u >> 3) * SROW + (u & 7) * 16) = reg[i];
-            }
+            for (int i = 0; i < 8; i++) *(uint4 *)(mys + i * S_SR + lane * 16) = reg[i];
         } else {
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int u = lane + 32 * i;
-                store_fp4_unit(mys + (u >> 2) * SROW + (u & 3) * 32, reg[i]);
+                store_fp4_unit(mys + (u >> 4) * S_SR + (u & 15) * 32, reg[i]);
             }
-#pragma unroll
-            for (int j = 0; j < 4; j++) ssc[warp][lane][j] = e8m0f((uint8_t)(screg >> (8 * j)));
         }
-        __syncwarp();
-        if (c + S_WARPS < nch) S_LOAD(c + S_WARPS);
+        __syncthreads();
+        if (gi + 1 < g_end) S_LOAD(gi + 1);
+        float tot[4] = {0.0f, 0.0f, 0.0f, 0.0f}, P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
-            if (s < nsteps) {
-                const int k = kc + 32 * s;
-                uint2 A0 = make_uint2(0, 0), A1 = make_uint2(0, 0);
-                if (va) A0 = *(const uint2 *)(qa + k + 8 * t);
-                if (vb) A1 = *(const uint2 *)(qb + k + 8 * t);
-#pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
-                    uint2 B = *(const uint2 *)(mys + (nt * 8 + g) * SROW + 32 * s + 8 * t);
-                    mma_e4m3(P[nt], A0.x, A1.x, A0.y, A1.y, B.x, B.y);
-                }
-                const int kend = k + 32;
-                if (kend % a.kb == 0) { /* K-block complete: C = fma(P, s_act * s_w, C) */
-                    const int kbs = kend - a.kb;
-                    float s0 = va ? saa[kbs / a.act_block] : 0.0f, s1 = vb ? sab[kbs / a.act_block] : 0.0f;
+        for (int st = 0; st < DIC_GEMM_KG / 32; st++) {
+            if (st < nsteps) {
+                const uint2 A0 = *(const uint2 *)(sq + g * S_SR + 32 * st + 8 * t);
+                const uint2 A1 = *(const uint2 *)(sq + (g + 8) * S_SR + 32 * st + 8 * t);
+                const uint2 B = *(const uint2 *)(mys + g * S_SR + 32 * st + 8 * t);
+                mma_e4m3(P, A0.x, A1.x, A0.y, A1.y, B.x, B.y);
+                if (((st + 1) & spb_m1) == 0) { /* K-block complete (kb divides KG): C_g = fma(P, s_act * s_w, C_g) */
+                    const int kbs = 32 * (st - spb_m1); /* the block's first k within the group */
+                    const float s0 = ssa[g][kbs >> lab], s1 = ssa[g + 8][kbs >> lab];
+                    float w0, w1;
                     if (!fp4) {
-                        float w8 = e8m0f(S[(size_t)(n0 / a.wblock) * (size_t)(K / a.wblock) + kbs / a.wblock]);
-#pragma unroll
-                        for (int nt = 0; nt < 4; nt++) {
-                            tot[nt][0] = fmaf(P[nt][0], s0 * w8, tot[nt][0]);
-                            tot[nt][1] = fmaf(P[nt][1], s0 * w8, tot[nt][1]);
-                            tot[nt][2] = fmaf(P[nt][2], s1 * w8, tot[nt][2]);
-                            tot[nt][3] = fmaf(P[nt][3], s1 * w8, tot[nt][3]);
-                        }
+                        w0 = w1 = sws[0][kbs >> lwb];
                     } else {
-                        const int jb = (kbs - kc) / 32;
-#pragma unroll
-                        for (int nt = 0; nt < 4; nt++) {
-                            float w0 = ssc[warp][nt * 8 + 2 * t][jb], w1 = ssc[warp][nt * 8 + 2 * t + 1][jb];
-                            tot[nt][0] = fmaf(P[nt][0], s0 * w0, tot[nt][0]);
-                            tot[nt][1] = fmaf(P[nt][1], s0 * w1, tot[nt][1]);
-                            tot[nt][2] = fmaf(P[nt][2], s1 * w0, tot[nt][2]);
-                            tot[nt][3] = fmaf(P[nt][3], s1 * w1, tot[nt][3]);
-                        }
+                        w0 = sws[8 * warp + 2 * t][st - spb_m1];
+                        w1 = sws[8 * warp + 2 * t + 1][st - spb_m1];
                     }
-#pragma unroll
-                    for (int nt = 0; nt < 4; nt++) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.0f;
+                    tot[0] = fmaf(P[0], s0 * w0, tot[0]);
+                    tot[1] = fmaf(P[1], s0 * w1, tot[1]);
+                    tot[2] = fmaf(P[2], s1 * w0, tot[2]);
+                    tot[3] = fmaf(P[3], s1 * w1, tot[3]);
+                    P[0] = P[1] = P[2] = P[3] = 0.0f;
                 }
             }
         }
-        __syncwarp();
+        if (gi == g_first) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[j] = tot[j];
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[j] = __fadd_rn(acc[j], tot[j]);
+        }
     }
 #undef S_LOAD
-    /* the 8 warp sums, added in warp order */
-    __syncthreads();
-    float *red = (float *)&sw[0][0]; /* [8][16][32] */
+    if (split) { /* acc holds group g_first's partial (acc = tot above) */
+        const size_t gs = (size_t)a.M * N;
+        float *pg = part + (size_t)g_first * gs;
+        if (va && c0 < N) pg[(size_t)ia * N + c0] = acc[0];
+        if (va && c0 + 1 < N) pg[(size_t)ia * N + c0 + 1] = acc[1];
+        if (vb && c0 < N) pg[(size_t)ib * N + c0] = acc[2];
+        if (vb && c0 + 1 < N) pg[(size_t)ib * N + c0 + 1] = acc[3];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int *ctr = cnt + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+            last = atomicAdd(ctr, 1) == ng - 1;
+            if (last) *ctr = 0;
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        int ri[4] = {ia, ia, ib, ib}, ci[4] = {c0, c0 + 1, c0, c0 + 1}, vi[4] = {va, va, vb, vb};
 #pragma unroll
-    for (int nt = 0; nt < 4; nt++) {
-        int col = nt * 8 + 2 * t;
-        red[(warp * 16 + g) * 32 + col] = tot[nt][0];
-        red[(warp * 16 + g) * 32 + col + 1] = tot[nt][1];
-        red[(warp * 16 + g + 8) * 32 + col] = tot[nt][2];
-        red[(warp * 16 + g + 8) * 32 + col + 1] = tot[nt][3];
+        for (int j = 0; j < 4; j++) {
+            if (!vi[j] || ci[j] >= N) continue;
+            const float *p = part + (size_t)ri[j] * N + ci[j];
+            float v = 0.0f;
+            for (int g0 = 0; g0 < ng; g0 += 8) { /* 8 loads in flight, then the adds in group order */
+                float pv[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) pv[u] = g0 + u < ng ? __ldcg(p + (size_t)(g0 + u) * gs) : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (g0 + u < ng) v = g0 + u == 0 ? pv[0] : __fadd_rn(v, pv[u]);
+            }
+            store_out(a, ri[j], ci[j], v);
+        }
+        return;
     }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < S_BM * S_BN; idx += 256) {
-        int r = idx / S_BN, col = idx % S_BN;
-        if (i0 + r >= i1 || n0 + col >= N) continue;
-        float v = red[r * 32 + col];
-        for (int w = 1; w < S_WARPS; w++) v = __fadd_rn(v, red[(w * 16 + r) * 32 + col]);
-        store_out(a, i0 + r, n0 + col, v);
-    }
+    if (va && c0 < N) store_out(a, ia, c0, acc[0]);
+    if (va && c0 + 1 < N) store_out(a, ia, c0 + 1, acc[1]);
+    if (vb && c0 < N) store_out(a, ib, c0, acc[2]);
+    if (vb && c0 + 1 < N) store_out(a, ib, c0 + 1, acc[3]);
 }
 
 /* ---- tiles ------------------------------------------------------------------ */
@@ -277,14 +338,17 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
     const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
     const int nch = (K + CH - 1) / CH;
     const size_t wrow = fp4 ? (size_t)K / 2 : (size_t)K;
+    const int lab = a.lab, lwb = a.lwb, spb_m1 = a.spb_m1;
+    /* FP8: this warp's row of weight-scale blocks */
+    const uint8_t *wsr8 = fp4 ? NULL : S + (size_t)((n0 + wn * 32) >> lwb) * (size_t)a.nwb;
 
-    float tot[2][4][4], P[2][4][4];
+    float tot[2][4][4], P[2][4][4], acc[2][4][4];
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) tot[mi][i][j] = P[mi][i][j] = 0.0f;
+            for (int j = 0; j < 4; j++) tot[mi][i][j] = P[mi][i][j] = acc[mi][i][j] = 0.0f;
 
     uint4 ra[2], rw[4];
     uint32_t screg = 0;
@@ -361,21 +425,20 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
                         mma_e4m3(P[mi][nt], Af[mi][0].x, Af[mi][1].x, Af[mi][0].y, Af[mi][1].y, B.x, B.y);
                 }
                 const int kend = kc + 32 * s + 32;
-                if (kend % a.kb == 0) {
-                    const int kbs = kend - a.kb;
+                if (((s + 1) & spb_m1) == 0) { /* K-block complete (kb divides CH) */
+                    const int kbs = kend - 32 * (spb_m1 + 1);
                     float w8 = 0.0f;
-                    if (!fp4)
-                        w8 = e8m0f(S[(size_t)((n0 + wn * 32) / a.wblock) * (size_t)(K / a.wblock) + kbs / a.wblock]);
+                    if (!fp4) w8 = e8m0f(wsr8[kbs >> lwb]);
 #pragma unroll
                     for (int mi = 0; mi < 2; mi++) {
                         int ra0 = i0 + wm * 32 + mi * 16 + g, rb0 = ra0 + 8;
-                        float s0 = ra0 < i1 ? a.sa[(size_t)ra0 * a.nsa + kbs / a.act_block] : 0.0f;
-                        float s1 = rb0 < i1 ? a.sa[(size_t)rb0 * a.nsa + kbs / a.act_block] : 0.0f;
+                        float s0 = ra0 < i1 ? a.sa[(size_t)ra0 * a.nsa + (kbs >> lab)] : 0.0f;
+                        float s1 = rb0 < i1 ? a.sa[(size_t)rb0 * a.nsa + (kbs >> lab)] : 0.0f;
 #pragma unroll
                         for (int nt = 0; nt < 4; nt++) {
                             float w0 = w8, w1 = w8;
                             if (fp4) {
-                                int jb = (kbs - kc) / 32;
+                                int jb = s; /* FP4: kb = 32, one block per step */
                                 w0 = ssc[wn * 32 + nt * 8 + 2 * t][jb];
                                 w1 = ssc[wn * 32 + nt * 8 + 2 * t + 1][jb];
                             }
@@ -385,6 +448,18 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
                             tot[mi][nt][3] = fmaf(P[mi][nt][3], s1 * w1, tot[mi][nt][3]);
                             P[mi][nt][0] = P[mi][nt][1] = P[mi][nt][2] = P[mi][nt][3] = 0.0f;
                         }
+                    }
+                    if ((kend & (DIC_GEMM_KG - 1)) == 0 || kend == K) { /* K group complete: C += C_g (dic_gemm_int.h) */
+                        const int first = kend <= DIC_GEMM_KG;
+#pragma unroll
+                        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                                for (int j = 0; j < 4; j++) {
+                                    acc[mi][nt][j] = first ? tot[mi][nt][j] : __fadd_rn(acc[mi][nt][j], tot[mi][nt][j]);
+                                    tot[mi][nt][j] = 0.0f;
+                                }
                     }
                 }
             }
@@ -398,12 +473,12 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
         for (int nt = 0; nt < 4; nt++) {
             int col = n0 + wn * 32 + nt * 8 + 2 * t;
             if (ra0 < i1) {
-                if (col < N) store_out(a, ra0, col, tot[mi][nt][0]);
-                if (col + 1 < N) store_out(a, ra0, col + 1, tot[mi][nt][1]);
+                if (col < N) store_out(a, ra0, col, acc[mi][nt][0]);
+                if (col + 1 < N) store_out(a, ra0, col + 1, acc[mi][nt][1]);
             }
             if (rb0 < i1) {
-                if (col < N) store_out(a, rb0, col, tot[mi][nt][2]);
-                if (col + 1 < N) store_out(a, rb0, col + 1, tot[mi][nt][3]);
+                if (col < N) store_out(a, rb0, col, acc[mi][nt][2]);
+                if (col + 1 < N) store_out(a, rb0, col + 1, acc[mi][nt][3]);
             }
         }
     }
@@ -413,22 +488,47 @@ static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const
 
 extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
                                          int wblock, int act_block, int M, const int *off, const int *rows,
-                                         const uint8_t *q, const float *sa, float *C32, uint16_t *C16, size_t ldc) {
+                                         const uint8_t *q, const float *sa, float *part, int *cnt, float *C32,
+                                         uint16_t *C16, size_t ldc, int path) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     int kb = fmt == 2 ? (act_block < wblock ? act_block : wblock) : 32;
     if ((kb != 32 && kb != 64 && kb != 128) || K % kb || K % act_block || act_block % 32) return cudaErrorInvalidValue;
     if (fmt == 2 && wblock % 32) return cudaErrorInvalidValue;
+    /* the K groups hold whole activation and weight blocks */
+    if (act_block > DIC_GEMM_KG || DIC_GEMM_KG % act_block || (fmt == 2 && (wblock > DIC_GEMM_KG || DIC_GEMM_KG % wblock)))
+        return cudaErrorInvalidValue;
     qargs a;
     a.E = E, a.fmt = fmt, a.N = N, a.K = K, a.wblock = wblock, a.act_block = act_block, a.kb = kb, a.M = M;
     a.off = off, a.rows = rows, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
     a.C32 = C32, a.C16 = C16, a.ldc = ldc;
-    /* decode-sized row tiles read each weight byte once: rows per tile <= 16 */
+    {
+        const int wbl = fmt == 2 ? wblock : 32;
+        if ((act_block & (act_block - 1)) || (wbl & (wbl - 1))) return cudaErrorInvalidValue; /* powers of two */
+        a.lab = __builtin_ctz((unsigned)act_block), a.lwb = __builtin_ctz((unsigned)wbl), a.spb_m1 = kb / 32 - 1;
+        a.nwb = K / wbl;
+    }
+    /* decode-sized row tiles (16 rows) read each weight byte once per tile;
+     * every kernel here computes the same per-row sums (dic_gemm_int.h) */
     int small = off ? M <= 4 * E : M <= 64;
-    int BM = small ? S_BM : T_BM, BN = small ? S_BN : T_BN;
+    if (path == DIC_GEMM_PATH_TILES) small = 0;
+    /* FP8 prefill on sm_90a, when batch invariance is not asked for: the wgmma kernel (faster, other bits) */
+    const int wg_ok = fmt == 2 && !off && dic_gemm_wgmma_usable(N, K);
+    if (path == DIC_GEMM_PATH_WGMMA || path == DIC_GEMM_PATH_WGMMA_V1 || (path == DIC_GEMM_PATH_FAST && !small && wg_ok)) {
+        if (!wg_ok) return cudaErrorInvalidValue;
+        return dic_gemm_q_wgmma_launch(st, wt->w[0], wt->s[0], N, K, wblock, act_block, kb, M, q, dic_gemm_ldq(K),
+                                       sa, C32, C16, ldc, path == DIC_GEMM_PATH_WGMMA_V1);
+    }
+    int BM = small ? 16 : T_BM, BN = small ? DIC_GEMM_SBN : T_BN;
     long long ty = (M + BM - 1) / BM + (off ? (E < M ? E : M) : 0);
-    dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty);
     if (ty > 65535) return cudaErrorInvalidConfiguration;
-    if (small) k_gemm_q_small<<<grid, 256, 0, st>>>(a, *wt);
-    else k_gemm_q_tile<<<grid, 256, 0, st>>>(a, *wt);
+    if (small) {
+        int split = dic_gemm_ngroups(K) > 1 && M <= DIC_GEMM_SPLIT_MAXM;
+        if (split && (!part || !cnt)) return cudaErrorInvalidValue;
+        dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty, split ? (unsigned)dic_gemm_ngroups(K) : 1u);
+        k_gemm_q_small<<<grid, 128, 0, st>>>(a, *wt, part, cnt, split);
+    } else {
+        dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty);
+        k_gemm_q_tile<<<grid, 256, 0, st>>>(a, *wt);
+    }
     DIC_LAUNCH_CHECK();
 }

@@ -23,9 +23,11 @@ static __device__ __forceinline__ float round_e4m3(float v) {
 }
 
 static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, int blk, const int *rows,
-                                   const int *count, uint8_t *q, size_t ldq, float *s) {
+                                   const int *count, uint8_t *q, size_t ldq, float *s, int *cnt, int ncnt) {
     const int nsa = K / blk;
-    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gid < ncnt) cnt[gid] = 0;
+    long long warp = gid >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= (long long)M * nsa) return;
     int i = (int)(warp / nsa), b = (int)(warp % nsa);
@@ -55,16 +57,20 @@ static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, 
 }
 
 extern "C" cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda, int K, int blk,
-                                      const int *rows, const int *count, uint8_t *q, float *s) {
+                                      const int *rows, const int *count, uint8_t *q, float *s, int *cnt,
+                                      int ncnt) {
     if (M <= 0) return cudaSuccess;
     if (blk <= 0 || K % blk) return cudaErrorInvalidValue;
     long long warps = (long long)M * (K / blk);
-    long long blocks = (warps * 32 + 255) / 256;
-    k_act_quant<<<(unsigned)blocks, 256, 0, st>>>(A, lda, M, K, blk, rows, count, q, dic_gemm_ldq(K), s);
+    long long blocks = (warps * 32 + 255) / 256, cb = ((long long)ncnt + 255) / 256;
+    if (cb > blocks) blocks = cb;
+    k_act_quant<<<(unsigned)blocks, 256, 0, st>>>(A, lda, M, K, blk, rows, count, q, dic_gemm_ldq(K), s, cnt, ncnt);
     DIC_LAUNCH_CHECK();
 }
 
-extern "C" size_t dic_gemm_scratch(int M, int K) {
-    if (M <= 0 || K <= 0) return 0;
-    return dic_gemm_qbytes(M, K) + ((((size_t)M * (size_t)(K / 16 + 1) * 4) + 255) & ~(size_t)255);
+extern "C" size_t dic_gemm_scratch(int M, int N, int K) {
+    if (M <= 0 || K <= 0 || N <= 0) return 0;
+    /* partials for up to DIC_GEMM_SPLIT_MAXM rows: a buffer sized for M serves every smaller M too */
+    int mp = M < DIC_GEMM_SPLIT_MAXM ? M : DIC_GEMM_SPLIT_MAXM;
+    return dic_gemm_qbytes(M, K) + dic_gemm_sbytes(M, K) + dic_gemm_partbytes(mp, N, K);
 }
