@@ -60,6 +60,11 @@ typedef struct di_wmat {
     void *data;     /* packed panels (owned) */
     float *scale;   /* decoded scales (owned), layout per format */
     size_t bytes;   /* data + scale bytes */
+    /* The checkpoint bytes (di_wmat_raw): borrowed from the mapped
+     * checkpoint, or copies in backend memory when `raw_owned`. */
+    const void *raw_w;
+    const uint8_t *raw_scale;
+    int raw_owned;
 } di_wmat;
 
 /* Pack W. `w` points at the checkpoint bytes (bf16 / f32 / e4m3 / packed
@@ -321,8 +326,16 @@ void di_dev_upload(void *dst, const void *src, size_t bytes);
  * dic.h dic_wmat): `w` row-major bf16 / f32 / e4m3 [n][k] or packed e2m1
  * [n][k/2]; `scale` e8m0 [ceil(n/B)][k/B] (FP8) or [n][k/32] (FP4), NULL
  * else. Returns 0 when the weight was converted at load (no raw form kept;
- * the packed panels are then the only copy: di_wmat_get reads them). */
+ * the packed panels are then the only copy: di_wmat_get reads them).
+ * With the host allocator the bytes are borrowed from the checkpoint
+ * mapping (models keep it open); with a backend allocator installed
+ * (di_allocator_is_host() == 0) di_wmat_set_raw copies them into backend
+ * memory at load. */
 int di_wmat_raw(const di_wmat *w, const void **wbytes, const uint8_t **scale);
+int di_allocator_is_host(void);
+/* Record w's checkpoint bytes (wbytes bytes of weights, sbytes of scales). */
+deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
+                                 di_error *err);
 
 /* ---------------------------------------------------------------------------
  * Data movement (src/ops/cpu/rows.c). */
@@ -333,6 +346,10 @@ void di_embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int 
 
 /* Strided copy of M rows of row_bytes bytes (cudaMemcpy2DAsync). */
 void di_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes, size_t row_bytes);
+
+/* p[i] = v for i < n fp32 values (state resets; all-zero bits also clear
+ * bf16 buffers of 2n values). */
+void di_fill_f32(di_exec *x, float *p, size_t n, float v);
 
 /* Row scatter: for i < n, dst[i][0..width) = src[src_row ? src_row[i] : i]
  * (bf16 rows of stride lds). dst (host table) holds destination row
@@ -492,5 +509,17 @@ void di_add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, uint
  * [rows][hd/32] e8m0). Ids were checked against the table by the host. */
 void di_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
                            const uint8_t *scale, int hd, uint16_t *out);
+
+/* Engram gating (src/ops/cpu/engram_gate.c, §5.8) of M tokens: token i's
+ * wkv output kv + i*ldkv ((hc+1)*dim bf16: hc keys, then the value) gates
+ * residual row t = rmap ? rmap[i] : i of R ([rows][hc][dim] bf16): per copy
+ * k, h = fp32(R[t][k]); ms_h, ms_k = mean squares of h and key_k; rstd =
+ * (1/sqrtf(ms_h + eps)) * (1/sqrtf(ms_k + eps)); dot = sum(h * qk[k] *
+ * key_k) * rstd * dim^-1/2; g = sigmoid(sign(dot) sqrt(max(|dot|, 1e-6)));
+ * R[t][k] = bf16(h + g * value). Sums: 8 interleaved fp32 partial sums in
+ * index order, then ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)). gates (NULL or
+ * [rows][hc]) receive g. Scratch kvf [(hc+1)*dim], h [dim] fp32. */
+void di_engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,
+                         const float *qk, int dim, int hc, float eps, float *kvf, float *h, float *gates);
 
 #endif
