@@ -1,5 +1,6 @@
 /* rows.c — data movement ops (ops.h): embedding gather, strided copies,
  * row scatters into rings and row stores. Serial memcpy on the CPU. */
+#include <math.h>
 #include <string.h>
 
 #include "ops/ops.h"
@@ -17,6 +18,15 @@ void di_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst,
     }
     for (int m = 0; m < M; m++)
         memcpy((unsigned char *)dst + (size_t)m * ldd_bytes, (const unsigned char *)src + (size_t)m * lds_bytes, row_bytes);
+}
+
+void di_fill_f32(di_exec *x, float *p, size_t n, float v) {
+    (void)x;
+    if (v == 0.0f && !signbit(v)) {
+        memset(p, 0, n * sizeof *p);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) p[i] = v;
 }
 
 void di_scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *src, size_t lds, uint16_t *const *dst,
