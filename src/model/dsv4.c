@@ -33,7 +33,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;
-    di_st_close(stf);
+    m->st = stf; /* stays mapped while the model lives (di_wmat_raw) */
     stf = NULL;
 
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
@@ -63,6 +63,7 @@ void di_v4_free(di_v4_model *m) {
     di_v4_weights_free(&m->w);
     di_core_free(&m->core);
     di_dev_free(m->hbuf);
+    di_st_close(m->st);
     free(m);
 }
 

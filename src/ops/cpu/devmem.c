@@ -46,3 +46,33 @@ void *di_dev_alloc(size_t bytes) { return g_alloc.alloc(g_alloc.ctx, bytes); }
 void di_dev_free(void *p) {
     if (p) g_alloc.free(g_alloc.ctx, p);
 }
+
+int di_allocator_is_host(void) { return g_alloc.alloc == host_alloc; }
+
+int di_wmat_raw(const di_wmat *w, const void **wbytes, const uint8_t **scale) {
+    *wbytes = w->raw_w;
+    *scale = w->raw_scale;
+    return w->raw_w != NULL;
+}
+
+deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
+                                 di_error *err) {
+    if (di_allocator_is_host()) { /* borrowed: the checkpoint stays mapped */
+        w->raw_w = wsrc;
+        w->raw_scale = ssrc;
+        w->raw_owned = 0;
+        return DEEPINFER_OK;
+    }
+    void *a = di_dev_alloc(wbytes), *b = ssrc ? di_dev_alloc(sbytes) : NULL;
+    if (!a || (ssrc && !b)) {
+        di_dev_free(a);
+        di_dev_free(b);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of backend memory for a [%d,%d] weight", w->n, w->k);
+    }
+    di_dev_upload(a, wsrc, wbytes);
+    if (b) di_dev_upload(b, ssrc, sbytes);
+    w->raw_w = a;
+    w->raw_scale = b;
+    w->raw_owned = 1;
+    return DEEPINFER_OK;
+}
