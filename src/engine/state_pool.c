@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/seq_snapshot.h"
+#include "ops/ops.h"
 
 #define DEFAULT_PAGE_ROWS 64
 
@@ -72,7 +73,7 @@ void di_pool_free(di_state_pool *p) {
     free(p->tab_off_ikey);
     free(p->cap_kv);
     free(p->cap_ikey);
-    free(p->page_mem);
+    di_dev_free(p->page_mem);
     free(p->page_free);
     memset(p, 0, sizeof *p);
 }
@@ -100,7 +101,7 @@ deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, cons
     p->cap_kv = calloc((size_t)nl, sizeof(int));
     p->cap_ikey = calloc((size_t)nl, sizeof(int));
     /* pages are not touched here: the OS backs them when first written */
-    p->page_mem = n_pages ? aligned_alloc(64, (size_t)n_pages * g->page_bytes) : NULL;
+    p->page_mem = n_pages ? di_dev_alloc((size_t)n_pages * g->page_bytes) : NULL; /* row stores: backend memory */
     p->page_free = malloc(sizeof(int64_t) * (size_t)(n_pages ? n_pages : 1));
     if (!p->slot_mem || !p->slot_free || !p->slot_pages || !p->tab_off_kv || !p->tab_off_ikey || !p->cap_kv ||
         !p->cap_ikey || (n_pages && !p->page_mem) || !p->page_free) {

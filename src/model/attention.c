@@ -2,49 +2,39 @@
 #include "model/attention.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "model/compressor.h"
 #include "model/indexer.h"
 
-/* Fill row m's KV pointer list (window, then compressed rows); returns its length. */
-static int build_index(const di_fwd *f, const di_seg *sg, int m, const di_layer_cfg *L, int layer) {
-    const di_model_config *c = f->cfg;
-    di_ws *ws = f->ws;
-    int win = (int)c->sliding_window, hd = (int)c->head_dim;
-    const uint16_t **list = ws->kvptr + (size_t)m * ws->kvptr_stride;
-    const di_layer_state *ls = &sg->seq->layers[layer];
-    int64_t p = f->pos[m];
-    int n = 0;
-    int64_t t0 = p - win + 1 > 0 ? p - win + 1 : 0;
-    for (int64_t t = t0; t <= p; t++) {
-        if (t >= sg->pos0) list[n++] = ws->kv + (size_t)(sg->row0 + (t - sg->pos0)) * hd;
-        else list[n++] = ls->ring + (size_t)(t % win) * hd;
+/* The host tables of a layer's attention: every segment's ring and
+ * compressed-KV page table. */
+static void attn_tabs(const di_fwd *f, const di_layer_cfg *L, int layer) {
+    di_tabs *t = &f->ws->t;
+    for (int s = 0; s < f->nseg; s++) {
+        const di_seq_state *sq = f->segs[s].seq;
+        t->ring[s] = sq->layers[layer].ring;
+        t->ckv[s] = L->ratio > 0 ? sq->layers[L->kv_layer].ckv.pages : NULL;
+        t->page_rows[s] = L->ratio > 0 ? sq->layers[L->kv_layer].ckv.page_rows : 1;
     }
-    while (n < win) list[n++] = NULL; /* the reference pads the window part with -1 */
-    if (L->ratio > 0) {
-        const di_rowstore *ckv = &sg->seq->layers[L->kv_layer].ckv;
-        if (L->topk_layer >= 0) {
-            int K = (int)c->index_topk;
-            for (int i = 0; i < ws->ntopk[m]; i++) list[n++] = di_rowstore_row(ckv, ws->topk[(size_t)m * K + i]);
-        } else {
-            int64_t vis = (p + 1) / L->ratio;
-            for (int64_t j = 0; j < vis; j++) list[n++] = di_rowstore_row(ckv, j);
-        }
-    }
-    return n;
 }
 
+/* The step's kv rows into the rings: the last `window` rows of each segment
+ * (host table of destinations, then one scatter). */
 static void write_ring(const di_fwd *f, int layer) {
     const di_model_config *c = f->cfg;
     int win = (int)c->sliding_window, hd = (int)c->head_dim;
+    di_tabs *t = &f->ws->t;
+    int n = 0;
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
         uint16_t *ring = sg->seq->layers[layer].ring;
         int first = sg->nrows > win ? sg->nrows - win : 0;
-        for (int i = first; i < sg->nrows; i++)
-            memcpy(ring + (size_t)((sg->pos0 + i) % win) * hd, f->ws->kv + (size_t)(sg->row0 + i) * hd, (size_t)hd * 2);
+        for (int i = first; i < sg->nrows; i++, n++) {
+            t->src_row[n] = sg->row0 + i;
+            t->dst[n] = ring + (size_t)((sg->pos0 + i) % win) * hd;
+        }
     }
+    di_scatter_rows(f->x, n, t->src_row, f->ws->kv, (size_t)hd, t->dst, hd);
 }
 
 void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn) {
@@ -101,11 +91,12 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
     if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr);
 
-    for (int s = 0; s < f->nseg; s++)
-        for (int i = 0; i < f->segs[s].nrows; i++) {
-            int m = f->segs[s].row0 + i;
-            ws->nidx[m] = build_index(f, &f->segs[s], m, L, layer);
-        }
+    attn_tabs(f, L, layer);
+    di_tabs *t = &ws->t;
+    int indexed = L->ratio > 0 && L->topk_layer >= 0;
+    di_attn_list(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv, hd,
+                 t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk,
+                 ws->kvptr, ws->kvptr_stride, ws->nidx);
     di_sparse_attn(f->x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
                    (float)(1.0 / sqrt((double)hd)), ws->o, qld);
     write_ring(f, layer);

@@ -1,17 +1,9 @@
 /* block.c — block wiring: mHC sites around attention and MoE (block.h). */
 #include "model/block.h"
 
-#include <string.h>
-
 #include "model/mhc.h"
 
-void di_block_chain_start(di_fwd *f) {
-    for (int m = 0; m < f->M; m++) {
-        float *p = f->ws->pre_in + (size_t)m * 4;
-        p[0] = 1.0f;
-        p[1] = p[2] = p[3] = 0.0f;
-    }
-}
+void di_block_chain_start(di_fwd *f) { di_hc_pre_onehot(f->x, f->M, f->ws->pre_in); }
 
 void di_block(di_fwd *f, const di_block_w *bw, const di_layer_cfg *L, int layer, uint16_t *R, int chain,
               di_attn_fn attn, const di_moe_opts *moe) {

@@ -59,7 +59,7 @@ deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *er
     if ((st = di_exec_init(&c->x, scratch, err))) return st;
     if ((st = di_ws_alloc(&c->ws, cfg, c->max_rows, c->max_context, di_threadpool_size(c->x.tp), err))) return st;
     size_t hcd = (size_t)(cfg->hc_mult * cfg->hidden_size);
-    c->R = malloc((size_t)c->max_rows * hcd * 2);
+    c->R = di_dev_alloc((size_t)c->max_rows * hcd * 2);
     c->segs = malloc((size_t)c->max_rows * sizeof *c->segs);
     if (!c->R || !c->segs) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
     int rd = (int)cfg->qk_rope_head_dim;
@@ -77,7 +77,7 @@ size_t di_core_bytes(const di_core *c) {
 void di_core_free(di_core *c) {
     di_ws_free(&c->ws);
     di_exec_free(&c->x);
-    free(c->R);
+    di_dev_free(c->R);
     free(c->segs);
     c->R = NULL;
     c->segs = NULL;
@@ -141,9 +141,14 @@ void di_core_fwd_init(di_core *m, const di_v4_batch *b, int r0, int n, const di_
     f->tokens = b->tokens + r0;
     f->pos = b->pos + r0;
     f->segs = m->segs;
+    di_tabs *t = &m->ws.t;
     for (int i = 0; i < n;) {
         int j = i;
         while (j < n && b->seq[r0 + j] == b->seq[r0 + i]) j++;
+        t->seg_row0[f->nseg] = i;
+        t->seg_nrows[f->nseg] = j - i;
+        t->seg_pos0[f->nseg] = b->pos[r0 + i];
+        for (int k = i; k < j; k++) t->row_seg[k] = f->nseg;
         f->segs[f->nseg++] = (di_seg){.seq = b->seq[r0 + i], .row0 = i, .nrows = j - i, .pos0 = b->pos[r0 + i]};
         i = j;
     }
@@ -159,10 +164,7 @@ void di_core_fwd_init(di_core *m, const di_v4_batch *b, int r0, int n, const di_
 
 void di_core_embed(di_core *m, di_fwd *f, const uint16_t *embed) {
     int d = (int)m->cfg.hidden_size, hc = (int)m->cfg.hc_mult;
-    for (int i = 0; i < f->M; i++) {
-        const uint16_t *e = embed + (size_t)f->tokens[i] * d;
-        for (int k = 0; k < hc; k++) memcpy(m->R + ((size_t)i * hc + k) * d, e, (size_t)d * 2);
-    }
+    for (int k = 0; k < hc; k++) di_embed(f->x, f->M, f->tokens, embed, d, m->R + (size_t)k * d, (size_t)hc * d);
 }
 
 /* The logit rows of [r0, r0 + n): indices [*i0, *i1) of b->logit_rows. */

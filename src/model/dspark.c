@@ -42,21 +42,22 @@ deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err) {
                             m->core.max_rows, B);
     size_t rows = (size_t)m->draft_max * B;
     m->dtok = malloc(rows * sizeof *m->dtok);
+    m->dprev = malloc((size_t)m->draft_max * sizeof *m->dprev);
     m->dpos = malloc(rows * sizeof *m->dpos);
     m->dseq = malloc(rows * sizeof *m->dseq);
-    m->dlogits = malloc(rows * (size_t)V * sizeof(float));
-    m->dbias = malloc((size_t)m->draft_max * (size_t)V * sizeof(float));
-    m->dhid = malloc(rows * (size_t)d * 2);
-    m->dmark = malloc((size_t)m->draft_max * (size_t)R * 2);
-    m->dcin = malloc((size_t)m->draft_max * (size_t)(d + R) * 2);
-    if (!m->dtok || !m->dpos || !m->dseq || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin)
+    m->dlogits = di_dev_alloc(rows * (size_t)V * sizeof(float));
+    m->dbias = di_dev_alloc((size_t)m->draft_max * (size_t)V * sizeof(float));
+    m->dhid = di_dev_alloc(rows * (size_t)d * 2);
+    m->dmark = di_dev_alloc((size_t)m->draft_max * (size_t)R * 2);
+    m->dcin = di_dev_alloc((size_t)m->draft_max * (size_t)(d + R) * 2);
+    if (!m->dtok || !m->dprev || !m->dpos || !m->dseq || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin)
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the DSpark scratch");
     return DEEPINFER_OK;
 }
 
 void di_v41_dspark_free(di_v41_model *m) {
-    free(m->dtok), free(m->dpos), free(m->dseq), free(m->dlogits), free(m->dbias);
-    free(m->dhid), free(m->dmark), free(m->dcin);
+    free(m->dtok), free(m->dprev), free(m->dpos), free(m->dseq);
+    di_dev_free(m->dlogits), di_dev_free(m->dbias), di_dev_free(m->dhid), di_dev_free(m->dmark), di_dev_free(m->dcin);
 }
 
 /* ---- context rings ------------------------------------------------------------------------- */
@@ -100,7 +101,8 @@ static void feed_rows(di_v41_model *m, di_seq_state *s, const int64_t *pos, int 
     for (int st = 0; st < m->w.n_stages; st++) {
         di_attn_kv(&f, &m->w.stages[st].blk.attn, ws->rope_cs[0], ws->rope_sn[0], n, ws->mainx, ws->kv);
         uint16_t *ring = s->layers[c->n_layers + st].ring;
-        for (int i = 0; i < n; i++) memcpy(ring + (size_t)(pos[i] % win) * hd, ws->kv + (size_t)i * hd, (size_t)hd * 2);
+        for (int i = 0; i < n; i++) ws->t.dst[i] = ring + (size_t)(pos[i] % win) * hd;
+        di_scatter_rows(f.x, n, NULL, ws->kv, (size_t)hd, ws->t.dst, hd);
     }
 }
 
@@ -136,19 +138,14 @@ static void block_attn(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, in
     size_t qld = (size_t)H * hd;
     di_attn_query(f, aw, cs, sn, xn);
     di_attn_kv(f, aw, cs, sn, M, xn, ws->kv);
-    for (int s = 0; s < f->nseg; s++) {
+    di_tabs *t = &ws->t;
+    for (int s = 0; s < f->nseg; s++) { /* host tables: each segment's ring and context slots */
         const di_seg *sg = &f->segs[s];
-        const uint16_t *ring = sg->seq->layers[layer].ring;
-        int64_t p = sg->pos0 - 1;
-        int nctx = p + 1 < win ? (int)(p + 1) : win;
-        for (int i = 0; i < sg->nrows; i++) {
-            int m = sg->row0 + i, n = 0;
-            const uint16_t **list = ws->kvptr + (size_t)m * ws->kvptr_stride;
-            for (int slot = 0; slot < nctx; slot++) list[n++] = ring + (size_t)slot * hd;
-            for (int j = 0; j < sg->nrows; j++) list[n++] = ws->kv + (size_t)(sg->row0 + j) * hd;
-            ws->nidx[m] = n;
-        }
+        t->ring[s] = sg->seq->layers[layer].ring;
+        t->nctx[s] = sg->pos0 < win ? (int)sg->pos0 : win;
     }
+    di_attn_list_block(f->x, f->nseg, t->seg_row0, t->seg_nrows, t->nctx, t->ring, ws->kv, hd, ws->kvptr,
+                       ws->kvptr_stride, ws->nidx);
     di_sparse_attn(f->x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
                    (float)(1.0 / sqrt((double)hd)), ws->o, qld);
     di_attn_out(f, aw, cs, sn, out);
@@ -199,11 +196,11 @@ static void markov_head(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
     for (int i = 0; i < B; i++) {
         for (int r = 0; r < G; r++) {
             int q = g0 + r;
-            int32_t prev = i == 0 ? d->anchor[q] : d->force ? d->force[(size_t)q * B + i - 1] : d->ids[(size_t)q * B + i - 1];
-            memcpy(m->dmark + (size_t)r * R, last->markov_embed + (size_t)prev * R, (size_t)R * 2);
-            memcpy(m->dcin + (size_t)r * (D + R), m->dhid + ((size_t)r * B + i) * D, (size_t)D * 2);
-            memcpy(m->dcin + (size_t)r * (D + R) + D, m->dmark + (size_t)r * R, (size_t)R * 2);
+            m->dprev[r] = i == 0 ? d->anchor[q] : d->force ? d->force[(size_t)q * B + i - 1] : d->ids[(size_t)q * B + i - 1];
         }
+        di_embed(x, G, m->dprev, last->markov_embed, R, m->dmark, (size_t)R);
+        di_copy_2d(x, G, m->dhid + (size_t)i * D, (size_t)B * D * 2, m->dcin, (size_t)(D + R) * 2, (size_t)D * 2);
+        di_copy_2d(x, G, m->dmark, (size_t)R * 2, m->dcin + D, (size_t)(D + R) * 2, (size_t)R * 2);
         di_gemm(x, G, m->dmark, (size_t)R, &last->markov_head, 0, m->dbias, NULL, (size_t)V);
         float conf[DRAFT_GROUP];
         di_gemm(x, G, m->dcin, (size_t)(D + R), &last->conf, 0, conf, NULL, 1);
@@ -211,7 +208,7 @@ static void markov_head(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
             int q = g0 + r;
             float *row = m->dlogits + ((size_t)r * B + i) * V;
             const float *bias = m->dbias + (size_t)r * V;
-            for (int v = 0; v < V; v++) row[v] += bias[v];
+            di_add_f32(row, row, bias, (size_t)V);
             d->ids[(size_t)q * B + i] = d->pick ? d->pick(d->pick_ctx, q, i, row) : argmax(row, V);
             if (d->logits) memcpy(d->logits + ((size_t)q * B + i) * V, row, sizeof(float) * (size_t)V);
             if (d->confidence) d->confidence[(size_t)q * B + i] = conf[r];

@@ -33,11 +33,11 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;
-    di_st_close(stf);
+    m->st = stf; /* stays mapped while the model lives (di_wmat_raw) */
     stf = NULL;
 
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
-    m->hbuf = malloc((size_t)m->core.max_rows * (size_t)(c->hc_mult * c->hidden_size) * 2);
+    m->hbuf = di_dev_alloc((size_t)m->core.max_rows * (size_t)(c->hc_mult * c->hidden_size) * 2);
     if (!m->hbuf) {
         st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
         goto fail;
@@ -62,7 +62,8 @@ void di_v4_free(di_v4_model *m) {
     if (!m) return;
     di_v4_weights_free(&m->w);
     di_core_free(&m->core);
-    free(m->hbuf);
+    di_dev_free(m->hbuf);
+    di_st_close(m->st);
     free(m);
 }
 
@@ -100,7 +101,7 @@ void di_v4_set_index_observer(di_v4_model *m, di_v4_index_observer fn, void *ctx
 void di_v4_outputs(di_v4_model *m, di_fwd *f, const di_v4_batch *b, int r0, const di_hc_w *hc_head, const float *norm) {
     const di_model_config *c = &m->core.cfg;
     size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
-    if (b->hidden) memcpy(b->hidden + (size_t)r0 * hcd, m->core.R, (size_t)f->M * hcd * 2);
+    if (b->hidden) di_copy_2d(f->x, 1, m->core.R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)f->M * hcd * 2);
     if (!di_core_has_logits(b, r0, f->M)) return;
     di_mhc_head(f, hc_head, m->core.R, f->ws->x);
     di_core_logits(&m->core, f, b, r0, norm, &m->w.head);

@@ -187,15 +187,7 @@ static void capture_target(const di_v41_model *m, const di_fwd *f, const di_v4_b
     const di_model_config *c = &m->core.cfg;
     int d = (int)c->hidden_size, hc = (int)c->hc_mult;
     size_t ld = (size_t)c->n_dspark_target_layer_ids * d;
-    for (int i = 0; i < f->M; i++) {
-        const uint16_t *r = m->core.R + (size_t)i * hc * d;
-        uint16_t *o = b->target_hidden + (size_t)(r0 + i) * ld + (size_t)t * d;
-        for (int j = 0; j < d; j++) {
-            float s = di_bf16_to_f32(r[j]);
-            for (int k = 1; k < hc; k++) s += di_bf16_to_f32(r[(size_t)k * d + j]);
-            o[j] = di_f32_to_bf16(s / (float)hc);
-        }
-    }
+    di_hc_mean(f->x, f->M, m->core.R, hc, d, b->target_hidden + (size_t)r0 * ld + (size_t)t * d, ld);
 }
 
 deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error *err) {
@@ -222,7 +214,7 @@ deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error 
             if (b->target_hidden && m->target_slot[l] >= 0) capture_target(m, &f, b, r0, m->target_slot[l]);
             di_block(&f, &m->w.layers[l], L, l, m->core.R, 1, di_attn_block, &m->moe);
         }
-        if (b->hidden) memcpy(b->hidden + (size_t)r0 * hcd, m->core.R, (size_t)n * hcd * 2);
+        if (b->hidden) di_copy_2d(f.x, 1, m->core.R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)n * hcd * 2);
         if (di_core_has_logits(b, r0, n)) {
             di_mhc_collapse_carried(&f, m->core.R, f.ws->x);
             di_core_logits(&m->core, &f, b, r0, m->w.norm, &m->w.head);

@@ -23,6 +23,7 @@ struct di_v41_model {
     /* DSpark drafting scratch, for up to draft_max requests at a time */
     int draft_max;
     int32_t *dtok;              /* [draft_max*B] */
+    int32_t *dprev;             /* [draft_max] the Markov inputs of one draft step */
     int64_t *dpos;              /* [draft_max*B] */
     di_seq_state **dseq;        /* [draft_max*B] */
     float *dlogits;             /* [draft_max*B][vocab] */

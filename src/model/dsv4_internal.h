@@ -14,6 +14,7 @@ struct di_v4_model {
     di_v4_weights w;
     di_moe_opts moe;
     uint16_t *hbuf;   /* [max_rows*hc][dim] MTP scratch */
+    struct di_safetensors *st; /* kept mapped: the weights' raw bytes (ops.h di_wmat_raw) */
 };
 
 /* hc_head collapse, norm and head for the rows of [r0, r0+M) listed in

@@ -18,7 +18,6 @@
 
 #include "io/numfmt.h"
 
-#define CLAMP_MIN 1e-6f /* the reference's clamp_value before the signed sqrt */
 #define SCALE_BLOCK 32  /* one e8m0 table scale per 32 columns of a row */
 
 deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_desc *d, di_error *err) {
@@ -61,11 +60,11 @@ deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engr
     if (max_rows < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "engram: max_rows must be >= 1");
     size_t k = (size_t)l->d.n_cols * (size_t)l->d.head_dim, n = (size_t)(l->d.hc + 1) * (size_t)l->d.dim;
     size_t r = (size_t)max_rows;
-    ws->e = malloc(r * k * sizeof(uint16_t));
-    ws->kv = malloc(r * n * sizeof(uint16_t));
-    ws->kvf = malloc(n * sizeof(float));
+    ws->e = di_dev_alloc(r * k * sizeof(uint16_t));
+    ws->kv = di_dev_alloc(r * n * sizeof(uint16_t));
+    ws->kvf = di_dev_alloc(n * sizeof(float));
     ws->rows = malloc(r * sizeof(int64_t));
-    ws->h = malloc((size_t)l->d.dim * sizeof(float));
+    ws->h = di_dev_alloc((size_t)l->d.dim * sizeof(float));
     ws->max_rows = max_rows;
     if (!ws->e || !ws->kv || !ws->kvf || !ws->rows || !ws->h) {
         di_engram_workspace_free(ws);
@@ -77,11 +76,11 @@ deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engr
 
 void di_engram_workspace_free(di_engram_workspace *ws) {
     if (!ws) return;
-    free(ws->e);
-    free(ws->kv);
-    free(ws->kvf);
+    di_dev_free(ws->e);
+    di_dev_free(ws->kv);
+    di_dev_free(ws->kvf);
     free(ws->rows);
-    free(ws->h);
+    di_dev_free(ws->h);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -98,18 +97,7 @@ static deepinfer_status check_ids(const di_engram_layer *l, const int64_t *ids, 
 
 /* The table rows of one token, dequantised and rounded to BF16 (exact: e4m3 × 2^k fits bf16). */
 static void gather_token(const di_engram_layer *l, const int64_t *ids, uint16_t *out) {
-    const int hd = l->d.head_dim, nsb = hd / SCALE_BLOCK;
-    float v[SCALE_BLOCK];
-    for (int c = 0; c < l->d.n_cols; c++) {
-        const uint8_t *row = l->d.table + ids[c] * hd;
-        const uint8_t *sc = l->d.table_scale + ids[c] * nsb;
-        uint16_t *o = out + (int64_t)c * hd;
-        for (int b = 0; b < nsb; b++) {
-            const float s = di_e8m0_to_f32(sc[b]);
-            di_e4m3_to_f32_n(row + b * SCALE_BLOCK, SCALE_BLOCK, v);
-            for (int j = 0; j < SCALE_BLOCK; j++) o[b * SCALE_BLOCK + j] = di_f32_to_bf16(v[j] * s);
-        }
-    }
+    di_engram_gather_rows(NULL, 1, ids, 0, l->d.n_cols, l->d.table, l->d.table_scale, l->d.head_dim, out);
 }
 
 deepinfer_status di_engram_gather(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok,
@@ -173,45 +161,6 @@ void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t id
         }
 }
 
-/* ---- gating -------------------------------------------------------------------------------- */
-
-/* Σ a[i]·b[i] (b NULL: Σ a[i]²) with 8 interleaved partial sums and a fixed tree. */
-static float sum8(const float *a, const float *b, const float *c, int n) {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) {
-            float x = b ? a[i + j] * b[i + j] : a[i + j] * a[i + j];
-            if (c) x = x * c[i + j];
-            s[j] = s[j] + x;
-        }
-    for (; i < n; i++) {
-        float x = b ? a[i] * b[i] : a[i] * a[i];
-        if (c) x = x * c[i];
-        s[i & 7] = s[i & 7] + x;
-    }
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
-
-/* One token: kv holds wkv's output rounded to BF16 (fp32 values); R is [hc][dim] BF16. */
-static void gate_token(const di_engram_layer *l, const float *kv, uint16_t *R, float *h, float *gates) {
-    const int dim = l->d.dim, hc = l->d.hc;
-    const float eps = l->d.eps, inv_sqrt_dim = (float)pow((double)dim, -0.5);
-    const float *value = kv + (int64_t)hc * dim;
-    for (int k = 0; k < hc; k++) {
-        const float *key = kv + (int64_t)k * dim;
-        uint16_t *r = R + (int64_t)k * dim;
-        for (int d = 0; d < dim; d++) h[d] = di_bf16_to_f32(r[d]);
-        const float ms_h = sum8(h, NULL, NULL, dim) / (float)dim;
-        const float ms_k = sum8(key, NULL, NULL, dim) / (float)dim;
-        const float rstd = (1.0f / sqrtf(ms_h + eps)) * (1.0f / sqrtf(ms_k + eps));
-        const float dot = sum8(h, l->qk + (int64_t)k * dim, key, dim) * rstd * inv_sqrt_dim;
-        const float g = 1.0f / (1.0f + expf(-copysignf(sqrtf(fmaxf(fabsf(dot), CLAMP_MIN)), dot)));
-        if (gates) gates[k] = g;
-        for (int d = 0; d < dim; d++) r[d] = di_f32_to_bf16(h[d] + g * value[d]);
-    }
-}
-
 /* ---- forward ------------------------------------------------------------------------------- */
 
 deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
@@ -224,10 +173,21 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
         deepinfer_status st = check_ids(l, ids + t * ids_stride, l->d.n_cols, err);
         if (st) return st;
     }
+    if (!mask) { /* the model's path: whole passes of ops */
+        for (int64_t t0 = 0; t0 < n_tok; t0 += ws->max_rows) {
+            int m = n_tok - t0 < ws->max_rows ? (int)(n_tok - t0) : ws->max_rows;
+            di_engram_gather_rows(x, m, ids + t0 * ids_stride, ids_stride, l->d.n_cols, l->d.table, l->d.table_scale,
+                                  l->d.head_dim, ws->e);
+            di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
+            di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->qk, dim, hc, l->d.eps, ws->kvf,
+                                ws->h, gates ? gates + t0 * hc : NULL);
+        }
+        return DEEPINFER_OK;
+    }
     for (int64_t t0 = 0; t0 < n_tok;) {
         int m = 0; /* collect up to max_rows unmasked tokens */
         for (; t0 < n_tok && m < ws->max_rows; t0++) {
-            if (mask && !mask[t0]) {
+            if (!mask[t0]) {
                 if (gates)
                     for (int c = 0; c < hc; c++) gates[t0 * hc + c] = 0.0f;
                 continue;
@@ -238,11 +198,7 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
         }
         if (!m) continue;
         di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
-        for (int i = 0; i < m; i++) {
-            di_bf16_to_f32_n(ws->kv + (int64_t)i * n, (size_t)n, ws->kvf);
-            const int64_t t = ws->rows[i];
-            gate_token(l, ws->kvf, R + t * hc * dim, ws->h, gates ? gates + t * hc : NULL);
-        }
+        di_engram_gate_rows(x, m, ws->rows, ws->kv, (size_t)n, R, l->qk, dim, hc, l->d.eps, ws->kvf, ws->h, gates);
     }
     return DEEPINFER_OK;
 }

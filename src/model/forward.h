@@ -28,7 +28,32 @@ typedef struct di_seg {
     int64_t pos0;      /* position of row0 */
 } di_seg;
 
-/* Scratch buffers for one step of at most max_rows rows. */
+/* Host tables of a step: small arrays the host fills from what it knows
+ * before the step (segments, positions, state addresses, page tables) and
+ * ops read. On the CPU they are plain host memory; an asynchronous device
+ * queue copies them when the step is submitted (docs/DEVICE-FORWARD.md).
+ * Per-segment arrays are indexed by segment, per-row arrays by row. */
+typedef struct di_tabs {
+    int *row_seg;               /* [M] the row's segment */
+    int *seg_row0, *seg_nrows;  /* [M] per segment */
+    int64_t *seg_pos0;          /* [M] per segment */
+    uint16_t **ring;            /* [M] per segment: the layer's SWA ring */
+    uint16_t ***ckv;            /* [M] per segment: the compressed-KV page table */
+    int *page_rows;             /* [M] per segment (attention) or per row (indexer): rows per page */
+    float **skv, **ssc;         /* [M] per segment: compressor state buffers */
+    int *nctx;                  /* [M] per segment: DSpark context slots */
+    int *emit;                  /* [M] per row: compressor emission index, or -1 */
+    int64_t *emit_pos, *emit_row; /* [M] per emission: RoPE position, store row */
+    int *emit_seg;              /* [M] per emission: segment */
+    int64_t *nvis, *kcap;       /* [M] per row: indexer keys visible / present */
+    uint16_t ***kpages;         /* [M] per row: the index-key page table scored */
+    uint16_t **dst;             /* [M] scatter destinations (ring slots, store rows) */
+    int *src_row;               /* [M] scatter sources */
+    void *mem;
+} di_tabs;
+
+/* Scratch buffers for one step of at most max_rows rows (activations: in
+ * the backend's memory, di_dev_alloc). */
 typedef struct di_ws {
     int max_rows;
     /* bf16 */
@@ -41,9 +66,9 @@ typedef struct di_ws {
     float *mixes, *pre, *post, *comb, *cproj_kv, *cproj_sc, *iw, *logits_gate, *rw, *erw, *y, *emit32, *iscore;
     float *pre_in;              /* V4.1 single-pass mHC: the pre carried to the next site [M][4] */
     /* int / pointers */
-    int *sel, *topk, *ntopk, *nidx, *erows, *eslot, *emit_seg;
+    int *sel, *topk, *ntopk, *nidx;
+    int *moe_off, *moe_rows, *moe_inv; /* MoE dispatch: [E+1], [M*k], [M*k] */
     int *cand, *ncand;          /* V4.1 candidate blocks kept per row [M][candidate_topk_blocks], count [M] */
-    int64_t *emit_pos, *emit_row;
     int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] */
     const uint16_t **kvptr;
     size_t kvptr_stride;  /* pointer slots per row: window + max compressed rows */
@@ -51,6 +76,7 @@ typedef struct di_ws {
     float *bscore;        /* V4.1 candidate block scores, per thread */
     size_t bscore_stride;
     int nthreads;
+    di_tabs t;            /* host tables */
     void *mem;
     size_t bytes;         /* size of mem */
 } di_ws;

@@ -1,8 +1,6 @@
 /* mhc.c — block-level hyper-connections (mhc.h). */
 #include "model/mhc.h"
 
-#include <math.h>
-#include <string.h>
 
 static void mixes(di_fwd *f, const di_hc_w *hc, const uint16_t *R) {
     const di_model_config *c = f->cfg;
@@ -19,7 +17,7 @@ void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint
     di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
                         ws->pre, ws->post, ws->comb);
     di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
-    if (chain) memcpy(ws->pre_in, ws->pre, sizeof(float) * 4 * (size_t)f->M);
+    if (chain) di_copy_2d(f->x, 1, ws->pre, 0, ws->pre_in, 0, sizeof(float) * 4 * (size_t)f->M);
 }
 
 void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x) {
@@ -38,10 +36,6 @@ void di_mhc_head(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x) {
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d), hcm = (int)c->hc_mult;
     mixes(f, hc, R);
-    for (int m = 0; m < f->M; m++)
-        for (int k = 0; k < hcm; k++) {
-            float z = ws->mixes[(size_t)m * hcm + k] * hc->scale[0] + hc->base[k];
-            ws->pre[(size_t)m * 4 + k] = 1.0f / (1.0f + expf(-z)) + (float)c->hc_eps;
-        }
+    di_hc_head_pre(f->x, f->M, ws->mixes, hcm, hc->scale[0], hc->base, (float)c->hc_eps, ws->pre);
     di_hc_collapse(f->x, f->M, ws->pre, R, (size_t)hcd, d, x, (size_t)d);
 }

@@ -6,9 +6,6 @@
  *                    sqrt-softplus routing over its own experts)
  *   logits = head(norm(hc_head_mtp(R)))            (shared head)
  * The block is the same code as a backbone layer; only its inputs differ. */
-#include <string.h>
-
-#include "io/numfmt.h"
 #include "model/attention.h"
 #include "model/block.h"
 #include "model/dsv4_internal.h"
@@ -31,18 +28,13 @@ deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const u
         di_fwd f;
         di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
         di_ws *ws = f.ws;
-        for (int i = 0; i < n; i++) memcpy(ws->x + (size_t)i * d, m->w.embed + (size_t)f.tokens[i] * d, (size_t)d * 2);
+        di_embed(f.x, n, f.tokens, m->w.embed, d, ws->x, (size_t)d);
         di_rmsnorm(f.x, n, ws->x, (size_t)d, mw->enorm, d, eps, ws->xn, (size_t)d);
         di_gemm(f.x, n, ws->xn, (size_t)d, &mw->e_proj, ab, NULL, ws->sub, (size_t)d);
         /* each residual copy normalised and projected on its own (rows of dim) */
         di_rmsnorm(f.x, n * hc, hidden_in + (size_t)r0 * hcd, (size_t)d, mw->hnorm, d, eps, m->hbuf, (size_t)d);
         di_gemm(f.x, n * hc, m->hbuf, (size_t)d, &mw->h_proj, ab, NULL, R, (size_t)d);
-        for (int i = 0; i < n; i++)
-            for (int k = 0; k < hc; k++) {
-                uint16_t *r = R + ((size_t)i * hc + k) * d;
-                const uint16_t *e = ws->sub + (size_t)i * d;
-                for (int j = 0; j < d; j++) r[j] = di_f32_to_bf16(di_bf16_to_f32(e[j]) + di_bf16_to_f32(r[j]));
-            }
+        di_add_bcast_bf16(f.x, n, ws->sub, hc, d, R);
         di_block(&f, &mw->blk, L, layer, R, 0, di_attn_block, &m->moe);
         di_v4_outputs(m, &f, b, r0, &mw->hc_head, mw->norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->mtp_tokens = f.segs[s].pos0 + f.segs[s].nrows;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/ops.h"
+
 #define DEFAULT_PAGE_ROWS 64
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -51,10 +53,8 @@ int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_toke
 
 static void cmp_clear(di_cmp_state *c) {
     size_t n = (size_t)c->slots * (size_t)c->width;
-    for (size_t i = 0; i < n; i++) {
-        c->kv[i] = 0.0f;
-        c->score[i] = -INFINITY;
-    }
+    di_fill_f32(NULL, c->kv, n, 0.0f);
+    di_fill_f32(NULL, c->score, n, -INFINITY);
 }
 
 void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
@@ -64,7 +64,7 @@ void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
     di_engram_seq_init(&s->engram);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
-        if (ls->ring) memset(ls->ring, 0, (size_t)cfg->sliding_window * (size_t)cfg->head_dim * 2);
+        if (ls->ring) di_fill_f32(NULL, (float *)ls->ring, (size_t)cfg->sliding_window * (size_t)cfg->head_dim / 2, 0.0f);
         if (ls->cmp.slots) cmp_clear(&ls->cmp);
         if (ls->icmp.slots) cmp_clear(&ls->icmp);
     }
@@ -130,14 +130,18 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
         if (L->has_index_keys) page_bytes += (size_t)pages * lay.page_bytes_ikey;
         ptr_bytes += align64((size_t)(2 * pages) * sizeof(uint16_t *));
     }
-    size_t total = lay.fixed_bytes + ptr_bytes + page_bytes;
+    size_t total = lay.fixed_bytes + ptr_bytes;
     unsigned char *mem = aligned_alloc(64, align64(total));
-    if (!mem)
+    unsigned char *pg = page_bytes ? di_dev_alloc(page_bytes) : NULL; /* the row stores: backend memory */
+    if (!mem || (page_bytes && !pg)) {
+        free(mem);
+        di_dev_free(pg);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a %lld-token sequence state (%zu bytes)",
-                            (long long)max_tokens, total);
+                            (long long)max_tokens, total + page_bytes);
+    }
     di_seq_state *s = layout_fixed(cfg, mem);
+    s->owned_pages = pg;
     unsigned char *p = mem + lay.fixed_bytes;
-    unsigned char *pg = p + ptr_bytes;
     for (int l = 0; l < nl; l++) {
         const di_layer_cfg *L = &cfg->layers[l];
         int64_t rows = di_seq_rows_needed(cfg, l, max_tokens);
@@ -160,5 +164,7 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
 }
 
 void di_seq_destroy(di_seq_state *s) {
-    if (s && s->owned) free(s->owned);
+    if (!s) return;
+    di_dev_free(s->owned_pages);
+    if (s->owned) free(s->owned);
 }

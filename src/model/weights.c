@@ -119,6 +119,20 @@ static deepinfer_status bind_linear_rows(di_wmat *out, const di_model_config *cf
     if (!wc) return err->code;
     deepinfer_status st = di_wmat_pack_rows(out, fmt, wc, s ? s->data : NULL, row0, nrows, k, block, err);
     free(wc);
+    if (!st) { /* the checkpoint bytes of these rows, for a device backend (ops.h di_wmat_raw) */
+        size_t rowb = fmt == DI_WFMT_FP4 ? (size_t)k / 2 : (size_t)k * (fmt == DI_WFMT_FP8 ? 1 : fmt == DI_WFMT_BF16 ? 2 : 4);
+        const uint8_t *sc = NULL;
+        size_t sb = 0;
+        if (fmt == DI_WFMT_FP8) {
+            sc = (const uint8_t *)s->data + (size_t)(row0 / block) * (size_t)(k / block);
+            sb = (size_t)((nrows + block - 1) / block) * (size_t)(k / block);
+        } else if (fmt == DI_WFMT_FP4) {
+            sc = (const uint8_t *)s->data + (size_t)row0 * (size_t)(k / 32);
+            sb = (size_t)nrows * (size_t)(k / 32);
+        }
+        st = di_wmat_set_raw(out, (const uint8_t *)w->data + (size_t)row0 * rowb, (size_t)nrows * rowb, sc, sb, err);
+        if (st) di_wmat_free(out);
+    }
     if (st) return di_error_prefix(err, "tensor %s", wn);
     return DEEPINFER_OK;
 }

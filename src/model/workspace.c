@@ -36,21 +36,23 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
             maxc = imax(maxc, max_context / L->ratio + 1);
         }
     }
+    int64_t Imoe = c->moe_intermediate_size, mk = (int64_t)m * k; /* dispatched MoE entries */
     ws->max_rows = M;
     ws->x = take(b, m * (size_t)d * 2);
     ws->xn = take(b, m * (size_t)d * 2);
     ws->sub = take(b, m * (size_t)d * 2);
-    ws->xe = take(b, m * (size_t)d * 2);
-    ws->eo = take(b, m * (size_t)d * 2);
+    ws->xe = take(b, (size_t)mk * (size_t)d * 2);
+    ws->eo = take(b, (size_t)mk * (size_t)d * 2);
     ws->qr = take(b, m * (size_t)c->q_lora_rank * 2);
     ws->q = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
     ws->o = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
     ws->kv = take(b, m * (size_t)hd * 2);
     ws->z = take(b, m * (size_t)(c->o_groups * c->o_lora_rank) * 2);
     ws->qi = take(b, m * (size_t)(c->index_n_heads * ihd) * 2);
-    ws->g = take(b, m * (size_t)I * 2);
-    ws->u = take(b, m * (size_t)I * 2);
-    ws->h = take(b, m * (size_t)I * 2);
+    size_t gu = (size_t)imax((int64_t)m * I, mk * Imoe);
+    ws->g = take(b, gu * 2);
+    ws->u = take(b, gu * 2);
+    ws->h = take(b, gu * 2);
     ws->emit16 = take(b, m * (size_t)rowmax * 2);
     ws->emitk = take(b, m * (size_t)ihd * 2);
     if (c->n_engram_layer_ids) {
@@ -79,7 +81,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->iw = take(b, m * (size_t)c->index_n_heads * 4);
     ws->logits_gate = take(b, m * (size_t)E * 4);
     ws->rw = take(b, m * (size_t)k * 4);
-    ws->erw = take(b, m * 4);
+    ws->erw = take(b, (size_t)mk * 4);
     ws->y = take(b, m * (size_t)d * 4);
     ws->emit32 = take(b, m * (size_t)rowmax * 4);
     ws->nthreads = nthreads;
@@ -89,13 +91,35 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->topk = take(b, m * (size_t)c->index_topk * sizeof(int));
     ws->ntopk = take(b, m * sizeof(int));
     ws->nidx = take(b, m * sizeof(int));
-    ws->emit_seg = take(b, m * sizeof(int));
-    ws->erows = take(b, m * (size_t)k * sizeof(int));
-    ws->eslot = take(b, m * (size_t)k * sizeof(int));
-    ws->emit_pos = take(b, m * sizeof(int64_t));
-    ws->emit_row = take(b, m * sizeof(int64_t));
+    ws->moe_off = take(b, (size_t)(E + 1) * sizeof(int));
+    ws->moe_rows = take(b, (size_t)mk * sizeof(int));
+    ws->moe_inv = take(b, (size_t)mk * sizeof(int));
     ws->kvptr_stride = (size_t)(c->sliding_window + maxc + c->dspark_block_size);
     ws->kvptr = take(b, m * ws->kvptr_stride * sizeof(void *));
+}
+
+/* The host tables (forward.h di_tabs), M rows. */
+static void layout_tabs(di_tabs *t, int M, bump *b) {
+    size_t m = (size_t)M;
+    t->row_seg = take(b, m * sizeof(int));
+    t->seg_row0 = take(b, m * sizeof(int));
+    t->seg_nrows = take(b, m * sizeof(int));
+    t->seg_pos0 = take(b, m * sizeof(int64_t));
+    t->ring = take(b, m * sizeof(void *));
+    t->ckv = take(b, m * sizeof(void *));
+    t->page_rows = take(b, m * sizeof(int));
+    t->skv = take(b, m * sizeof(void *));
+    t->ssc = take(b, m * sizeof(void *));
+    t->nctx = take(b, m * sizeof(int));
+    t->emit = take(b, m * sizeof(int));
+    t->emit_pos = take(b, m * sizeof(int64_t));
+    t->emit_row = take(b, m * sizeof(int64_t));
+    t->emit_seg = take(b, m * sizeof(int));
+    t->nvis = take(b, m * sizeof(int64_t));
+    t->kcap = take(b, m * sizeof(int64_t));
+    t->kpages = take(b, m * sizeof(void *));
+    t->dst = take(b, m * sizeof(void *));
+    t->src_row = take(b, m * sizeof(int));
 }
 
 deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads,
@@ -104,18 +128,31 @@ deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows
     bump b = {NULL, 0};
     layout(ws, cfg, max_rows, max_context, nthreads, &b);
     size_t bytes = (b.off + 63) & ~(size_t)63;
-    void *mem = aligned_alloc(64, bytes);
-    if (!mem) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the step workspace (%zu bytes)", bytes);
-    memset(mem, 0, bytes);
+    bump bt = {NULL, 0};
+    layout_tabs(&ws->t, max_rows, &bt);
+    size_t tbytes = (bt.off + 63) & ~(size_t)63;
+    void *mem = di_dev_alloc(bytes);
+    void *tmem = aligned_alloc(64, tbytes);
+    if (!mem || !tmem) {
+        di_dev_free(mem);
+        free(tmem);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the step workspace (%zu bytes)", bytes);
+    }
+    di_dev_zero(mem, bytes);
+    memset(tmem, 0, tbytes);
     bump b2 = {mem, 0};
     layout(ws, cfg, max_rows, max_context, nthreads, &b2);
+    bump bt2 = {tmem, 0};
+    layout_tabs(&ws->t, max_rows, &bt2);
+    ws->t.mem = tmem;
     ws->mem = mem;
-    ws->bytes = bytes;
+    ws->bytes = bytes + tbytes;
     return DEEPINFER_OK;
 }
 
 void di_ws_free(di_ws *ws) {
     if (!ws) return;
-    free(ws->mem);
+    di_dev_free(ws->mem);
+    free(ws->t.mem);
     memset(ws, 0, sizeof *ws);
 }

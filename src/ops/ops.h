@@ -60,6 +60,11 @@ typedef struct di_wmat {
     void *data;     /* packed panels (owned) */
     float *scale;   /* decoded scales (owned), layout per format */
     size_t bytes;   /* data + scale bytes */
+    /* The checkpoint bytes (di_wmat_raw): borrowed from the mapped
+     * checkpoint, or copies in backend memory when `raw_owned`. */
+    const void *raw_w;
+    const uint8_t *raw_scale;
+    int raw_owned;
 } di_wmat;
 
 /* Pack W. `w` points at the checkpoint bytes (bf16 / f32 / e4m3 / packed
@@ -284,5 +289,237 @@ void di_add_f32(float *out, const float *a, const float *b, size_t n);
 
 /* y[i] = bf16_RNE(x[i]). */
 void di_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
+
+/* ===========================================================================
+ * Device-shaped model ops (docs/DEVICE-FORWARD.md). With these the model
+ * touches activation, state and weight memory only through ops: a backend
+ * that keeps those buffers in device memory runs the whole forward step
+ * without reading device data on the host. Arguments marked "host table"
+ * are small arrays the host computes before the step from what it knows
+ * (positions, segment tables, page tables, state addresses); an
+ * asynchronous device queue copies them when the step is submitted.
+ * Everything else (activations, router selections, top-k indices, counts)
+ * may be device memory and is only ever read inside ops.
+ * ======================================================================== */
+
+/* ---------------------------------------------------------------------------
+ * Memory: the backend allocator. Workspace, step buffers, sequence-state
+ * row stores and the device copies of weights are allocated through it, so
+ * a CUDA build can place them in device memory. The default (the CPU) is
+ * 64-byte aligned host memory. di_dev_alloc returns NULL on failure;
+ * di_dev_free(NULL) is a no-op. Set the allocator before loading a model. */
+typedef struct di_allocator {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void (*zero)(void *ctx, void *p, size_t bytes); /* clear (outside steps) */
+    void (*upload)(void *ctx, void *dst, const void *src, size_t bytes); /* host -> backend memory (load time) */
+    void *ctx;
+} di_allocator;
+
+void di_set_allocator(const di_allocator *a); /* NULL restores the host default */
+void *di_dev_alloc(size_t bytes);
+void di_dev_free(void *p);
+void di_dev_zero(void *p, size_t bytes);
+void di_dev_upload(void *dst, const void *src, size_t bytes);
+
+/* The checkpoint bytes of a packed weight (what a device backend uploads:
+ * dic.h dic_wmat): `w` row-major bf16 / f32 / e4m3 [n][k] or packed e2m1
+ * [n][k/2]; `scale` e8m0 [ceil(n/B)][k/B] (FP8) or [n][k/32] (FP4), NULL
+ * else. Returns 0 when the weight was converted at load (no raw form kept;
+ * the packed panels are then the only copy: di_wmat_get reads them).
+ * With the host allocator the bytes are borrowed from the checkpoint
+ * mapping (models keep it open); with a backend allocator installed
+ * (di_allocator_is_host() == 0) di_wmat_set_raw copies them into backend
+ * memory at load. */
+int di_wmat_raw(const di_wmat *w, const void **wbytes, const uint8_t **scale);
+int di_allocator_is_host(void);
+/* Record w's checkpoint bytes (wbytes bytes of weights, sbytes of scales). */
+deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
+                                 di_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Data movement (src/ops/cpu/rows.c). */
+
+/* out[m][0..width) = table[ids[m]][0..width) for m < M (bf16 rows; ids on
+ * the device: a decode row's token may be a sample of the previous step). */
+void di_embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo);
+
+/* Strided copy of M rows of row_bytes bytes (cudaMemcpy2DAsync). */
+void di_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes, size_t row_bytes);
+
+/* p[i] = v for i < n fp32 values (state resets; all-zero bits also clear
+ * bf16 buffers of 2n values). */
+void di_fill_f32(di_exec *x, float *p, size_t n, float v);
+
+/* Row scatter: for i < n, dst[i][0..width) = src[src_row ? src_row[i] : i]
+ * (bf16 rows of stride lds). dst (host table) holds destination row
+ * addresses: ring slots, row-store rows. Destinations must be distinct. */
+void di_scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *src, size_t lds, uint16_t *const *dst,
+                     int width);
+
+/* ---------------------------------------------------------------------------
+ * Attention entry lists (src/ops/cpu/attn_list.c): ops.h di_sparse_attn's kv
+ * pointers for every row of a step, built from host tables and the
+ * indexer's device-side selection.
+ *
+ * Host tables: pos[m]; row_seg[m] = the row's segment; per segment s:
+ * seg_row0[s] (its first row in the step), seg_pos0[s] (that row's
+ * position), ring[s] (the layer's SWA ring of the sequence, [win][hd]),
+ * ckv[s] (the page table of its compressed-KV store: row j at
+ * ckv[s][j / page_rows[s]] + (j % page_rows[s]) * hd; NULL without one).
+ *
+ * Row m at position p: first the window t = max(0, p-win+1) .. p, each
+ * entry the step's own kv row (kv + (seg_row0 + t - seg_pos0) * hd) when
+ * t >= seg_pos0, else ring slot t mod win; NULL up to `win` entries. Then,
+ * for ratio > 0: with topk != NULL the rows topk[m*K + i], i < ntopk[m],
+ * else every visible row j < (p+1) / ratio. n_idx[m] = the count.
+ * list[m * stride + i]. */
+void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                  const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                  uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                  const int *ntopk, const uint16_t **list, size_t stride, int *n_idx);
+
+/* DSpark block attention lists: row m of segment s attends to ring slots
+ * 0 .. nctx[s]-1 of ring[s] (slot order) then to the segment's own kv rows
+ * seg_row0[s] .. seg_row0[s] + seg_nrows[s] - 1 (bidirectional). */
+void di_attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *seg_nrows, const int *nctx,
+                        uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list, size_t stride,
+                        int *n_idx);
+
+/* ---------------------------------------------------------------------------
+ * Gated compressor state (src/ops/cpu/cmp_state.c), §4.5. For every segment
+ * s (independent; rows of a segment in position order), with its state
+ * buffers skv[s], ssc[s] ([slots][width] fp32, width = (overlap ? 2 : 1) *
+ * hd) and the step's fp32 projections pk, ps ([M][width]):
+ * row m at position t, o = t mod r, slot = overlap ? r + o : o:
+ * skv[slot] = pk[m]; ssc[slot] = ps[m] + ape[o] (fp32 add; ape NULL: copy).
+ * If emit[m] >= 0 (host table: exactly the rows with (t+1) mod r == 0, in
+ * row order) the group is pooled into out[emit[m]][0..hd): without overlap
+ * di_softmax_pool over the r slots; with overlap over 2r slots: slots
+ * 0..r-1 their first half [:hd], r..2r-1 their second half [hd:]; then
+ * (overlap) slots r..2r-1 move to 0..r-1. r <= 128, 2r <= 16 with overlap. */
+void di_cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
+                       float *const *skv, float *const *ssc, const float *pk, const float *ps, const float *ape,
+                       int ratio, int overlap, int hd, float *out);
+
+/* ---------------------------------------------------------------------------
+ * Lightning-indexer selection for a whole step (src/ops/cpu/index_select.c),
+ * §4.6 and V4.1 §5.5.
+ *
+ * Per row m: q + m*nh*128 (bf16 heads), w + m*nh (fp32 head weights), the
+ * key store kpages[m] (host table: row j at kpages[m][j / page_rows[m]] +
+ * (j % page_rows[m]) * 128), nvis[m] visible keys of which the first kcap[m]
+ * exist (the rest score 0) — host tables. score_j = di_index_scores of key
+ * j for j < nvis[m]; with cand_in (restricted layer) only the keys of the
+ * kept blocks cand_in[m*KB + i], i < ncand_in[m], are scored, the others
+ * are -inf.
+ * Candidate source (cand_out != NULL): with nb = ceil(nvis/bs) blocks of bs
+ * keys, if nb <= KB the kept blocks are 0..nb-1; else block scores = max of
+ * the block's scores, the newest visible key's block +inf, kept = the KB
+ * best (di_topk_desc) sorted ascending; into cand_out[m*KB..], ncand_out[m].
+ * Then topk[m*K..] = di_topk_desc(scores, nvis, K), count in ntopk[m],
+ * sorted ascending when `sort_sel` (V4.1 keeps row order).
+ * Scratch: iscore [nscratch][iscore_stride], bscore [nscratch][bscore_stride]
+ * with nscratch >= the pool's thread count. */
+typedef struct di_index_select_args {
+    int M, nh;
+    const uint16_t *q;
+    const float *w;
+    uint16_t **const *kpages;
+    const int *page_rows;          /* [M] rows per page of kpages[m] */
+    const int64_t *nvis, *kcap;
+    const int *cand_in, *ncand_in; /* NULL: every key */
+    int *cand_out, *ncand_out;     /* NULL: not a candidate source */
+    int bs, KB;                    /* candidate block size, blocks kept */
+    int K, sort_sel;
+    int *topk, *ntopk;
+    float *iscore;
+    size_t iscore_stride;
+    float *bscore;
+    size_t bscore_stride;
+    int nscratch;
+} di_index_select_args;
+void di_index_select(di_exec *x, const di_index_select_args *a);
+
+/* ---------------------------------------------------------------------------
+ * Batched MoE (src/ops/cpu/moe_route.c, src/ops/cpu/gemm_grouped.c), §4.7. */
+
+/* Route M tokens: logits [M][E] fp32 (divided in place by temp when
+ * temp != 1); fixed ids (hash layers) = tid2eid[tokens[m] * k ..] when
+ * tid2eid != NULL; sel, w [M][k] = di_route. normalize == 0: w_i =
+ * sqrt(softplus(l[sel_i])) * route_scale (libm expf/log1pf, as the V4.1
+ * reference's unnormalised scores). */
+void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
+                   const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel, float *w);
+
+/* Counting sort of the M*k routing entries by expert: off[E+1] (exclusive
+ * prefix of counts), rows[off[e] ..] = the entries m*k + slot routed to e in
+ * increasing (m, slot); inv[m*k + slot] = the entry's index in rows. */
+void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv);
+
+/* Gather the dispatched entries: xe[i] = xn[rows[i] / k] (bf16 rows of
+ * width d), erw[i] = rw[rows[i]], for i < n = off[E]. n_max bounds n (the
+ * launch shape: M*k). */
+void di_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
+                   size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw);
+
+/* Grouped GEMMs over a dispatched list: for every expert e with rows
+ * [off[e], off[e+1]) of A: C rows = di_gemm of them with W[e] (gemm2: with
+ * W1[e] and W2[e], A quantised once per expert). W arrays: host arrays of
+ * weights of one shape. */
+void di_gemm_grouped(di_exec *x, int E, const di_wmat *W, const int *off, const uint16_t *A, size_t lda,
+                     int act_block, uint16_t *C16, size_t ldc);
+void di_gemm2_grouped(di_exec *x, int E, const di_wmat *W1, const di_wmat *W2, const int *off, const uint16_t *A,
+                      size_t lda, int act_block, uint16_t *C1, uint16_t *C2, size_t ldc);
+
+/* SwiGLU over the first off[E] rows (di_swiglu with per-row weights rw;
+ * the row count is read on the device). */
+void di_swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
+                 float limit, const float *rw, uint16_t *out, size_t ldo);
+
+/* Combine in the order of the CPU's expert loop: y[m] = 0, then for row m's
+ * entries in increasing inv (increasing expert id, then slot),
+ * y[m][j] += fp32(eo[inv][j]). y fp32 [M][d]. */
+void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y);
+
+/* ---------------------------------------------------------------------------
+ * Small per-row helpers (src/ops/cpu/elem_model.c). */
+
+/* v[i] = bf16(bf16(v[i]) * scale) (fp32 values; the indexer head weights). */
+void di_scale_bf16_f32(di_exec *x, float *v, size_t n, float scale);
+
+/* pre[m][0] = 1, pre[m][1..3] = 0 (the one-hot start of a V4.1 mHC chain). */
+void di_hc_pre_onehot(di_exec *x, int M, float *pre);
+
+/* Head mHC pre: pre[m][k] = sigmoid(mixes[m][k] * scale0 + base[k]) + eps
+ * for k < hc (mixes [M][hc], pre [M][4]; sigmoid(z) = 1 / (1 + expf(-z))). */
+void di_hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0, const float *base, float eps,
+                    float *pre);
+
+/* out[m][j] = bf16((sum_k fp32(R[m][k][j])) / hc), copies summed in order
+ * (R [M][hc][d] bf16; out stride ldo). */
+void di_hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo);
+
+/* R[m][k][j] = bf16(fp32(e[m][j]) + fp32(R[m][k][j])) for k < hc. */
+void di_add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, uint16_t *R);
+
+/* Dequantising gather of Engram table rows: out[m][c*hd + j] =
+ * bf16(e4m3(table[id][j]) * 2^(scale[id][j/32] - 127)) with id =
+ * ids[m*ids_stride + c], for c < ncols (table [rows][hd] e4m3, scale
+ * [rows][hd/32] e8m0). Ids were checked against the table by the host. */
+void di_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
+                           const uint8_t *scale, int hd, uint16_t *out);
+
+/* Engram gating (src/ops/cpu/engram_gate.c, §5.8) of M tokens: token i's
+ * wkv output kv + i*ldkv ((hc+1)*dim bf16: hc keys, then the value) gates
+ * residual row t = rmap ? rmap[i] : i of R ([rows][hc][dim] bf16): per copy
+ * k, h = fp32(R[t][k]); ms_h, ms_k = mean squares of h and key_k; rstd =
+ * (1/sqrtf(ms_h + eps)) * (1/sqrtf(ms_k + eps)); dot = sum(h * qk[k] *
+ * key_k) * rstd * dim^-1/2; g = sigmoid(sign(dot) sqrt(max(|dot|, 1e-6)));
+ * R[t][k] = bf16(h + g * value). Sums: 8 interleaved fp32 partial sums in
+ * index order, then ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)). gates (NULL or
+ * [rows][hc]) receive g. Scratch kvf [(hc+1)*dim], h [dim] fp32. */
+void di_engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,
+                         const float *qk, int dim, int hc, float eps, float *kvf, float *h, float *gates);
 
 #endif

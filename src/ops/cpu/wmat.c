@@ -20,6 +20,10 @@ void di_wmat_free(di_wmat *w) {
     if (!w) return;
     free(w->data);
     free(w->scale);
+    if (w->raw_owned) {
+        di_dev_free((void *)w->raw_w);
+        di_dev_free((void *)w->raw_scale);
+    }
     memset(w, 0, sizeof *w);
 }
 

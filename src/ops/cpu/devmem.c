@@ -1,0 +1,78 @@
+/* devmem.c — the backend allocator hook (ops.h di_set_allocator): host
+ * memory, 64-byte aligned, unless a backend installs its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+static void *host_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    if (!bytes) bytes = 64;
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void host_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static void host_zero(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+
+static void host_upload(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    memcpy(dst, src, bytes);
+}
+
+static di_allocator g_alloc = {host_alloc, host_free, host_zero, host_upload, NULL};
+
+void di_set_allocator(const di_allocator *a) {
+    if (a) g_alloc = *a;
+    else g_alloc = (di_allocator){host_alloc, host_free, host_zero, host_upload, NULL};
+}
+
+void di_dev_zero(void *p, size_t bytes) {
+    if (p && bytes) g_alloc.zero(g_alloc.ctx, p, bytes);
+}
+
+void di_dev_upload(void *dst, const void *src, size_t bytes) {
+    if (bytes) g_alloc.upload(g_alloc.ctx, dst, src, bytes);
+}
+
+void *di_dev_alloc(size_t bytes) { return g_alloc.alloc(g_alloc.ctx, bytes); }
+
+void di_dev_free(void *p) {
+    if (p) g_alloc.free(g_alloc.ctx, p);
+}
+
+int di_allocator_is_host(void) { return g_alloc.alloc == host_alloc; }
+
+int di_wmat_raw(const di_wmat *w, const void **wbytes, const uint8_t **scale) {
+    *wbytes = w->raw_w;
+    *scale = w->raw_scale;
+    return w->raw_w != NULL;
+}
+
+deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
+                                 di_error *err) {
+    if (di_allocator_is_host()) { /* borrowed: the checkpoint stays mapped */
+        w->raw_w = wsrc;
+        w->raw_scale = ssrc;
+        w->raw_owned = 0;
+        return DEEPINFER_OK;
+    }
+    void *a = di_dev_alloc(wbytes), *b = ssrc ? di_dev_alloc(sbytes) : NULL;
+    if (!a || (ssrc && !b)) {
+        di_dev_free(a);
+        di_dev_free(b);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of backend memory for a [%d,%d] weight", w->n, w->k);
+    }
+    di_dev_upload(a, wsrc, wbytes);
+    if (b) di_dev_upload(b, ssrc, sbytes);
+    w->raw_w = a;
+    w->raw_scale = b;
+    w->raw_owned = 1;
+    return DEEPINFER_OK;
+}
