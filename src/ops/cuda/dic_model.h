@@ -6,7 +6,12 @@
  * allocation, capturable in a CUDA graph. Arguments that ops.h calls "host
  * tables" are device copies of small arrays the queue uploaded at submit.
  *
- * Kernels to write (none exist yet); suggested file in brackets.
+ * Every pointer argument is a device pointer unless its comment says
+ * otherwise; "device table of device pointers" means a device array whose
+ * elements point to device memory. File of each family in brackets.
+ * Bit-identical to the CPU ops except where a comment says otherwise (the
+ * libm expf / log1pf of di_route_rows, di_hc_head_pre and
+ * di_engram_gate_rows: evaluated in double and rounded once here).
  */
 #ifndef DI_OPS_CUDA_DIC_MODEL_H
 #define DI_OPS_CUDA_DIC_MODEL_H
@@ -19,8 +24,9 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------
- * Data movement [dic_elem.cu]. dic_copy_2d may simply be
- * cudaMemcpy2DAsync(..., cudaMemcpyDeviceToDevice, stream). */
+ * Data movement [dic_rows.cu]. dic_copy_2d: cudaMemcpy2DAsync device to
+ * device (src, dst device). dic_scatter_rows: src_row (or NULL), src device;
+ * dst a device table of n device row pointers. */
 cudaError_t dic_copy_2d(const dic_ctx *c, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes,
                         size_t row_bytes);
 cudaError_t dic_fill_f32(const dic_ctx *c, float *p, size_t n, float v);
@@ -29,9 +35,14 @@ cudaError_t dic_scatter_rows(const dic_ctx *c, int n, const int *src_row, const 
                              uint16_t *const *dst, int width);
 
 /* ---------------------------------------------------------------------------
- * Attention entry lists [dic_attention.cu] (ops.h di_attn_list,
- * di_attn_list_block). All array arguments on the device; topk / ntopk are
- * written by dic_index_select earlier in the stream. */
+ * Attention entry lists [dic_attn_list.cu] (ops.h di_attn_list,
+ * di_attn_list_block). All array arguments on the device: pos, row_seg
+ * [M]; seg_row0, seg_pos0, page_rows, seg_nrows, nctx [nseg]; ring: device
+ * table [nseg] of device ring pointers; ckv: device table [nseg] of device
+ * page tables (each a device array of device page pointers); kv device;
+ * list: device [M][stride] of device pointers (written); n_idx [M]. topk /
+ * ntopk are written by dic_index_select earlier in the stream. Window
+ * entries past the visible positions are NULL, as on the CPU. */
 cudaError_t dic_attn_list(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                           const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                           uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
@@ -41,33 +52,48 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
                                 size_t stride, int *n_idx);
 
 /* ---------------------------------------------------------------------------
- * Gated compressor state [dic_indexer.cu] (ops.h di_cmp_gated_rows): one
- * block per segment (rows of a segment are sequential: the state is
- * rewritten per token), pooling as dic_softmax_pool. */
+ * Gated compressor state [dic_cmp_state.cu] (ops.h di_cmp_gated_rows): one
+ * block per segment (rows of a segment are consecutive and sequential: the
+ * state is rewritten per token), pooling as dic_softmax_pool. row_seg, emit,
+ * pos [M], pk, ps, ape, out device; skv, ssc: device tables [nseg] of device
+ * state pointers. */
 cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, const int *emit, const int64_t *pos,
                                float *const *skv, float *const *ssc, const float *pk, const float *ps,
                                const float *ape, int ratio, int overlap, int hd, float *out);
 
 /* ---------------------------------------------------------------------------
- * Indexer selection over paged key stores [dic_indexer.cu] (ops.h
+ * Indexer selection over paged key stores [dic_index_select.cu] (ops.h
  * di_index_select). dic.h's dic_index_scores needs contiguous keys
  * (k + key0[m] * ldk); the model's key stores are paged, so this variant
- * walks kpages[m] (device page tables). It fuses scores, the V4.1
- * candidate-block restriction / selection and the per-row top-k
- * (dic_topk_desc semantics). Scratch: M x max_keys fp32 scores (the CPU's
- * per-thread iscore/bscore fields of the args are ignored on the device;
- * pass dic scratch). */
+ * walks kpages[m]. It fuses scores, the V4.1 candidate-block restriction /
+ * selection and the per-row top-k (dic_topk_desc semantics).
+ * The struct itself is a host struct (read at the call); its pointers are
+ * device pointers: q, w, page_rows, nvis, kcap, cand_in, ncand_in,
+ * cand_out, ncand_out, topk, ntopk; kpages: device table [M] of device page
+ * tables (device arrays of device page pointers).
+ * iscore / bscore pointers and nscratch are ignored: the scores live in
+ * c->scratch, which must hold dic_index_select_scratch(M, iscore_stride,
+ * bscore_stride) bytes. On the device iscore_stride is the bound of every
+ * nvis[m] (keys past it are not scored) and bscore_stride, when cand_out is
+ * set, must be >= ceil(iscore_stride / bs). K, KB <= 4096. Unlike the CPU,
+ * entries of topk / cand_out past the row's count are written as -1. */
+size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_stride);
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
- * MoE [dic_moe.cu]. */
-/* dic_route with the gate temperature, the hash table lookup by token
- * (tid2eid[tokens[m] * k ..], tokens on the device) and the unnormalised
- * weights (normalize == 0). */
+ * MoE [dic_moe_route.cu, dic_gemm_grouped_seg.cu]. All arrays on the device
+ * except the W arrays of the grouped GEMMs (host arrays of dic_wmat whose
+ * w / scale are device pointers, as dic_gemm_grouped). */
+/* dic_route with the gate temperature (logits divided in place), the hash
+ * table lookup by token (tid2eid[tokens[m] * k ..], tokens on the device)
+ * and the unnormalised weights (normalize == 0). Scores use dic_route's
+ * softplus (exp / log1p in double, rounded once): sel and w equal the CPU's
+ * where glibc's expf / log1pf are correctly rounded, else w within 1 ulp. */
 cudaError_t dic_route_rows(const dic_ctx *c, int M, float *logits, int E, float temp, const float *bias,
                            const int32_t *tid2eid, const int32_t *tokens, int k, float route_scale, float norm_eps,
                            int normalize, int *sel, float *w);
-/* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows. */
+/* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows.
+ * off [E+1], rows / inv [M*k] device. */
 cudaError_t dic_moe_dispatch_inv(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows,
                                  int *inv);
 cudaError_t dic_moe_gather(const dic_ctx *c, int n_max, const int *off, int E, const int *rows, int k,
@@ -75,7 +101,9 @@ cudaError_t dic_moe_gather(const dic_ctx *c, int n_max, const int *off, int E, c
                            float *erw);
 /* Grouped GEMM over a pre-gathered list: expert e's rows are A rows
  * [off[e], off[e+1]) (no rows[] indirection, unlike dic_gemm_grouped);
- * max_rows bounds off[E]. The gemm2 form writes W1 and W2 products from one
+ * max_rows bounds off[E]. Scratch: dic_gemm_scratch(max_rows, N, K). Always
+ * the batch-invariant kernels: a row equals dic_gemm on it with
+ * c->batch_invariant = 1. The gemm2 form writes W1 and W2 products from one
  * activation quantisation. */
 cudaError_t dic_gemm_grouped_seg(const dic_ctx *c, int E, const dic_wmat *W, const int *off, int max_rows,
                                  const uint16_t *A, size_t lda, int act_block, uint16_t *C16, size_t ldc);
@@ -86,12 +114,16 @@ cudaError_t dic_gemm2_grouped_seg(const dic_ctx *c, int E, const dic_wmat *W1, c
 cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int max_rows, const uint16_t *gate,
                          const uint16_t *up, size_t ld, int I, float limit, const float *rw, uint16_t *out,
                          size_t ldo);
-/* Combine in increasing expert id (the CPU's order), fp32 accumulation from 0. */
-cudaError_t dic_moe_combine(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d,
-                            float *y);
+/* ops.h di_moe_combine (renamed: dic.h has dic_moe_combine, the fused
+ * bf16 combine by sel). Combine in increasing inv (expert id, then slot:
+ * the CPU's order), fp32 accumulation from 0; at most 64 slots; M <= 65535. */
+cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo,
+                                int d, float *y);
 
 /* ---------------------------------------------------------------------------
- * Small per-row helpers [dic_elem.cu, dic_mhc.cu]. */
+ * Small per-row helpers [dic_elem_model.cu]. All arrays on the device
+ * (dic_hc_head_pre's base [hc] included). dic_hc_head_pre: libm expf as
+ * exp in double rounded once (see the top). */
 cudaError_t dic_scale_bf16_f32(const dic_ctx *c, float *v, size_t n, float scale);
 cudaError_t dic_hc_pre_onehot(const dic_ctx *c, int M, float *pre);
 cudaError_t dic_hc_head_pre(const dic_ctx *c, int M, const float *mixes, int hc, float scale0, const float *base,
@@ -100,7 +132,9 @@ cudaError_t dic_hc_mean(const dic_ctx *c, int M, const uint16_t *R, int hc, int 
 cudaError_t dic_add_bcast_bf16(const dic_ctx *c, int M, const uint16_t *e, int hc, int d, uint16_t *R);
 
 /* ---------------------------------------------------------------------------
- * Engram [dic_engram.cu]. */
+ * Engram [dic_elem_model.cu: gather; dic_engram_gate.cu: gate]. ids, table,
+ * scale, rmap, kv, R, qk, gates: device. Gate: the exponential as in
+ * dic_hc_head_pre; rmap must map tokens to distinct rows of R. */
 cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int64_t *ids, int64_t ids_stride, int ncols,
                                    const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out);
 /* kvf / h scratch of the CPU op are not needed on the device (pass NULL). */

@@ -9,6 +9,7 @@
  * All bit-identical to the CPU (see each kernel for the argument).
  */
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_moe_int.h"
 
 /* ---- router ----------------------------------------------------------- */
 
@@ -44,8 +45,9 @@ static __device__ __forceinline__ bool rank_before(float x, int a, float y, int 
 /* One warp per token. top-k: k rounds of a warp argmax under rank_before,
  * which is a total order, so the selection (best first) equals di_topk_desc's. */
 static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const float *logits, int E, const float *bias,
-                                                               const int *fixed, int k, float route_scale,
-                                                               float norm_eps, int *sel, float *w) {
+                                                               const int *fixed, const int32_t *tokens, int k,
+                                                               float route_scale, float norm_eps, int normalize,
+                                                               int *sel, float *w) {
     __shared__ float s_sh[RT_WARPS][RT_MAXE];
     __shared__ float b_sh[RT_WARPS][RT_MAXE];
     __shared__ int sel_sh[RT_WARPS][32];
@@ -61,7 +63,8 @@ static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const flo
     }
     __syncwarp();
     if (fixed) {
-        if (lane < k) sel_sh[wp][lane] = fixed[(size_t)m * k + lane];
+        const int *fx = fixed + (size_t)(tokens ? tokens[m] : m) * k; /* hash layers: tid2eid by token */
+        if (lane < k) sel_sh[wp][lane] = fx[lane];
     } else {
         uint32_t taken = 0; /* bit j: expert lane + 32 j selected */
         for (int r = 0; r < k; r++) {
@@ -100,18 +103,25 @@ static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const flo
             int e = sel_sh[wp][i];
             float se = (e >= 0 && e < E) ? s[e] : 0.0f;
             sel[(size_t)m * k + i] = e;
-            w[(size_t)m * k + i] = se / sum * route_scale;
+            /* normalize == 0: the unnormalised sqrt(softplus(l)) * route_scale */
+            w[(size_t)m * k + i] = normalize ? se / sum * route_scale : se * route_scale;
         }
     }
 }
 
-extern "C" cudaError_t dic_route(const dic_ctx *c, int M, const float *logits, int E, const float *bias,
-                                 const int *fixed, int k, float route_scale, float norm_eps, int *sel, float *w) {
+extern "C" cudaError_t dic_route_ex(const dic_ctx *c, int M, const float *logits, int E, const float *bias,
+                                    const int *fixed, const int32_t *tokens, int k, float route_scale, float norm_eps,
+                                    int normalize, int *sel, float *w) {
     if (M <= 0) return cudaSuccess;
     if (E <= 0 || E > RT_MAXE || k <= 0 || k > 32 || k > E) return cudaErrorInvalidValue;
-    k_route<<<(M + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, 0, c->stream>>>(M, logits, E, bias, fixed, k, route_scale,
-                                                                          norm_eps, sel, w);
+    k_route<<<(M + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, 0, c->stream>>>(M, logits, E, bias, fixed, tokens, k,
+                                                                          route_scale, norm_eps, normalize, sel, w);
     DIC_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t dic_route(const dic_ctx *c, int M, const float *logits, int E, const float *bias,
+                                 const int *fixed, int k, float route_scale, float norm_eps, int *sel, float *w) {
+    return dic_route_ex(c, M, logits, E, bias, fixed, NULL, k, route_scale, norm_eps, 1, sel, w);
 }
 
 /* ---- dispatch --------------------------------------------------------- */
