@@ -86,8 +86,9 @@ cudaError_t dic_gemm2_grouped_seg(const dic_ctx *c, int E, const dic_wmat *W1, c
 cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int max_rows, const uint16_t *gate,
                          const uint16_t *up, size_t ld, int I, float limit, const float *rw, uint16_t *out,
                          size_t ldo);
-/* Combine in increasing expert id (the CPU's order), fp32 accumulation from 0. */
-cudaError_t dic_moe_combine(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d,
+/* Combine in increasing expert id (the CPU's order), fp32 accumulation from 0 (ops.h
+ * di_moe_combine; named _inv: dic.h's dic_moe_combine has another signature). */
+cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d,
                             float *y);
 
 /* ---------------------------------------------------------------------------
