@@ -46,7 +46,8 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(CU_C_SRC:%.c=$(BUILD)/%.o)
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+CU_C_OBJ := $(CU_C_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -120,11 +121,11 @@ test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) $(AJV) ## build and run ever
 asan: ## build in build-asan with ASan+UBSan and run the tests
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-cuda-objs: $(CU_OBJ) ## compile every .cu file for sm_90a and sm_100a
+cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100a
 
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
-$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ)
+$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/gpu/gtest_*.c, run by tests/gpu/run.sh on a GPU machine;
@@ -134,6 +135,8 @@ GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/gpu/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
 GPU_TEST_CU  := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
+# the backend glue links into the binary (it calls the static library)
+GPU_TEST_OBJ += $(CU_C_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
