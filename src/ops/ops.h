@@ -343,6 +343,8 @@ void *di_dev_alloc(size_t bytes);
 void di_dev_free(void *p);
 void di_dev_zero(void *p, size_t bytes);
 void di_dev_upload(void *dst, const void *src, size_t bytes);
+/* A copy of `bytes` host bytes in backend memory (load time); NULL on failure. */
+void *di_dev_dup(const void *src, size_t bytes);
 
 /* The checkpoint bytes of a packed weight (what a device backend uploads:
  * dic.h dic_wmat): `w` row-major bf16 / f32 / e4m3 [n][k] or packed e2m1

@@ -44,6 +44,12 @@ void di_dev_upload(void *dst, const void *src, size_t bytes) {
 
 void *di_dev_alloc(size_t bytes) { return g_alloc.alloc(g_alloc.ctx, bytes); }
 
+void *di_dev_dup(const void *src, size_t bytes) {
+    void *p = di_dev_alloc(bytes);
+    if (p) di_dev_upload(p, src, bytes);
+    return p;
+}
+
 void di_dev_free(void *p) {
     if (p) g_alloc.free(g_alloc.ctx, p);
 }
