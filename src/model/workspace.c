@@ -141,7 +141,7 @@ deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows
         free(tmem);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the step workspace (%zu bytes)", bytes);
     }
-    di_dev_zero(mem, bytes);
+    if (di_allocator_is_host()) di_dev_zero(mem, bytes); /* device backends: left poisoned (cu_exec.c) */
     memset(tmem, 0, tbytes);
     bump b2 = {mem, 0};
     layout(ws, cfg, max_rows, max_context, nthreads, &b2);

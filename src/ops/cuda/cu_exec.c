@@ -9,6 +9,13 @@
 #define TAB_CAP ((size_t)64 << 20)        /* host tables of one op */
 #define MIN_SCRATCH ((size_t)256 << 20)   /* dic scratch: GEMM quantisation, attention, indexer scores */
 
+/* Device memory starts as 0xFF bytes (NaN, -1) so that reads of unwritten
+ * memory show; DEEPINFER_CUDA_POISON=0 clears it to zero instead. */
+static int poison_byte(void) {
+    const char *e = getenv("DEEPINFER_CUDA_POISON");
+    return e && !strcmp(e, "0") ? 0 : 0xFF;
+}
+
 static cudaStream_t g_stream;
 static di_exec g_state_exec;
 
@@ -67,7 +74,7 @@ static void *ctx_new(size_t scratch_bytes) {
         free(c);
         return NULL;
     }
-    cudaMemset(c->dc.scratch, 0xFF, sc); /* poison: reads of unwritten scratch show */
+    cudaMemset(c->dc.scratch, poison_byte(), sc); /* reads of unwritten scratch show */
     return c;
 }
 
@@ -96,7 +103,7 @@ static void *dev_alloc(void *ctx, size_t bytes) {
     void *p = NULL;
     if (!bytes) bytes = 256;
     if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
-    cudaMemset(p, 0xFF, bytes); /* poison: reads of unwritten memory show */
+    cudaMemset(p, poison_byte(), bytes);
     return p;
 }
 
