@@ -35,8 +35,11 @@ NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -fmad=false -Xcompiler -fPIC -Werror all-
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -ldl -lstdc++
 CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
 
-LIB_SRC  := $(shell find src -name '*.c' | sort)
+# src/ops/cuda/*.c: the CUDA backend's C glue (ops vtable, allocator); only
+# in CUDA builds, with the .cu kernels.
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/ops/cuda/*' | sort)
 CU_SRC   := $(shell find src -name '*.cu' | sort)
+CU_C_SRC := $(sort $(wildcard src/ops/cuda/*.c))
 CLI_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC := tests/runner.c $(shell find tests -name 'test_*.c' | sort)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
@@ -44,6 +47,7 @@ EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+CU_C_OBJ := $(CU_C_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -117,11 +121,11 @@ test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) $(AJV) ## build and run ever
 asan: ## build in build-asan with ASan+UBSan and run the tests
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-cuda-objs: $(CU_OBJ) ## compile every .cu file for sm_90a and sm_100a
+cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100a
 
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
-$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ)
+$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/gpu/gtest_*.c, run by tests/gpu/run.sh on a GPU machine;
@@ -131,10 +135,12 @@ GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/gpu/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
 GPU_TEST_CU  := $(sort $(wildcard tests/gpu/*.cu))
 GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
+# the backend glue links into the binary (it calls the static library)
+GPU_TEST_OBJ += $(CU_C_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
-$(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
 cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
 
@@ -173,4 +179,4 @@ clean: ## remove build outputs
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)

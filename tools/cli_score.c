@@ -27,7 +27,7 @@ static const char USAGE[] =
     "  --ids-out F        the argmax of every row, one per line\n"
     "  --chunk K          prefill in chunks of K tokens (default: the whole prompt at once)\n"
     "  --batch-with M     run alongside M unrelated requests in the same steps\n"
-    "  --backend B        cpu (default) or cuda; only the CPU runs DeepSeek-V4/V4.1 in this build\n"
+    "  --backend B        cpu (default) or cuda (binaries built with `make cuda`: build/deepinfer-cuda)\n"
     "  --released-index-k V4.1: reproduce the released reference's stale-index-key decode\n"
     "                     (single-token decode steps then differ from prefill, as DeepSeek's code does)\n"
     "  --engram-hash FILE V4.1: Engram hash constants (engram_hash.json, or a golden manifest);\n"
@@ -127,9 +127,8 @@ static int cmd_score(int argc, char **argv) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         return 1;
     }
-    if (bk != DI_BACKEND_CPU) {
-        fprintf(stderr, "deepinfer score: the %s backend does not run DeepSeek-V4/V4.1 in this build; use --backend cpu\n",
-                di_backend_name(bk));
+    if (di_backend_use(bk, &err) != DEEPINFER_OK) { /* CUDA: device allocator and ops from here on */
+        fprintf(stderr, "deepinfer score: %s\n", err.msg);
         return 1;
     }
     int32_t *prompt = NULL, *force = NULL;

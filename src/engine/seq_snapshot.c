@@ -95,7 +95,7 @@ static void copy_rows(di_rowstore *d, const di_rowstore *s, int64_t rows) {
         int64_t n = rows - j, a = s->page_rows - j % s->page_rows, b = d->page_rows - j % d->page_rows;
         if (a < n) n = a;
         if (b < n) n = b;
-        di_copy_2d(NULL, 1, di_rowstore_row(s, j), 0, di_rowstore_row(d, j), 0, (size_t)n * rb);
+        di_copy_2d(di_dev_exec(), 1, di_rowstore_row(s, j), 0, di_rowstore_row(d, j), 0, (size_t)n * rb);
         j += n;
     }
 }
@@ -116,14 +116,14 @@ deepinfer_status di_seq_copy(di_seq_state *dst, const di_seq_state *src, const d
     for (int l = 0; l < src->n_layers; l++) {
         const di_layer_state *a = &src->layers[l];
         di_layer_state *b = &dst->layers[l];
-        if (a->ring && b->ring) di_copy_2d(NULL, 1, a->ring, 0, b->ring, 0, ring);
+        if (a->ring && b->ring) di_copy_2d(di_dev_exec(), 1, a->ring, 0, b->ring, 0, ring);
         const di_cmp_state *ca[2] = {&a->cmp, &a->icmp};
         di_cmp_state *cb[2] = {&b->cmp, &b->icmp};
         for (int i = 0; i < 2; i++) {
             size_t n = cmp_bytes(ca[i]);
             if (!n) continue;
-            di_copy_2d(NULL, 1, ca[i]->kv, 0, cb[i]->kv, 0, n);
-            di_copy_2d(NULL, 1, ca[i]->score, 0, cb[i]->score, 0, n);
+            di_copy_2d(di_dev_exec(), 1, ca[i]->kv, 0, cb[i]->kv, 0, n);
+            di_copy_2d(di_dev_exec(), 1, ca[i]->score, 0, cb[i]->score, 0, n);
         }
         int64_t rows = di_seq_rows_needed(cfg, l, l < cfg->n_layers ? src->n_tokens : src->mtp_tokens);
         if (a->ckv.row_elems) copy_rows(&b->ckv, &a->ckv, rows);

@@ -33,7 +33,7 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     }
     di_cmp_gated_rows(f->x, f->M, t->row_seg, t->emit, f->pos, t->skv, t->ssc, ws->cproj_kv, ws->cproj_sc, cw->ape, r, ov,
                       hd, ws->emit32);
-    di_f32_to_bf16_n(ws->emit32, ws->emit16, (size_t)ne * hd);
+    di_f32_to_bf16_x(f->x, ws->emit32, ws->emit16, (size_t)ne * hd);
     return ne;
 }
 

@@ -61,6 +61,11 @@ deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *er
     size_t hcd = (size_t)(cfg->hc_mult * cfg->hidden_size);
     c->R = di_dev_alloc((size_t)c->max_rows * hcd * 2);
     c->segs = malloc((size_t)c->max_rows * sizeof *c->segs);
+    c->dlogits = NULL;
+    if (di_exec_on_device(&c->x)) { /* logits are written to the caller's host buffer from here */
+        c->dlogits = di_dev_alloc((size_t)c->max_rows * (size_t)cfg->vocab_size * sizeof(float));
+        if (!c->dlogits) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of device memory for logits");
+    }
     if (!c->R || !c->segs) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
     int rd = (int)cfg->qk_rope_head_dim;
     di_rope_inv_freq(rd, cfg->rope_theta, 0, 1.0, 0, 0, c->inv_main);
@@ -78,6 +83,8 @@ void di_core_free(di_core *c) {
     di_ws_free(&c->ws);
     di_exec_free(&c->x);
     di_dev_free(c->R);
+    di_dev_free(c->dlogits);
+    c->dlogits = NULL;
     free(c->segs);
     c->R = NULL;
     c->segs = NULL;
@@ -156,15 +163,29 @@ void di_core_fwd_init(di_core *m, const di_v4_batch *b, int r0, int n, const di_
     f->inv_freq_cmp = m->inv_cmp;
     f->moe = moe;
     int rd = (int)m->cfg.qk_rope_head_dim;
-    di_rope_table(n, f->pos, m->inv_main, rd, m->ws.rope_cs[0], m->ws.rope_sn[0]);
-    di_rope_table(n, f->pos, m->inv_cmp, rd, m->ws.rope_cs[1], m->ws.rope_sn[1]);
+    f->dtok = f->tokens;
+    if (di_exec_on_device(f->x)) { /* tables built on the host, then copied (same bits) */
+        di_copy_h2d(f->x, m->ws.tok, f->tokens, (size_t)n * sizeof *f->tokens);
+        f->dtok = m->ws.tok;
+        size_t h = (size_t)n * (size_t)(rd / 2);
+        float *t = m->ws.t.rope;
+        di_rope_table(n, f->pos, m->inv_main, rd, t, t + h);
+        di_rope_table(n, f->pos, m->inv_cmp, rd, t + 2 * h, t + 3 * h);
+        di_copy_h2d(f->x, m->ws.rope_cs[0], t, h * sizeof *t);
+        di_copy_h2d(f->x, m->ws.rope_sn[0], t + h, h * sizeof *t);
+        di_copy_h2d(f->x, m->ws.rope_cs[1], t + 2 * h, h * sizeof *t);
+        di_copy_h2d(f->x, m->ws.rope_sn[1], t + 3 * h, h * sizeof *t);
+    } else {
+        di_rope_table(n, f->pos, m->inv_main, rd, m->ws.rope_cs[0], m->ws.rope_sn[0]);
+        di_rope_table(n, f->pos, m->inv_cmp, rd, m->ws.rope_cs[1], m->ws.rope_sn[1]);
+    }
     f->index_obs = m->index_obs;
     f->index_obs_ctx = m->index_obs_ctx;
 }
 
 void di_core_embed(di_core *m, di_fwd *f, const uint16_t *embed) {
     int d = (int)m->cfg.hidden_size, hc = (int)m->cfg.hc_mult;
-    for (int k = 0; k < hc; k++) di_embed(f->x, f->M, f->tokens, embed, d, m->R + (size_t)k * d, (size_t)hc * d);
+    for (int k = 0; k < hc; k++) di_embed(f->x, f->M, f->dtok, embed, d, m->R + (size_t)k * d, (size_t)hc * d);
 }
 
 /* The logit rows of [r0, r0 + n): indices [*i0, *i1) of b->logit_rows. */
@@ -195,7 +216,9 @@ void di_core_logits(di_core *m, di_fwd *f, const di_v4_batch *b, int r0, const f
         int j = i + 1;
         while (j < i1 && b->logit_rows[j] == b->logit_rows[j - 1] + 1) j++;
         int row = b->logit_rows[i] - r0;
-        di_gemm(f->x, j - i, ws->xn + (size_t)row * d, (size_t)d, head, 0, b->logits + (size_t)i * V, NULL, (size_t)V);
+        float *out = m->dlogits ? m->dlogits : b->logits + (size_t)i * V; /* device: staged, then copied back */
+        di_gemm(f->x, j - i, ws->xn + (size_t)row * d, (size_t)d, head, 0, out, NULL, (size_t)V);
+        if (m->dlogits) di_copy_d2h(f->x, b->logits + (size_t)i * V, out, sizeof(float) * (size_t)(j - i) * V);
         i = j;
     }
 }

@@ -20,6 +20,7 @@ typedef struct di_core {
     di_ws ws;
     float inv_main[128], inv_cmp[128]; /* RoPE inverse frequencies (main, compressed layers) */
     uint16_t *R;      /* [max_rows][hc*dim] residual of the step */
+    float *dlogits;   /* device backends: [max_rows][vocab] logits before the copy to the caller; else NULL */
     di_seg *segs;     /* [max_rows] */
     int max_rows;
     int64_t max_context;

@@ -107,6 +107,8 @@ static void feed_rows(di_v41_model *m, di_seq_state *s, const int64_t *pos, int 
 }
 
 deepinfer_status di_v41_dspark_feed(di_v41_model *m, const di_v4_batch *b, const uint16_t *hid, di_error *err) {
+    if (di_exec_on_device(&m->core.x))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "DSpark drafting is not supported on CUDA yet");
     deepinfer_status st = check_feed(m, b, hid, err);
     if (st) return st;
     const di_model_config *c = &m->core.cfg;
@@ -208,7 +210,7 @@ static void markov_head(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
             int q = g0 + r;
             float *row = m->dlogits + ((size_t)r * B + i) * V;
             const float *bias = m->dbias + (size_t)r * V;
-            di_add_f32(row, row, bias, (size_t)V);
+            di_add_f32_x(x, row, row, bias, (size_t)V);
             d->ids[(size_t)q * B + i] = d->pick ? d->pick(d->pick_ctx, q, i, row) : argmax(row, V);
             if (d->logits) memcpy(d->logits + ((size_t)q * B + i) * V, row, sizeof(float) * (size_t)V);
             if (d->confidence) d->confidence[(size_t)q * B + i] = conf[r];
@@ -244,6 +246,8 @@ static void draft_group(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
 }
 
 deepinfer_status di_v41_dspark_draft(di_v41_model *m, const di_v41_draft *d, di_error *err) {
+    if (di_exec_on_device(&m->core.x))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "DSpark drafting is not supported on CUDA yet");
     deepinfer_status st = check_draft(m, d, err);
     if (st) return st;
     for (int g0 = 0; g0 < d->n; g0 += m->draft_max) draft_group(m, d, g0, d->n - g0 < m->draft_max ? d->n - g0 : m->draft_max);

@@ -121,5 +121,5 @@ deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *e
         di_v4_outputs(m, &f, b, r0, &m->w.hc_head, m->w.norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }
-    return DEEPINFER_OK;
+    return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
 }

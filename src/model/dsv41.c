@@ -173,11 +173,11 @@ static deepinfer_status engram_ids(di_v41_model *m, di_fwd *f, di_error *err) {
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
         deepinfer_status st = di_engram_step_ids(&m->eng, &sg->seq->engram, sg->pos0, f->tokens + sg->row0, NULL,
-                                                 sg->nrows, f->ws->eng_ids + (size_t)sg->row0 * per_tok, err);
+                                                 sg->nrows, f->ws->t.eng_ids + (size_t)sg->row0 * per_tok, err);
         if (st) return st;
     }
     for (int i = 0; i < m->w.n_engram; i++)
-        di_engram_prefetch(&m->w.engram[i], f->ws->eng_ids + (size_t)i * c->engram_cols, (int64_t)per_tok, f->M);
+        di_engram_prefetch(&m->w.engram[i], f->ws->t.eng_ids + (size_t)i * c->engram_cols, (int64_t)per_tok, f->M);
     return DEEPINFER_OK;
 }
 
@@ -209,7 +209,7 @@ deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error 
             const di_layer_cfg *L = &c->layers[l];
             if (L->engram >= 0 &&
                 (st = di_engram_forward(f.x, &m->w.engram[L->engram], &m->eng_ws, m->core.R, n,
-                                        f.ws->eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
+                                        f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
                 return st;
             if (b->target_hidden && m->target_slot[l] >= 0) capture_target(m, &f, b, r0, m->target_slot[l]);
             di_block(&f, &m->w.layers[l], L, l, m->core.R, 1, di_attn_block, &m->moe);
@@ -221,5 +221,5 @@ deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error 
         }
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }
-    return DEEPINFER_OK;
+    return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
 }

@@ -45,11 +45,28 @@ deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_
         l->qk[i] = q * k;
     }
     l->d = *d;
+    l->dqk = l->qk;
+    if (!di_allocator_is_host()) { /* device backends: the table and qk in device memory */
+        size_t tb = (size_t)d->rows * (size_t)d->head_dim, sb = tb / SCALE_BLOCK;
+        l->dqk = di_dev_dup(l->qk, n * sizeof *l->qk);
+        l->d.table = di_dev_dup(d->table, tb);
+        l->d.table_scale = di_dev_dup(d->table_scale, sb);
+        l->dev_tables = 1;
+        if (!l->dqk || !l->d.table || !l->d.table_scale) {
+            di_engram_layer_free(l);
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of device memory for the table");
+        }
+    }
     return DEEPINFER_OK;
 }
 
 void di_engram_layer_free(di_engram_layer *l) {
     if (!l) return;
+    if (l->dev_tables) {
+        di_dev_free((void *)l->d.table);
+        di_dev_free((void *)l->d.table_scale);
+        di_dev_free(l->dqk);
+    }
     free(l->qk);
     memset(l, 0, sizeof *l);
 }
@@ -128,6 +145,7 @@ static int cmp_range(const void *a, const void *b) {
  * sorted and merged; a chunk's runs that repeat the previous call's run are
  * skipped. */
 void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t ids_stride, int64_t n_tok) {
+    if (l->dev_tables) return; /* device memory: nothing to page in */
     enum { CHUNK = 256 };
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const int hd = l->d.head_dim, nsb = hd / SCALE_BLOCK;
@@ -179,7 +197,7 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
             di_engram_gather_rows(x, m, ids + t0 * ids_stride, ids_stride, l->d.n_cols, l->d.table, l->d.table_scale,
                                   l->d.head_dim, ws->e);
             di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
-            di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->qk, dim, hc, l->d.eps, ws->kvf,
+            di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->dqk, dim, hc, l->d.eps, ws->kvf,
                                 ws->h, gates ? gates + t0 * hc : NULL);
         }
         return DEEPINFER_OK;
@@ -198,7 +216,7 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
         }
         if (!m) continue;
         di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
-        di_engram_gate_rows(x, m, ws->rows, ws->kv, (size_t)n, R, l->qk, dim, hc, l->d.eps, ws->kvf, ws->h, gates);
+        di_engram_gate_rows(x, m, ws->rows, ws->kv, (size_t)n, R, l->dqk, dim, hc, l->d.eps, ws->kvf, ws->h, gates);
     }
     return DEEPINFER_OK;
 }

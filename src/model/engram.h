@@ -49,6 +49,8 @@ typedef struct di_engram_layer_desc {
 typedef struct di_engram_layer {
     di_engram_layer_desc d;
     float *qk;                   /* [hc][dim] fp32(q)·fp32(k), as the reference forms it (owned) */
+    float *dqk;                  /* qk in backend memory (the ops' copy; == qk on the host) */
+    int dev_tables;              /* 1: d.table / d.table_scale are owned backend copies */
 } di_engram_layer;
 
 /* Check the shapes and bind the weights (pointers are kept, not copied).

@@ -49,6 +49,8 @@ typedef struct di_tabs {
     uint16_t ***kpages;         /* [M] per row: the index-key page table scored */
     uint16_t **dst;             /* [M] scatter destinations (ring slots, store rows) */
     int *src_row;               /* [M] scatter sources */
+    int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] (host-computed) */
+    float *rope;                /* [2][2][M][rd/2] RoPE tables built on the host (device backends) */
     void *mem;
 } di_tabs;
 
@@ -67,9 +69,9 @@ typedef struct di_ws {
     float *pre_in;              /* V4.1 single-pass mHC: the pre carried to the next site [M][4] */
     /* int / pointers */
     int *sel, *topk, *ntopk, *nidx;
+    int32_t *tok;               /* [M] the step's tokens in backend memory (device backends) */
     int *moe_off, *moe_rows, *moe_inv; /* MoE dispatch: [E+1], [M*k], [M*k] */
     int *cand, *ncand;          /* V4.1 candidate blocks kept per row [M][candidate_topk_blocks], count [M] */
-    int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] */
     const uint16_t **kvptr;
     size_t kvptr_stride;  /* pointer slots per row: window + max compressed rows */
     size_t iscore_stride; /* floats per thread for indexer scores */
@@ -87,7 +89,8 @@ typedef struct di_fwd {
     const di_model_config *cfg;
     di_ws *ws;
     int M;
-    const int32_t *tokens;  /* [M] */
+    const int32_t *tokens;  /* [M] host */
+    const int32_t *dtok;    /* [M] the same in backend memory (ops that read tokens: embed, hash routing) */
     const int64_t *pos;     /* [M] */
     di_seg *segs;
     int nseg;

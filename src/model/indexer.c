@@ -75,7 +75,7 @@ void di_indexer_run(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, in
                               .bscore_stride = ws->bscore_stride,
                               .nscratch = ws->nthreads};
     di_index_select(f->x, &a);
-    if (f->index_obs)
+    if (f->index_obs && !di_exec_on_device(f->x)) /* observers (tests, tools) read topk on the host: CPU only */
         for (int m = 0; m < M; m++)
             f->index_obs(f->index_obs_ctx, layer, f->pos[m], ws->topk + (size_t)m * c->index_topk, ws->ntopk[m]);
 }

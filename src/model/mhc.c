@@ -14,7 +14,7 @@ void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
     mixes(f, hc, R);
-    di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->scale, hc->base, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
+    di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->dscale, hc->dbase, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
                         ws->pre, ws->post, ws->comb);
     di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
     if (chain) di_copy_2d(f->x, 1, ws->pre, 0, ws->pre_in, 0, sizeof(float) * 4 * (size_t)f->M);
@@ -36,6 +36,6 @@ void di_mhc_head(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x) {
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d), hcm = (int)c->hc_mult;
     mixes(f, hc, R);
-    di_hc_head_pre(f->x, f->M, ws->mixes, hcm, hc->scale[0], hc->base, (float)c->hc_eps, ws->pre);
+    di_hc_head_pre(f->x, f->M, ws->mixes, hcm, hc->scale[0], hc->dbase, (float)c->hc_eps, ws->pre);
     di_hc_collapse(f->x, f->M, ws->pre, R, (size_t)hcd, d, x, (size_t)d);
 }

@@ -9,7 +9,7 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
 
     /* router (fp32 logits; fp32 scores and weights) */
     di_gemm(x, M, xn, (size_t)d, &mw->gate, 0, ws->logits_gate, NULL, (size_t)E);
-    di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->tokens, K, o->route_scale,
+    di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok, K, o->route_scale,
                   o->norm_eps, o->normalize, ws->sel, ws->rw);
 
     /* routed experts: dispatch by expert, grouped GEMMs, combine in increasing expert id */
@@ -27,7 +27,7 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
         di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->g, NULL, ws->u, (size_t)I);
         di_swiglu(x, M, ws->g, ws->u, (size_t)I, I, o->shared_limit, NULL, ws->h, (size_t)I);
         di_gemm(x, M, ws->h, (size_t)I, &mw->sw2, ab, NULL, ws->eo, (size_t)d);
-        di_add_bf16_f32(ws->y, ws->eo, (size_t)M * d);
+        di_add_bf16_f32_x(x, ws->y, ws->eo, (size_t)M * d);
     }
-    di_f32_to_bf16_n(ws->y, out, (size_t)M * d);
+    di_f32_to_bf16_x(x, ws->y, out, (size_t)M * d);
 }

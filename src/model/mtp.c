@@ -13,6 +13,8 @@
 deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const uint16_t *hidden_in, di_error *err) {
     const di_model_config *c = &m->core.cfg;
     if (m->w.n_mtp < 1) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no MTP block");
+    if (di_exec_on_device(&m->core.x))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "MTP drafting is not supported on CUDA yet");
     if (!hidden_in) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "MTP: no main-model residual given");
     deepinfer_status st = di_core_check_batch(&m->core, b, 1, err);
     if (st) return st;
@@ -28,7 +30,7 @@ deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const u
         di_fwd f;
         di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
         di_ws *ws = f.ws;
-        di_embed(f.x, n, f.tokens, m->w.embed, d, ws->x, (size_t)d);
+        di_embed(f.x, n, f.dtok, m->w.embed, d, ws->x, (size_t)d);
         di_rmsnorm(f.x, n, ws->x, (size_t)d, mw->enorm, d, eps, ws->xn, (size_t)d);
         di_gemm(f.x, n, ws->xn, (size_t)d, &mw->e_proj, ab, NULL, ws->sub, (size_t)d);
         /* each residual copy normalised and projected on its own (rows of dim) */

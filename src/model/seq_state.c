@@ -53,8 +53,8 @@ int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_toke
 
 static void cmp_clear(di_cmp_state *c) {
     size_t n = (size_t)c->slots * (size_t)c->width;
-    di_fill_f32(NULL, c->kv, n, 0.0f);
-    di_fill_f32(NULL, c->score, n, -INFINITY);
+    di_fill_f32(di_dev_exec(), c->kv, n, 0.0f);
+    di_fill_f32(di_dev_exec(), c->score, n, -INFINITY);
 }
 
 void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
@@ -64,22 +64,27 @@ void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
     di_engram_seq_init(&s->engram);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
-        if (ls->ring) di_fill_f32(NULL, (float *)ls->ring, (size_t)cfg->sliding_window * (size_t)cfg->head_dim / 2, 0.0f);
+        if (ls->ring) di_fill_f32(di_dev_exec(), (float *)ls->ring, (size_t)cfg->sliding_window * (size_t)cfg->head_dim / 2, 0.0f);
         if (ls->cmp.slots) cmp_clear(&ls->cmp);
         if (ls->icmp.slots) cmp_clear(&ls->icmp);
     }
 }
 
-/* Lay out the fixed part in `mem` (layout.fixed_bytes, 64-byte aligned). */
-static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *mem) {
+static size_t header_bytes(const di_model_config *cfg) {
+    return align64(sizeof(di_seq_state)) + align64((size_t)(cfg->n_layers + cfg->n_stages) * sizeof(di_layer_state));
+}
+
+/* Lay out the fixed part: the header (host) in `hdr`, the rings and
+ * compressor buffers (backend memory) from `mem` (64-byte aligned; the
+ * layout's fixed_bytes cover both when mem = hdr + header_bytes). */
+static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *hdr, unsigned char *mem) {
     int nl = cfg->n_layers + cfg->n_stages;
-    di_seq_state *s = (di_seq_state *)mem;
+    di_seq_state *s = (di_seq_state *)hdr;
     memset(s, 0, sizeof *s);
-    mem += align64(sizeof(di_seq_state));
-    s->layers = (di_layer_state *)mem;
+    hdr += align64(sizeof(di_seq_state));
+    s->layers = (di_layer_state *)hdr;
     s->n_layers = nl;
     memset(s->layers, 0, (size_t)nl * sizeof(di_layer_state));
-    mem += align64((size_t)nl * sizeof(di_layer_state));
     for (int l = 0; l < nl; l++) {
         const di_layer_cfg *L = &cfg->layers[l];
         di_layer_state *ls = &s->layers[l];
@@ -103,7 +108,7 @@ static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *mem
 }
 
 di_seq_state *di_seq_init(const di_model_config *cfg, void *mem) {
-    di_seq_state *s = layout_fixed(cfg, mem);
+    di_seq_state *s = layout_fixed(cfg, mem, (unsigned char *)mem + header_bytes(cfg));
     di_seq_reset(s, cfg);
     return s;
 }
@@ -130,18 +135,21 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
         if (L->has_index_keys) page_bytes += (size_t)pages * lay.page_bytes_ikey;
         ptr_bytes += align64((size_t)(2 * pages) * sizeof(uint16_t *));
     }
-    size_t total = lay.fixed_bytes + ptr_bytes;
+    size_t hb = header_bytes(cfg), total = hb + ptr_bytes;
     unsigned char *mem = aligned_alloc(64, align64(total));
+    unsigned char *bufs = di_dev_alloc(lay.fixed_bytes - hb); /* rings, compressor state: backend memory */
     unsigned char *pg = page_bytes ? di_dev_alloc(page_bytes) : NULL; /* the row stores: backend memory */
-    if (!mem || (page_bytes && !pg)) {
+    if (!mem || !bufs || (page_bytes && !pg)) {
         free(mem);
+        di_dev_free(bufs);
         di_dev_free(pg);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a %lld-token sequence state (%zu bytes)",
                             (long long)max_tokens, total + page_bytes);
     }
-    di_seq_state *s = layout_fixed(cfg, mem);
+    di_seq_state *s = layout_fixed(cfg, mem, bufs);
     s->owned_pages = pg;
-    unsigned char *p = mem + lay.fixed_bytes;
+    s->owned_bufs = bufs;
+    unsigned char *p = mem + hb;
     for (int l = 0; l < nl; l++) {
         const di_layer_cfg *L = &cfg->layers[l];
         int64_t rows = di_seq_rows_needed(cfg, l, max_tokens);
@@ -166,5 +174,6 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
 void di_seq_destroy(di_seq_state *s) {
     if (!s) return;
     di_dev_free(s->owned_pages);
+    di_dev_free(s->owned_bufs);
     if (s->owned) free(s->owned);
 }

@@ -70,6 +70,7 @@ typedef struct di_seq_state {
     di_layer_state *layers;
     void *owned;       /* memory owned by di_seq_create, else NULL */
     void *owned_pages; /* di_seq_create's row-store pages (backend memory, di_dev_alloc), else NULL */
+    void *owned_bufs;  /* di_seq_create's rings and compressor buffers (backend memory), else NULL */
 } di_seq_state;
 
 /* Sizes for laying out one sequence. */

@@ -38,12 +38,7 @@ static deepinfer_status check_scales(const di_tensor *s, di_error *err) {
     return DEEPINFER_OK;
 }
 
-deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...) {
-    char name[NAME_MAX_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+static deepinfer_status bind_vec_host(float **out, const di_weight_spec *spec, di_error *err, const char *name) {
     *out = NULL;
     const di_tensor *t = get_tensor(spec, name, err);
     if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
@@ -68,6 +63,36 @@ deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *
     return DEEPINFER_OK;
 }
 
+/* A host copy moved into backend memory (the host allocator keeps it). */
+static deepinfer_status to_backend(void **p, size_t bytes, di_error *err, const char *name) {
+    if (di_allocator_is_host() || !*p) return DEEPINFER_OK;
+    void *d = di_dev_dup(*p, bytes ? bytes : 1);
+    free(*p);
+    *p = d;
+    return d ? DEEPINFER_OK : di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of backend memory", name);
+}
+
+deepinfer_status di_bind_vec_host(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...) {
+    char name[NAME_MAX_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return bind_vec_host(out, spec, err, name);
+}
+
+deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...) {
+    char name[NAME_MAX_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    deepinfer_status st = bind_vec_host(out, spec, err, name);
+    if (st) return st;
+    const di_tensor *t = di_spec_get(spec, "%s", name);
+    return to_backend((void **)out, (size_t)t->numel * sizeof(float), err, name);
+}
+
 deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...) {
     char name[NAME_MAX_LEN];
     va_list ap;
@@ -79,7 +104,7 @@ deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_err
     if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
     if (t->dtype != DI_DTYPE_BF16) return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expected BF16", name);
     if (!(*out = aligned_copy(t, err))) return err->code;
-    return DEEPINFER_OK;
+    return to_backend((void **)out, (size_t)t->nbytes, err, name);
 }
 
 /* Pack a linear `base` (base.weight [+ base.scale]) by its stored dtype. */
@@ -147,6 +172,13 @@ deepinfer_status di_bind_linear(di_wmat *out, const di_model_config *cfg, const 
     return bind_linear_rows(out, cfg, spec, base, 0, -1, err);
 }
 
+void di_hc_free(di_hc_w *h) {
+    di_wmat_free(&h->fn);
+    di_dev_free(h->dbase);
+    di_dev_free(h->dscale);
+    h->dbase = h->dscale = NULL;
+}
+
 deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *prefix, const char *site, di_error *err) {
     memset(h, 0, sizeof *h);
     char name[NAME_MAX_LEN];
@@ -158,15 +190,20 @@ deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *
     void *c = aligned_copy(fn, err);
     if (!c) return err->code;
     deepinfer_status st = di_wmat_pack(&h->fn, DI_WFMT_F32, c, NULL, (int)fn->shape[0], (int)fn->shape[1], 0, err);
+    if (!st && !di_allocator_is_host()) /* no checkpoint form kept: the device GEMM reads this copy */
+        st = di_wmat_set_raw(&h->fn, c, (size_t)fn->nbytes, NULL, 0, err);
     free(c);
     if (st) return di_error_prefix(err, "tensor %s", name);
     float *v = NULL;
-    if ((st = di_bind_vec(&v, spec, err, "%shc_%s_base", prefix, site))) return st;
+    if ((st = di_bind_vec_host(&v, spec, err, "%shc_%s_base", prefix, site))) return st;
     memcpy(h->base, v, sizeof(float) * (size_t)h->nmix);
     free(v);
-    if ((st = di_bind_vec(&v, spec, err, "%shc_%s_scale", prefix, site))) return st;
+    if ((st = di_bind_vec_host(&v, spec, err, "%shc_%s_scale", prefix, site))) return st;
     memcpy(h->scale, v, sizeof(float) * (h->nmix == 24 ? 3 : 1));
     free(v);
+    h->dbase = di_dev_dup(h->base, sizeof h->base);
+    h->dscale = di_dev_dup(h->scale, sizeof h->scale);
+    if (!h->dbase || !h->dscale) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "%shc_%s: out of memory", prefix, site);
     return DEEPINFER_OK;
 }
 
@@ -198,9 +235,9 @@ static void compressor_free(di_compressor_w *c) {
     di_wmat_free(&c->wkv);
     di_wmat_free(&c->wgate);
     di_wmat_free(&c->wk);
-    free(c->ape);
-    free(c->norm);
-    free(c->k_norm);
+    di_dev_free(c->ape);
+    di_dev_free(c->norm);
+    di_dev_free(c->k_norm);
 }
 
 static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, const di_layer_cfg *L,
@@ -234,7 +271,11 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)cfg->fp8_block_in, f);
     for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
     st = DEEPINFER_OK;
-    for (int g = 0; g < G && !st; g++) st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
+    for (int g = 0; g < G && !st; g++) {
+        st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
+        if (!st && !di_allocator_is_host()) /* the device GEMM reads the BF16 rows */
+            st = di_wmat_set_raw(&a->wo_a[g], h + (size_t)g * R * K, (size_t)R * K * 2, NULL, 0, err);
+    }
     free(f), free(h);
     if (st) return di_error_prefix(err, "tensor %s", wn);
     if (L->has_compressor) {
@@ -261,7 +302,7 @@ static void attn_free(di_attn_w *a) {
     if (a->wo_a)
         for (int g = 0; g < a->groups; g++) di_wmat_free(&a->wo_a[g]);
     free(a->wo_a);
-    free(a->q_norm), free(a->kv_norm), free(a->sink);
+    di_dev_free(a->q_norm), di_dev_free(a->kv_norm), di_dev_free(a->sink);
     compressor_free(&a->cmp);
     di_wmat_free(&a->idx.wq_b);
     di_wmat_free(&a->idx.wproj);
@@ -296,6 +337,7 @@ static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const 
                     if (m->tid2eid[r * (uint64_t)K + (uint64_t)a] == m->tid2eid[r * (uint64_t)K + (uint64_t)b2])
                         return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: token %llu routes to expert %d twice",
                                             n, (unsigned long long)r, m->tid2eid[r * (uint64_t)K + (uint64_t)a]);
+        if ((st = to_backend((void **)&m->tid2eid, (size_t)t->numel * sizeof(int32_t), err, n))) return st;
     } else {
         if ((st = di_bind_vec(&m->bias, spec, err, "%sffn.gate.bias", p))) return st;
     }
@@ -319,8 +361,8 @@ static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const 
 
 static void moe_free(di_moe_w *m) {
     di_wmat_free(&m->gate);
-    free(m->bias);
-    free(m->tid2eid);
+    di_dev_free(m->bias);
+    di_dev_free(m->tid2eid);
     for (int e = 0; e < m->n_experts; e++) {
         if (m->w1) di_wmat_free(&m->w1[e]);
         if (m->w2) di_wmat_free(&m->w2[e]);
@@ -346,9 +388,9 @@ deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const 
 }
 
 void di_block_free(di_block_w *b) {
-    di_wmat_free(&b->hc_attn.fn);
-    di_wmat_free(&b->hc_ffn.fn);
-    free(b->attn_norm), free(b->ffn_norm);
+    di_hc_free(&b->hc_attn);
+    di_hc_free(&b->hc_ffn);
+    di_dev_free(b->attn_norm), di_dev_free(b->ffn_norm);
     attn_free(&b->attn);
     moe_free(&b->moe);
 }
@@ -410,10 +452,10 @@ fail:
 
 void di_v4_weights_free(di_v4_weights *w) {
     if (!w) return;
-    free(w->embed);
+    di_dev_free(w->embed);
     di_wmat_free(&w->head);
-    free(w->norm);
-    di_wmat_free(&w->hc_head.fn);
+    di_dev_free(w->norm);
+    di_hc_free(&w->hc_head);
     if (w->layers)
         for (int l = 0; l < w->n_layers; l++) di_block_free(&w->layers[l]);
     free(w->layers);
@@ -422,8 +464,8 @@ void di_v4_weights_free(di_v4_weights *w) {
             di_block_free(&w->mtp[s].blk);
             di_wmat_free(&w->mtp[s].e_proj);
             di_wmat_free(&w->mtp[s].h_proj);
-            free(w->mtp[s].enorm), free(w->mtp[s].hnorm), free(w->mtp[s].norm);
-            di_wmat_free(&w->mtp[s].hc_head.fn);
+            di_dev_free(w->mtp[s].enorm), di_dev_free(w->mtp[s].hnorm), di_dev_free(w->mtp[s].norm);
+            di_hc_free(&w->mtp[s].hc_head);
         }
     free(w->mtp);
     memset(w, 0, sizeof *w);

@@ -30,6 +30,7 @@ typedef struct di_hc_w {
     di_wmat fn;      /* [nmix, hc*dim] F32 */
     float base[24];
     float scale[3];
+    float *dbase, *dscale;  /* base, scale in backend memory (what the ops read) */
     int nmix;        /* 24 for a block site, hc (4) for the head */
 } di_hc_w;
 
@@ -107,6 +108,11 @@ deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const 
 void di_block_free(di_block_w *b);
 size_t di_block_bytes(const di_block_w *b); /* packed bytes of a block's weights */
 deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *prefix, const char *site, di_error *err);
+void di_hc_free(di_hc_w *h);
+/* fp32 vectors: di_bind_vec in backend memory (what ops read; free with
+ * di_dev_free), di_bind_vec_host on the host (free). */
+deepinfer_status di_bind_vec_host(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 deepinfer_status di_bind_vec(float **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_error *err, const char *fmt, ...)

@@ -10,8 +10,8 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
     int l = cfg->engram_layer_ids[i];
     deepinfer_status st;
     if ((st = di_bind_linear(&w->engram_wkv[i], cfg, spec, err, "layers.%d.engram.wkv", l))) return st;
-    if ((st = di_bind_vec(&w->engram_q[i], spec, err, "layers.%d.engram.q_weight", l))) return st;
-    if ((st = di_bind_vec(&w->engram_k[i], spec, err, "layers.%d.engram.k_weight", l))) return st;
+    if ((st = di_bind_vec_host(&w->engram_q[i], spec, err, "layers.%d.engram.q_weight", l))) return st;
+    if ((st = di_bind_vec_host(&w->engram_k[i], spec, err, "layers.%d.engram.k_weight", l))) return st;
     const di_tensor *t = di_spec_get(spec, "layers.%d.engram.embed.weight", l);
     const di_tensor *s = di_spec_get(spec, "layers.%d.engram.embed.scale", l);
     if (!t || !s) return di_error_set(err, DEEPINFER_ERR_NOT_FOUND, "tensor layers.%d.engram.embed.*: missing", l);
@@ -95,9 +95,9 @@ fail:
 
 void di_v41_weights_free(di_v41_weights *w) {
     if (!w) return;
-    free(w->embed);
+    di_dev_free(w->embed);
     di_wmat_free(&w->head);
-    free(w->norm);
+    di_dev_free(w->norm);
     if (w->layers)
         for (int l = 0; l < w->n_layers; l++) di_block_free(&w->layers[l]);
     free(w->layers);
@@ -112,7 +112,7 @@ void di_v41_weights_free(di_v41_weights *w) {
             di_v41_stage_w *sw = &w->stages[s];
             di_block_free(&sw->blk);
             di_wmat_free(&sw->main_proj);
-            free(sw->main_norm), free(sw->norm), free(sw->markov_embed);
+            di_dev_free(sw->main_norm), di_dev_free(sw->norm), di_dev_free(sw->markov_embed);
             di_wmat_free(&sw->markov_head);
             di_wmat_free(&sw->conf);
         }

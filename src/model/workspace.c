@@ -58,7 +58,6 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     if (c->n_engram_layer_ids) {
         ws->eng_e = take(b, m * (size_t)c->engram_cols * (size_t)c->engram_head_dim * 2);
         ws->eng_kv = take(b, m * (size_t)((c->hc_mult + 1) * d) * 2);
-        ws->eng_ids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
     }
     if (c->drafter == DI_DRAFTER_DSPARK) ws->mainx = take(b, m * (size_t)d * 2);
     ws->pre_in = take(b, m * 4 * 4);
@@ -91,6 +90,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->topk = take(b, m * (size_t)c->index_topk * sizeof(int));
     ws->ntopk = take(b, m * sizeof(int));
     ws->nidx = take(b, m * sizeof(int));
+    ws->tok = take(b, m * sizeof(int32_t));
     ws->moe_off = take(b, (size_t)(E + 1) * sizeof(int));
     ws->moe_rows = take(b, (size_t)mk * sizeof(int));
     ws->moe_inv = take(b, (size_t)mk * sizeof(int));
@@ -99,7 +99,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
 }
 
 /* The host tables (forward.h di_tabs), M rows. */
-static void layout_tabs(di_tabs *t, int M, bump *b) {
+static void layout_tabs(di_tabs *t, const di_model_config *c, int M, bump *b) {
     size_t m = (size_t)M;
     t->row_seg = take(b, m * sizeof(int));
     t->seg_row0 = take(b, m * sizeof(int));
@@ -120,6 +120,9 @@ static void layout_tabs(di_tabs *t, int M, bump *b) {
     t->kpages = take(b, m * sizeof(void *));
     t->dst = take(b, m * sizeof(void *));
     t->src_row = take(b, m * sizeof(int));
+    if (c->n_engram_layer_ids)
+        t->eng_ids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
+    t->rope = take(b, 4 * m * (size_t)(c->qk_rope_head_dim / 2) * sizeof(float));
 }
 
 deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads,
@@ -129,7 +132,7 @@ deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows
     layout(ws, cfg, max_rows, max_context, nthreads, &b);
     size_t bytes = (b.off + 63) & ~(size_t)63;
     bump bt = {NULL, 0};
-    layout_tabs(&ws->t, max_rows, &bt);
+    layout_tabs(&ws->t, cfg, max_rows, &bt);
     size_t tbytes = (bt.off + 63) & ~(size_t)63;
     void *mem = di_dev_alloc(bytes);
     void *tmem = aligned_alloc(64, tbytes);
@@ -138,12 +141,12 @@ deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows
         free(tmem);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the step workspace (%zu bytes)", bytes);
     }
-    di_dev_zero(mem, bytes);
+    if (di_allocator_is_host()) di_dev_zero(mem, bytes); /* device backends: left poisoned (cu_exec.c) */
     memset(tmem, 0, tbytes);
     bump b2 = {mem, 0};
     layout(ws, cfg, max_rows, max_context, nthreads, &b2);
     bump bt2 = {tmem, 0};
-    layout_tabs(&ws->t, max_rows, &bt2);
+    layout_tabs(&ws->t, cfg, max_rows, &bt2);
     ws->t.mem = tmem;
     ws->mem = mem;
     ws->bytes = bytes + tbytes;

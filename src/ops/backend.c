@@ -8,6 +8,23 @@
 extern int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major, int *cc_minor,
                          size_t *total_mem, char *why, size_t why_len) __attribute__((weak));
 
+/* Defined in src/ops/cuda/cu_exec.c when CUDA is linked in. */
+extern int di_cuda_backend_install(char *why, size_t why_len) __attribute__((weak));
+extern void di_cuda_backend_uninstall(void) __attribute__((weak));
+
+deepinfer_status di_backend_use(di_backend_kind k, di_error *err) {
+    if (k == DI_BACKEND_CPU) {
+        if (di_cuda_backend_uninstall) di_cuda_backend_uninstall();
+        return DEEPINFER_OK;
+    }
+    if (!di_cuda_backend_install)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this binary was built without CUDA (build with `make cuda`)");
+    char why[256] = "";
+    if (di_cuda_backend_install(why, sizeof why))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "cannot start the CUDA backend: %s", why);
+    return DEEPINFER_OK;
+}
+
 void di_backend_cuda_info(di_cuda_info *info) {
     memset(info, 0, sizeof *info);
     if (!di_cuda_probe) {

@@ -36,4 +36,10 @@ deepinfer_status di_backend_select(const char *want, di_backend_kind *out, di_er
 
 const char *di_backend_name(di_backend_kind k);
 
+/* Run on `k` from now on: CUDA installs the device allocator (workspace,
+ * state, weights in device memory) and the ops table that every di_exec
+ * created afterwards carries. Call before loading a model; a model loaded
+ * under one backend must be freed before switching to the other. */
+deepinfer_status di_backend_use(di_backend_kind k, di_error *err);
+
 #endif

@@ -28,16 +28,32 @@
 
 /* ---------------------------------------------------------------------------
  * Execution context: thread pool + scratch arena (reserved up front). */
+struct di_dev_ops;
 typedef struct di_exec {
     di_threadpool *tp;       /* may be NULL: run serially */
     unsigned char *scratch;  /* 64-byte aligned */
     size_t scratch_cap;
+    /* Backend (src/ops/dev_ops.h): NULL runs the CPU ops; else every op
+     * runs its device twin on dev_ctx's stream, on device pointers. */
+    const struct di_dev_ops *dev;
+    void *dev_ctx;
 } di_exec;
 
 /* Create an execution context on the global pool with `scratch_bytes` of
  * scratch (0 picks 16 MiB). Ops that need more process rows in pieces. */
 deepinfer_status di_exec_init(di_exec *x, size_t scratch_bytes, di_error *err);
 void di_exec_free(di_exec *x);
+
+/* Wait for the exec's queued work (device backends) and report the first
+ * failed op; DEEPINFER_OK at once on the CPU. */
+deepinfer_status di_exec_sync(di_exec *x, di_error *err);
+
+/* The exec that owns state-memory ops outside a step (sequence reset and
+ * fork): NULL on the CPU, the device backend's state exec otherwise. */
+di_exec *di_dev_exec(void);
+
+/* 1 when ops on x run on a device backend. */
+static inline int di_exec_on_device(const di_exec *x) { return x && x->dev; }
 
 /* ---------------------------------------------------------------------------
  * Weight matrices W [N, K] (N outputs, K inputs), packed once for the CPU
@@ -290,6 +306,12 @@ void di_add_f32(float *out, const float *a, const float *b, size_t n);
 /* y[i] = bf16_RNE(x[i]). */
 void di_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
 
+/* The three helpers above on an exec (the model's calls: device memory on
+ * a device backend). Same results. */
+void di_add_bf16_f32_x(di_exec *x, float *y, const uint16_t *v, size_t n);
+void di_add_f32_x(di_exec *x, float *out, const float *a, const float *b, size_t n);
+void di_f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n);
+
 /* ===========================================================================
  * Device-shaped model ops (docs/DEVICE-FORWARD.md). With these the model
  * touches activation, state and weight memory only through ops: a backend
@@ -321,6 +343,8 @@ void *di_dev_alloc(size_t bytes);
 void di_dev_free(void *p);
 void di_dev_zero(void *p, size_t bytes);
 void di_dev_upload(void *dst, const void *src, size_t bytes);
+/* A copy of `bytes` host bytes in backend memory (load time); NULL on failure. */
+void *di_dev_dup(const void *src, size_t bytes);
 
 /* The checkpoint bytes of a packed weight (what a device backend uploads:
  * dic.h dic_wmat): `w` row-major bf16 / f32 / e4m3 [n][k] or packed e2m1
@@ -346,6 +370,13 @@ void di_embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int 
 
 /* Strided copy of M rows of row_bytes bytes (cudaMemcpy2DAsync). */
 void di_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes, size_t row_bytes);
+
+/* Host -> exec memory and exec memory -> host copies of `bytes` bytes (host
+ * tables the op interface does not describe: step tokens, RoPE tables;
+ * logits back to the caller). memcpy on the CPU. di_copy_d2h returns when
+ * the bytes are on the host. */
+void di_copy_h2d(di_exec *x, void *dst, const void *src, size_t bytes);
+void di_copy_d2h(di_exec *x, void *dst, const void *src, size_t bytes);
 
 /* p[i] = v for i < n fp32 values (state resets; all-zero bits also clear
  * bf16 buffers of 2n values). */

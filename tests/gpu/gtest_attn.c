@@ -10,7 +10,7 @@
 #include "ops/ops.h"
 
 static di_exec cpu_exec(void) {
-    di_exec x = {di_threadpool_global(), NULL, 0};
+    di_exec x = {.tp = di_threadpool_global()};
     return x;
 }
 

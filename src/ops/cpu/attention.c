@@ -9,6 +9,7 @@
 #include "ops/cpu/attn_kern.h"
 #include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
+#include "ops/dev_ops.h"
 #include "ops/ops.h"
 
 #define BLOCK 64
@@ -116,6 +117,7 @@ static void attn_par_task(void *p, int t, int n) {
 void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
                     const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
                     uint16_t *out, size_t ldo) {
+    DI_DEV_CALL(x, sparse_attn, M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo);
     if (M <= 0) return;
     attn_ctx c = {q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo, (nheads + HGROUP - 1) / HGROUP};
     double work = 0;

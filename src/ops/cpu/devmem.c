@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/dev_ops.h"
 #include "ops/ops.h"
 
 static void *host_alloc(void *ctx, size_t bytes) {
@@ -43,6 +44,12 @@ void di_dev_upload(void *dst, const void *src, size_t bytes) {
 
 void *di_dev_alloc(size_t bytes) { return g_alloc.alloc(g_alloc.ctx, bytes); }
 
+void *di_dev_dup(const void *src, size_t bytes) {
+    void *p = di_dev_alloc(bytes);
+    if (p) di_dev_upload(p, src, bytes);
+    return p;
+}
+
 void di_dev_free(void *p) {
     if (p) g_alloc.free(g_alloc.ctx, p);
 }
@@ -75,4 +82,22 @@ deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, co
     w->raw_scale = b;
     w->raw_owned = 1;
     return DEEPINFER_OK;
+}
+
+/* The device backend's op table and state exec (dev_ops.h). */
+static const di_dev_ops *g_dev_ops;
+static di_exec *g_state_exec;
+
+void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec) {
+    g_dev_ops = ops;
+    g_state_exec = state_exec;
+}
+
+const di_dev_ops *di_get_dev_ops(void) { return g_dev_ops; }
+
+di_exec *di_dev_exec(void) { return g_state_exec; }
+
+deepinfer_status di_exec_sync(di_exec *x, di_error *err) {
+    if (!x || !x->dev) return DEEPINFER_OK;
+    return x->dev->sync(x, err);
 }

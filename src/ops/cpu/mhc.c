@@ -10,6 +10,7 @@
 #include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
 #include "util/cpu.h"
+#include "ops/dev_ops.h"
 #include "ops/ops.h"
 
 #define HC 4
@@ -86,6 +87,7 @@ static void sk_rows(void *p, int m0, int m1) {
 
 void di_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
                          float eps, float *pre, float *post, float *comb) {
+    DI_DEV_CALL(x, hc_sinkhorn_rows, M, mixes, scale3, base, iters, eps, pre, post, comb);
     sk_ctx c = {mixes, scale3, base, iters, eps, pre, post, comb};
     di_par_rows(x, M, 400.0 * iters, sk_rows, &c);
 }
@@ -130,6 +132,7 @@ static void mix_rows(void *p, int m0, int m1) {
 
 void di_hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
                        int nmix, float *mixes_out) {
+    DI_DEV_CALL(x, hc_scale_mixes, M, R, ldr, hcd, eps, mixes_in, nmix, mixes_out);
     mix_ctx c = {R, ldr, hcd, eps, mixes_in, nmix, mixes_out};
     di_par_rows(x, M, 2.0 * hcd, mix_rows, &c);
 }
@@ -164,6 +167,7 @@ static void coll_rows(void *p, int m0, int m1) {
 
 void di_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
                     size_t ldy) {
+    DI_DEV_CALL(x, hc_collapse, M, pre, R, ldr, d, y, ldy);
     coll_ctx c = {pre, R, ldr, d, y, ldy};
     di_par_rows(x, M, 8.0 * d, coll_rows, &c);
 }
@@ -206,6 +210,7 @@ static void exp_rows(void *p, int m0, int m1) {
 
 void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
                   const uint16_t *R, uint16_t *Rout, size_t ldr, int d) {
+    DI_DEV_CALL(x, hc_expand, M, post, comb, f, ldf, R, Rout, ldr, d);
     exp_ctx c = {post, comb, f, ldf, R, Rout, ldr, d};
     di_par_rows(x, M, 24.0 * d, exp_rows, &c);
 }

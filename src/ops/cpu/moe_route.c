@@ -3,10 +3,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/dev_ops.h"
 #include "ops/ops.h"
 
 void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
                    const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel0, float *w0) {
+    DI_DEV_CALL(x, route_rows, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel0, w0);
     (void)x;
     if (temp != 1.0f)
         for (size_t i = 0; i < (size_t)M * E; i++) logits[i] /= temp;
@@ -25,6 +27,7 @@ void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const fl
 }
 
 void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
+    DI_DEV_CALL(x, moe_dispatch, M, k, sel, E, off, rows, inv);
     (void)x;
     int n = M * k;
     memset(off, 0, sizeof(int) * (size_t)(E + 1));
@@ -42,6 +45,7 @@ void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, 
 
 void di_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
                    size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
+    DI_DEV_CALL(x, moe_gather, n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw);
     (void)x;
     int n = off[E];
     if (n > n_max) n = n_max;
@@ -52,6 +56,7 @@ void di_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows
 }
 
 void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
+    DI_DEV_CALL(x, moe_combine, M, k, inv, eo, ldo, d, y);
     (void)x;
     enum { KMAX = 64 };
     memset(y, 0, sizeof(float) * (size_t)M * (size_t)d);

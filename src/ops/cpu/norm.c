@@ -5,6 +5,7 @@
 #include "io/numfmt.h"
 #include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
+#include "ops/dev_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
 
@@ -54,6 +55,7 @@ static void norm_rows(void *p, int m0, int m1) {
 
 void di_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps, uint16_t *out,
                 size_t ldy) {
+    DI_DEV_CALL(x, rmsnorm, M, in, ldx, w, D, eps, out, ldy);
     norm_ctx c = {in, ldx, ldy, w, D, eps, out};
     di_par_rows(x, M, 4.0 * D, norm_rows, &c);
 }
@@ -97,6 +99,7 @@ static void hnorm_rows(void *p, int m0, int m1) {
 }
 
 void di_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
+    DI_DEV_CALL(x, head_rmsnorm_bf16, M, q, ld, nheads, hd, eps);
     hnorm_ctx c = {q, ld, nheads, hd, eps};
     di_par_rows(x, M, 4.0 * nheads * hd, hnorm_rows, &c);
 }

@@ -1,0 +1,169 @@
+/* cu_exec.c — CUDA execution contexts, the device allocator and the
+ * backend's installation (backend.h di_backend_use). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/cu_glue.h"
+
+#define TAB_CAP ((size_t)64 << 20)        /* host tables of one op */
+#define MIN_SCRATCH ((size_t)256 << 20)   /* dic scratch: GEMM quantisation, attention, indexer scores */
+
+/* Device memory starts as 0xFF bytes (NaN, -1) so that reads of unwritten
+ * memory show; DEEPINFER_CUDA_POISON=0 clears it to zero instead. */
+static int poison_byte(void) {
+    const char *e = getenv("DEEPINFER_CUDA_POISON");
+    return e && !strcmp(e, "0") ? 0 : 0xFF;
+}
+
+static cudaStream_t g_stream;
+static di_exec g_state_exec;
+
+void cu_check(cu_exec *c, cudaError_t e, const char *op) {
+    if (e == cudaSuccess || c->err != cudaSuccess) return;
+    c->err = e;
+    snprintf(c->err_op, sizeof c->err_op, "%s", op);
+}
+
+void cu_tab_begin(cu_exec *c) { c->tab_off = 0; }
+
+void *cu_tab_put(cu_exec *c, const void *src, size_t bytes) {
+    if (!src || !bytes) return NULL;
+    size_t at = (c->tab_off + 255) & ~(size_t)255;
+    if (at + bytes > c->tab_cap) {
+        cu_check(c, cudaErrorMemoryAllocation, "host-table staging (64 MiB per op) overflow");
+        return NULL;
+    }
+    memcpy(c->hst + at, src, bytes);
+    c->tab_off = at + bytes;
+    return c->dtab + at;
+}
+
+void cu_tab_flush(cu_exec *c) {
+    if (c->tab_off)
+        cu_check(c, cudaMemcpyAsync(c->dtab, c->hst, c->tab_off, cudaMemcpyHostToDevice, c->dc.stream),
+                 "host-table copy");
+}
+
+int cu_wmat(cu_exec *c, const di_wmat *w, dic_wmat *out) {
+    const void *wb;
+    const uint8_t *sb;
+    if (!di_wmat_raw(w, &wb, &sb)) {
+        cu_check(c, cudaErrorInvalidValue, "a weight without device bytes (di_wmat_raw)");
+        return 0;
+    }
+    *out = (dic_wmat){.fmt = (int)w->fmt, .n = w->n, .k = w->k, .wblock = w->wblock, .w = wb, .scale = sb};
+    return 1;
+}
+
+static void *ctx_new(size_t scratch_bytes) {
+    cu_exec *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    size_t sc = scratch_bytes * 4 > MIN_SCRATCH ? scratch_bytes * 4 : MIN_SCRATCH;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    c->dc.stream = g_stream;
+    c->dc.scratch_cap = sc;
+    c->dc.batch_invariant = 1; /* the CPU's results for every batch shape */
+    cudaDeviceGetAttribute(&c->dc.num_sms, cudaDevAttrMultiProcessorCount, dev);
+    c->tab_cap = TAB_CAP;
+    c->hst = malloc(TAB_CAP);
+    if (!c->hst || cudaMalloc(&c->dc.scratch, sc) != cudaSuccess || cudaMalloc((void **)&c->dtab, TAB_CAP) != cudaSuccess) {
+        if (c->dc.scratch) cudaFree(c->dc.scratch);
+        free(c->hst);
+        free(c);
+        return NULL;
+    }
+    cudaMemset(c->dc.scratch, poison_byte(), sc); /* reads of unwritten scratch show */
+    return c;
+}
+
+static void ctx_free(void *p) {
+    cu_exec *c = p;
+    if (!c) return;
+    cudaStreamSynchronize(c->dc.stream);
+    cudaFree(c->dc.scratch);
+    cudaFree(c->dtab);
+    free(c->hst);
+    free(c);
+}
+
+static deepinfer_status sync(di_exec *x, di_error *err) {
+    cu_exec *c = cu_of(x);
+    cu_check(c, cudaStreamSynchronize(c->dc.stream), "stream synchronize");
+    cu_check(c, cudaGetLastError(), "stream synchronize");
+    if (c->err == cudaSuccess) return DEEPINFER_OK;
+    return di_error_set(err, DEEPINFER_ERR_INTERNAL, "CUDA: %s: %s", c->err_op, cudaGetErrorString(c->err));
+}
+
+/* ---- the backend allocator (ops.h di_set_allocator) ---- */
+
+static void *dev_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    void *p = NULL;
+    if (!bytes) bytes = 256;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
+    cudaMemset(p, poison_byte(), bytes);
+    return p;
+}
+
+static void dev_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaStreamSynchronize(g_stream);
+    cudaFree(p);
+}
+
+static void dev_zero(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    cudaMemsetAsync(p, 0, bytes, g_stream);
+}
+
+static void dev_upload(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    cudaStreamSynchronize(g_stream);
+    cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+static di_dev_ops g_ops;
+
+/* Called through a weak reference by backend.c: install the allocator and
+ * the ops table; execs created from now on run on the GPU. */
+int di_cuda_backend_install(char *why, size_t why_len) {
+    if (g_ops.name) return 0;
+    cudaError_t e = cudaSetDevice(0);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "%s", cudaGetErrorString(e));
+        return -1;
+    }
+    g_ops.name = "cuda";
+    g_ops.ctx_new = ctx_new;
+    g_ops.ctx_free = ctx_free;
+    g_ops.sync = sync;
+    cu_fill_dense_ops(&g_ops);
+    cu_fill_model_ops(&g_ops);
+    di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL};
+    di_set_allocator(&a);
+    g_state_exec.dev_ctx = ctx_new(0);
+    if (!g_state_exec.dev_ctx) {
+        snprintf(why, why_len, "cannot create the CUDA state context");
+        di_set_allocator(NULL);
+        return -1;
+    }
+    g_state_exec.dev = &g_ops;
+    di_set_dev_ops(&g_ops, &g_state_exec);
+    return 0;
+}
+
+/* Back to the CPU (tests that run both backends in one process). Device
+ * memory of models loaded under CUDA must be freed before. */
+void di_cuda_backend_uninstall(void) {
+    if (!g_ops.name) return;
+    cudaStreamSynchronize(g_stream);
+    di_set_dev_ops(NULL, NULL);
+    di_set_allocator(NULL);
+    ctx_free(g_state_exec.dev_ctx);
+    memset(&g_state_exec, 0, sizeof g_state_exec);
+    cudaStreamDestroy(g_stream);
+    memset(&g_ops, 0, sizeof g_ops);
+}

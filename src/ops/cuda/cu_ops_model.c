@@ -1,0 +1,260 @@
+/* cu_ops_model.c — the CUDA twins of the device-shaped model ops (ops.h,
+ * second half; kernels in dic_model.h). Arguments ops.h calls host tables
+ * are staged and copied to the device before each launch (cu_tab_*);
+ * page tables (host arrays of device page addresses) are copied deeply,
+ * as many pages as the op can reach. First version: one synchronous-source
+ * copy per op (docs/DEVICE-FORWARD.md §5 says what a graph needs). */
+#include <stdlib.h>
+
+#include "ops/cuda/cu_glue.h"
+#include "ops/cuda/dic_model.h"
+
+#define DC(x) (&cu_of(x)->dc)
+
+static int nseg_of(const int *row_seg, int M) {
+    int n = 0;
+    for (int m = 0; m < M; m++)
+        if (row_seg[m] + 1 > n) n = row_seg[m] + 1;
+    return n;
+}
+
+static void fill_f32(di_exec *x, float *p, size_t n, float v) {
+    if (n) CU_CHECK(x, dic_fill_f32(DC(x), p, n, v), "dic_fill_f32");
+}
+
+static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *src, size_t lds, uint16_t *const *dst,
+                         int width) {
+    if (n <= 0) return;
+    cu_exec *c = cu_of(x);
+    cu_tab_begin(c);
+    const int *dsr = cu_tab_put(c, src_row, (size_t)n * sizeof *src_row);
+    uint16_t *const *ddst = cu_tab_put(c, dst, (size_t)n * sizeof *dst);
+    cu_tab_flush(c);
+    CU_CHECK(x, dic_scatter_rows(&c->dc, n, dsr, src, lds, ddst, width), "dic_scatter_rows");
+}
+
+static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                      const int *ntopk, const uint16_t **list, size_t stride, int *n_idx) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    int ns = nseg_of(row_seg, M);
+    uint16_t ***dckv = calloc((size_t)ns, sizeof *dckv);
+    int64_t *rows = calloc((size_t)ns, sizeof *rows);
+    if (!dckv || !rows) {
+        free(dckv), free(rows);
+        cu_check(c, cudaErrorMemoryAllocation, "di_attn_list tables");
+        return;
+    }
+    cu_tab_begin(c);
+    if (ratio > 0 && ckv) {
+        for (int m = 0; m < M; m++) {
+            int64_t v = (pos[m] + 1) / ratio; /* rows the row can see */
+            if (v > rows[row_seg[m]]) rows[row_seg[m]] = v;
+        }
+        for (int s = 0; s < ns; s++) {
+            int64_t np = ckv[s] ? (rows[s] + page_rows[s] - 1) / page_rows[s] : 0;
+            dckv[s] = cu_tab_put(c, ckv[s], (size_t)np * sizeof(uint16_t *));
+        }
+    }
+    const int64_t *dpos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
+    const int *dseg = cu_tab_put(c, row_seg, (size_t)M * sizeof *row_seg);
+    const int *drow0 = cu_tab_put(c, seg_row0, (size_t)ns * sizeof *seg_row0);
+    const int64_t *dpos0 = cu_tab_put(c, seg_pos0, (size_t)ns * sizeof *seg_pos0);
+    uint16_t *const *dring = cu_tab_put(c, ring, (size_t)ns * sizeof *ring);
+    uint16_t **const *dckvt = ratio > 0 && ckv ? cu_tab_put(c, dckv, (size_t)ns * sizeof *dckv) : NULL;
+    const int *dpr = cu_tab_put(c, page_rows, (size_t)ns * sizeof *page_rows);
+    cu_tab_flush(c);
+    free(dckv), free(rows);
+    CU_CHECK(x,
+             dic_attn_list(&c->dc, M, dpos, dseg, drow0, dpos0, dring, win, kv, hd, dckvt, dpr, ratio, topk, K, ntopk,
+                           list, stride, n_idx),
+             "dic_attn_list");
+}
+
+static void attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *seg_nrows, const int *nctx,
+                            uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list, size_t stride,
+                            int *n_idx) {
+    if (nseg <= 0) return;
+    cu_exec *c = cu_of(x);
+    size_t n = (size_t)nseg;
+    cu_tab_begin(c);
+    const int *a = cu_tab_put(c, seg_row0, n * sizeof(int)), *b = cu_tab_put(c, seg_nrows, n * sizeof(int));
+    const int *d = cu_tab_put(c, nctx, n * sizeof(int));
+    uint16_t *const *r = cu_tab_put(c, ring, n * sizeof *ring);
+    cu_tab_flush(c);
+    CU_CHECK(x, dic_attn_list_block(&c->dc, nseg, a, b, d, r, kv, hd, list, stride, n_idx), "dic_attn_list_block");
+}
+
+static void cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
+                           float *const *skv, float *const *ssc, const float *pk, const float *ps, const float *ape,
+                           int ratio, int overlap, int hd, float *out) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    size_t ns = (size_t)nseg_of(row_seg, M), m = (size_t)M;
+    cu_tab_begin(c);
+    const int *dseg = cu_tab_put(c, row_seg, m * sizeof(int)), *demit = cu_tab_put(c, emit, m * sizeof(int));
+    const int64_t *dpos = cu_tab_put(c, pos, m * sizeof(int64_t));
+    float *const *dkv = cu_tab_put(c, skv, ns * sizeof *skv), *const *dsc = cu_tab_put(c, ssc, ns * sizeof *ssc);
+    cu_tab_flush(c);
+    CU_CHECK(x, dic_cmp_gated_rows(&c->dc, M, dseg, demit, dpos, dkv, dsc, pk, ps, ape, ratio, overlap, hd, out),
+             "dic_cmp_gated_rows");
+}
+
+static void index_select(di_exec *x, const di_index_select_args *a) {
+    if (a->M <= 0) return;
+    cu_exec *c = cu_of(x);
+    size_t m = (size_t)a->M;
+    uint16_t ***dk = calloc(m, sizeof *dk);
+    if (!dk) {
+        cu_check(c, cudaErrorMemoryAllocation, "di_index_select tables");
+        return;
+    }
+    di_index_select_args d = *a;
+    cu_tab_begin(c);
+    for (size_t i = 0; i < m; i++) { /* keys j < kcap exist and are read */
+        int64_t np = (a->kcap[i] + a->page_rows[i] - 1) / a->page_rows[i];
+        dk[i] = np > 0 ? cu_tab_put(c, a->kpages[i], (size_t)np * sizeof(uint16_t *)) : NULL;
+    }
+    d.kpages = cu_tab_put(c, dk, m * sizeof *dk);
+    d.page_rows = cu_tab_put(c, a->page_rows, m * sizeof(int));
+    d.nvis = cu_tab_put(c, a->nvis, m * sizeof(int64_t));
+    d.kcap = cu_tab_put(c, a->kcap, m * sizeof(int64_t));
+    cu_tab_flush(c);
+    free(dk);
+    d.iscore = NULL; /* the device op scores into dic scratch */
+    d.bscore = NULL;
+    CU_CHECK(x, dic_index_select(&c->dc, &d), "dic_index_select");
+}
+
+static void route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
+                       const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel,
+                       float *w) {
+    if (M > 0)
+        CU_CHECK(x,
+                 dic_route_rows(DC(x), M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
+                                sel, w),
+                 "dic_route_rows");
+}
+
+static void moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
+    if (M > 0) CU_CHECK(x, dic_moe_dispatch_inv(DC(x), M, k, sel, E, off, rows, inv), "dic_moe_dispatch_inv");
+}
+
+/* The grouped ops below carry no row bound; the MoE always gathers first,
+ * so the gather's n_max is the launch bound of the ops that follow. */
+static int g_moe_rows_max;
+
+static void moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
+                       size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
+    g_moe_rows_max = n_max;
+    if (n_max > 0)
+        CU_CHECK(x, dic_moe_gather(DC(x), n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw), "dic_moe_gather");
+}
+
+static dic_wmat *wmats(cu_exec *c, int E, const di_wmat *W) {
+    dic_wmat *v = malloc((size_t)E * sizeof *v);
+    if (!v) {
+        cu_check(c, cudaErrorMemoryAllocation, "grouped GEMM weights");
+        return NULL;
+    }
+    for (int e = 0; e < E; e++)
+        if (!cu_wmat(c, &W[e], &v[e])) {
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void gemm_grouped(di_exec *x, int E, const di_wmat *W, const int *off, const uint16_t *A, size_t lda,
+                         int act_block, uint16_t *C16, size_t ldc) {
+    cu_exec *c = cu_of(x);
+    dic_wmat *w = wmats(c, E, W);
+    if (!w) return;
+    CU_CHECK(x, dic_gemm_grouped_seg(&c->dc, E, w, off, g_moe_rows_max, A, lda, act_block, C16, ldc),
+             "dic_gemm_grouped_seg");
+    free(w);
+}
+
+static void gemm2_grouped(di_exec *x, int E, const di_wmat *W1, const di_wmat *W2, const int *off, const uint16_t *A,
+                          size_t lda, int act_block, uint16_t *C1, uint16_t *C2, size_t ldc) {
+    cu_exec *c = cu_of(x);
+    dic_wmat *w1 = wmats(c, E, W1), *w2 = w1 ? wmats(c, E, W2) : NULL;
+    if (w1 && w2)
+        CU_CHECK(x, dic_gemm2_grouped_seg(&c->dc, E, w1, w2, off, g_moe_rows_max, A, lda, act_block, C1, C2, ldc),
+                 "dic_gemm2_grouped_seg");
+    free(w1), free(w2);
+}
+
+static void swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
+                     float limit, const float *rw, uint16_t *out, size_t ldo) {
+    CU_CHECK(x, dic_swiglu_n(DC(x), off, E, g_moe_rows_max, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu_n");
+}
+
+static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
+    if (M > 0) CU_CHECK(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
+}
+
+static void scale_bf16_f32(di_exec *x, float *v, size_t n, float scale) {
+    if (n) CU_CHECK(x, dic_scale_bf16_f32(DC(x), v, n, scale), "dic_scale_bf16_f32");
+}
+static void hc_pre_onehot(di_exec *x, int M, float *pre) {
+    if (M > 0) CU_CHECK(x, dic_hc_pre_onehot(DC(x), M, pre), "dic_hc_pre_onehot");
+}
+static void hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0, const float *base, float eps,
+                        float *pre) {
+    if (M > 0) CU_CHECK(x, dic_hc_head_pre(DC(x), M, mixes, hc, scale0, base, eps, pre), "dic_hc_head_pre");
+}
+static void hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo) {
+    if (M > 0) CU_CHECK(x, dic_hc_mean(DC(x), M, R, hc, d, out, ldo), "dic_hc_mean");
+}
+static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, uint16_t *R) {
+    if (M > 0) CU_CHECK(x, dic_add_bcast_bf16(DC(x), M, e, hc, d, R), "dic_add_bcast_bf16");
+}
+
+/* ids: host-computed hash ids (dsv41.c engram_ids), staged as a host table. */
+static void engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
+                               const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    cu_tab_begin(c);
+    const int64_t *dids = cu_tab_put(c, ids, ((size_t)(M - 1) * (size_t)ids_stride + (size_t)ncols) * sizeof *ids);
+    cu_tab_flush(c);
+    CU_CHECK(x, dic_engram_gather_rows(&c->dc, M, dids, ids_stride, ncols, table, scale, hd, out),
+             "dic_engram_gather_rows");
+}
+
+static void engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,
+                             const float *qk, int dim, int hc, float eps, float *kvf, float *h, float *gates) {
+    (void)kvf, (void)h;
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    cu_tab_begin(c);
+    const int64_t *dmap = cu_tab_put(c, rmap, (size_t)M * sizeof *rmap);
+    cu_tab_flush(c);
+    CU_CHECK(x, dic_engram_gate_rows(&c->dc, M, dmap, kv, ldkv, R, qk, dim, hc, eps, gates), "dic_engram_gate_rows");
+}
+
+void cu_fill_model_ops(di_dev_ops *t) {
+    t->fill_f32 = fill_f32;
+    t->scatter_rows = scatter_rows;
+    t->attn_list = attn_list;
+    t->attn_list_block = attn_list_block;
+    t->cmp_gated_rows = cmp_gated_rows;
+    t->index_select = index_select;
+    t->route_rows = route_rows;
+    t->moe_dispatch = moe_dispatch;
+    t->moe_gather = moe_gather;
+    t->gemm_grouped = gemm_grouped;
+    t->gemm2_grouped = gemm2_grouped;
+    t->swiglu_n = swiglu_n;
+    t->moe_combine = moe_combine;
+    t->scale_bf16_f32 = scale_bf16_f32;
+    t->hc_pre_onehot = hc_pre_onehot;
+    t->hc_head_pre = hc_head_pre;
+    t->hc_mean = hc_mean;
+    t->add_bcast_bf16 = add_bcast_bf16;
+    t->engram_gather_rows = engram_gather_rows;
+    t->engram_gate_rows = engram_gate_rows;
+}
