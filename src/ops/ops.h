@@ -384,7 +384,8 @@ void di_fill_f32(di_exec *x, float *p, size_t n, float v);
 
 /* Row scatter: for i < n, dst[i][0..width) = src[src_row ? src_row[i] : i]
  * (bf16 rows of stride lds). dst (host table) holds destination row
- * addresses: ring slots, row-store rows. Destinations must be distinct. */
+ * addresses: ring slots, row-store rows. Destination rows must not overlap
+ * (the CUDA op writes them in parallel). */
 void di_scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *src, size_t lds, uint16_t *const *dst,
                      int width);
 

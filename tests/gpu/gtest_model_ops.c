@@ -102,8 +102,11 @@ TEST(gpu_model_rows) {
             uint16_t *dbuf = gt_dev_poison(ndst * 2);
             CHECK(dbuf);
             uint16_t **hp = malloc((size_t)n * sizeof *hp), **dp = malloc((size_t)n * sizeof *dp);
-            for (int i = 0; i < n; i++) { /* destination row i at slot perm(i) (+1 element for odd i when odd w) */
-                size_t slot = (size_t)((i * 7 + 3) % n) * ldd + (size_t)(i & 1 && w % 2);
+            /* destination row i at slot perm(i), a permutation (stride coprime with n), +1 element for
+             * odd i when w is odd and the row pitch leaves room: destinations never overlap (ops.h) */
+            int stride = n % 7 ? 7 : n % 5 ? 5 : n % 3 ? 3 : 1;
+            for (int i = 0; i < n; i++) {
+                size_t slot = (size_t)((i * stride + 3) % n) * ldd + (size_t)(i & 1 && w % 2 && ldd > (size_t)w);
                 hp[i] = href + slot;
                 dp[i] = dbuf + slot;
             }
