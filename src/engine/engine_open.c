@@ -53,8 +53,9 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     if (!acc || !*acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
     if (!strcmp(acc, "cuda") || !strcmp(acc, "gpu"))
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "accelerator \"%s\": the CUDA forward of the V4 family is not in this build; use \"cpu\" "
-                            "(or \"auto\")",
+                            "accelerator \"%s\": the engine does not run on CUDA yet (device state pools and the "
+                            "asynchronous device queue are missing; `deepinfer-cuda score --backend cuda` runs the "
+                            "forward on the GPU); use \"cpu\" (or \"auto\")",
                             acc);
     if (strcmp(acc, "auto") && strcmp(acc, "cpu"))
         return di_error_set(err, E, "accelerator must be \"auto\", \"cpu\" or \"cuda\", got \"%s\"", acc);
