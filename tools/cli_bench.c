@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_dummy.h"
 #include "cli.h"
 #include "cli_model.h"
 #include "io/model_dir.h"
@@ -15,6 +16,18 @@
 static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
     "                       [--engram-hash FILE]\n"
+    "       deepinfer bench --dummy CONFIG.json [--layers N] [--backend cpu|cuda] [--batch B[,B...]]\n"
+    "                       [--prompt N] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "\n"
+    "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
+    "v41-flash.json) with N layers (default 4; layer roles kept, src/model/dummy.h),\n"
+    "built in memory and loaded through the normal chain on the backend (default cpu).\n"
+    "Prefill tokens/s for each --prefill length (default 1024,4096) vs FLOPs / the\n"
+    "FP8 GEMM rate; decode ms/step and tokens/s for each --batch size (default 1) of\n"
+    "sequences forked from one --prompt-token prefill (default 4096), --decode timed\n"
+    "steps (default 8), vs bytes read per step / the copy bandwidth, all measured in\n"
+    "the same run. --rows: forward sub-batch rows (default 1024). --plan: print the\n"
+    "memory plan only. Progress on stderr, the table on stdout.\n"
     "\n"
     "Measures, in one run: memory bandwidth (STREAM-style read and triad over\n"
     "3 x 128 MiB, all threads), prefill tokens/s (one N-token prompt per step),\n"
@@ -56,7 +69,7 @@ static void bw_task(void *p, int t, int nt) {
     }
 }
 
-static void measure_bw(double *read_gbs, double *triad_gbs) {
+void bench_measure_bw(double *read_gbs, double *triad_gbs) {
     size_t n = (size_t)32 << 20; /* 128 MiB per array */
     bw_ctx c = {.n = n};
     c.a = malloc(n * 4), c.b = malloc(n * 4), c.c = malloc(n * 4);
@@ -85,7 +98,7 @@ static int32_t text_token(const di_model_config *c, int t) {
     return t == c->image_token_id ? (int32_t)((t + 1) % c->vocab_size) : (int32_t)t;
 }
 
-#define MAX_SWEEP 16
+#define MAX_SWEEP BENCH_MAX_SWEEP
 
 /* Parse "B[,B...]" (each 1..1024, at most MAX_SWEEP); returns the count or 0. */
 static int parse_batches(const char *v, int *out) {
@@ -94,6 +107,19 @@ static int parse_batches(const char *v, int *out) {
         char *end;
         long b = strtol(v, &end, 10);
         if (end == v || b < 1 || b > 1024 || n == MAX_SWEEP || (*end && *end != ',')) return 0;
+        out[n++] = (int)b;
+        v = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Parse "L[,L...]" prompt lengths (each 1..1048576, at most MAX_SWEEP); returns the count or 0. */
+static int parse_lengths(const char *v, int *out) {
+    int n = 0;
+    while (v && *v) {
+        char *end;
+        long b = strtol(v, &end, 10);
+        if (end == v || b < 1 || b > (1 << 20) || n == MAX_SWEEP || (*end && *end != ',')) return 0;
         out[n++] = (int)b;
         v = *end ? end + 1 : end;
     }
@@ -159,15 +185,36 @@ static int cmd_bench(int argc, char **argv) {
     }
     const char *model = NULL, *engram_hash = NULL, *v;
     int prompt = 512, decode = 64, reps = 3, batches[MAX_SWEEP] = {1}, nb = 1, maxb = 1;
+    int set_prompt = 0, set_decode = 0;
+    bench_dummy_args da = {.backend = "cpu", .layers = 4, .rows = 1024, .seed = 1, .np = 2, .prefill = {1024, 4096}};
     for (int i = 1; i < argc; i++) {
-        if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
+        if (di_cli_flag_value(argc, argv, &i, "--dummy", &da.config)) {
+            if (!da.config) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--backend", &da.backend)) {
+            if (!da.backend) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
+            if (!v || (da.layers = atoi(v)) < 1) return fprintf(stderr, "error: --layers needs N >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--rows", &v)) {
+            if (!v || (da.rows = atoi(v)) < 1) return fprintf(stderr, "error: --rows needs R >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
+            if (!v) return 2;
+            da.seed = strtoull(v, NULL, 10);
+        } else if (di_cli_flag_value(argc, argv, &i, "--prefill", &v)) {
+            if (!(da.np = parse_lengths(v, da.prefill)))
+                return fprintf(stderr, "error: --prefill needs L or a list L,L,... (each 1..1048576, at most %d)\n",
+                               MAX_SWEEP), 2;
+        } else if (!strcmp(argv[i], "--plan")) {
+            da.plan_only = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram_hash)) {
             if (!engram_hash) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
             if (!v || (prompt = atoi(v)) < 1) return fprintf(stderr, "error: --prompt needs N >= 1\n"), 2;
+            set_prompt = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
             if (!v || (decode = atoi(v)) < 1) return fprintf(stderr, "error: --decode needs N >= 1\n"), 2;
+            set_decode = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--batch", &v)) {
             if (!(nb = parse_batches(v, batches)))
                 return fprintf(stderr, "error: --batch needs B or a list B,B,... (each 1..1024, at most %d)\n", MAX_SWEEP), 2;
@@ -177,6 +224,14 @@ static int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "error: unknown option '%s' (see deepinfer bench --help)\n", argv[i]);
             return 2;
         }
+    }
+    if (da.config) {
+        if (model) return fprintf(stderr, "error: give --model or --dummy, not both\n"), 2;
+        da.prompt = set_prompt ? prompt : 4096;
+        da.decode = set_decode ? decode : 8;
+        da.nb = nb;
+        memcpy(da.batches, batches, sizeof da.batches);
+        return bench_dummy_run(&da);
     }
     for (int i = 0; i < nb; i++)
         if (batches[i] > maxb) maxb = batches[i];
@@ -195,7 +250,7 @@ static int cmd_bench(int argc, char **argv) {
     const di_model_config *c = m.sm.cfg;
     int V = (int)c->vocab_size, nthreads = di_threadpool_size(di_threadpool_global());
     double rbw, tbw;
-    measure_bw(&rbw, &tbw);
+    bench_measure_bw(&rbw, &tbw);
 
     bench_buf k = {0};
     k.seqs = calloc((size_t)maxb, sizeof *k.seqs);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "io/json.h"
 #include "util/arena.h"
@@ -710,6 +711,34 @@ deepinfer_status di_st_open_buffer(const void *data, size_t size, const char *la
     if (rc == DEEPINFER_OK) {
         st->shards[0].path = st->path;
         st->shards[0].data = data;
+        st->shards[0].size = size;
+        rc = parse_shard(st, 0, err);
+    }
+    if (rc != DEEPINFER_OK) {
+        di_st_close(st);
+        return rc;
+    }
+    compute_totals(st);
+    *out = st;
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_st_open_memory(void *image, size_t size, const char *label, di_safetensors **out,
+                                   di_error *err) {
+    *out = NULL;
+    if (!label) label = "<memory>";
+    di_safetensors *st = st_new(label);
+    if (!st) {
+        if (image && size) munmap(image, size);
+        return oom(err, "opening a checkpoint");
+    }
+    deepinfer_status rc = alloc_shards(st, 1, 1, err);
+    if (rc != DEEPINFER_OK) {
+        if (image && size) munmap(image, size);
+    } else {
+        st->maps[0] = (di_mapped_file){.data = image, .size = size, .fd = -1}; /* di_st_close unmaps it */
+        st->shards[0].path = st->path;
+        st->shards[0].data = image;
         st->shards[0].size = size;
         rc = parse_shard(st, 0, err);
     }

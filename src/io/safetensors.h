@@ -87,6 +87,16 @@ deepinfer_status di_st_open(const char *path, di_safetensors **out, di_error *er
 deepinfer_status di_st_open_buffer(const void *data, size_t size, const char *label,
                                    di_safetensors **out, di_error *err);
 
+/* Adopt a safetensors image built in memory (header + data in one region
+ * from mmap(MAP_PRIVATE | MAP_ANONYMOUS), e.g. model/dummy.h): validated
+ * exactly as a file (di_st_open_buffer's checks), then owned by the handle,
+ * which munmaps it in di_st_close. The region is unmapped on failure too.
+ * `label` names it in messages ("<memory>" when NULL). Model loaders take
+ * such a handle through di_v4_options.weights instead of the directory's
+ * files, so everything after the bytes (spec check, binding) is the same. */
+deepinfer_status di_st_open_memory(void *image, size_t size, const char *label, di_safetensors **out,
+                                   di_error *err);
+
 /* Unmap every shard and free the handle; NULL is a no-op. */
 void di_st_close(di_safetensors *st);
 

@@ -27,13 +27,15 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     }
     di_safetensors *stf = NULL;
     di_weight_spec *spec = NULL;
-    if ((st = di_st_open(dir, &stf, err))) goto fail;
+    di_safetensors *given = opt ? opt->weights : NULL;
+    if (given) stf = given;
+    else if ((st = di_st_open(dir, &stf, err))) goto fail;
     if ((st = di_spec_build(c, &spec, err))) goto fail;
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
     if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;
-    m->st = stf; /* stays mapped while the model lives (di_wmat_raw) */
+    m->st = stf == given ? NULL : stf; /* stays mapped while the model lives (di_wmat_raw); borrowed: the caller's */
     stf = NULL;
 
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
@@ -53,7 +55,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     return DEEPINFER_OK;
 fail:
     di_spec_free(spec);
-    di_st_close(stf);
+    if (stf != given) di_st_close(stf);
     di_v4_free(m);
     return st;
 }

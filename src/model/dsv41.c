@@ -79,9 +79,13 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
         return st;
     }
     di_weight_spec *spec = NULL;
-    if ((st = di_st_open(dir, &m->st, err))) goto fail;
+    const di_safetensors *stf = opt ? opt->weights : NULL; /* borrowed (batch.h), else the directory's, owned */
+    if (!stf) {
+        if ((st = di_st_open(dir, &m->st, err))) goto fail;
+        stf = m->st;
+    }
     if ((st = di_spec_build(c, &spec, err))) goto fail;
-    if ((st = di_spec_check(spec, m->st, NULL, err))) goto fail;
+    if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
     if ((st = di_v41_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;

@@ -63,3 +63,16 @@ deepinfer_status di_backend_select(const char *want, di_backend_kind *out, di_er
 }
 
 const char *di_backend_name(di_backend_kind k) { return k == DI_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+/* Defined in src/ops/cuda/cu_probe.c when CUDA is linked in. */
+extern double di_cuda_copy_gbs(size_t bytes) __attribute__((weak));
+extern double di_cuda_fp8_tflops(int n, int batch_invariant) __attribute__((weak));
+extern int di_cuda_mem_info(size_t *free_b, size_t *total_b) __attribute__((weak));
+
+double di_backend_copy_gbs(size_t bytes) { return di_cuda_copy_gbs ? di_cuda_copy_gbs(bytes) : -1; }
+double di_backend_fp8_tflops(int n, int batch_invariant) {
+    return di_cuda_fp8_tflops ? di_cuda_fp8_tflops(n, batch_invariant) : -1;
+}
+int di_backend_mem_info(size_t *free_b, size_t *total_b) {
+    return di_cuda_mem_info ? di_cuda_mem_info(free_b, total_b) : -1;
+}

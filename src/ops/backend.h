@@ -42,4 +42,16 @@ const char *di_backend_name(di_backend_kind k);
  * under one backend must be freed before switching to the other. */
 deepinfer_status di_backend_use(di_backend_kind k, di_error *err);
 
+/* Device measurements for benchmarks, taken in the benchmark's own process
+ * (src/ops/cuda/cu_probe.c; -1 in a CPU-only binary or on failure):
+ * di_backend_copy_gbs: best of 5 cudaMemcpy device-to-device of `bytes`,
+ *   (bytes read + bytes written) / s, in GB/s;
+ * di_backend_fp8_tflops: best of 5 dic_gemm at n x n x n with e4m3 weights
+ *   (128x128 e8m0 blocks), TFLOP/s of 2n^3; batch_invariant 1 = the kernels
+ *   the forward runs, 0 = the fastest path (wgmma on sm_90);
+ * di_backend_mem_info: free and total device memory (0 on success). */
+double di_backend_copy_gbs(size_t bytes);
+double di_backend_fp8_tflops(int n, int batch_invariant);
+int di_backend_mem_info(size_t *free_b, size_t *total_b);
+
 #endif

@@ -1,0 +1,311 @@
+/* bench_dummy.c — `deepinfer bench --dummy` (bench_dummy.h).
+ *
+ * Order of work (progress on stderr, the table last on stdout):
+ *  1. reduced config in a temp dir, memory plan, early failure if it cannot fit;
+ *  2. random checkpoint image (in memory), normal load (config + image), temp dir removed;
+ *  3. probes: copy bandwidth (CUDA: 2 GiB cudaMemcpy D2D, read + written; CPU: the read probe)
+ *     and FP8 GEMM rate (CUDA: dic_gemm 8192^3, batch-invariant kernels = the forward's path,
+ *     and the fastest path for reference);
+ *  4. prefill: each --prefill length as one sequence's prompt, one forward call (split into
+ *     --rows sub-batches by the forward), one logits row; the --prompt prefill is kept;
+ *  5. decode: for each batch size B, B sequences forked (di_seq_copy) from the prefilled one,
+ *     one untimed step, then --decode timed steps of B rows (one token per sequence).
+ * Floors: decode = bench_decode_bytes / copy bandwidth; prefill = (linear + attention + head
+ * FLOPs) / FP8 rate (bench_floor.h). */
+#include "bench_dummy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_floor.h"
+#include "cli_model.h"
+#include "engine/seq_snapshot.h"
+#include "io/safetensors.h"
+#include "model/dummy.h"
+#include "ops/backend.h"
+#include "ops/ops.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double t_start;
+#define PROGRESS(...) (fprintf(stderr, "[%7.1fs] ", now_s() - t_start), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
+
+static int32_t text_token(const di_model_config *c, int64_t t) {
+    int32_t v = (int32_t)(t % c->vocab_size);
+    return v == c->image_token_id ? (int32_t)((v + 1) % c->vocab_size) : v;
+}
+
+static void rm_dir(const char *dir) {
+    const char *files[] = {"config.json", "engram_token_map.json", "engram_hash.json"};
+    char p[4200];
+    for (int i = 0; i < 3; i++) snprintf(p, sizeof p, "%s/%s", dir, files[i]), unlink(p);
+    rmdir(dir);
+}
+
+typedef struct bufs {
+    int32_t *tok;
+    int64_t *pos;
+    di_seq_state **rowseq;
+    int *rows;
+    float *logits;
+} bufs;
+
+/* One forward: rows [0, n) of sequences rowseq, logits for `nl` rows (the last nl). */
+static deepinfer_status step(cli_model *m, bufs *k, int n, int nl, di_error *err) {
+    for (int i = 0; i < nl; i++) k->rows[i] = n - nl + i;
+    di_v4_batch b = {.n = n, .tokens = k->tok, .pos = k->pos, .seq = k->rowseq, .n_logits = nl,
+                     .logit_rows = k->rows, .logits = k->logits};
+    return m->sm.forward(m->sm.model, &b, err);
+}
+
+/* Prefill `seq` (reset) with L tokens; seconds. */
+static deepinfer_status prefill(cli_model *m, bufs *k, di_seq_state *seq, int L, double *sec, di_error *err) {
+    const di_model_config *c = m->sm.cfg;
+    di_seq_reset(seq, c);
+    for (int i = 0; i < L; i++) k->tok[i] = text_token(c, (int64_t)i * 7919 + 13), k->pos[i] = i, k->rowseq[i] = seq;
+    double t0 = now_s();
+    deepinfer_status st = step(m, k, L, 1, err);
+    *sec = now_s() - t0;
+    return st;
+}
+
+static double gb(double b) { return b / 1e9; }
+
+typedef struct plan {
+    double state_seq, states, weights, host_free, dev_free, dev_total;
+} plan;
+
+static void print_plan(const bench_dummy_args *a, const di_model_config *c, const bench_costs *k, int maxb,
+                       int64_t ctx, plan *p) {
+    p->state_seq = bench_state_bytes(c, ctx);
+    p->states = p->state_seq * (maxb + 1);
+    p->weights = k->image_bytes;
+    size_t fb = 0, tb = 0;
+    int dev = !strcmp(a->backend, "cuda") && di_backend_mem_info(&fb, &tb) == 0;
+    p->dev_free = dev ? (double)fb : -1, p->dev_total = dev ? (double)tb : -1;
+    p->host_free = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    fprintf(stderr, "memory plan (%s):\n", a->backend);
+    fprintf(stderr, "  checkpoint image (host, anonymous mmap)  %8.2f GB  (one routed expert of layer %d: %.1f MB, "
+            "x %lld experts)\n", gb(k->image_bytes), c->n_layers - 1, k->expert_bytes[c->n_layers - 1] / 1e6,
+            (long long)c->n_routed_experts);
+    fprintf(stderr, "  weights in backend memory (raw formats)  %8.2f GB  (+ host packed copies at load)\n",
+            gb(p->weights));
+    fprintf(stderr, "  state per sequence at %lld tokens        %8.4f GB\n", (long long)ctx, gb(p->state_seq));
+    fprintf(stderr, "  states: %d decode sequences + 1 prefill  %8.2f GB\n", maxb, gb(p->states));
+    fprintf(stderr, "  step workspace (--rows %d)              known after load\n", a->rows);
+    fprintf(stderr, "  free: host %.1f GB", gb(p->host_free));
+    if (dev) fprintf(stderr, ", device %.1f of %.1f GB", gb(p->dev_free), gb(p->dev_total));
+    fputc('\n', stderr);
+}
+
+int bench_dummy_run(const bench_dummy_args *a) {
+    t_start = now_s();
+    di_error err = {0};
+    di_backend_kind bk;
+    if (di_backend_select(a->backend, &bk, &err) || di_backend_use(bk, &err)) {
+        fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return 1;
+    }
+    int maxb = 1, maxl = a->prompt;
+    for (int i = 0; i < a->nb; i++) maxb = a->batches[i] > maxb ? a->batches[i] : maxb;
+    for (int i = 0; i < a->np; i++) maxl = a->prefill[i] > maxl ? a->prefill[i] : maxl;
+    int64_t ctx = (int64_t)(a->prompt + a->decode + 8 > maxl ? a->prompt + a->decode + 8 : maxl);
+    int rows = a->rows > maxb ? a->rows : maxb;
+
+    char dir[] = "/tmp/deepinfer-dummy-XXXXXX";
+    if (!mkdtemp(dir)) return fprintf(stderr, "deepinfer bench: cannot create a temp directory\n"), 1;
+    di_dummy_info info;
+    di_model_config cfg;
+    bench_costs k;
+    if (di_dummy_write_dir(a->config, a->layers, dir, &info, &err) || di_config_load(dir, &cfg, &err) ||
+        bench_costs_compute(&cfg, &k, &err)) {
+        rm_dir(dir);
+        fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "dummy %s (%s): %d layers kept, original indices", a->config, di_arch_name(cfg.arch),
+            info.n_layers);
+    for (int i = 0; i < info.n_layers && i < 64; i++) fprintf(stderr, " %d", info.kept[i]);
+    fprintf(stderr, "; compress_ratios");
+    for (int i = 0; i < cfg.n_layers + cfg.n_stages; i++) fprintf(stderr, " %d", cfg.layers[i].ratio);
+    fprintf(stderr, " (%d drafter stage(s), not run); hash layers %lld", cfg.n_stages, (long long)cfg.num_hash_layers);
+    if (info.engram_vocab)
+        fprintf(stderr, "; Engram at %d layer(s), engram_vocab_size %lld (tables %lld rows)", cfg.n_engram_layer_ids,
+                (long long)info.engram_vocab, (long long)cfg.engram_num_embeddings[0]);
+    fputc('\n', stderr);
+    plan p;
+    print_plan(a, &cfg, &k, maxb, ctx, &p);
+    double need_dev = p.weights + p.states;
+    if (p.dev_free > 0 && need_dev > 0.92 * p.dev_free) {
+        rm_dir(dir);
+        fprintf(stderr, "deepinfer bench: does not fit: weights %.1f GB + states %.1f GB (%d x %lld tokens) > 92%% of "
+                "the %.1f GB free on the device; use fewer --layers, a smaller --batch or --prompt\n",
+                gb(p.weights), gb(p.states), maxb + 1, (long long)ctx, gb(p.dev_free));
+        return 1;
+    }
+    double host_need = 2 * p.weights + (p.dev_free > 0 ? 0 : p.states);
+    if (host_need > 0.95 * p.host_free) {
+        rm_dir(dir);
+        fprintf(stderr, "deepinfer bench: does not fit in host memory: about %.1f GB needed (image + packed copies%s), "
+                "%.1f GB free\n", gb(host_need), p.dev_free > 0 ? "" : " + states", gb(p.host_free));
+        return 1;
+    }
+    if (a->plan_only) {
+        rm_dir(dir);
+        return 0;
+    }
+
+    PROGRESS("building the %.1f GB random checkpoint", gb(k.image_bytes));
+    di_safetensors *st = NULL;
+    if (di_dummy_weights(&cfg, a->seed, &st, &err)) {
+        rm_dir(dir);
+        fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return 1;
+    }
+    PROGRESS("loading through the normal chain (spec check, packing, upload)");
+    size_t f0 = 0, t0b = 0, f1 = 0;
+    int dev = bk == DI_BACKEND_CUDA && di_backend_mem_info(&f0, &t0b) == 0;
+    di_v4_options opt = {.max_rows = rows, .max_context = ctx, .weights = st};
+    cli_model m;
+    deepinfer_status lst = cli_model_load(dir, &opt, &m, &err);
+    rm_dir(dir);
+    if (lst) {
+        di_st_close(st);
+        fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return 1;
+    }
+    const di_model_config *c = m.sm.cfg;
+    size_t ws = m.v4 ? di_v4_workspace_bytes(m.v4) : di_v41_workspace_bytes(m.v41);
+    if (dev && di_backend_mem_info(&f1, &t0b) == 0)
+        PROGRESS("loaded: device memory used %.2f GB (workspace %.2f GB), %.1f GB free", gb((double)(f0 - f1)),
+                 gb((double)ws), gb((double)f1));
+    else
+        PROGRESS("loaded (workspace %.2f GB)", gb((double)ws));
+    if (dev && p.states > 0.95 * (double)f1) {
+        fprintf(stderr, "deepinfer bench: does not fit: the states need %.1f GB (%d sequences x %.3f GB at %lld "
+                "tokens), %.1f GB free after the load; use a smaller --batch or --prompt\n", gb(p.states), maxb + 1,
+                gb(p.state_seq), (long long)ctx, gb((double)f1));
+        cli_model_free(&m);
+        di_st_close(st);
+        return 1;
+    }
+
+    /* probes */
+    double bw, rate = -1, rate_fast = -1, triad;
+    if (bk == DI_BACKEND_CUDA) {
+        bw = di_backend_copy_gbs((size_t)2 << 30);
+        rate = di_backend_fp8_tflops(8192, 1);
+        rate_fast = di_backend_fp8_tflops(8192, 0);
+    } else {
+        bench_measure_bw(&bw, &triad);
+    }
+    PROGRESS("probes: copy bandwidth %.0f GB/s, FP8 GEMM %.0f TFLOP/s (forward's kernels), %.0f (fastest)", bw, rate,
+             rate_fast);
+
+    bufs b = {0};
+    int nrow = maxl > maxb ? maxl : maxb;
+    b.tok = malloc(sizeof(int32_t) * (size_t)nrow);
+    b.pos = malloc(sizeof(int64_t) * (size_t)nrow);
+    b.rowseq = malloc(sizeof(*b.rowseq) * (size_t)nrow);
+    b.rows = malloc(sizeof(int) * (size_t)nrow);
+    b.logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)maxb);
+    di_seq_state **seqs = calloc((size_t)maxb + 1, sizeof *seqs);
+    double pf_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP] = {0};
+    int rc = 1;
+    if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !seqs) {
+        di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    for (int s = 0; s <= maxb; s++)
+        if (m.sm.seq_new(m.sm.model, &seqs[s], &err)) goto out;
+    di_seq_state *base = seqs[maxb];
+    double t;
+    if (prefill(&m, &b, base, 16, &t, &err)) goto out; /* warm-up */
+    int have_prompt = 0;
+    for (int i = 0; i < a->np; i++) {
+        if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
+        have_prompt = a->prefill[i] == a->prompt;
+        PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
+    }
+    if (!have_prompt) {
+        if (prefill(&m, &b, base, a->prompt, &t, &err)) goto out;
+        PROGRESS("prompt of %d tokens prefilled (%.3f s)", a->prompt, t);
+    }
+    for (int i = 0; i < a->nb; i++) {
+        int B = a->batches[i];
+        for (int s = 0; s < B; s++)
+            if (di_seq_copy(seqs[s], base, c, &err)) goto out;
+        if (di_dev_exec() && di_exec_sync(di_dev_exec(), &err)) goto out;
+        double td = 0;
+        for (int it = 0; it <= a->decode; it++) {
+            for (int s = 0; s < B; s++) {
+                b.tok[s] = text_token(c, (int64_t)it * 31 + (int64_t)s * 104729 + 5);
+                b.pos[s] = a->prompt + it;
+                b.rowseq[s] = seqs[s];
+            }
+            double t1 = now_s();
+            if (step(&m, &b, B, B, &err)) goto out;
+            if (it) td += now_s() - t1; /* step 0 warms this shape */
+        }
+        dec_s[i] = td / a->decode;
+        PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, a->prompt, dec_s[i] * 1e3,
+                 B / dec_s[i]);
+    }
+
+    /* the table */
+    printf("# deepinfer bench --dummy %s --layers %d --backend %s (%s, hidden %lld, %lld experts, top-%lld)\n",
+           a->config, a->layers, a->backend, di_arch_name(c->arch), (long long)c->hidden_size,
+           (long long)c->n_routed_experts, (long long)c->num_experts_per_tok);
+    if (bk == DI_BACKEND_CUDA)
+        printf("# ceilings: copy %.0f GB/s (2 GiB cudaMemcpy D2D, read + written); FP8 %.1f TFLOP/s (dic_gemm 8192^3, "
+               "batch-invariant kernels as in the forward; fastest path %.1f)\n", bw, rate, rate_fast);
+    else
+        printf("# ceilings: read bandwidth %.1f GB/s (3 x 128 MiB, all threads); no FP8 rate on the CPU\n", bw);
+    printf("%-26s %14s %14s %14s %8s\n", "figure", "measured", "floor", "work", "ratio");
+    for (int i = 0; i < a->np; i++) {
+        int64_t L = a->prefill[i];
+        double fl = (k.linear_flops * (double)L + bench_attn_flops(c, L) + k.head_flops);
+        double floor_s = rate > 0 ? fl / (rate * 1e12) : -1;
+        char fig[40], meas[32], flo[32], work[32];
+        snprintf(fig, sizeof fig, "prefill %lld", (long long)L);
+        snprintf(meas, sizeof meas, "%.0f tok/s", (double)L / pf_s[i]);
+        if (floor_s > 0) snprintf(flo, sizeof flo, "%.0f tok/s", (double)L / floor_s);
+        else snprintf(flo, sizeof flo, "n/a");
+        snprintf(work, sizeof work, "%.2f TFLOP", fl / 1e12);
+        char ratio[16] = "-";
+        if (floor_s > 0) snprintf(ratio, sizeof ratio, "%.3f", floor_s / pf_s[i]);
+        printf("%-26s %14s %14s %14s %8s\n", fig, meas, flo, work, ratio);
+    }
+    for (int i = 0; i < a->nb; i++) {
+        int B = a->batches[i];
+        double bytes = bench_decode_bytes(c, &k, B, a->prompt);
+        double floor_s = bytes / (bw * 1e9);
+        char fig[40], meas[32], flo[32], work[32];
+        snprintf(fig, sizeof fig, "decode b%d ctx %d", B, a->prompt);
+        snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", dec_s[i] * 1e3, B / dec_s[i]);
+        snprintf(flo, sizeof flo, "%.2f ms", floor_s * 1e3);
+        snprintf(work, sizeof work, "%.2f GB", bytes / 1e9);
+        printf("%-26s %14s %14s %14s %8.3f\n", fig, meas, flo, work, floor_s / dec_s[i]);
+    }
+    printf("# ratio = floor time / measured time (1 = at the ceiling). decode work = dense weights + head + expected "
+           "distinct experts E(1-(1-k/E)^B) per layer + per-sequence state and rows; prefill work = linear + "
+           "attention + head FLOPs\n");
+    fflush(stdout);
+    PROGRESS("done");
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+    for (int s = 0; seqs && s <= maxb; s++) di_seq_destroy(seqs[s]);
+    free(seqs);
+    free(b.tok), free(b.pos), free(b.rowseq), free(b.rows), free(b.logits);
+    cli_model_free(&m);
+    di_st_close(st);
+    return rc;
+}

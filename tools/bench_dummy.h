@@ -1,0 +1,32 @@
+/*
+ * bench_dummy.h — `deepinfer bench --dummy CONFIG.json`: a random-weight model
+ * at the config's real dimensions with --layers N layers (model/dummy.h),
+ * loaded through the normal chain on the chosen backend, then prefill and
+ * decode figures with their floors measured in the same run.
+ */
+#ifndef DI_TOOLS_BENCH_DUMMY_H
+#define DI_TOOLS_BENCH_DUMMY_H
+
+#include <stdint.h>
+
+#define BENCH_MAX_SWEEP 16
+
+typedef struct bench_dummy_args {
+    const char *config;  /* full HF config.json (bench/configs/) */
+    const char *backend; /* "cpu" / "cuda" */
+    int layers;          /* default 4 */
+    int prompt;          /* decode context: each sequence holds this many tokens (default 4096) */
+    int decode;          /* timed decode steps per batch size (default 8) */
+    int batches[BENCH_MAX_SWEEP], nb;
+    int prefill[BENCH_MAX_SWEEP], np;
+    int rows;            /* rows per forward sub-batch (max_rows; default 1024, at least the largest batch) */
+    int plan_only;       /* print the memory plan and stop before building weights */
+    uint64_t seed;
+} bench_dummy_args;
+
+int bench_dummy_run(const bench_dummy_args *a);
+
+/* The CPU memory-bandwidth probe of cli_bench.c (GB/s). */
+void bench_measure_bw(double *read_gbs, double *triad_gbs);
+
+#endif
