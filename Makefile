@@ -158,7 +158,7 @@ GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STA
 $(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	$(GPU_LINK)
 
-$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(STATIC_LIB) $(CUDA_SO)
+$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(CU_C_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)
 

@@ -33,8 +33,22 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     }
     di_cmp_gated_rows(f->x, f->M, t->row_seg, t->emit, f->pos, t->skv, t->ssc, ws->cproj_kv, ws->cproj_sc, cw->ape, r, ov,
                       hd, ws->emit32);
-    di_f32_to_bf16_x(f->x, ws->emit32, ws->emit16, (size_t)ne * hd);
     return ne;
+}
+
+/* Recorded steps (di_exec_fixed_shapes: a CUDA graph) launch the emission
+ * ops for every row, whatever the positions: the padded emissions are
+ * computed like the others (rows are independent) and stored nowhere (NULL
+ * destination: the backend's sink). Returns the launch count; the CPU
+ * never pads. */
+static int pad_emissions(di_fwd *f, int ne) {
+    if (!di_exec_fixed_shapes(f->x)) return ne;
+    di_tabs *t = &f->ws->t;
+    for (int e = ne; e < f->M; e++) {
+        t->emit_pos[e] = t->emit_row[e] = 0;
+        t->emit_seg[e] = -1;
+    }
+    return f->M;
 }
 
 /* Ungated (V4.1 ratio 1): every token emits wkv.x (BF16 linear) as row t. */
@@ -56,6 +70,10 @@ static int run_plain(di_fwd *f, const di_compressor_w *cw, const uint16_t *xn) {
 static void store_rows(di_fwd *f, int layer, int ne, const uint16_t *rows, int hd, int ikey) {
     di_tabs *t = &f->ws->t;
     for (int e = 0; e < ne; e++) {
+        if (t->emit_seg[e] < 0) { /* padded (pad_emissions) */
+            t->dst[e] = NULL;
+            continue;
+        }
         di_layer_state *ls = &f->segs[t->emit_seg[e]].seq->layers[layer];
         t->dst[e] = di_rowstore_row(ikey ? &ls->ikey : &ls->ckv, t->emit_row[e]);
     }
@@ -75,7 +93,8 @@ static void latent_rows(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg
         di_rope(f->x, ne, ws->emitk, (size_t)ihd, 1, ihd, rd, ws->t.emit_pos, inv, 0);
         di_qat_fp4(f->x, ne, ws->emitk, (size_t)ihd, ihd, 32);
         store_rows(f, layer, ne, ws->emitk, ihd, 1);
-        for (int e = 0; e < ne; e++) f->segs[ws->t.emit_seg[e]].seq->ikey_pub = layer;
+        for (int e = 0; e < ne; e++)
+            if (ws->t.emit_seg[e] >= 0) f->segs[ws->t.emit_seg[e]].seq->ikey_pub = layer;
     }
     di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->t.emit_pos, inv, 0);
     di_qat_fp4_e4m3(f->x, ne, ws->emit16, (size_t)hd, hd, 16);
@@ -88,6 +107,8 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
     di_ws *ws = f->ws;
     int hd = cw->hd, rd = (int)c->qk_rope_head_dim;
     int ne = cw->gated ? run_gated(f, cw, layer, kind, xn) : run_plain(f, cw, xn);
+    ne = pad_emissions(f, ne);
+    if (cw->gated) di_f32_to_bf16_x(f->x, ws->emit32, ws->emit16, (size_t)ne * hd);
     if (!ne) return;
     di_rmsnorm(f->x, ne, ws->emit16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, ws->emit16, (size_t)hd);
     if (kind == DI_CMP_LATENT) {

@@ -135,7 +135,7 @@ deepinfer_status di_core_check_batch(const di_core *m, const di_v4_batch *b, int
             return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "logit row %d (%d) is out of range or not increasing", i,
                                 b->logit_rows[i]);
     }
-    if (b->n_logits && !b->logits) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "batch: no logits buffer");
+    if (b->n_logits && !b->logits && !(b->logits_on_device && m->dlogits)) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "batch: no logits buffer");
     return DEEPINFER_OK;
 }
 
@@ -165,7 +165,7 @@ void di_core_fwd_init(di_core *m, const di_v4_batch *b, int r0, int n, const di_
     int rd = (int)m->cfg.qk_rope_head_dim;
     f->dtok = f->tokens;
     if (di_exec_on_device(f->x)) { /* tables built on the host, then copied (same bits) */
-        di_copy_h2d(f->x, m->ws.tok, f->tokens, (size_t)n * sizeof *f->tokens);
+        if (!b->tokens_on_device) di_copy_h2d(f->x, m->ws.tok, f->tokens, (size_t)n * sizeof *f->tokens);
         f->dtok = m->ws.tok;
         size_t h = (size_t)n * (size_t)(rd / 2);
         float *t = m->ws.t.rope;
@@ -216,9 +216,10 @@ void di_core_logits(di_core *m, di_fwd *f, const di_v4_batch *b, int r0, const f
         int j = i + 1;
         while (j < i1 && b->logit_rows[j] == b->logit_rows[j - 1] + 1) j++;
         int row = b->logit_rows[i] - r0;
-        float *out = m->dlogits ? m->dlogits : b->logits + (size_t)i * V; /* device: staged, then copied back */
+        int keep = m->dlogits && b->logits_on_device; /* device decode loops read them there */
+        float *out = keep ? m->dlogits + (size_t)i * V : m->dlogits ? m->dlogits : b->logits + (size_t)i * V;
         di_gemm(f->x, j - i, ws->xn + (size_t)row * d, (size_t)d, head, 0, out, NULL, (size_t)V);
-        if (m->dlogits) di_copy_d2h(f->x, b->logits + (size_t)i * V, out, sizeof(float) * (size_t)(j - i) * V);
+        if (m->dlogits && !keep) di_copy_d2h(f->x, b->logits + (size_t)i * V, out, sizeof(float) * (size_t)(j - i) * V);
         i = j;
     }
 }

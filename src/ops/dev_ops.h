@@ -22,6 +22,8 @@ typedef struct di_dev_ops {
     void (*ctx_free)(void *ctx);
     /* wait for the exec's stream; the first failed op's message, if any */
     deepinfer_status (*sync)(di_exec *x, di_error *err);
+    /* 1 while the exec records steps for replay (di_exec_fixed_shapes) */
+    int (*fixed_shapes)(const di_exec *x);
     DI_DEV_OP(gemm);
     DI_DEV_OP(gemm2);
     DI_DEV_OP(rmsnorm);

@@ -55,6 +55,12 @@ di_exec *di_dev_exec(void);
 /* 1 when ops on x run on a device backend. */
 static inline int di_exec_on_device(const di_exec *x) { return x && x->dev; }
 
+/* 1 when the backend records the step for replay (a CUDA graph): every
+ * launch shape must then be fixed by the step's shape (rows, segments), so
+ * the model pads position-dependent counts (compressor emissions) to their
+ * bound. 0 on the CPU: the CPU path never pads. */
+int di_exec_fixed_shapes(const di_exec *x);
+
 /* ---------------------------------------------------------------------------
  * Weight matrices W [N, K] (N outputs, K inputs), packed once for the CPU
  * kernels (src/ops/cpu/gemm_layout.h). Formats:

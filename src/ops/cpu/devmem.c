@@ -88,6 +88,10 @@ deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, co
 static const di_dev_ops *g_dev_ops;
 static di_exec *g_state_exec;
 
+int di_exec_fixed_shapes(const di_exec *x) {
+    return x && x->dev && x->dev->fixed_shapes && x->dev->fixed_shapes(x);
+}
+
 void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec) {
     g_dev_ops = ops;
     g_state_exec = state_exec;

@@ -1,5 +1,6 @@
 /* cu_exec.c — CUDA execution contexts, the device allocator and the
  * backend's installation (backend.h di_backend_use). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,21 +26,48 @@ void cu_check(cu_exec *c, cudaError_t e, const char *op) {
     snprintf(c->err_op, sizeof c->err_op, "%s", op);
 }
 
-void cu_tab_begin(cu_exec *c) { c->tab_off = 0; }
+void cu_tab_begin(cu_exec *c) {
+    if (!cu_planning(c)) c->tab_off = 0; /* a plan step accumulates every op's tables */
+}
 
-void *cu_tab_put(cu_exec *c, const void *src, size_t bytes) {
-    if (!src || !bytes) return NULL;
-    size_t at = (c->tab_off + 255) & ~(size_t)255;
-    if (at + bytes > c->tab_cap) {
-        cu_check(c, cudaErrorMemoryAllocation, "host-table staging (64 MiB per op) overflow");
+void *cu_tab_put_res(cu_exec *c, const void *src, size_t bytes, size_t reserve) {
+    int plan = cu_planning(c);
+    if (!plan) reserve = bytes;
+    if (!reserve) return NULL;
+    if (!src && !plan) return NULL;
+    if (bytes > reserve) {
+        cu_check(c, cudaErrorInvalidValue, "step plan: a table outgrew its reserve (raise the position bound)");
         return NULL;
     }
-    memcpy(c->hst + at, src, bytes);
-    c->tab_off = at + bytes;
+    size_t at = (c->tab_off + 255) & ~(size_t)255;
+    if (at + reserve > c->tab_cap) {
+        cu_check(c, cudaErrorMemoryAllocation, "host-table staging (64 MiB per op / per planned step) overflow");
+        return NULL;
+    }
+    unsigned char *h = plan ? c->plan->host[c->plan->cur] : c->hst;
+    if (src && bytes) memcpy(h + at, src, bytes);
+    c->tab_off = at + reserve;
+    if (plan) cu_plan_mix(c, (uint64_t)at * 131u + reserve); /* the layout joins the signature */
     return c->dtab + at;
 }
 
+void *cu_tab_put(cu_exec *c, const void *src, size_t bytes) {
+    if (!src || !bytes) return NULL;
+    return cu_tab_put_res(c, src, bytes, bytes);
+}
+
+size_t cu_tab_pages_bound(const cu_exec *c, int64_t rows_needed, int rows_per_page, int ratio) {
+    if (rows_per_page < 1) rows_per_page = 1;
+    int64_t rows = rows_needed;
+    if (cu_planning(c)) {
+        int64_t b = c->plan->pos_bound / (ratio > 0 ? ratio : 1) + 1;
+        if (b > rows) rows = b;
+    }
+    return rows > 0 ? (size_t)((rows + rows_per_page - 1) / rows_per_page) : 0;
+}
+
 void cu_tab_flush(cu_exec *c) {
+    if (cu_planning(c)) return; /* the step's end copies the whole plan once */
     if (c->tab_off)
         cu_check(c, cudaMemcpyAsync(c->dtab, c->hst, c->tab_off, cudaMemcpyHostToDevice, c->dc.stream),
                  "host-table copy");
@@ -78,9 +106,12 @@ static void *ctx_new(size_t scratch_bytes) {
     return c;
 }
 
+static int fixed_shapes(const di_exec *x) { return cu_planning(cu_of(x)); }
+
 static void ctx_free(void *p) {
     cu_exec *c = p;
     if (!c) return;
+    cu_plan_free(c);
     cudaStreamSynchronize(c->dc.stream);
     cudaFree(c->dc.scratch);
     cudaFree(c->dtab);
@@ -90,6 +121,10 @@ static void ctx_free(void *p) {
 
 static deepinfer_status sync(di_exec *x, di_error *err) {
     cu_exec *c = cu_of(x);
+    if (cu_planning(c)) { /* the step is not issued yet (cu_plan.c ends it) */
+        if (c->err == cudaSuccess) return DEEPINFER_OK;
+        return di_error_set(err, DEEPINFER_ERR_INTERNAL, "CUDA: %s: %s", c->err_op, cudaGetErrorString(c->err));
+    }
     cu_check(c, cudaStreamSynchronize(c->dc.stream), "stream synchronize");
     cu_check(c, cudaGetLastError(), "stream synchronize");
     if (c->err == cudaSuccess) return DEEPINFER_OK;
@@ -140,6 +175,7 @@ int di_cuda_backend_install(char *why, size_t why_len) {
     g_ops.ctx_new = ctx_new;
     g_ops.ctx_free = ctx_free;
     g_ops.sync = sync;
+    g_ops.fixed_shapes = fixed_shapes;
     cu_fill_dense_ops(&g_ops);
     cu_fill_model_ops(&g_ops);
     di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL};

@@ -22,18 +22,65 @@ typedef struct cu_exec {
     size_t tab_cap, tab_off;
     cudaError_t err;        /* first failure (sticky) */
     char err_op[64];
+    struct cu_plan *plan;   /* the step plan (cu_plan.c), NULL: per-op staging above */
 } cu_exec;
+
+/* The step plan (cu_plan.c, docs/DEVICE-FORWARD.md §6). While a plan step
+ * is open, cu_tab_put appends every op's tables of the whole step to one
+ * pinned host buffer (double-buffered) at offsets that depend only on the
+ * step's shape, returns their address in `dtab`, and nothing is copied per
+ * op; the step's end copies the buffer once, then launches the kernels:
+ * recorded into a CUDA graph the first time a shape is seen (capture), or
+ * not issued at all (plan_only: the graph of that shape is replayed). */
+typedef struct cu_plan {
+    unsigned char *host[2]; /* pinned (cudaHostAlloc) */
+    cudaEvent_t copied[2];  /* the copy out of host[i] finished */
+    int cur;                /* the host buffer this step fills */
+    int open;               /* a step is between begin and end */
+    int capturing;          /* kernels are recorded into a graph */
+    int plan_only;          /* kernels are not issued (the graph replays them) */
+    int64_t pos_bound;      /* positions of the steps stay below: page-table reserves */
+    uint64_t sig;           /* launches and table layout of this step (checked against the graph's) */
+    void *sink;             /* device rows that padded scatters write (never read) */
+    size_t sink_bytes;
+    struct cu_graph *graphs; /* one per shape key */
+    int ngraphs;
+    int cur_graph;
+    cudaEvent_t *ev;        /* [2 * ev_cap]: start, end of each step */
+    int ev_cap, nsteps;
+} cu_plan;
 
 static inline cu_exec *cu_of(const di_exec *x) { return (cu_exec *)x->dev_ctx; }
 
 /* Record a failure of `op` (first one wins). */
 void cu_check(cu_exec *c, cudaError_t e, const char *op);
-#define CU_CHECK(x, call, op) cu_check(cu_of(x), (call), (op))
+/* Every launch goes through CU_CHECK: in a plan-only step (the graph of
+ * the shape replays the kernels) the call is not made, and each launch
+ * site is folded into the step's signature. */
+#define CU_CHECK(x, call, op)                                               \
+    do {                                                                    \
+        cu_exec *cu_c_ = cu_of(x);                                          \
+        if (cu_c_->plan && cu_c_->plan->open) cu_plan_note(cu_c_, (op));    \
+        if (!(cu_c_->plan && cu_c_->plan->open && cu_c_->plan->plan_only))  \
+            cu_check(cu_c_, (call), (op));                                  \
+    } while (0)
+void cu_plan_note(cu_exec *c, const char *op);
+void cu_plan_mix(cu_exec *c, uint64_t v);
+void cu_plan_free(cu_exec *c);
+
+/* 1 while a plan step is open (tables go to the plan, no per-op copy). */
+static inline int cu_planning(const cu_exec *c) { return c->plan && c->plan->open; }
 
 /* Host-table staging: start an op's tables, add one (returns its device
  * address), copy them all. NULL src or 0 bytes: NULL. */
 void cu_tab_begin(cu_exec *c);
 void *cu_tab_put(cu_exec *c, const void *src, size_t bytes);
+/* The same, reserving `reserve` >= bytes in a plan step, so the offsets of
+ * the tables that follow do not depend on positions (page tables grow). */
+void *cu_tab_put_res(cu_exec *c, const void *src, size_t bytes, size_t reserve);
+/* Pages of a page table with `rows_per_page` rows that a plan step reserves
+ * for `ratio` (>= 1) positions per row: every position below pos_bound. */
+size_t cu_tab_pages_bound(const cu_exec *c, int64_t rows_needed, int rows_per_page, int ratio);
 void cu_tab_flush(cu_exec *c);
 
 /* dic_wmat view of a weight's raw (device) bytes; records an error and

@@ -114,12 +114,24 @@ static void copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *
                   "di_copy_2d");
 }
 
+/* In a plan step the source joins the plan and a device copy out of the
+ * plan buffer is issued (capturable: no pageable memory). */
 static void copy_h2d(di_exec *x, void *dst, const void *src, size_t bytes) {
+    cu_exec *c = cu_of(x);
+    if (bytes && cu_planning(c)) {
+        const void *d = cu_tab_put(c, src, bytes);
+        if (d) CU_CHECK(x, cudaMemcpyAsync(dst, d, bytes, cudaMemcpyDeviceToDevice, DC(x)->stream), "di_copy_h2d (plan)");
+        return;
+    }
     if (bytes) CU_CHECK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, DC(x)->stream), "di_copy_h2d");
 }
 
 static void copy_d2h(di_exec *x, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    if (cu_planning(cu_of(x))) { /* a host read inside a recorded step */
+        cu_check(cu_of(x), cudaErrorStreamCaptureUnsupported, "di_copy_d2h inside a planned step");
+        return;
+    }
     CU_CHECK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, DC(x)->stream), "di_copy_d2h");
     CU_CHECK(x, cudaStreamSynchronize(DC(x)->stream), "di_copy_d2h (synchronize)");
 }

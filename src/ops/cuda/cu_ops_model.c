@@ -29,6 +29,14 @@ static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *
     cu_tab_begin(c);
     const int *dsr = cu_tab_put(c, src_row, (size_t)n * sizeof *src_row);
     uint16_t *const *ddst = cu_tab_put(c, dst, (size_t)n * sizeof *dst);
+    if (ddst && cu_planning(c)) { /* padded rows (NULL, compressor.c): into the sink, one row each */
+        uint16_t **h = (uint16_t **)(c->plan->host[c->plan->cur] + ((const unsigned char *)ddst - c->dtab));
+        if ((size_t)n * (size_t)width * 2 > c->plan->sink_bytes)
+            cu_check(c, cudaErrorInvalidValue, "step plan: padded scatter rows exceed the sink");
+        else
+            for (int i = 0; i < n; i++)
+                if (!h[i]) h[i] = (uint16_t *)c->plan->sink + (size_t)i * (size_t)width;
+    }
     cu_tab_flush(c);
     CU_CHECK(x, dic_scatter_rows(&c->dc, n, dsr, src, lds, ddst, width), "dic_scatter_rows");
 }
@@ -55,7 +63,8 @@ static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg,
         }
         for (int s = 0; s < ns; s++) {
             int64_t np = ckv[s] ? (rows[s] + page_rows[s] - 1) / page_rows[s] : 0;
-            dckv[s] = cu_tab_put(c, ckv[s], (size_t)np * sizeof(uint16_t *));
+            size_t res = ckv[s] ? cu_tab_pages_bound(c, rows[s], page_rows[s], ratio) : 0;
+            dckv[s] = cu_tab_put_res(c, np ? ckv[s] : NULL, (size_t)np * sizeof(uint16_t *), res * sizeof(uint16_t *));
         }
     }
     const int64_t *dpos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
@@ -115,7 +124,9 @@ static void index_select(di_exec *x, const di_index_select_args *a) {
     cu_tab_begin(c);
     for (size_t i = 0; i < m; i++) { /* keys j < kcap exist and are read */
         int64_t np = (a->kcap[i] + a->page_rows[i] - 1) / a->page_rows[i];
-        dk[i] = np > 0 ? cu_tab_put(c, a->kpages[i], (size_t)np * sizeof(uint16_t *)) : NULL;
+        size_t res = cu_tab_pages_bound(c, a->kcap[i], a->page_rows[i], 1);
+        dk[i] = cu_tab_put_res(c, np > 0 ? a->kpages[i] : NULL, np > 0 ? (size_t)np * sizeof(uint16_t *) : 0,
+                               res * sizeof(uint16_t *));
     }
     d.kpages = cu_tab_put(c, dk, m * sizeof *dk);
     d.page_rows = cu_tab_put(c, a->page_rows, m * sizeof(int));

@@ -1,0 +1,68 @@
+/*
+ * cu_step.h — recorded decode steps on the CUDA backend (CUDA builds only;
+ * docs/DEVICE-FORWARD.md §6): the step plan (every op's host tables of a
+ * step in one pinned buffer, one copy), CUDA graphs per step shape, a
+ * device argmax, GPU timing per step, and the greedy decode loop built on
+ * them (cu_decode.c).
+ */
+#ifndef DI_OPS_CUDA_CU_STEP_H
+#define DI_OPS_CUDA_CU_STEP_H
+
+#include <stdint.h>
+
+#include "model/seq_state.h"
+#include "ops/ops.h"
+
+/* Give exec x a step plan: two pinned host buffers, a sink for padded
+ * scatters, start/end events for max_steps steps. Page-table reserves cover
+ * positions below pos_bound. Also used, without ever opening a plan step,
+ * to time eager steps (di_cuda_mark). */
+deepinfer_status di_cuda_plan_enable(di_exec *x, int64_t pos_bound, int max_steps, di_error *err);
+/* Synchronise, destroy the graphs, free the plan. */
+void di_cuda_plan_disable(di_exec *x);
+
+/* Open a recorded step of shape `key` (the caller's: rows and segments of
+ * the step). The first step of a key records its kernels into a CUDA
+ * graph; later ones only build the tables (the graph replays them). */
+deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err);
+/* Close it: instantiate (first time), check the step's launches and table
+ * layout against the graph's, copy the plan once, launch the graph. */
+deepinfer_status di_cuda_step_end(di_exec *x, di_error *err);
+
+/* Eager steps: record the start (end = 0) or the end (end = 1) of a step. */
+void di_cuda_mark(di_exec *x, int end);
+
+/* ids[m] = argmax of logits row m (ties to the lowest id), on the stream. */
+void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids);
+
+/* After the steps: busy_ms[i] = GPU time from step i's start to its end,
+ * start_ms[i] = its start after step 0's. Synchronises. Returns the
+ * number of steps timed (<= n). */
+int di_cuda_step_times(di_exec *x, float *busy_ms, float *start_ms, int n);
+/* Graphs captured so far. */
+int di_cuda_plan_graphs(const di_exec *x);
+
+/* Greedy decoding of sequences already prefilled: step s feeds every
+ * sequence's token (first[] at s = 0, then the argmax of its previous row).
+ * graph = 0: the eager first version (host tables staged per op, logits
+ * copied back, host argmax); graph = 1: step plan + one CUDA graph for the
+ * shape, device argmax into the next step's token buffer, logits left on
+ * the device (copied out only when `logits` is given). On the CPU backend
+ * graph must be 0 (the timing outputs stay untouched). V4.1 with Engram
+ * reads the ids back every step (the hash runs on the host). */
+typedef struct di_cuda_loop {
+    int v41;
+    void *model;              /* di_v4_model * or di_v41_model * */
+    int nseq;
+    di_seq_state **seq;
+    const int32_t *first;     /* [nseq] */
+    int steps;
+    int graph;
+    float *logits;            /* optional [steps][nseq][vocab] */
+    int32_t *ids;             /* optional [steps][nseq] */
+    float *busy_ms, *start_ms;/* optional [steps] */
+    int ngraphs;              /* out: graphs captured */
+} di_cuda_loop;
+deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err);
+
+#endif
