@@ -9,7 +9,14 @@
  *  4. prefill: each --prefill length as one sequence's prompt, one forward call (split into
  *     --rows sub-batches by the forward), one logits row; the --prompt prefill is kept;
  *  5. decode: for each batch size B, B sequences forked (di_seq_copy) from the prefilled one,
- *     one untimed step, then --decode timed steps of B rows (one token per sequence).
+ *     one untimed step, then --decode timed steps of B rows (one token per sequence);
+ *  6. CUDA: decode again through the recorded-step loop (di_cuda_greedy_loop: step plan + one
+ *     CUDA graph per shape, device argmax; docs/DEVICE-FORWARD.md §6), after every eager figure
+ *     (a failed capture leaves the exec's error set): B sequences forked again, --decode + 1
+ *     greedy steps, the first (the capture) untimed; ms/step = GPU time from step 1's start to
+ *     the last step's end / --decode (cudaEvents, so the host's gaps count), idle = that span
+ *     minus the steps' busy time. A case the loop refuses prints its reason and keeps the eager
+ *     row only.
  * Floors: decode = bench_decode_bytes / copy bandwidth; prefill = (linear + attention + head
  * FLOPs) / FP8 rate (bench_floor.h). */
 #include "bench_dummy.h"
@@ -26,7 +33,12 @@
 #include "io/safetensors.h"
 #include "model/dummy.h"
 #include "ops/backend.h"
+#include "ops/cuda/cu_step.h"
 #include "ops/ops.h"
+
+/* The recorded decode loop is linked in CUDA builds only (src/ops/cuda/cu_decode.c); weak, so
+ * the CPU-only CLI links without it (as backend.c does for the probes). */
+extern __typeof__(di_cuda_greedy_loop) di_cuda_greedy_loop __attribute__((weak));
 
 static double now_s(void) {
     struct timespec t;
@@ -259,6 +271,47 @@ int bench_dummy_run(const bench_dummy_args *a) {
                  B / dec_s[i]);
     }
 
+    /* recorded steps (CUDA) */
+    double gr_s[BENCH_MAX_SWEEP] = {0}, gr_busy[BENCH_MAX_SWEEP] = {0}, gr_idle[BENCH_MAX_SWEEP] = {0};
+    int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
+    char gr_why[BENCH_MAX_SWEEP][DI_ERROR_MSG_MAX] = {{0}};
+    if (bk == DI_BACKEND_CUDA) {
+        int S = a->decode + 1;
+        float *busy = calloc((size_t)S, sizeof *busy), *start = calloc((size_t)S, sizeof *start);
+        int32_t *first = calloc((size_t)maxb, sizeof *first);
+        for (int i = 0; i < a->nb; i++) {
+            int B = a->batches[i];
+            di_error ge = {0};
+            deepinfer_status gs = DEEPINFER_OK;
+            if (!di_cuda_greedy_loop)
+                gs = di_error_set(&ge, DEEPINFER_ERR_UNSUPPORTED, "this binary has no recorded decode loop");
+            else if (!busy || !start || !first)
+                gs = di_error_set(&ge, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+            for (int s = 0; s < B && !gs; s++) {
+                gs = di_seq_copy(seqs[s], base, c, &ge);
+                first[s] = text_token(c, (int64_t)s * 104729 + 5); /* distinct rows, as in the eager steps */
+            }
+            if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
+            di_cuda_loop L = {.v41 = m.v41 != NULL, .model = m.v41 ? (void *)m.v41 : (void *)m.v4, .nseq = B,
+                              .seq = seqs, .first = first, .steps = S, .graph = 1, .busy_ms = busy, .start_ms = start};
+            if (!gs) gs = di_cuda_greedy_loop(&L, &ge);
+            if (gs) {
+                snprintf(gr_why[i], sizeof gr_why[i], "%s", ge.msg[0] ? ge.msg : "failed");
+                PROGRESS("decode batch %d (graph): not measured: %s; eager figure only", B, gr_why[i]);
+                continue;
+            }
+            double span = (double)start[S - 1] + busy[S - 1] - start[1], sb = 0; /* steps 1..S-1 */
+            for (int t = 1; t < S; t++) sb += busy[t];
+            gr_s[i] = span / 1e3 / a->decode;
+            gr_busy[i] = sb / 1e3 / a->decode;
+            gr_idle[i] = span > 0 ? 100.0 * (span - sb) / span : 0;
+            PROGRESS("decode batch %d at context %d (graph): %.2f ms/step (%.0f tokens/s), busy %.2f ms/step, GPU idle "
+                     "%.1f%%, %d graph(s)%s", B, a->prompt, gr_s[i] * 1e3, B / gr_s[i], gr_busy[i] * 1e3, gr_idle[i],
+                     L.ngraphs, gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
+        }
+        free(busy), free(start), free(first);
+    }
+
     /* the table */
     printf("# deepinfer bench --dummy %s --layers %d --backend %s (%s, hidden %lld, %lld experts, top-%lld)\n",
            a->config, a->layers, a->backend, di_arch_name(c->arch), (long long)c->hidden_size,
@@ -268,7 +321,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
                "batch-invariant kernels as in the forward; fastest path %.1f)\n", bw, rate, rate_fast);
     else
         printf("# ceilings: read bandwidth %.1f GB/s (3 x 128 MiB, all threads); no FP8 rate on the CPU\n", bw);
-    printf("%-26s %14s %14s %14s %8s\n", "figure", "measured", "floor", "work", "ratio");
+    printf("%-28s %14s %14s %14s %8s %9s\n", "figure", "measured", "floor", "work", "ratio", "GPU idle");
     for (int i = 0; i < a->np; i++) {
         int64_t L = a->prefill[i];
         double fl = (k.linear_flops * (double)L + bench_attn_flops(c, L) + k.head_flops);
@@ -281,7 +334,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
         snprintf(work, sizeof work, "%.2f TFLOP", fl / 1e12);
         char ratio[16] = "-";
         if (floor_s > 0) snprintf(ratio, sizeof ratio, "%.3f", floor_s / pf_s[i]);
-        printf("%-26s %14s %14s %14s %8s\n", fig, meas, flo, work, ratio);
+        printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, flo, work, ratio, "-");
     }
     for (int i = 0; i < a->nb; i++) {
         int B = a->batches[i];
@@ -292,11 +345,27 @@ int bench_dummy_run(const bench_dummy_args *a) {
         snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", dec_s[i] * 1e3, B / dec_s[i]);
         snprintf(flo, sizeof flo, "%.2f ms", floor_s * 1e3);
         snprintf(work, sizeof work, "%.2f GB", bytes / 1e9);
-        printf("%-26s %14s %14s %14s %8.3f\n", fig, meas, flo, work, floor_s / dec_s[i]);
+        printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / dec_s[i], "-");
+        if (bk != DI_BACKEND_CUDA) continue;
+        snprintf(fig, sizeof fig, "decode b%d ctx %d (graph)", B, a->prompt);
+        if (gr_why[i][0]) {
+            printf("%-28s not measured: %s\n", fig, gr_why[i]);
+            continue;
+        }
+        char idle[16];
+        snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", gr_s[i] * 1e3, B / gr_s[i]);
+        snprintf(idle, sizeof idle, "%.1f%%", gr_idle[i]);
+        printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / gr_s[i], idle);
     }
     printf("# ratio = floor time / measured time (1 = at the ceiling). decode work = dense weights + head + expected "
            "distinct experts E(1-(1-k/E)^B) per layer + per-sequence state and rows; prefill work = linear + "
            "attention + head FLOPs\n");
+    if (bk == DI_BACKEND_CUDA)
+        printf("# (graph): di_cuda_greedy_loop, step plan + one CUDA graph per batch size, greedy tokens by the device "
+               "argmax%s; ms/step = GPU time of %d replayed steps (capture step excluded) incl. gaps; GPU idle = "
+               "share of that time between steps\n",
+               gr_host_ids ? ", ids read back to the host every step (host Engram hash / image token)" : "",
+               a->decode);
     fflush(stdout);
     PROGRESS("done");
     rc = 0;
