@@ -62,6 +62,21 @@ static inline void *gt_to_dev(const void *h, size_t bytes) {
     }
     return d;
 }
+/* A new host copy of `bytes` device bytes (NULL on failure; free() it). */
+static inline void *gt_d2h(const void *d, size_t bytes) {
+    void *h = malloc(bytes ? bytes : 1);
+    if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+/* Rough standard normal (sum of 4 uniforms) for realistic activations. */
+static inline float gt_normal(uint64_t *s) {
+    float a = 0;
+    for (int i = 0; i < 4; i++) a += gt_rand_unit(s);
+    return a * 0.866f;
+}
 /* A device buffer filled with 0xFF bytes (NaN / -1 poison: unwritten outputs show). */
 static inline void *gt_dev_poison(size_t bytes) {
     void *d = NULL;

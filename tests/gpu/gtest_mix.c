@@ -41,20 +41,6 @@ static size_t diff16(const char *what, const uint16_t *a, const uint16_t *b, siz
         }
     return bad;
 }
-static void *d2h(const void *d, size_t bytes) {
-    void *h = malloc(bytes ? bytes : 1);
-    if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        free(h);
-        return NULL;
-    }
-    return h;
-}
-/* Rough standard normal (sum of uniforms) for realistic activations. */
-static float gt_normal(uint64_t *s) {
-    float a = 0;
-    for (int i = 0; i < 4; i++) a += gt_rand_unit(s);
-    return a * 0.866f;
-}
 
 /* ---------------------------------------------------------------- mHC -- */
 
@@ -81,7 +67,7 @@ TEST(gpu_hc_scale_mixes) {
         float *din = gt_to_dev(in, (size_t)M * nmix * 4), *dout = gt_dev_poison((size_t)M * nmix * 4);
         CHECK(dR && din && dout);
         CUDA_SYNC_CHECK(dic_hc_scale_mixes(&c, M, dR, ldr, hcd, 1e-6f, din, nmix, dout));
-        float *got = d2h(dout, (size_t)M * nmix * 4);
+        float *got = gt_d2h(dout, (size_t)M * nmix * 4);
         CHECK(got);
         size_t bad = diff32("scale_mixes", got, ref, (size_t)M * nmix, nmix);
         if (bad) fprintf(stderr, "scale_mixes M=%d hcd=%d ldr=%zu: %zu of %d values differ\n", M, hcd, ldr, bad, M * nmix);
@@ -114,7 +100,7 @@ TEST(gpu_hc_sinkhorn_rows) {
               *dcomb = gt_dev_poison((size_t)M * 64);
         CHECK(dmix && dsc && dbase && dpre && dpost && dcomb);
         CUDA_SYNC_CHECK(dic_hc_sinkhorn_rows(&c, M, dmix, dsc, dbase, iters, eps, dpre, dpost, dcomb));
-        float *gpre = d2h(dpre, (size_t)M * 16), *gpost = d2h(dpost, (size_t)M * 16), *gcomb = d2h(dcomb, (size_t)M * 64);
+        float *gpre = gt_d2h(dpre, (size_t)M * 16), *gpost = gt_d2h(dpost, (size_t)M * 16), *gcomb = gt_d2h(dcomb, (size_t)M * 64);
         CHECK(gpre && gpost && gcomb);
         size_t bad = diff32("pre", gpre, pre, (size_t)M * 4, 4) + diff32("post", gpost, post, (size_t)M * 4, 4) +
                      diff32("comb", gcomb, comb, (size_t)M * 16, 16);
@@ -154,7 +140,7 @@ TEST(gpu_hc_collapse_expand) {
         CHECK(dR && df && dy && dRo && dpre && dpost && dcomb);
         CUDA_SYNC_CHECK(dic_hc_collapse(&c, M, dpre, dR, ldr, d, dy, ldy));
         CUDA_SYNC_CHECK(dic_hc_expand(&c, M, dpost, dcomb, df, ldy, dR, dRo, ldr, d));
-        uint16_t *gy = d2h(dy, (size_t)M * ldy * 2), *gRo = d2h(dRo, (size_t)M * ldr * 2);
+        uint16_t *gy = gt_d2h(dy, (size_t)M * ldy * 2), *gRo = gt_d2h(dRo, (size_t)M * ldr * 2);
         CHECK(gy && gRo);
         size_t bad = 0;
         for (int m = 0; m < M; m++) {
@@ -163,7 +149,7 @@ TEST(gpu_hc_collapse_expand) {
         }
         /* in place: Rout == R */
         CUDA_SYNC_CHECK(dic_hc_expand(&c, M, dpost, dcomb, df, ldy, dR, dR, ldr, d));
-        uint16_t *gi = d2h(dR, (size_t)M * ldr * 2);
+        uint16_t *gi = gt_d2h(dR, (size_t)M * ldr * 2);
         CHECK(gi);
         for (int m = 0; m < M; m++) bad += diff16("expand in place", gi + m * ldr, Ro + m * ldr, 4 * (size_t)d, 0);
         if (bad) fprintf(stderr, "collapse/expand M=%d d=%d ldr=%zu: %zu values differ\n", M, d, ldr, bad);
@@ -231,8 +217,8 @@ TEST(gpu_route) {
         int *dfx = fixed ? gt_to_dev(fixed, (size_t)M * k * 4) : NULL, *dsel = gt_dev_poison((size_t)M * k * 4);
         CHECK(dlg && db && dw && dsel && (!fixed || dfx));
         CUDA_SYNC_CHECK(dic_route(&c, M, dlg, E, bp ? db : NULL, dfx, k, 1.5f, 0.0f, dsel, dw));
-        int *gsel = d2h(dsel, (size_t)M * k * 4);
-        float *gw = d2h(dw, (size_t)M * k * 4);
+        int *gsel = gt_d2h(dsel, (size_t)M * k * 4);
+        float *gw = gt_d2h(dw, (size_t)M * k * 4);
         CHECK(gsel && gw);
         size_t b = diff32("route sel", gsel, sel, (size_t)M * k, k) + diff32("route w", gw, w, (size_t)M * k, k);
         if (b) fprintf(stderr, "route M=%d E=%d k=%d mode=%d: %zu values differ from the correctly rounded reference\n",
@@ -291,7 +277,7 @@ TEST(gpu_moe_dispatch) {
             *drows = gt_dev_poison((size_t)n * 4);
         CHECK(dsel && doff && drows);
         CUDA_SYNC_CHECK(dic_moe_dispatch(&c, M, k, dsel, E, doff, drows));
-        int *goff = d2h(doff, (size_t)(E + 1) * 4), *grows = d2h(drows, (size_t)n * 4);
+        int *goff = gt_d2h(doff, (size_t)(E + 1) * 4), *grows = gt_d2h(drows, (size_t)n * 4);
         CHECK(goff && grows);
         size_t b = diff32("dispatch off", goff, off, (size_t)E + 1, 0) + diff32("dispatch rows", grows, rows, (size_t)cnt, 0);
         if (b) fprintf(stderr, "dispatch M=%d k=%d E=%d mode=%d: %zu entries differ\n", M, k, E, mode, b);
@@ -326,7 +312,7 @@ TEST(gpu_swiglu) {
             float *drw = gt_to_dev(rw, (size_t)M * 4);
             CHECK(dg && du && dout && drw);
             CUDA_SYNC_CHECK(dic_swiglu(&c, M, dg, du, ld, I, lim, userw ? drw : NULL, dout, ld));
-            uint16_t *go = d2h(dout, (size_t)M * ld * 2);
+            uint16_t *go = gt_d2h(dout, (size_t)M * ld * 2);
             CHECK(go);
             size_t b = 0;
             for (int m = 0; m < M; m++) b += diff16("swiglu", go + m * ld, o + m * ld, (size_t)I, 0);
@@ -379,7 +365,7 @@ TEST(gpu_moe_combine) {
         CHECK(dsel && deo && dsh && dout);
         CUDA_SYNC_CHECK(dic_moe_combine(&c, M, k, dsel, E, deo, (size_t)d, mode == 2 ? NULL : dsh, (size_t)d, d, dout,
                                         (size_t)d));
-        uint16_t *go = d2h(dout, (size_t)M * d * 2);
+        uint16_t *go = gt_d2h(dout, (size_t)M * d * 2);
         CHECK(go);
         size_t b = diff16("combine", go, out, (size_t)M * d, (size_t)d);
         if (b) fprintf(stderr, "combine M=%d k=%d E=%d d=%d mode=%d: %zu differ\n", M, k, E, d, mode, b);
@@ -423,8 +409,8 @@ TEST(gpu_elementwise) {
             CUDA_SYNC_CHECK(dic_add_bf16_f32(&c, dy + sh, dv + sh, n));
             CUDA_SYNC_CHECK(dic_add_f32(&c, dsum + sh, da + sh, db + sh, n));
             CUDA_SYNC_CHECK(dic_f32_to_bf16_n(&c, da + sh, dh + sh, n));
-            float *gy = d2h(dy, (n + 1) * 4), *gs = d2h(dsum, (n + 1) * 4);
-            uint16_t *gh = d2h(dh, (n + 1) * 2);
+            float *gy = gt_d2h(dy, (n + 1) * 4), *gs = gt_d2h(dsum, (n + 1) * 4);
+            uint16_t *gh = gt_d2h(dh, (n + 1) * 2);
             CHECK(gy && gs && gh);
             size_t bb = 0;
             for (size_t i = 0; i < n; i++) { /* NaN + x: any NaN is fine */
@@ -460,7 +446,7 @@ TEST(gpu_embed) {
         int32_t *dids = gt_to_dev(ids, (size_t)M * 4);
         CHECK(dt && dout && dids);
         CUDA_SYNC_CHECK(dic_embed(&c, M, dids, dt, w, dout, ldo));
-        uint16_t *go = d2h(dout, (size_t)M * ldo * 2);
+        uint16_t *go = gt_d2h(dout, (size_t)M * ldo * 2);
         CHECK(go);
         size_t b = 0;
         for (int m = 0; m < M; m++) b += diff16("embed", go + m * ldo, tab + (size_t)ids[m] * w, (size_t)w, 0);
@@ -508,7 +494,7 @@ TEST(gpu_argmax) {
         int32_t *dids = gt_dev_poison((size_t)M * 4);
         CHECK(dl && dids);
         CUDA_SYNC_CHECK(dic_argmax(&c, M, dl, ld, V, dids));
-        int32_t *g = d2h(dids, (size_t)M * 4);
+        int32_t *g = gt_d2h(dids, (size_t)M * 4);
         CHECK(g);
         size_t b = diff32("argmax", g, ref, (size_t)M, 0);
         if (b) fprintf(stderr, "argmax M=%d V=%d mode=%d: %zu rows differ\n", M, V, mode, b);
@@ -649,7 +635,7 @@ TEST(gpu_sample_rows_match_cpu) {
             int32_t *dids = gt_dev_poison((size_t)M * 4);
             CHECK(dP && dids);
             CUDA_SYNC_CHECK(dic_sample_rows(&c, M, dl, (size_t)V, V, dP, dids));
-            int32_t *g = d2h(dids, (size_t)M * 4);
+            int32_t *g = gt_d2h(dids, (size_t)M * 4);
             CHECK(g);
             for (int m = 0; m < M; m++)
                 if (g[m] != ref[m]) {

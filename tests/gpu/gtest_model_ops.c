@@ -15,19 +15,6 @@
 #include "ops/cuda/dic_model.h"
 #include "ops/ops.h"
 
-static void *d2h(const void *d, size_t bytes) {
-    void *h = malloc(bytes ? bytes : 1);
-    if (cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        free(h);
-        return NULL;
-    }
-    return h;
-}
-static float gt_normal(uint64_t *s) {
-    float a = 0;
-    for (int i = 0; i < 4; i++) a += gt_rand_unit(s);
-    return a * 0.866f;
-}
 static int urand(uint64_t *s, int n) { return (int)(gt_rand_u64(s) % (uint64_t)n); }
 
 /* Mismatches of n words of `size` bytes (2, 4 or 8); prints the first 4 as
@@ -86,7 +73,7 @@ TEST(gpu_model_rows) {
         uint16_t *dsrc = gt_to_dev(src, (size_t)M * lds * 2), *ddst = gt_dev_poison((size_t)M * ldd * 2);
         CHECK(dsrc && ddst);
         CUDA_SYNC_CHECK(dic_copy_2d(&c, M, dsrc, lds * 2, ddst, ldd * 2, (size_t)w * 2));
-        uint16_t *got = d2h(ddst, (size_t)M * ldd * 2);
+        uint16_t *got = gt_d2h(ddst, (size_t)M * ldd * 2);
         CHECK(got);
         size_t b = mdiff("copy_2d", got, ref, (size_t)M * ldd, 2, ldd);
         if (b) fprintf(stderr, "copy_2d M=%d w=%d lds=%zu ldd=%zu: %zu differ\n", M, w, lds, ldd, b);
@@ -116,7 +103,7 @@ TEST(gpu_model_rows) {
             uint16_t **ddp = gt_to_dev(dp, (size_t)n * sizeof *dp);
             CHECK(dmap && ddp);
             CUDA_SYNC_CHECK(dic_scatter_rows(&c, n, use_map ? dmap : NULL, dsrc, lds, ddp, w));
-            uint16_t *g2 = d2h(dbuf, ndst * 2);
+            uint16_t *g2 = gt_d2h(dbuf, ndst * 2);
             CHECK(g2);
             b = mdiff("scatter_rows", g2, href, ndst, 2, ldd);
             if (b) fprintf(stderr, "scatter_rows n=%d w=%d map=%d: %zu differ\n", n, w, use_map, b);
@@ -137,7 +124,7 @@ TEST(gpu_model_rows) {
         float *d = gt_dev_poison(n * 4);
         CHECK(d);
         CUDA_SYNC_CHECK(dic_fill_f32(&c, d, n, vals[i]));
-        float *got = d2h(d, n * 4);
+        float *got = gt_d2h(d, n * 4);
         CHECK(got);
         size_t b = mdiff("fill_f32", got, ref, n, 4, 0);
         if (b) fprintf(stderr, "fill_f32 n=%zu v=%g: %zu differ\n", n, vals[i], b);
@@ -240,8 +227,8 @@ TEST(gpu_attn_list) {
         CHECK(dpos && dpos0 && drs && dr0 && dring && dckv && dprs && dlist && dn && (!K || (dtopk && dnt)));
         CUDA_SYNC_CHECK(dic_attn_list(&c, M, dpos, drs, dr0, dpos0, dring, win, kv, hd, (uint16_t **const *)dckv, dprs,
                                       ratio, dtopk, K, dnt, dlist, stride, dn));
-        const uint16_t **got = d2h(dlist, (size_t)M * stride * sizeof *got);
-        int *gn = d2h(dn, (size_t)M * 4);
+        const uint16_t **got = gt_d2h(dlist, (size_t)M * stride * sizeof *got);
+        int *gn = gt_d2h(dn, (size_t)M * 4);
         CHECK(got && gn);
         size_t b = mdiff("attn_list n_idx", gn, nref, (size_t)M, 4, 0);
         b += mdiff("attn_list entries", got, ref, (size_t)M * stride, 8, stride);
@@ -262,8 +249,8 @@ TEST(gpu_attn_list) {
             int *dn2 = gt_dev_poison((size_t)M * 4);
             CHECK(dnr && dnc && dl2 && dn2);
             CUDA_SYNC_CHECK(dic_attn_list_block(&c, nseg, dr0, dnr, dnc, dring, kv, hd, dl2, st2, dn2));
-            const uint16_t **g2 = d2h(dl2, (size_t)M * st2 * sizeof *g2);
-            int *gn2 = d2h(dn2, (size_t)M * 4);
+            const uint16_t **g2 = gt_d2h(dl2, (size_t)M * st2 * sizeof *g2);
+            int *gn2 = gt_d2h(dn2, (size_t)M * 4);
             CHECK(g2 && gn2);
             size_t b2 = mdiff("attn_list_block n_idx", gn2, n2, (size_t)M, 4, 0) +
                         mdiff("attn_list_block entries", g2, r2, (size_t)M * st2, 8, st2);
@@ -325,8 +312,8 @@ TEST(gpu_cmp_gated_rows) {
         float *dout = gt_dev_poison((size_t)(nemit + 1) * hd * 4);
         CHECK(dk && ds && drs && dem && dpos && ddk && dds && dpk && dps && dout && (!ape || dape));
         CUDA_SYNC_CHECK(dic_cmp_gated_rows(&c, M, drs, dem, dpos, ddk, dds, dpk, dps, dape, r, ov, hd, dout));
-        float *gout = d2h(dout, (size_t)(nemit + 1) * hd * 4), *gk = d2h(dk, (size_t)nseg * ssz * 4),
-              *gs = d2h(ds, (size_t)nseg * ssz * 4);
+        float *gout = gt_d2h(dout, (size_t)(nemit + 1) * hd * 4), *gk = gt_d2h(dk, (size_t)nseg * ssz * 4),
+              *gs = gt_d2h(ds, (size_t)nseg * ssz * 4);
         CHECK(gout && gk && gs);
         size_t b = mdiff("cmp pooled", gout, out, (size_t)(nemit + 1) * hd, 4, (size_t)hd) +
                    mdiff("cmp state kv", gk, st_k, (size_t)nseg * ssz, 4, (size_t)width) +
@@ -435,8 +422,8 @@ static size_t index_select_case(int M, int nh, int maxvis, int K, int bs, int KB
         fprintf(stderr, "index_select M=%d: %s\n", M, cudaGetErrorString(e));
         bad = 1;
     } else {
-        int *gt = d2h(d.topk, (size_t)M * K * 4), *gnt = d2h(d.ntopk, (size_t)M * 4);
-        int *gc = cout ? d2h(d.cand_out, (size_t)M * KB * 4) : NULL, *gnc = cout ? d2h(d.ncand_out, (size_t)M * 4) : NULL;
+        int *gt = gt_d2h(d.topk, (size_t)M * K * 4), *gnt = gt_d2h(d.ntopk, (size_t)M * 4);
+        int *gc = cout ? gt_d2h(d.cand_out, (size_t)M * KB * 4) : NULL, *gnc = cout ? gt_d2h(d.ncand_out, (size_t)M * 4) : NULL;
         bad += mdiff("index ntopk", gnt, ntopk, (size_t)M, 4, 0);
         for (int m = 0; m < M && gt && gnt; m++) { /* the CPU writes ntopk entries; the GPU -1 after them */
             int n = ntopk[m] < K ? ntopk[m] : K;
@@ -543,8 +530,8 @@ TEST(gpu_route_rows) {
         CHECK(dlg && db && dt2e && dtok && dsel && dw);
         CUDA_SYNC_CHECK(dic_route_rows(&c, M, dlg, E, temp, hash ? NULL : db, hash ? dt2e : NULL, dtok, k, 2.5f, 1e-20f,
                                        norm, dsel, dw));
-        float *glg = d2h(dlg, (size_t)M * E * 4), *gw = d2h(dw, (size_t)M * k * 4);
-        int *gsel = d2h(dsel, (size_t)M * k * 4);
+        float *glg = gt_d2h(dlg, (size_t)M * E * 4), *gw = gt_d2h(dw, (size_t)M * k * 4);
+        int *gsel = gt_d2h(dsel, (size_t)M * k * 4);
         CHECK(glg && gw && gsel);
         size_t b = mdiff("route logits / temp", glg, lg_cpu, (size_t)M * E, 4, (size_t)E) +
                    mdiff("route sel", gsel, sel, (size_t)M * k, 4, (size_t)k) +
@@ -608,9 +595,9 @@ TEST(gpu_moe_dispatch_gather_combine) {
         CUDA_SYNC_CHECK(dic_moe_dispatch_inv(&c, M, k, dsel, E, doff, drows, dinv));
         CUDA_SYNC_CHECK(dic_moe_gather(&c, n, doff, E, drows, k, dxn, ldx, d, drw, dxe, lde, derw));
         CUDA_SYNC_CHECK(dic_moe_combine_inv(&c, M, k, dinv, deo, lde, d, dy));
-        int *goff = d2h(doff, (size_t)(E + 1) * 4), *grows = d2h(drows, (size_t)n * 4), *ginv = d2h(dinv, (size_t)n * 4);
-        uint16_t *gxe = d2h(dxe, (size_t)n * lde * 2);
-        float *gerw = d2h(derw, (size_t)n * 4), *gy = d2h(dy, (size_t)M * d * 4);
+        int *goff = gt_d2h(doff, (size_t)(E + 1) * 4), *grows = gt_d2h(drows, (size_t)n * 4), *ginv = gt_d2h(dinv, (size_t)n * 4);
+        uint16_t *gxe = gt_d2h(dxe, (size_t)n * lde * 2);
+        float *gerw = gt_d2h(derw, (size_t)n * 4), *gy = gt_d2h(dy, (size_t)M * d * 4);
         CHECK(goff && grows && ginv && gxe && gerw && gy);
         size_t b = mdiff("dispatch off", goff, off, (size_t)E + 1, 4, 0) + mdiff("dispatch rows", grows, rows, (size_t)n, 4, 0) +
                    mdiff("dispatch inv", ginv, inv, (size_t)n, 4, (size_t)k) +
@@ -653,7 +640,7 @@ TEST(gpu_swiglu_n) {
         uint16_t *dout = gt_dev_poison((size_t)maxr * ldo * 2);
         CHECK(doff && dg && du && drw && dout);
         CUDA_SYNC_CHECK(dic_swiglu_n(&c, doff, E, maxr, dg, du, ld, I, 10.0f, drw, dout, ldo));
-        uint16_t *go = d2h(dout, (size_t)maxr * ldo * 2);
+        uint16_t *go = gt_d2h(dout, (size_t)maxr * ldo * 2);
         CHECK(go);
         size_t b = mdiff("swiglu_n", go, o, (size_t)maxr * ldo, 2, ldo); /* rows past off[E] stay poisoned */
         if (b) fprintf(stderr, "swiglu_n E=%d rows=%d max_rows=%d I=%d: %zu differ\n", E, R, maxr, I, b);
@@ -726,7 +713,7 @@ static void grouped_seg_case(int fmt, int E, int R, int N, int K, int B, int act
     CHECK(dA && doff && g1 && g2 && g3);
     CUDA_SYNC_CHECK(dic_gemm2_grouped_seg(&c, E, d1, d2, doff, max_rows, dA, lda, act, g1, g2, ldc));
     CUDA_SYNC_CHECK(dic_gemm_grouped_seg(&c, E, d1, doff, max_rows, dA, lda, act, g3, ldc));
-    uint16_t *h1 = d2h(g1, cb), *h2 = d2h(g2, cb), *h3 = d2h(g3, cb);
+    uint16_t *h1 = gt_d2h(g1, cb), *h2 = gt_d2h(g2, cb), *h3 = gt_d2h(g3, cb);
     CHECK(h1 && h2 && h3);
     size_t bad_dense = 0, bad_tol = 0, bad_pad = 0;
     double num = 0, den = 0;
@@ -741,7 +728,7 @@ static void grouped_seg_case(int fmt, int E, int R, int N, int K, int B, int act
             uint16_t *dG = gt_dev_poison((size_t)me * N * 2);
             CHECK(dG);
             CUDA_SYNC_CHECK(dic_gemm(&c1x, me, (const uint16_t *)dA + (size_t)off[e] * lda, lda, dw, act, NULL, dG, (size_t)N));
-            uint16_t *G = d2h(dG, (size_t)me * N * 2);
+            uint16_t *G = gt_d2h(dG, (size_t)me * N * 2);
             CHECK(G);
             const uint16_t *seg = which ? h2 : h1, *cpu = which ? c2 : c1;
             for (int i = 0; i < me; i++) {
@@ -822,7 +809,7 @@ TEST(gpu_model_elem) {
         float *dv = gt_to_dev(v, n * 4);
         CHECK(dv);
         CUDA_SYNC_CHECK(dic_scale_bf16_f32(&c, dv, n, 0.0883883f));
-        float *g = d2h(dv, n * 4);
+        float *g = gt_d2h(dv, n * 4);
         CHECK(g);
         bad += mdiff("scale_bf16_f32", g, ref, n, 4, 0);
         cudaFree(dv), free(v), free(ref), free(g);
@@ -833,7 +820,7 @@ TEST(gpu_model_elem) {
         float *dpre = gt_dev_poison((size_t)M * 16);
         CHECK(dpre);
         CUDA_SYNC_CHECK(dic_hc_pre_onehot(&c, M, dpre));
-        g = d2h(dpre, (size_t)M * 16);
+        g = gt_d2h(dpre, (size_t)M * 16);
         CHECK(g);
         bad += mdiff("hc_pre_onehot", g, pre, (size_t)M * 4, 4, 4);
         free(g);
@@ -845,7 +832,7 @@ TEST(gpu_model_elem) {
         CUDA_CHECK(cudaMemset(dpre, 0xFF, (size_t)M * 16));
         CHECK(dmix && dbase);
         CUDA_SYNC_CHECK(dic_hc_head_pre(&c, M, dmix, hc, 0.75f, dbase, 1e-6f, dpre));
-        g = d2h(dpre, (size_t)M * 16);
+        g = gt_d2h(dpre, (size_t)M * 16);
         CHECK(g);
         for (int i = 0; i < M * 4; i++) { /* libm expf on the CPU: 1 ulp allowed, counted */
             if (!memcmp(&g[i], &pre2[i], 4)) continue;
@@ -867,12 +854,12 @@ TEST(gpu_model_elem) {
                  *dE = gt_to_dev(e, (size_t)M * d * 2);
         CHECK(dR && dO && dE);
         CUDA_SYNC_CHECK(dic_hc_mean(&c, M, dR, hc, d, dO, ldo));
-        uint16_t *go = d2h(dO, (size_t)M * ldo * 2);
+        uint16_t *go = gt_d2h(dO, (size_t)M * ldo * 2);
         CHECK(go);
         bad += mdiff("hc_mean", go, o, (size_t)M * ldo, 2, ldo);
         di_add_bcast_bf16(NULL, M, e, hc, d, R);
         CUDA_SYNC_CHECK(dic_add_bcast_bf16(&c, M, dE, hc, d, dR));
-        uint16_t *gR = d2h(dR, (size_t)M * hc * d * 2);
+        uint16_t *gR = gt_d2h(dR, (size_t)M * hc * d * 2);
         CHECK(gR);
         bad += mdiff("add_bcast_bf16", gR, R, (size_t)M * hc * d, 2, (size_t)d);
         cudaFree(dR), cudaFree(dO), cudaFree(dE), free(R), free(o), free(e), free(go), free(gR);
@@ -896,7 +883,7 @@ TEST(gpu_model_elem) {
         uint16_t *dout = gt_dev_poison(on * 2);
         CHECK(dids && dtab && dsc && dout);
         CUDA_SYNC_CHECK(dic_engram_gather_rows(&c, M, dids, ids_stride, ncols, dtab, dsc, hd, dout));
-        uint16_t *gout = d2h(dout, on * 2);
+        uint16_t *gout = gt_d2h(dout, on * 2);
         CHECK(gout);
         bad += mdiff("engram_gather_rows", gout, out, on, 2, (size_t)hd);
         cudaFree(dids), cudaFree(dtab), cudaFree(dsc), cudaFree(dout), free(ids), free(tab), free(sc), free(out), free(gout);
@@ -939,8 +926,8 @@ TEST(gpu_engram_gate_rows) {
         float *kvf = malloc(ldkv * 4), *h = malloc((size_t)dim * 4);
         di_engram_gate_rows(NULL, M, rmap, kv, ldkv, R, qk, dim, hc, 1e-6f, kvf, h, gates);
         CUDA_SYNC_CHECK(dic_engram_gate_rows(&c, M, drm, dkv, ldkv, dR, dqk, dim, hc, 1e-6f, dg));
-        uint16_t *gR = d2h(dR, (size_t)T * hc * dim * 2);
-        float *gg = d2h(dg, (size_t)T * hc * 4);
+        uint16_t *gR = gt_d2h(dR, (size_t)T * hc * dim * 2);
+        float *gg = gt_d2h(dg, (size_t)T * hc * 4);
         CHECK(gR && gg);
         size_t b = 0;
         for (size_t i = 0; i < (size_t)T * hc; i++) {
