@@ -31,6 +31,25 @@ static int cmpf(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Instantiate a captured graph, replay it once to warm up, then time 10
+ * replays with events: the median in ms. Destroys the graph. */
+static double graph_median_ms(cudaStream_t st, cudaGraph_t gr, cudaEvent_t e0, cudaEvent_t e1) {
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphLaunch(ge, st));
+    float tg[10];
+    for (int r = 0; r < 10; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&tg[r], e0, e1));
+    }
+    qsort(tg, 10, sizeof *tg, cmpf);
+    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+    return tg[5];
+}
+
 static void fill(void *d, size_t bytes, unsigned seed) {
     unsigned char *h = malloc(bytes);
     unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -100,23 +119,10 @@ static double time_gemm(dic_ctx *c, int M, int N, int K, int fmt, int B, int act
     g_graph_ms = 0;
     if (M <= 64) {
         cudaGraph_t gr;
-        cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
         for (int i = 0; i < GR; i++) CK(dic_gemm(c, M, A, K, &w[i % nw], act, NULL, C, N));
         CK(cudaStreamEndCapture(c->stream, &gr));
-        CK(cudaGraphInstantiate(&ge, gr, 0));
-        CK(cudaGraphLaunch(ge, c->stream));
-        float tg[10];
-        for (int r = 0; r < 10; r++) {
-            CK(cudaEventRecord(e0, c->stream));
-            CK(cudaGraphLaunch(ge, c->stream));
-            CK(cudaEventRecord(e1, c->stream));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaEventElapsedTime(&tg[r], e0, e1));
-        }
-        qsort(tg, 10, sizeof *tg, cmpf);
-        g_graph_ms = tg[5] / GR;
-        cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+        g_graph_ms = graph_median_ms(c->stream, gr, e0, e1) / GR;
     }
     for (int i = 0; i < nw; i++) cudaFree((void *)w[i].w), cudaFree((void *)w[i].scale);
     cudaFree(A), cudaFree(C), free(w), free(t);
@@ -187,23 +193,10 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
     qsort(t, reps, sizeof *t, cmpf);
     double ms = t[reps / 2];
     cudaGraph_t gr;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
     for (int i = 0; i < GR; i++) CK(dic_gemm_grouped(c, E, w, doff[i % NR], drows[i % NR], R, A, K, 128, C, N));
     CK(cudaStreamEndCapture(c->stream, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, c->stream));
-    float tg[10];
-    for (int r = 0; r < 10; r++) {
-        CK(cudaEventRecord(e0, c->stream));
-        CK(cudaGraphLaunch(ge, c->stream));
-        CK(cudaEventRecord(e1, c->stream));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&tg[r], e0, e1));
-    }
-    qsort(tg, 10, sizeof *tg, cmpf);
-    g_graph_ms = tg[5] / GR;
-    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+    g_graph_ms = graph_median_ms(c->stream, gr, e0, e1) / GR;
     for (int e = 0; e < E; e++) cudaFree((void *)w[e].w), cudaFree((void *)w[e].scale);
     for (int q = 0; q < NR; q++) cudaFree(doff[q]), cudaFree(drows[q]);
     cudaFree(A), cudaFree(C), free(w), free(t);
@@ -439,7 +432,6 @@ int main(void) {
         CK(dic_gemm_quant(c.stream, 1, A, 8192, 8192, 128, NULL, NULL, q, sa, cnt, (int)dic_gemm_ncnt(1, 4096)));
         for (int v = 0; v < 2; v++) {
             cudaGraph_t gr;
-            cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
             for (int i = 0; i < GR; i++) {
                 if (v == 0) CK(dic_gemm_quant(c.stream, 1, A, 8192, 8192, 128, NULL, NULL, q, sa, cnt, 256));
@@ -451,22 +443,11 @@ int main(void) {
                 }
             }
             CK(cudaStreamEndCapture(c.stream, &gr));
-            CK(cudaGraphInstantiate(&ge, gr, 0));
-            CK(cudaGraphLaunch(ge, c.stream));
-            float tg[10];
-            for (int r = 0; r < 10; r++) {
-                CK(cudaEventRecord(e0, c.stream));
-                CK(cudaGraphLaunch(ge, c.stream));
-                CK(cudaEventRecord(e1, c.stream));
-                CK(cudaEventSynchronize(e1));
-                CK(cudaEventElapsedTime(&tg[r], e0, e1));
-            }
-            qsort(tg, 10, sizeof *tg, cmpf);
+            double med = graph_median_ms(c.stream, gr, e0, e1);
             row *r = &tab[ntab++];
             snprintf(r->name, 64, v == 0 ? "diag: quant only M=1 K=8192" : "diag: q_launch only M=1 wo_b (8 rot)");
-            r->ms = tg[5] / GR, r->msg = tg[5] / GR;
+            r->ms = med / GR, r->msg = med / GR;
             r->gbs = v ? 4096.0 * 8192 / (r->ms * 1e-3) / 1e9 : 0, r->ratio = r->gbs / copy_gbs;
-            cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
         }
         cudaFree(A), cudaFree(dw), cudaFree(ds), cudaFree(C);
     }
