@@ -39,6 +39,18 @@
 /* The recorded decode loop is linked in CUDA builds only (src/ops/cuda/cu_decode.c); weak, so
  * the CPU-only CLI links without it (as backend.c does for the probes). */
 extern __typeof__(di_cuda_greedy_loop) di_cuda_greedy_loop __attribute__((weak));
+extern __typeof__(di_cuda_prof_enable) di_cuda_prof_enable __attribute__((weak));
+extern __typeof__(di_cuda_prof_report) di_cuda_prof_report __attribute__((weak));
+extern __typeof__(di_cuda_model_exec) di_cuda_model_exec __attribute__((weak));
+
+/* $DEEPINFER_PROFILE_OPS=1 (CUDA): per-op GPU time of the eager decode steps (cu_prof.c). */
+static int want_op_profile(void) {
+    const char *e = getenv("DEEPINFER_PROFILE_OPS");
+    return e && e[0] && strcmp(e, "0") && di_cuda_prof_enable && di_cuda_model_exec && di_dev_exec();
+}
+static di_exec *model_exec(const cli_model *m) {
+    return di_cuda_model_exec(m->v41 != NULL, m->v41 ? (void *)m->v41 : (void *)m->v4);
+}
 
 static double now_s(void) {
     struct timespec t;
@@ -242,7 +254,14 @@ int bench_dummy_run(const bench_dummy_args *a) {
     if (prefill(&m, &b, base, 16, &t, &err)) goto out; /* warm-up */
     int have_prompt = 0;
     for (int i = 0; i < a->np; i++) {
+        if (want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
         if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
+        if (want_op_profile()) {
+            char title[96];
+            snprintf(title, sizeof title, "prefill of %d tokens", a->prefill[i]);
+            di_cuda_prof_report(model_exec(&m), stdout, title, 1);
+            di_cuda_prof_enable(model_exec(&m), 0, &err);
+        }
         have_prompt = a->prefill[i] == a->prompt;
         PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
     }
@@ -262,9 +281,16 @@ int bench_dummy_run(const bench_dummy_args *a) {
                 b.pos[s] = a->prompt + it;
                 b.rowseq[s] = seqs[s];
             }
+            if (it == 1 && want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
             double t1 = now_s();
             if (step(&m, &b, B, B, &err)) goto out;
             if (it) td += now_s() - t1; /* step 0 warms this shape */
+        }
+        if (want_op_profile() && a->decode > 0) {
+            char title[96];
+            snprintf(title, sizeof title, "eager decode batch %d at context %d", B, a->prompt);
+            di_cuda_prof_report(model_exec(&m), stdout, title, a->decode);
+            di_cuda_prof_enable(model_exec(&m), 0, &err);
         }
         dec_s[i] = td / a->decode;
         PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, a->prompt, dec_s[i] * 1e3,

@@ -11,6 +11,11 @@ static di_core *core_of(const di_cuda_loop *L) {
     return L->v41 ? &((di_v41_model *)L->model)->core : &((di_v4_model *)L->model)->core;
 }
 
+di_exec *di_cuda_model_exec(int v41, void *model) {
+    di_cuda_loop L = {.v41 = v41, .model = model};
+    return model ? &core_of(&L)->x : NULL;
+}
+
 static deepinfer_status forward(const di_cuda_loop *L, const di_v4_batch *b, di_error *err) {
     return L->v41 ? di_v41_forward(L->model, b, err) : di_v4_forward(L->model, b, err);
 }

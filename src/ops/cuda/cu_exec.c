@@ -92,7 +92,10 @@ static void *ctx_new(size_t scratch_bytes) {
     cudaGetDevice(&dev);
     c->dc.stream = g_stream;
     c->dc.scratch_cap = sc;
-    c->dc.batch_invariant = 1; /* the CPU's results for every batch shape */
+    /* 1: the CPU's results for every batch shape (default); $DEEPINFER_BATCH_INVARIANT=0
+     * picks the fastest kernel per shape (rows then depend on the batch, within rounding). */
+    const char *bi = getenv("DEEPINFER_BATCH_INVARIANT");
+    c->dc.batch_invariant = !(bi && bi[0] == '0' && !bi[1]);
     cudaDeviceGetAttribute(&c->dc.num_sms, cudaDevAttrMultiProcessorCount, dev);
     c->tab_cap = TAB_CAP;
     c->hst = malloc(TAB_CAP);
@@ -112,6 +115,7 @@ static void ctx_free(void *p) {
     cu_exec *c = p;
     if (!c) return;
     cu_plan_free(c);
+    cu_prof_free(c);
     cudaStreamSynchronize(c->dc.stream);
     cudaFree(c->dc.scratch);
     cudaFree(c->dtab);

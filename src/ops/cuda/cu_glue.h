@@ -12,6 +12,8 @@
 #include "ops/cuda/dic.h"
 #include "ops/dev_ops.h"
 
+#define CU_PROF_TAG 48
+
 typedef struct cu_exec {
     dic_ctx dc;             /* stream (shared by every exec: one queue), device scratch */
     /* Host tables: staged in `hst` (host), copied in one cudaMemcpyAsync
@@ -23,6 +25,8 @@ typedef struct cu_exec {
     cudaError_t err;        /* first failure (sticky) */
     char err_op[64];
     struct cu_plan *plan;   /* the step plan (cu_plan.c), NULL: per-op staging above */
+    struct cu_prof *prof;   /* per-op timing of eager steps (cu_prof.c), NULL: off */
+    char prof_tag[CU_PROF_TAG]; /* shape of the next launch, set by cu_prof_tag */
 } cu_exec;
 
 /* The step plan (cu_plan.c, docs/DEVICE-FORWARD.md §6). While a plan step
@@ -61,9 +65,18 @@ void cu_check(cu_exec *c, cudaError_t e, const char *op);
     do {                                                                    \
         cu_exec *cu_c_ = cu_of(x);                                          \
         if (cu_c_->plan && cu_c_->plan->open) cu_plan_note(cu_c_, (op));    \
-        if (!(cu_c_->plan && cu_c_->plan->open && cu_c_->plan->plan_only))  \
+        if (!(cu_c_->plan && cu_c_->plan->open && cu_c_->plan->plan_only)) { \
+            if (cu_c_->prof) cu_prof_begin(cu_c_, (op));                    \
             cu_check(cu_c_, (call), (op));                                  \
+            if (cu_c_->prof) cu_prof_end(cu_c_);                            \
+        }                                                                   \
     } while (0)
+/* Op profile (cu_prof.c): events around a launch site; the tag names the
+ * shape of the next launch (printf format; no-op when profiling is off). */
+void cu_prof_begin(cu_exec *c, const char *op);
+void cu_prof_end(cu_exec *c);
+void cu_prof_free(cu_exec *c);
+void cu_prof_tag(cu_exec *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cu_plan_note(cu_exec *c, const char *op);
 void cu_plan_mix(cu_exec *c, uint64_t v);
 void cu_plan_free(cu_exec *c);

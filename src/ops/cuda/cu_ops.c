@@ -11,6 +11,7 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
                  uint16_t *C16, size_t ldc) {
     dic_wmat w;
     if (M <= 0 || !cu_wmat(cu_of(x), W, &w)) return;
+    cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? "bf16" : "f32", M, W->n, W->k);
     CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
 }
 
@@ -70,6 +71,7 @@ static void hadamard128(di_exec *x, int M, uint16_t *v, size_t ld, int nvec) {
 static void sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
                         const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
                         uint16_t *out, size_t ldo) {
+    cu_prof_tag(cu_of(x), "M=%d H=%d", M, nheads);
     if (M > 0)
         CU_CHECK(x, dic_sparse_attn(DC(x), M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo),
                  "dic_sparse_attn");

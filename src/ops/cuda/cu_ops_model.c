@@ -183,6 +183,7 @@ static void gemm_grouped(di_exec *x, int E, const di_wmat *W, const int *off, co
     cu_exec *c = cu_of(x);
     dic_wmat *w = wmats(c, E, W);
     if (!w) return;
+    cu_prof_tag(c, "E=%d N=%d K=%d", E, W->n, W->k);
     CU_CHECK(x, dic_gemm_grouped_seg(&c->dc, E, w, off, g_moe_rows_max, A, lda, act_block, C16, ldc),
              "dic_gemm_grouped_seg");
     free(w);
@@ -192,6 +193,7 @@ static void gemm2_grouped(di_exec *x, int E, const di_wmat *W1, const di_wmat *W
                           size_t lda, int act_block, uint16_t *C1, uint16_t *C2, size_t ldc) {
     cu_exec *c = cu_of(x);
     dic_wmat *w1 = wmats(c, E, W1), *w2 = w1 ? wmats(c, E, W2) : NULL;
+    cu_prof_tag(c, "E=%d N=%d K=%d (x2)", E, W1->n, W1->k);
     if (w1 && w2)
         CU_CHECK(x, dic_gemm2_grouped_seg(&c->dc, E, w1, w2, off, g_moe_rows_max, A, lda, act_block, C1, C2, ldc),
                  "dic_gemm2_grouped_seg");

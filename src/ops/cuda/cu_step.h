@@ -9,6 +9,7 @@
 #define DI_OPS_CUDA_CU_STEP_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/seq_state.h"
 #include "ops/ops.h"
@@ -64,5 +65,14 @@ typedef struct di_cuda_loop {
     int ngraphs;              /* out: graphs captured */
 } di_cuda_loop;
 deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err);
+/* The exec a loaded model's forward runs on (v41: model is a di_v41_model *). */
+di_exec *di_cuda_model_exec(int v41, void *model);
+
+/* Op profile of eager steps (cu_prof.c): GPU time per launch site, summed
+ * by op and shape. enable with max_launches > 0 (events allocated), 0 to
+ * turn off. The report prints per-step figures (divides by `steps`),
+ * sorted by time, and starts a new count. */
+deepinfer_status di_cuda_prof_enable(di_exec *x, int max_launches, di_error *err);
+void di_cuda_prof_report(di_exec *x, FILE *f, const char *title, int steps);
 
 #endif
