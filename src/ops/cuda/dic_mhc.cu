@@ -74,72 +74,65 @@ extern "C" cudaError_t dic_hc_scale_mixes(const dic_ctx *c, int M, const uint16_
     DIC_LAUNCH_CHECK();
 }
 
-/* ---- Sinkhorn: one thread per row (mhc.c di_hc_sinkhorn, same order) ---- */
+/* ---- Sinkhorn: 16 lanes per row (mhc.c di_hc_sinkhorn, same order) ------
+ * Lane l = 4j + k of a row's 16-lane group holds comb element (j, k). A row
+ * or column sum gathers its four values by shuffles and adds them in the
+ * CPU's order (k = 0..3, or j = 0..3) on every lane, so each lane computes
+ * the same fp32 sum the sequential loop does; each lane then divides its own
+ * element. Rows run in parallel instead of one thread walking 20 iterations
+ * of 16 dependent divisions. */
 
-static __global__ void k_sinkhorn(int M, const float *mixes, const float *scale3, const float *base, int iters,
-                                  float eps, float *pre, float *post, float *comb) {
-    const int m = blockIdx.x * blockDim.x + threadIdx.x;
-    if (m >= M) return;
+#define SK_ROWS_PER_CTA 8 /* 128 threads */
+
+static __device__ __forceinline__ float sk_sum4(float v, unsigned mask, int base, int stride) {
+    float a0 = __shfl_sync(mask, v, base, 16), a1 = __shfl_sync(mask, v, base + stride, 16);
+    float a2 = __shfl_sync(mask, v, base + 2 * stride, 16), a3 = __shfl_sync(mask, v, base + 3 * stride, 16);
+    float s = 0.0f;
+    s += a0;
+    s += a1;
+    s += a2;
+    s += a3;
+    return s;
+}
+
+static __global__ void __launch_bounds__(16 * SK_ROWS_PER_CTA)
+    k_sinkhorn(int M, const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
+               float *post, float *comb) {
+    const int lane = threadIdx.x & 15, j = lane >> 2, k = lane & 3;
+    const int m0 = blockIdx.x * SK_ROWS_PER_CTA + (threadIdx.x >> 4);
+    const int m = m0 < M ? m0 : M - 1; /* surplus groups redo the last row, write nothing */
+    const unsigned mask = 0xFFFFFFFFu; /* whole warps run every shuffle (M - 1 clamp above) */
     const float *mx = mixes + (size_t)m * 24;
     const float s0 = scale3[0], s1 = scale3[1], s2 = scale3[2];
-#pragma unroll
-    for (int j = 0; j < HC; j++) {
-        float e0 = dic_expf(-(mx[j] * s0 + base[j]));
-        float e1 = dic_expf(-(mx[j + HC] * s1 + base[j + HC]));
-        pre[(size_t)m * HC + j] = 1.0f / (1.0f + e0) + eps;
-        post[(size_t)m * HC + j] = 2.0f * (1.0f / (1.0f + e1));
+    if (m0 < M && lane < HC) {
+        float e0 = dic_expf(-(mx[lane] * s0 + base[lane]));
+        float e1 = dic_expf(-(mx[lane + HC] * s1 + base[lane + HC]));
+        pre[(size_t)m * HC + lane] = 1.0f / (1.0f + e0) + eps;
+        post[(size_t)m * HC + lane] = 2.0f * (1.0f / (1.0f + e1));
     }
-    float cm[HC][HC];
-#pragma unroll
-    for (int j = 0; j < HC; j++)
-#pragma unroll
-        for (int k = 0; k < HC; k++) cm[j][k] = mx[j * HC + k + 2 * HC] * s2 + base[j * HC + k + 2 * HC];
-    /* row softmax + eps */
-#pragma unroll
-    for (int j = 0; j < HC; j++) {
-        float mxv = cm[j][0];
-#pragma unroll
-        for (int k = 1; k < HC; k++) mxv = fmaxf(mxv, cm[j][k]);
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < HC; k++) {
-            cm[j][k] = dic_expf(cm[j][k] - mxv);
-            s += cm[j][k];
-        }
-#pragma unroll
-        for (int k = 0; k < HC; k++) cm[j][k] = cm[j][k] / s + eps;
+    float c = mx[lane + 2 * HC] * s2 + base[lane + 2 * HC];
+    /* row softmax + eps: max and sum over k in order */
+    {
+        float a0 = __shfl_sync(mask, c, 4 * j, 16), a1 = __shfl_sync(mask, c, 4 * j + 1, 16);
+        float a2 = __shfl_sync(mask, c, 4 * j + 2, 16), a3 = __shfl_sync(mask, c, 4 * j + 3, 16);
+        float mxv = fmaxf(fmaxf(fmaxf(a0, a1), a2), a3);
+        c = dic_expf(c - mxv);
+        float s = sk_sum4(c, mask, 4 * j, 1);
+        c = c / s + eps;
     }
     for (int it = 0; it < iters; it++) {
-        if (it > 0) {
-#pragma unroll
-            for (int j = 0; j < HC; j++) {
-                float s = 0.0f;
-#pragma unroll
-                for (int k = 0; k < HC; k++) s += cm[j][k];
-#pragma unroll
-                for (int k = 0; k < HC; k++) cm[j][k] = cm[j][k] / (s + eps);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < HC; k++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int j = 0; j < HC; j++) s += cm[j][k];
-#pragma unroll
-            for (int j = 0; j < HC; j++) cm[j][k] = cm[j][k] / (s + eps);
-        }
+        if (it > 0) c = c / (sk_sum4(c, mask, 4 * j, 1) + eps); /* rows */
+        c = c / (sk_sum4(c, mask, k, 4) + eps);                  /* columns */
     }
-#pragma unroll
-    for (int j = 0; j < HC; j++)
-#pragma unroll
-        for (int k = 0; k < HC; k++) comb[(size_t)m * HC * HC + j * HC + k] = cm[j][k];
+    if (m0 < M) comb[(size_t)m * HC * HC + lane] = c;
 }
 
 extern "C" cudaError_t dic_hc_sinkhorn_rows(const dic_ctx *c, int M, const float *mixes, const float *scale3,
                                             const float *base, int iters, float eps, float *pre, float *post,
                                             float *comb) {
     if (M <= 0) return cudaSuccess;
-    k_sinkhorn<<<(M + 127) / 128, 128, 0, c->stream>>>(M, mixes, scale3, base, iters, eps, pre, post, comb);
+    k_sinkhorn<<<(M + SK_ROWS_PER_CTA - 1) / SK_ROWS_PER_CTA, 16 * SK_ROWS_PER_CTA, 0, c->stream>>>(
+        M, mixes, scale3, base, iters, eps, pre, post, comb);
     DIC_LAUNCH_CHECK();
 }
 

@@ -67,10 +67,41 @@ extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, 
     DIC_LAUNCH_CHECK();
 }
 
-/* ---------------------------------------------------------------------------
- * Head RMSNorm in BF16 (§4.4 step 2): the fp32 sum of bf16(q_i^2) is
- * sequential in index order (norm.c), so one thread owns one (row, head)
- * and runs exactly that loop; heads are independent. */
+/* Head RMSNorm in BF16 (§4.4 step 2): the fp32 sum of bf16(q_i^2) is
+ * sequential in index order (norm.c). One warp per (row, head): the lanes
+ * load the head's values coalesced into shared memory and square them
+ * (bf16(q_i^2), lane-parallel), lane 0 runs the sequential fp32 sum over the
+ * squares (a chain of adds on shared memory, the CPU's order and bits), and
+ * the lanes scale the values. hd <= HRN_MAXHD (else one thread per head). */
+#define HRN_WARPS 4
+#define HRN_MAXHD 1024
+
+static __global__ void __launch_bounds__(32 * HRN_WARPS)
+    k_head_rmsnorm_warp(int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
+    __shared__ float sq[HRN_WARPS][HRN_MAXHD];
+    __shared__ float r_sh[HRN_WARPS];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long t = (long long)blockIdx.x * HRN_WARPS + w;
+    if (t >= (long long)M * nheads) return; /* whole warps leave together */
+    const int m = (int)(t / nheads), h = (int)(t % nheads);
+    uint16_t *v = q + (size_t)m * ld + (size_t)h * hd;
+    for (int i = lane; i < hd; i += 32) {
+        float a = dic_bf16_to_f32(v[i]);
+        sq[w][i] = dic_round_bf16(__fmul_rn(a, a));
+    }
+    __syncwarp();
+    if (lane == 0) {
+        float s = 0.0f;
+        for (int i = 0; i < hd; i++) s = __fadd_rn(s, sq[w][i]);
+        float mean = dic_round_bf16(__fdiv_rn(s, (float)hd));
+        float tt = dic_round_bf16(__fadd_rn(mean, eps));
+        r_sh[w] = dic_round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(tt)));
+    }
+    __syncwarp();
+    const float r = r_sh[w];
+    for (int i = lane; i < hd; i += 32) v[i] = dic_f32_to_bf16(__fmul_rn(dic_bf16_to_f32(v[i]), r));
+}
+
 static __global__ void k_head_rmsnorm(int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)M * nheads) return;
@@ -91,7 +122,11 @@ extern "C" cudaError_t dic_head_rmsnorm_bf16(const dic_ctx *c, int M, uint16_t *
                                              float eps) {
     long long n = (long long)M * nheads;
     if (n <= 0) return cudaSuccess;
-    k_head_rmsnorm<<<(unsigned)((n + 63) / 64), 64, 0, c->stream>>>(M, q, ld, nheads, hd, eps);
+    if (hd <= HRN_MAXHD)
+        k_head_rmsnorm_warp<<<(unsigned)((n + HRN_WARPS - 1) / HRN_WARPS), 32 * HRN_WARPS, 0, c->stream>>>(M, q, ld,
+                                                                                                          nheads, hd, eps);
+    else
+        k_head_rmsnorm<<<(unsigned)((n + 63) / 64), 64, 0, c->stream>>>(M, q, ld, nheads, hd, eps);
     DIC_LAUNCH_CHECK();
 }
 
