@@ -236,7 +236,7 @@ static cudaError_t at_fused(const dic_ctx *c, int M, const uint16_t *q, size_t l
     cudaError_t e = cudaFuncSetAttribute(k_sparse_attn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((nheads + HG - 1) / HG), (unsigned)M);
-    k_sparse_attn<<<grid, AT_THREADS, smem, c->stream>>>(q, ldq, nheads, hd, HG, kv, kv_stride, n_idx, sink, scale,
+    DIC_LAUNCH(k_sparse_attn, grid, AT_THREADS, smem, c->stream, q, ldq, nheads, hd, HG, kv, kv_stride, n_idx, sink, scale,
                                                          out, ldo);
     DIC_LAUNCH_CHECK();
 }
@@ -697,13 +697,13 @@ extern "C" cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *
         size_t sm = ax_logits_smem(hd, AXL_TH, AXL_TE, AXL_CH, AXL_CE);
         if ((e = cudaFuncSetAttribute(k_ax_logits_l, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))) return e;
         dim3 g((unsigned)((NE + AXL_CE - 1) / AXL_CE), (unsigned)((nheads + AXL_CH - 1) / AXL_CH), (unsigned)M);
-        k_ax_logits_l<<<g, 16 * (AXL_CH / AXL_TH) * (AXL_CE / AXL_TE), sm, c->stream>>>(q, ldq, nheads, hd, kv, NE,
+        DIC_LAUNCH(k_ax_logits_l, g, 16 * (AXL_CH / AXL_TH) * (AXL_CE / AXL_TE), sm, c->stream, q, ldq, nheads, hd, kv, NE,
                                                                                          n_idx, scale, lg);
     } else {
         size_t sm = ax_logits_smem(hd, AXS_TH, AXS_TE, AXS_CH, AXS_CE);
         if ((e = cudaFuncSetAttribute(k_ax_logits_s, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))) return e;
         dim3 g((unsigned)((NE + AXS_CE - 1) / AXS_CE), (unsigned)((nheads + AXS_CH - 1) / AXS_CH), (unsigned)M);
-        k_ax_logits_s<<<g, 16 * (AXS_CH / AXS_TH) * (AXS_CE / AXS_TE), sm, c->stream>>>(q, ldq, nheads, hd, kv, NE,
+        DIC_LAUNCH(k_ax_logits_s, g, 16 * (AXS_CH / AXS_TH) * (AXS_CE / AXS_TE), sm, c->stream, q, ldq, nheads, hd, kv, NE,
                                                                                          n_idx, scale, lg);
     }
     if ((e = cudaGetLastError())) return e;
@@ -714,7 +714,7 @@ extern "C" cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *
         hs >>= 1;
     size_t smb = ax_softmax_smem(hs, NE);
     if ((e = cudaFuncSetAttribute(k_ax_softmax, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb))) return e;
-    k_ax_softmax<<<dim3((unsigned)((nheads + hs - 1) / hs), (unsigned)M), 256, smb, c->stream>>>(
+    DIC_LAUNCH(k_ax_softmax, dim3((unsigned)((nheads + hs - 1) / hs), (unsigned)M), 256, smb, c->stream, 
         nheads, hs, NE, n_idx, sink, lg, pr, ab, dd);
     if ((e = cudaGetLastError())) return e;
 
@@ -724,13 +724,13 @@ extern "C" cudaError_t dic_sparse_attn(const dic_ctx *c, int M, const uint16_t *
         size_t sm = AVL_NS * ax_pv_stage(AVL_HG, AVL_CW);
         if ((e = cudaFuncSetAttribute(k_ax_pv_l, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))) return e;
         dim3 g((unsigned)((hd + AVL_CW - 1) / AVL_CW), (unsigned)((nheads + AVL_HG - 1) / AVL_HG), (unsigned)M);
-        k_ax_pv_l<<<g, (AVL_HG / AVL_TH) * (AVL_CW / AVL_NC), sm, c->stream>>>(nheads, hd, kv, NE, n_idx, pr, ab, dd,
+        DIC_LAUNCH(k_ax_pv_l, g, (AVL_HG / AVL_TH) * (AVL_CW / AVL_NC), sm, c->stream, nheads, hd, kv, NE, n_idx, pr, ab, dd,
                                                                                out, ldo);
     } else {
         size_t sm = AVS_NS * ax_pv_stage(AVS_HG, AVS_CW);
         if ((e = cudaFuncSetAttribute(k_ax_pv_s, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))) return e;
         dim3 g((unsigned)((hd + AVS_CW - 1) / AVS_CW), (unsigned)((nheads + AVS_HG - 1) / AVS_HG), (unsigned)M);
-        k_ax_pv_s<<<g, (AVS_HG / AVS_TH) * (AVS_CW / AVS_NC), sm, c->stream>>>(nheads, hd, kv, NE, n_idx, pr, ab, dd,
+        DIC_LAUNCH(k_ax_pv_s, g, (AVS_HG / AVS_TH) * (AVS_CW / AVS_NC), sm, c->stream, nheads, hd, kv, NE, n_idx, pr, ab, dd,
                                                                                out, ldo);
     }
     DIC_LAUNCH_CHECK();

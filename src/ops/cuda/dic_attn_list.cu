@@ -58,7 +58,7 @@ extern "C" cudaError_t dic_attn_list(const dic_ctx *c, int M, const int64_t *pos
                                      size_t stride, int *n_idx) {
     if (M <= 0) return cudaSuccess;
     if (win < 0 || (topk && (!ntopk || K < 0))) return cudaErrorInvalidValue;
-    k_attn_list<<<M, AL_THREADS, 0, c->stream>>>(pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows,
+    DIC_LAUNCH(k_attn_list, M, AL_THREADS, 0, c->stream, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows,
                                                  ratio, topk, K, ntopk, list, stride, n_idx);
     DIC_LAUNCH_CHECK();
 }
@@ -85,7 +85,7 @@ extern "C" cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int
                                            const int *nctx, uint16_t *const *ring, const uint16_t *kv, int hd,
                                            const uint16_t **list, size_t stride, int *n_idx) {
     if (nseg <= 0) return cudaSuccess;
-    k_attn_list_block<<<dim3((unsigned)nseg, AL_BY), AL_THREADS, 0, c->stream>>>(seg_row0, seg_nrows, nctx, ring, kv,
+    DIC_LAUNCH(k_attn_list_block, dim3((unsigned)nseg, AL_BY), AL_THREADS, 0, c->stream, seg_row0, seg_nrows, nctx, ring, kv,
                                                                                  hd, list, stride, n_idx);
     DIC_LAUNCH_CHECK();
 }

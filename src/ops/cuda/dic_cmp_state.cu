@@ -215,16 +215,16 @@ extern "C" cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *ro
     if (M <= 0) return cudaSuccess;
     if (ratio <= 0 || hd <= 0) return cudaErrorInvalidValue;
     if (M > CS_SERIAL_MAXM) {
-        k_cmp_pool<<<dim3((unsigned)((hd + CSP_THREADS - 1) / CSP_THREADS), (unsigned)M), CSP_THREADS, 0, c->stream>>>(
+        DIC_LAUNCH(k_cmp_pool, dim3((unsigned)((hd + CSP_THREADS - 1) / CSP_THREADS), (unsigned)M), CSP_THREADS, 0, c->stream, 
             row_seg, emit, pos, skv, ssc, pk, ps, ape, ratio, overlap ? 1 : 0, hd, out);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
-        k_cmp_state<<<dim3((unsigned)ratio, (unsigned)M), CSP_THREADS, 0, c->stream>>>(M, row_seg, pos, skv, ssc, pk,
+        DIC_LAUNCH(k_cmp_state, dim3((unsigned)ratio, (unsigned)M), CSP_THREADS, 0, c->stream, M, row_seg, pos, skv, ssc, pk,
                                                                                       ps, ape, ratio, overlap ? 1 : 0,
                                                                                       hd);
         DIC_LAUNCH_CHECK();
     }
-    k_cmp_gated_rows<<<M, CS_THREADS, 0, c->stream>>>(M, row_seg, emit, pos, skv, ssc, pk, ps, ape, ratio,
+    DIC_LAUNCH(k_cmp_gated_rows, M, CS_THREADS, 0, c->stream, M, row_seg, emit, pos, skv, ssc, pk, ps, ape, ratio,
                                                       overlap ? 1 : 0, hd, out);
     DIC_LAUNCH_CHECK();
 }

@@ -13,6 +13,45 @@
 
 #define DIC_LAUNCH_CHECK() return cudaGetLastError()
 
+/* Programmatic dependent launch (PDL, sm_90+): every forward kernel is
+ * launched with programmatic stream serialisation (DIC_LAUNCH) and starts
+ * with DIC_PDL_ENTER: it lets the next kernel in the stream launch at once
+ * (its CTAs become resident as this grid's CTAs finish) and then waits until
+ * the previous grid has completed and its writes are visible. A kernel thus
+ * never reads a predecessor's output early; what overlaps is the launch
+ * latency and CTA start-up of consecutive small kernels (decode launches
+ * ~270 of them per step). In CUDA graphs the edges become programmatic.
+ * $DEEPINFER_CUDA_PDL=0 launches without the attribute (the wait is then a
+ * no-op), for A/B measurements. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DIC_PDL_ENTER()                                         \
+    do {                                                        \
+        asm volatile("griddepcontrol.wait;" ::: "memory");      \
+        asm volatile("griddepcontrol.launch_dependents;" :::);  \
+    } while (0)
+#else
+#define DIC_PDL_ENTER() \
+    do {                \
+    } while (0)
+#endif
+
+extern "C" int dic_pdl_enabled(void);
+
+#define DIC_LAUNCH(kern, grid, block, smem, st, ...)                                         \
+    do {                                                                                   \
+        cudaLaunchConfig_t dic_cfg_ = {};                                                  \
+        cudaLaunchAttribute dic_at_[1];                                                    \
+        dic_at_[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;                \
+        dic_at_[0].val.programmaticStreamSerializationAllowed = 1;                         \
+        dic_cfg_.gridDim = dim3(grid);                                                     \
+        dic_cfg_.blockDim = dim3(block);                                                   \
+        dic_cfg_.dynamicSmemBytes = (size_t)(smem);                                        \
+        dic_cfg_.stream = (st);                                                            \
+        dic_cfg_.attrs = dic_at_;                                                          \
+        dic_cfg_.numAttrs = dic_pdl_enabled() ? 1 : 0;                                     \
+        (void)cudaLaunchKernelEx(&dic_cfg_, kern, __VA_ARGS__);                            \
+    } while (0)
+
 static __device__ __forceinline__ float dic_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* Round-to-nearest-even; NaN stays a quiet NaN (numfmt.h di_f32_to_bf16). */

@@ -17,6 +17,7 @@ static int el_blocks(const dic_ctx *c, size_t nvec) {
 
 /* y[i] += fp32(v[i]): 8 per step (two float4 + one uint4). */
 static __global__ void k_add_bf16_f32(float *y, const uint16_t *v, size_t n, int vec) {
+    DIC_PDL_ENTER();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
     size_t nv = vec ? n / 8 : 0;
     for (size_t j = i; j < nv; j += st) {
@@ -39,11 +40,12 @@ static __global__ void k_add_bf16_f32(float *y, const uint16_t *v, size_t n, int
 extern "C" cudaError_t dic_add_bf16_f32(const dic_ctx *c, float *y, const uint16_t *v, size_t n) {
     if (!n) return cudaSuccess;
     int vec = (((uintptr_t)y | (uintptr_t)v) & 15) == 0;
-    k_add_bf16_f32<<<el_blocks(c, (n + 7) / 8), EL_THREADS, 0, c->stream>>>(y, v, n, vec);
+    DIC_LAUNCH(k_add_bf16_f32, el_blocks(c, (n + 7) / 8), EL_THREADS, 0, c->stream, y, v, n, vec);
     DIC_LAUNCH_CHECK();
 }
 
 static __global__ void k_add_f32(float *out, const float *a, const float *b, size_t n, int vec) {
+    DIC_PDL_ENTER();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
     size_t nv = vec ? n / 4 : 0;
     for (size_t j = i; j < nv; j += st) {
@@ -56,11 +58,12 @@ static __global__ void k_add_f32(float *out, const float *a, const float *b, siz
 extern "C" cudaError_t dic_add_f32(const dic_ctx *c, float *out, const float *a, const float *b, size_t n) {
     if (!n) return cudaSuccess;
     int vec = (((uintptr_t)out | (uintptr_t)a | (uintptr_t)b) & 15) == 0;
-    k_add_f32<<<el_blocks(c, (n + 3) / 4), EL_THREADS, 0, c->stream>>>(out, a, b, n, vec);
+    DIC_LAUNCH(k_add_f32, el_blocks(c, (n + 3) / 4), EL_THREADS, 0, c->stream, out, a, b, n, vec);
     DIC_LAUNCH_CHECK();
 }
 
 static __global__ void k_f32_to_bf16(const float *x, uint16_t *y, size_t n, int vec) {
+    DIC_PDL_ENTER();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
     size_t nv = vec ? n / 8 : 0;
     for (size_t j = i; j < nv; j += st) {
@@ -78,13 +81,14 @@ static __global__ void k_f32_to_bf16(const float *x, uint16_t *y, size_t n, int 
 extern "C" cudaError_t dic_f32_to_bf16_n(const dic_ctx *c, const float *x, uint16_t *y, size_t n) {
     if (!n) return cudaSuccess;
     int vec = (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
-    k_f32_to_bf16<<<el_blocks(c, (n + 7) / 8), EL_THREADS, 0, c->stream>>>(x, y, n, vec);
+    DIC_LAUNCH(k_f32_to_bf16, el_blocks(c, (n + 7) / 8), EL_THREADS, 0, c->stream, x, y, n, vec);
     DIC_LAUNCH_CHECK();
 }
 
 /* out[m] = table[ids[m]]: one CTA row per token, 16-byte copies. */
 static __global__ void k_embed(const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo,
                                int vec) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y;
     const uint16_t *src = table + (size_t)ids[m] * width;
     uint16_t *dst = out + (size_t)m * ldo;
@@ -102,6 +106,6 @@ extern "C" cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, co
     int vec = width % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)table & 15) == 0 && ((uintptr_t)out & 15) == 0;
     int per = vec ? width / 8 : width;
     dim3 grid((unsigned)((per + 127) / 128 < 8 ? (per + 127) / 128 : 8), (unsigned)M);
-    k_embed<<<grid, 128, 0, c->stream>>>(ids, table, width, out, ldo, vec);
+    DIC_LAUNCH(k_embed, grid, 128, 0, c->stream, ids, table, width, out, ldo, vec);
     DIC_LAUNCH_CHECK();
 }

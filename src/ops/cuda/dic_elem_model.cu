@@ -19,22 +19,24 @@ static unsigned blocks_for(size_t n) {
 }
 
 static __global__ void k_scale_bf16_f32(float *v, size_t n, float scale) {
+    DIC_PDL_ENTER();
     GRID_STRIDE(i, n) v[i] = dic_round_bf16(__fmul_rn(dic_round_bf16(v[i]), scale));
 }
 
 extern "C" cudaError_t dic_scale_bf16_f32(const dic_ctx *c, float *v, size_t n, float scale) {
     if (n == 0) return cudaSuccess;
-    k_scale_bf16_f32<<<blocks_for(n), 256, 0, c->stream>>>(v, n, scale);
+    DIC_LAUNCH(k_scale_bf16_f32, blocks_for(n), 256, 0, c->stream, v, n, scale);
     DIC_LAUNCH_CHECK();
 }
 
 static __global__ void k_hc_pre_onehot(int M, float *pre) {
+    DIC_PDL_ENTER();
     GRID_STRIDE(i, (size_t)M * 4) pre[i] = (i & 3) ? 0.0f : 1.0f;
 }
 
 extern "C" cudaError_t dic_hc_pre_onehot(const dic_ctx *c, int M, float *pre) {
     if (M <= 0) return cudaSuccess;
-    k_hc_pre_onehot<<<blocks_for((size_t)M * 4), 256, 0, c->stream>>>(M, pre);
+    DIC_LAUNCH(k_hc_pre_onehot, blocks_for((size_t)M * 4), 256, 0, c->stream, M, pre);
     DIC_LAUNCH_CHECK();
 }
 
@@ -43,6 +45,7 @@ static __device__ __forceinline__ float expf_cr(float x) { return __double2float
 
 static __global__ void k_hc_head_pre(int M, const float *mixes, int hc, float scale0, const float *base, float eps,
                                      float *pre) {
+    DIC_PDL_ENTER();
     GRID_STRIDE(i, (size_t)M * hc) {
         const size_t m = i / hc;
         const int k = (int)(i % hc);
@@ -55,11 +58,12 @@ extern "C" cudaError_t dic_hc_head_pre(const dic_ctx *c, int M, const float *mix
                                        const float *base, float eps, float *pre) {
     if (M <= 0 || hc <= 0) return cudaSuccess;
     if (hc > 4) return cudaErrorInvalidValue;
-    k_hc_head_pre<<<blocks_for((size_t)M * hc), 256, 0, c->stream>>>(M, mixes, hc, scale0, base, eps, pre);
+    DIC_LAUNCH(k_hc_head_pre, blocks_for((size_t)M * hc), 256, 0, c->stream, M, mixes, hc, scale0, base, eps, pre);
     DIC_LAUNCH_CHECK();
 }
 
 static __global__ void k_hc_mean(int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
     GRID_STRIDE(t, (size_t)M * d) {
         const size_t i = t / d, j = t % d;
         const uint16_t *r = R + i * hc * d;
@@ -73,11 +77,12 @@ extern "C" cudaError_t dic_hc_mean(const dic_ctx *c, int M, const uint16_t *R, i
                                    size_t ldo) {
     if (M <= 0 || d <= 0) return cudaSuccess;
     if (hc <= 0) return cudaErrorInvalidValue;
-    k_hc_mean<<<blocks_for((size_t)M * d), 256, 0, c->stream>>>(M, R, hc, d, out, ldo);
+    DIC_LAUNCH(k_hc_mean, blocks_for((size_t)M * d), 256, 0, c->stream, M, R, hc, d, out, ldo);
     DIC_LAUNCH_CHECK();
 }
 
 static __global__ void k_add_bcast_bf16(int M, const uint16_t *e0, int hc, int d, uint16_t *R) {
+    DIC_PDL_ENTER();
     GRID_STRIDE(t, (size_t)M * hc * d) {
         const size_t j = t % d, i = t / ((size_t)hc * d);
         R[t] = dic_f32_to_bf16(__fadd_rn(dic_bf16_to_f32(e0[i * d + j]), dic_bf16_to_f32(R[t])));
@@ -86,13 +91,14 @@ static __global__ void k_add_bcast_bf16(int M, const uint16_t *e0, int hc, int d
 
 extern "C" cudaError_t dic_add_bcast_bf16(const dic_ctx *c, int M, const uint16_t *e, int hc, int d, uint16_t *R) {
     if (M <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
-    k_add_bcast_bf16<<<blocks_for((size_t)M * hc * d), 256, 0, c->stream>>>(M, e, hc, d, R);
+    DIC_LAUNCH(k_add_bcast_bf16, blocks_for((size_t)M * hc * d), 256, 0, c->stream, M, e, hc, d, R);
     DIC_LAUNCH_CHECK();
 }
 
 /* out[(m * ncols + c)][j] = bf16(e4m3(table[id][j]) * e8m0(scale[id][j / 32])). */
 static __global__ void k_engram_gather(int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
                                        const uint8_t *scale, int hd, uint16_t *out) {
+    DIC_PDL_ENTER();
     const int nsb = hd / 32;
     GRID_STRIDE(t, (size_t)M * ncols * hd) {
         const size_t r = t / hd;
@@ -109,7 +115,7 @@ extern "C" cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int
                                               int ncols, const uint8_t *table, const uint8_t *scale, int hd,
                                               uint16_t *out) {
     if (M <= 0 || ncols <= 0 || hd <= 0) return cudaSuccess;
-    k_engram_gather<<<blocks_for((size_t)M * ncols * hd), 256, 0, c->stream>>>(M, ids, ids_stride, ncols, table,
+    DIC_LAUNCH(k_engram_gather, blocks_for((size_t)M * ncols * hd), 256, 0, c->stream, M, ids, ids_stride, ncols, table,
                                                                                scale, hd, out);
     DIC_LAUNCH_CHECK();
 }

@@ -81,7 +81,7 @@ extern "C" cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64
     if (dim <= 0) return cudaErrorInvalidValue;
     const float inv_sqrt_dim = (float)pow((double)dim, -0.5); /* engram_gate.c, on the host */
     const long long units = (long long)M * hc;
-    k_engram_gate<<<(unsigned)((units + EG_WARPS - 1) / EG_WARPS), EG_WARPS * 32, 0, c->stream>>>(
+    DIC_LAUNCH(k_engram_gate, (unsigned)((units + EG_WARPS - 1) / EG_WARPS), EG_WARPS * 32, 0, c->stream, 
         M, rmap, kv, ldkv, R, qk, dim, hc, eps, inv_sqrt_dim, gates);
     DIC_LAUNCH_CHECK();
 }

@@ -111,9 +111,9 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         if (e != cudaSuccess) return e;
     }
     dim3 grid((unsigned)((lds + IS_THREADS - 1) / IS_THREADS), (unsigned)a->M);
-    k_isel_scores<<<grid, IS_THREADS, smem, c->stream>>>(*a, score, lds);
+    DIC_LAUNCH(k_isel_scores, grid, IS_THREADS, smem, c->stream, *a, score, lds);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    k_isel_select<<<a->M, TOPK_THREADS, 0, c->stream>>>(*a, score, lds, bscore, ldb);
+    DIC_LAUNCH(k_isel_select, a->M, TOPK_THREADS, 0, c->stream, *a, score, lds, bscore, ldb);
     DIC_LAUNCH_CHECK();
 }

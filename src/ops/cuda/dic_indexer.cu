@@ -51,7 +51,7 @@ extern "C" cudaError_t dic_index_scores(const dic_ctx *c, int M, const uint16_t 
         if (e != cudaSuccess) return e;
     }
     dim3 grid((unsigned)((max_keys + IDX_THREADS - 1) / IDX_THREADS), (unsigned)M);
-    k_index_scores<<<grid, IDX_THREADS, smem, c->stream>>>(q, ldq, nh, w, k, ldk, key0, n_keys, max_keys, score, lds);
+    DIC_LAUNCH(k_index_scores, grid, IDX_THREADS, smem, c->stream, q, ldq, nh, w, k, ldk, key0, n_keys, max_keys, score, lds);
     DIC_LAUNCH_CHECK();
 }
 
@@ -74,7 +74,7 @@ extern "C" cudaError_t dic_topk_desc(const dic_ctx *c, int M, const float *score
                                      int *idx, int *count) {
     if (M <= 0) return cudaSuccess;
     if (k <= 0 || k > TOPK_MAX) return cudaErrorInvalidValue;
-    k_topk<<<M, TOPK_THREADS, 0, c->stream>>>(score, lds, n, k, idx, count);
+    DIC_LAUNCH(k_topk, M, TOPK_THREADS, 0, c->stream, score, lds, n, k, idx, count);
     DIC_LAUNCH_CHECK();
 }
 
@@ -84,6 +84,7 @@ extern "C" cudaError_t dic_topk_desc(const dic_ctx *c, int M, const float *score
  * the exponentials are recomputed in the last loop (same bits). */
 static __global__ void k_softmax_pool(int G, const float *kv, const float *score, size_t ld, size_t gstride, int S,
                                       int D, float *out, size_t ldo) {
+    DIC_PDL_ENTER();
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)G * D) return;
     int g = (int)(t / D), d = (int)(t % D);
@@ -104,6 +105,6 @@ extern "C" cudaError_t dic_softmax_pool(const dic_ctx *c, int G, const float *kv
                                         size_t gstride, int S, int D, float *out, size_t ldo) {
     long long n = (long long)G * D;
     if (n <= 0) return cudaSuccess;
-    k_softmax_pool<<<(unsigned)((n + 127) / 128), 128, 0, c->stream>>>(G, kv, score, ld, gstride, S, D, out, ldo);
+    DIC_LAUNCH(k_softmax_pool, (unsigned)((n + 127) / 128), 128, 0, c->stream, G, kv, score, ld, gstride, S, D, out, ldo);
     DIC_LAUNCH_CHECK();
 }

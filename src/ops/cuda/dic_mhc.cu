@@ -70,7 +70,7 @@ extern "C" cudaError_t dic_hc_scale_mixes(const dic_ctx *c, int M, const uint16_
                                           const float *mixes_in, int nmix, float *mixes_out) {
     if (M <= 0) return cudaSuccess;
     int vec = hcd % 8 == 0 && ldr % 8 == 0 && ((uintptr_t)R & 15) == 0;
-    k_scale_mixes<<<M, SM_THREADS, 0, c->stream>>>(R, ldr, hcd, eps, mixes_in, nmix, mixes_out, vec);
+    DIC_LAUNCH(k_scale_mixes, M, SM_THREADS, 0, c->stream, R, ldr, hcd, eps, mixes_in, nmix, mixes_out, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -131,7 +131,7 @@ extern "C" cudaError_t dic_hc_sinkhorn_rows(const dic_ctx *c, int M, const float
                                             const float *base, int iters, float eps, float *pre, float *post,
                                             float *comb) {
     if (M <= 0) return cudaSuccess;
-    k_sinkhorn<<<(M + SK_ROWS_PER_CTA - 1) / SK_ROWS_PER_CTA, 16 * SK_ROWS_PER_CTA, 0, c->stream>>>(
+    DIC_LAUNCH(k_sinkhorn, (M + SK_ROWS_PER_CTA - 1) / SK_ROWS_PER_CTA, 16 * SK_ROWS_PER_CTA, 0, c->stream, 
         M, mixes, scale3, base, iters, eps, pre, post, comb);
     DIC_LAUNCH_CHECK();
 }
@@ -165,6 +165,7 @@ static __device__ __forceinline__ float collapse1(const float p[HC], float r0, f
 
 static __global__ void k_collapse(const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y, size_t ldy,
                                   int vec) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y;
     const int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i0 >= d) return;
@@ -193,7 +194,7 @@ extern "C" cudaError_t dic_hc_collapse(const dic_ctx *c, int M, const float *pre
     if (M <= 0 || d <= 0) return cudaSuccess;
     int vec = d % 8 == 0 && ldr % 8 == 0 && ldy % 8 == 0 && ((uintptr_t)R & 15) == 0 && ((uintptr_t)y & 15) == 0;
     dim3 grid((unsigned)((d + 8 * 128 - 1) / (8 * 128)), (unsigned)M);
-    k_collapse<<<grid, 128, 0, c->stream>>>(pre, R, ldr, d, y, ldy, vec);
+    DIC_LAUNCH(k_collapse, grid, 128, 0, c->stream, pre, R, ldr, d, y, ldy, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -213,6 +214,7 @@ static __device__ __forceinline__ void expand1(const float po[HC], const float c
  * Rout may equal R (in place), as on the CPU. */
 static __global__ void k_expand(const float *post, const float *comb, const uint16_t *f, size_t ldf,
                                 const uint16_t *R, uint16_t *Rout, size_t ldr, int d, int vec) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y;
     const int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i0 >= d) return;
@@ -256,6 +258,6 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
     int vec = d % 8 == 0 && ldr % 8 == 0 && ldf % 8 == 0 && ((uintptr_t)R & 15) == 0 && ((uintptr_t)Rout & 15) == 0 &&
               ((uintptr_t)f & 15) == 0;
     dim3 grid((unsigned)((d + 8 * 128 - 1) / (8 * 128)), (unsigned)M);
-    k_expand<<<grid, 128, 0, c->stream>>>(post, comb, f, ldf, R, Rout, ldr, d, vec);
+    DIC_LAUNCH(k_expand, grid, 128, 0, c->stream, post, comb, f, ldf, R, Rout, ldr, d, vec);
     DIC_LAUNCH_CHECK();
 }

@@ -114,7 +114,7 @@ extern "C" cudaError_t dic_route_ex(const dic_ctx *c, int M, const float *logits
                                     int normalize, int *sel, float *w) {
     if (M <= 0) return cudaSuccess;
     if (E <= 0 || E > RT_MAXE || k <= 0 || k > 32 || k > E) return cudaErrorInvalidValue;
-    k_route<<<(M + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, 0, c->stream>>>(M, logits, E, bias, fixed, tokens, k,
+    DIC_LAUNCH(k_route, (M + RT_WARPS - 1) / RT_WARPS, RT_WARPS * 32, 0, c->stream, M, logits, E, bias, fixed, tokens, k,
                                                                           route_scale, norm_eps, normalize, sel, w);
     DIC_LAUNCH_CHECK();
 }
@@ -163,6 +163,7 @@ static __global__ void __launch_bounds__(1024) k_dispatch_count(int n, const int
 /* One warp per expert: scan the entries in increasing index with ballots, so
  * rows of an expert come in increasing (token * k + slot) order. */
 static __global__ void k_dispatch_rows(int n, const int *sel, int E, const int *off, int *rows) {
+    DIC_PDL_ENTER();
     const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (e >= E) return;
     const int base = off[e], cnt = off[e + 1] - base;
@@ -179,10 +180,10 @@ static __global__ void k_dispatch_rows(int n, const int *sel, int E, const int *
 extern "C" cudaError_t dic_moe_dispatch(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows) {
     if (E <= 0 || E > 1024) return cudaErrorInvalidValue;
     int n = M > 0 ? M * k : 0;
-    k_dispatch_count<<<1, 1024, 0, c->stream>>>(n, sel, E, off);
+    DIC_LAUNCH(k_dispatch_count, 1, 1024, 0, c->stream, n, sel, E, off);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    k_dispatch_rows<<<(E + 7) / 8, 256, 0, c->stream>>>(n, sel, E, off, rows);
+    DIC_LAUNCH(k_dispatch_rows, (E + 7) / 8, 256, 0, c->stream, n, sel, E, off, rows);
     DIC_LAUNCH_CHECK();
 }
 
@@ -201,6 +202,7 @@ static __device__ __forceinline__ float swiglu1(float gv, float uv, float limit,
 
 static __global__ void k_swiglu(const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
                                 const float *rw, uint16_t *out, size_t ldo, int vec) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y;
     const int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i0 >= I) return;
@@ -230,7 +232,7 @@ extern "C" cudaError_t dic_swiglu(const dic_ctx *c, int M, const uint16_t *gate,
     int vec = I % 8 == 0 && ld % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)gate & 15) == 0 && ((uintptr_t)up & 15) == 0 &&
               ((uintptr_t)out & 15) == 0;
     dim3 grid((unsigned)((I + 8 * 128 - 1) / (8 * 128)), (unsigned)M);
-    k_swiglu<<<grid, 128, 0, c->stream>>>(gate, up, ld, I, limit, rw, out, ldo, vec);
+    DIC_LAUNCH(k_swiglu, grid, 128, 0, c->stream, gate, up, ld, I, limit, rw, out, ldo, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -315,6 +317,6 @@ extern "C" cudaError_t dic_moe_combine(const dic_ctx *c, int M, int k, const int
     int vec = d % 8 == 0 && lde % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)eo & 15) == 0 && ((uintptr_t)out & 15) == 0 &&
               (!shared || (lds % 8 == 0 && ((uintptr_t)shared & 15) == 0));
     dim3 grid((unsigned)((d + 8 * CB_THREADS - 1) / (8 * CB_THREADS)), (unsigned)M);
-    k_combine<<<grid, CB_THREADS, 0, c->stream>>>(k, sel, E, eo, lde, shared, lds, d, out, ldo, vec);
+    DIC_LAUNCH(k_combine, grid, CB_THREADS, 0, c->stream, k, sel, E, eo, lde, shared, lds, d, out, ldo, vec);
     DIC_LAUNCH_CHECK();
 }

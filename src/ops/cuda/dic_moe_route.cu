@@ -11,6 +11,7 @@
 #include "ops/cuda/dic_moe_int.h"
 
 static __global__ void k_div_f32(float *v, size_t n, float d) {
+    DIC_PDL_ENTER();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     for (; i < n; i += step) v[i] = __fdiv_rn(v[i], d);
 }
@@ -22,7 +23,7 @@ extern "C" cudaError_t dic_route_rows(const dic_ctx *c, int M, float *logits, in
     if (temp != 1.0f) { /* the logits divided in place, as the CPU */
         size_t n = (size_t)M * (size_t)E, blocks = (n + 255) / 256;
         if (blocks > 65536) blocks = 65536;
-        k_div_f32<<<(unsigned)blocks, 256, 0, c->stream>>>(logits, n, temp);
+        DIC_LAUNCH(k_div_f32, (unsigned)blocks, 256, 0, c->stream, logits, n, temp);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
@@ -33,6 +34,7 @@ extern "C" cudaError_t dic_route_rows(const dic_ctx *c, int M, float *logits, in
 
 /* inv[rows[i]] = i for the dispatched entries i < off[E]. */
 static __global__ void k_dispatch_inv(int n, const int *off, int E, const int *rows, int *inv) {
+    DIC_PDL_ENTER();
     const int cnt = min(off[E], n);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cnt; i += gridDim.x * blockDim.x) inv[rows[i]] = i;
 }
@@ -45,13 +47,14 @@ extern "C" cudaError_t dic_moe_dispatch_inv(const dic_ctx *c, int M, int k, cons
     if (n <= 0) return cudaSuccess;
     int blocks = (n + 255) / 256;
     if (blocks > 4096) blocks = 4096;
-    k_dispatch_inv<<<blocks, 256, 0, c->stream>>>(n, off, E, rows, inv);
+    DIC_LAUNCH(k_dispatch_inv, blocks, 256, 0, c->stream, n, off, E, rows, inv);
     DIC_LAUNCH_CHECK();
 }
 
 /* One CTA per entry (grid-stride): xe[i] = xn[rows[i] / k], erw[i] = rw[rows[i]]. */
 static __global__ void k_moe_gather(int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
                                     size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
+    DIC_PDL_ENTER();
     const int n = min(off[E], n_max);
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
         const int r = rows[i];
@@ -72,7 +75,7 @@ extern "C" cudaError_t dic_moe_gather(const dic_ctx *c, int n_max, const int *of
     if (n_max <= 0) return cudaSuccess;
     if (k <= 0 || E <= 0) return cudaErrorInvalidValue;
     int blocks = n_max < 65535 ? n_max : 65535;
-    k_moe_gather<<<blocks, 128, 0, c->stream>>>(n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw);
+    DIC_LAUNCH(k_moe_gather, blocks, 128, 0, c->stream, n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw);
     DIC_LAUNCH_CHECK();
 }
 
@@ -105,6 +108,6 @@ extern "C" cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const
     if (M <= 0 || d <= 0) return cudaSuccess;
     if (k < 0 || M > 65535) return cudaErrorInvalidValue;
     dim3 grid((unsigned)((d + CI_THREADS - 1) / CI_THREADS), (unsigned)M);
-    k_combine_inv<<<grid, CI_THREADS, 0, c->stream>>>(k, inv, eo, ldo, d, y);
+    DIC_LAUNCH(k_combine_inv, grid, CI_THREADS, 0, c->stream, k, inv, eo, ldo, d, y);
     DIC_LAUNCH_CHECK();
 }

@@ -63,7 +63,7 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
 extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, size_t ldx, const float *w, int D,
                                    float eps, uint16_t *out, size_t ldy) {
     if (M <= 0) return cudaSuccess;
-    k_rmsnorm<<<M, RMS_THREADS, 0, c->stream>>>(in, ldx, w, D, eps, out, ldy);
+    DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy);
     DIC_LAUNCH_CHECK();
 }
 
@@ -103,6 +103,7 @@ static __global__ void __launch_bounds__(32 * HRN_WARPS)
 }
 
 static __global__ void k_head_rmsnorm(int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
+    DIC_PDL_ENTER();
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)M * nheads) return;
     int m = (int)(t / nheads), h = (int)(t % nheads);
@@ -123,10 +124,10 @@ extern "C" cudaError_t dic_head_rmsnorm_bf16(const dic_ctx *c, int M, uint16_t *
     long long n = (long long)M * nheads;
     if (n <= 0) return cudaSuccess;
     if (hd <= HRN_MAXHD)
-        k_head_rmsnorm_warp<<<(unsigned)((n + HRN_WARPS - 1) / HRN_WARPS), 32 * HRN_WARPS, 0, c->stream>>>(M, q, ld,
+        DIC_LAUNCH(k_head_rmsnorm_warp, (unsigned)((n + HRN_WARPS - 1) / HRN_WARPS), 32 * HRN_WARPS, 0, c->stream, M, q, ld,
                                                                                                           nheads, hd, eps);
     else
-        k_head_rmsnorm<<<(unsigned)((n + 63) / 64), 64, 0, c->stream>>>(M, q, ld, nheads, hd, eps);
+        DIC_LAUNCH(k_head_rmsnorm, (unsigned)((n + 63) / 64), 64, 0, c->stream, M, q, ld, nheads, hd, eps);
     DIC_LAUNCH_CHECK();
 }
 
@@ -138,6 +139,7 @@ extern "C" cudaError_t dic_head_rmsnorm_bf16(const dic_ctx *c, int M, uint16_t *
  * boundary (about 2^-27 of angles). gtest_norm_rope.c checks every angle
  * of the real models' tables (positions 0 .. 2^20) bit for bit. */
 static __global__ void k_rope_table(int M, const int64_t *pos, const float *inv_freq, int half, float *cs, float *sn) {
+    DIC_PDL_ENTER();
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)M * half) return;
     int m = (int)(t / half), i = (int)(t % half);
@@ -152,7 +154,7 @@ extern "C" cudaError_t dic_rope_table(const dic_ctx *c, int M, const int64_t *po
                                       float *cs, float *sn) {
     long long n = (long long)M * (rd / 2);
     if (n <= 0) return cudaSuccess;
-    k_rope_table<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(M, pos, inv_freq, rd / 2, cs, sn);
+    DIC_LAUNCH(k_rope_table, (unsigned)((n + 255) / 256), 256, 0, c->stream, M, pos, inv_freq, rd / 2, cs, sn);
     DIC_LAUNCH_CHECK();
 }
 
@@ -160,6 +162,7 @@ extern "C" cudaError_t dic_rope_table(const dic_ctx *c, int M, const int64_t *po
  * reference's complex product with CUDA's contraction. One thread per pair. */
 static __global__ void k_rope_tab(int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
                                   const float *sn, int inverse) {
+    DIC_PDL_ENTER();
     int half = rd / 2;
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long per_row = (long long)nheads * half;
@@ -180,6 +183,6 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
                                     const float *cs, const float *sn, int inverse) {
     long long n = (long long)M * nheads * (rd / 2);
     if (n <= 0) return cudaSuccess;
-    k_rope_tab<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(M, v, ld, nheads, hd, rd, cs, sn, inverse);
+    DIC_LAUNCH(k_rope_tab, (unsigned)((n + 255) / 256), 256, 0, c->stream, M, v, ld, nheads, hd, rd, cs, sn, inverse);
     DIC_LAUNCH_CHECK();
 }

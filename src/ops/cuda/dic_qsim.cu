@@ -10,6 +10,7 @@ enum { QS_FP8 = 0, QS_FP4 = 1, QS_FP4_E4M3 = 2 };
 
 /* One warp per block of `blk` values of one row. */
 static __global__ void k_qat(int M, uint16_t *v, size_t ld, int n, int blk, int kind) {
+    DIC_PDL_ENTER();
     int nb = n / blk;
     long long wid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
@@ -44,7 +45,7 @@ static cudaError_t qat(const dic_ctx *c, int M, uint16_t *v, size_t ld, int n, i
     if (blk <= 0) return cudaErrorInvalidValue;
     long long warps = (long long)M * (n / blk);
     if (warps <= 0) return cudaSuccess;
-    k_qat<<<(unsigned)((warps + 7) / 8), 256, 0, c->stream>>>(M, v, ld, n, blk, kind);
+    DIC_LAUNCH(k_qat, (unsigned)((warps + 7) / 8), 256, 0, c->stream, M, v, ld, n, blk, kind);
     DIC_LAUNCH_CHECK();
 }
 
@@ -63,6 +64,7 @@ extern "C" cudaError_t dic_qat_fp4_e4m3(const dic_ctx *c, int M, uint16_t *v, si
  * L and L ^ (h/4); the lower element gets a + b, the upper a - b (a = the
  * lower element), the same butterflies as qsim.c. */
 static __global__ void k_hadamard(int M, uint16_t *v, size_t ld, int nvec) {
+    DIC_PDL_ENTER();
     long long wid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (wid >= (long long)M * nvec) return;
@@ -96,6 +98,6 @@ static __global__ void k_hadamard(int M, uint16_t *v, size_t ld, int nvec) {
 extern "C" cudaError_t dic_hadamard128(const dic_ctx *c, int M, uint16_t *v, size_t ld, int nvec) {
     long long warps = (long long)M * nvec;
     if (warps <= 0) return cudaSuccess;
-    k_hadamard<<<(unsigned)((warps + 7) / 8), 256, 0, c->stream>>>(M, v, ld, nvec);
+    DIC_LAUNCH(k_hadamard, (unsigned)((warps + 7) / 8), 256, 0, c->stream, M, v, ld, nvec);
     DIC_LAUNCH_CHECK();
 }

@@ -16,6 +16,7 @@ extern "C" cudaError_t dic_copy_2d(const dic_ctx *c, int M, const void *src, siz
 }
 
 static __global__ void k_fill_f32(float *p, size_t n, float v) {
+    DIC_PDL_ENTER();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     for (; i < n; i += step) p[i] = v;
 }
@@ -24,7 +25,7 @@ extern "C" cudaError_t dic_fill_f32(const dic_ctx *c, float *p, size_t n, float 
     if (n == 0) return cudaSuccess;
     size_t blocks = (n + 255) / 256;
     if (blocks > 65536) blocks = 65536;
-    k_fill_f32<<<(unsigned)blocks, 256, 0, c->stream>>>(p, n, v);
+    DIC_LAUNCH(k_fill_f32, (unsigned)blocks, 256, 0, c->stream, p, n, v);
     DIC_LAUNCH_CHECK();
 }
 
@@ -32,6 +33,7 @@ extern "C" cudaError_t dic_fill_f32(const dic_ctx *c, float *p, size_t n, float 
  * source, the destination and the width allow, else 2-byte moves. */
 static __global__ void k_scatter_rows(int n, const int *src_row, const uint16_t *src, size_t lds,
                                       uint16_t *const *dst, int width) {
+    DIC_PDL_ENTER();
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
         const uint16_t *s = src + (size_t)(src_row ? src_row[i] : i) * lds;
         uint16_t *d = dst[i];
@@ -49,6 +51,6 @@ extern "C" cudaError_t dic_scatter_rows(const dic_ctx *c, int n, const int *src_
                                         uint16_t *const *dst, int width) {
     if (n <= 0 || width <= 0) return cudaSuccess;
     int blocks = n < 65535 ? n : 65535;
-    k_scatter_rows<<<blocks, 128, 0, c->stream>>>(n, src_row, src, lds, dst, width);
+    DIC_LAUNCH(k_scatter_rows, blocks, 128, 0, c->stream, n, src_row, src, lds, dst, width);
     DIC_LAUNCH_CHECK();
 }

@@ -117,7 +117,7 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
 extern "C" cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids) {
     if (M <= 0) return cudaSuccess;
     int vec = ld % 4 == 0 && ((uintptr_t)logits & 15) == 0;
-    k_argmax<<<M, SP_T, 0, c->stream>>>(logits, ld, V, ids, vec);
+    DIC_LAUNCH(k_argmax, M, SP_T, 0, c->stream, logits, ld, V, ids, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -367,6 +367,6 @@ extern "C" cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *log
     if (M <= 0) return cudaSuccess;
     if (V <= 0 || !c->scratch || c->scratch_cap < dic_sample_rows_scratch(M, V)) return cudaErrorInvalidValue;
     size_t row = dic_sample_rows_scratch(1, V);
-    k_sample<<<M, SP_T, 0, c->stream>>>(logits, ld, V, params, ids, (char *)c->scratch, row);
+    DIC_LAUNCH(k_sample, M, SP_T, 0, c->stream, logits, ld, V, params, ids, (char *)c->scratch, row);
     DIC_LAUNCH_CHECK();
 }
