@@ -68,9 +68,11 @@ size_t cu_tab_pages_bound(const cu_exec *c, int64_t rows_needed, int rows_per_pa
 
 void cu_tab_flush(cu_exec *c) {
     if (cu_planning(c)) return; /* the step's end copies the whole plan once */
-    if (c->tab_off)
+    if (c->tab_off) {
+        dic_pdl_disarm();
         cu_check(c, cudaMemcpyAsync(c->dtab, c->hst, c->tab_off, cudaMemcpyHostToDevice, c->dc.stream),
                  "host-table copy");
+    }
 }
 
 int cu_wmat(cu_exec *c, const di_wmat *w, dic_wmat *out) {
@@ -154,6 +156,7 @@ static void dev_free(void *ctx, void *p) {
 
 static void dev_zero(void *ctx, void *p, size_t bytes) {
     (void)ctx;
+    dic_pdl_disarm();
     cudaMemsetAsync(p, 0, bytes, g_stream);
 }
 

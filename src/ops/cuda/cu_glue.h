@@ -67,6 +67,8 @@ void cu_check(cu_exec *c, cudaError_t e, const char *op);
         if (cu_c_->plan && cu_c_->plan->open) cu_plan_note(cu_c_, (op));    \
         if (!(cu_c_->plan && cu_c_->plan->open && cu_c_->plan->plan_only)) { \
             if (cu_c_->prof) cu_prof_begin(cu_c_, (op));                    \
+            if ((op)[0] == 'd' && (op)[1] == 'i' && (op)[2] == '_')         \
+                dic_pdl_disarm(); /* di_copy_*: a copy, not a kernel */     \
             cu_check(cu_c_, (call), (op));                                  \
             if (cu_c_->prof) cu_prof_end(cu_c_);                            \
         }                                                                   \

@@ -97,6 +97,7 @@ deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err) {
         memset(&g[p->ngraphs], 0, sizeof *g);
         g[p->ngraphs].key = key;
         p->cur_graph = p->ngraphs++;
+        dic_pdl_disarm(); /* the graph's first kernel has no kernel before it */
         cu_check(c, cudaStreamBeginCapture(c->dc.stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
         p->capturing = 1;
         p->plan_only = 0;

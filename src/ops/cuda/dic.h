@@ -34,6 +34,11 @@
 extern "C" {
 #endif
 
+/* Call before enqueueing a copy or memset on a stream the kernels use: the
+ * next kernel then launches without programmatic dependent launch (see
+ * dic_common.cuh DIC_LAUNCH). */
+void dic_pdl_disarm(void);
+
 /* Execution context: a stream and a device scratch buffer sized by the
  * caller (dic_*_scratch functions say how much an op needs). */
 typedef struct dic_ctx {

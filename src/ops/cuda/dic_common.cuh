@@ -36,6 +36,7 @@
 #endif
 
 extern "C" int dic_pdl_enabled(void);
+extern "C" int dic_pdl_take(void); /* this launch may use PDL (and re-arm) */
 
 #define DIC_LAUNCH(kern, grid, block, smem, st, ...)                                         \
     do {                                                                                   \
@@ -48,7 +49,7 @@ extern "C" int dic_pdl_enabled(void);
         dic_cfg_.dynamicSmemBytes = (size_t)(smem);                                        \
         dic_cfg_.stream = (st);                                                            \
         dic_cfg_.attrs = dic_at_;                                                          \
-        dic_cfg_.numAttrs = dic_pdl_enabled() ? 1 : 0;                                     \
+        dic_cfg_.numAttrs = dic_pdl_take() ? 1 : 0;                                        \
         (void)cudaLaunchKernelEx(&dic_cfg_, kern, __VA_ARGS__);                            \
     } while (0)
 

@@ -6,6 +6,19 @@
 
 #include "ops/cuda/dic_common.cuh"
 
+/* 0 after a copy or memset was enqueued: the next kernel launches without
+ * the attribute (a programmatic edge relaxes the dependency on the previous
+ * stream operation, which only a kernel's griddepcontrol.wait honours). */
+static int g_armed = 1;
+
+extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
+
+extern "C" int dic_pdl_take(void) {
+    int a = g_armed;
+    g_armed = 1;
+    return a && dic_pdl_enabled();
+}
+
 extern "C" int dic_pdl_enabled(void) {
     static int on = -1;
     if (on < 0) {

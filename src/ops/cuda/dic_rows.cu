@@ -10,7 +10,8 @@ extern "C" cudaError_t dic_copy_2d(const dic_ctx *c, int M, const void *src, siz
                                    size_t ldd_bytes, size_t row_bytes) {
     if (M <= 0 || row_bytes == 0) return cudaSuccess;
     if (lds_bytes == row_bytes && ldd_bytes == row_bytes)
-        return cudaMemcpyAsync(dst, src, (size_t)M * row_bytes, cudaMemcpyDeviceToDevice, c->stream);
+        return dic_pdl_disarm(), cudaMemcpyAsync(dst, src, (size_t)M * row_bytes, cudaMemcpyDeviceToDevice, c->stream);
+    dic_pdl_disarm();
     return cudaMemcpy2DAsync(dst, ldd_bytes, src, lds_bytes, row_bytes, (size_t)M, cudaMemcpyDeviceToDevice,
                              c->stream);
 }
