@@ -50,6 +50,7 @@ static __global__ void __launch_bounds__(AT_THREADS) k_sparse_attn(const uint16_
                                                                    size_t kv_stride, const int *n_idx,
                                                                    const float *sink, float scale, uint16_t *out,
                                                                    size_t ldo) {
+    DIC_PDL_ENTER();
     extern __shared__ __align__(16) unsigned char at_sm[];
     const int kst = hd + 8;
     uint16_t *kvs = (uint16_t *)at_sm;
@@ -406,11 +407,13 @@ static __device__ __forceinline__ void ax_logits_body(const uint16_t *q, size_t 
 static __global__ void __launch_bounds__(256) k_ax_logits_l(const uint16_t *q, size_t ldq, int H, int hd,
                                                             const uint16_t *const *kv, size_t NE, const int *n_idx,
                                                             float scale, float *lg) {
+    DIC_PDL_ENTER();
     ax_logits_body(q, ldq, H, hd, kv, NE, n_idx, scale, lg, AXL_TH, AXL_TE, AXL_CH, AXL_CE);
 }
 static __global__ void __launch_bounds__(256) k_ax_logits_s(const uint16_t *q, size_t ldq, int H, int hd,
                                                             const uint16_t *const *kv, size_t NE, const int *n_idx,
                                                             float scale, float *lg) {
+    DIC_PDL_ENTER();
     ax_logits_body(q, ldq, H, hd, kv, NE, n_idx, scale, lg, AXS_TH, AXS_TE, AXS_CH, AXS_CE);
 }
 
@@ -425,6 +428,7 @@ static size_t ax_softmax_smem(int hs, size_t NE) {
 static __global__ void __launch_bounds__(256) k_ax_softmax(int H, int hs, size_t NE, const int *n_idx,
                                                            const float *sink, const float *lg, float *pr, float *ab,
                                                            float *dd) {
+    DIC_PDL_ENTER();
     extern __shared__ float ax_sf[];
     const int NB = (int)((NE + AX_BLK - 1) / AX_BLK), lst = (int)NE + 1;
     float *lt = ax_sf, *bm = lt + (size_t)hs * lst, *as = bm + hs * NB, *sb = as + hs * NB;
@@ -658,11 +662,13 @@ static __device__ __forceinline__ void ax_pv_body(int H, int hd, const uint16_t 
 static __global__ void __launch_bounds__(128) k_ax_pv_l(int H, int hd, const uint16_t *const *kv, size_t NE,
                                                         const int *n_idx, const float *pr, const float *ab,
                                                         const float *dd, uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
     ax_pv_body(H, hd, kv, NE, n_idx, pr, ab, dd, out, ldo, AVL_TH, AVL_NC, AVL_HG, AVL_CW, AVL_NS);
 }
 static __global__ void __launch_bounds__(128) k_ax_pv_s(int H, int hd, const uint16_t *const *kv, size_t NE,
                                                         const int *n_idx, const float *pr, const float *ab,
                                                         const float *dd, uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
     ax_pv_body(H, hd, kv, NE, n_idx, pr, ab, dd, out, ldo, AVS_TH, AVS_NC, AVS_HG, AVS_CW, AVS_NS);
 }
 

@@ -16,6 +16,7 @@ static __global__ void __launch_bounds__(AL_THREADS)
                 uint16_t *const *ring, int win, const uint16_t *kv, int hd, uint16_t **const *ckv,
                 const int *page_rows, int ratio, const int *topk, int K, const int *ntopk, const uint16_t **list0,
                 size_t stride, int *n_idx) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.x;
     const int s = row_seg[m];
     const uint16_t **list = list0 + (size_t)m * stride;
@@ -69,6 +70,7 @@ extern "C" cudaError_t dic_attn_list(const dic_ctx *c, int M, const int64_t *pos
 static __global__ void __launch_bounds__(AL_THREADS)
     k_attn_list_block(const int *seg_row0, const int *seg_nrows, const int *nctx, uint16_t *const *ring,
                       const uint16_t *kv, int hd, const uint16_t **list0, size_t stride, int *n_idx) {
+    DIC_PDL_ENTER();
     const int s = blockIdx.x;
     const int nr = seg_nrows[s], nc = nctx[s], r0 = seg_row0[s];
     const uint16_t *rg = ring[s];

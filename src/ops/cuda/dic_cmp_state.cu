@@ -27,6 +27,7 @@ static __global__ void __launch_bounds__(CS_THREADS)
     k_cmp_gated_rows(int M, const int *row_seg, const int *emit, const int64_t *pos, float *const *skv,
                      float *const *ssc, const float *pk0, const float *ps0, const float *ape, int r, int ov, int hd,
                      float *out) {
+    DIC_PDL_ENTER();
     const int m0 = blockIdx.x;
     const int seg = row_seg[m0];
     if (m0 > 0 && row_seg[m0 - 1] == seg) return; /* not the segment's first row */
@@ -135,6 +136,7 @@ static __device__ __forceinline__ float cs_score(const cs_src *v, int d) {
 static __global__ void __launch_bounds__(CSP_THREADS)
     k_cmp_pool(const int *row_seg, const int *emit, const int64_t *pos, float *const *skv, float *const *ssc,
                const float *pk0, const float *ps0, const float *ape, int r, int ov, int hd, float *out) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y, d = blockIdx.x * CSP_THREADS + threadIdx.x;
     const int e = emit[m];
     if (e < 0 || d >= hd) return;
@@ -169,6 +171,7 @@ static __global__ void __launch_bounds__(CSP_THREADS)
 static __global__ void __launch_bounds__(CSP_THREADS)
     k_cmp_state(int M, const int *row_seg, const int64_t *pos, float *const *skv, float *const *ssc,
                 const float *pk0, const float *ps0, const float *ape, int r, int ov, int hd) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y, o = blockIdx.x;
     const int seg = row_seg[m];
     if (m + 1 < M && row_seg[m + 1] == seg) return; /* not the segment's last row */

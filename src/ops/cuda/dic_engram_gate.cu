@@ -28,6 +28,7 @@ static __device__ __forceinline__ float tree8(const float *s) {
 static __global__ void __launch_bounds__(EG_WARPS * 32)
     k_engram_gate(int M, const int64_t *rmap, const uint16_t *kv0, size_t ldkv, uint16_t *R, const float *qk, int dim,
                   int hc, float eps, float inv_sqrt_dim, float *gates) {
+    DIC_PDL_ENTER();
     __shared__ float part[EG_WARPS][24];
     const int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long long u = (long long)blockIdx.x * EG_WARPS + wp; /* (token, copy) */

@@ -26,6 +26,7 @@ extern "C" size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t b
 
 static __global__ void __launch_bounds__(IS_THREADS) k_isel_scores(const di_index_select_args a, float *score,
                                                                    size_t lds) {
+    DIC_PDL_ENTER();
     extern __shared__ float4 qs4[]; /* [nh][128] fp32 */
     float *qs = (float *)qs4;
     const int m = blockIdx.y;
@@ -68,6 +69,7 @@ static __global__ void __launch_bounds__(IS_THREADS) k_isel_scores(const di_inde
 
 static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_index_select_args a, const float *score,
                                                                     size_t lds, float *bscore, size_t ldb) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.x;
     int64_t nv = a.nvis[m];
     if (nv > (int64_t)lds) nv = (int64_t)lds;

@@ -20,6 +20,7 @@ static __global__ void __launch_bounds__(IDX_THREADS) k_index_scores(const uint1
                                                                       const float *w, const uint16_t *k, size_t ldk,
                                                                       const int64_t *key0, const int *n_keys,
                                                                       int max_keys, float *score, size_t lds) {
+    DIC_PDL_ENTER();
     extern __shared__ float4 qs4[]; /* [nh][32] float4 = [nh][128] fp32 */
     float *qs = (float *)qs4;
     int m = blockIdx.y;
@@ -66,6 +67,7 @@ extern "C" cudaError_t dic_index_scores(const dic_ctx *c, int M, const uint16_t 
  * as 64-bit (key, ~index) values, descending. */
 static __global__ void __launch_bounds__(TOPK_THREADS) k_topk(const float *score, size_t lds, const int *nrow, int k,
                                                               int *idx, int *count) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.x;
     dic_topk_row(score + (size_t)m * lds, nrow[m], k, idx + (size_t)m * k, count + m, 0);
 }

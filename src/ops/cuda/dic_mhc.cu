@@ -23,6 +23,7 @@
 
 static __global__ void __launch_bounds__(SM_THREADS) k_scale_mixes(const uint16_t *R, size_t ldr, int hcd, float eps,
                                                                    const float *in, int nmix, float *out, int vec) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.x;
     const uint16_t *r = R + (size_t)m * ldr;
     double ss = 0.0;
@@ -98,6 +99,7 @@ static __device__ __forceinline__ float sk_sum4(float v, unsigned mask, int base
 static __global__ void __launch_bounds__(16 * SK_ROWS_PER_CTA)
     k_sinkhorn(int M, const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
                float *post, float *comb) {
+    DIC_PDL_ENTER();
     const int lane = threadIdx.x & 15, j = lane >> 2, k = lane & 3;
     const int m0 = blockIdx.x * SK_ROWS_PER_CTA + (threadIdx.x >> 4);
     const int m = m0 < M ? m0 : M - 1; /* surplus groups redo the last row, write nothing */

@@ -48,6 +48,7 @@ static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const flo
                                                                const int *fixed, const int32_t *tokens, int k,
                                                                float route_scale, float norm_eps, int normalize,
                                                                int *sel, float *w) {
+    DIC_PDL_ENTER();
     __shared__ float s_sh[RT_WARPS][RT_MAXE];
     __shared__ float b_sh[RT_WARPS][RT_MAXE];
     __shared__ int sel_sh[RT_WARPS][32];
@@ -129,6 +130,7 @@ extern "C" cudaError_t dic_route(const dic_ctx *c, int M, const float *logits, i
 /* Counts per expert (integer atomics: order-free), then the exclusive scan
  * into off[0..E]. One CTA of 1024 threads, E <= 1024. */
 static __global__ void __launch_bounds__(1024) k_dispatch_count(int n, const int *sel, int E, int *off) {
+    DIC_PDL_ENTER();
     __shared__ int cnt[1024];
     __shared__ int wsum[32];
     const int t = threadIdx.x;
@@ -247,6 +249,7 @@ extern "C" cudaError_t dic_swiglu(const dic_ctx *c, int M, const uint16_t *gate,
 static __global__ void __launch_bounds__(CB_THREADS) k_combine(int k, const int *sel, int E, const uint16_t *eo,
                                                                size_t lde, const uint16_t *shared, size_t lds, int d,
                                                                uint16_t *out, size_t ldo, int vec) {
+    DIC_PDL_ENTER();
     __shared__ int ord[32];
     __shared__ int nord;
     const int m = blockIdx.y;

@@ -86,6 +86,7 @@ extern "C" cudaError_t dic_moe_gather(const dic_ctx *c, int n_max, const int *of
 
 static __global__ void __launch_bounds__(CI_THREADS) k_combine_inv(int k, const int *inv, const uint16_t *eo,
                                                                    size_t ldo, int d, float *y) {
+    DIC_PDL_ENTER();
     __shared__ int at[CI_KMAX];
     const int m = blockIdx.y;
     const int kk = k < CI_KMAX ? k : CI_KMAX;

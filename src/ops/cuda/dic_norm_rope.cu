@@ -21,6 +21,7 @@
 
 static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *in, size_t ldx, const float *w, int D,
                                                                  float eps, uint16_t *out, size_t ldy) {
+    DIC_PDL_ENTER();
     __shared__ double red[RMS_THREADS / 32];
     __shared__ float r_sh;
     const uint16_t *x = in + (size_t)blockIdx.x * ldx;
@@ -78,6 +79,7 @@ extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, 
 
 static __global__ void __launch_bounds__(32 * HRN_WARPS)
     k_head_rmsnorm_warp(int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
+    DIC_PDL_ENTER();
     __shared__ float sq[HRN_WARPS][HRN_MAXHD];
     __shared__ float r_sh[HRN_WARPS];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;

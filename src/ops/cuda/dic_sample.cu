@@ -76,6 +76,7 @@ static __device__ double block_sum_double(double x, double *sh) {
 /* NaN counts as -inf (the sampler's rule); ties and an all -inf row go to
  * the lowest id. */
 static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, size_t ld, int V, int32_t *ids, int vec) {
+    DIC_PDL_ENTER();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float *l = logits + (size_t)blockIdx.x * ld;
@@ -186,6 +187,7 @@ static __device__ uint64_t select_thr(const float *z, const uint32_t *fl, int V,
 static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, size_t ld, int V,
                                                        const dic_sample_params *params, int32_t *ids, char *scratch,
                                                        size_t row_bytes) {
+    DIC_PDL_ENTER();
     __shared__ sp_shared sh;
     const int m = blockIdx.x, t = threadIdx.x;
     const dic_sample_params P = params[m];
