@@ -19,17 +19,42 @@
  * redoes the CPU's sequential sum. Either way var has the CPU's bits. */
 #define RMS_THREADS 256
 
+#define RMS_VMAX 4 /* 16-byte vectors per thread kept in registers: D <= 8 * 4 * 256 */
+
 static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *in, size_t ldx, const float *w, int D,
-                                                                 float eps, uint16_t *out, size_t ldy) {
+                                                                 float eps, uint16_t *out, size_t ldy, int vec) {
     DIC_PDL_ENTER();
     __shared__ double red[RMS_THREADS / 32];
     __shared__ float r_sh;
     const uint16_t *x = in + (size_t)blockIdx.x * ldx;
     uint16_t *y = out + (size_t)blockIdx.x * ldy;
     double ss = 0.0;
-    for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
-        double v = (double)dic_bf16_to_f32(x[i]);
-        ss = __dadd_rn(ss, __dmul_rn(v, v));
+    /* vec: the row read once, 16 bytes per load, all loads in flight before the sums; the
+     * values stay in registers for the output (any summation order: see above) */
+    uint4 xv[RMS_VMAX];
+    if (vec) {
+        const uint4 *x4 = (const uint4 *)x;
+#pragma unroll
+        for (int j = 0; j < RMS_VMAX; j++) {
+            int i = threadIdx.x + j * RMS_THREADS;
+            xv[j] = i < D / 8 ? x4[i] : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < RMS_VMAX; j++) {
+            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                double a = (double)dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu));
+                double b = (double)dic_bf16_to_f32((uint16_t)(q[h] >> 16));
+                ss = __dadd_rn(ss, __dmul_rn(a, a));
+                ss = __dadd_rn(ss, __dmul_rn(b, b));
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
+            double v = (double)dic_bf16_to_f32(x[i]);
+            ss = __dadd_rn(ss, __dmul_rn(v, v));
+        }
     }
     for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
@@ -54,6 +79,23 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     __syncthreads();
     float r = r_sh;
     /* y may alias x: every read of x above precedes this barrier */
+    if (vec) {
+#pragma unroll
+        for (int j = 0; j < RMS_VMAX; j++) {
+            int i = threadIdx.x + j * RMS_THREADS;
+            if (i >= D / 8) break;
+            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w}, o[4];
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                float a = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu)), r);
+                float b = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] >> 16)), r);
+                if (w) a = __fmul_rn(w[8 * i + 2 * h], a), b = __fmul_rn(w[8 * i + 2 * h + 1], b);
+                o[h] = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
+            }
+            ((uint4 *)y)[i] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
         float v = __fmul_rn(dic_bf16_to_f32(x[i]), r);
         if (w) v = __fmul_rn(w[i], v);
@@ -64,7 +106,9 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
 extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, size_t ldx, const float *w, int D,
                                    float eps, uint16_t *out, size_t ldy) {
     if (M <= 0) return cudaSuccess;
-    DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy);
+    int vec = D % 8 == 0 && D <= 8 * RMS_VMAX * RMS_THREADS && ldx % 8 == 0 && ldy % 8 == 0 &&
+              (((uintptr_t)in | (uintptr_t)out) & 15) == 0;
+    DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy, vec);
     DIC_LAUNCH_CHECK();
 }
 
