@@ -13,8 +13,8 @@
  * row's nh x 128 query values as fp32 in shared memory, w = the row's nh
  * weights. score = bf16(sum_h bf16(relu(bf16(q_h . k)) * w_h)), heads in
  * order; the dot product in di_vdot_bf16's lane order (dic_indexer.cu). */
-static __device__ __forceinline__ float dic_idx_score(const float4 *qs4, int nh, const float *w, const uint16_t *kj) {
-    float kv[128];
+/* The key's 128 bf16 values as fp32 (kv[128]). */
+static __device__ __forceinline__ void dic_idx_key(const uint16_t *kj, float kv[128]) {
     if (((uintptr_t)kj & 15) == 0) { /* 16-byte loads */
 #pragma unroll
         for (int i = 0; i < 128; i += 8) {
@@ -34,32 +34,44 @@ static __device__ __forceinline__ float dic_idx_score(const float4 *qs4, int nh,
             kv[i + 1] = __uint_as_float(u & 0xFFFF0000u);
         }
     }
-    float s = 0.0f;
-    for (int h = 0; h < nh; h++) {
-        const float4 *qh = qs4 + h * 32;
-        float lane[16];
+}
+
+/* Head h's term of the score: bf16(relu(bf16(q_h . k)) * w_h), the dot in
+ * di_vdot_bf16's lane order (qh: the head's 128 query values, fp32). */
+static __device__ __forceinline__ float dic_idx_head(const float4 *qh, const float kv[128], float wh) {
+    float lane[16];
 #pragma unroll
-        for (int l = 0; l < 16; l++) lane[l] = 0.0f;
+    for (int l = 0; l < 16; l++) lane[l] = 0.0f;
 #pragma unroll
-        for (int st = 0; st < 4; st++) {
+    for (int st = 0; st < 4; st++) {
 #pragma unroll
-            for (int c4 = 0; c4 < 8; c4++) { /* values 32st + 4c4 .. +3: pairs of lanes 2c4, 2c4+1 */
-                float4 qq = qh[st * 8 + c4];
-                int b = 32 * st + 4 * c4;
-                lane[2 * c4] = fmaf(qq.y, kv[b + 1], lane[2 * c4]);
-                lane[2 * c4] = fmaf(qq.x, kv[b], lane[2 * c4]);
-                lane[2 * c4 + 1] = fmaf(qq.w, kv[b + 3], lane[2 * c4 + 1]);
-                lane[2 * c4 + 1] = fmaf(qq.z, kv[b + 2], lane[2 * c4 + 1]);
-            }
+        for (int c4 = 0; c4 < 8; c4++) { /* values 32st + 4c4 .. +3: pairs of lanes 2c4, 2c4+1 */
+            float4 qq = qh[st * 8 + c4];
+            int b = 32 * st + 4 * c4;
+            lane[2 * c4] = fmaf(qq.y, kv[b + 1], lane[2 * c4]);
+            lane[2 * c4] = fmaf(qq.x, kv[b], lane[2 * c4]);
+            lane[2 * c4 + 1] = fmaf(qq.w, kv[b + 3], lane[2 * c4 + 1]);
+            lane[2 * c4 + 1] = fmaf(qq.z, kv[b + 2], lane[2 * c4 + 1]);
         }
-#pragma unroll
-        for (int wd = 8; wd >= 1; wd /= 2)
-#pragma unroll
-            for (int l = 0; l < wd; l++) lane[l] = __fadd_rn(lane[l], lane[l + wd]);
-        float d = dic_round_bf16(lane[0]);
-        if (d < 0.0f) d = 0.0f;
-        s = __fadd_rn(s, dic_round_bf16(__fmul_rn(d, w[h])));
     }
+#pragma unroll
+    for (int wd = 8; wd >= 1; wd /= 2)
+#pragma unroll
+        for (int l = 0; l < wd; l++) lane[l] = __fadd_rn(lane[l], lane[l + wd]);
+    float d = dic_round_bf16(lane[0]);
+    if (d < 0.0f) d = 0.0f;
+    return dic_round_bf16(__fmul_rn(d, wh));
+}
+
+/* Index score of the key kj (128 bf16) against the row's query: qs4 = the
+ * row's nh x 128 query values as fp32 in shared memory, w = the row's nh
+ * weights. score = bf16(sum_h bf16(relu(bf16(q_h . k)) * w_h)), heads in
+ * order; the dot product in di_vdot_bf16's lane order (dic_indexer.cu). */
+static __device__ __forceinline__ float dic_idx_score(const float4 *qs4, int nh, const float *w, const uint16_t *kj) {
+    float kv[128];
+    dic_idx_key(kj, kv);
+    float s = 0.0f;
+    for (int h = 0; h < nh; h++) s = __fadd_rn(s, dic_idx_head(qs4 + h * 32, kv, w[h]));
     return dic_round_bf16(s);
 }
 

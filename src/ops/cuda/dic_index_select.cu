@@ -67,6 +67,67 @@ static __global__ void __launch_bounds__(IS_THREADS) k_isel_scores(const di_inde
     out[j] = dic_idx_score(qs4, nh, a.w + (size_t)m * nh, kj);
 }
 
+/* The same scores with the heads of a key split over ISS_G threads (decode
+ * steps: few rows, so one thread per key leaves the GPU nearly idle with
+ * nh x 128 serial FMAs per thread). Each thread computes its heads' terms
+ * exactly as dic_idx_score does; one thread per key then adds the terms in
+ * head order: the same bits. */
+#define ISS_KEYS 16
+#define ISS_G 16
+#define ISS_MAXH 64
+
+static __global__ void __launch_bounds__(ISS_KEYS *ISS_G)
+    k_isel_scores_split(const di_index_select_args a, float *score, size_t lds) {
+    DIC_PDL_ENTER();
+    extern __shared__ float4 qs4[]; /* [nh][128] fp32 */
+    __shared__ float terms[ISS_KEYS][ISS_MAXH + 1];
+    float *qs = (float *)qs4;
+    const int m = blockIdx.y, kl = threadIdx.x / ISS_G, g = threadIdx.x % ISS_G;
+    const int64_t j = (int64_t)blockIdx.x * ISS_KEYS + kl;
+    int64_t nvis = a.nvis[m];
+    if (nvis > (int64_t)lds) nvis = (int64_t)lds;
+    float *out = score + (size_t)m * lds;
+    if ((int64_t)blockIdx.x * ISS_KEYS >= nvis) { /* whole tile past the row's keys */
+        if (g == 0 && j < (int64_t)lds) out[j] = -INFINITY;
+        return;
+    }
+    const int nh = a.nh;
+    const uint16_t *qm = a.q + (size_t)m * nh * IHD;
+    for (int i = threadIdx.x; i < nh * IHD; i += ISS_KEYS * ISS_G) qs[i] = dic_bf16_to_f32(qm[i]);
+    __syncthreads();
+    /* 0: write -inf, 1: write 0, 2: score the key (the k_isel_scores cases, in its order) */
+    int what = 2;
+    if (j >= (int64_t)lds) what = -1;
+    else if (j >= nvis) what = 0;
+    else if (a.cand_in) {
+        const int *cand = a.cand_in + (size_t)m * a.KB;
+        const int nc = a.ncand_in[m];
+        const int64_t b = j / a.bs;
+        bool in = false;
+        for (int i = 0; i < nc; i++) in |= (int64_t)__ldg(cand + i) == b;
+        if (!in) what = 0;
+    }
+    if (what == 2 && j >= a.kcap[m]) what = 1;
+    if (what == 2) {
+        const int64_t pr = a.page_rows[m];
+        float kv[128];
+        dic_idx_key(a.kpages[m][j / pr] + (size_t)(j % pr) * IHD, kv);
+        const float *w = a.w + (size_t)m * nh;
+        for (int h = g; h < nh; h += ISS_G) terms[kl][h] = dic_idx_head(qs4 + h * 32, kv, w[h]);
+    }
+    __syncthreads();
+    if (g != 0 || what < 0) return;
+    if (what == 0) {
+        out[j] = -INFINITY;
+    } else if (what == 1) {
+        out[j] = 0.0f;
+    } else {
+        float sum = 0.0f;
+        for (int h = 0; h < nh; h++) sum = __fadd_rn(sum, terms[kl][h]);
+        out[j] = dic_round_bf16(sum);
+    }
+}
+
 static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_index_select_args a, const float *score,
                                                                     size_t lds, float *bscore, size_t ldb) {
     DIC_PDL_ENTER();
@@ -112,8 +173,18 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         cudaError_t e = cudaFuncSetAttribute(k_isel_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    dim3 grid((unsigned)((lds + IS_THREADS - 1) / IS_THREADS), (unsigned)a->M);
-    DIC_LAUNCH(k_isel_scores, grid, IS_THREADS, smem, c->stream, *a, score, lds);
+    if (a->M <= 16 && a->nh <= ISS_MAXH) { /* decode: heads split over threads */
+        if (smem > 48 * 1024 - sizeof(float) * ISS_KEYS * (ISS_MAXH + 1)) {
+            cudaError_t e = cudaFuncSetAttribute(k_isel_scores_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)smem);
+            if (e != cudaSuccess) return e;
+        }
+        dim3 grid((unsigned)((lds + ISS_KEYS - 1) / ISS_KEYS), (unsigned)a->M);
+        DIC_LAUNCH(k_isel_scores_split, grid, ISS_KEYS * ISS_G, smem, c->stream, *a, score, lds);
+    } else {
+        dim3 grid((unsigned)((lds + IS_THREADS - 1) / IS_THREADS), (unsigned)a->M);
+        DIC_LAUNCH(k_isel_scores, grid, IS_THREADS, smem, c->stream, *a, score, lds);
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     DIC_LAUNCH(k_isel_select, a->M, TOPK_THREADS, 0, c->stream, *a, score, lds, bscore, ldb);
