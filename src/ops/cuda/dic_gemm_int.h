@@ -81,7 +81,17 @@ int dic_gemm_wgmma_usable(int N, int K);
 int dic_gemm_wgmma_maps(const void *q, size_t ldq, int M, const void *w, int N, int K); /* test diagnostics */
 cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
                                     int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
-                                    float *C32, uint16_t *C16, size_t ldc, int v1);
+                                    float *C32, uint16_t *C16, size_t ldc, int ver);
+/* v3 of the wgmma kernel (dic_gemm_wgmma3.cu; ver 0 above takes it where
+ * dic_gemm_wgmma3_ok): persistent grid, cl = 1 or 2 CTAs per cluster (2: the
+ * weight tile multicast), sets = 1 or 2 accumulator sets per consumer; every
+ * variant gives v2's bits. The defaults below are what ver 0 launches. */
+#define DIC_GEMM_W3_CL 1
+#define DIC_GEMM_W3_SETS 1
+int dic_gemm_wgmma3_ok(int N, int K, int wblock, int act_block);
+cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
+                                     int act_block, int M, const uint8_t *q, size_t ldq, const float *sa, float *C32,
+                                     uint16_t *C16, size_t ldc, int cl, int sets);
 
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,

@@ -411,8 +411,13 @@ extern "C" int dic_gemm_wgmma_usable(int N, int K) {
 extern "C" cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K,
                                                int wblock, int act_block, int kb, int M, const uint8_t *q,
                                                size_t ldq, const float *sa, float *C32, uint16_t *C16, size_t ldc,
-                                               int v1) {
+                                               int ver) {
     if (M <= 0 || N <= 0) return cudaSuccess;
+    /* ver 0: v3 (dic_gemm_wgmma3.cu: persistent, same bits) where it applies, else v2; 1: v1; 2: v2 */
+    if (ver == 0 && dic_gemm_wgmma3_ok(N, K, wblock, act_block))
+        return dic_gemm_q_wgmma3_launch(st, w, ws, N, K, wblock, act_block, M, q, ldq, sa, C32, C16, ldc,
+                                        DIC_GEMM_W3_CL, DIC_GEMM_W3_SETS);
+    const int v1 = ver == 1;
     if (((uintptr_t)w & 15) || ((uintptr_t)q & 15) || ldq % 16 || K % 32) return cudaErrorInvalidValue;
     CUtensorMap tA, tW;
     if (!make_map(&tA, q, M, K, ldq) || !make_map(&tW, w, N, K, (size_t)K)) return cudaErrorInvalidValue;
