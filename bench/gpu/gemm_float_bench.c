@@ -221,14 +221,17 @@ int main(int argc, char **argv) {
         run_case(0, 1, bn[i], 4096, DIC_GEMMF_PATH_AUTO, 200, 1);
         run_case(0, 8, bn[i], 4096, DIC_GEMMF_PATH_AUTO, 200, 1);
     }
+    static const int sm[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) { /* the GEMV / tensor-core crossover */
+        run_case(0, sm[i], 1024, 4096, DIC_GEMMF_PATH_GEMV, 200, 1);
+        run_case(0, sm[i], 1024, 4096, DIC_GEMMF_PATH_MMA, 200, 1);
+        run_case(0, sm[i], 129280, 4096, DIC_GEMMF_PATH_GEMV, 20, 0);
+        run_case(0, sm[i], 129280, 4096, DIC_GEMMF_PATH_MMA, 20, 0);
+    }
     run_case(0, 1, 1024, 4096, DIC_GEMMF_PATH_OLD, 100, 1);
-    run_case(0, 16, 1024, 4096, DIC_GEMMF_PATH_AUTO, 200, 1);
     run_case(0, 16, 1024, 4096, DIC_GEMMF_PATH_MMA, 200, 1);
-    run_case(0, 1, 129280, 4096, DIC_GEMMF_PATH_GEMV, 30, 0);
     run_case(0, 1, 129280, 4096, DIC_GEMMF_PATH_OLD, 30, 0);
-    run_case(0, 8, 129280, 4096, DIC_GEMMF_PATH_GEMV, 30, 0);
     run_case(0, 8, 129280, 4096, DIC_GEMMF_PATH_OLD, 10, 0);
-    run_case(0, 16, 129280, 4096, DIC_GEMMF_PATH_GEMV, 20, 0);
     run_case(0, 16, 129280, 4096, DIC_GEMMF_PATH_MMA, 20, 0);
     run_case(0, 64, 129280, 4096, DIC_GEMMF_PATH_AUTO, 20, 0);
     run_case(0, 64, 129280, 4096, DIC_GEMMF_PATH_MMA128, 20, 0);

@@ -137,7 +137,19 @@ TEST(gpu_gemm_fast_bf16_small_m) {
         ff_case(0, ms[i], 131, 136, 0, 700 + i); /* K tail, odd N */
         if (di_test_failed()) return;
     }
+    for (unsigned i = 0; i < sizeof ms / sizeof *ms; i++) { /* both kernels at every small M, whatever auto picks */
+        ff_case(0, ms[i], 1024, 4096, DIC_GEMMF_PATH_GEMV, 510 + i);
+        if (di_test_failed()) return;
+        ff_case(0, ms[i], 131, 136, DIC_GEMMF_PATH_GEMV, 710 + i);
+        if (di_test_failed()) return;
+        ff_case(0, ms[i], 1024, 4096, DIC_GEMMF_PATH_MMA, 520 + i);
+        if (di_test_failed()) return;
+        ff_case(0, ms[i], 131, 136, DIC_GEMMF_PATH_MMA, 720 + i);
+        if (di_test_failed()) return;
+    }
     ff_case(0, 8, 129280, 4096, 0, 800); /* lm_head */
+    if (di_test_failed()) return;
+    ff_case(0, 1, 129280, 4096, DIC_GEMMF_PATH_GEMV, 802);
     if (di_test_failed()) return;
     ff_case(0, 3, 9, 130, 0, 801); /* K % 8 != 0: the mode-1 kernel */
 }
@@ -158,7 +170,7 @@ TEST(gpu_gemm_fast_bf16_mma) {
     ff_case(0, 65, 136, 4096, DIC_GEMMF_PATH_MMA64, 906);
 }
 
-/* Row r of the GEMV kernel alone equals row r of a larger launch, bitwise. */
+/* Row r of the GEMV kernel (forced) alone equals row r of a larger launch, bitwise. */
 static void rows_case(int fmt, int N, int K, const int *ms, int nms, uint64_t seed) {
     const int MB = ms[nms - 1], r1 = 5;
     uint64_t s = seed;
@@ -176,11 +188,13 @@ static void rows_case(int fmt, int N, int K, const int *ms, int nms, uint64_t se
     CHECK(dA && dW && dC);
     dic_wmat dw = {fmt, N, K, 0, dW, NULL};
     float *one = malloc(ldc * 4), *got = malloc((size_t)MB * ldc * 4);
-    CUDA_SYNC_CHECK(dic_gemm(&ctx, 1, (const uint16_t *)dA + (size_t)r1 * lda, lda, &dw, 0, dC, NULL, ldc));
+    const int P = DIC_GEMMF_PATH_GEMV;
+    CUDA_SYNC_CHECK(dic_gemm_float_fast_launch(ctx.stream, 1, (const uint16_t *)dA + (size_t)r1 * lda, lda, &dw, dC,
+                                               NULL, ldc, P));
     CUDA_CHECK(cudaMemcpy(one, dC, ldc * 4, cudaMemcpyDeviceToHost));
     for (int j = 0; j < nms; j++) {
         CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
-        CUDA_SYNC_CHECK(dic_gemm(&ctx, ms[j], dA, lda, &dw, 0, dC, NULL, ldc));
+        CUDA_SYNC_CHECK(dic_gemm_float_fast_launch(ctx.stream, ms[j], dA, lda, &dw, dC, NULL, ldc, P));
         CUDA_CHECK(cudaMemcpy(got, dC, (size_t)ms[j] * ldc * 4, cudaMemcpyDeviceToHost));
         size_t d = gt_count_diff_u32(one, got + (size_t)r1 * ldc, (size_t)N);
         CHECK_MSG(d == 0, "%s N=%d K=%d: row %d at M=1 differs from M=%d in %zu of %d outputs", fname(fmt), N, K, r1,

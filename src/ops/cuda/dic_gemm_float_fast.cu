@@ -37,6 +37,7 @@ namespace cg = cooperative_groups;
 /* ------------------------------------------------------------------ GEMV */
 #define GV_T 256 /* 8 warps */
 #define GV_U 8   /* 16-byte loads in flight per lane */
+#define GV_BF16_MAXM 4 /* auto dispatch: BF16 launches of more rows take k_mma */
 
 static __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
 static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
@@ -65,46 +66,76 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     float acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    /* Activations: with MR <= 2 every chunk's activation vectors are loaded with the
+     * weights (one memory round trip per batch); above, the MR rows of a chunk are
+     * loaded together before its FMAs (never one dependent load per row). */
+    constexpr bool PRE = MR <= 2;
     for (int cb = c0 + j; cb < c1; cb += WPC * GV_U) {
         uint4 w[GV_U];
+        uint4 ap[PRE ? GV_U : 1][MR];
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             int c = cb + u * WPC, k = c * CE + q * EPL;
+            bool ok = c < c1 && k < K;
             w[u] = make_uint4(0, 0, 0, 0);
-            if (nok && c < c1 && k < K) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+            if (nok && ok) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+            if constexpr (PRE) {
+#pragma unroll
+                for (int m = 0; m < MR; m++) {
+                    ap[u][m] = make_uint4(0, 0, 0, 0);
+                    if (ok && m < mt) {
+                        if constexpr (F32) {
+                            uint2 t = __ldg((const uint2 *)(Am + (size_t)m * lda + k));
+                            ap[u][m].x = t.x, ap[u][m].y = t.y;
+                        } else {
+                            ap[u][m] = __ldg((const uint4 *)(Am + (size_t)m * lda + k));
+                        }
+                    }
+                }
+            }
         }
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             int c = cb + u * WPC, k = c * CE + q * EPL;
             if (c < c1 && k < K) {
-                if (F32) {
+                if constexpr (F32) {
+                    uint2 a[MR];
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if constexpr (PRE) a[m] = make_uint2(ap[u][m].x, ap[u][m].y);
+                        else a[m] = m < mt ? __ldg((const uint2 *)(Am + (size_t)m * lda + k)) : make_uint2(0, 0);
+                    }
                     float w0 = __uint_as_float(w[u].x), w1 = __uint_as_float(w[u].y), w2 = __uint_as_float(w[u].z),
                           w3 = __uint_as_float(w[u].w);
 #pragma unroll
                     for (int m = 0; m < MR; m++) {
                         if (m < mt) {
-                            uint2 a = __ldg((const uint2 *)(Am + (size_t)m * lda + k));
-                            acc[m] = fmaf(bf_lo(a.x), w0, acc[m]);
-                            acc[m] = fmaf(bf_hi(a.x), w1, acc[m]);
-                            acc[m] = fmaf(bf_lo(a.y), w2, acc[m]);
-                            acc[m] = fmaf(bf_hi(a.y), w3, acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].x), w0, acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].x), w1, acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].y), w2, acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].y), w3, acc[m]);
                         }
                     }
                 } else {
+                    uint4 a[MR];
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if constexpr (PRE) a[m] = ap[u][m];
+                        else a[m] = m < mt ? __ldg((const uint4 *)(Am + (size_t)m * lda + k)) : make_uint4(0, 0, 0, 0);
+                    }
                     float wf[8] = {bf_lo(w[u].x), bf_hi(w[u].x), bf_lo(w[u].y), bf_hi(w[u].y),
                                    bf_lo(w[u].z), bf_hi(w[u].z), bf_lo(w[u].w), bf_hi(w[u].w)};
 #pragma unroll
                     for (int m = 0; m < MR; m++) {
                         if (m < mt) {
-                            uint4 a = __ldg((const uint4 *)(Am + (size_t)m * lda + k));
-                            acc[m] = fmaf(bf_lo(a.x), wf[0], acc[m]);
-                            acc[m] = fmaf(bf_hi(a.x), wf[1], acc[m]);
-                            acc[m] = fmaf(bf_lo(a.y), wf[2], acc[m]);
-                            acc[m] = fmaf(bf_hi(a.y), wf[3], acc[m]);
-                            acc[m] = fmaf(bf_lo(a.z), wf[4], acc[m]);
-                            acc[m] = fmaf(bf_hi(a.z), wf[5], acc[m]);
-                            acc[m] = fmaf(bf_lo(a.w), wf[6], acc[m]);
-                            acc[m] = fmaf(bf_hi(a.w), wf[7], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].x), wf[0], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].x), wf[1], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].y), wf[2], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].y), wf[3], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].z), wf[4], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].z), wf[5], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].w), wf[6], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].w), wf[7], acc[m]);
                         }
                     }
                 }
@@ -165,7 +196,7 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
     int w = 1, c = 1;
-    while ((long long)ngroups * w * c < 4096 && (nch + w * c - 1) / (w * c) >= 4) {
+    while ((long long)ngroups * w * c < 2048 && (nch + w * c - 1) / (w * c) >= 4) {
         if (w < 8) w *= 2;
         else if (c < 8) c *= 2;
         else break;
@@ -410,7 +441,8 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
         return mma_launch(st, M, A, lda, W, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
-    /* auto */
-    if (f32 || M <= 16) return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
+    /* auto: BF16 rows up to GV_BF16_MAXM on the GEMV kernels, more on the tensor cores
+     * (measured, GEMM-FLOAT-NOTES.md) */
+    if (f32 || M <= GV_BF16_MAXM) return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, C32, C16, ldc, 0, 0);
 }
