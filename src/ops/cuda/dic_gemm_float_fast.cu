@@ -4,7 +4,8 @@
  * other orders than di_gemm: results equal di_gemm to rounding, not bitwise.
  * Deterministic run to run: no atomics; every reduction is a fixed tree.
  *
- * 1. GEMV family (k_gemv, M <= 16 rows per launch tile; F32 weights at every M):
+ * 1. GEMV family (k_gemv, up to 16 rows per tile; auto: F32 at every M, BF16 at M = 1 and
+ *    at M <= 4 for N*K <= 2^24):
  *    a warp owns 4 output columns (8 lanes each); a lane loads 16 contiguous bytes of
  *    its column per chunk (a warp instruction reads 4 columns x 128 bytes), up to 8
  *    chunks in flight per lane, then fmaf's them into one fp32 accumulator per row
@@ -16,7 +17,7 @@
  *    memory. WPC and CY depend on N and K only, and each row's chain depends only on
  *    that row: a row's bits do not depend on M or on the other rows (F32 above 16 rows:
  *    grid.z tiles of 16 rows, same chains).
- * 2. BF16 tensor cores (k_mma, M > 16): mma.sync m16n8k16 bf16 -> fp32, CTA tile
+ * 2. BF16 tensor cores (k_mma, every other BF16 launch): mma.sync m16n8k16 bf16 -> fp32, CTA tile
  *    BM x 128 x 64 (BM = 128, or 64 for small M / few tiles), 4 warps, 3-stage cp.async
  *    pipeline into XOR-swizzled shared memory, ldmatrix fragments. Few tiles: split K
  *    over S CTAs of a cluster (S picked from the tile count, so from M too: a row's bits
@@ -441,8 +442,10 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
         return mma_launch(st, M, A, lda, W, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
-    /* auto: BF16 rows up to GV_BF16_MAXM on the GEMV kernels, more on the tensor cores
-     * (measured, GEMM-FLOAT-NOTES.md) */
-    if (f32 || M <= GV_BF16_MAXM) return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
+    /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
+     * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
+     * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
+    if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
+        return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, C32, C16, ldc, 0, 0);
 }
