@@ -195,6 +195,7 @@ static void gemm_case(int fmt, int M, int N, int K, int B, int act, uint64_t see
     /* GPU */
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, N, K)));
+    if (fmt <= 1) ctx.batch_invariant = 1; /* the bitwise kernels (mode 0: gtest_gemm_fast_float.c) */
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = sc ? gt_to_dev(sc, sb) : NULL;
     float *dC = gt_dev_poison((size_t)M * ldc * 4);
     uint16_t *dC16 = gt_dev_poison((size_t)M * ldc * 2);

@@ -12,7 +12,9 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
                                 int act_block, float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0) return cudaSuccess;
     if (!W || (!C32) == (!C16)) return cudaErrorInvalidValue;
-    if (W->fmt == 0 || W->fmt == 1) return dic_gemm_float_launch(c->stream, M, A, lda, W, C32, C16, ldc);
+    if (W->fmt == 0 || W->fmt == 1)
+        return c->batch_invariant ? dic_gemm_float_launch(c->stream, M, A, lda, W, C32, C16, ldc)
+                                  : dic_gemm_float_fast_launch(c->stream, M, A, lda, W, C32, C16, ldc, DIC_GEMMF_PATH_AUTO);
     if (W->fmt != 2 && W->fmt != 3) return cudaErrorInvalidValue;
     const int K = W->k;
     if (act_block <= 0 || K % act_block || K % 32 || misaligned(W->w) || c->scratch_cap < dic_gemm_scratch(M, W->n, K))

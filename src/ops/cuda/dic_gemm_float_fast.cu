@@ -1,0 +1,451 @@
+/*
+ * dic_gemm_float_fast.cu — BF16 and F32 weight GEMMs for dic_ctx.batch_invariant == 0
+ * (dic_gemm_float.cu keeps the CPU's exact order for mode 1). fp32 accumulation in
+ * other orders than di_gemm: results equal di_gemm to rounding, not bitwise.
+ * Deterministic run to run: no atomics; every reduction is a fixed tree.
+ *
+ * 1. GEMV family (k_gemv, up to 16 rows per tile; auto: F32 at every M, BF16 at M = 1 and
+ *    at M <= 4 for N*K <= 2^24):
+ *    a warp owns 4 output columns (8 lanes each); a lane loads 16 contiguous bytes of
+ *    its column per chunk (a warp instruction reads 4 columns x 128 bytes), up to 8
+ *    chunks in flight per lane, then fmaf's them into one fp32 accumulator per row
+ *    (activations: bf16 from L1/L2, the 8 lanes of a column group cover 128 B per row,
+ *    shared by the warp's 4 column groups). K is split over WPC warps of the CTA
+ *    (interleaved chunks) and over CY CTAs of a thread-block cluster (contiguous
+ *    ranges); reductions: 8-lane xor butterfly, then the WPC warps in order through
+ *    shared memory, then the CY cluster ranks in order through distributed shared
+ *    memory. WPC and CY depend on N and K only, and each row's chain depends only on
+ *    that row: a row's bits do not depend on M or on the other rows (F32 above 16 rows:
+ *    grid.z tiles of 16 rows, same chains).
+ * 2. BF16 tensor cores (k_mma, every other BF16 launch): mma.sync m16n8k16 bf16 -> fp32, CTA tile
+ *    BM x 128 x 64 (BM = 128, or 64 for small M / few tiles), 4 warps, 3-stage cp.async
+ *    pipeline into XOR-swizzled shared memory, ldmatrix fragments. Few tiles: split K
+ *    over S CTAs of a cluster (S picked from the tile count, so from M too: a row's bits
+ *    can depend on M here), partial tiles added in rank order through distributed
+ *    shared memory. No scratch is used.
+ * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
+ * 16-byte aligned weights, activations aligned to their vector loads) go to the
+ * mode-1 kernels (dic_gemm_float_launch).
+ */
+#include <cooperative_groups.h>
+#include <string.h>
+
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+
+namespace cg = cooperative_groups;
+
+/* ------------------------------------------------------------------ GEMV */
+#define GV_T 256 /* 8 warps */
+#define GV_U 8   /* 16-byte loads in flight per lane */
+#define GV_BF16_MAXM 4 /* auto dispatch: BF16 launches of more rows take k_mma */
+
+static __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
+static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
+
+/* MR: rows per tile (compile time); F32: weights are fp32 (else bf16).
+ * Element e of a chunk: bf16 chunk = 8 lanes x 8 k = 64 k; f32 chunk = 8 lanes x 4 k = 32 k. */
+template <int MR, int F32>
+static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
+                                                      const void *__restrict__ Wv, float *C32, uint16_t *C16,
+                                                      size_t ldc, int WPC, int CY) {
+    __shared__ float red[8][4][MR];
+    __shared__ float part[32 * MR];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = 8 / WPC;              /* column groups per CTA */
+    const int g = warp / WPC, j = warp % WPC;
+    const int colq = lane >> 3, q = lane & 7;
+    const int n = (blockIdx.x * G + g) * 4 + colq;
+    const int m0 = blockIdx.z * MR;
+    const int mt = min(MR, M - m0); /* rows of this tile */
+    const int EPL = F32 ? 4 : 8, CE = 8 * EPL;
+    const int nch = (K + CE - 1) / CE, per = (nch + CY - 1) / CY;
+    const int c0 = blockIdx.y * per, c1 = min(nch, c0 + per);
+    const uint16_t *Am = A + (size_t)m0 * lda;
+    const bool nok = n < N;
+    const char *wrow = (const char *)Wv + (size_t)(nok ? n : 0) * K * (F32 ? 4 : 2);
+    float acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    /* Activations: with MR <= 2 every chunk's activation vectors are loaded with the
+     * weights (one memory round trip per batch); above, the MR rows of a chunk are
+     * loaded together before its FMAs (never one dependent load per row). */
+    constexpr bool PRE = MR <= 2;
+    for (int cb = c0 + j; cb < c1; cb += WPC * GV_U) {
+        uint4 w[GV_U];
+        uint4 ap[PRE ? GV_U : 1][MR];
+#pragma unroll
+        for (int u = 0; u < GV_U; u++) {
+            int c = cb + u * WPC, k = c * CE + q * EPL;
+            bool ok = c < c1 && k < K;
+            w[u] = make_uint4(0, 0, 0, 0);
+            if (nok && ok) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+            if constexpr (PRE) {
+#pragma unroll
+                for (int m = 0; m < MR; m++) {
+                    ap[u][m] = make_uint4(0, 0, 0, 0);
+                    if (ok && m < mt) {
+                        if constexpr (F32) {
+                            uint2 t = __ldg((const uint2 *)(Am + (size_t)m * lda + k));
+                            ap[u][m].x = t.x, ap[u][m].y = t.y;
+                        } else {
+                            ap[u][m] = __ldg((const uint4 *)(Am + (size_t)m * lda + k));
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < GV_U; u++) {
+            int c = cb + u * WPC, k = c * CE + q * EPL;
+            if (c < c1 && k < K) {
+                if constexpr (F32) {
+                    uint2 a[MR];
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if constexpr (PRE) a[m] = make_uint2(ap[u][m].x, ap[u][m].y);
+                        else a[m] = m < mt ? __ldg((const uint2 *)(Am + (size_t)m * lda + k)) : make_uint2(0, 0);
+                    }
+                    float w0 = __uint_as_float(w[u].x), w1 = __uint_as_float(w[u].y), w2 = __uint_as_float(w[u].z),
+                          w3 = __uint_as_float(w[u].w);
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if (m < mt) {
+                            acc[m] = fmaf(bf_lo(a[m].x), w0, acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].x), w1, acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].y), w2, acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].y), w3, acc[m]);
+                        }
+                    }
+                } else {
+                    uint4 a[MR];
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if constexpr (PRE) a[m] = ap[u][m];
+                        else a[m] = m < mt ? __ldg((const uint4 *)(Am + (size_t)m * lda + k)) : make_uint4(0, 0, 0, 0);
+                    }
+                    float wf[8] = {bf_lo(w[u].x), bf_hi(w[u].x), bf_lo(w[u].y), bf_hi(w[u].y),
+                                   bf_lo(w[u].z), bf_hi(w[u].z), bf_lo(w[u].w), bf_hi(w[u].w)};
+#pragma unroll
+                    for (int m = 0; m < MR; m++) {
+                        if (m < mt) {
+                            acc[m] = fmaf(bf_lo(a[m].x), wf[0], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].x), wf[1], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].y), wf[2], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].y), wf[3], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].z), wf[4], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].z), wf[5], acc[m]);
+                            acc[m] = fmaf(bf_lo(a[m].w), wf[6], acc[m]);
+                            acc[m] = fmaf(bf_hi(a[m].w), wf[7], acc[m]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    /* 8-lane butterfly: every lane of the column group ends with the same sum */
+#pragma unroll
+    for (int m = 0; m < MR; m++) {
+        float v = acc[m];
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, 4);
+        acc[m] = v;
+    }
+    if (q == 0) {
+#pragma unroll
+        for (int m = 0; m < MR; m++) red[warp][colq][m] = acc[m];
+    }
+    __syncthreads();
+    /* outputs of this CTA: (g, colq, m) = idx; warps of the group added in order */
+    const int nout = G * 4 * MR;
+    for (int idx = threadIdx.x; idx < nout; idx += GV_T) {
+        int m = idx % MR, cq = (idx / MR) % 4, gg = idx / (4 * MR);
+        float v = red[gg * WPC][cq][m];
+        for (int jj = 1; jj < WPC; jj++) v += red[gg * WPC + jj][cq][m];
+        part[idx] = v;
+    }
+    if (CY > 1) {
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync();
+        const int r = (int)cl.block_rank();
+        for (int idx = threadIdx.x; idx < nout; idx += GV_T) {
+            if (idx % CY != r) continue;
+            float v = 0.0f;
+            for (int s = 0; s < CY; s++) v += cl.map_shared_rank(part, s)[idx];
+            int m = idx % MR, nn = (blockIdx.x * G + idx / (4 * MR)) * 4 + (idx / MR) % 4;
+            if (m < mt && nn < N) {
+                if (C32) C32[(size_t)(m0 + m) * ldc + nn] = v;
+                else C16[(size_t)(m0 + m) * ldc + nn] = dic_f32_to_bf16(v);
+            }
+        }
+        cl.sync(); /* keep this CTA's part alive until every rank has read it */
+    } else {
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < nout; idx += GV_T) {
+            int m = idx % MR, nn = (blockIdx.x * G + idx / (4 * MR)) * 4 + (idx / MR) % 4;
+            if (m < mt && nn < N) {
+                float v = part[idx];
+                if (C32) C32[(size_t)(m0 + m) * ldc + nn] = v;
+                else C16[(size_t)(m0 + m) * ldc + nn] = dic_f32_to_bf16(v);
+            }
+        }
+    }
+}
+
+/* The K split: from N and K only. */
+static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
+    const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
+    int w = 1, c = 1;
+    while ((long long)ngroups * w * c < 2048 && (nch + w * c - 1) / (w * c) >= 4) {
+        if (w < 8) w *= 2;
+        else if (c < 8) c *= 2;
+        else break;
+    }
+    *wpc = w, *cy = c;
+}
+
+typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const void *, float *, uint16_t *, size_t, int, int);
+
+static cudaError_t gemv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
+                               uint16_t *C16, size_t ldc) {
+    const int f32 = W->fmt == 1;
+    int wpc, cy;
+    gemv_split(f32, W->n, W->k, &wpc, &cy);
+    int mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
+    gemv_fn fn;
+    if (f32) fn = mr == 1 ? k_gemv<1, 1> : mr == 2 ? k_gemv<2, 1> : mr == 4 ? k_gemv<4, 1> : mr == 8 ? k_gemv<8, 1> : k_gemv<16, 1>;
+    else fn = mr == 1 ? k_gemv<1, 0> : mr == 2 ? k_gemv<2, 0> : mr == 4 ? k_gemv<4, 0> : mr == 8 ? k_gemv<8, 0> : k_gemv<16, 0>;
+    const int G = 8 / wpc;
+    unsigned gx = (unsigned)((W->n + 4 * G - 1) / (4 * G)), gz = (unsigned)((M + mr - 1) / mr);
+    if (gz > 65535) return cudaErrorInvalidConfiguration;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(gx, (unsigned)cy, gz);
+    cfg.blockDim = dim3(GV_T, 1, 1);
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cy > 1 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fn, M, W->n, W->k, A, lda, W->w, C32, C16, ldc, wpc, cy);
+}
+
+/* ------------------------------------------------------------------ tensor cores */
+#define MM_BN 128
+#define MM_BK 64
+#define MM_ST 3
+#define MM_T 128
+#define MM_LD (MM_BN + 4) /* fp32 reduction tile row stride */
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+static __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+static __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* byte offset of (row, 16-byte chunk) in a tile of 128-byte rows, chunks XOR-swizzled by row */
+static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+template <int BM>
+static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
+                                                     const uint16_t *__restrict__ W, float *C32, uint16_t *C16,
+                                                     size_t ldc, int S) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int STAGE = BM * 128 + MM_BN * 128;
+    const int MI = BM / 32; /* m16 tiles per warp (warp tile BM/2 x 64) */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int wm = (warp >> 1) * (BM / 2), wn = (warp & 1) * 64;
+    const int n0 = blockIdx.x * MM_BN, m0 = blockIdx.y * BM;
+    const int nkt = (K + MM_BK - 1) / MM_BK, per = (nkt + S - 1) / S;
+    const int kt0 = blockIdx.z * per, kt1 = min(nkt, kt0 + per);
+    const uint32_t sbase = smem_u32(sm);
+
+    float acc[MI][8][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][jn][e] = 0.0f;
+
+    auto load_tile = [&](int stage, int kt) {
+        const uint32_t sa = sbase + stage * STAGE, sb = sa + BM * 128;
+        const int kb = kt * MM_BK;
+#pragma unroll
+        for (int i = 0; i < BM * 8 / MM_T; i++) {
+            int idx = tid + i * MM_T, r = idx >> 3, c = idx & 7, k = kb + c * 8;
+            bool ok = m0 + r < M && k < K;
+            const uint16_t *src = ok ? A + (size_t)(m0 + r) * lda + k : A;
+            cp_async16(sa + swz(r, c), src, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < MM_BN * 8 / MM_T; i++) {
+            int idx = tid + i * MM_T, r = idx >> 3, c = idx & 7, k = kb + c * 8;
+            bool ok = n0 + r < N && k < K;
+            const uint16_t *src = ok ? W + (size_t)(n0 + r) * K + k : W;
+            cp_async16(sb + swz(r, c), src, ok ? 16 : 0);
+        }
+    };
+
+#pragma unroll
+    for (int s = 0; s < MM_ST - 1; s++) {
+        if (kt0 + s < kt1) load_tile(s, kt0 + s);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    for (int kt = kt0; kt < kt1; kt++) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(MM_ST - 2));
+        __syncthreads();
+        {
+            int nk = kt + MM_ST - 1;
+            if (nk < kt1) load_tile((nk - kt0) % MM_ST, nk);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+        const uint32_t sa = sbase + ((kt - kt0) % MM_ST) * STAGE, sb = sa + BM * 128;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t af[MI][4], bfr[8][2];
+#pragma unroll
+            for (int i = 0; i < MI; i++) {
+                int r = wm + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
+                ldsm_x4(sa + swz(r, c), af[i][0], af[i][1], af[i][2], af[i][3]);
+            }
+#pragma unroll
+            for (int jp = 0; jp < 4; jp++) {
+                int r = wn + jp * 16 + ((lane >> 4) << 3) + (lane & 7), c = kk * 2 + ((lane >> 3) & 1);
+                ldsm_x4(sb + swz(r, c), bfr[2 * jp][0], bfr[2 * jp][1], bfr[2 * jp + 1][0], bfr[2 * jp + 1][1]);
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++)
+                    mma_bf16(acc[i][jn], af[i][0], af[i][1], af[i][2], af[i][3], bfr[jn][0], bfr[jn][1]);
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+
+    if (S == 1) {
+#pragma unroll
+        for (int i = 0; i < MI; i++)
+#pragma unroll
+            for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int m = m0 + wm + i * 16 + (lane >> 2) + h * 8;
+                    int n = n0 + wn + jn * 8 + (lane & 3) * 2;
+                    if (m >= M) continue;
+                    float v0 = acc[i][jn][2 * h], v1 = acc[i][jn][2 * h + 1];
+                    if (C32) {
+                        if (n < N) C32[(size_t)m * ldc + n] = v0;
+                        if (n + 1 < N) C32[(size_t)m * ldc + n + 1] = v1;
+                    } else {
+                        if (n < N) C16[(size_t)m * ldc + n] = dic_f32_to_bf16(v0);
+                        if (n + 1 < N) C16[(size_t)m * ldc + n + 1] = dic_f32_to_bf16(v1);
+                    }
+                }
+        return;
+    }
+    /* split K over the cluster: partial tiles through shared memory, added in rank order */
+    __syncthreads();
+    float *red = (float *)sm;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int r = wm + i * 16 + (lane >> 2) + h * 8, cc = wn + jn * 8 + (lane & 3) * 2;
+                *(float2 *)&red[r * MM_LD + cc] = make_float2(acc[i][jn][2 * h], acc[i][jn][2 * h + 1]);
+            }
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const int rank = (int)cl.block_rank(), rows = BM / S;
+    for (int idx = tid; idx < rows * MM_BN; idx += MM_T) {
+        int r = rank * rows + idx / MM_BN, cc = idx % MM_BN;
+        int m = m0 + r, n = n0 + cc;
+        float v = 0.0f;
+        for (int s = 0; s < S; s++) v += cl.map_shared_rank(red, s)[r * MM_LD + cc];
+        if (m < M && n < N) {
+            if (C32) C32[(size_t)m * ldc + n] = v;
+            else C16[(size_t)m * ldc + n] = dic_f32_to_bf16(v);
+        }
+    }
+    cl.sync();
+}
+
+static size_t mma_smem(int bm) {
+    size_t pipe = (size_t)MM_ST * (bm * 128 + MM_BN * 128), redb = (size_t)bm * MM_LD * 4;
+    return pipe > redb ? pipe : redb;
+}
+
+static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
+                              uint16_t *C16, size_t ldc, int force_bm, int force_s) {
+    const int N = W->n, K = W->k;
+    const long long t128 = (long long)((M + 127) / 128) * ((N + MM_BN - 1) / MM_BN);
+    int bm = (M <= 64 || t128 < 66) ? 64 : 128;
+    if (force_bm) bm = force_bm;
+    const long long tiles = (long long)((M + bm - 1) / bm) * ((N + MM_BN - 1) / MM_BN);
+    const int nkt = (K + MM_BK - 1) / MM_BK;
+    int S = 1;
+    while (tiles * S < 132 && S < 8 && nkt / (2 * S) >= 4) S *= 2;
+    if (force_s) S = force_s;
+    if ((M + bm - 1) / bm > 65535) return cudaErrorInvalidConfiguration;
+    const size_t smem = mma_smem(bm);
+    void (*fn)(int, int, int, const uint16_t *, size_t, const uint16_t *, float *, uint16_t *, size_t, int) =
+        bm == 64 ? k_mma<64> : k_mma<128>;
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)((N + MM_BN - 1) / MM_BN), (unsigned)((M + bm - 1) / bm), (unsigned)S);
+    cfg.blockDim = dim3(MM_T, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = (unsigned)S;
+    cfg.attrs = at;
+    cfg.numAttrs = S > 1 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fn, M, N, K, A, lda, (const uint16_t *)W->w, C32, C16, ldc, S);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda,
+                                                  const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc,
+                                                  int path) {
+    if (M <= 0 || W->n <= 0) return cudaSuccess;
+    if (W->fmt != 0 && W->fmt != 1) return cudaErrorInvalidValue;
+    const int f32 = W->fmt == 1, K = W->k;
+    int ok = K > 0 && al16(W->w) && (f32 ? (K % 4 == 0 && lda % 4 == 0 && ((uintptr_t)A & 7) == 0)
+                                        : (K % 8 == 0 && lda % 8 == 0 && al16(A)));
+    if (path == DIC_GEMMF_PATH_OLD || !ok) return dic_gemm_float_launch(st, M, A, lda, W, C32, C16, ldc);
+    if (path == DIC_GEMMF_PATH_GEMV) {
+        if (!f32 && M > 16) return cudaErrorInvalidValue;
+        return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
+    }
+    if (path == DIC_GEMMF_PATH_MMA || path == DIC_GEMMF_PATH_MMA64 || path == DIC_GEMMF_PATH_MMA128) {
+        if (f32) return cudaErrorInvalidValue;
+        return mma_launch(st, M, A, lda, W, C32, C16, ldc,
+                          path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
+    }
+    /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
+     * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
+     * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
+    if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
+        return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
+    return mma_launch(st, M, A, lda, W, C32, C16, ldc, 0, 0);
+}
