@@ -192,11 +192,14 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
     }
     qsort(t, reps, sizeof *t, cmpf);
     double ms = t[reps / 2];
-    cudaGraph_t gr;
-    CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < GR; i++) CK(dic_gemm_grouped(c, E, w, doff[i % NR], drows[i % NR], R, A, K, 128, C, N));
-    CK(cudaStreamEndCapture(c->stream, &gr));
-    g_graph_ms = graph_median_ms(c->stream, gr, e0, e1) / GR;
+    g_graph_ms = 0;
+    if (T <= 64) {
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < GR; i++) CK(dic_gemm_grouped(c, E, w, doff[i % NR], drows[i % NR], R, A, K, 128, C, N));
+        CK(cudaStreamEndCapture(c->stream, &gr));
+        g_graph_ms = graph_median_ms(c->stream, gr, e0, e1) / GR;
+    }
     for (int e = 0; e < E; e++) cudaFree((void *)w[e].w), cudaFree((void *)w[e].scale);
     for (int q = 0; q < NR; q++) cudaFree(doff[q]), cudaFree(drows[q]);
     cudaFree(A), cudaFree(C), free(w), free(t);
@@ -356,7 +359,8 @@ static double time_ours_kernel(dic_ctx *c, int M, int N, int K, int path, int re
     return ms;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const int decode_only = argc > 1 && !strcmp(argv[1], "decode"); /* skip the prefill / cuBLASLt table */
     int dev = 0;
     struct cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, dev));
@@ -407,7 +411,7 @@ int main(void) {
             r->tflops = 2.0 * ms_dec[j] * shp[i].N * shp[i].K / (ms * 1e-3) / 1e12;
             r->msg = g_graph_ms;
         }
-    for (int j = 0; j < 2; j++) { /* lm_head bf16: the largest single decode read */
+    for (int j = 0; j < 2 && !decode_only; j++) { /* lm_head bf16: the largest single decode read */
         size_t wb;
         double ms = time_gemm(&c, ms_dec[j], 129280, 4096, 0, 0, 0, 50, &wb);
         row *r = &tab[ntab++];
@@ -451,14 +455,36 @@ int main(void) {
         }
         cudaFree(A), cudaFree(dw), cudaFree(ds), cudaFree(C);
     }
-    int toks[] = {1, 64};
-    for (int j = 0; j < 2; j++) { /* routed experts, V4-Flash decode: E = 256, top-6, FP4 w1 */
-        double bytes;
-        double ms = time_grouped(&c, toks[j], 2048, 4096, 200, &bytes);
+    /* the fast f16 kernels (dic_gemm_f16.cu) at M = 64, and the invariant kernels (batch_invariant = 1)
+     * on the same shapes for comparison in this run */
+    struct { const char *name; int fmt, N, K, B, act, M, inv; } f16r[] = {
+        {"fp8 wo_b 4096x8192", 2, 4096, 8192, 128, 128, 64, 0},  {"fp4 expert w1 2048x4096", 3, 2048, 4096, 32, 128, 64, 0},
+        {"fp8 wq_b 32768x1024", 2, 32768, 1024, 128, 128, 64, 0}, {"fp8 wo_b 4096x8192", 2, 4096, 8192, 128, 128, 1, 1},
+        {"fp8 wq_b 32768x1024", 2, 32768, 1024, 128, 128, 1, 1},  {"fp8 wq_a 1024x4096", 2, 1024, 4096, 128, 128, 1, 1},
+        {"fp4 expert w1 2048x4096", 3, 2048, 4096, 32, 128, 1, 1}, {"fp8 wo_b 4096x8192", 2, 4096, 8192, 128, 128, 64, 1},
+    };
+    for (unsigned i = 0; i < sizeof f16r / sizeof *f16r; i++) {
+        size_t wb;
+        c.batch_invariant = f16r[i].inv;
+        double ms = time_gemm(&c, f16r[i].M, f16r[i].N, f16r[i].K, f16r[i].fmt, f16r[i].B, f16r[i].act, 100, &wb);
+        c.batch_invariant = 0;
         row *r = &tab[ntab++];
-        snprintf(r->name, 64, "grp T=%d E=256 top6 fp4 2048x4096", toks[j]);
+        snprintf(r->name, 64, "%sM=%d %s", f16r[i].inv ? "inv " : "", f16r[i].M, f16r[i].name);
+        r->ms = ms, r->gbs = wb / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
+        r->tflops = 2.0 * f16r[i].M * f16r[i].N * f16r[i].K / (ms * 1e-3) / 1e12;
+    }
+    /* routed experts, V4-Flash: E = 256, top-6, FP4 w1 (one of w1 / w3); T = 1024: a prefill sub-batch.
+     * inv: the invariant kernels (batch_invariant = 1) in the same run */
+    struct { int T, inv, reps; } grp[] = {{1, 0, 200}, {64, 0, 100}, {1024, 0, 20}, {1, 1, 100}, {64, 1, 50}, {1024, 1, 3}};
+    for (unsigned j = 0; j < sizeof grp / sizeof *grp; j++) {
+        double bytes;
+        c.batch_invariant = grp[j].inv;
+        double ms = time_grouped(&c, grp[j].T, 2048, 4096, grp[j].reps, &bytes);
+        c.batch_invariant = 0;
+        row *r = &tab[ntab++];
+        snprintf(r->name, 64, "%sgrp T=%d E=256 top6 fp4 2048x4096", grp[j].inv ? "inv " : "", grp[j].T);
         r->ms = ms, r->gbs = bytes / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
-        r->tflops = 2.0 * toks[j] * 6 * 2048.0 * 4096 / (ms * 1e-3) / 1e12;
+        r->tflops = 2.0 * grp[j].T * 6 * 2048.0 * 4096 / (ms * 1e-3) / 1e12;
     }
     printf("\n%-36s %10s %10s %10s %8s %10s %8s\n", "case", "ms", "GB/s(w)", "TFLOP/s", "/copy", "graph ms",
            "g/copy");
@@ -468,6 +494,7 @@ int main(void) {
                tab[i].ratio, tab[i].msg, gr);
     }
 
+    if (decode_only) return 0;
     /* prefill: ours vs cuBLASLt (TFLOP/s; ratio = ours wgmma kernel / cuBLASLt FP8 per-tensor) */
     cublasLtHandle_t lt;
     LTCK(cublasLtCreate(&lt));

@@ -539,6 +539,7 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
     }
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, dic_gemm_scratch(max_rows, N, K)));
+    ctx.batch_invariant = 1; /* the invariant grouped kernels (gtest_gemm_f16.c tests the fast ones) */
     void *dA = gt_to_dev(A, (size_t)R * lda * 2);
     int *doff = gt_to_dev(off, ((size_t)E + 1) * sizeof(int)), *drows = gt_to_dev(rows, (size_t)max_rows * sizeof(int));
     uint16_t *dC = gt_dev_poison((size_t)R * ldc * 2);

@@ -706,6 +706,7 @@ static void grouped_seg_case(int fmt, int E, int R, int N, int K, int B, int act
     /* GPU */
     dic_ctx c;
     CHECK(gt_ctx(&c, dic_gemm_scratch(max_rows, N, K)));
+    c.batch_invariant = 1; /* bitwise vs dic_gemm: the invariant kernels (gtest_gemm_f16.c tests the fast ones) */
     void *dA = gt_to_dev(A, (size_t)max_rows * lda * 2);
     int *doff = gt_to_dev(off, ((size_t)E + 1) * 4);
     size_t cb = (size_t)max_rows * ldc * 2;

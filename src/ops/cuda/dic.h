@@ -76,8 +76,9 @@ typedef struct dic_wmat {
  * dic_gemm_int.h DIC_GEMM_KG). Without it, FP8 with M > 64 on a 9.x device
  * runs on wgmma: still independent of the other rows and deterministic, but
  * its bits differ from the M <= 64 kernels' (wgmma keeps fewer bits of the
- * e4m3 block sums: ~1e-4 norm-wise instead of ~1e-7). dic_gemm_grouped
- * always uses the invariant kernels. */
+ * e4m3 block sums: ~1e-4 norm-wise instead of ~1e-7), and FP8 M <= 64, FP4
+ * any M, and dic_gemm_grouped run the f16 HMMA kernels (dic_gemm_f16.cu:
+ * deterministic, other bits, same tolerance). */
 size_t dic_gemm_scratch(int M, int N, int K);
 cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
                      float *C32, uint16_t *C16, size_t ldc);

@@ -33,6 +33,9 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     dic_gemm_wtab wt;
     wt.w[0] = W->w;
     wt.s[0] = W->scale;
+    if (!c->batch_invariant && (M <= DIC_GEMM_SPLIT_MAXM || W->fmt == 3)) /* f16 HMMA kernels (dic_gemm_f16.cu) */
+        return dic_gemm_f16_launch(c->stream, c->num_sms, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL,
+                                   NULL, q, s, part, cnt, ncnt, C32, C16, ldc);
     return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, part,
                              cnt, C32, C16, ldc, c->batch_invariant ? DIC_GEMM_PATH_INVARIANT : DIC_GEMM_PATH_FAST);
 }
@@ -65,6 +68,9 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     }
     cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
+    if (!c->batch_invariant)
+        return dic_gemm_f16_launch(c->stream, c->num_sms, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s,
+                                   part, cnt, ncnt, NULL, C16, ldc);
     return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
                              C16, ldc, DIC_GEMM_PATH_INVARIANT);
 }

@@ -75,6 +75,15 @@ cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, i
                               const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
                               int path);
 
+/* The fast-mode FP8 / FP4 kernels (dic_gemm_f16.cu, c->batch_invariant == 0):
+ * f16 HMMA with the weights as the 16-row operand; same arguments as
+ * dic_gemm_q_launch plus the SM count (grid sizing) and the number of
+ * split-K counters the quantisation launch zeroed (ncnt). */
+cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
+                                int wblock, int act_block, int M, const int *off, const int *rows, const uint8_t *q,
+                                const float *sa, float *part, int *cnt, int ncnt, float *C32, uint16_t *C16,
+                                size_t ldc);
+
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
 int dic_gemm_wgmma_usable(int N, int K);

@@ -1,0 +1,427 @@
+/*
+ * dic_gemm_f16.cu — FP8 / FP4 weight GEMMs for the fast mode
+ * (c->batch_invariant == 0): decode (small M), routed experts (grouped, any
+ * rows per expert) and plain FP4 at any M. Used by dic_gemm,
+ * dic_gemm_grouped and dic_gemm_grouped_seg when !c->batch_invariant
+ * (FP8 plain M > 64 keeps the wgmma kernel).
+ *
+ * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
+ * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
+ * widened to f16 once and fed to the native HMMA m16n8k16 f16 -> fp32:
+ *  - "swap-AB": the weights are the 16-row A operand (16 output columns per
+ *    warp), the tokens the 8-column B operand, so a decode token tile
+ *    wastes nothing on the weight side (the bytes that matter);
+ *  - weights e4m3 -> f16 with cvt.rn.f16x2.e4m3x2 (exact), e2m1 -> f16 by
+ *    shifts and masks (exact, the value times 2^-14: folded into the scale);
+ *    activations (already quantised to e4m3 by dic_gemm_quant) converted to
+ *    f16 once per CTA in shared memory;
+ *  - CTA = 4 warps = 64 output columns x MT = 8 NT tokens; K in chunks of
+ *    128 streamed by cp.async through a 4-stage shared-memory ring (the
+ *    weights) plus register-prefetched scales; split-K over blockIdx.z when
+ *    the grid would not fill the device (fp32 partials in the scratch, the
+ *    last-arriving CTA of an output tile adds them in split order: no float
+ *    atomics, deterministic).
+ *
+ * Numerics (ops.h di_gemm): per K-block of kb = min(act_block, B) (FP8) or
+ * 32 (FP4), P_b = the HMMA sum of the block's exact products (two k16 steps
+ * per 32 k, from zero), then C_s = fma(P_b, s_act * s_w, C_s) over the
+ * blocks of split s in increasing k, C = C_0 + C_1 + ... in split order.
+ * Inside a 32-k sub-block lane t of a quad holds k = 8t..8t+7 (FP8 pairs
+ * (0,1)(2,3)(4,5)(6,7), FP4 pairs (0,4)(1,5)(2,6)(3,7)), the same
+ * permutation for weights and activations. An output depends only on its
+ * own row and column and on the split count; the split count is a function
+ * of (N, K, number of SMs) for plain launches with M <= 64 (so a row's bits
+ * do not depend on M there) and of (N, K, E, max_rows) for grouped ones.
+ * Not the bits of the invariant kernels (dic_gemm_mma.cu), within the same
+ * GEMM tolerance of di_gemm.
+ */
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+
+#define F_BN 64   /* output columns per CTA (16 per warp) */
+#define F_CK 128  /* k per stage */
+#define F_ST 4    /* stages in the ring */
+#define F_ARS 144 /* raw e4m3 activation row stride in a stage (bytes) */
+#define F_A16 320 /* f16 activation row stride: 8-lane LDS.128 phases hit distinct banks */
+
+typedef struct fargs {
+    int E, N, K, M;
+    int lab, lwb, nwb, spbm1; /* log2(act_block), log2(wblock) (FP8), K / wblock, kb / 32 - 1 */
+    int kper;                 /* k per split (multiple of F_CK) */
+    const int *off, *rows;
+    const uint8_t *q;
+    size_t ldq;
+    const float *sa;
+    int nsa;
+    float *part;
+    int *cnt;
+    float *C32;
+    uint16_t *C16;
+    size_t ldc;
+} fargs;
+
+static __device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t v16) {
+    uint32_t r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)v16));
+    return r;
+}
+
+/* 8 e2m1 nibbles (element j in bits 4j..4j+3) -> f16x2 pairs (j, j + 4) (low half: element j), each
+ * value times 2^-14, exact: magnitude bits to f16 bits 9..11, sign to bit 15. */
+static __device__ __forceinline__ void e2m1x8_f16(uint32_t w, uint32_t p[4]) {
+    const uint32_t M = 0x0E000E00u, SG = 0x80008000u;
+    p[0] = ((w << 9) & M) | ((w << 12) & SG);
+    p[1] = ((w << 5) & M) | ((w << 8) & SG);
+    p[2] = ((w << 1) & M) | ((w << 4) & SG);
+    p[3] = ((w >> 3) & M) | (w & SG);
+}
+
+static __device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void cp16(void *dst, const void *src) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void cp_wait_stages() { asm volatile("cp.async.wait_group %0;\n" ::"n"(F_ST - 2)); }
+
+/* Row tile y: rows [i0, i1) of expert e (plain: e = 0). Grouped: tiles are
+ * numbered expert by expert, ceil(rows_e / BM) each (dic_gemm_mma.cu
+ * tile_rows). Returns 0 when y is past the last tile (the whole CTA exits). */
+static __device__ int f_tile_rows(const fargs &a, int BM, int y, int *info) {
+    if (!a.off) {
+        int i0 = y * BM;
+        info[0] = 0, info[1] = i0, info[2] = min(i0 + BM, a.M);
+        return i0 < a.M;
+    }
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x, nb = (a.E + 31) / 32;
+        int o[DIC_GEMM_MAXE / 32 + 1];
+#pragma unroll
+        for (int j = 0; j <= DIC_GEMM_MAXE / 32; j++) {
+            int idx = 32 * j + lane;
+            o[j] = (j <= nb && idx <= a.E) ? __ldg(a.off + idx) : 0;
+        }
+        int before = 0, found = 0;
+#pragma unroll
+        for (int j = 0; j < DIC_GEMM_MAXE / 32; j++) {
+            if (j >= nb || found) break;
+            int e = 32 * j + lane;
+            int nxt = __shfl_down_sync(0xFFFFFFFFu, o[j], 1), nxt0 = __shfl_sync(0xFFFFFFFFu, o[j + 1], 0);
+            int o0 = o[j], o1 = lane == 31 ? nxt0 : nxt, nt = 0;
+            if (e < a.E) nt = (o1 - o0 + BM - 1) / BM;
+            int incl = nt;
+            for (int d = 1; d < 32; d <<= 1) {
+                int v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+                if (lane >= d) incl += v;
+            }
+            unsigned hit = __ballot_sync(0xFFFFFFFFu, e < a.E && y < before + incl);
+            if (hit) {
+                int l = __ffs(hit) - 1;
+                if (lane == l) {
+                    int i0 = o0 + (y - (before + incl - nt)) * BM;
+                    info[0] = e, info[1] = i0, info[2] = min(i0 + BM, o1);
+                }
+                found = 1;
+            }
+            before += __shfl_sync(0xFFFFFFFFu, incl, 31);
+        }
+        if (!found && lane == 0) info[0] = -1;
+    }
+    __syncthreads();
+    return info[0] >= 0;
+}
+
+static __device__ __forceinline__ void f_store(const fargs &a, int i, int n, float v) {
+    size_t r = (size_t)(a.rows ? a.rows[i] : i);
+    if (a.C32) a.C32[r * a.ldc + n] = v;
+    else a.C16[r * a.ldc + n] = dic_f32_to_bf16(v);
+}
+
+/* Per-stage shared memory (bytes): weights 64 rows, raw activations MT rows,
+ * activation scales [MT][4], weight scales [64][4] (per 32-k sub-block). */
+#define F_WRS(FP4) ((FP4) ? 80 : 160)
+#define F_STAGE(NT, FP4) (64 * F_WRS(FP4) + 8 * (NT) * F_ARS + 8 * (NT) * 16 + 64 * 16)
+#define F_SMEM(NT, FP4) (F_ST * F_STAGE(NT, FP4) + 8 * (NT) * F_A16)
+
+template <int NT, int FP4>
+static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __grid_constant__ dic_gemm_wtab wt) {
+    constexpr int MT = 8 * NT, WRS = F_WRS(FP4), WB = FP4 ? 64 : 128, STG = F_STAGE(NT, FP4);
+    constexpr int OFF_A = 64 * WRS, OFF_SA = OFF_A + MT * F_ARS, OFF_SW = OFF_SA + MT * 16;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ int info[3];
+    __shared__ int last;
+    if (!f_tile_rows(a, MT, blockIdx.y, info)) return;
+    const int e = info[0], i0 = info[1], i1 = info[2];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * F_BN, N = a.N, K = a.K;
+    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper);
+    const int nch = (kend - kbeg + F_CK - 1) / F_CK;
+    const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    uint8_t *a16 = smem + F_ST * STG;
+    const int lab = a.lab, lwb = a.lwb, spbm1 = a.spbm1;
+
+    /* scale prefetch registers: 2 activation scales, 2 weight scales per thread per chunk */
+    float rsa[2], rsw[2];
+#define F_LOAD_SCALES(c)                                                                           \
+    do {                                                                                           \
+        const int kc_ = kbeg + (c) * F_CK, kl_ = min(F_CK, kend - kc_);                            \
+        _Pragma("unroll") for (int i_ = 0; i_ < 2; i_++) {                                         \
+            int u_ = tid + 128 * i_, m_ = u_ >> 2, j_ = u_ & 3;                                     \
+            rsa[i_] = 0.0f;                                                                        \
+            if (m_ < MT && i0 + m_ < i1 && 32 * j_ < kl_)                                          \
+                rsa[i_] = __ldg(a.sa + (size_t)(i0 + m_) * a.nsa + ((kc_ + 32 * j_) >> lab));      \
+            rsw[i_] = 0.0f;                                                                        \
+            if (n0 + m_ < N && 32 * j_ < kl_) {                                                    \
+                uint8_t b_;                                                                        \
+                if (FP4) b_ = __ldg(S + (size_t)(n0 + m_) * (K / 32) + ((kc_ + 32 * j_) >> 5));    \
+                else b_ = __ldg(S + (size_t)((n0 + m_) >> lwb) * a.nwb + ((kc_ + 32 * j_) >> lwb)); \
+                rsw[i_] = FP4 ? dic_e8m0_to_f32(b_) * 16384.0f : dic_e8m0_to_f32(b_);              \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+#define F_STORE_SCALES(c)                                                                          \
+    do {                                                                                           \
+        uint8_t *sg_ = smem + ((c) % F_ST) * STG;                                                  \
+        _Pragma("unroll") for (int i_ = 0; i_ < 2; i_++) {                                         \
+            int u_ = tid + 128 * i_;                                                               \
+            if ((u_ >> 2) < MT) ((float *)(sg_ + OFF_SA))[u_] = rsa[i_];                            \
+            ((float *)(sg_ + OFF_SW))[u_] = rsw[i_];                                               \
+        }                                                                                          \
+    } while (0)
+    /* weights and raw activations of chunk c into its stage (rows / k past the ends are not loaded:
+     * their garbage only reaches outputs that are never stored, or sub-blocks that are skipped) */
+#define F_ISSUE(c)                                                                                 \
+    do {                                                                                           \
+        const int kc_ = kbeg + (c) * F_CK, kl_ = min(F_CK, kend - kc_);                            \
+        uint8_t *sg_ = smem + ((c) % F_ST) * STG;                                                  \
+        _Pragma("unroll") for (int i_ = 0; i_ < 64 * WB / 16 / 128; i_++) {                        \
+            int u_ = tid + 128 * i_, r_ = u_ / (WB / 16), p_ = u_ % (WB / 16);                      \
+            if (n0 + r_ < N && p_ * 16 * (FP4 ? 2 : 1) < kl_)                                      \
+                cp16(sg_ + r_ * WRS + p_ * 16, W + (size_t)(n0 + r_) * wrow + (FP4 ? kc_ / 2 : kc_) + p_ * 16); \
+        }                                                                                          \
+        _Pragma("unroll") for (int i_ = 0; i_ < (MT * 8 + 127) / 128; i_++) {                      \
+            int u_ = tid + 128 * i_, r_ = u_ >> 3, p_ = u_ & 7;                                     \
+            if (r_ < MT && i0 + r_ < i1 && p_ * 16 < kl_)                                          \
+                cp16(sg_ + OFF_A + r_ * F_ARS + p_ * 16, a.q + (size_t)(i0 + r_) * a.ldq + kc_ + p_ * 16); \
+        }                                                                                          \
+    } while (0)
+
+#pragma unroll 1
+    for (int c = 0; c < F_ST - 1; c++) {
+        if (c < nch) {
+            F_ISSUE(c);
+            F_LOAD_SCALES(c);
+            F_STORE_SCALES(c);
+        }
+        cp_commit();
+    }
+    if (F_ST - 1 < nch) F_LOAD_SCALES(F_ST - 1);
+
+    float acc[NT][4], P[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[nt][j] = P[nt][j] = 0.0f;
+
+    const int r0 = 16 * warp + g; /* this lane's weight rows r0, r0 + 8 within the CTA */
+#pragma unroll 1
+    for (int c = 0; c < nch; c++) {
+        const uint8_t *sg = smem + (c % F_ST) * STG;
+        const int kl = min(F_CK, kend - (kbeg + c * F_CK));
+        cp_wait_stages(); /* chunk c landed (this thread's copies) */
+        __syncthreads();  /* ... everyone's; and chunk c - 1's readers are done */
+        if (c + F_ST - 1 < nch) {
+            F_STORE_SCALES(c + F_ST - 1);
+            F_ISSUE(c + F_ST - 1);
+        }
+        cp_commit();
+        if (c + F_ST < nch) F_LOAD_SCALES(c + F_ST);
+        /* raw e4m3 activations -> f16 pairs in the fragment order (once per CTA) */
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            int u = tid + 128 * i, m = u >> 4, j = (u >> 2) & 3, tt = u & 3;
+            uint2 v = *(const uint2 *)(sg + OFF_A + m * F_ARS + 32 * j + 8 * tt);
+            uint4 o;
+            if (FP4) {
+                uint32_t x = __byte_perm(v.x, v.y, 0x5140), y = __byte_perm(v.x, v.y, 0x7362);
+                o = make_uint4(cvt_e4m3x2(x & 0xFFFFu), cvt_e4m3x2(x >> 16), cvt_e4m3x2(y & 0xFFFFu),
+                               cvt_e4m3x2(y >> 16));
+            } else {
+                o = make_uint4(cvt_e4m3x2(v.x & 0xFFFFu), cvt_e4m3x2(v.x >> 16), cvt_e4m3x2(v.y & 0xFFFFu),
+                               cvt_e4m3x2(v.y >> 16));
+            }
+            *(uint4 *)(a16 + m * F_A16 + 64 * j + 16 * tt) = o;
+        }
+        __syncthreads();
+        const float *ssa = (const float *)(sg + OFF_SA), *ssw = (const float *)(sg + OFF_SW);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (32 * j < kl) {
+                uint32_t pa[4], pb[4];
+                if (FP4) {
+                    uint32_t wa = *(const uint32_t *)(sg + r0 * WRS + 16 * j + 4 * t);
+                    uint32_t wb = *(const uint32_t *)(sg + (r0 + 8) * WRS + 16 * j + 4 * t);
+                    e2m1x8_f16(wa, pa);
+                    e2m1x8_f16(wb, pb);
+                } else {
+                    uint2 wa = *(const uint2 *)(sg + r0 * WRS + 32 * j + 8 * t);
+                    uint2 wb = *(const uint2 *)(sg + (r0 + 8) * WRS + 32 * j + 8 * t);
+                    pa[0] = cvt_e4m3x2(wa.x & 0xFFFFu), pa[1] = cvt_e4m3x2(wa.x >> 16);
+                    pa[2] = cvt_e4m3x2(wa.y & 0xFFFFu), pa[3] = cvt_e4m3x2(wa.y >> 16);
+                    pb[0] = cvt_e4m3x2(wb.x & 0xFFFFu), pb[1] = cvt_e4m3x2(wb.x >> 16);
+                    pb[2] = cvt_e4m3x2(wb.y & 0xFFFFu), pb[3] = cvt_e4m3x2(wb.y >> 16);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const uint4 qv = *(const uint4 *)(a16 + (8 * nt + g) * F_A16 + 64 * j + 16 * t);
+                    mma16816(P[nt], pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+                    mma16816(P[nt], pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+                }
+                if (((j + 1) & spbm1) == 0) { /* K-block complete: C_s = fma(P, s_act * s_w, C_s) */
+                    const int j0 = j - spbm1;
+                    const float w0 = ssw[r0 * 4 + j0], w1 = ssw[(r0 + 8) * 4 + j0];
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const float s0 = ssa[(8 * nt + 2 * t) * 4 + j0], s1 = ssa[(8 * nt + 2 * t + 1) * 4 + j0];
+                        acc[nt][0] = fmaf(P[nt][0], s0 * w0, acc[nt][0]);
+                        acc[nt][1] = fmaf(P[nt][1], s1 * w0, acc[nt][1]);
+                        acc[nt][2] = fmaf(P[nt][2], s0 * w1, acc[nt][2]);
+                        acc[nt][3] = fmaf(P[nt][3], s1 * w1, acc[nt][3]);
+                        P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.0f;
+                    }
+                }
+            }
+        }
+    }
+#undef F_LOAD_SCALES
+#undef F_STORE_SCALES
+#undef F_ISSUE
+    cp_commit();
+    asm volatile("cp.async.wait_all;\n" ::);
+    const int na = n0 + r0, nb = na + 8;
+    if (gridDim.z > 1) { /* split partials, then the last CTA of this output tile adds them in split order */
+        const size_t gs = (size_t)a.M * N;
+        float *pg = a.part + (size_t)blockIdx.z * gs;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int ia = i0 + 8 * nt + 2 * t, ib = ia + 1;
+            if (ia < i1 && na < N) pg[(size_t)ia * N + na] = acc[nt][0];
+            if (ib < i1 && na < N) pg[(size_t)ib * N + na] = acc[nt][1];
+            if (ia < i1 && nb < N) pg[(size_t)ia * N + nb] = acc[nt][2];
+            if (ib < i1 && nb < N) pg[(size_t)ib * N + nb] = acc[nt][3];
+        }
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            int *ctr = a.cnt + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+            last = atomicAdd(ctr, 1) == (int)gridDim.z - 1;
+            if (last) *ctr = 0; /* ready for the next launch on the same scratch */
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const int ns = gridDim.z;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = i0 + 8 * nt + 2 * t + (j & 1), n = (j & 2) ? nb : na;
+                if (i >= i1 || n >= N) continue;
+                const float *p = a.part + (size_t)i * N + n;
+                float v = 0.0f;
+                for (int s0 = 0; s0 < ns; s0 += 8) { /* 8 loads in flight, then the adds in split order */
+                    float pv[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++) pv[u] = s0 + u < ns ? __ldcg(p + (size_t)(s0 + u) * gs) : 0.0f;
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        if (s0 + u < ns) v = s0 + u == 0 ? pv[0] : __fadd_rn(v, pv[u]);
+                }
+                f_store(a, i, n, v);
+            }
+        return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int ia = i0 + 8 * nt + 2 * t, ib = ia + 1;
+        if (ia < i1 && na < N) f_store(a, ia, na, acc[nt][0]);
+        if (ib < i1 && na < N) f_store(a, ib, na, acc[nt][1]);
+        if (ia < i1 && nb < N) f_store(a, ia, nb, acc[nt][2]);
+        if (ib < i1 && nb < N) f_store(a, ib, nb, acc[nt][3]);
+    }
+}
+
+/* ---- launcher --------------------------------------------------------------- */
+
+template <int NT, int FP4>
+static cudaError_t launch_nt(cudaStream_t st, dim3 grid, const fargs &a, const dic_gemm_wtab *wt) {
+    static int attr_done; /* per instance: raise the dynamic shared-memory limit once */
+    const int smem = F_SMEM(NT, FP4);
+    if (!attr_done) {
+        cudaError_t e = cudaFuncSetAttribute(k_gemm_f16<NT, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+        attr_done = 1;
+    }
+    k_gemm_f16<NT, FP4><<<grid, 128, smem, st>>>(a, *wt);
+    DIC_LAUNCH_CHECK();
+}
+
+static int ilog2(int v) { return __builtin_ctz((unsigned)v); }
+static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
+
+extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt,
+                                           int N, int K, int wblock, int act_block, int M, const int *off,
+                                           const int *rows, const uint8_t *q, const float *sa, float *part, int *cnt,
+                                           int ncnt, float *C32, uint16_t *C16, size_t ldc) {
+    if (M <= 0 || N <= 0) return cudaSuccess;
+    if (fmt != 2 && fmt != 3) return cudaErrorInvalidValue;
+    const int wbl = fmt == 2 ? wblock : 32;
+    const int kb = fmt == 2 ? (act_block < wblock ? act_block : wblock) : 32;
+    if (!pow2(act_block) || act_block < 32 || !pow2(wbl) || wbl < 32 || kb > F_CK || K % kb || K % act_block ||
+        K % 32)
+        return cudaErrorInvalidValue;
+    fargs a;
+    a.E = E, a.N = N, a.K = K, a.M = M;
+    a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1;
+    a.off = off, a.rows = rows, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
+    a.part = part, a.cnt = cnt, a.C32 = C32, a.C16 = C16, a.ldc = ldc;
+    /* token tile: 8 NT rows; grouped: sized by the mean rows per expert (max_rows / E) */
+    int per = off ? (M + E - 1) / E : M, NT = 1;
+    while (NT < 8 && 8 * NT < per) NT *= 2;
+    const int MT = 8 * NT, gx = (N + F_BN - 1) / F_BN;
+    long long gy = (M + MT - 1) / MT + (off ? (E < M ? E : M) : 0);
+    if (gy > 65535) return cudaErrorInvalidConfiguration;
+    /* split K when the (estimated) grid is under 4 CTAs per SM: decode shapes. Plain launches estimate
+     * with one token tile, so the split (and a row's bits) does not depend on M <= 64. */
+    const int nchunks = (K + F_CK - 1) / F_CK;
+    long long est = (long long)gx * (off ? (E < M ? E : M) : 1);
+    int splits = 1;
+    if (M <= DIC_GEMM_SPLIT_MAXM && part && cnt && gx * gy <= ncnt) {
+        long long want = 4LL * (num_sms > 0 ? num_sms : 132) / (est > 0 ? est : 1);
+        int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks; /* the scratch holds ngroups partials */
+        splits = want < 1 ? 1 : want > cap ? cap : (int)want;
+    }
+    int cps = (nchunks + splits - 1) / splits;
+    splits = (nchunks + cps - 1) / cps;
+    a.kper = cps * F_CK;
+    dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
+    const int fp4 = fmt == 3;
+    switch (NT * 2 + fp4) {
+    case 2: return launch_nt<1, 0>(st, grid, a, wt);
+    case 3: return launch_nt<1, 1>(st, grid, a, wt);
+    case 4: return launch_nt<2, 0>(st, grid, a, wt);
+    case 5: return launch_nt<2, 1>(st, grid, a, wt);
+    case 8: return launch_nt<4, 0>(st, grid, a, wt);
+    case 9: return launch_nt<4, 1>(st, grid, a, wt);
+    case 16: return launch_nt<8, 0>(st, grid, a, wt);
+    default: return launch_nt<8, 1>(st, grid, a, wt);
+    }
+}
