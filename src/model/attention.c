@@ -70,8 +70,7 @@ void di_attn_out(di_fwd *f, const di_attn_w *aw, const float *cs, const float *s
     size_t qld = (size_t)H * hd;
     di_rope_tab(f->x, M, ws->o, qld, H, hd, rd, cs, sn, 1);
     int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
-    for (int g = 0; g < G; g++)
-        di_gemm(f->x, M, ws->o + (size_t)g * gk, qld, &aw->wo_a[g], 0, NULL, ws->z + (size_t)g * R, (size_t)G * R);
+    di_gemm_blockdiag(f->x, M, ws->o, qld, G, aw->wo_a, gk, 0, NULL, ws->z, (size_t)G * R);
     di_gemm(f->x, M, ws->z, (size_t)G * R, &aw->wo_b, c->act_block, NULL, out, (size_t)d);
 }
 

@@ -138,6 +138,13 @@ void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W,
 void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
               float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc);
 
+/* Block-diagonal product (the grouped output projection wo_a): for each
+ * group g < G, C[:, g*W[g].n ..] = A[:, g*gk .. g*gk + gk) W[g]^T; every
+ * W[g] has the same format and shape (n, k = gk). Exactly the G di_gemm
+ * calls (same bits); a device backend may run them as one launch. */
+void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *W, int gk, int act_block,
+                       float *C32, uint16_t *C16, size_t ldc);
+
 /* Bytes of scratch di_gemm uses per row (quantised row + scales). The
  * di_exec must hold at least one row of the largest K; more rows let a call
  * quantise more rows at once (results do not depend on it). */

@@ -279,6 +279,16 @@ void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W,
     gemm_n(x, M, A, lda, 1, &W, act_block, &C32, &C16, ldc);
 }
 
+void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *W, int gk, int act_block,
+                       float *C32, uint16_t *C16, size_t ldc) {
+    DI_DEV_CALL(x, gemm_blockdiag, M, A, lda, G, W, gk, act_block, C32, C16, ldc);
+    for (int g = 0; g < G; g++) {
+        size_t co = (size_t)g * (size_t)W[g].n;
+        di_gemm(x, M, A + (size_t)g * (size_t)gk, lda, &W[g], act_block, C32 ? C32 + co : NULL, C16 ? C16 + co : NULL,
+                ldc);
+    }
+}
+
 void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
               float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
     DI_DEV_CALL(x, gemm2, M, A, lda, W1, W2, act_block, C1_32, C1_16, C2_32, C2_16, ldc);

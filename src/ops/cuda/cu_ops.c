@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "ops/cuda/cu_glue.h"
+#include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_model.h"
 
 #define DC(x) (&cu_of(x)->dc)
@@ -19,6 +20,23 @@ static void gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wma
                   int act_block, float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
     gemm(x, M, A, lda, W1, act_block, C1_32, C1_16, ldc);
     gemm(x, M, A, lda, W2, act_block, C2_32, C2_16, ldc);
+}
+
+static void gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *W, int gk,
+                           int act_block, float *C32, uint16_t *C16, size_t ldc) {
+    dic_wmat w[DIC_GV_MAXG];
+    if (M <= 0 || G <= 0) return;
+    if (G > DIC_GV_MAXG) { /* more groups than one launch takes: per group */
+        for (int g = 0; g < G; g++) {
+            size_t co = (size_t)g * (size_t)W[g].n;
+            gemm(x, M, A + (size_t)g * gk, lda, &W[g], act_block, C32 ? C32 + co : NULL, C16 ? C16 + co : NULL, ldc);
+        }
+        return;
+    }
+    for (int g = 0; g < G; g++)
+        if (!cu_wmat(cu_of(x), &W[g], &w[g])) return;
+    cu_prof_tag(cu_of(x), "G=%d M=%d N=%d K=%d", G, M, W[0].n, W[0].k);
+    CU_CHECK(x, dic_gemm_blockdiag(DC(x), M, A, lda, G, w, gk, act_block, C32, C16, ldc), "dic_gemm_blockdiag");
 }
 
 static void rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,
@@ -151,6 +169,7 @@ static void f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n) {
 void cu_fill_dense_ops(di_dev_ops *t) {
     t->gemm = gemm;
     t->gemm2 = gemm2;
+    t->gemm_blockdiag = gemm_blockdiag;
     t->rmsnorm = rmsnorm;
     t->head_rmsnorm_bf16 = head_rmsnorm;
     t->rope = rope;

@@ -83,6 +83,13 @@ size_t dic_gemm_scratch(int M, int N, int K);
 cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
                      float *C32, uint16_t *C16, size_t ldc);
 
+/* Block-diagonal GEMM (ops.h di_gemm_blockdiag): group g's columns
+ * [g*W[g].n, (g+1)*W[g].n) of C from A's columns [g*gk, g*gk + gk) times
+ * W[g]^T (W: host array of G device weights). One launch for BF16/F32
+ * groups in fast mode; else one dic_gemm per group (mode 1: the CPU's bits). */
+cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *W, int gk,
+                               int act_block, float *C32, uint16_t *C16, size_t ldc);
+
 /* Grouped GEMM for routed experts (FP4 or FP8 weights, all of one shape):
  * for every expert e < E, rows A[rows[off[e] .. off[e+1])] times W[e]^T into
  * C at the same rows. `off` [E+1] and `rows` live on the device (written by

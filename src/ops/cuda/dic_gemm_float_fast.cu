@@ -47,7 +47,7 @@ static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_flo
  * Element e of a chunk: bf16 chunk = 8 lanes x 8 k = 64 k; f32 chunk = 8 lanes x 4 k = 32 k. */
 template <int MR, int F32>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
-                                                      const void *__restrict__ Wv, float *C32, uint16_t *C16,
+                                                      const dic_gv_tab tab, int R, int gk, float *C32, uint16_t *C16,
                                                       size_t ldc, int WPC, int CY) {
     __shared__ float red[8][4][MR];
     __shared__ float part[32 * MR];
@@ -61,9 +61,12 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     const int EPL = F32 ? 4 : 8, CE = 8 * EPL;
     const int nch = (K + CE - 1) / CE, per = (nch + CY - 1) / CY;
     const int c0 = blockIdx.y * per, c1 = min(nch, c0 + per);
-    const uint16_t *Am = A + (size_t)m0 * lda;
     const bool nok = n < N;
-    const char *wrow = (const char *)Wv + (size_t)(nok ? n : 0) * K * (F32 ? 4 : 2);
+    /* block-diagonal launches (R > 0): column n belongs to group n / R, whose weight is
+     * tab.w[n / R] and whose activations start at column (n / R) * gk of A */
+    const int grp = R > 0 && nok ? n / R : 0, nl = (nok ? n : 0) - grp * R;
+    const uint16_t *Am = A + (size_t)m0 * lda + (size_t)grp * gk;
+    const char *wrow = (const char *)tab.w[grp] + (size_t)nl * K * (F32 ? 4 : 2);
     float acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
@@ -205,19 +208,24 @@ static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     *wpc = w, *cy = c;
 }
 
-typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const void *, float *, uint16_t *, size_t, int, int);
+typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *,
+                        size_t, int, int);
 
-static cudaError_t gemv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
-                               uint16_t *C16, size_t ldc) {
-    const int f32 = W->fmt == 1;
+/* G > 1: block-diagonal launch over W[0..G) (N = G * W->n columns; R = W->n, A offset gk per group). */
+static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
+                                 int gk, float *C32, uint16_t *C16, size_t ldc) {
+    const int f32 = W->fmt == 1, N = G * W->n;
+    dic_gv_tab tab;
+    memset(&tab, 0, sizeof tab);
+    for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
     int wpc, cy;
-    gemv_split(f32, W->n, W->k, &wpc, &cy);
+    gemv_split(f32, N, W->k, &wpc, &cy);
     int mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
     gemv_fn fn;
     if (f32) fn = mr == 1 ? k_gemv<1, 1> : mr == 2 ? k_gemv<2, 1> : mr == 4 ? k_gemv<4, 1> : mr == 8 ? k_gemv<8, 1> : k_gemv<16, 1>;
     else fn = mr == 1 ? k_gemv<1, 0> : mr == 2 ? k_gemv<2, 0> : mr == 4 ? k_gemv<4, 0> : mr == 8 ? k_gemv<8, 0> : k_gemv<16, 0>;
-    const int G = 8 / wpc;
-    unsigned gx = (unsigned)((W->n + 4 * G - 1) / (4 * G)), gz = (unsigned)((M + mr - 1) / mr);
+    const int CG = 8 / wpc; /* column groups of 4 per CTA */
+    unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
     if (gz > 65535) return cudaErrorInvalidConfiguration;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -229,7 +237,12 @@ static cudaError_t gemv_launch(cudaStream_t st, int M, const uint16_t *A, size_t
     at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = cy > 1 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, fn, M, W->n, W->k, A, lda, W->w, C32, C16, ldc, wpc, cy);
+    return cudaLaunchKernelEx(&cfg, fn, M, N, W->k, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, wpc, cy);
+}
+
+static cudaError_t gemv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
+                               uint16_t *C16, size_t ldc) {
+    return gemv_launch_g(st, M, A, lda, W, 1, 0, C32, C16, ldc);
 }
 
 /* ------------------------------------------------------------------ tensor cores */
@@ -448,4 +461,25 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
         return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, C32, C16, ldc, 0, 0);
+}
+
+/* Block-diagonal BF16 / F32 product (ops.h di_gemm_blockdiag) in one GEMV launch when the
+ * fast GEMV takes the shape (M <= GV_BF16_MAXM for BF16, same format and shape for every
+ * group, n % 4 == 0 so a warp's 4 columns share a group); else one dic_gemm per group. */
+extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G,
+                                          const dic_wmat *W, int gk, int act_block, float *C32, uint16_t *C16,
+                                          size_t ldc) {
+    if (M <= 0 || G <= 0) return cudaSuccess;
+    int one = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1) && W[0].n % 4 == 0 &&
+              W[0].k == gk && (W[0].fmt == 1 || M <= GV_BF16_MAXM) && gk % 8 == 0 && lda % 8 == 0 && al16(A);
+    for (int g = 0; g < G && one; g++)
+        one = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w);
+    if (one) return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    for (int g = 0; g < G; g++) {
+        size_t co = (size_t)g * (size_t)W[g].n;
+        cudaError_t e = dic_gemm(c, M, A + (size_t)g * gk, lda, &W[g], act_block, C32 ? C32 + co : NULL,
+                                 C16 ? C16 + co : NULL, ldc);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }

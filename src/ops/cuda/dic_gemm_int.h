@@ -108,6 +108,12 @@ cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, siz
 /* BF16 / F32 weights for batch_invariant == 0 (dic_gemm_float_fast.cu): GEMV family at
  * small M (and F32 at every M), mma.sync tensor cores for BF16 at M > 16; within
  * rounding of di_gemm, deterministic. `path`: AUTO, or one kernel for tests / bench. */
+/* Weight pointers of a block-diagonal GEMV launch (kernel parameter). */
+#define DIC_GV_MAXG 16
+typedef struct dic_gv_tab {
+    const void *w[DIC_GV_MAXG];
+} dic_gv_tab;
+
 enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2, DIC_GEMMF_PATH_MMA64 = 3,
        DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
 cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
