@@ -134,12 +134,15 @@ void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
 typedef struct deepinfer_engine_config {
     const char *model;             /* see above */
     const char *tokenizer;         /* tokenizer.json file or directory; NULL = the model directory (optional there) */
-    const char *accelerator;       /* "auto" | "cpu" | "cuda"; NULL = "auto" */
+    const char *accelerator;       /* "auto" | "cpu" | "cuda"; NULL = "auto": CUDA when the library has the CUDA
+                                      backend (`make cuda`) and a GPU is usable, else the CPU. The backend is
+                                      process-wide: engines on "cpu" and "cuda" cannot be open at once */
     uint64_t memory_budget;        /* bytes for weights + workspace + state pools; 0 = auto (see the plan) */
     int max_num_batched_tokens;    /* token rows per step (decode tokens + prefill chunks); 0 = 2048 */
     int max_num_seqs;              /* sequences running at once (state slots); 0 = 64 */
     int chunk_size;                /* longest prefill chunk of one sequence in one step; 0 = 512 */
-    int batch_invariant;           /* -1 = default (1); CPU kernels are batch invariant always */
+    int batch_invariant;           /* -1 = default (1); CPU kernels are batch invariant always; on CUDA 0 picks
+                                      the fastest kernel per shape (a row's bits then depend on the batch) */
     int64_t max_model_len;         /* longest prompt + output; 0 = the model's context (at most 65536) */
     int page_rows;                 /* compressed-KV rows per state page; 0 = 64 */
     int64_t num_pages;             /* exact page count instead of the budget's (tests, tuning); 0 = from the budget */

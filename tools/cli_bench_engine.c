@@ -8,11 +8,12 @@
 
 #include "cli.h"
 #include "deepinfer.h"
+#include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
-    "                              [--max-num-batched-tokens N] [--engram-hash FILE]\n"
+    "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
     "\n"
     "For each batch size B: B requests with different N-token prompts (default 64)\n"
     "run greedily for --decode tokens (default 64, EOS ignored) through the engine;\n"
@@ -20,6 +21,8 @@ static const char USAGE[] =
     "deepinfer_step calls; best of --reps, default 3). Prints decode tokens/s,\n"
     "ms per step, the ratio to the first batch size, and the floor: weight bytes a decode step\n"
     "reads / read bandwidth (measured here, all threads), times B.\n"
+    "--accelerator (default auto: CUDA in deepinfer-cuda when a GPU is usable, else the CPU):\n"
+    "on cuda the bandwidth is the device's copy bandwidth (cudaMemcpy device to device).\n"
     "--max-num-batched-tokens sets the step budget (default: every prompt in one step,\n"
     "at most 8192). Threads: $DEEPINFER_THREADS.\n";
 
@@ -113,13 +116,15 @@ static int cmd_bench_engine(int argc, char **argv) {
         fputs(USAGE, stdout);
         return 0;
     }
-    const char *model = NULL, *batches = "1,8,32,64", *engram = NULL, *v;
+    const char *model = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
     int prompt = 64, decode = 64, reps = 3, step_tokens = 0;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram)) {
             if (!engram) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--accelerator", &accel)) {
+            if (!accel) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--batches", &batches)) {
             if (!batches) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
@@ -148,6 +153,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     deepinfer_engine_config_init(&cfg);
     cfg.model = model;
     cfg.engram_hash = engram;
+    cfg.accelerator = accel;
     cfg.max_num_seqs = maxb;
     cfg.max_model_len = prompt + decode + 16;
     cfg.max_num_batched_tokens = maxb * prompt > maxb ? maxb * prompt : maxb;
@@ -162,10 +168,13 @@ static int cmd_bench_engine(int argc, char **argv) {
     }
     deepinfer_memory_plan plan;
     deepinfer_engine_plan(e, &plan);
-    double bw = read_bw();
+    int gpu = !strcmp(plan.accelerator, "cuda");
+    double bw = gpu ? di_backend_copy_gbs((size_t)256 << 20) : read_bw();
     printf("model        %s (%s)\n", plan.model_dir, plan.arch);
+    printf("accelerator  %s\n", plan.accelerator);
     printf("threads      %d\n", di_threadpool_size(di_threadpool_global()));
-    printf("bandwidth    read %.1f GB/s (256 MiB, all threads, best of 5)\n", bw);
+    if (gpu) printf("bandwidth    device copy %.1f GB/s (256 MiB, read + write, best of 5)\n", bw);
+    else printf("bandwidth    read %.1f GB/s (256 MiB, all threads, best of 5)\n", bw);
     printf("decode step  %llu weight bytes -> floor %.0f tokens/s at batch 1\n",
            (unsigned long long)plan.decode_weight_bytes, bw * 1e9 / (double)plan.decode_weight_bytes);
     printf("%6s %12s %10s %9s %14s %9s\n", "batch", "tokens/s", "ms/step", "vs first", "floor tok/s", "of floor");

@@ -51,7 +51,9 @@ static const char USAGE[] =
     "  --tokenizer PATH  --accelerator auto|cpu|cuda  --memory-budget BYTES[K|M|G]\n"
     "  --max-num-seqs N (64)  --max-num-batched-tokens N (2048)  --chunk-size N (512)\n"
     "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"
+    "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"
     "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
+    "Accelerator cuda: build/deepinfer-cuda (`make cuda`) on a GPU; auto picks it there, else the CPU.\n"
     "Environment: $DEEPINFER_ACCELERATOR, $DEEPINFER_BATCH_INVARIANT, $DEEPINFER_HF_MODEL_DIR,\n"
     "$DEEPINFER_THREADS.\n"
     "\n"
@@ -143,6 +145,7 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
     else if (F("--num-pages")) { NEED; c->cfg.num_pages = atoll(v); }
     else if (F("--engram-hash")) { NEED; c->cfg.engram_hash = v; }
     else if (F("--async-scheduling")) { NEED; c->cfg.async_scheduling = atoi(v); }
+    else if (F("--batch-invariant")) { NEED; c->cfg.batch_invariant = atoi(v); }
     else if (F("--prompt")) {
         NEED;
         gen_request *r = push(c);

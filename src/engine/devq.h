@@ -20,8 +20,11 @@
  * keeps it consistent.
  *
  * The CPU queue (devq_cpu.c) runs a step completely inside submit and is
- * therefore synchronous; an asynchronous device queue must copy what a step
- * reads from host memory (rows, histories, page tables) when it is
+ * therefore synchronous; it serves models on the CPU and on the CUDA
+ * backend alike (the forward and the state ops run on the device, logits
+ * come back to the host, the sampler runs on the host). An asynchronous
+ * device queue (not written yet: docs/DEVICE-FORWARD.md §8) must copy what
+ * a step reads from host memory (rows, histories, page tables) when it is
  * submitted.
  */
 #ifndef DI_ENGINE_DEVQ_H
@@ -90,8 +93,9 @@ struct di_devq {
     int asynchronous;           /* 1 if submit returns before the step is done */
 };
 
-/* The CPU queue: runs the model, the sampler and the structured-output
- * matchers on the calling thread (and the CPU thread pool) inside submit.
+/* The synchronous queue: runs the model (on its backend), the sampler and
+ * the structured-output matchers on the calling thread (and the CPU thread
+ * pool) inside submit.
  * max_logit_rows bounds samples per step. */
 deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, di_devq **out,
                                  di_error *err);

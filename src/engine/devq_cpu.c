@@ -1,5 +1,14 @@
-/* devq_cpu.c — the synchronous CPU device queue (devq.h): state operations,
- * the model forward and the sampler, all inside submit. */
+/* devq_cpu.c — the synchronous device queue (devq.h): state operations,
+ * the model forward and the sampler, all inside submit.
+ *
+ * It also serves a model loaded on the CUDA backend (engine_backend.c): the
+ * state operations are ops on di_dev_exec() (seq_state.c, seq_snapshot.c),
+ * the forward runs on the device and copies the sampled rows' logits to the
+ * host array `logits` before it returns (di_copy_d2h, which waits), and the
+ * sampler reads only those host logits. The only state this file reads or
+ * writes on the host is host memory: the step's rows and tokens (the
+ * runner's arrays; placeholder tokens are filled here from the previous
+ * step's host samples), the sample specs and the slot headers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

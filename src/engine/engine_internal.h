@@ -18,6 +18,7 @@
 #include "engine/state_pool.h"
 #include "io/model_dir.h"
 #include "model/model.h"
+#include "ops/backend.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,7 @@ struct deepinfer_engine {
     deepinfer_engine_config cfg;      /* resolved: no zeros left, env applied */
     char model_dir[DI_PATH_MAX];
     char model_how[1024];             /* where the model came from */
+    di_backend_kind backend;          /* where the model runs (DI_BACKEND_CPU until acquired) */
     di_model *model;
     const di_model_config *mcfg;
     di_tokenizer *tok;                /* NULL: token ids only */
@@ -50,6 +52,15 @@ struct deepinfer_engine {
     char last_error[DI_ERROR_MSG_MAX];
     double t_open;
 };
+
+/* The backend for accelerator `want` ("auto", "cpu" or "cuda"), in place
+ * for the model's load: CUDA is installed (once for all engines of the
+ * process) and given `batch_invariant` for the execs the model creates
+ * (engine_backend.c). After the model loaded, call
+ * di_engine_backend_loaded; after it was freed, di_engine_backend_release. */
+deepinfer_status di_engine_backend_acquire(const char *want, int batch_invariant, di_backend_kind *out, di_error *err);
+void di_engine_backend_loaded(di_backend_kind k);
+void di_engine_backend_release(di_backend_kind k);
 
 /* Seconds on the engine clock (monotonic, since the engine opened). */
 double di_engine_now(const deepinfer_engine *e);

@@ -51,15 +51,12 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
     const char *acc = getenv("DEEPINFER_ACCELERATOR");
     if (!acc || !*acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
-    if (!strcmp(acc, "cuda") || !strcmp(acc, "gpu"))
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "accelerator \"%s\": the engine does not run on CUDA yet (device state pools and the "
-                            "asynchronous device queue are missing; `deepinfer-cuda score --backend cuda` runs the "
-                            "forward on the GPU); use \"cpu\" (or \"auto\")",
-                            acc);
-    if (strcmp(acc, "auto") && strcmp(acc, "cpu"))
+    if (!strcmp(acc, "gpu")) acc = "cuda";
+    if (strcmp(acc, "auto") && strcmp(acc, "cpu") && strcmp(acc, "cuda"))
         return di_error_set(err, E, "accelerator must be \"auto\", \"cpu\" or \"cuda\", got \"%s\"", acc);
-    c.accelerator = "cpu"; /* auto: the CPU runs the model in this build */
+    /* "auto" is decided when the backend is put in place (engine_backend.c): CUDA when this
+     * binary has the CUDA backend and a GPU is usable, else the CPU */
+    c.accelerator = !strcmp(acc, "auto") ? "auto" : !strcmp(acc, "cpu") ? "cpu" : "cuda";
     if (env_flag("DEEPINFER_BATCH_INVARIANT", &c.batch_invariant, err)) return E;
     if (c.batch_invariant < 0) c.batch_invariant = 1;
     if (c.batch_invariant > 1) return di_error_set(err, E, "batch_invariant must be -1, 0 or 1, got %d", c.batch_invariant);
@@ -193,6 +190,16 @@ static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, 
                                 (unsigned long long)p->workspace_bytes, c->max_num_seqs, g->slot_bytes,
                                 (unsigned long long)fixed);
         *n_pages = (int64_t)((c->memory_budget - fixed) / g->page_bytes);
+    } else if (e->backend == DI_BACKEND_CUDA) {
+        /* auto on the GPU: every slot at max_model_len, within 80% of the device memory still free
+         * after the model's load (weights and workspace are already allocated; the slots are not) */
+        int64_t full = per_seq * c->max_num_seqs;
+        size_t free_b = 0, total_b = 0;
+        uint64_t avail = di_backend_mem_info(&free_b, &total_b) ? 0 : (uint64_t)free_b / 5 * 4;
+        uint64_t slots = (uint64_t)c->max_num_seqs * g->slot_bytes;
+        int64_t fit = avail > slots ? (int64_t)((avail - slots) / g->page_bytes) : 0;
+        *n_pages = full < fit ? full : fit;
+        if (*n_pages < per_seq) *n_pages = per_seq;
     } else { /* auto: every slot at max_model_len, within half of the available memory */
         int64_t full = per_seq * c->max_num_seqs;
         uint64_t avail = mem_available() / 2;
@@ -223,8 +230,31 @@ static void human(char *b, size_t n, double v) {
     snprintf(b, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
 }
 
+/* The plan's accelerator line: where the model runs and in which mode. */
+static void accel_text(const deepinfer_engine *e, char *b, size_t n) {
+    const deepinfer_memory_plan *p = &e->plan;
+    if (e->backend != DI_BACKEND_CUDA) {
+        snprintf(b, n, "cpu; batch invariant: %s; async scheduling: %s",
+                 p->batch_invariant ? "yes" : "requested off (CPU kernels are invariant anyway)",
+                 p->async_scheduling ? "on" : "off (the CPU queue is synchronous)");
+        return;
+    }
+    di_cuda_info ci;
+    di_backend_cuda_info(&ci);
+    snprintf(b, n,
+             "cuda (%s, sm_%d%d): weights, workspace and state in device memory; logits and sampling on the host "
+             "(synchronous queue)\n"
+             "             batch invariant: %s; async scheduling: %s",
+             ci.name, ci.cc_major, ci.cc_minor,
+             p->batch_invariant ? "yes (rows' bits do not depend on the batch)"
+                                : "off (the fastest CUDA kernel per shape: rows depend on the batch within rounding)",
+             p->async_scheduling ? "on (the queue itself is synchronous)" : "off (the queue is synchronous)");
+}
+
 static void plan_text(deepinfer_engine *e) {
     const deepinfer_memory_plan *p = &e->plan;
+    char acc[512];
+    accel_text(e, acc, sizeof acc);
     char bud[32], w[32], ws[32], sl[32], slt[32], pg[32], pgt[32];
     human(bud, sizeof bud, (double)p->budget);
     human(w, sizeof w, (double)p->weight_bytes);
@@ -236,14 +266,13 @@ static void plan_text(deepinfer_engine *e) {
     snprintf(e->plan_text, sizeof e->plan_text,
              "model        %s (%s, %d layers, vocab %lld, tokenizer: %s)\n"
              "             from %s\n"
-             "accelerator  %s; batch invariant: %s; async scheduling: %s\n"
+             "accelerator  %s\n"
              "memory       budget %s%s = weights %s + workspace %s + slots %d x %s = %s + pages %lld x %s = %s\n"
              "pages        %d compressed-KV rows or %d index-key rows each; one sequence can reach %lld of "
              "max_model_len %lld tokens\n"
              "steps        up to %d token rows, %d sequences, prefill chunks of %d\n",
              p->model_dir, p->arch, e->mcfg->n_layers, (long long)e->mcfg->vocab_size, e->tok ? "yes" : "none (token ids only)",
-             e->model_how, p->accelerator, p->batch_invariant ? "yes" : "requested off (CPU kernels are invariant anyway)",
-             p->async_scheduling ? "on" : "off (the CPU queue is synchronous)", bud,
+             e->model_how, acc, bud,
              e->cfg.memory_budget ? "" : (e->cfg.num_pages ? " (num_pages given)" : " (auto)"), w, ws, p->num_slots, sl, slt,
              (long long)p->num_pages, pg, pgt, p->page_rows_kv, p->page_rows_index, (long long)p->tokens_per_sequence_max,
              (long long)p->max_model_len, p->max_num_batched_tokens, e->cfg.max_num_seqs, p->chunk_size);
@@ -272,7 +301,15 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
     int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
     di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash};
-    if ((st = di_model_load(e->model_dir, &mo, &e->model, err))) return st;
+    /* the backend before the model: on CUDA the allocator and ops table put weights, workspace and
+     * (below) the state pools in device memory (ops/backend.h di_backend_use) */
+    di_backend_kind bk;
+    if ((st = di_engine_backend_acquire(e->cfg.accelerator, e->cfg.batch_invariant, &bk, err))) return st;
+    e->backend = bk;
+    e->cfg.accelerator = di_backend_name(bk);
+    st = di_model_load(e->model_dir, &mo, &e->model, err);
+    di_engine_backend_loaded(bk);
+    if (st) return st;
     e->mcfg = di_model_cfg(e->model);
     e->chat_arch = e->mcfg->arch == DI_ARCH_V41 ? DI_CHAT_V41 : DI_CHAT_V4;
     if ((st = load_tokenizer(e, err))) return st;
@@ -347,5 +384,6 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     free(e->updated_pub);
     free(e->text_mask);
     di_model_free(e->model);
+    di_engine_backend_release(e->backend); /* after every device buffer of this engine was freed */
     free(e);
 }

@@ -18,12 +18,18 @@ static size_t ring_row_bytes(const di_model_config *cfg) { return (size_t)cfg->h
 static size_t cmp_bytes(const di_cmp_state *c) { return (size_t)c->slots * (size_t)c->width * 4; }
 
 size_t di_seq_snapshot_bytes(const di_model_config *cfg, int max_tokens) {
-    /* lay one state out (once, at engine start) to read its buffer sizes */
+    /* lay one state out (once, at engine start) to read its buffer sizes; the
+     * buffers block is only addressed, never touched (it may be any memory) */
     di_seq_layout lay;
     di_seq_layout_get(cfg, 0, &lay);
-    void *mem = aligned_alloc(64, (lay.fixed_bytes + 63) & ~(size_t)63);
-    if (!mem) return sizeof(snap_header) + lay.fixed_bytes; /* a safe bound: rings and buffers are part of it */
-    const di_seq_state *s = di_seq_init(cfg, mem);
+    size_t hb = di_seq_header_bytes(cfg);
+    void *hdr = aligned_alloc(64, hb), *bufs = aligned_alloc(64, lay.fixed_bytes - hb);
+    if (!hdr || !bufs) {
+        free(hdr);
+        free(bufs);
+        return sizeof(snap_header) + lay.fixed_bytes; /* a safe bound: rings and buffers are part of it */
+    }
+    const di_seq_state *s = di_seq_place_split(cfg, hdr, bufs);
     int k = max_tokens < cfg->sliding_window ? max_tokens : (int)cfg->sliding_window;
     size_t b = sizeof(snap_header);
     for (int l = 0; l < s->n_layers; l++) {
@@ -31,7 +37,8 @@ size_t di_seq_snapshot_bytes(const di_model_config *cfg, int max_tokens) {
         if (ls->ring) b += (size_t)k * ring_row_bytes(cfg);
         b += 2 * cmp_bytes(&ls->cmp) + 2 * cmp_bytes(&ls->icmp);
     }
-    free(mem);
+    free(hdr);
+    free(bufs);
     return b;
 }
 
@@ -41,24 +48,39 @@ static int64_t ring_slot(const di_seq_state *s, const di_model_config *cfg, int 
     return (base + j) % cfg->sliding_window;
 }
 
+/* Ring rows of the next k tokens of layer l <-> the snapshot's k rows at
+ * `snap` (to_snap: ring -> snapshot). The slots wrap at most once: one copy
+ * per contiguous run. The ring and the snapshot room are backend memory,
+ * so this is an op on the state exec (seq_state.h), ordered with the steps. */
+static void ring_rows(const di_seq_state *s, const di_model_config *cfg, int l, int k, unsigned char *snap, int to_snap) {
+    size_t rb = ring_row_bytes(cfg);
+    unsigned char *ring = (unsigned char *)s->layers[l].ring;
+    for (int j = 0; j < k;) {
+        int64_t slot = ring_slot(s, cfg, l, j);
+        int n = k - j;
+        if (slot + n > cfg->sliding_window) n = (int)(cfg->sliding_window - slot);
+        unsigned char *r = ring + (size_t)slot * rb, *q = snap + (size_t)j * rb;
+        di_copy_2d(di_dev_exec(), 1, to_snap ? r : q, 0, to_snap ? q : r, 0, (size_t)n * rb);
+        j += n;
+    }
+}
+
 void di_seq_snapshot_take(const di_seq_state *s, const di_model_config *cfg, int k, void *room) {
     unsigned char *p = room;
     if (k > cfg->sliding_window) k = (int)cfg->sliding_window;
     snap_header h = {s->n_tokens, s->mtp_tokens, s->ikey_pub, s->engram, k};
-    memcpy(p, &h, sizeof h);
+    di_copy_h2d(di_dev_exec(), p, &h, sizeof h); /* the room is backend memory */
     p += sizeof h;
     size_t rb = ring_row_bytes(cfg);
     for (int l = 0; l < s->n_layers; l++) {
         const di_layer_state *ls = &s->layers[l];
-        if (ls->ring)
-            for (int j = 0; j < k; j++, p += rb)
-                memcpy(p, (const unsigned char *)ls->ring + (size_t)ring_slot(s, cfg, l, j) * rb, rb);
+        if (ls->ring) ring_rows(s, cfg, l, k, p, 1), p += (size_t)k * rb;
         const di_cmp_state *c[2] = {&ls->cmp, &ls->icmp};
         for (int i = 0; i < 2; i++) {
             size_t b = cmp_bytes(c[i]);
             if (!b) continue;
-            memcpy(p, c[i]->kv, b), p += b;
-            memcpy(p, c[i]->score, b), p += b;
+            di_copy_2d(di_dev_exec(), 1, c[i]->kv, 0, p, 0, b), p += b;
+            di_copy_2d(di_dev_exec(), 1, c[i]->score, 0, p, 0, b), p += b;
         }
     }
 }
@@ -66,7 +88,7 @@ void di_seq_snapshot_take(const di_seq_state *s, const di_model_config *cfg, int
 void di_seq_snapshot_restore(di_seq_state *s, const di_model_config *cfg, const void *room) {
     const unsigned char *p = room;
     snap_header h;
-    memcpy(&h, p, sizeof h);
+    di_copy_d2h(di_dev_exec(), &h, p, sizeof h); /* waits for the copies queued before it */
     p += sizeof h;
     s->n_tokens = h.n_tokens;
     s->mtp_tokens = h.mtp_tokens;
@@ -75,15 +97,13 @@ void di_seq_snapshot_restore(di_seq_state *s, const di_model_config *cfg, const 
     size_t rb = ring_row_bytes(cfg);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
-        if (ls->ring)
-            for (int j = 0; j < h.k; j++, p += rb)
-                memcpy((unsigned char *)ls->ring + (size_t)ring_slot(s, cfg, l, j) * rb, p, rb);
+        if (ls->ring) ring_rows(s, cfg, l, h.k, (unsigned char *)p, 0), p += (size_t)h.k * rb;
         di_cmp_state *c[2] = {&ls->cmp, &ls->icmp};
         for (int i = 0; i < 2; i++) {
             size_t b = cmp_bytes(c[i]);
             if (!b) continue;
-            memcpy(c[i]->kv, p, b), p += b;
-            memcpy(c[i]->score, p, b), p += b;
+            di_copy_2d(di_dev_exec(), 1, p, 0, c[i]->kv, 0, b), p += b;
+            di_copy_2d(di_dev_exec(), 1, p, 0, c[i]->score, 0, b), p += b;
         }
     }
 }

@@ -16,6 +16,14 @@
  *
  * Copy (for n > 1 choices forking after a shared prompt prefill): the whole
  * state of one sequence into another whose pages already cover the rows.
+ *
+ * The rings, compressor buffers, row stores and the snapshot room may be
+ * backend (device) memory (state_pool.h): every byte moves through ops
+ * copies on di_dev_exec() (ops.h), ordered with the steps on the device's
+ * stream; only the headers (di_seq_state) are read on the host. The
+ * snapshot's layout is [header][ring rows][compressor buffers] in both
+ * cases; restore reads the header back to the host (a synchronising copy
+ * on a device backend).
  */
 #ifndef DI_ENGINE_SEQ_SNAPSHOT_H
 #define DI_ENGINE_SEQ_SNAPSHOT_H

@@ -36,6 +36,7 @@ deepinfer_status di_pool_geom_compute(const di_model_config *cfg, int page_rows,
     g->n_layers = cfg->n_layers + cfg->n_stages;
     g->max_tokens = max_tokens;
     g->fixed_bytes = align64(lay.fixed_bytes);
+    g->hdr_bytes = align64(di_seq_header_bytes(cfg));
     g->rows_kv = lay.page_rows;
     g->page_bytes = lay.page_bytes_kv;
     g->rows_ikey = (int)(g->page_bytes / ((size_t)cfg->index_head_dim * 2));
@@ -50,7 +51,9 @@ deepinfer_status di_pool_geom_compute(const di_model_config *cfg, int page_rows,
         g->table_entries += (size_t)(kv + ik);
     }
     g->snapshot_bytes = max_draft ? align64(di_seq_snapshot_bytes(cfg, max_draft)) : 0;
-    g->slot_bytes = g->fixed_bytes + align64(g->table_entries * sizeof(uint16_t *)) + g->snapshot_bytes;
+    g->host_slot_bytes = g->hdr_bytes + align64(g->table_entries * sizeof(uint16_t *));
+    g->dev_slot_bytes = g->fixed_bytes - g->hdr_bytes + g->snapshot_bytes;
+    g->slot_bytes = g->host_slot_bytes + g->dev_slot_bytes;
     return DEEPINFER_OK;
 }
 
@@ -67,6 +70,7 @@ int64_t di_pool_geom_pages_for(const di_model_config *cfg, const di_pool_geom *g
 void di_pool_free(di_state_pool *p) {
     if (!p) return;
     free(p->slot_mem);
+    di_dev_free(p->buf_mem);
     free(p->slot_free);
     free(p->slot_pages);
     free(p->tab_off_kv);
@@ -79,7 +83,7 @@ void di_pool_free(di_state_pool *p) {
 }
 
 static uint16_t **slot_tables(const di_state_pool *p, int slot) {
-    return (uint16_t **)(p->slot_mem + (size_t)slot * p->g.slot_bytes + p->g.fixed_bytes);
+    return (uint16_t **)(p->slot_mem + (size_t)slot * p->g.host_slot_bytes + p->g.hdr_bytes);
 }
 
 deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, const di_pool_geom *g, int n_slots,
@@ -93,7 +97,8 @@ deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, cons
     p->n_slots = n_slots;
     p->n_pages = n_pages;
     int nl = g->n_layers;
-    p->slot_mem = aligned_alloc(64, (size_t)n_slots * g->slot_bytes);
+    p->slot_mem = aligned_alloc(64, (size_t)n_slots * g->host_slot_bytes);
+    p->buf_mem = di_dev_alloc((size_t)n_slots * g->dev_slot_bytes); /* rings, compressor state: backend memory */
     p->slot_free = malloc(sizeof(int) * (size_t)n_slots);
     p->slot_pages = calloc((size_t)n_slots, sizeof(int64_t));
     p->tab_off_kv = calloc((size_t)nl, sizeof(size_t));
@@ -103,7 +108,7 @@ deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, cons
     /* pages are not touched here: the OS backs them when first written */
     p->page_mem = n_pages ? di_dev_alloc((size_t)n_pages * g->page_bytes) : NULL; /* row stores: backend memory */
     p->page_free = malloc(sizeof(int64_t) * (size_t)(n_pages ? n_pages : 1));
-    if (!p->slot_mem || !p->slot_free || !p->slot_pages || !p->tab_off_kv || !p->tab_off_ikey || !p->cap_kv ||
+    if (!p->slot_mem || !p->buf_mem || !p->slot_free || !p->slot_pages || !p->tab_off_kv || !p->tab_off_ikey || !p->cap_kv ||
         !p->cap_ikey || (n_pages && !p->page_mem) || !p->page_free) {
         size_t want = (size_t)n_slots * g->slot_bytes + (size_t)n_pages * g->page_bytes;
         di_pool_free(p);
@@ -124,7 +129,7 @@ deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, cons
         off += (size_t)ik;
     }
     for (int s = 0; s < n_slots; s++) {
-        di_seq_init(cfg, p->slot_mem + (size_t)s * g->slot_bytes);
+        di_seq_init_split(cfg, p->slot_mem + (size_t)s * g->host_slot_bytes, p->buf_mem + (size_t)s * g->dev_slot_bytes);
         p->slot_free[s] = n_slots - 1 - s; /* slot 0 is taken first */
     }
     p->n_slot_free = n_slots;
@@ -134,12 +139,12 @@ deepinfer_status di_pool_init(di_state_pool *p, const di_model_config *cfg, cons
 }
 
 di_seq_state *di_pool_seq(const di_state_pool *p, int slot) {
-    return (di_seq_state *)(p->slot_mem + (size_t)slot * p->g.slot_bytes);
+    return (di_seq_state *)(p->slot_mem + (size_t)slot * p->g.host_slot_bytes);
 }
 
 void *di_pool_snapshot_room(const di_state_pool *p, int slot) {
     if (!p->g.snapshot_bytes) return NULL;
-    return p->slot_mem + (size_t)(slot + 1) * p->g.slot_bytes - p->g.snapshot_bytes;
+    return p->buf_mem + (size_t)(slot + 1) * p->g.dev_slot_bytes - p->g.snapshot_bytes;
 }
 
 int di_pool_slot_acquire(di_state_pool *p) {

@@ -5,7 +5,13 @@
  *   slot   the fixed part of one sequence (seq_state.h: SWA rings,
  *          compressor partial groups, per layer) plus its page tables and,
  *          when drafts are enabled, room for one snapshot (seq_snapshot.h).
- *          One slot per running sequence: max_num_seqs slots.
+ *          One slot per running sequence: max_num_seqs slots. A slot is
+ *          split (seq_state.h di_seq_init_split): its header (di_seq_state,
+ *          layer table) and page tables in host memory, which the host
+ *          reads and writes; its rings, compressor buffers and snapshot room
+ *          in backend memory (di_dev_alloc), which only ops touch, so on a
+ *          device backend the state lives on the device. On the CPU backend
+ *          both are host memory.
  *   page   page_bytes of compressed rows. Every page has the same size; a
  *          page serves a layer's compressed-KV store (page_rows_kv rows of
  *          head_dim bf16) or its index-key store (page_rows_ikey rows of
@@ -32,12 +38,15 @@
 typedef struct di_pool_geom {
     int n_layers;            /* backbone layers + drafter stages */
     int64_t max_tokens;      /* max_model_len: the page tables' reach */
-    size_t fixed_bytes;      /* seq_state fixed part */
+    size_t fixed_bytes;      /* seq_state fixed part (header + buffers) */
+    size_t hdr_bytes;        /* its header share (host) */
     size_t page_bytes;
     int rows_kv, rows_ikey;  /* rows per page for each store */
     size_t table_entries;    /* page-table entries per slot (all layers, both stores) */
     size_t snapshot_bytes;   /* snapshot room per slot (0 without drafts) */
-    size_t slot_bytes;       /* fixed + tables + snapshot, 64-byte aligned */
+    size_t slot_bytes;       /* fixed + tables + snapshot, 64-byte aligned: host_slot_bytes + dev_slot_bytes */
+    size_t host_slot_bytes;  /* header + page tables (host memory) */
+    size_t dev_slot_bytes;   /* rings + compressor buffers + snapshot room (backend memory) */
 } di_pool_geom;
 
 /* Geometry for `cfg` with page_rows compressed-KV rows per page (0 = 64),
@@ -52,7 +61,8 @@ typedef struct di_state_pool {
     const di_model_config *cfg;
     di_pool_geom g;
     int n_slots;
-    unsigned char *slot_mem;    /* n_slots * slot_bytes */
+    unsigned char *slot_mem;    /* n_slots * host_slot_bytes: headers, page tables (host) */
+    unsigned char *buf_mem;     /* n_slots * dev_slot_bytes: rings, compressor buffers, snapshots (backend) */
     int *slot_free;             /* stack of free slot ids */
     int n_slot_free;
     int64_t *slot_pages;        /* pages attached per slot */
@@ -80,7 +90,8 @@ void di_pool_slot_release(di_state_pool *p, int slot);
 /* The sequence state living in `slot`. */
 di_seq_state *di_pool_seq(const di_state_pool *p, int slot);
 
-/* The slot's snapshot room (g.snapshot_bytes), NULL without drafts. */
+/* The slot's snapshot room (g.snapshot_bytes, backend memory: use it
+ * through seq_snapshot.h only), NULL without drafts. */
 void *di_pool_snapshot_room(const di_state_pool *p, int slot);
 
 /* Pages `slot` still needs to hold n_tokens positions. */

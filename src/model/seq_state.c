@@ -70,7 +70,7 @@ void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
     }
 }
 
-static size_t header_bytes(const di_model_config *cfg) {
+size_t di_seq_header_bytes(const di_model_config *cfg) {
     return align64(sizeof(di_seq_state)) + align64((size_t)(cfg->n_layers + cfg->n_stages) * sizeof(di_layer_state));
 }
 
@@ -107,8 +107,18 @@ static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *hdr
     return s;
 }
 
+di_seq_state *di_seq_place_split(const di_model_config *cfg, void *hdr, void *bufs) {
+    return layout_fixed(cfg, hdr, bufs);
+}
+
+di_seq_state *di_seq_init_split(const di_model_config *cfg, void *hdr, void *bufs) {
+    di_seq_state *s = layout_fixed(cfg, hdr, bufs);
+    di_seq_reset(s, cfg);
+    return s;
+}
+
 di_seq_state *di_seq_init(const di_model_config *cfg, void *mem) {
-    di_seq_state *s = layout_fixed(cfg, mem, (unsigned char *)mem + header_bytes(cfg));
+    di_seq_state *s = layout_fixed(cfg, mem, (unsigned char *)mem + di_seq_header_bytes(cfg));
     di_seq_reset(s, cfg);
     return s;
 }
@@ -135,7 +145,7 @@ deepinfer_status di_seq_create(const di_model_config *cfg, int64_t max_tokens, d
         if (L->has_index_keys) page_bytes += (size_t)pages * lay.page_bytes_ikey;
         ptr_bytes += align64((size_t)(2 * pages) * sizeof(uint16_t *));
     }
-    size_t hb = header_bytes(cfg), total = hb + ptr_bytes;
+    size_t hb = di_seq_header_bytes(cfg), total = hb + ptr_bytes;
     unsigned char *mem = aligned_alloc(64, align64(total));
     unsigned char *bufs = di_dev_alloc(lay.fixed_bytes - hb); /* rings, compressor state: backend memory */
     unsigned char *pg = page_bytes ? di_dev_alloc(page_bytes) : NULL; /* the row stores: backend memory */

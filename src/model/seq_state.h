@@ -91,6 +91,23 @@ int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_toke
  * attach them with di_seq_set_pages. Returns the state (inside `mem`). */
 di_seq_state *di_seq_init(const di_model_config *cfg, void *mem);
 
+/* The split layout (an engine's state pool): the header (di_seq_state and
+ * its layer table, read and written by the host) and the rings / compressor
+ * buffers (read and written only by ops, so they may live in backend memory,
+ * di_dev_alloc) in separate blocks. di_seq_header_bytes is the header's
+ * share of layout.fixed_bytes, the rest (fixed_bytes - header) is the
+ * buffers'. */
+size_t di_seq_header_bytes(const di_model_config *cfg);
+
+/* Lay a sequence out with its header in host memory `hdr` (64-byte aligned,
+ * di_seq_header_bytes) and its buffers in `bufs` (64-byte aligned, backend
+ * memory, fixed_bytes - di_seq_header_bytes), without touching `bufs`. */
+di_seq_state *di_seq_place_split(const di_model_config *cfg, void *hdr, void *bufs);
+
+/* di_seq_place_split, then reset (ops on di_dev_exec(): device fills on a
+ * device backend). */
+di_seq_state *di_seq_init_split(const di_model_config *cfg, void *hdr, void *bufs);
+
 /* Attach a page table to layer `layer`'s compressed-KV store (`ikey` = 0) or
  * index-key store (`ikey` = 1). `pages` stays owned by the caller; each page
  * holds page_rows rows of the store's row size. */

@@ -11,10 +11,20 @@ extern int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major,
 /* Defined in src/ops/cuda/cu_exec.c when CUDA is linked in. */
 extern int di_cuda_backend_install(char *why, size_t why_len) __attribute__((weak));
 extern void di_cuda_backend_uninstall(void) __attribute__((weak));
+extern void di_cuda_set_batch_invariant(int on) __attribute__((weak));
+
+static di_backend_kind g_active = DI_BACKEND_CPU;
+
+di_backend_kind di_backend_active(void) { return g_active; }
+
+void di_backend_set_batch_invariant(int on) {
+    if (di_cuda_set_batch_invariant) di_cuda_set_batch_invariant(on);
+}
 
 deepinfer_status di_backend_use(di_backend_kind k, di_error *err) {
     if (k == DI_BACKEND_CPU) {
         if (di_cuda_backend_uninstall) di_cuda_backend_uninstall();
+        g_active = DI_BACKEND_CPU;
         return DEEPINFER_OK;
     }
     if (!di_cuda_backend_install)
@@ -22,6 +32,7 @@ deepinfer_status di_backend_use(di_backend_kind k, di_error *err) {
     char why[256] = "";
     if (di_cuda_backend_install(why, sizeof why))
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "cannot start the CUDA backend: %s", why);
+    g_active = DI_BACKEND_CUDA;
     return DEEPINFER_OK;
 }
 

@@ -42,6 +42,17 @@ const char *di_backend_name(di_backend_kind k);
  * under one backend must be freed before switching to the other. */
 deepinfer_status di_backend_use(di_backend_kind k, di_error *err);
 
+/* The backend di_backend_use installed last (DI_BACKEND_CPU at start). */
+di_backend_kind di_backend_active(void);
+
+/* Batch-invariant kernels for the device execs created from now on (the
+ * model's, at load): 1 = every row's bits independent of the batch (the
+ * CPU's results; the default), 0 = the fastest kernel per shape. -1 goes
+ * back to the default, which $DEEPINFER_BATCH_INVARIANT (0/1) overrides.
+ * No effect on the CPU backend (its kernels are invariant by construction)
+ * nor in a CPU-only binary. Call before loading the model. */
+void di_backend_set_batch_invariant(int on);
+
 /* Device measurements for benchmarks, taken in the benchmark's own process
  * (src/ops/cuda/cu_probe.c; -1 in a CPU-only binary or on failure):
  * di_backend_copy_gbs: best of 5 cudaMemcpy device-to-device of `bytes`,

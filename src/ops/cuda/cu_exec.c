@@ -19,6 +19,11 @@ static int poison_byte(void) {
 
 static cudaStream_t g_stream;
 static di_exec g_state_exec;
+static int g_batch_invariant = -1; /* di_cuda_set_batch_invariant; -1: $DEEPINFER_BATCH_INVARIANT, else 1 */
+
+/* Called through a weak reference by backend.c (di_backend_set_batch_invariant):
+ * the mode of the execs created from now on. */
+void di_cuda_set_batch_invariant(int on) { g_batch_invariant = on < 0 ? -1 : on != 0; }
 
 void cu_check(cu_exec *c, cudaError_t e, const char *op) {
     if (e == cudaSuccess || c->err != cudaSuccess) return;
@@ -94,10 +99,11 @@ static void *ctx_new(size_t scratch_bytes) {
     cudaGetDevice(&dev);
     c->dc.stream = g_stream;
     c->dc.scratch_cap = sc;
-    /* 1: the CPU's results for every batch shape (default); $DEEPINFER_BATCH_INVARIANT=0
-     * picks the fastest kernel per shape (rows then depend on the batch, within rounding). */
+    /* 1: the CPU's results for every batch shape (default); 0 (the engine's batch_invariant
+     * through di_backend_set_batch_invariant, else $DEEPINFER_BATCH_INVARIANT=0) picks the
+     * fastest kernel per shape (rows then depend on the batch, within rounding). */
     const char *bi = getenv("DEEPINFER_BATCH_INVARIANT");
-    c->dc.batch_invariant = !(bi && bi[0] == '0' && !bi[1]);
+    c->dc.batch_invariant = g_batch_invariant >= 0 ? g_batch_invariant : !(bi && bi[0] == '0' && !bi[1]);
     cudaDeviceGetAttribute(&c->dc.num_sms, cudaDevAttrMultiProcessorCount, dev);
     c->tab_cap = TAB_CAP;
     c->hst = malloc(TAB_CAP);

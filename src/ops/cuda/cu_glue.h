@@ -23,7 +23,7 @@ typedef struct cu_exec {
     unsigned char *hst, *dtab;
     size_t tab_cap, tab_off;
     cudaError_t err;        /* first failure (sticky) */
-    char err_op[64];
+    char err_op[128];       /* the failing op, as cu_check named it (the longest message is 65 bytes) */
     struct cu_plan *plan;   /* the step plan (cu_plan.c), NULL: per-op staging above */
     struct cu_prof *prof;   /* per-op timing of eager steps (cu_prof.c), NULL: off */
     char prof_tag[CU_PROF_TAG]; /* shape of the next launch, set by cu_prof_tag */
