@@ -484,13 +484,13 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
 
 template <int NT, int FP4, int FUSE>
 static cudaError_t launch_nt(cudaStream_t st, dim3 grid, const fargs &a, const dic_gemm_wtab *wt, int smem) {
-    static int attr_done; /* per instance: allow the largest dynamic shared memory once (occupancy follows the
-                           * size of each launch, not this limit) */
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(k_gemm_f16<NT, FP4, FUSE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             227 * 1024);
+    static int attr_smem; /* per instance: the dynamic shared-memory limit set so far (raised when a launch needs
+                           * more; the static shared memory counts against the same opt-in maximum, so the limit
+                           * must not be set above what a launch asks for) */
+    if (smem > attr_smem) {
+        cudaError_t e = cudaFuncSetAttribute(k_gemm_f16<NT, FP4, FUSE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return e;
-        attr_done = 1;
+        attr_smem = smem;
     }
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -564,7 +564,7 @@ static cudaError_t f16_launch(cudaStream_t st, int num_sms, int E, int ntab, con
     const int red = 4 * NT * 4 * 128; /* split partial tile, over the ring */
     int smem = a.off_ast + 4 * MT * a.nbk;
     if (smem < red) smem = red;
-    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    if (smem > 227 * 1024 - 64) return cudaErrorInvalidValue; /* the opt-in maximum less the static arrays */
     dim3 grid((unsigned)gx, (unsigned)(gy * ntab), (unsigned)splits);
     switch (NT * 4 + fp4 * 2 + (fuse ? 1 : 0)) {
     case 4: return launch_nt<1, 0, 0>(st, grid, a, wt, smem);
