@@ -16,7 +16,6 @@
 
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
-#include "ops/cuda/dic_model.h"
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -134,7 +133,6 @@ static double time_gemm(dic_ctx *c, int M, int N, int K, int fmt, int B, int act
 /* Grouped decode: E = 256 FP4 experts (N x K), top-6 routing of T tokens,
  * 16 routings rotated (the 6 experts of one token are 25 MB: L2 would hold
  * them). Bytes: the distinct experts each routing touches, weights + scales. */
-static int g_two; /* time_grouped: 1 = dic_gemm2_grouped_seg (w1 and w3 over the same gathered rows) */
 static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *bytes_out) {
     enum { E = 256, KS = 6, NR = 16 };
     const int R = T * KS;
@@ -148,18 +146,6 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
         else CK(cudaMemcpy(dw, w[e % 8].w, wb, cudaMemcpyDeviceToDevice));
         CK(cudaMemset(ds, 127, sb));
         w[e] = (dic_wmat){3, N, K, 32, dw, ds};
-    }
-    dic_wmat *w3 = NULL;
-    if (g_two) { /* a second table: other copies, so no byte is shared with w1 */
-        w3 = malloc(sizeof *w3 * E);
-        for (int e = 0; e < E; e++) {
-            void *dw, *ds;
-            CK(cudaMalloc(&dw, wb));
-            CK(cudaMalloc(&ds, sb));
-            CK(cudaMemcpy(dw, w[(e + 3) % 8].w, wb, cudaMemcpyDeviceToDevice));
-            CK(cudaMemset(ds, 127, sb));
-            w3[e] = (dic_wmat){3, N, K, 32, dw, ds};
-        }
     }
     int *doff[NR], *drows[NR];
     double bytes = 0;
@@ -181,7 +167,7 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
         int active = 0;
         for (int e = 0; e < E; e++) active += off[e + 1] > 0, off[e + 1] += off[e];
         for (int i = 0; i < R; i++) rows[off[sel[i]] + fillc[sel[i]]++] = i;
-        bytes += (double)active * (wb + sb) / NR * (g_two ? 2 : 1);
+        bytes += (double)active * (wb + sb) / NR;
         CK(cudaMalloc((void **)&doff[q], sizeof off));
         CK(cudaMalloc((void **)&drows[q], sizeof(int) * R));
         CK(cudaMemcpy(doff[q], off, sizeof off, cudaMemcpyHostToDevice));
@@ -191,19 +177,15 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
     void *A, *C;
     CK(cudaMalloc(&A, (size_t)R * K * 2));
     CK(cudaMemset(A, 0x3F, (size_t)R * K * 2));
-    CK(cudaMalloc(&C, (size_t)R * N * 2 * 2));
-    uint16_t *C2 = (uint16_t *)C + (size_t)R * N;
-#define GRP_CALL(i)                                                                                        \
-    (g_two ? dic_gemm2_grouped_seg(c, E, w, w3, doff[(i) % NR], R, A, K, 128, C, C2, N)                   \
-           : dic_gemm_grouped(c, E, w, doff[(i) % NR], drows[(i) % NR], R, A, K, 128, C, N))
+    CK(cudaMalloc(&C, (size_t)R * N * 2));
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) CK(GRP_CALL(i));
+    for (int i = 0; i < 3; i++) CK(dic_gemm_grouped(c, E, w, doff[i], drows[i], R, A, K, 128, C, N));
     float *t = malloc(sizeof(float) * reps);
     for (int r = 0; r < reps; r++) {
         CK(cudaEventRecord(e0, c->stream));
-        CK(GRP_CALL(r));
+        CK(dic_gemm_grouped(c, E, w, doff[r % NR], drows[r % NR], R, A, K, 128, C, N));
         CK(cudaEventRecord(e1, c->stream));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&t[r], e0, e1));
@@ -214,15 +196,11 @@ static double time_grouped(dic_ctx *c, int T, int N, int K, int reps, double *by
     if (T <= 64) {
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < GR; i++) CK(GRP_CALL(i));
+        for (int i = 0; i < GR; i++) CK(dic_gemm_grouped(c, E, w, doff[i % NR], drows[i % NR], R, A, K, 128, C, N));
         CK(cudaStreamEndCapture(c->stream, &gr));
         g_graph_ms = graph_median_ms(c->stream, gr, e0, e1) / GR;
     }
-#undef GRP_CALL
     for (int e = 0; e < E; e++) cudaFree((void *)w[e].w), cudaFree((void *)w[e].scale);
-    if (w3)
-        for (int e = 0; e < E; e++) cudaFree((void *)w3[e].w), cudaFree((void *)w3[e].scale);
-    free(w3);
     for (int q = 0; q < NR; q++) cudaFree(doff[q]), cudaFree(drows[q]);
     cudaFree(A), cudaFree(C), free(w), free(t);
     *bytes_out = bytes;
@@ -507,32 +485,6 @@ int main(int argc, char **argv) {
         snprintf(r->name, 64, "%sgrp T=%d E=256 top6 fp4 2048x4096", grp[j].inv ? "inv " : "", grp[j].T);
         r->ms = ms, r->gbs = bytes / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
         r->tflops = 2.0 * grp[j].T * 6 * 2048.0 * 4096 / (ms * 1e-3) / 1e12;
-    }
-    /* this branch's structure against the previous one in the same run (dic_gemm_f16_debug: 1 = separate
-     * quantisation launch, 2 = gemm2 as two launches): grouped w1 + w3 at T = 1, and three M = 1 shapes */
-    struct { int T, dbg; } g2[] = {{1, 0}, {1, 3}, {8, 0}, {8, 3}};
-    for (unsigned j = 0; j < sizeof g2 / sizeof *g2; j++) {
-        double bytes;
-        g_two = 1;
-        dic_gemm_f16_debug(g2[j].dbg);
-        double ms = time_grouped(&c, g2[j].T, 2048, 4096, 200, &bytes);
-        dic_gemm_f16_debug(0);
-        g_two = 0;
-        row *r = &tab[ntab++];
-        snprintf(r->name, 64, "grp2 w1+w3 T=%d %s", g2[j].T, g2[j].dbg ? "quant+2 launches" : "one launch fused");
-        r->ms = ms, r->gbs = bytes / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
-        r->tflops = 2.0 * 2 * g2[j].T * 6 * 2048.0 * 4096 / (ms * 1e-3) / 1e12;
-    }
-    for (unsigned i = 0; i < sizeof shp / sizeof *shp; i++) {
-        if (i == 1 || i == 2 || i == 6) continue; /* wq_a, wo_b, shexp, fp4 w1 */
-        size_t wb;
-        dic_gemm_f16_debug(1);
-        double ms = time_gemm(&c, 1, shp[i].N, shp[i].K, shp[i].fmt, shp[i].B, shp[i].act, 200, &wb);
-        dic_gemm_f16_debug(0);
-        row *r = &tab[ntab++];
-        snprintf(r->name, 64, "unfused M=1 %s", shp[i].name);
-        r->ms = ms, r->gbs = wb / (ms * 1e-3) / 1e9, r->ratio = r->gbs / copy_gbs, r->msg = g_graph_ms;
-        r->tflops = 2.0 * shp[i].N * shp[i].K / (ms * 1e-3) / 1e12;
     }
     printf("\n%-36s %10s %10s %10s %8s %10s %8s\n", "case", "ms", "GB/s(w)", "TFLOP/s", "/copy", "graph ms",
            "g/copy");

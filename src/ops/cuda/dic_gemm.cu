@@ -21,12 +21,6 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
         return cudaErrorInvalidValue;
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(M, K));
-    dic_gemm_wtab wt;
-    wt.w[0] = W->w;
-    wt.s[0] = W->scale;
-    if (!c->batch_invariant && (M <= DIC_GEMM_SPLIT_MAXM || W->fmt == 3)) /* f16 HMMA kernels (dic_gemm_f16.cu) */
-        return dic_gemm_f16_run(c->stream, c->num_sms, 1, &wt, NULL, W->fmt, W->n, K, W->wblock, act_block, M, NULL,
-                                NULL, A, lda, q, s, C32, C16, NULL, ldc);
     float *part = NULL;
     int *cnt = NULL, ncnt = 0;
     if (dic_gemm_partbytes(M, W->n, K)) {
@@ -36,6 +30,12 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     }
     cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, K, act_block, NULL, NULL, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
+    dic_gemm_wtab wt;
+    wt.w[0] = W->w;
+    wt.s[0] = W->scale;
+    if (!c->batch_invariant && (M <= DIC_GEMM_SPLIT_MAXM || W->fmt == 3)) /* f16 HMMA kernels (dic_gemm_f16.cu) */
+        return dic_gemm_f16_launch(c->stream, c->num_sms, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL,
+                                   NULL, q, s, part, cnt, ncnt, C32, C16, ldc);
     return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, part,
                              cnt, C32, C16, ldc, c->batch_invariant ? DIC_GEMM_PATH_INVARIANT : DIC_GEMM_PATH_FAST);
 }
@@ -59,9 +59,6 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     }
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(max_rows, K));
-    if (!c->batch_invariant)
-        return dic_gemm_f16_run(c->stream, c->num_sms, E, tab, NULL, fmt, N, K, wb, act_block, max_rows, off, rows, A,
-                                lda, q, s, NULL, C16, NULL, ldc);
     float *part = NULL;
     int *cnt = NULL, ncnt = 0;
     if (dic_gemm_partbytes(max_rows, N, K)) {
@@ -71,6 +68,9 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     }
     cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
+    if (!c->batch_invariant)
+        return dic_gemm_f16_launch(c->stream, c->num_sms, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s,
+                                   part, cnt, ncnt, NULL, C16, ldc);
     return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
                              C16, ldc, DIC_GEMM_PATH_INVARIANT);
 }

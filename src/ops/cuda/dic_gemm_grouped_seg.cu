@@ -6,9 +6,10 @@
  * indirection (dic_gemm_quant / dic_gemm_q_launch with rows = NULL), on the
  * batch-invariant kernels, so each row's result equals dic_gemm's on the
  * same row with c->batch_invariant (and the CPU's within the GEMM
- * tolerance); gemm2: one activation quantisation, two launches (W1, W2).
- * Without c->batch_invariant: the f16 kernels (dic_gemm_f16.cu), gemm2 in
- * one launch over both tables, quantisation fused for small tiles.
+ * tolerance). Without c->batch_invariant the launches take the f16 kernels
+ * (dic_gemm_f16.cu) instead. gemm2: one activation quantisation, two
+ * launches (W1, W2); the split-K arrival counters reset themselves, so the
+ * second launch reuses the scratch.
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
@@ -44,9 +45,6 @@ static cudaError_t grouped_seg(const dic_ctx *c, int E, const dic_wmat *W1, cons
     if (e != cudaSuccess) return e;
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(max_rows, K));
-    if (!c->batch_invariant) /* f16 HMMA kernels (dic_gemm_f16.cu): quantisation (or fused), w1 + w2 in one launch */
-        return dic_gemm_f16_run(c->stream, c->num_sms, E, t1, W2 ? t2 : NULL, fmt, N, K, wb, act_block, max_rows, off,
-                                NULL, A, lda, q, s, NULL, C1, W2 ? C2 : NULL, ldc);
     float *part = NULL;
     int *cnt = NULL, ncnt = 0;
     if (dic_gemm_partbytes(max_rows, N, K)) {
@@ -56,6 +54,13 @@ static cudaError_t grouped_seg(const dic_ctx *c, int E, const dic_wmat *W1, cons
     }
     e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, NULL, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
+    if (!c->batch_invariant) { /* f16 HMMA kernels (dic_gemm_f16.cu); the split counters reset themselves */
+        e = dic_gemm_f16_launch(c->stream, c->num_sms, E, t1, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s,
+                                part, cnt, ncnt, NULL, C1, ldc);
+        if (e != cudaSuccess || !W2) return e;
+        return dic_gemm_f16_launch(c->stream, c->num_sms, E, t2, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s,
+                                   part, cnt, ncnt, NULL, C2, ldc);
+    }
     e = dic_gemm_q_launch(c->stream, E, t1, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s, part, cnt, NULL, C1,
                           ldc, DIC_GEMM_PATH_INVARIANT);
     if (e != cudaSuccess || !W2) return e;

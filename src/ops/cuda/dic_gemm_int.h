@@ -76,17 +76,13 @@ cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, i
                               int path);
 
 /* The fast-mode FP8 / FP4 kernels (dic_gemm_f16.cu, c->batch_invariant == 0):
- * f16 HMMA with the weights as the 16-row operand. Quantises A (rows[] /
- * off[E] as dic_gemm_quant, into q / sa) unless the GEMM kernel quantises
- * its own blocks (small tiles), then one launch per weight table, or one
- * launch for both wt and wt2 (gemm2: C16 from wt, C16b from wt2, bf16 only).
- * Split-K partials stay in thread-block clusters: no scratch beyond q / sa. */
-cudaError_t dic_gemm_f16_run(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, const dic_gemm_wtab *wt2,
-                             int fmt, int N, int K, int wblock, int act_block, int M, const int *off, const int *rows,
-                             const uint16_t *A, size_t lda, uint8_t *q, float *sa, float *C32, uint16_t *C16,
-                             uint16_t *C16b, size_t ldc);
-/* Test / bench switch for dic_gemm_f16_run: 1 = never fuse the quantisation, 2 = gemm2 as two launches. */
-void dic_gemm_f16_debug(int flags);
+ * f16 HMMA with the weights as the 16-row operand; same arguments as
+ * dic_gemm_q_launch plus the SM count (grid sizing) and the number of
+ * split-K counters the quantisation launch zeroed (ncnt). */
+cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
+                                int wblock, int act_block, int M, const int *off, const int *rows, const uint8_t *q,
+                                const float *sa, float *part, int *cnt, int ncnt, float *C32, uint16_t *C16,
+                                size_t ldc);
 
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
