@@ -152,6 +152,7 @@ static __device__ __forceinline__ void f_store(const fargs &a, int i, int n, flo
 
 template <int NT, int FP4>
 static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __grid_constant__ dic_gemm_wtab wt) {
+    DIC_PDL_ENTER();
     constexpr int MT = 8 * NT, WRS = F_WRS(FP4), WB = FP4 ? 64 : 128, STG = F_STAGE(NT, FP4);
     constexpr int OFF_A = 64 * WRS, OFF_SA = OFF_A + MT * F_ARS, OFF_SW = OFF_SA + MT * 16;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -370,7 +371,7 @@ static cudaError_t launch_nt(cudaStream_t st, dim3 grid, const fargs &a, const d
         if (e != cudaSuccess) return e;
         attr_done = 1;
     }
-    k_gemm_f16<NT, FP4><<<grid, 128, smem, st>>>(a, *wt);
+    DIC_LAUNCH((k_gemm_f16<NT, FP4>), grid, 128, smem, st, a, *wt);
     DIC_LAUNCH_CHECK();
 }
 

@@ -17,6 +17,7 @@
 static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N, int K, const uint16_t *A,
                                                            size_t lda, const void *Wv, float *C32, uint16_t *C16,
                                                            size_t ldc) {
+    DIC_PDL_ENTER();
     __shared__ float ws[F_BN][F_BK + 1];
     __shared__ float as[F_BM][F_BK];
     const int tid = threadIdx.x, n = tid & 31, mg = tid >> 5;
@@ -85,6 +86,7 @@ static __device__ __forceinline__ void bd_pairs(float *c, uint32_t a, uint32_t w
 static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int K, const uint16_t *A, size_t lda,
                                                              const uint16_t *W, float *C32, uint16_t *C16,
                                                              size_t ldc) {
+    DIC_PDL_ENTER();
     __shared__ __align__(16) uint8_t sb[BD_T / 32][32 * BD_SR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nb = blockIdx.x * BD_T + warp * 32, n = nb + lane;
@@ -147,12 +149,12 @@ extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint1
     if (W->fmt == 0 && (W->k & 1)) return cudaErrorInvalidValue; /* bf16 pairs */
     if (W->fmt == 0 && M <= BD_MAXM && W->k % 8 == 0 && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 &&
         ((uintptr_t)A & 15) == 0) {
-        k_gemm_bf16_dec<<<(unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st>>>(M, W->n, W->k, A, lda,
+        DIC_LAUNCH(k_gemm_bf16_dec, (unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st, M, W->n, W->k, A, lda,
                                                                               (const uint16_t *)W->w, C32, C16, ldc);
         DIC_LAUNCH_CHECK();
     }
     dim3 grid((unsigned)((W->n + F_BN - 1) / F_BN), (unsigned)((M + F_BM - 1) / F_BM));
     if (grid.y > 65535) return cudaErrorInvalidConfiguration;
-    k_gemm_float<<<grid, 256, 0, st>>>(W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);
+    DIC_LAUNCH(k_gemm_float, grid, 256, 0, st, W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);
     DIC_LAUNCH_CHECK();
 }

@@ -49,6 +49,7 @@ template <int MR, int F32>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                       const dic_gv_tab tab, int R, int gk, float *C32, uint16_t *C16,
                                                       size_t ldc, int WPC, int CY) {
+    DIC_PDL_ENTER();
     __shared__ float red[8][4][MR];
     __shared__ float part[32 * MR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -232,11 +233,16 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     cfg.gridDim = dim3(gx, (unsigned)cy, gz);
     cfg.blockDim = dim3(GV_T, 1, 1);
     cfg.stream = st;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = cy > 1 ? 1 : 0;
+    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
+        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs++;
+    }
     return cudaLaunchKernelEx(&cfg, fn, M, N, W->k, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, wpc, cy);
 }
 
@@ -276,6 +282,7 @@ template <int BM>
 static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                      const uint16_t *__restrict__ W, float *C32, uint16_t *C16,
                                                      size_t ldc, int S) {
+    DIC_PDL_ENTER();
     extern __shared__ __align__(128) uint8_t sm[];
     const int STAGE = BM * 128 + MM_BN * 128;
     const int MI = BM / 32; /* m16 tiles per warp (warp tile BM/2 x 64) */
@@ -426,11 +433,16 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
     cfg.blockDim = dim3(MM_T, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = (unsigned)S;
     cfg.attrs = at;
     cfg.numAttrs = S > 1 ? 1 : 0;
+    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
+        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs++;
+    }
     return cudaLaunchKernelEx(&cfg, fn, M, N, K, A, lda, (const uint16_t *)W->w, C32, C16, ldc, S);
 }
 

@@ -97,6 +97,7 @@ static __device__ __forceinline__ float swiglu_one(float gv, float uv, float lim
 /* Grid (column chunks, max_rows); rows m >= off[E] exit. */
 static __global__ void k_swiglu_n(const int *off, int E, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
                                   float limit, const float *rw, uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
     const int m = blockIdx.y;
     if (m >= off[E]) return;
     const uint16_t *g = gate + (size_t)m * ld, *u = up + (size_t)m * ld;
@@ -112,7 +113,7 @@ extern "C" cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int
     if (E <= 0 || max_rows > 65535) return cudaErrorInvalidValue;
     int bx = (I + 255) / 256;
     if (bx > 16) bx = 16;
-    k_swiglu_n<<<dim3((unsigned)bx, (unsigned)max_rows), 256, 0, c->stream>>>(off, E, gate, up, ld, I, limit, rw, out,
+    DIC_LAUNCH(k_swiglu_n, dim3((unsigned)bx, (unsigned)max_rows), 256, 0, c->stream, off, E, gate, up, ld, I, limit, rw, out,
                                                                               ldo);
     DIC_LAUNCH_CHECK();
 }

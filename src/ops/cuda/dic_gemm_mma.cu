@@ -144,6 +144,7 @@ static __device__ __forceinline__ void store_out(const qargs &a, int i, int n, f
 
 static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, const __grid_constant__ dic_gemm_wtab wt,
                                                             float *part, int *cnt, int split) {
+    DIC_PDL_ENTER();
     __shared__ __align__(16) uint8_t sw[S_WARPS][8 * S_SR]; /* 17 KB: each warp's 8 x 512 weight slab (e4m3) */
     __shared__ __align__(16) uint8_t sq[16 * S_SR];         /* 8.5 KB: the 16 rows' activations of the group */
     __shared__ float ssa[16][DIC_GEMM_KG / 32];              /* activation scales of the group */
@@ -326,6 +327,7 @@ static __global__ void __launch_bounds__(128, 5) k_gemm_q_small(const qargs a, c
 #define T_BN 128
 
 static __global__ void __launch_bounds__(256) k_gemm_q_tile(const qargs a, const __grid_constant__ dic_gemm_wtab wt) {
+    DIC_PDL_ENTER();
     __shared__ __align__(16) uint8_t sA[T_BM * SROW]; /* 10 KB */
     __shared__ __align__(16) uint8_t sW[T_BN * SROW]; /* 20 KB */
     __shared__ float ssc[T_BN][4];
@@ -525,10 +527,10 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
         int split = dic_gemm_ngroups(K) > 1 && M <= DIC_GEMM_SPLIT_MAXM;
         if (split && (!part || !cnt)) return cudaErrorInvalidValue;
         dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty, split ? (unsigned)dic_gemm_ngroups(K) : 1u);
-        k_gemm_q_small<<<grid, 128, 0, st>>>(a, *wt, part, cnt, split);
+        DIC_LAUNCH(k_gemm_q_small, grid, 128, 0, st, a, *wt, part, cnt, split);
     } else {
         dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)ty);
-        k_gemm_q_tile<<<grid, 256, 0, st>>>(a, *wt);
+        DIC_LAUNCH(k_gemm_q_tile, grid, 256, 0, st, a, *wt);
     }
     DIC_LAUNCH_CHECK();
 }

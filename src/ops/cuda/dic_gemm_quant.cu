@@ -24,6 +24,7 @@ static __device__ __forceinline__ float round_e4m3(float v) {
 
 static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, int blk, const int *rows,
                                    const int *count, uint8_t *q, size_t ldq, float *s, int *cnt, int ncnt) {
+    DIC_PDL_ENTER();
     const int nsa = K / blk;
     long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (gid < ncnt) cnt[gid] = 0;
@@ -64,7 +65,7 @@ extern "C" cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A,
     long long warps = (long long)M * (K / blk);
     long long blocks = (warps * 32 + 255) / 256, cb = ((long long)ncnt + 255) / 256;
     if (cb > blocks) blocks = cb;
-    k_act_quant<<<(unsigned)blocks, 256, 0, st>>>(A, lda, M, K, blk, rows, count, q, dic_gemm_ldq(K), s, cnt, ncnt);
+    DIC_LAUNCH(k_act_quant, (unsigned)blocks, 256, 0, st, A, lda, M, K, blk, rows, count, q, dic_gemm_ldq(K), s, cnt, ncnt);
     DIC_LAUNCH_CHECK();
 }
 
