@@ -58,15 +58,17 @@ static _Thread_local int tl_in_region;
 /* Region statistics ($DEEPINFER_POOL_STATS, threadpool.h): read once, so the
  * hot path pays one predictable branch when they are off. Only top-level
  * regions on the calling thread are counted (nested ones run inside them). */
-static int g_stats_on = -1;
+static atomic_int g_stats_on = -1;
 static di_pool_stats g_stats;
 
 static inline int stats_on(void) {
-    if (g_stats_on < 0) {
+    int on = atomic_load_explicit(&g_stats_on, memory_order_relaxed);
+    if (on < 0) {
         const char *e = getenv("DEEPINFER_POOL_STATS");
-        g_stats_on = e && *e && *e != '0';
+        on = e && *e && *e != '0';
+        atomic_store_explicit(&g_stats_on, on, memory_order_relaxed);
     }
-    return g_stats_on;
+    return on;
 }
 static inline double now_ns(void) {
     struct timespec t;
@@ -187,7 +189,7 @@ int di_threadpool_size(const di_threadpool *tp) { return tp ? tp->n : 1; }
 static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx);
 
 void di_threadpool_run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
-    if (!stats_on() || tl_in_region) {
+    if (tl_in_region || !stats_on()) {
         run_n(tp, nchunks, fn, ctx);
         return;
     }

@@ -1,0 +1,42 @@
+/*
+ * lanes.h — a step's rows split into lanes: contiguous groups of whole
+ * sequences that run the entire forward on one thread each, in one pool
+ * region per step, instead of every op of the step being a region of its own.
+ *
+ * Why: on a cache-resident model a decode step at batch 32 is ~750 small
+ * ops (norms, RoPE, QAT, attention over a window, indexer, Sinkhorn,
+ * Engram); most are too small to split (di_chunks_for gives one chunk), so
+ * they ran serially and the region barriers of the rest cost as much as
+ * their work: threads did not speed batch decode up (bench/cpu-notes.md,
+ * 2026-11-30). A lane runs its ops serially (a region inside a region runs
+ * on the caller, threadpool.h), with its own workspace (di_core_init_lane).
+ *
+ * Results: a row's outputs never depend on which rows share its step (the
+ * batch-invariance contract, docs/determinism.md; tested by
+ * test_engine_invariance: 64 requests together == each alone), and a
+ * sequence's rows stay in one lane in order; so the split changes which
+ * rows share a GEMM, never a result. tests/model/test_lanes.c checks the
+ * logits bitwise for 1..5 lanes against the op-parallel path.
+ */
+#ifndef DI_MODEL_LANES_H
+#define DI_MODEL_LANES_H
+
+#include "model/batch.h"
+#include "util/error.h"
+
+#define DI_LANES_MAX 64       /* lanes a step is split into at most */
+#define DI_LANE_SEG_ROWS 16   /* steps with a longer sequence piece (prefill) stay op-parallel */
+#define DI_LANE_ROWS 32       /* rows a lane's workspace holds per pass (more: passes in turn) */
+
+/* Split rows [0, b->n) into at most `max_lanes` lanes of whole sequences
+ * with balanced row counts: lane i is [start[i], start[i + 1]). Returns the
+ * lane count, or 1 (don't split) when the step has one sequence, a piece
+ * longer than DI_LANE_SEG_ROWS, or max_lanes < 2. start: DI_LANES_MAX + 1. */
+int di_lanes_plan(const di_v4_batch *b, int max_lanes, int *start);
+
+/* Run fn(ctx, lane, r0, n, err) for each lane on the global pool; the
+ * first failing lane's status and message are returned. */
+typedef deepinfer_status (*di_lane_fn)(void *ctx, int lane, int r0, int n, di_error *err);
+deepinfer_status di_lanes_run(int nl, const int *start, di_lane_fn fn, void *ctx, di_error *err);
+
+#endif
