@@ -14,9 +14,18 @@ struct di_v41_lane {
 
 void di_v41_set_lanes(di_v41_model *m, int n) { m->lanes_max = n; }
 
+/* $DEEPINFER_LANES (1..DI_LANES_MAX) caps the lanes of a step; 1 keeps every
+ * step op-parallel (for measurement: lanes vs op regions, bench/cpu-notes.md). */
+static int env_lanes(void) {
+    const char *e = getenv("DEEPINFER_LANES");
+    int v = e && *e ? atoi(e) : 0;
+    return v >= 1 && v <= DI_LANES_MAX ? v : 0;
+}
+
 int di_v41_lanes_plan(const di_v41_model *m, const di_v4_batch *b, int *start) {
     if (di_exec_on_device(&m->core.x) || m->core.index_obs) return 1; /* observer: called in row order */
-    int max = m->lanes_max ? m->lanes_max : di_threadpool_size(m->core.x.tp);
+    int max = m->lanes_max ? m->lanes_max : env_lanes();
+    if (!max) max = di_threadpool_size(m->core.x.tp);
     return di_lanes_plan(b, max, start);
 }
 
