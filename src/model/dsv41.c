@@ -93,6 +93,7 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     if ((st = setup_engram(m, dir, opt, err))) goto fail;
     set_options(m, opt);
     if ((st = di_v41_dspark_init(m, err))) goto fail;
+    m->step_weight_bytes = di_v41_decode_weight_bytes(m);
     *out = m;
     return DEEPINFER_OK;
 fail:

@@ -20,10 +20,11 @@ struct di_v41_model {
     di_safetensors *st;         /* kept open: the Engram tables are read from its mapping */
     di_engram_tables eng;       /* token map and hash constants */
     di_engram_workspace eng_ws;
-    /* lanes (lanes.h): lane 0 runs on core / eng_ws, lane i > 0 on lane[i - 1] */
-    struct di_v41_lane *lane;   /* [n_lane], made on first use */
-    int n_lane;
-    int lanes_max;              /* 0: the pool size; tests set it (di_v41_set_lanes) */
+    /* lanes (lanes.h): lane 0 runs on core / eng_ws, lane i > 0 on lanes.c[i - 1] / lane_eng[i - 1] */
+    di_lane_cores lanes;
+    di_engram_workspace lane_eng[DI_LANES_MAX];
+    int lanes_max;              /* 0: $DEEPINFER_LANES or the pool size; tests set it (di_v41_set_lanes) */
+    size_t step_weight_bytes;   /* di_v41_decode_weight_bytes, at load */
     int target_slot[DI_CFG_MAX_LAYERS]; /* position of layer l in dspark_target_layer_ids, or -1 */
     /* DSpark drafting scratch, for up to draft_max requests at a time */
     int draft_max;

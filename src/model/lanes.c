@@ -1,7 +1,47 @@
 /* lanes.c — split a step into lanes of whole sequences and run them (lanes.h). */
 #include "model/lanes.h"
 
+#include <stdlib.h>
+
 #include "ops/cpu/threadpool.h"
+
+/* $DEEPINFER_LANES (1..DI_LANES_MAX) caps the lanes of a step; 1 keeps every
+ * step op-parallel (for measurement: lanes vs op regions, bench/cpu-notes.md). */
+static int env_lanes(void) {
+    const char *e = getenv("DEEPINFER_LANES");
+    int v = e && *e ? atoi(e) : 0;
+    return v >= 1 && v <= DI_LANES_MAX ? v : 0;
+}
+
+int di_lanes_plan_core(const di_core *main, int lanes_max, size_t step_weight_bytes, const di_v4_batch *b, int *start) {
+    if (di_exec_on_device(&main->x) || main->index_obs) return 1;
+    int max = lanes_max ? lanes_max : env_lanes();
+    if (!max) max = step_weight_bytes <= DI_LANE_WEIGHT_BYTES ? di_threadpool_size(main->x.tp) : 1;
+    return di_lanes_plan(b, max, start);
+}
+
+deepinfer_status di_lane_cores_ensure(di_lane_cores *l, const di_core *main, int nl, di_error *err) {
+    for (; l->n < nl - 1; l->n++) {
+        di_core *c = malloc(sizeof *c);
+        if (!c) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for lane state");
+        deepinfer_status st = di_core_init_lane(c, main, DI_LANE_ROWS, err);
+        if (st) {
+            di_core_free(c);
+            free(c);
+            return st;
+        }
+        l->c[l->n] = c;
+    }
+    return DEEPINFER_OK;
+}
+
+void di_lane_cores_free(di_lane_cores *l) {
+    for (int i = 0; i < l->n; i++) {
+        di_core_free(l->c[i]);
+        free(l->c[i]);
+    }
+    l->n = 0;
+}
 
 /* End (exclusive) of the sequence piece that starts at row i. */
 static int seg_end(const di_v4_batch *b, int i) {

@@ -21,12 +21,30 @@
 #ifndef DI_MODEL_LANES_H
 #define DI_MODEL_LANES_H
 
-#include "model/batch.h"
-#include "util/error.h"
+#include "model/core.h"
 
 #define DI_LANES_MAX 64       /* lanes a step is split into at most */
 #define DI_LANE_SEG_ROWS 16   /* steps with a longer sequence piece (prefill) stay op-parallel */
 #define DI_LANE_ROWS 32       /* rows a lane's workspace holds per pass (more: passes in turn) */
+/* Lanes read every weight once per lane instead of once per step: only
+ * worth it while a step's weights stay in the last-level cache (the golden
+ * checkpoints: 2.3-3.1 MB); bigger models keep one GEMM over all rows. */
+#define DI_LANE_WEIGHT_BYTES ((size_t)8 << 20)
+
+/* How many lanes a checked batch on `main` splits into (1: none): CPU only,
+ * no index observer (it is called in row order), at most `lanes_max` (0:
+ * $DEEPINFER_LANES, else the pool size if the step reads at most
+ * DI_LANE_WEIGHT_BYTES of weights, else 1); start as di_lanes_plan. */
+int di_lanes_plan_core(const di_core *main, int lanes_max, size_t step_weight_bytes, const di_v4_batch *b, int *start);
+
+/* The cores of lanes 1..n-1 (lane 0 runs on the model's own core), each
+ * made once (di_core_init_lane, DI_LANE_ROWS rows) and kept. */
+typedef struct di_lane_cores {
+    di_core *c[DI_LANES_MAX]; /* c[i]: lane i + 1 */
+    int n;
+} di_lane_cores;
+deepinfer_status di_lane_cores_ensure(di_lane_cores *l, const di_core *main, int nl, di_error *err);
+void di_lane_cores_free(di_lane_cores *l);
 
 /* Split rows [0, b->n) into at most `max_lanes` lanes of whole sequences
  * with balanced row counts: lane i is [start[i], start[i + 1]). Returns the
