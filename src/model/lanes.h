@@ -12,11 +12,12 @@
  * on the caller, threadpool.h), with its own workspace (di_core_init_lane).
  *
  * Results: a row's outputs never depend on which rows share its step (the
- * batch-invariance contract, docs/determinism.md; tested by
+ * batch-invariance contract, docs/DESIGN.md; tested by
  * test_engine_invariance: 64 requests together == each alone), and a
  * sequence's rows stay in one lane in order; so the split changes which
- * rows share a GEMM, never a result. tests/model/test_lanes.c checks the
- * logits bitwise for 1..5 lanes against the op-parallel path.
+ * rows share a GEMM, never a result. tests/model/test_lanes.c checks
+ * logits and hidden rows bitwise for 2, 3, 5 and 64 lanes against the
+ * op-parallel path (V4.1 and V4 golden checkpoints).
  */
 #ifndef DI_MODEL_LANES_H
 #define DI_MODEL_LANES_H
