@@ -137,6 +137,20 @@ typedef struct bench_buf {
     float *logits;
 } bench_buf;
 
+/* $DEEPINFER_POOL_STATS: where a decode run's wall time went, per step:
+ * regions on the pool, regions run on one thread, and host code outside
+ * regions (threadpool.h). Serial = single-thread regions + outside. */
+static void print_pool_stats(const di_pool_stats *a, double secs, int steps, int batch) {
+    di_pool_stats b;
+    di_pool_stats_get(&b);
+    double us = secs * 1e6 / steps, s1 = (b.ns[0] - a->ns[0]) / 1e3 / steps, p1 = (b.ns[1] - a->ns[1]) / 1e3 / steps;
+    double out = us - s1 - p1;
+    printf("regions      batch %d, per step %.1f us: %.1f pool regions (%.1f chunks) %.1f us; %.1f one-thread regions "
+           "%.1f us; outside regions %.1f us; serial fraction %.3f\n",
+           batch, us, (double)(b.regions[1] - a->regions[1]) / steps, (double)(b.chunks[1] - a->chunks[1]) / steps, p1,
+           (double)(b.regions[0] - a->regions[0]) / steps, s1, out, (s1 + out) / us);
+}
+
 /* Best-of-reps prefill (one prompt, one step) and decode (B sequences, one
  * token each per step, after each sequence's own prompt) seconds. */
 static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int prompt, int decode, int reps, double *pf,
@@ -163,6 +177,8 @@ static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int pro
             if ((st = m->sm.forward(m->sm.model, &b, err))) return st;
             if (!part && now_s() - t0 < *pf) *pf = now_s() - t0;
         }
+        di_pool_stats ps0;
+        di_pool_stats_get(&ps0);
         double t0 = now_s();
         for (int step = 0; step < decode; step++) {
             for (int s = 0; s < batch; s++) {
@@ -177,6 +193,7 @@ static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int pro
         }
         double td = now_s() - t0;
         if (td < *dec) *dec = td;
+        if (di_pool_stats_enabled()) print_pool_stats(&ps0, td, decode, batch);
     }
     return DEEPINFER_OK;
 }

@@ -50,14 +50,15 @@ static size_t max_k(const di_model_config *c) {
     return (size_t)k;
 }
 
-deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err) {
+/* Exec, workspace and step buffers for c->max_rows rows; `scratch_rows`
+ * rows of per-row index scratch (0: one per pool thread). */
+static deepinfer_status init_buffers(di_core *c, int scratch_rows, di_error *err) {
     const di_model_config *cfg = &c->cfg;
-    c->max_rows = opt && opt->max_rows > 0 ? opt->max_rows : DEFAULT_MAX_ROWS;
-    c->max_context = opt && opt->max_context > 0 ? opt->max_context : DEFAULT_MAX_CONTEXT;
     deepinfer_status st;
     size_t scratch = di_gemm_scratch_per_row((int)max_k(cfg)) * (size_t)(c->max_rows * cfg->hc_mult);
     if ((st = di_exec_init(&c->x, scratch, err))) return st;
-    if ((st = di_ws_alloc(&c->ws, cfg, c->max_rows, c->max_context, di_threadpool_size(c->x.tp), err))) return st;
+    if (!scratch_rows) scratch_rows = di_threadpool_size(c->x.tp);
+    if ((st = di_ws_alloc(&c->ws, cfg, c->max_rows, c->max_context, scratch_rows, err))) return st;
     size_t hcd = (size_t)(cfg->hc_mult * cfg->hidden_size);
     c->R = di_dev_alloc((size_t)c->max_rows * hcd * 2);
     c->segs = malloc((size_t)c->max_rows * sizeof *c->segs);
@@ -67,11 +68,31 @@ deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *er
         if (!c->dlogits) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of device memory for logits");
     }
     if (!c->R || !c->segs) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err) {
+    const di_model_config *cfg = &c->cfg;
+    c->max_rows = opt && opt->max_rows > 0 ? opt->max_rows : DEFAULT_MAX_ROWS;
+    c->max_context = opt && opt->max_context > 0 ? opt->max_context : DEFAULT_MAX_CONTEXT;
+    deepinfer_status st = init_buffers(c, 0, err);
+    if (st) return st;
     int rd = (int)cfg->qk_rope_head_dim;
     di_rope_inv_freq(rd, cfg->rope_theta, 0, 1.0, 0, 0, c->inv_main);
     di_rope_inv_freq(rd, cfg->compress_rope_theta, (int)cfg->rope_scaling.original_max_position_embeddings,
                      cfg->rope_scaling.factor, cfg->rope_scaling.beta_fast, cfg->rope_scaling.beta_slow, c->inv_cmp);
     return DEEPINFER_OK;
+}
+
+deepinfer_status di_core_init_lane(di_core *c, const di_core *main, int max_rows, di_error *err) {
+    memset(c, 0, sizeof *c);
+    c->cfg = main->cfg;
+    c->max_rows = max_rows;
+    c->max_context = main->max_context;
+    memcpy(c->inv_main, main->inv_main, sizeof c->inv_main);
+    memcpy(c->inv_cmp, main->inv_cmp, sizeof c->inv_cmp);
+    /* a lane's ops run on one thread: a few rows of index scratch per pass suffice */
+    return init_buffers(c, 4, err);
 }
 
 size_t di_core_bytes(const di_core *c) {

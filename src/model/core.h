@@ -37,6 +37,12 @@ deepinfer_status di_core_check_config(const di_model_config *c, di_error *err);
 deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err);
 void di_core_free(di_core *c);
 
+/* A lane's core (lanes.h): main's config, RoPE frequencies and context
+ * limit, its own exec, workspace and step buffers for `max_rows` rows, so
+ * it can run rows of a step while other lanes run theirs. Free with
+ * di_core_free; the observer is never set on a lane. */
+deepinfer_status di_core_init_lane(di_core *c, const di_core *main, int max_rows, di_error *err);
+
 /* Bytes di_core_init allocated (workspace and step buffers). */
 size_t di_core_bytes(const di_core *c);
 

@@ -51,6 +51,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
                            .norm_eps = 0.0f,
                            .routed_limit = (float)c->swiglu_limit,
                            .shared_limit = 0.0f}; /* V4: the shared expert is not clamped (§4.7) */
+    m->step_weight_bytes = di_v4_decode_weight_bytes(m);
     *out = m;
     return DEEPINFER_OK;
 fail:
@@ -63,6 +64,7 @@ fail:
 void di_v4_free(di_v4_model *m) {
     if (!m) return;
     di_v4_weights_free(&m->w);
+    di_lane_cores_free(&m->lanes);
     di_core_free(&m->core);
     di_dev_free(m->hbuf);
     di_st_close(m->st);
@@ -100,28 +102,56 @@ void di_v4_set_index_observer(di_v4_model *m, di_v4_index_observer fn, void *ctx
     m->core.index_obs_ctx = ctx;
 }
 
-void di_v4_outputs(di_v4_model *m, di_fwd *f, const di_v4_batch *b, int r0, const di_hc_w *hc_head, const float *norm) {
+void di_v4_outputs(di_v4_model *m, di_core *core, di_fwd *f, const di_v4_batch *b, int r0, const di_hc_w *hc_head,
+                   const float *norm) {
     const di_model_config *c = &m->core.cfg;
     size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
-    if (b->hidden) di_copy_2d(f->x, 1, m->core.R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)f->M * hcd * 2);
+    if (b->hidden) di_copy_2d(f->x, 1, core->R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)f->M * hcd * 2);
     if (!di_core_has_logits(b, r0, f->M)) return;
-    di_mhc_head(f, hc_head, m->core.R, f->ws->x);
-    di_core_logits(&m->core, f, b, r0, norm, &m->w.head);
+    di_mhc_head(f, hc_head, core->R, f->ws->x);
+    di_core_logits(core, f, b, r0, norm, &m->w.head);
 }
+
+/* Rows [r0, r0 + n) of a checked batch through the backbone on one core
+ * (the model's, or a lane's), in passes of the core's max_rows. */
+static void forward_rows(di_v4_model *m, di_core *core, const di_v4_batch *b, int r0, int n) {
+    const di_model_config *c = &m->core.cfg;
+    for (int end = r0 + n; r0 < end; r0 += core->max_rows) {
+        int k = end - r0 < core->max_rows ? end - r0 : core->max_rows;
+        di_fwd f;
+        di_core_fwd_init(core, b, r0, k, &m->moe, &f);
+        di_core_embed(core, &f, m->w.embed); /* expanded to hc copies (§4.1) */
+        for (int l = 0; l < c->n_layers; l++)
+            di_block(&f, &m->w.layers[l], &c->layers[l], l, core->R, 0, di_attn_block, &m->moe);
+        di_v4_outputs(m, core, &f, b, r0, &m->w.hc_head, m->w.norm);
+        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
+    }
+}
+
+/* Lanes (lanes.h): lane 0 on the model's core, lane i > 0 on lanes.c[i - 1]. */
+typedef struct lane_ctx {
+    di_v4_model *m;
+    const di_v4_batch *b;
+} lane_ctx;
+
+static deepinfer_status run_lane(void *p, int lane, int r0, int n, di_error *err) {
+    (void)err;
+    lane_ctx *c = p;
+    forward_rows(c->m, lane ? c->m->lanes.c[lane - 1] : &c->m->core, c->b, r0, n);
+    return DEEPINFER_OK;
+}
+
+void di_v4_set_lanes(di_v4_model *m, int n) { m->lanes_max = n; }
 
 deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *err) {
     deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
     if (st) return st;
-    const di_model_config *c = &m->core.cfg;
-    for (int r0 = 0; r0 < b->n; r0 += m->core.max_rows) {
-        int n = b->n - r0 < m->core.max_rows ? b->n - r0 : m->core.max_rows;
-        di_fwd f;
-        di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
-        di_core_embed(&m->core, &f, m->w.embed); /* expanded to hc copies (§4.1) */
-        for (int l = 0; l < c->n_layers; l++)
-            di_block(&f, &m->w.layers[l], &c->layers[l], l, m->core.R, 0, di_attn_block, &m->moe);
-        di_v4_outputs(m, &f, b, r0, &m->w.hc_head, m->w.norm);
-        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
+    int start[DI_LANES_MAX + 1];
+    int nl = di_lanes_plan_core(&m->core, m->lanes_max, m->step_weight_bytes, b, start);
+    if (nl > 1 && !di_lane_cores_ensure(&m->lanes, &m->core, nl, NULL)) { /* no memory: op-parallel */
+        lane_ctx c = {m, b};
+        return di_lanes_run(nl, start, run_lane, &c, err);
     }
+    forward_rows(m, &m->core, b, 0, b->n);
     return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
 }

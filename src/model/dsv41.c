@@ -93,6 +93,7 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     if ((st = setup_engram(m, dir, opt, err))) goto fail;
     set_options(m, opt);
     if ((st = di_v41_dspark_init(m, err))) goto fail;
+    m->step_weight_bytes = di_v41_decode_weight_bytes(m);
     *out = m;
     return DEEPINFER_OK;
 fail:
@@ -104,6 +105,7 @@ fail:
 void di_v41_free(di_v41_model *m) {
     if (!m) return;
     di_v41_dspark_free(m);
+    di_v41_lanes_free(m);
     di_engram_workspace_free(&m->eng_ws);
     di_engram_tables_free(&m->eng);
     di_v41_weights_free(&m->w);
@@ -187,43 +189,61 @@ static deepinfer_status engram_ids(di_v41_model *m, di_fwd *f, di_error *err) {
 
 /* The DSpark input of the step's rows for target slot t: the residual
  * entering the layer, averaged over the copies (bf16 mean, fp32 sum). */
-static void capture_target(const di_v41_model *m, const di_fwd *f, const di_v4_batch *b, int r0, int t) {
-    const di_model_config *c = &m->core.cfg;
+static void capture_target(const di_core *core, const di_fwd *f, const di_v4_batch *b, int r0, int t) {
+    const di_model_config *c = &core->cfg;
     int d = (int)c->hidden_size, hc = (int)c->hc_mult;
     size_t ld = (size_t)c->n_dspark_target_layer_ids * d;
-    di_hc_mean(f->x, f->M, m->core.R, hc, d, b->target_hidden + (size_t)r0 * ld + (size_t)t * d, ld);
+    di_hc_mean(f->x, f->M, core->R, hc, d, b->target_hidden + (size_t)r0 * ld + (size_t)t * d, ld);
+}
+
+/* Rows [r0, r0 + n) of a checked batch through the backbone on one core
+ * (the model's, or a lane's) and its Engram workspace, in passes of the
+ * core's max_rows. */
+static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_workspace *ews, const di_v4_batch *b,
+                                     int r0, int n, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
+    int ncol = c->n_engram_layer_ids * c->engram_cols;
+    deepinfer_status st;
+    for (int end = r0 + n; r0 < end; r0 += core->max_rows) {
+        int k = end - r0 < core->max_rows ? end - r0 : core->max_rows;
+        di_fwd f;
+        di_core_fwd_init(core, b, r0, k, &m->moe, &f);
+        f.released_index_k = m->released_index_k;
+        if ((st = engram_ids(m, &f, err))) return st;
+        di_core_embed(core, &f, m->w.embed);
+        di_block_chain_start(&f);
+        for (int l = 0; l < c->n_layers; l++) {
+            const di_layer_cfg *L = &c->layers[l];
+            if (L->engram >= 0 &&
+                (st = di_engram_forward(f.x, &m->w.engram[L->engram], ews, core->R, k,
+                                        f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
+                return st;
+            if (b->target_hidden && m->target_slot[l] >= 0) capture_target(core, &f, b, r0, m->target_slot[l]);
+            di_block(&f, &m->w.layers[l], L, l, core->R, 1, di_attn_block, &m->moe);
+        }
+        if (b->hidden) di_copy_2d(f.x, 1, core->R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)k * hcd * 2);
+        if (di_core_has_logits(b, r0, k)) {
+            di_mhc_collapse_carried(&f, core->R, f.ws->x);
+            di_core_logits(core, &f, b, r0, m->w.norm, &m->w.head);
+        }
+        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
+    }
+    return DEEPINFER_OK;
 }
 
 deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error *err) {
     deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
     if (!st) st = check_tokens(m, b, err);
     if (st) return st;
-    const di_model_config *c = &m->core.cfg;
-    size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
-    int ncol = c->n_engram_layer_ids * c->engram_cols;
-    for (int r0 = 0; r0 < b->n; r0 += m->core.max_rows) {
-        int n = b->n - r0 < m->core.max_rows ? b->n - r0 : m->core.max_rows;
-        di_fwd f;
-        di_core_fwd_init(&m->core, b, r0, n, &m->moe, &f);
-        f.released_index_k = m->released_index_k;
-        if ((st = engram_ids(m, &f, err))) return st;
-        di_core_embed(&m->core, &f, m->w.embed);
-        di_block_chain_start(&f);
-        for (int l = 0; l < c->n_layers; l++) {
-            const di_layer_cfg *L = &c->layers[l];
-            if (L->engram >= 0 &&
-                (st = di_engram_forward(f.x, &m->w.engram[L->engram], &m->eng_ws, m->core.R, n,
-                                        f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
-                return st;
-            if (b->target_hidden && m->target_slot[l] >= 0) capture_target(m, &f, b, r0, m->target_slot[l]);
-            di_block(&f, &m->w.layers[l], L, l, m->core.R, 1, di_attn_block, &m->moe);
-        }
-        if (b->hidden) di_copy_2d(f.x, 1, m->core.R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)n * hcd * 2);
-        if (di_core_has_logits(b, r0, n)) {
-            di_mhc_collapse_carried(&f, m->core.R, f.ws->x);
-            di_core_logits(&m->core, &f, b, r0, m->w.norm, &m->w.head);
-        }
-        for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
-    }
+    int start[DI_LANES_MAX + 1];
+    int nl = di_v41_lanes_plan(m, b, start);
+    if (nl > 1) return di_v41_lanes_forward(m, b, nl, start, err);
+    if ((st = forward_rows(m, &m->core, &m->eng_ws, b, 0, b->n, err))) return st;
     return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
+}
+
+deepinfer_status di_v41_forward_rows(di_v41_model *m, di_core *core, di_engram_workspace *ews, const di_v4_batch *b,
+                                     int r0, int n, di_error *err) {
+    return forward_rows(m, core, ews, b, r0, n, err);
 }

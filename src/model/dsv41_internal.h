@@ -7,6 +7,7 @@
 
 #include "io/safetensors.h"
 #include "model/core.h"
+#include "model/lanes.h"
 #include "model/dsv41.h"
 #include "model/engram_setup.h"
 #include "model/weights_v41.h"
@@ -19,6 +20,11 @@ struct di_v41_model {
     di_safetensors *st;         /* kept open: the Engram tables are read from its mapping */
     di_engram_tables eng;       /* token map and hash constants */
     di_engram_workspace eng_ws;
+    /* lanes (lanes.h): lane 0 runs on core / eng_ws, lane i > 0 on lanes.c[i - 1] / lane_eng[i - 1] */
+    di_lane_cores lanes;
+    di_engram_workspace lane_eng[DI_LANES_MAX];
+    int lanes_max;              /* 0: $DEEPINFER_LANES or the pool size; tests set it (di_v41_set_lanes) */
+    size_t step_weight_bytes;   /* di_v41_decode_weight_bytes, at load */
     int target_slot[DI_CFG_MAX_LAYERS]; /* position of layer l in dspark_target_layer_ids, or -1 */
     /* DSpark drafting scratch, for up to draft_max requests at a time */
     int draft_max;
@@ -32,6 +38,19 @@ struct di_v41_model {
     uint16_t *dmark;            /* [draft_max][markov_rank] Markov embeddings of one step */
     uint16_t *dcin;             /* [draft_max][dim + markov_rank] confidence input */
 };
+
+/* Rows [r0, r0 + n) of a checked batch through the backbone on `core`
+ * (the model's or a lane's) with its Engram workspace (dsv41.c). */
+deepinfer_status di_v41_forward_rows(di_v41_model *m, di_core *core, di_engram_workspace *ews, const di_v4_batch *b,
+                                     int r0, int n, di_error *err);
+
+/* Lanes (dsv41_lanes.c): how a checked batch splits (1: not at all; CPU
+ * only, no index observer), running the lanes, freeing their state. */
+int di_v41_lanes_plan(const di_v41_model *m, const di_v4_batch *b, int *start);
+deepinfer_status di_v41_lanes_forward(di_v41_model *m, const di_v4_batch *b, int nl, const int *start, di_error *err);
+void di_v41_lanes_free(di_v41_model *m);
+/* At most `n` lanes a step (1: never split; 0: the pool size). For tests. */
+void di_v41_set_lanes(di_v41_model *m, int n);
 
 /* Allocate the drafting scratch (load time). */
 deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err);

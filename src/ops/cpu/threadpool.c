@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,6 +54,29 @@ struct di_threadpool {
 };
 
 static _Thread_local int tl_in_region;
+
+/* Region statistics ($DEEPINFER_POOL_STATS, threadpool.h): read once, so the
+ * hot path pays one predictable branch when they are off. Only top-level
+ * regions on the calling thread are counted (nested ones run inside them). */
+static atomic_int g_stats_on = -1;
+static di_pool_stats g_stats;
+
+static inline int stats_on(void) {
+    int on = atomic_load_explicit(&g_stats_on, memory_order_relaxed);
+    if (on < 0) {
+        const char *e = getenv("DEEPINFER_POOL_STATS");
+        on = e && *e && *e != '0';
+        atomic_store_explicit(&g_stats_on, on, memory_order_relaxed);
+    }
+    return on;
+}
+static inline double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+int di_pool_stats_enabled(void) { return stats_on(); }
+void di_pool_stats_get(di_pool_stats *out) { *out = g_stats; }
 
 /* Claim and run chunks of the region described by the word last seen. */
 static void run_chunks(di_threadpool *tp) {
@@ -162,7 +186,23 @@ void di_threadpool_destroy(di_threadpool *tp) {
 
 int di_threadpool_size(const di_threadpool *tp) { return tp ? tp->n : 1; }
 
+static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx);
+
 void di_threadpool_run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
+    if (tl_in_region || !stats_on()) {
+        run_n(tp, nchunks, fn, ctx);
+        return;
+    }
+    double t0 = now_ns();
+    run_n(tp, nchunks, fn, ctx);
+    double dt = now_ns() - t0;
+    int par = tp && tp->n > 1 && nchunks > 1;
+    g_stats.regions[par]++;
+    g_stats.ns[par] += dt;
+    g_stats.chunks[par] += (uint64_t)(nchunks < 1 ? 1 : nchunks);
+}
+
+static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
     if (nchunks < 1) nchunks = 1;
     if (nchunks > (int)MAX_CHUNKS) nchunks = (int)MAX_CHUNKS;
     if (!tp || tp->n == 1 || nchunks == 1 || tl_in_region) {

@@ -18,6 +18,7 @@
 #define DI_OPS_CPU_THREADPOOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
 
@@ -53,6 +54,18 @@ static inline int di_chunks_for(const di_threadpool *tp, double work, double gra
     if (items < n) n = items;
     return n < 1 ? 1 : n;
 }
+
+/* Region statistics, kept when $DEEPINFER_POOL_STATS is set (non-zero):
+ * for top-level regions run on a single thread ([0]: one chunk, a 1-thread
+ * pool) and on the pool ([1]): how many, their chunks, wall nanoseconds on
+ * the calling thread. Wall time outside regions is serial host code. For
+ * measurement only (cli_bench); not thread-safe across concurrent callers. */
+typedef struct di_pool_stats {
+    uint64_t regions[2], chunks[2];
+    double ns[2];
+} di_pool_stats;
+int di_pool_stats_enabled(void);
+void di_pool_stats_get(di_pool_stats *out);
 
 /* The process-wide pool, created on first use with the default size.
  * Returns NULL if it cannot be created (callers then run serially). */
