@@ -8,8 +8,9 @@
  *     and the fastest path for reference);
  *  4. prefill: each --prefill length as one sequence's prompt, one forward call (split into
  *     --rows sub-batches by the forward), one logits row; the --prompt prefill is kept;
- *  5. decode: for each batch size B, B sequences forked (di_seq_copy) from the prefilled one,
- *     one untimed step, then --decode timed steps of B rows (one token per sequence);
+ *  5. decode, for each --prompt context (a list: one load serves several contexts): the base
+ *     sequence prefilled to it, then for each batch size B, B sequences forked (di_seq_copy)
+ *     from it, one untimed step, then --decode timed steps of B rows (one token per sequence);
  *  6. CUDA: decode again through the recorded-step loop (di_cuda_greedy_loop: step plan + one
  *     CUDA graph per shape, device argmax; docs/DEVICE-FORWARD.md §6), after every eager figure
  *     (a failed capture leaves the exec's error set): B sequences forked again, --decode + 1
@@ -241,7 +242,13 @@ int bench_dummy_run(const bench_dummy_args *a) {
     b.rows = malloc(sizeof(int) * (size_t)nrow);
     b.logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)maxb);
     di_seq_state **seqs = calloc((size_t)maxb + 1, sizeof *seqs);
-    double pf_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP] = {0};
+    double pf_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
+    /* recorded steps (CUDA), per context and batch */
+    double gr_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}}, gr_busy[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}},
+           gr_idle[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
+    static char gr_why[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP][DI_ERROR_MSG_MAX];
+    memset(gr_why, 0, sizeof gr_why);
+    int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
     int rc = 1;
     if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !seqs) {
         di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -252,7 +259,6 @@ int bench_dummy_run(const bench_dummy_args *a) {
     di_seq_state *base = seqs[maxb];
     double t;
     if (prefill(&m, &b, base, 16, &t, &err)) goto out; /* warm-up */
-    int have_prompt = 0;
     for (int i = 0; i < a->np; i++) {
         if (want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
         if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
@@ -262,46 +268,41 @@ int bench_dummy_run(const bench_dummy_args *a) {
             di_cuda_prof_report(model_exec(&m), stdout, title, 1);
             di_cuda_prof_enable(model_exec(&m), 0, &err);
         }
-        have_prompt = a->prefill[i] == a->prompt;
         PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
     }
-    if (!have_prompt) {
-        if (prefill(&m, &b, base, a->prompt, &t, &err)) goto out;
-        PROGRESS("prompt of %d tokens prefilled (%.3f s)", a->prompt, t);
-    }
-    for (int i = 0; i < a->nb; i++) {
-        int B = a->batches[i];
-        for (int s = 0; s < B; s++)
-            if (di_seq_copy(seqs[s], base, c, &err)) goto out;
-        if (di_dev_exec() && di_exec_sync(di_dev_exec(), &err)) goto out;
-        double td = 0;
-        for (int it = 0; it <= a->decode; it++) {
-            for (int s = 0; s < B; s++) {
-                b.tok[s] = text_token(c, (int64_t)it * 31 + (int64_t)s * 104729 + 5);
-                b.pos[s] = a->prompt + it;
-                b.rowseq[s] = seqs[s];
+    for (int ci = 0; ci < a->nprompt; ci++) {
+        const int P = a->prompts[ci];
+        if (prefill(&m, &b, base, P, &t, &err)) goto out;
+        PROGRESS("prompt of %d tokens prefilled (%.3f s)", P, t);
+        for (int i = 0; i < a->nb; i++) {
+            int B = a->batches[i];
+            for (int s = 0; s < B; s++)
+                if (di_seq_copy(seqs[s], base, c, &err)) goto out;
+            if (di_dev_exec() && di_exec_sync(di_dev_exec(), &err)) goto out;
+            double td = 0;
+            for (int it = 0; it <= a->decode; it++) {
+                for (int s = 0; s < B; s++) {
+                    b.tok[s] = text_token(c, (int64_t)it * 31 + (int64_t)s * 104729 + 5);
+                    b.pos[s] = P + it;
+                    b.rowseq[s] = seqs[s];
+                }
+                if (it == 1 && want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
+                double t1 = now_s();
+                if (step(&m, &b, B, B, &err)) goto out;
+                if (it) td += now_s() - t1; /* step 0 warms this shape */
             }
-            if (it == 1 && want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
-            double t1 = now_s();
-            if (step(&m, &b, B, B, &err)) goto out;
-            if (it) td += now_s() - t1; /* step 0 warms this shape */
+            if (want_op_profile() && a->decode > 0) {
+                char title[96];
+                snprintf(title, sizeof title, "eager decode batch %d at context %d", B, P);
+                di_cuda_prof_report(model_exec(&m), stdout, title, a->decode);
+                di_cuda_prof_enable(model_exec(&m), 0, &err);
+            }
+            dec_s[ci][i] = td / a->decode;
+            PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, P, dec_s[ci][i] * 1e3,
+                     B / dec_s[ci][i]);
         }
-        if (want_op_profile() && a->decode > 0) {
-            char title[96];
-            snprintf(title, sizeof title, "eager decode batch %d at context %d", B, a->prompt);
-            di_cuda_prof_report(model_exec(&m), stdout, title, a->decode);
-            di_cuda_prof_enable(model_exec(&m), 0, &err);
-        }
-        dec_s[i] = td / a->decode;
-        PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, a->prompt, dec_s[i] * 1e3,
-                 B / dec_s[i]);
-    }
-
-    /* recorded steps (CUDA) */
-    double gr_s[BENCH_MAX_SWEEP] = {0}, gr_busy[BENCH_MAX_SWEEP] = {0}, gr_idle[BENCH_MAX_SWEEP] = {0};
-    int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
-    char gr_why[BENCH_MAX_SWEEP][DI_ERROR_MSG_MAX] = {{0}};
-    if (bk == DI_BACKEND_CUDA) {
+        if (bk != DI_BACKEND_CUDA) continue;
+        /* recorded steps (CUDA) */
         int S = a->decode + 1;
         float *busy = calloc((size_t)S, sizeof *busy), *start = calloc((size_t)S, sizeof *start);
         int32_t *first = calloc((size_t)maxb, sizeof *first);
@@ -322,18 +323,19 @@ int bench_dummy_run(const bench_dummy_args *a) {
                               .seq = seqs, .first = first, .steps = S, .graph = 1, .busy_ms = busy, .start_ms = start};
             if (!gs) gs = di_cuda_greedy_loop(&L, &ge);
             if (gs) {
-                snprintf(gr_why[i], sizeof gr_why[i], "%s", ge.msg[0] ? ge.msg : "failed");
-                PROGRESS("decode batch %d (graph): not measured: %s; eager figure only", B, gr_why[i]);
+                snprintf(gr_why[ci][i], sizeof gr_why[ci][i], "%s", ge.msg[0] ? ge.msg : "failed");
+                PROGRESS("decode batch %d (graph): not measured: %s; eager figure only", B, gr_why[ci][i]);
                 continue;
             }
             double span = (double)start[S - 1] + busy[S - 1] - start[1], sb = 0; /* steps 1..S-1 */
-            for (int t = 1; t < S; t++) sb += busy[t];
-            gr_s[i] = span / 1e3 / a->decode;
-            gr_busy[i] = sb / 1e3 / a->decode;
-            gr_idle[i] = span > 0 ? 100.0 * (span - sb) / span : 0;
-            PROGRESS("decode batch %d at context %d (graph): %.2f ms/step (%.0f tokens/s), busy %.2f ms/step, GPU idle "
-                     "%.1f%%, %d graph(s)%s", B, a->prompt, gr_s[i] * 1e3, B / gr_s[i], gr_busy[i] * 1e3, gr_idle[i],
-                     L.ngraphs, gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
+            for (int tt = 1; tt < S; tt++) sb += busy[tt];
+            gr_s[ci][i] = span / 1e3 / a->decode;
+            gr_busy[ci][i] = sb / 1e3 / a->decode;
+            gr_idle[ci][i] = span > 0 ? 100.0 * (span - sb) / span : 0;
+            PROGRESS("decode batch %d at context %d (graph): %.2f ms/step (%.0f tokens/s), busy %.2f ms/step, GPU "
+                     "idle %.1f%%, %d graph(s)%s", B, P, gr_s[ci][i] * 1e3, B / gr_s[ci][i], gr_busy[ci][i] * 1e3,
+                     gr_idle[ci][i], L.ngraphs,
+                     gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
         }
         free(busy), free(start), free(first);
     }
@@ -362,26 +364,29 @@ int bench_dummy_run(const bench_dummy_args *a) {
         if (floor_s > 0) snprintf(ratio, sizeof ratio, "%.3f", floor_s / pf_s[i]);
         printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, flo, work, ratio, "-");
     }
-    for (int i = 0; i < a->nb; i++) {
-        int B = a->batches[i];
-        double bytes = bench_decode_bytes(c, &k, B, a->prompt);
-        double floor_s = bytes / (bw * 1e9);
-        char fig[40], meas[32], flo[32], work[32];
-        snprintf(fig, sizeof fig, "decode b%d ctx %d", B, a->prompt);
-        snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", dec_s[i] * 1e3, B / dec_s[i]);
-        snprintf(flo, sizeof flo, "%.2f ms", floor_s * 1e3);
-        snprintf(work, sizeof work, "%.2f GB", bytes / 1e9);
-        printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / dec_s[i], "-");
-        if (bk != DI_BACKEND_CUDA) continue;
-        snprintf(fig, sizeof fig, "decode b%d ctx %d (graph)", B, a->prompt);
-        if (gr_why[i][0]) {
-            printf("%-28s not measured: %s\n", fig, gr_why[i]);
-            continue;
+    for (int ci = 0; ci < a->nprompt; ci++) {
+        const int P = a->prompts[ci];
+        for (int i = 0; i < a->nb; i++) {
+            int B = a->batches[i];
+            double bytes = bench_decode_bytes(c, &k, B, P);
+            double floor_s = bytes / (bw * 1e9);
+            char fig[40], meas[32], flo[32], work[32];
+            snprintf(fig, sizeof fig, "decode b%d ctx %d", B, P);
+            snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", dec_s[ci][i] * 1e3, B / dec_s[ci][i]);
+            snprintf(flo, sizeof flo, "%.2f ms", floor_s * 1e3);
+            snprintf(work, sizeof work, "%.2f GB", bytes / 1e9);
+            printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / dec_s[ci][i], "-");
+            if (bk != DI_BACKEND_CUDA) continue;
+            snprintf(fig, sizeof fig, "decode b%d ctx %d (graph)", B, P);
+            if (gr_why[ci][i][0]) {
+                printf("%-28s not measured: %s\n", fig, gr_why[ci][i]);
+                continue;
+            }
+            char idle[16];
+            snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", gr_s[ci][i] * 1e3, B / gr_s[ci][i]);
+            snprintf(idle, sizeof idle, "%.1f%%", gr_idle[ci][i]);
+            printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / gr_s[ci][i], idle);
         }
-        char idle[16];
-        snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", gr_s[i] * 1e3, B / gr_s[i]);
-        snprintf(idle, sizeof idle, "%.1f%%", gr_idle[i]);
-        printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / gr_s[i], idle);
     }
     printf("# ratio = floor time / measured time (1 = at the ceiling). decode work = dense weights + head + expected "
            "distinct experts E(1-(1-k/E)^B) per layer + per-sequence state and rows; prefill work = linear + "

@@ -17,14 +17,15 @@ static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
     "                       [--engram-hash FILE]\n"
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--backend cpu|cuda] [--batch B[,B...]]\n"
-    "                       [--prompt N] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
     "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
     "v41-flash.json) with N layers (default 4; layer roles kept, src/model/dummy.h),\n"
     "built in memory and loaded through the normal chain on the backend (default cpu).\n"
     "Prefill tokens/s for each --prefill length (default 1024,4096) vs FLOPs / the\n"
     "FP8 GEMM rate; decode ms/step and tokens/s for each --batch size (default 1) of\n"
-    "sequences forked from one --prompt-token prefill (default 4096), --decode timed\n"
+    "sequences forked from one --prompt-token prefill (default 4096; a list measures\n"
+    "each context after one load, e.g. --prompt 4096,32768), --decode timed\n"
     "steps (default 8), vs bytes read per step / the copy bandwidth, all measured in\n"
     "the same run. On --backend cuda each decode size is also timed through the\n"
     "recorded-step loop (step plan + one CUDA graph per size, device argmax): a\n"
@@ -230,7 +231,9 @@ static int cmd_bench(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram_hash)) {
             if (!engram_hash) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
-            if (!v || (prompt = atoi(v)) < 1) return fprintf(stderr, "error: --prompt needs N >= 1\n"), 2;
+            /* --dummy takes a list of decode contexts (one load); --model one prompt length */
+            if (!v || !(da.nprompt = parse_lengths(v, da.prompts)) || (prompt = da.prompts[0]) < 1)
+                return fprintf(stderr, "error: --prompt needs N >= 1 (with --dummy: N or N,N,...)\n"), 2;
             set_prompt = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
             if (!v || (decode = atoi(v)) < 1) return fprintf(stderr, "error: --decode needs N >= 1\n"), 2;
@@ -247,12 +250,15 @@ static int cmd_bench(int argc, char **argv) {
     }
     if (da.config) {
         if (model) return fprintf(stderr, "error: give --model or --dummy, not both\n"), 2;
-        da.prompt = set_prompt ? prompt : 4096;
+        if (!set_prompt) da.prompts[0] = 4096, da.nprompt = 1;
+        da.prompt = 0; /* the largest context */
+        for (int j = 0; j < da.nprompt; j++) da.prompt = da.prompts[j] > da.prompt ? da.prompts[j] : da.prompt;
         da.decode = set_decode ? decode : 8;
         da.nb = nb;
         memcpy(da.batches, batches, sizeof da.batches);
         return bench_dummy_run(&da);
     }
+    if (da.nprompt > 1) return fprintf(stderr, "error: --model takes one --prompt length (lists are for --dummy)\n"), 2;
     for (int i = 0; i < nb; i++)
         if (batches[i] > maxb) maxb = batches[i];
     di_error err = {0};
