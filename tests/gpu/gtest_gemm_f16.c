@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gemm_ref.h"
 #include "gpu_util.h"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_model.h"
@@ -22,46 +23,6 @@
 #define TOL_ELEM 0x1p-10
 #define TOL_NORM 1e-4
 
-static float f_round_e4m3(float v) {
-    float a = fabsf(v), r;
-    if (a < 0x1p-6f) {
-        r = nearbyintf(a * 512.0f) * (1.0f / 512.0f);
-    } else {
-        uint32_t u = di_f32_bits(a);
-        u += 0x7FFFFu + ((u >> 20) & 1u);
-        u &= 0xFFF00000u;
-        r = di_bits_f32(u);
-    }
-    return copysignf(r, v);
-}
-static void f_quant_row(const uint16_t *x, int K, int blk, float *q, float *s) {
-    const float inv448 = (float)(1.0 / 448.0);
-    for (int b = 0; b < K / blk; b++) {
-        const uint16_t *xb = x + (size_t)b * blk;
-        float amax = 0.0f;
-        for (int i = 0; i < blk; i++) {
-            float a = fabsf(di_bf16_to_f32(xb[i]));
-            if (a > amax) amax = a;
-        }
-        if (!(amax >= 1e-4f)) amax = 1e-4f;
-        float sc = di_pow2_ceil(amax * inv448);
-        s[b] = sc;
-        for (int i = 0; i < blk; i++) {
-            float v = di_bf16_to_f32(xb[i]) / sc;
-            if (v > 448.0f) v = 448.0f;
-            if (v < -448.0f) v = -448.0f;
-            q[(size_t)b * blk + i] = f_round_e4m3(v);
-        }
-    }
-}
-static void f_fill_act(uint16_t *A, int M, int K, size_t lda, int blk, uint64_t *s) {
-    for (int m = 0; m < M; m++)
-        for (int k = 0; k < K; k++) {
-            float v = gt_rand_unit(s) * ldexpf(1.0f, (int)(gt_rand_u64(s) % 11) - 6);
-            if ((k / blk) % 23 == 7 && m % 2) v *= 1e-6f;
-            A[(size_t)m * lda + k] = di_f32_to_bf16(v);
-        }
-}
 static void f_gen_weights(int fmt, int N, int K, int B, uint8_t **w, size_t *wb, uint8_t **sc, size_t *sb, uint64_t *s) {
     *wb = fmt == DI_WFMT_FP8 ? (size_t)N * K : (size_t)N * K / 2;
     *sb = fmt == DI_WFMT_FP8 ? (size_t)((N + B - 1) / B) * (K / B) : (size_t)N * (K / 32);
@@ -90,7 +51,7 @@ static void f16_case(int fmt, int M, int N, int K, int B, int act, uint64_t seed
     uint64_t s = seed;
     size_t lda = (size_t)K + 8, ldc = (size_t)N + 3;
     uint16_t *A = malloc((size_t)M * lda * 2);
-    f_fill_act(A, M, K, lda, act, &s);
+    fill_act(A, M, K, lda, act, &s);
     uint8_t *w, *sc;
     size_t wb, sb;
     f_gen_weights(fmt, N, K, B, &w, &wb, &sc, &sb, &s);
@@ -136,7 +97,7 @@ static void f16_case(int fmt, int M, int N, int K, int B, int act, uint64_t seed
         for (size_t n = (size_t)N; n < ldc; n++)
             CHECK_MSG(di_f32_bits(C[m * ldc + n]) == 0xFFFFFFFFu && C16[m * ldc + n] == 0xFFFF,
                       "f16 %d M=%d N=%d: padding column %zu of row %d written", fmt, M, N, n, m);
-        f_quant_row(A + (size_t)m * lda, K, act, q, sa);
+        ref_quant_row(A + (size_t)m * lda, K, act, q, sa);
         for (int n = 0; n < N; n++) {
             size_t i = (size_t)m * ldc + n;
             CHECK_MSG(C[i] == C[i], "f16 %d M=%d N=%d K=%d: C[%d][%d] NaN / unwritten", fmt, M, N, K, m, n);
@@ -217,7 +178,7 @@ static void f16_grouped_case(int fmt, int E, int T, int N, int K, int B, int act
     const int k = 6, R = T * k, max_rows = R + extra;
     size_t lda = (size_t)K + 16, ldc = (size_t)N + 5;
     uint16_t *A = malloc((size_t)max_rows * lda * 2);
-    f_fill_act(A, max_rows, K, lda, act, &s);
+    fill_act(A, max_rows, K, lda, act, &s);
     int *sel = malloc((size_t)R * sizeof(int));
     for (int t = 0; t < T; t++)
         for (int j = 0; j < k; j++) {
