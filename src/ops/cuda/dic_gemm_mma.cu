@@ -32,6 +32,7 @@
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_gemm_tiles.cuh"
 
 #define CH 128   /* k per staged chunk */
 #define SROW 160 /* staged row stride, bytes: 8-byte fragment reads hit 32 distinct banks per half warp */
@@ -77,48 +78,7 @@ static __device__ __forceinline__ void store_fp4_unit(uint8_t *dst, uint4 v) {
  * warp 0 scans off[] 32 experts at a time. Returns 0 when y is past the
  * last tile (the whole CTA exits). */
 static __device__ int tile_rows(const qargs &a, int BM, int y, int *info /* smem [3] */) {
-    if (!a.off) {
-        int i0 = y * BM;
-        info[0] = 0, info[1] = i0, info[2] = min(i0 + BM, a.M);
-        return i0 < a.M;
-    }
-    if (threadIdx.x < 32) {
-        /* all of off[] first (independent loads: one memory latency, not E/32) */
-        const int lane = threadIdx.x, nb = (a.E + 31) / 32;
-        int o[DIC_GEMM_MAXE / 32 + 1];
-#pragma unroll
-        for (int j = 0; j <= DIC_GEMM_MAXE / 32; j++) {
-            int idx = 32 * j + lane;
-            o[j] = (j <= nb && idx <= a.E) ? __ldg(a.off + idx) : 0;
-        }
-        int before = 0, found = 0;
-#pragma unroll
-        for (int j = 0; j < DIC_GEMM_MAXE / 32; j++) {
-            if (j >= nb || found) break;
-            int e = 32 * j + lane;
-            int nxt = __shfl_down_sync(0xFFFFFFFFu, o[j], 1), nxt0 = __shfl_sync(0xFFFFFFFFu, o[j + 1], 0);
-            int o0 = o[j], o1 = lane == 31 ? nxt0 : nxt, nt = 0;
-            if (e < a.E) nt = (o1 - o0 + BM - 1) / BM;
-            int incl = nt;
-            for (int d = 1; d < 32; d <<= 1) {
-                int v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-                if (lane >= d) incl += v;
-            }
-            unsigned hit = __ballot_sync(0xFFFFFFFFu, e < a.E && y < before + incl);
-            if (hit) {
-                int l = __ffs(hit) - 1;
-                if (lane == l) {
-                    int i0 = o0 + (y - (before + incl - nt)) * BM;
-                    info[0] = e, info[1] = i0, info[2] = min(i0 + BM, o1);
-                }
-                found = 1;
-            }
-            before += __shfl_sync(0xFFFFFFFFu, incl, 31);
-        }
-        if (!found && lane == 0) info[0] = -1;
-    }
-    __syncthreads();
-    return info[0] >= 0;
+    return dic_grouped_tile_rows(a.off, a.E, a.M, BM, y, info);
 }
 
 static __device__ __forceinline__ float e8m0f(uint8_t b) { return dic_e8m0_to_f32(b); }
