@@ -14,22 +14,11 @@
 #include <cublasLt.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
-static int cmpf(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Instantiate a captured graph, replay it once to warm up, then time 10
  * replays with events: the median in ms. Destroys the graph. */

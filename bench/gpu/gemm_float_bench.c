@@ -11,17 +11,10 @@
 
 #include <cublasLt.h>
 
+#include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 #define LTCK(x)                                                                                 \
     do {                                                                                        \
         cublasStatus_t s_ = (x);                                                                \
@@ -31,10 +24,6 @@
         }                                                                                       \
     } while (0)
 
-static int cmpf(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* bf16 values |v| in [2^-7, 2^-5), random sign; or fp32 the same magnitudes */
 static void fill_w(void *d, size_t n, int f32, unsigned seed) {

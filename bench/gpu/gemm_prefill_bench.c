@@ -15,17 +15,10 @@
 
 #include <cublasLt.h>
 
+#include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 #define LTCK(x)                                                                                 \
     do {                                                                                        \
         cublasStatus_t s_ = (x);                                                                \
@@ -37,10 +30,6 @@
 
 enum { REPS = 20 };
 
-static int cmpf(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* random e4m3 bytes (no NaN pattern) */
 static void fill_e4m3(void *d, size_t bytes, unsigned seed) {
