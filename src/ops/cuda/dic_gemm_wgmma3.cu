@@ -63,36 +63,13 @@ typedef struct w3args {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-static __device__ __forceinline__ uint32_t w3_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-static __device__ __forceinline__ void w3_bar_init(uint32_t b, uint32_t cnt) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(cnt) : "memory");
-}
-static __device__ __forceinline__ void w3_expect_tx(uint32_t b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void w3_arrive(uint32_t b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
+#include "ops/cuda/dic_wgmma_ptx.cuh"
+
 /* arrive on the barrier at the same offset in cluster CTA `cta` (may be this one) */
 static __device__ __forceinline__ void w3_arrive_cluster(uint32_t b, uint32_t cta) {
     uint32_t r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(b), "r"(cta));
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(r) : "memory");
-}
-static __device__ __forceinline__ void w3_wait(uint32_t b, uint32_t parity) {
-    asm volatile("{\n"
-                 ".reg .pred P1;\n"
-                 "W3_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-                 "@!P1 bra W3_WAIT;\n"
-                 "}\n" ::"r"(b),
-                 "r"(parity)
-                 : "memory");
-}
-static __device__ __forceinline__ void w3_tma(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
 }
 /* the same box into every CTA of the cluster in `mask`, at the same offsets, completing on each one's barrier */
 static __device__ __forceinline__ void w3_tma_mc(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar,
@@ -111,15 +88,6 @@ static __device__ __forceinline__ uint32_t w3_ctarank(void) {
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
-/* K-major, 128-byte swizzle, 8-row groups 1024 bytes apart */
-static __device__ __forceinline__ uint64_t w3_desc(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
-static __device__ __forceinline__ void w3_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-static __device__ __forceinline__ void w3_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-static __device__ __forceinline__ void w3_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-static __device__ __forceinline__ void w3_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 /* compiler-level fence on the accumulator registers: no read or write of d moves across this point */
 static __device__ __forceinline__ void w3_fence_acc(float d[64]) {
 #pragma unroll
@@ -191,18 +159,18 @@ static __device__ __forceinline__ void w3_store(const w3args &a, const float tot
 /* Consumer: wait for stage s, read the rows' factors, issue the block's four k32 steps into PS (one group). */
 #define W3_ISSUE(PS, FA, FB, REL)                                                                   \
     do {                                                                                            \
-        w3_wait(w3_smem(&full[s]), ph);                                                             \
+        mbar_wait(smem_u32(&full[s]), ph);                                                             \
         FA = fac[s * W3_BM + rla];                                                                  \
         FB = fac[s * W3_BM + rlb];                                                                  \
         REL = s;                                                                                    \
         const uint32_t st_ = base + (uint32_t)s * W3_TILE_BYTES;                                    \
-        const uint64_t dA_ = w3_desc(st_ + (uint32_t)cw * 64 * W3_BK), dW_ = w3_desc(st_ + W3_BM * W3_BK); \
-        w3_fence();                                                                                 \
+        const uint64_t dA_ = desc_sw128(st_ + (uint32_t)cw * 64 * W3_BK), dW_ = desc_sw128(st_ + W3_BM * W3_BK); \
+        wg_fence();                                                                                 \
         w3_mma0(PS, dA_, dW_);                                                                      \
         w3_mma(PS, dA_ + 2, dW_ + 2);                                                               \
         w3_mma(PS, dA_ + 4, dW_ + 4);                                                               \
         w3_mma(PS, dA_ + 6, dW_ + 6);                                                               \
-        w3_commit();                                                                                \
+        wg_commit();                                                                                \
         if (++s == W3_ST) s = 0, ph ^= 1u;                                                          \
     } while (0)
 /* Consumer, after the wait that retired PS's group: release its stage, fold PS into tot. */
@@ -211,9 +179,9 @@ static __device__ __forceinline__ void w3_store(const w3args &a, const float tot
         w3_fence_acc(PS);                                                                           \
         __syncwarp();                                                                               \
         if (lane == 0) {                                                                            \
-            if (CL == 1) w3_arrive(w3_smem(&empty[REL]));                                           \
+            if (CL == 1) mbar_arrive(smem_u32(&empty[REL]));                                           \
             else                                                                                    \
-                for (int d_ = 0; d_ < CL; d_++) w3_arrive_cluster(w3_smem(&empty[REL]), (uint32_t)d_); \
+                for (int d_ = 0; d_ < CL; d_++) w3_arrive_cluster(smem_u32(&empty[REL]), (uint32_t)d_); \
         }                                                                                           \
         _Pragma("unroll") for (int q_ = 0; q_ < 16; q_++) {                                         \
             tot[4 * q_ + 0] = fmaf(PS[4 * q_ + 0], FA, tot[4 * q_ + 0]);                            \
@@ -227,8 +195,8 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
                                                const int CL, const int TWO) {
     extern __shared__ uint8_t dsm[];
     __shared__ __align__(8) uint64_t full[W3_ST], empty[W3_ST];
-    const uint32_t base = (w3_smem(dsm) + 1023u) & ~1023u;
-    float *fac = (float *)(dsm + (base - w3_smem(dsm)) + W3_ST * W3_TILE_BYTES); /* [stage][row] s_act * s_w */
+    const uint32_t base = (smem_u32(dsm) + 1023u) & ~1023u;
+    float *fac = (float *)(dsm + (base - smem_u32(dsm)) + W3_ST * W3_TILE_BYTES); /* [stage][row] s_act * s_w */
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
     const int rank = CL == 1 ? 0 : (int)w3_ctarank();
     const int cid = blockIdx.x / CL, ncl = gridDim.x / CL;
@@ -236,8 +204,8 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
 
     if (tid == 0) {
         for (int s = 0; s < W3_ST; s++) {
-            w3_bar_init(w3_smem(&full[s]), 1 + 32); /* the TMA thread's expect_tx + one factor warp */
-            w3_bar_init(w3_smem(&empty[s]), 8 * CL); /* one arrive per consumer warp of every CTA in the cluster */
+            mbar_init(smem_u32(&full[s]), 1 + 32); /* the TMA thread's expect_tx + one factor warp */
+            mbar_init(smem_u32(&empty[s]), 8 * CL); /* one arrive per consumer warp of every CTA in the cluster */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -256,12 +224,12 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
                     w3_tile(a, u, CL, rank, &pm, &pn);
                     const int mA = min(pm, a.mt - 1) * W3_BM, n0 = pn * W3_BN; /* a tile past M: any rows, not stored */
                     for (int c = 0; c < nch; c++) {
-                        w3_wait(w3_smem(&empty[s]), ph ^ 1u);
+                        mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
                         const uint32_t sA = base + (uint32_t)s * W3_TILE_BYTES, sW = sA + W3_BM * W3_BK;
-                        const uint32_t fb = w3_smem(&full[s]);
-                        w3_expect_tx(fb, W3_TILE_BYTES);
-                        w3_tma(sA, tmA, c * W3_BK, mA, fb);
-                        if (CL == 1) w3_tma(sW, tmW, c * W3_BK, n0, fb);
+                        const uint32_t fb = smem_u32(&full[s]);
+                        mbar_expect_tx(fb, W3_TILE_BYTES);
+                        tma_load_2d(sA, tmA, c * W3_BK, mA, fb);
+                        if (CL == 1) tma_load_2d(sW, tmW, c * W3_BK, n0, fb);
                         else
                             w3_tma_mc(sW + (uint32_t)rank * (W3_BN / CL) * W3_BK, tmW, c * W3_BK, n0 + rank * (W3_BN / CL),
                                       fb, (uint16_t)((1u << CL) - 1u));
@@ -288,10 +256,10 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
                             const float s0 = row < a.M ? a.sa[(size_t)row * a.nsa + (kbs >> a.lab)] : 0.0f;
                             v[i] = s0 * wv;
                         }
-                        w3_wait(w3_smem(&empty[s]), ph ^ 1u);
+                        mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
 #pragma unroll
                         for (int i = 0; i < 4; i++) fac[s * W3_BM + lane + 32 * i] = v[i];
-                        w3_arrive(w3_smem(&full[s]));
+                        mbar_arrive(smem_u32(&full[s]));
                     }
                     if (++s == W3_ST) s = 0, ph ^= 1u;
                 }
@@ -312,7 +280,7 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
             if (!TWO) { /* one accumulator set: wait for each block, fold it (the other warpgroup keeps the tensor cores busy) */
                 for (int c = 0; c < nch; c++) {
                     W3_ISSUE(P0, fa0, fb0, r0);
-                    w3_wait0();
+                    wg_wait0();
                     W3_FOLD(P0, fa0, fb0, r0);
                 }
                 const int m0 = pm * W3_BM;
@@ -322,16 +290,16 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
             W3_ISSUE(P0, fa0, fb0, r0);
             for (int c = 0; c < nch - 2; c += 2) {
                 W3_ISSUE(P1, fa1, fb1, r1);
-                w3_wait1();
+                wg_wait1();
                 W3_FOLD(P0, fa0, fb0, r0);
                 W3_ISSUE(P0, fa0, fb0, r0);
-                w3_wait1();
+                wg_wait1();
                 W3_FOLD(P1, fa1, fb1, r1);
             }
             W3_ISSUE(P1, fa1, fb1, r1);
-            w3_wait1();
+            wg_wait1();
             W3_FOLD(P0, fa0, fb0, r0);
-            w3_wait0();
+            wg_wait0();
             W3_FOLD(P1, fa1, fb1, r1);
             const int m0 = pm * W3_BM;
             w3_store(a, tot, m0 + rla, m0 + rlb, pn * W3_BN, tq);
