@@ -1,7 +1,7 @@
 /*
  * bench_util.h — helpers shared by the GPU benches (the .c files here): a CUDA
  * call check that stops the bench with the failing call, and the float
- * comparison for medians (qsort).
+ * comparison for medians (qsort), the replay timing of a captured graph.
  */
 #ifndef DI_BENCH_GPU_BENCH_UTIL_H
 #define DI_BENCH_GPU_BENCH_UTIL_H
@@ -22,6 +22,25 @@
 static inline int cmpf(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Instantiate a captured graph, replay it once to warm up, then time 10
+ * replays with events: the median in ms. Destroys the graph. */
+static inline double graph_median_ms(cudaStream_t st, cudaGraph_t gr, cudaEvent_t e0, cudaEvent_t e1) {
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphLaunch(ge, st));
+    float tg[10];
+    for (int r = 0; r < 10; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&tg[r], e0, e1));
+    }
+    qsort(tg, 10, sizeof *tg, cmpf);
+    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+    return tg[5];
 }
 
 #endif

@@ -19,26 +19,6 @@
 #include "ops/cuda/dic_gemm_int.h"
 
 
-
-/* Instantiate a captured graph, replay it once to warm up, then time 10
- * replays with events: the median in ms. Destroys the graph. */
-static double graph_median_ms(cudaStream_t st, cudaGraph_t gr, cudaEvent_t e0, cudaEvent_t e1) {
-    cudaGraphExec_t ge;
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, st));
-    float tg[10];
-    for (int r = 0; r < 10; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&tg[r], e0, e1));
-    }
-    qsort(tg, 10, sizeof *tg, cmpf);
-    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
-    return tg[5];
-}
-
 static void fill(void *d, size_t bytes, unsigned seed) {
     unsigned char *h = malloc(bytes);
     unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 1;

@@ -50,23 +50,10 @@ static double copy_gbs;
 
 static double graph_ms(void (*body)(void *, int), void *arg, int calls) {
     cudaGraph_t gr;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int i = 0; i < calls; i++) body(arg, i);
     CK(cudaStreamEndCapture(st, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, st));
-    float t[10];
-    for (int r = 0; r < 10; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[r], e0, e1));
-    }
-    qsort(t, 10, sizeof *t, cmpf);
-    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
-    return t[5] / calls;
+    return graph_median_ms(st, gr, e0, e1) / calls;
 }
 
 static double event_ms(void (*body)(void *, int), void *arg, int reps) {
