@@ -24,6 +24,9 @@ typedef struct di_dev_ops {
     deepinfer_status (*sync)(di_exec *x, di_error *err);
     /* 1 while the exec records steps for replay (di_exec_fixed_shapes) */
     int (*fixed_shapes)(const di_exec *x);
+    /* concurrent lines of a recorded step (ops.h di_exec_branch / di_exec_join); NULL: none */
+    void (*branch)(di_exec *x, int b);
+    void (*join)(di_exec *x);
     DI_DEV_OP(gemm);
     DI_DEV_OP(gemm2);
     DI_DEV_OP(gemm_blockdiag);

@@ -61,6 +61,19 @@ static inline int di_exec_on_device(const di_exec *x) { return x && x->dev; }
  * bound. 0 on the CPU: the CPU path never pads. */
 int di_exec_fixed_shapes(const di_exec *x);
 
+/* Concurrent lines of a recorded step (a CUDA graph; docs/DEVICE-FORWARD.md
+ * §9). After di_exec_branch(x, b), b in 1..DI_EXEC_BRANCHES, the ops run on
+ * side line b, which starts where the main line stands at that call (the
+ * first one for b since the last join); di_exec_branch(x, 0) returns to the
+ * main line, which continues from its own last op; di_exec_join(x) makes the
+ * main line wait for every side line. Ops on different lines must not touch
+ * memory that another line writes. Nothing happens on the CPU and in steps
+ * that are not recorded (every op then runs in call order), so the results
+ * never depend on the lines. */
+#define DI_EXEC_BRANCHES 3
+void di_exec_branch(di_exec *x, int b);
+void di_exec_join(di_exec *x);
+
 /* ---------------------------------------------------------------------------
  * Weight matrices W [N, K] (N outputs, K inputs), packed once for the CPU
  * kernels (src/ops/cpu/gemm_layout.h). Formats:

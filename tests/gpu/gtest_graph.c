@@ -111,7 +111,10 @@ static int same_ids(const char *what, const run_out *a, const run_out *b, int ns
     return 1;
 }
 
-static void run_case(const char *dir, int v41, int nseq) {
+/* fast: the batch_invariant = 0 kernels (eager vs graph still bitwise: the same kernels
+ * and launch shapes; the graph's concurrent lines, docs/DEVICE-FORWARD.md §9, must not
+ * change a bit); the CPU trajectory is then only compared for the first steps' logits. */
+static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
     di_json_doc *man = golden_manifest(di_test_data(dir));
     CHECK(man != NULL);
     int N = 0;
@@ -123,25 +126,33 @@ static void run_case(const char *dir, int v41, int nseq) {
         return;
     }
     run_out cpu = {0}, eager = {0}, graph = {0};
-    fprintf(stderr, "  %s: %d sequences, prompt %d, %d greedy steps\n", dir, nseq, N, STEPS);
+    fprintf(stderr, "  %s: %d sequences, prompt %d, %d greedy steps%s\n", dir, nseq, N, STEPS,
+            fast ? ", fast mode (batch_invariant 0)" : "");
+    if (fast) di_backend_set_batch_invariant(0);
     if (prompt && run(dir, v41, DI_BACKEND_CPU, 0, prompt, N, nseq, &cpu) &&
         run(dir, v41, DI_BACKEND_CUDA, 0, prompt, N, nseq, &eager) &&
         run(dir, v41, DI_BACKEND_CUDA, 1, prompt, N, nseq, &graph)) {
         CHECK_MSG(same_bits("graph vs eager GPU", &graph, &eager, nseq), "%s: graph logits differ from eager", dir);
         CHECK_MSG(same_ids("graph vs eager GPU", &graph, &eager, nseq), "%s: graph ids differ from eager", dir);
-        CHECK_MSG(same_ids("graph vs CPU", &graph, &cpu, nseq), "%s: graph trajectory differs from the CPU's", dir);
+        if (!fast)
+            CHECK_MSG(same_ids("graph vs CPU", &graph, &cpu, nseq), "%s: graph trajectory differs from the CPU's", dir);
         golden_stats s = golden_compare(graph.logits, cpu.logits, 0, STEPS * nseq, graph.V);
         fprintf(stderr, "    graph vs CPU logits: mean|d| %.3e max|d| %.3e nonfinite %d; graphs captured %d\n",
                 s.mean_abs, s.max_abs, s.nonfinite, graph.ngraphs);
         CHECK(!s.nonfinite);
         CHECK_EQ_INT(graph.ngraphs, 1);
     }
+    if (fast) di_backend_set_batch_invariant(-1);
     free(cpu.logits), free(cpu.ids), free(eager.logits), free(eager.ids), free(graph.logits), free(graph.ids);
     free(prompt);
     di_json_free(man);
 }
 
+static void run_case(const char *dir, int v41, int nseq) { run_case_mode(dir, v41, nseq, 0); }
+
 TEST(gpu_graph_v4_b1) { run_case("golden/v4-tiny-a", 0, 1); }
 TEST(gpu_graph_v4_b5) { run_case("golden/v4-tiny-a", 0, 5); }
 TEST(gpu_graph_v41_b1) { run_case("golden/v41-tiny-a", 1, 1); }
 TEST(gpu_graph_v41_b5) { run_case("golden/v41-tiny-a", 1, 5); }
+TEST(gpu_graph_v4_b1_fast) { run_case_mode("golden/v4-tiny-a", 0, 1, 1); }
+TEST(gpu_graph_v41_b5_fast) { run_case_mode("golden/v41-tiny-a", 1, 5, 1); }

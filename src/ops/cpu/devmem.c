@@ -92,6 +92,14 @@ int di_exec_fixed_shapes(const di_exec *x) {
     return x && x->dev && x->dev->fixed_shapes && x->dev->fixed_shapes(x);
 }
 
+void di_exec_branch(di_exec *x, int b) {
+    if (x && x->dev && x->dev->branch && b >= 0 && b <= DI_EXEC_BRANCHES) x->dev->branch(x, b);
+}
+
+void di_exec_join(di_exec *x) {
+    if (x && x->dev && x->dev->join) x->dev->join(x);
+}
+
 void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec) {
     g_dev_ops = ops;
     g_state_exec = state_exec;

@@ -124,6 +124,7 @@ static void ctx_free(void *p) {
     if (!c) return;
     cu_plan_free(c);
     cu_prof_free(c);
+    cu_lines_free(c);
     cudaStreamSynchronize(c->dc.stream);
     cudaFree(c->dc.scratch);
     cudaFree(c->dtab);
@@ -189,6 +190,8 @@ int di_cuda_backend_install(char *why, size_t why_len) {
     g_ops.ctx_free = ctx_free;
     g_ops.sync = sync;
     g_ops.fixed_shapes = fixed_shapes;
+    g_ops.branch = cu_lines_branch;
+    g_ops.join = cu_lines_join;
     cu_fill_dense_ops(&g_ops);
     cu_fill_model_ops(&g_ops);
     di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL};

@@ -27,6 +27,16 @@ typedef struct cu_exec {
     struct cu_plan *plan;   /* the step plan (cu_plan.c), NULL: per-op staging above */
     struct cu_prof *prof;   /* per-op timing of eager steps (cu_prof.c), NULL: off */
     char prof_tag[CU_PROF_TAG]; /* shape of the next launch, set by cu_prof_tag */
+    /* Concurrent lines of a captured step (cu_lines.c, ops.h di_exec_branch):
+     * side streams forked from and joined into the main stream; while any is
+     * forked every line uses its own 1/(DI_EXEC_BRANCHES+1) of the scratch. */
+    cudaStream_t main_stream;
+    cudaStream_t side[DI_EXEC_BRANCHES];
+    cudaEvent_t fork_ev[DI_EXEC_BRANCHES], join_ev[DI_EXEC_BRANCHES];
+    unsigned forked;        /* bit b-1: side line b forked since the last join */
+    int line;               /* where ops go now (0 = main) */
+    void *scratch_all;      /* the whole scratch (dc.scratch points into it) */
+    size_t scratch_cap_all;
 } cu_exec;
 
 /* The step plan (cu_plan.c, docs/DEVICE-FORWARD.md §6). While a plan step
@@ -82,6 +92,12 @@ void cu_prof_tag(cu_exec *c, const char *fmt, ...) __attribute__((format(printf,
 void cu_plan_note(cu_exec *c, const char *op);
 void cu_plan_mix(cu_exec *c, uint64_t v);
 void cu_plan_free(cu_exec *c);
+/* Concurrent lines (cu_lines.c): the vtable's branch / join; join every
+ * forked line (the step's end calls it before ending a capture); free. */
+void cu_lines_branch(di_exec *x, int b);
+void cu_lines_join(di_exec *x);
+void cu_lines_join_all(cu_exec *c);
+void cu_lines_free(cu_exec *c);
 
 /* 1 while a plan step is open (tables go to the plan, no per-op copy). */
 static inline int cu_planning(const cu_exec *c) { return c->plan && c->plan->open; }

@@ -119,6 +119,7 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
     cu_graph *g = &p->graphs[p->cur_graph];
     p->open = 0;
     if (p->capturing) {
+        cu_lines_join_all(c); /* a line left open joins before the capture ends */
         p->capturing = 0;
         cudaGraph_t graph = NULL;
         cu_check(c, cudaStreamEndCapture(c->dc.stream, &graph), "cudaStreamEndCapture");

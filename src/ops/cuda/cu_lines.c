@@ -1,0 +1,102 @@
+/* cu_lines.c — concurrent lines of a captured step (ops.h di_exec_branch,
+ * docs/DEVICE-FORWARD.md §9).
+ *
+ * A decode step at batch 1 is a chain of ~200 small kernels, most of them
+ * latency-bound; independent stretches (the shared expert beside the routed
+ * ones, the kv path beside the query path) can overlap. While a step is
+ * captured into a CUDA graph, side line b is a second stream that waits for
+ * an event recorded on the main stream (the fork) and is waited for by the
+ * main stream at the join, so the graph gets the fork / join edges. Outside
+ * a capture (eager steps, plan-only steps whose graph replays) nothing
+ * changes: the ops run in call order on the one stream.
+ *
+ * The first kernel of a line after a switch launches without programmatic
+ * dependent launch (its dependency may be an event, not the previous kernel
+ * of its stream). Scratch: ops use the context's scratch only inside one op
+ * (GEMM quantisation, split-K partials and counters, attention phases), so
+ * while lines run concurrently each gets its own slice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/cu_glue.h"
+
+static int lines_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DEEPINFER_CUDA_LINES");
+        on = !(e && e[0] == '0' && !e[1]);
+    }
+    return on;
+}
+
+static int capturing(const cu_exec *c) { return c->plan && c->plan->open && c->plan->capturing; }
+
+/* Point the op context at line b's stream and scratch slice. */
+static void use_line(cu_exec *c, int b) {
+    if (!c->scratch_all) {
+        c->scratch_all = c->dc.scratch;
+        c->scratch_cap_all = c->dc.scratch_cap;
+        c->main_stream = c->dc.stream;
+    }
+    size_t slice = (c->scratch_cap_all / (DI_EXEC_BRANCHES + 1)) & ~(size_t)255;
+    c->line = b;
+    c->dc.stream = b ? c->side[b - 1] : c->main_stream;
+    c->dc.scratch = (char *)c->scratch_all + (c->forked ? (size_t)b * slice : 0);
+    c->dc.scratch_cap = c->forked ? slice : c->scratch_cap_all;
+    dic_pdl_disarm();
+}
+
+static int make_line(cu_exec *c, int b) {
+    if (c->side[b - 1]) return 1;
+    cudaError_t e = cudaStreamCreateWithFlags(&c->side[b - 1], cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->fork_ev[b - 1], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_ev[b - 1], cudaEventDisableTiming);
+    cu_check(c, e, "concurrent line (stream / event create)");
+    return e == cudaSuccess;
+}
+
+void cu_lines_branch(di_exec *x, int b) {
+    cu_exec *c = cu_of(x);
+    if (!capturing(c) || !lines_enabled() || b == c->line) return;
+    if (b > 0) {
+        if (!make_line(c, b)) return;
+        if (!(c->forked & (1u << (b - 1)))) {
+            cu_check(c, cudaEventRecord(c->fork_ev[b - 1], c->main_stream ? c->main_stream : c->dc.stream), "line fork (record)");
+            cu_check(c, cudaStreamWaitEvent(c->side[b - 1], c->fork_ev[b - 1], 0), "line fork (wait)");
+            c->forked |= 1u << (b - 1);
+        }
+    }
+    use_line(c, b);
+}
+
+void cu_lines_join_all(cu_exec *c) {
+    if (!c->forked) {
+        if (c->line) use_line(c, 0);
+        return;
+    }
+    for (int b = 1; b <= DI_EXEC_BRANCHES; b++) {
+        if (!(c->forked & (1u << (b - 1)))) continue;
+        cu_check(c, cudaEventRecord(c->join_ev[b - 1], c->side[b - 1]), "line join (record)");
+        cu_check(c, cudaStreamWaitEvent(c->main_stream, c->join_ev[b - 1], 0), "line join (wait)");
+    }
+    c->forked = 0;
+    use_line(c, 0);
+}
+
+void cu_lines_join(di_exec *x) {
+    cu_exec *c = cu_of(x);
+    if (c->forked || c->line) cu_lines_join_all(c);
+}
+
+void cu_lines_free(cu_exec *c) {
+    for (int b = 0; b < DI_EXEC_BRANCHES; b++) {
+        if (c->side[b]) cudaStreamDestroy(c->side[b]);
+        if (c->fork_ev[b]) cudaEventDestroy(c->fork_ev[b]);
+        if (c->join_ev[b]) cudaEventDestroy(c->join_ev[b]);
+    }
+    if (c->scratch_all) {
+        c->dc.scratch = c->scratch_all;
+        c->dc.scratch_cap = c->scratch_cap_all;
+        c->dc.stream = c->main_stream;
+    }
+}
