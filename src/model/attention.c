@@ -82,12 +82,19 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     const float *cs = di_fwd_rope_cs(f, L), *sn = di_fwd_rope_sn(f, L);
     size_t qld = (size_t)H * hd;
 
-    di_attn_query(f, aw, cs, sn, xn);
+    /* Recorded steps run the kv path (line 1) and the KV source's compressor
+     * (line 2) beside the query path (ops.h di_exec_branch): they read xn and
+     * write disjoint buffers. The indexer reads the query's qr and shares the
+     * compressor's buffers, so it follows the join. */
+    di_exec_branch(f->x, 1);
     di_attn_kv(f, aw, cs, sn, M, xn, ws->kv);
-
-    /* compressed rows: the KV source's compressor, then the indexer */
-    if (aw->has_cmp)
+    if (aw->has_cmp) {
+        di_exec_branch(f->x, 2);
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
+    }
+    di_exec_branch(f->x, 0);
+    di_attn_query(f, aw, cs, sn, xn);
+    di_exec_join(f->x);
     if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr);
 
     attn_tabs(f, L, layer);
