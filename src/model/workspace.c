@@ -53,6 +53,11 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->g = take(b, gu * 2);
     ws->u = take(b, gu * 2);
     ws->h = take(b, gu * 2);
+    /* the shared expert's own buffers: it runs beside the routed experts (di_exec_branch) */
+    ws->sg = take(b, m * (size_t)I * 2);
+    ws->su = take(b, m * (size_t)I * 2);
+    ws->sh = take(b, m * (size_t)I * 2);
+    ws->seo = take(b, m * (size_t)d * 2);
     ws->emit16 = take(b, m * (size_t)rowmax * 2);
     ws->emitk = take(b, m * (size_t)ihd * 2);
     if (c->n_engram_layer_ids) {
