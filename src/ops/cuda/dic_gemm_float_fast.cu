@@ -14,15 +14,20 @@
  *    (interleaved chunks) and over CY CTAs of a thread-block cluster (contiguous
  *    ranges); reductions: 8-lane xor butterfly, then the WPC warps in order through
  *    shared memory, then the CY cluster ranks in order through distributed shared
- *    memory. WPC and CY depend on N and K only, and each row's chain depends only on
- *    that row: a row's bits do not depend on M or on the other rows (F32 above 16 rows:
- *    grid.z tiles of 16 rows, same chains).
+ *    memory (CY > 1 only where a warp would otherwise walk several batches: a cluster
+ *    costs microseconds at decode sizes). WPC and CY depend on N and K only, and each
+ *    row's chain depends only on that row: a row's bits do not depend on M or on the
+ *    other rows (F32 above 16 rows: grid.z tiles of 16 rows, same chains); the variant
+ *    flags (weights before the PDL wait, PIPE, PRE) change timing, not sums.
+ *    The first batch of weights is read before griddepcontrol.wait (weights are
+ *    constants), so its DRAM latency overlaps the previous kernel.
  * 2. BF16 tensor cores (k_mma, every other BF16 launch): mma.sync m16n8k16 bf16 -> fp32, CTA tile
  *    BM x 128 x 64 (BM = 128, or 64 for small M / few tiles), 4 warps, 3-stage cp.async
  *    pipeline into XOR-swizzled shared memory, ldmatrix fragments. Few tiles: split K
  *    over S CTAs of a cluster (S picked from the tile count, so from M too: a row's bits
  *    can depend on M here), partial tiles added in rank order through distributed
- *    shared memory. No scratch is used.
+ *    shared memory. No scratch is used. Block-diagonal launches (wo_a, M > 4): one launch,
+ *    a 128-column tile takes its group's weights and activation columns.
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
  * mode-1 kernels (dic_gemm_float_launch).
@@ -225,13 +230,18 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     }
 }
 
-/* The K split: from N and K only. */
+/* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
+ * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
+ * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
+ * time at decode sizes, e.g. N=1024 K=4096 M=1 3.8 us at 8 warps x 1 CTA, 6.6 / 14.1 us at
+ * 2 / 4 CTAs per cluster; N=256: 2.0 us vs 5.3 us at 4). Both up to ~2048 warps in all. */
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
     int w = 1, c = 1;
-    while ((long long)ngroups * w * c < 2048 && (nch + w * c - 1) / (w * c) >= 4) {
-        if (w < 8) w *= 2;
-        else if (c < 8) c *= 2;
+    while ((long long)ngroups * w * c < 2048) {
+        const int cpw = (nch + w * c - 1) / (w * c); /* chunks per warp now */
+        if (w < 8 && cpw >= 4) w *= 2;
+        else if (c < 8 && cpw > GV_U) c *= 2;
         else break;
     }
     *wpc = w, *cy = c;
@@ -264,7 +274,11 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
     int wpc, cy;
     gemv_split(f32, N, W->k, &wpc, &cy);
-    int flags = 0;
+    /* PIPE (the next batch's weights in flight during the sums) where a warp walks several
+     * batches at M = 1 and the launch is not lm_head-sized (measured: wo_a block-diagonal
+     * G=8 x 1024 x 4096 17.8 us with, 18.7 without; lm_head 248 vs 247 us, no gain) */
+    const int CE = f32 ? 32 : 64, cpw = ((W->k + CE - 1) / CE + wpc * cy - 1) / (wpc * cy);
+    int flags = M == 1 && cpw > GV_U && (long long)N * W->k < (1LL << 26) ? DIC_GV_PIPE : 0;
     if (g_tune_wpc) wpc = g_tune_wpc;
     if (g_tune_cy) cy = g_tune_cy;
     if (g_tune_flags & DIC_GV_FORCE) flags = g_tune_flags;
