@@ -9,7 +9,11 @@
  *    (ldc > N) keep their poison;
  *  - determinism: a second launch gives the same bits;
  *  - the GEMV kernel (M <= 16, F32 at every M): row r alone (M = 1) equals row r
- *    of the M = 8 launch (and of M = 64 / 1024 for F32) bit for bit. */
+ *    of the M = 8 launch (and of M = 64 / 1024 for F32) bit for bit (the K split
+ *    depends on N and K only; the variant flags change timing, not sums);
+ *  - the GEMV variants the bench times (dic_gemm_float_fast_tune) and the
+ *    block-diagonal product (one GEMV launch at M <= 4, one tensor-core launch
+ *    above, whose row bits may depend on M like plain k_mma). */
 #include <stdio.h>
 #include <string.h>
 
