@@ -1,8 +1,9 @@
 /* gemm_float_bench.c — BF16 / F32 weight GEMMs (dic_gemm_float_fast_launch, the
  * batch_invariant == 0 kernels; and the mode-1 kernels for comparison): d2d copy
- * ceiling first; decode shapes (GB/s of weight bytes, weights rotated over > 200 MB
- * so L2 does not serve them; event-timed median per call and a CUDA graph of 32
- * calls per call); prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
+ * ceiling first; decode shapes (event-timed median per call and a CUDA graph of up to
+ * 256 calls, each on other weights rotating over 256 MB so L2 does not serve them: us per
+ * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
+ * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
  * the same run. Usage: gemm_float_bench [quick] */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -73,15 +74,30 @@ static double event_ms(void (*body)(void *, int), void *arg, int reps) {
 }
 
 typedef struct gcase {
-    int M, nw, path;
-    dic_wmat *w;
+    int M, nw, path, G, f32out, per_group;
+    dic_wmat *w; /* nw x G */
     void *A, *C;
+    dic_ctx *ctx;
 } gcase;
 
 static void gemm_body(void *p, int i) {
     gcase *g = p;
-    CK(dic_gemm_float_fast_launch(st, g->M, g->A, (size_t)g->w[0].k, &g->w[i % g->nw], NULL, g->C,
-                                  (size_t)g->w[0].n, g->path));
+    dic_wmat *w = &g->w[(size_t)(i % g->nw) * g->G];
+    float *c32 = g->f32out ? g->C : NULL;
+    uint16_t *c16 = g->f32out ? NULL : g->C;
+    if (g->G > 1) { /* block-diagonal: one launch (dic_gemm_blockdiag) or the old per-group launches */
+        size_t lda = (size_t)g->G * w->k, ldc = (size_t)g->G * w->n;
+        if (!g->per_group) {
+            CK(dic_gemm_blockdiag(g->ctx, g->M, g->A, lda, g->G, w, w->k, 0, c32, c16, ldc));
+            return;
+        }
+        for (int k = 0; k < g->G; k++)
+            CK(dic_gemm_float_fast_launch(st, g->M, (const uint16_t *)g->A + (size_t)k * w->k, lda, &w[k],
+                                          c32 ? c32 + (size_t)k * w->n : NULL, c16 ? c16 + (size_t)k * w->n : NULL,
+                                          ldc, DIC_GEMMF_PATH_AUTO));
+        return;
+    }
+    CK(dic_gemm_float_fast_launch(st, g->M, g->A, (size_t)w->k, w, c32, c16, (size_t)w->n, g->path));
 }
 
 static const char *pname(int p) {
@@ -89,30 +105,68 @@ static const char *pname(int p) {
            : p == DIC_GEMMF_PATH_MMA64 ? "mma64" : p == DIC_GEMMF_PATH_MMA128 ? "mma128" : "old(mode1)";
 }
 
-/* One row: fmt 0 bf16 / 1 f32, M x N x K, a path; decode rows get GB/s, all get TFLOP/s. */
+/* Weight pool for decode rows: every call of a graph reads different weights, rotating over
+ * 256 MB (> the 50 MB L2), as in a decode step where every weight is read once. */
+#define POOL_B ((size_t)256 << 20)
+static void *pool;
+
+/* One decode row: G groups (1: plain) of N x K weights (fmt 0 bf16 / 1 f32), M rows, a path,
+ * the GEMV tuning (wpc, cy, flags; 0 = auto), f32out: fp32 output (else bf16); per_group: the
+ * block-diagonal product as G launches (the old fallback). Prints event us, graph us per call,
+ * the copy floor (weight bytes / copy ceiling) and floor / graph. */
+static double dec_row(const char *label, int fmt, int M, int N, int K, int G, int path, int wpc, int cy, int flags,
+                      int f32out, int per_group, int reps) {
+    static dic_ctx ctx;
+    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 0;
+    size_t eb = fmt ? 4 : 2, wb = (size_t)N * K * eb, wbc = wb * G;
+    int nw = wbc <= POOL_B / 4 ? (int)(POOL_B / wbc) : 1;
+    if (nw > 256) nw = 256;
+    void *own = NULL;
+    if (nw == 1) {
+        CK(cudaMalloc(&own, wbc));
+        CK(cudaMemset(own, 0x3C, wbc));
+    }
+    gcase g = {M, nw, path, G, f32out, per_group, malloc(sizeof(dic_wmat) * nw * G), NULL, NULL, &ctx};
+    for (int i = 0; i < nw; i++)
+        for (int k = 0; k < G; k++)
+            g.w[i * G + k] = (dic_wmat){fmt, N, K, 0, (char *)(own ? own : pool) + i * wbc + k * wb, NULL};
+    CK(cudaMalloc(&g.A, (size_t)M * K * G * 2));
+    fill_w(g.A, (size_t)M * K * G, 0, 99);
+    CK(cudaMalloc(&g.C, (size_t)M * N * G * 4));
+    dic_gemm_float_fast_tune(wpc, cy, flags);
+    double ms = event_ms(gemm_body, &g, reps);
+    int calls = nw < 32 ? (wbc > ((size_t)256 << 20) ? 12 : 32) : nw;
+    double gms = graph_ms(gemm_body, &g, calls);
+    dic_gemm_float_fast_tune(0, 0, 0);
+    double floor_us = wbc / (copy_gbs * 1e9) * 1e6;
+    printf("%-26s %-4s M=%-3d N=%-6d K=%-5d G=%d %-4s w%d c%d f%-2d | event %8.2f us | graph %8.2f us | floor %7.2f us"
+           " | %4.2f\n",
+           label, fmt ? "f32" : "bf16", M, N, K, G, pname(path), wpc, cy, flags & 7, ms * 1e3, gms * 1e3, floor_us,
+           floor_us / (gms * 1e3));
+    fflush(stdout);
+    if (own) cudaFree(own);
+    cudaFree(g.A), cudaFree(g.C), free(g.w);
+    return gms;
+}
+
+/* One prefill row (TFLOP/s; event-timed, no graph). */
 static double run_case(int fmt, int M, int N, int K, int path, int reps, int graph) {
     size_t wb = (size_t)N * K * (fmt ? 4 : 2);
-    int nw = (int)((200u << 20) / wb) + 1;
-    if (nw > 16) nw = 16;
-    gcase g = {M, nw, path, malloc(sizeof(dic_wmat) * nw), NULL, NULL};
-    for (int i = 0; i < nw; i++) {
-        void *dw;
-        CK(cudaMalloc(&dw, wb));
-        fill_w(dw, (size_t)N * K, fmt, 1 + i);
-        g.w[i] = (dic_wmat){fmt, N, K, 0, dw, NULL};
-    }
+    (void)graph;
+    void *dw;
+    CK(cudaMalloc(&dw, wb));
+    fill_w(dw, (size_t)N * K, fmt, 1);
+    dic_wmat w = {fmt, N, K, 0, dw, NULL};
+    gcase g = {M, 1, path, 1, 0, 0, &w, NULL, NULL, NULL};
     CK(cudaMalloc(&g.A, (size_t)M * K * 2));
     fill_w(g.A, (size_t)M * K, 0, 99);
-    CK(cudaMalloc(&g.C, (size_t)M * N * 2));
+    CK(cudaMalloc(&g.C, (size_t)M * N * 4));
     double ms = event_ms(gemm_body, &g, reps);
-    double gms = graph ? graph_ms(gemm_body, &g, 32) : 0;
-    double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12, gbs = wb / (ms * 1e-3) / 1e9;
-    double gg = graph ? wb / (gms * 1e-3) / 1e9 : 0;
-    printf("%-5s M=%-5d N=%-6d K=%-5d %-10s | %9.4f ms %7.0f GB/s %5.2f copy | graph %8.4f ms %5.2f copy | %7.2f TFLOP/s\n",
-           fmt ? "f32" : "bf16", M, N, K, pname(path), ms, gbs, gbs / copy_gbs, gms, graph ? gg / copy_gbs : 0, tf);
+    double tf = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
+    printf("%-5s M=%-5d N=%-6d K=%-5d %-10s | %9.4f ms | %7.2f TFLOP/s\n", fmt ? "f32" : "bf16", M, N, K, pname(path),
+           ms, tf);
     fflush(stdout);
-    for (int i = 0; i < nw; i++) cudaFree((void *)g.w[i].w);
-    cudaFree(g.A), cudaFree(g.C), free(g.w);
+    cudaFree(dw), cudaFree(g.A), cudaFree(g.C);
     return ms;
 }
 
@@ -185,34 +239,63 @@ int main(int argc, char **argv) {
         printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], copy_gbs);
         cudaFree(s), cudaFree(d);
     }
-    printf("-- decode (GB/s of weight bytes; graph = per call in a graph of 32)\n");
-    static const int f32n[] = {24, 4};
-    for (int i = 0; i < 2; i++) {
-        run_case(1, 1, f32n[i], 16384, DIC_GEMMF_PATH_AUTO, 200, 1);
-        run_case(1, 8, f32n[i], 16384, DIC_GEMMF_PATH_AUTO, 200, 1);
-        run_case(1, 1, f32n[i], 16384, DIC_GEMMF_PATH_OLD, 20, 0);
-    }
-    static const int bn[] = {1024, 512, 256, 64};
+    CK(cudaMalloc(&pool, POOL_B));
+    CK(cudaMemset(pool, 0x3C, POOL_B));
+    const int A_ = DIC_GEMMF_PATH_AUTO, F = DIC_GV_FORCE, LATE = F | DIC_GV_LATE, NOPRE = F | DIC_GV_NOPRE,
+              PIPE = F | DIC_GV_PIPE, NPP = F | DIC_GV_NOPRE | DIC_GV_PIPE;
+    printf("-- decode: graph us per call (each call new weights, rotating over 256 MB); floor = weight bytes / copy;"
+           " last column floor / graph. w/c = GEMV K split (warps per CTA / CTAs per cluster, 0 = auto), f = flags"
+           " (1 late weights, 2 no-pre act, 4 pipe)\n");
+    dec_row("fixed cost (tiny)", 0, 1, 4, 64, 1, A_, 0, 0, 0, 0, 0, 50);
+    dec_row("fixed cost (tiny) late", 0, 1, 4, 64, 1, A_, 0, 0, LATE, 0, 0, 50);
+    static const int bn[] = {64, 256, 512, 1024};
     for (int i = 0; i < 4; i++) {
-        run_case(0, 1, bn[i], 4096, DIC_GEMMF_PATH_AUTO, 200, 1);
-        run_case(0, 8, bn[i], 4096, DIC_GEMMF_PATH_AUTO, 200, 1);
+        int N = bn[i];
+        dec_row("small auto", 0, 1, N, 4096, 1, A_, 0, 0, 0, 0, 0, 50);
+        dec_row("small auto late", 0, 1, N, 4096, 1, A_, 0, 0, LATE, 0, 0, 50);
+        dec_row("small split", 0, 1, N, 4096, 1, A_, 8, 1, 0, 0, 0, 50);
+        dec_row("small split", 0, 1, N, 4096, 1, A_, 8, 2, 0, 0, 0, 50);
+        dec_row("small split", 0, 1, N, 4096, 1, A_, 8, 4, 0, 0, 0, 50);
+        dec_row("small split", 0, 1, N, 4096, 1, A_, 4, 1, 0, 0, 0, 50);
+        dec_row("small split", 0, 1, N, 4096, 1, A_, 4, 2, 0, 0, 0, 50);
+        dec_row("small split nopre", 0, 1, N, 4096, 1, A_, 8, 1, NOPRE, 0, 0, 50);
     }
-    static const int sm[] = {1, 2, 4, 8};
-    for (int i = 0; i < 4; i++) { /* the GEMV / tensor-core crossover */
-        run_case(0, sm[i], 1024, 4096, DIC_GEMMF_PATH_GEMV, 200, 1);
-        run_case(0, sm[i], 1024, 4096, DIC_GEMMF_PATH_MMA, 200, 1);
-        run_case(0, sm[i], 129280, 4096, DIC_GEMMF_PATH_GEMV, 20, 0);
-        run_case(0, sm[i], 129280, 4096, DIC_GEMMF_PATH_MMA, 20, 0);
+    dec_row("router f32 out auto", 0, 1, 256, 4096, 1, A_, 0, 0, 0, 1, 0, 50);
+    dec_row("router f32 out", 0, 1, 256, 4096, 1, A_, 8, 1, 0, 1, 0, 50);
+    dec_row("router f32 out", 0, 1, 256, 4096, 1, A_, 8, 2, 0, 1, 0, 50);
+    static const int bm[] = {2, 8, 64};
+    for (int i = 0; i < 3; i++) {
+        dec_row("small M>1 auto", 0, bm[i], 256, 4096, 1, A_, 0, 0, 0, 1, 0, 50);
+        dec_row("small M>1 auto", 0, bm[i], 1024, 4096, 1, A_, 0, 0, 0, 0, 0, 50);
     }
-    run_case(0, 1, 1024, 4096, DIC_GEMMF_PATH_OLD, 100, 1);
-    run_case(0, 16, 1024, 4096, DIC_GEMMF_PATH_MMA, 200, 1);
-    run_case(0, 1, 129280, 4096, DIC_GEMMF_PATH_OLD, 30, 0);
-    run_case(0, 8, 129280, 4096, DIC_GEMMF_PATH_OLD, 10, 0);
-    run_case(0, 16, 129280, 4096, DIC_GEMMF_PATH_MMA, 20, 0);
-    run_case(0, 64, 129280, 4096, DIC_GEMMF_PATH_AUTO, 20, 0);
-    run_case(0, 64, 129280, 4096, DIC_GEMMF_PATH_MMA128, 20, 0);
-    run_case(0, 64, 1024, 4096, DIC_GEMMF_PATH_AUTO, 100, 1);
-    run_case(1, 64, 24, 16384, DIC_GEMMF_PATH_AUTO, 100, 1);
+    dec_row("wo_a blockdiag auto", 0, 1, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
+    dec_row("wo_a blockdiag late", 0, 1, 1024, 4096, 8, A_, 0, 0, LATE, 0, 0, 30);
+    dec_row("wo_a blockdiag pipe", 0, 1, 1024, 4096, 8, A_, 0, 0, PIPE, 0, 0, 30);
+    dec_row("wo_a blockdiag nopre", 0, 1, 1024, 4096, 8, A_, 0, 0, NOPRE, 0, 0, 30);
+    dec_row("wo_a blockdiag nopre+pipe", 0, 1, 1024, 4096, 8, A_, 0, 0, NPP, 0, 0, 30);
+    dec_row("wo_a blockdiag", 0, 1, 1024, 4096, 8, A_, 2, 1, 0, 0, 0, 30);
+    dec_row("wo_a blockdiag nopre", 0, 1, 1024, 4096, 8, A_, 2, 1, NOPRE, 0, 0, 30);
+    dec_row("wo_a blockdiag nopre", 0, 1, 1024, 4096, 8, A_, 1, 2, NOPRE, 0, 0, 30);
+    dec_row("wo_a blockdiag auto", 0, 2, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
+    for (int i = 1; i < 3; i++) {
+        dec_row("wo_a blockdiag auto", 0, bm[i], 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
+        dec_row("wo_a blockdiag per-group", 0, bm[i], 1024, 4096, 8, A_, 0, 0, 0, 0, 1, 30);
+    }
+    dec_row("lm_head auto", 0, 1, 129280, 4096, 1, A_, 0, 0, 0, 0, 0, 10);
+    dec_row("lm_head late", 0, 1, 129280, 4096, 1, A_, 0, 0, LATE, 0, 0, 10);
+    dec_row("lm_head pipe", 0, 1, 129280, 4096, 1, A_, 0, 0, PIPE, 0, 0, 10);
+    dec_row("lm_head nopre", 0, 1, 129280, 4096, 1, A_, 0, 0, NOPRE, 0, 0, 10);
+    dec_row("lm_head nopre+pipe", 0, 1, 129280, 4096, 1, A_, 0, 0, NPP, 0, 0, 10);
+    dec_row("lm_head nopre", 0, 1, 129280, 4096, 1, A_, 2, 1, NOPRE, 0, 0, 10);
+    dec_row("lm_head auto", 0, 2, 129280, 4096, 1, A_, 0, 0, 0, 0, 0, 10);
+    dec_row("lm_head auto", 0, 8, 129280, 4096, 1, A_, 0, 0, 0, 0, 0, 10);
+    dec_row("lm_head mma128", 0, 8, 129280, 4096, 1, DIC_GEMMF_PATH_MMA128, 0, 0, 0, 0, 0, 10);
+    dec_row("lm_head auto", 0, 64, 129280, 4096, 1, A_, 0, 0, 0, 0, 0, 10);
+    dec_row("lm_head mma128", 0, 64, 129280, 4096, 1, DIC_GEMMF_PATH_MMA128, 0, 0, 0, 0, 0, 10);
+    dec_row("mHC f32 auto", 1, 1, 24, 16384, 1, A_, 0, 0, 0, 1, 0, 50);
+    dec_row("mHC f32 late", 1, 1, 24, 16384, 1, A_, 0, 0, LATE, 1, 0, 50);
+    dec_row("mHC f32 auto", 1, 8, 24, 16384, 1, A_, 0, 0, 0, 1, 0, 50);
+    cudaFree(pool);
     if (quick) return 0;
 
     printf("-- prefill (TFLOP/s), ours vs cuBLASLt BF16 (bf16 out)\n");

@@ -9,7 +9,11 @@
  *    (ldc > N) keep their poison;
  *  - determinism: a second launch gives the same bits;
  *  - the GEMV kernel (M <= 16, F32 at every M): row r alone (M = 1) equals row r
- *    of the M = 8 launch (and of M = 64 / 1024 for F32) bit for bit. */
+ *    of the M = 8 launch (and of M = 64 / 1024 for F32) bit for bit (the K split
+ *    depends on N and K only; the variant flags change timing, not sums);
+ *  - the GEMV variants the bench times (dic_gemm_float_fast_tune) and the
+ *    block-diagonal product (one GEMV launch at M <= 4, one tensor-core launch
+ *    above, whose row bits may depend on M like plain k_mma). */
 #include <stdio.h>
 #include <string.h>
 
@@ -154,6 +158,49 @@ TEST(gpu_gemm_fast_bf16_small_m) {
     ff_case(0, 3, 9, 130, 0, 801); /* K % 8 != 0: the mode-1 kernel */
 }
 
+/* The decode shapes of V4-Flash (router N=256 with fp32 out, compressor / indexer
+ * projections) at the batch sizes of decode: M = 1, 2 (GEMV), 8, 64 (tensor cores). */
+TEST(gpu_gemm_fast_bf16_decode_shapes) {
+    static const int ns[] = {256, 512, 64, 1024};
+    static const int ms[] = {1, 2, 8, 64};
+    for (unsigned i = 0; i < 4; i++)
+        for (unsigned j = 0; j < 4; j++) {
+            ff_case(0, ms[j], ns[i], 4096, 0, 1100 + 4 * i + j);
+            if (di_test_failed()) return;
+        }
+}
+
+/* Every GEMV variant the bench times (dic_gemm_float_fast_tune: K split, weights before /
+ * after the PDL wait, activations with the batch or from L1, pipelined batches) within the
+ * bounds, including splits that give a warp several batches (w1 c1 on N=1024). */
+TEST(gpu_gemm_fast_gemv_variants) {
+    static const int tv[][3] = {{8, 1, 0},
+                                {8, 2, 0},
+                                {8, 4, 0},
+                                {4, 1, 0},
+                                {4, 2, 0},
+                                {8, 1, DIC_GV_FORCE | DIC_GV_NOPRE},
+                                {0, 0, DIC_GV_FORCE | DIC_GV_LATE},
+                                {0, 0, DIC_GV_FORCE | DIC_GV_PIPE},
+                                {0, 0, DIC_GV_FORCE | DIC_GV_NOPRE | DIC_GV_PIPE},
+                                {2, 1, DIC_GV_FORCE | DIC_GV_NOPRE},
+                                {1, 2, DIC_GV_FORCE | DIC_GV_NOPRE},
+                                {1, 1, 0},
+                                {1, 1, DIC_GV_FORCE | DIC_GV_PIPE},
+                                {1, 1, DIC_GV_FORCE | DIC_GV_NOPRE | DIC_GV_PIPE},
+                                {1, 1, DIC_GV_FORCE | DIC_GV_NOPRE}};
+    for (unsigned v = 0; v < sizeof tv / sizeof *tv; v++) {
+        dic_gemm_float_fast_tune(tv[v][0], tv[v][1], tv[v][2]);
+        fprintf(stderr, "  variant w%d c%d flags %d\n", tv[v][0], tv[v][1], tv[v][2] & 7);
+        ff_case(0, 1, 256, 4096, DIC_GEMMF_PATH_GEMV, 1200 + v);
+        if (!di_test_failed()) ff_case(0, 1, 1024, 4096, DIC_GEMMF_PATH_GEMV, 1220 + v);
+        if (!di_test_failed()) ff_case(0, 2, 131, 136, DIC_GEMMF_PATH_GEMV, 1240 + v);
+        if (!di_test_failed()) ff_case(1, 1, 24, 16384, DIC_GEMMF_PATH_GEMV, 1260 + v);
+        dic_gemm_float_fast_tune(0, 0, 0);
+        if (di_test_failed()) return;
+    }
+}
+
 TEST(gpu_gemm_fast_bf16_mma) {
     ff_case(0, 17, 1024, 4096, 0, 900);
     if (di_test_failed()) return;
@@ -284,6 +331,10 @@ static void blockdiag_case(int fmt, int M, int G, int R, int gk, uint64_t seed) 
 TEST(gpu_gemm_blockdiag) {
     blockdiag_case(0, 1, 8, 1024, 4096, 2000); /* V4-Flash wo_a at decode */
     blockdiag_case(0, 3, 4, 256, 512, 2001);
-    blockdiag_case(0, 9, 2, 64, 136, 2002);    /* per-group fallback (M > 4) */
+    blockdiag_case(0, 2, 8, 1024, 4096, 2004);
+    blockdiag_case(0, 8, 8, 1024, 4096, 2005); /* one tensor-core launch (M > 4, R % 128 == 0) */
+    blockdiag_case(0, 64, 8, 256, 1024, 2006);
+    blockdiag_case(0, 9, 3, 128, 200, 2007);   /* tensor cores: M, K tails */
+    blockdiag_case(0, 9, 2, 64, 136, 2002);    /* per-group fallback (M > 4, R % 128 != 0) */
     blockdiag_case(1, 2, 3, 24, 1024, 2003);
 }

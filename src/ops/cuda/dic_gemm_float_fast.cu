@@ -14,15 +14,20 @@
  *    (interleaved chunks) and over CY CTAs of a thread-block cluster (contiguous
  *    ranges); reductions: 8-lane xor butterfly, then the WPC warps in order through
  *    shared memory, then the CY cluster ranks in order through distributed shared
- *    memory. WPC and CY depend on N and K only, and each row's chain depends only on
- *    that row: a row's bits do not depend on M or on the other rows (F32 above 16 rows:
- *    grid.z tiles of 16 rows, same chains).
+ *    memory (CY > 1 only where a warp would otherwise walk several batches: a cluster
+ *    costs microseconds at decode sizes). WPC and CY depend on N and K only, and each
+ *    row's chain depends only on that row: a row's bits do not depend on M or on the
+ *    other rows (F32 above 16 rows: grid.z tiles of 16 rows, same chains); the variant
+ *    flags (weights before the PDL wait, PIPE, PRE) change timing, not sums.
+ *    The first batch of weights is read before griddepcontrol.wait (weights are
+ *    constants), so its DRAM latency overlaps the previous kernel.
  * 2. BF16 tensor cores (k_mma, every other BF16 launch): mma.sync m16n8k16 bf16 -> fp32, CTA tile
  *    BM x 128 x 64 (BM = 128, or 64 for small M / few tiles), 4 warps, 3-stage cp.async
  *    pipeline into XOR-swizzled shared memory, ldmatrix fragments. Few tiles: split K
  *    over S CTAs of a cluster (S picked from the tile count, so from M too: a row's bits
  *    can depend on M here), partial tiles added in rank order through distributed
- *    shared memory. No scratch is used.
+ *    shared memory. No scratch is used. Block-diagonal launches (wo_a, M > 4): one launch,
+ *    a 128-column tile takes its group's weights and activation columns.
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
  * mode-1 kernels (dic_gemm_float_launch).
@@ -43,13 +48,26 @@ namespace cg = cooperative_groups;
 static __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
 static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
 
-/* MR: rows per tile (compile time); F32: weights are fp32 (else bf16).
- * Element e of a chunk: bf16 chunk = 8 lanes x 8 k = 64 k; f32 chunk = 8 lanes x 4 k = 32 k. */
-template <int MR, int F32>
+/* Tuning switches (bench / tests, dic_gemm_float_fast_tune): 0 = automatic. */
+static int g_tune_wpc, g_tune_cy, g_tune_flags;
+extern "C" void dic_gemm_float_fast_tune(int wpc, int cy, int flags) {
+    g_tune_wpc = wpc, g_tune_cy = cy, g_tune_flags = flags;
+}
+
+/* MR: rows per tile (compile time); F32: weights are fp32 (else bf16); PRE: each batch's
+ * activation vectors are loaded together with the batch (else right before their FMAs,
+ * from L1); PIPE: the next batch's weights are in flight while this one is summed.
+ * Element e of a chunk: bf16 chunk = 8 lanes x 8 k = 64 k; f32 chunk = 8 lanes x 4 k = 32 k.
+ * The first batch of weights is loaded BEFORE the programmatic-dependent-launch wait
+ * (unless flags & DIC_GV_LATE): weights are constants uploaded synchronously at load
+ * time (cu_exec.c dev_upload), never written by a kernel of the forward, so their DRAM
+ * latency overlaps the previous kernel's tail; the activations (the previous kernel's
+ * output) are read only after the wait. None of the variants changes a sum's order. */
+template <int MR, int F32, int PRE, int PIPE>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
-                                                      const dic_gv_tab tab, int R, int gk, float *C32, uint16_t *C16,
-                                                      size_t ldc, int WPC, int CY) {
-    DIC_PDL_ENTER();
+                                                      const __grid_constant__ dic_gv_tab tab, int R, int gk,
+                                                      float *C32, uint16_t *C16, size_t ldc, int WPC, int CY,
+                                                      int flags) {
     __shared__ float red[8][4][MR];
     __shared__ float part[32 * MR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -68,23 +86,32 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     const int grp = R > 0 && nok ? n / R : 0, nl = (nok ? n : 0) - grp * R;
     const uint16_t *Am = A + (size_t)m0 * lda + (size_t)grp * gk;
     const char *wrow = (const char *)tab.w[grp] + (size_t)nl * K * (F32 ? 4 : 2);
-    float acc[MR];
-#pragma unroll
-    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
-    /* Activations: with MR <= 2 every chunk's activation vectors are loaded with the
-     * weights (one memory round trip per batch); above, the MR rows of a chunk are
-     * loaded together before its FMAs (never one dependent load per row). */
-    constexpr bool PRE = MR <= 2;
-    for (int cb = c0 + j; cb < c1; cb += WPC * GV_U) {
-        uint4 w[GV_U];
-        uint4 ap[PRE ? GV_U : 1][MR];
+    const int step = WPC * GV_U, cb0 = c0 + j;
+    auto ldw = [&](uint4 *w, int cb) {
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             int c = cb + u * WPC, k = c * CE + q * EPL;
-            bool ok = c < c1 && k < K;
             w[u] = make_uint4(0, 0, 0, 0);
-            if (nok && ok) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
-            if constexpr (PRE) {
+            if (nok && c < c1 && k < K) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+        }
+    };
+    uint4 w[GV_U];
+    const bool late = (flags & DIC_GV_LATE) != 0;
+    if (!late) ldw(w, cb0);
+    DIC_PDL_ENTER();
+    if (late) ldw(w, cb0);
+    float acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    for (int cb = cb0; cb < c1; cb += step) {
+        uint4 wn[PIPE ? GV_U : 1];
+        if constexpr (PIPE) ldw(wn, cb + step);
+        uint4 ap[PRE ? GV_U : 1][MR];
+        if constexpr (PRE) {
+#pragma unroll
+            for (int u = 0; u < GV_U; u++) {
+                int c = cb + u * WPC, k = c * CE + q * EPL;
+                bool ok = c < c1 && k < K;
 #pragma unroll
                 for (int m = 0; m < MR; m++) {
                     ap[u][m] = make_uint4(0, 0, 0, 0);
@@ -146,6 +173,12 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
                 }
             }
         }
+        if constexpr (PIPE) {
+#pragma unroll
+            for (int u = 0; u < GV_U; u++) w[u] = wn[u];
+        } else if (cb + step < c1) {
+            ldw(w, cb + step);
+        }
     }
     /* 8-lane butterfly: every lane of the column group ends with the same sum */
 #pragma unroll
@@ -197,20 +230,40 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     }
 }
 
-/* The K split: from N and K only. */
+/* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
+ * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
+ * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
+ * time at decode sizes, e.g. N=1024 K=4096 M=1 3.8 us at 8 warps x 1 CTA, 6.6 / 14.1 us at
+ * 2 / 4 CTAs per cluster; N=256: 2.0 us vs 5.3 us at 4). Both up to ~2048 warps in all. */
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
     int w = 1, c = 1;
-    while ((long long)ngroups * w * c < 2048 && (nch + w * c - 1) / (w * c) >= 4) {
-        if (w < 8) w *= 2;
-        else if (c < 8) c *= 2;
+    while ((long long)ngroups * w * c < 2048) {
+        const int cpw = (nch + w * c - 1) / (w * c); /* chunks per warp now */
+        if (w < 8 && cpw >= 4) w *= 2;
+        else if (c < 8 && cpw > GV_U) c *= 2;
         else break;
     }
     *wpc = w, *cy = c;
 }
 
 typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *,
-                        size_t, int, int);
+                        size_t, int, int, int);
+
+/* The kernel variant: MR rows per tile; PRE / PIPE choices only at MR = 1 (else the defaults:
+ * PRE for MR <= 2, no PIPE). */
+static gemv_fn gemv_pick(int f32, int mr, int flags) {
+    const int nopre = (flags & DIC_GV_NOPRE) != 0, pipe = (flags & DIC_GV_PIPE) != 0;
+    if (f32) {
+        if (mr == 1) return pipe ? k_gemv<1, 1, 1, 1> : k_gemv<1, 1, 1, 0>;
+        return mr == 2 ? k_gemv<2, 1, 1, 0> : mr == 4 ? k_gemv<4, 1, 0, 0> : mr == 8 ? k_gemv<8, 1, 0, 0>
+                                                                                      : k_gemv<16, 1, 0, 0>;
+    }
+    if (mr == 1)
+        return nopre ? (pipe ? k_gemv<1, 0, 0, 1> : k_gemv<1, 0, 0, 0>) : (pipe ? k_gemv<1, 0, 1, 1> : k_gemv<1, 0, 1, 0>);
+    return mr == 2 ? k_gemv<2, 0, 1, 0> : mr == 4 ? k_gemv<4, 0, 0, 0> : mr == 8 ? k_gemv<8, 0, 0, 0>
+                                                                                  : k_gemv<16, 0, 0, 0>;
+}
 
 /* G > 1: block-diagonal launch over W[0..G) (N = G * W->n columns; R = W->n, A offset gk per group). */
 static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
@@ -221,10 +274,18 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
     int wpc, cy;
     gemv_split(f32, N, W->k, &wpc, &cy);
+    /* PIPE (the next batch's weights in flight during the sums) where a warp walks several
+     * batches at M = 1 and the launch is not lm_head-sized (measured: wo_a block-diagonal
+     * G=8 x 1024 x 4096 17.8 us with, 18.7 without; lm_head 248 vs 247 us, no gain) */
+    const int CE = f32 ? 32 : 64, cpw = ((W->k + CE - 1) / CE + wpc * cy - 1) / (wpc * cy);
+    int flags = M == 1 && cpw > GV_U && (long long)N * W->k < (1LL << 26) ? DIC_GV_PIPE : 0;
+    if (g_tune_wpc) wpc = g_tune_wpc;
+    if (g_tune_cy) cy = g_tune_cy;
+    if (g_tune_flags & DIC_GV_FORCE) flags = g_tune_flags;
+    if (wpc != 1 && wpc != 2 && wpc != 4 && wpc != 8) return cudaErrorInvalidValue;
+    if (cy < 1 || cy > 8) return cudaErrorInvalidValue;
     int mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
-    gemv_fn fn;
-    if (f32) fn = mr == 1 ? k_gemv<1, 1> : mr == 2 ? k_gemv<2, 1> : mr == 4 ? k_gemv<4, 1> : mr == 8 ? k_gemv<8, 1> : k_gemv<16, 1>;
-    else fn = mr == 1 ? k_gemv<1, 0> : mr == 2 ? k_gemv<2, 0> : mr == 4 ? k_gemv<4, 0> : mr == 8 ? k_gemv<8, 0> : k_gemv<16, 0>;
+    gemv_fn fn = gemv_pick(f32, mr, flags);
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
     if (gz > 65535) return cudaErrorInvalidConfiguration;
@@ -243,7 +304,7 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
         at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
         cfg.numAttrs++;
     }
-    return cudaLaunchKernelEx(&cfg, fn, M, N, W->k, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, wpc, cy);
+    return cudaLaunchKernelEx(&cfg, fn, M, N, W->k, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, wpc, cy, flags);
 }
 
 static cudaError_t gemv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
@@ -280,8 +341,8 @@ static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)
 
 template <int BM>
 static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
-                                                     const uint16_t *__restrict__ W, float *C32, uint16_t *C16,
-                                                     size_t ldc, int S) {
+                                                     const __grid_constant__ dic_gv_tab tab, int R, int gk,
+                                                     float *C32, uint16_t *C16, size_t ldc, int S) {
     DIC_PDL_ENTER();
     extern __shared__ __align__(128) uint8_t sm[];
     const int STAGE = BM * 128 + MM_BN * 128;
@@ -289,6 +350,11 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wm = (warp >> 1) * (BM / 2), wn = (warp & 1) * 64;
     const int n0 = blockIdx.x * MM_BN, m0 = blockIdx.y * BM;
+    /* block-diagonal launches (R > 0, R % MM_BN == 0): the tile's columns belong to group
+     * n0 / R (weights tab.w[grp], local columns from nw0, activations from column grp * gk) */
+    const int grp = R > 0 ? n0 / R : 0, nw0 = n0 - grp * R, NW = R > 0 ? R : N;
+    const uint16_t *__restrict__ W = (const uint16_t *)tab.w[grp];
+    A += (size_t)grp * gk;
     const int nkt = (K + MM_BK - 1) / MM_BK, per = (nkt + S - 1) / S;
     const int kt0 = blockIdx.z * per, kt1 = min(nkt, kt0 + per);
     const uint32_t sbase = smem_u32(sm);
@@ -314,8 +380,8 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
 #pragma unroll
         for (int i = 0; i < MM_BN * 8 / MM_T; i++) {
             int idx = tid + i * MM_T, r = idx >> 3, c = idx & 7, k = kb + c * 8;
-            bool ok = n0 + r < N && k < K;
-            const uint16_t *src = ok ? W + (size_t)(n0 + r) * K + k : W;
+            bool ok = nw0 + r < NW && k < K;
+            const uint16_t *src = ok ? W + (size_t)(nw0 + r) * K + k : W;
             cp_async16(sb + swz(r, c), src, ok ? 16 : 0);
         }
     };
@@ -410,9 +476,14 @@ static size_t mma_smem(int bm) {
     return pipe > redb ? pipe : redb;
 }
 
-static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
-                              uint16_t *C16, size_t ldc, int force_bm, int force_s) {
-    const int N = W->n, K = W->k;
+/* G > 1: block-diagonal launch over W[0..G) (N = G * W->n, W->n % MM_BN == 0; A offset gk per group). */
+static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk,
+                              float *C32, uint16_t *C16, size_t ldc, int force_bm, int force_s) {
+    const int N = G * W->n, K = W->k;
+    if (G > 1 && W->n % MM_BN) return cudaErrorInvalidValue;
+    dic_gv_tab tab;
+    memset(&tab, 0, sizeof tab);
+    for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
     const long long t128 = (long long)((M + 127) / 128) * ((N + MM_BN - 1) / MM_BN);
     int bm = (M <= 64 || t128 < 66) ? 64 : 128;
     if (force_bm) bm = force_bm;
@@ -423,7 +494,7 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
     if (force_s) S = force_s;
     if ((M + bm - 1) / bm > 65535) return cudaErrorInvalidConfiguration;
     const size_t smem = mma_smem(bm);
-    void (*fn)(int, int, int, const uint16_t *, size_t, const uint16_t *, float *, uint16_t *, size_t, int) =
+    void (*fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *, size_t, int) =
         bm == 64 ? k_mma<64> : k_mma<128>;
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
@@ -443,7 +514,7 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
         at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
         cfg.numAttrs++;
     }
-    return cudaLaunchKernelEx(&cfg, fn, M, N, K, A, lda, (const uint16_t *)W->w, C32, C16, ldc, S);
+    return cudaLaunchKernelEx(&cfg, fn, M, N, K, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, S);
 }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -464,7 +535,7 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     }
     if (path == DIC_GEMMF_PATH_MMA || path == DIC_GEMMF_PATH_MMA64 || path == DIC_GEMMF_PATH_MMA128) {
         if (f32) return cudaErrorInvalidValue;
-        return mma_launch(st, M, A, lda, W, C32, C16, ldc,
+        return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
     /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
@@ -472,21 +543,26 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
      * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
         return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
-    return mma_launch(st, M, A, lda, W, C32, C16, ldc, 0, 0);
+    return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, 0);
 }
 
-/* Block-diagonal BF16 / F32 product (ops.h di_gemm_blockdiag) in one GEMV launch when the
- * fast GEMV takes the shape (M <= GV_BF16_MAXM for BF16, same format and shape for every
- * group, n % 4 == 0 so a warp's 4 columns share a group); else one dic_gemm per group. */
+/* Block-diagonal BF16 / F32 product (ops.h di_gemm_blockdiag) in one launch in fast mode
+ * when every group has the same format and shape: the GEMV (F32, or BF16 at M <= GV_BF16_MAXM;
+ * n % 4 == 0 so a warp's 4 columns share a group), else for BF16 with n % 128 == 0 the
+ * tensor-core tiles (a 128-column tile lies in one group; the split S depends on the tile
+ * count, so on M). Otherwise one dic_gemm per group. */
 extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G,
                                           const dic_wmat *W, int gk, int act_block, float *C32, uint16_t *C16,
                                           size_t ldc) {
     if (M <= 0 || G <= 0) return cudaSuccess;
-    int one = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1) && W[0].n % 4 == 0 &&
-              W[0].k == gk && (W[0].fmt == 1 || M <= GV_BF16_MAXM) && gk % 8 == 0 && lda % 8 == 0 && al16(A);
-    for (int g = 0; g < G && one; g++)
-        one = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w);
-    if (one) return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1) && W[0].k == gk &&
+               gk % 8 == 0 && lda % 8 == 0 && al16(A);
+    for (int g = 0; g < G && same; g++)
+        same = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w);
+    if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
+        return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    if (same && W[0].fmt == 0 && W[0].n % MM_BN == 0)
+        return mma_launch(c->stream, M, A, lda, W, G, gk, C32, C16, ldc, 0, 0);
     for (int g = 0; g < G; g++) {
         size_t co = (size_t)g * (size_t)W[g].n;
         cudaError_t e = dic_gemm(c, M, A + (size_t)g * gk, lda, &W[g], act_block, C32 ? C32 + co : NULL,

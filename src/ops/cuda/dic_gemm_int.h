@@ -118,6 +118,15 @@ enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2,
        DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
 cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                        float *C32, uint16_t *C16, size_t ldc, int path);
+/* GEMV tuning for the bench and tests (process-wide; 0, 0, 0 = automatic): K split over
+ * wpc warps of a CTA (1, 2, 4, 8) and cy CTAs of a cluster (1..8); flags with DIC_GV_FORCE
+ * replace the automatic variant flags. No variant changes the result's bits except the
+ * split (wpc, cy), which changes the fp32 summation order. */
+enum { DIC_GV_LATE = 1, /* weights loaded after the PDL wait (default: the first batch before it) */
+       DIC_GV_NOPRE = 2, /* M = 1 BF16: activations loaded right before their FMAs (from L1) */
+       DIC_GV_PIPE = 4, /* M = 1: the next batch's weights in flight while this one is summed */
+       DIC_GV_FORCE = 8 };
+void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
 
 #ifdef __cplusplus
 }
