@@ -122,18 +122,18 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
     const int n = ad_count(L, m), b0 = s * AD_E;
     if (s == 0 && blockIdx.y == 0 && tid == 0) n_idx[m] = n;
     if (b0 >= n) return; /* past the row's entries: the combine reads blocks < ceil(n / 64) only */
+    const int c8 = hd / 8;
+    const uint16_t *qm = q + (size_t)m * ldq + (size_t)h0 * hd;
+    for (int i = tid; i < AD_HG * c8; i += AD_T) { /* in flight while the entry pointers resolve */
+        int h = i / c8, off = (i - h * c8) * 8;
+        ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
+    }
     if (tid < AD_E) ptrs[tid] = b0 + tid < n ? ad_entry(L, m, b0 + tid) : NULL;
     __syncthreads();
-    const int c8 = hd / 8;
     for (int i = tid; i < AD_E * c8; i += AD_T) {
         int j = i / c8, off = (i - j * c8) * 8;
         const uint16_t *p = ptrs[j];
         ad_copy8(ks + (size_t)j * kst + off, p ? p + off : NULL);
-    }
-    const uint16_t *qm = q + (size_t)m * ldq + (size_t)h0 * hd;
-    for (int i = tid; i < AD_HG * c8; i += AD_T) {
-        int h = i / c8, off = (i - h * c8) * 8;
-        ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
@@ -227,32 +227,58 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
     }
 }
 
-static __global__ void __launch_bounds__(128) k_ad_comb(int H, int hd, int S, const float *part, const float *pmx,
-                                                        const float *psum, const int *n_idx, const float *sink,
-                                                        int rd, const float *cs, const float *sn, uint16_t *out,
-                                                        size_t ldo) {
+#define AD_CT 256    /* combine threads: one column pair each at hd = 512 */
+#define AD_SMAX 1024 /* blocks per row the combine stages (stride <= 64K entries) */
+
+static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, const float *part, const float *pmx,
+                                                          const float *psum, const int *n_idx, const float *sink,
+                                                          int rd, const float *cs, const float *sn, uint16_t *out,
+                                                          size_t ldo) {
     DIC_PDL_ENTER();
-    const int h = blockIdx.x, m = blockIdx.y;
+    __shared__ float wsh[AD_SMAX], ssh[AD_SMAX], red[AD_CT / 32];
+    __shared__ float gm_sh, d_sh;
+    const int h = blockIdx.x, m = blockIdx.y, tid = threadIdx.x;
     int nb = (n_idx[m] + AD_E - 1) / AD_E;
     if (nb > S) nb = S;
     const float *mx = pmx + (size_t)m * S * H + h, *sm = psum + (size_t)m * S * H + h;
-    float gm = -INFINITY;
-    for (int s = 0; s < nb; s++) gm = fmaxf(gm, mx[(size_t)s * H]);
-    float den = 0.0f;
-    for (int s = 0; s < nb; s++) {
-        float ms = mx[(size_t)s * H];
-        float wt = ms == -INFINITY ? 0.0f : dic_expf(__fsub_rn(ms, gm));
-        den = __fadd_rn(den, __fmul_rn(sm[(size_t)s * H], wt));
+    /* the blocks' maxima and sums staged once (loads in parallel), M = their max (order-free) */
+    float lm = -INFINITY;
+    for (int s = tid; s < nb; s += AD_CT) {
+        float v = mx[(size_t)s * H];
+        wsh[s] = v;
+        ssh[s] = sm[(size_t)s * H];
+        lm = fmaxf(lm, v);
     }
-    const float d = __fadd_rn(den, dic_expf(__fsub_rn(sink[h], gm)));
+    for (int o = 16; o > 0; o >>= 1) lm = fmaxf(lm, __shfl_xor_sync(0xFFFFFFFFu, lm, o));
+    if ((tid & 31) == 0) red[tid >> 5] = lm;
+    __syncthreads();
+    if (tid == 0) {
+        float g = red[0];
+        for (int i = 1; i < AD_CT / 32; i++) g = fmaxf(g, red[i]);
+        gm_sh = g;
+    }
+    __syncthreads();
+    const float gm = gm_sh;
+    for (int s = tid; s < nb; s += AD_CT) { /* block weights exp(mx_s - M) */
+        float v = wsh[s];
+        wsh[s] = v == -INFINITY ? 0.0f : dic_expf(__fsub_rn(v, gm));
+    }
+    __syncthreads();
+    if (tid == 0) { /* the denominator in block order */
+        float den = 0.0f;
+        for (int s = 0; s < nb; s++) den = __fadd_rn(den, __fmul_rn(ssh[s], wsh[s]));
+        d_sh = __fadd_rn(den, dic_expf(__fsub_rn(sink[h], gm)));
+    }
+    __syncthreads();
+    const float d = d_sh;
     const int half = rd / 2, r0 = hd - rd;
     uint16_t *y = out + (size_t)m * ldo + (size_t)h * hd;
-    for (int c = threadIdx.x; c < hd / 2; c += blockDim.x) {
+    for (int c = tid; c < hd / 2; c += AD_CT) {
         float o0 = 0.0f, o1 = 0.0f;
         const float *pp = part + ((size_t)m * S * H + h) * hd + 2 * c;
-        for (int s = 0; s < nb; s++) {
-            float ms = mx[(size_t)s * H];
-            float wt = ms == -INFINITY ? 0.0f : dic_expf(__fsub_rn(ms, gm));
+#pragma unroll 8
+        for (int s = 0; s < nb; s++) { /* block order; the loads are independent of the sums */
+            float wt = wsh[s];
             float2 v = *(const float2 *)(pp + (size_t)s * H * hd);
             o0 = __fadd_rn(o0, __fmul_rn(v.x, wt));
             o1 = __fadd_rn(o1, __fmul_rn(v.y, wt));
@@ -279,7 +305,7 @@ extern "C" size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride)
 extern "C" int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo) {
     return c->batch_invariant == 0 && M >= 1 && M <= 8 && nheads % AD_HG == 0 && hd % 16 == 0 && hd <= AD_MAXHD &&
            rd % 2 == 0 && rd >= 0 && rd <= hd && (hd - rd) % 2 == 0 && ldo % 2 == 0 && stride >= 1 &&
-           stride <= (1u << 20) && c->scratch && dic_attn_dec_scratch(M, nheads, hd, stride) <= c->scratch_cap;
+           stride <= (size_t)AD_SMAX * AD_E && c->scratch && dic_attn_dec_scratch(M, nheads, hd, stride) <= c->scratch_cap;
 }
 
 extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg,
@@ -302,7 +328,7 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
     DIC_LAUNCH(k_ad_part, dim3((unsigned)S, (unsigned)(nheads / AD_HG), (unsigned)M), AD_T, sm, c->stream, L, q, ldq,
                nheads, S, scale, part, pmx, psum, n_idx);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), 128, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
+    DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), AD_CT, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
                sink, rd, cs, sn, out, ldo);
     DIC_LAUNCH_CHECK();
 }
