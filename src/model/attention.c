@@ -18,9 +18,9 @@ static void attn_tabs(const di_fwd *f, const di_layer_cfg *L, int layer) {
     }
 }
 
-/* The step's kv rows into the rings: the last `window` rows of each segment
- * (host table of destinations, then one scatter). */
-static void write_ring(const di_fwd *f, int layer) {
+/* The destinations of the step's kv rows in the rings: the last `window`
+ * rows of each segment (host tables t->src_row, t->dst); returns the count. */
+static int ring_dst(const di_fwd *f, int layer) {
     const di_model_config *c = f->cfg;
     int win = (int)c->sliding_window, hd = (int)c->head_dim;
     di_tabs *t = &f->ws->t;
@@ -34,7 +34,13 @@ static void write_ring(const di_fwd *f, int layer) {
             t->dst[n] = ring + (size_t)((sg->pos0 + i) % win) * hd;
         }
     }
-    di_scatter_rows(f->x, n, t->src_row, f->ws->kv, (size_t)hd, t->dst, hd);
+    return n;
+}
+
+/* The step's kv rows into the rings (one scatter). */
+static void write_ring(const di_fwd *f, int layer) {
+    int hd = (int)f->cfg->head_dim, n = ring_dst(f, layer);
+    di_scatter_rows(f->x, n, f->ws->t.src_row, f->ws->kv, (size_t)hd, f->ws->t.dst, hd);
 }
 
 void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn) {
@@ -47,31 +53,37 @@ void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float 
     di_gemm(f->x, M, xn, (size_t)d, &aw->wq_a, ab, NULL, ws->qr, (size_t)ql);
     di_rmsnorm(f->x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
     di_gemm(f->x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
-    if (c->arch == DI_ARCH_V4) di_head_rmsnorm_bf16(f->x, M, ws->q, qld, H, hd, eps);
-    di_rope_tab(f->x, M, ws->q, qld, H, hd, rd, cs, sn, 0);
+    di_q_post(f->x, M, ws->q, qld, H, hd, c->arch == DI_ARCH_V4, eps, rd, cs, sn);
 }
 
 void di_attn_kv(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, const uint16_t *x,
-                uint16_t *kv) {
+                uint16_t *kv, int ring_layer) {
     const di_model_config *c = f->cfg;
     int d = (int)c->hidden_size, hd = (int)c->head_dim, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
     di_gemm(f->x, M, x, (size_t)d, &aw->wkv, ab, NULL, kv, (size_t)hd);
-    di_rmsnorm(f->x, M, kv, (size_t)hd, aw->kv_norm, hd, (float)c->rms_norm_eps, kv, (size_t)hd);
-    di_rope_tab(f->x, M, kv, (size_t)hd, 1, hd, rd, cs, sn, 0);
-    if (c->arch == DI_ARCH_V4) di_qat_fp8(f->x, M, kv, (size_t)hd, hd - rd, 64); /* RoPE dims stay bf16 */
-    else di_qat_fp8(f->x, M, kv, (size_t)hd, hd, ab);
+    int v4 = c->arch == DI_ARCH_V4; /* V4: the RoPE dims stay bf16 */
+    int nr = ring_layer >= 0 ? ring_dst(f, ring_layer) : 0;
+    di_attn_kv_post(f->x, M, kv, (size_t)hd, aw->kv_norm, hd, (float)c->rms_norm_eps, rd, cs, sn, v4 ? hd - rd : hd,
+                    v4 ? 64 : ab, nr, f->ws->t.src_row, f->ws->t.dst);
+}
+
+/* out = wo_b(wo_a(ws->o)) (the inverse RoPE already applied). */
+static void attn_out_proj(di_fwd *f, const di_attn_w *aw, uint16_t *out) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
+    size_t qld = (size_t)H * hd;
+    int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
+    di_gemm_blockdiag(f->x, M, ws->o, qld, G, aw->wo_a, gk, 0, NULL, ws->z, (size_t)G * R);
+    di_gemm(f->x, M, ws->z, (size_t)G * R, &aw->wo_b, c->act_block, NULL, out, (size_t)d);
 }
 
 void di_attn_out(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, uint16_t *out) {
     const di_model_config *c = f->cfg;
-    di_ws *ws = f->ws;
-    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
-    int rd = (int)c->qk_rope_head_dim;
+    int H = (int)c->num_attention_heads, hd = (int)c->head_dim;
     size_t qld = (size_t)H * hd;
-    di_rope_tab(f->x, M, ws->o, qld, H, hd, rd, cs, sn, 1);
-    int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
-    di_gemm_blockdiag(f->x, M, ws->o, qld, G, aw->wo_a, gk, 0, NULL, ws->z, (size_t)G * R);
-    di_gemm(f->x, M, ws->z, (size_t)G * R, &aw->wo_b, c->act_block, NULL, out, (size_t)d);
+    di_rope_tab(f->x, f->M, f->ws->o, qld, H, hd, (int)c->qk_rope_head_dim, cs, sn, 1);
+    attn_out_proj(f, aw, out);
 }
 
 void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int layer, const uint16_t *xn,
@@ -82,12 +94,17 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     const float *cs = di_fwd_rope_cs(f, L), *sn = di_fwd_rope_sn(f, L);
     size_t qld = (size_t)H * hd;
 
+    /* with one row per segment the ring slots can be written with the kv rows */
+    int early = 1;
+    for (int s = 0; s < f->nseg; s++)
+        if (f->segs[s].nrows > 1) early = 0;
+
     /* Recorded steps run the kv path (line 1) and the KV source's compressor
      * (line 2) beside the query path (ops.h di_exec_branch): they read xn and
      * write disjoint buffers. The indexer reads the query's qr and shares the
      * compressor's buffers, so it follows the join. */
     di_exec_branch(f->x, 1);
-    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv);
+    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv, early ? layer : -1);
     if (aw->has_cmp) {
         di_exec_branch(f->x, 2);
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
@@ -100,11 +117,10 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     attn_tabs(f, L, layer);
     di_tabs *t = &ws->t;
     int indexed = L->ratio > 0 && L->topk_layer >= 0;
-    di_attn_list(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv, hd,
-                 t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk,
-                 ws->kvptr, ws->kvptr_stride, ws->nidx);
-    di_sparse_attn(f->x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
-                   (float)(1.0 / sqrt((double)hd)), ws->o, qld);
-    write_ring(f, layer);
-    di_attn_out(f, aw, cs, sn, out);
+    di_attn_dec(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv, hd,
+                t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk, ws->kvptr,
+                ws->kvptr_stride, ws->nidx, ws->q, qld, H, aw->sink, (float)(1.0 / sqrt((double)hd)),
+                (int)c->qk_rope_head_dim, cs, sn, ws->o, qld);
+    if (!early) write_ring(f, layer);
+    attn_out_proj(f, aw, out);
 }

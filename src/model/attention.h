@@ -36,9 +36,13 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
 /* ws->qr = q_norm(wq_a.xn); ws->q = RoPE(wq_b.qr) (V4: per-head norm first). */
 void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn);
 
-/* kv[M][head_dim] = QAT(RoPE(kv_norm(wkv.x))) for M rows of x. */
+/* kv[M][head_dim] = QAT(RoPE(kv_norm(wkv.x))) for M rows of x (one fused
+ * op, di_attn_kv_post). ring_layer >= 0: also write the rows into that
+ * layer's SWA rings (the step's rows, M = f->M; only where every segment
+ * has at most one row: then no row of the step still reads the slot it
+ * overwrites); -1: no ring write. */
 void di_attn_kv(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, const uint16_t *x,
-                uint16_t *kv);
+                uint16_t *kv, int ring_layer);
 
 /* out = wo_b(wo_a(inverse RoPE(ws->o))) per group. */
 void di_attn_out(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, uint16_t *out);

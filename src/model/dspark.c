@@ -99,7 +99,7 @@ static void feed_rows(di_v41_model *m, di_seq_state *s, const int64_t *pos, int 
     di_rmsnorm(f.x, n, ws->mainx, (size_t)d, s0->main_norm, d, (float)c->rms_norm_eps, ws->mainx, (size_t)d);
     di_rope_table(n, pos, m->core.inv_main, rd, ws->rope_cs[0], ws->rope_sn[0]);
     for (int st = 0; st < m->w.n_stages; st++) {
-        di_attn_kv(&f, &m->w.stages[st].blk.attn, ws->rope_cs[0], ws->rope_sn[0], n, ws->mainx, ws->kv);
+        di_attn_kv(&f, &m->w.stages[st].blk.attn, ws->rope_cs[0], ws->rope_sn[0], n, ws->mainx, ws->kv, -1);
         uint16_t *ring = s->layers[c->n_layers + st].ring;
         for (int i = 0; i < n; i++) ws->t.dst[i] = ring + (size_t)(pos[i] % win) * hd;
         di_scatter_rows(f.x, n, NULL, ws->kv, (size_t)hd, ws->t.dst, hd);
@@ -139,7 +139,7 @@ static void block_attn(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, in
     const float *cs = di_fwd_rope_cs(f, L), *sn = di_fwd_rope_sn(f, L);
     size_t qld = (size_t)H * hd;
     di_attn_query(f, aw, cs, sn, xn);
-    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv);
+    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv, -1);
     di_tabs *t = &ws->t;
     for (int s = 0; s < f->nseg; s++) { /* host tables: each segment's ring and context slots */
         const di_seg *sg = &f->segs[s];

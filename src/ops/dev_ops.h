@@ -71,6 +71,9 @@ typedef struct di_dev_ops {
     DI_DEV_OP(add_bf16_f32_x);
     DI_DEV_OP(add_f32_x);
     DI_DEV_OP(f32_to_bf16_x);
+    DI_DEV_OP(attn_dec);
+    DI_DEV_OP(q_post);
+    DI_DEV_OP(attn_kv_post);
 } di_dev_ops;
 
 /* Run the device twin and return when the exec carries a backend table. */

@@ -180,6 +180,24 @@ void di_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *
  * `hd` values in each of M rows (row stride ld), in place. */
 void di_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps);
 
+/* The query's post-processing (§4.4 step 2): with `norm`, di_head_rmsnorm_bf16
+ * (q, ld, nheads, hd, eps); then di_rope_tab(q, ld, nheads, hd, rd, cs, sn, 0).
+ * CPU and batch-invariant CUDA: that sequence. Fast-mode CUDA: one kernel;
+ * the fp32 sum of the squares in a fixed tree order instead of index order
+ * (the bf16-rounded mean makes a different bit rare). */
+void di_q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
+               const float *cs, const float *sn);
+
+/* The kv row's post-processing (§4.4 step 3): di_rmsnorm(kv, ld, w, D, eps)
+ * in place, di_rope_tab(kv, ld, 1, D, rd, cs, sn, 0), di_qat_fp8(kv, ld,
+ * qn, qblk), then di_scatter_rows(n, src_row, kv, ld, dst, D) (n = 0: no
+ * scatter; dst a host table as there). CPU and batch-invariant CUDA: that
+ * sequence; fast-mode CUDA: one kernel (same bits: the RMSNorm keeps
+ * dic_rmsnorm's exactness check). */
+void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
+                     const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
+                     uint16_t *const *dst);
+
 /* ---------------------------------------------------------------------------
  * Rotary embedding (§4.3): interleaved pairs (2i, 2i+1) of the last `rd`
  * dims of each head. */
@@ -436,6 +454,22 @@ void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, con
                   const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                   uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
                   const int *ntopk, const uint16_t **list, size_t stride, int *n_idx);
+
+/* Decode attention in one op (architecture.md §4.4 step 5): di_attn_list
+ * (arguments pos .. n_idx as there), then di_sparse_attn(q, ldq, nheads, hd,
+ * list, stride, n_idx, sink, scale, out, ldo), then the inverse RoPE of the
+ * output, di_rope_tab(out, ldo, nheads, hd, rd, cs, sn, inverse = 1). The
+ * CPU op and the CUDA op in batch-invariant mode run exactly that sequence.
+ * The CUDA op in fast mode (batch_invariant == 0) at M <= 8 builds each
+ * row's entries inside a fused split-entry kernel (tensor-core logits and
+ * P.V, per-split softmax, fixed-order combine): equal to the sequence to
+ * fp32/bf16 rounding, not bitwise, deterministic, a row's bits independent
+ * of M; `list` and `n_idx` are then scratch (list not written). */
+void di_attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                 const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                 uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
+                 const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
+                 const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out, size_t ldo);
 
 /* DSpark block attention lists: row m of segment s attends to ring slots
  * 0 .. nctx[s]-1 of ring[s] (slot order) then to the segment's own kv rows

@@ -103,3 +103,20 @@ void di_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads,
     hnorm_ctx c = {q, ld, nheads, hd, eps};
     di_par_rows(x, M, 4.0 * nheads * hd, hnorm_rows, &c);
 }
+
+void di_q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
+               const float *cs, const float *sn) {
+    DI_DEV_CALL(x, q_post, M, q, ld, nheads, hd, norm, eps, rd, cs, sn);
+    if (norm) di_head_rmsnorm_bf16(x, M, q, ld, nheads, hd, eps);
+    di_rope_tab(x, M, q, ld, nheads, hd, rd, cs, sn, 0);
+}
+
+void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
+                     const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
+                     uint16_t *const *dst) {
+    DI_DEV_CALL(x, attn_kv_post, M, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, src_row, dst);
+    di_rmsnorm(x, M, kv, ld, w, D, eps, kv, ld);
+    di_rope_tab(x, M, kv, ld, 1, D, rd, cs, sn, 0);
+    di_qat_fp8(x, M, kv, ld, qn, qblk);
+    if (n > 0) di_scatter_rows(x, n, src_row, kv, ld, dst, D);
+}

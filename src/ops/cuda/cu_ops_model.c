@@ -4,6 +4,7 @@
  * page tables (host arrays of device page addresses) are copied deeply,
  * as many pages as the op can reach. First version: one synchronous-source
  * copy per op (docs/DEVICE-FORWARD.md §5 says what a graph needs). */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "ops/cuda/cu_glue.h"
@@ -41,19 +42,24 @@ static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *
     CU_CHECK(x, dic_scatter_rows(&c->dc, n, dsr, src, lds, ddst, width), "dic_scatter_rows");
 }
 
-static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
-                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
-                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
-                      const int *ntopk, const uint16_t **list, size_t stride, int *n_idx) {
-    if (M <= 0) return;
-    cu_exec *c = cu_of(x);
+/* The device tables of an entry list (di_attn_list's host tables staged). */
+typedef struct list_tabs {
+    const int64_t *pos, *pos0;
+    const int *seg, *row0, *pr;
+    uint16_t *const *ring;
+    uint16_t **const *ckv;
+} list_tabs;
+
+static int stage_list(cu_exec *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                      const int64_t *seg_pos0, uint16_t *const *ring, uint16_t **const *ckv, const int *page_rows,
+                      int ratio, list_tabs *d) {
     int ns = nseg_of(row_seg, M);
     uint16_t ***dckv = calloc((size_t)ns, sizeof *dckv);
     int64_t *rows = calloc((size_t)ns, sizeof *rows);
     if (!dckv || !rows) {
         free(dckv), free(rows);
         cu_check(c, cudaErrorMemoryAllocation, "di_attn_list tables");
-        return;
+        return -1;
     }
     cu_tab_begin(c);
     if (ratio > 0 && ckv) {
@@ -67,19 +73,95 @@ static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg,
             dckv[s] = cu_tab_put_res(c, np ? ckv[s] : NULL, (size_t)np * sizeof(uint16_t *), res * sizeof(uint16_t *));
         }
     }
-    const int64_t *dpos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
-    const int *dseg = cu_tab_put(c, row_seg, (size_t)M * sizeof *row_seg);
-    const int *drow0 = cu_tab_put(c, seg_row0, (size_t)ns * sizeof *seg_row0);
-    const int64_t *dpos0 = cu_tab_put(c, seg_pos0, (size_t)ns * sizeof *seg_pos0);
-    uint16_t *const *dring = cu_tab_put(c, ring, (size_t)ns * sizeof *ring);
-    uint16_t **const *dckvt = ratio > 0 && ckv ? cu_tab_put(c, dckv, (size_t)ns * sizeof *dckv) : NULL;
-    const int *dpr = cu_tab_put(c, page_rows, (size_t)ns * sizeof *page_rows);
+    d->pos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
+    d->seg = cu_tab_put(c, row_seg, (size_t)M * sizeof *row_seg);
+    d->row0 = cu_tab_put(c, seg_row0, (size_t)ns * sizeof *seg_row0);
+    d->pos0 = cu_tab_put(c, seg_pos0, (size_t)ns * sizeof *seg_pos0);
+    d->ring = cu_tab_put(c, ring, (size_t)ns * sizeof *ring);
+    d->ckv = ratio > 0 && ckv ? cu_tab_put(c, dckv, (size_t)ns * sizeof *dckv) : NULL;
+    d->pr = cu_tab_put(c, page_rows, (size_t)ns * sizeof *page_rows);
     cu_tab_flush(c);
     free(dckv), free(rows);
+    return 0;
+}
+
+static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                      const int *ntopk, const uint16_t **list, size_t stride, int *n_idx) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    list_tabs d;
+    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
     CU_CHECK(x,
-             dic_attn_list(&c->dc, M, dpos, dseg, drow0, dpos0, dring, win, kv, hd, dckvt, dpr, ratio, topk, K, ntopk,
-                           list, stride, n_idx),
+             dic_attn_list(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
+                           ntopk, list, stride, n_idx),
              "dic_attn_list");
+}
+
+/* Fast mode at decode sizes: the fused kernels; else the op sequence. */
+static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                     const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                     uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                     const int *ntopk, const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq,
+                     int nheads, const float *sink, float scale, int rd, const float *cs, const float *sn,
+                     uint16_t *out, size_t ldo) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    if (!dic_attn_dec_ok(&c->dc, M, nheads, hd, rd, stride, ldo)) {
+        di_attn_list(x, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K,
+                     ntopk, list, stride, n_idx);
+        di_sparse_attn(x, M, q, ldq, nheads, hd, list, stride, n_idx, sink, scale, out, ldo);
+        di_rope_tab(x, M, out, ldo, nheads, hd, rd, cs, sn, 1);
+        return;
+    }
+    list_tabs d;
+    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
+    cu_prof_tag(c, "M=%d H=%d", M, nheads);
+    CU_CHECK(x,
+             dic_attn_dec(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
+                          ntopk, stride, n_idx, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo),
+             "dic_attn_dec");
+}
+
+/* The kv post-processing: one kernel in fast mode, else the op sequence. */
+static void attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
+                         const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
+                         uint16_t *const *dst) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    int ok = dic_attn_kv_post_ok(&c->dc, M, kv, ld, D, rd, qn, qblk);
+    for (int i = 0; i < n && ok; i++) ok = ((uintptr_t)dst[i] & 15) == 0; /* 16-byte row stores */
+    if (!ok) {
+        di_rmsnorm(x, M, kv, ld, w, D, eps, kv, ld);
+        di_rope_tab(x, M, kv, ld, 1, D, rd, cs, sn, 0);
+        di_qat_fp8(x, M, kv, ld, qn, qblk);
+        if (n > 0) di_scatter_rows(x, n, src_row, kv, ld, dst, D);
+        return;
+    }
+    const int *dsr = NULL;
+    uint16_t *const *ddst = NULL;
+    if (n > 0) {
+        cu_tab_begin(c);
+        dsr = cu_tab_put(c, src_row, (size_t)n * sizeof *src_row);
+        ddst = cu_tab_put(c, dst, (size_t)n * sizeof *dst);
+        cu_tab_flush(c);
+    }
+    CU_CHECK(x, dic_attn_kv_post(&c->dc, M, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, dsr, ddst),
+             "dic_attn_kv_post");
+}
+
+/* The query post-processing: one kernel in fast mode, else the op sequence. */
+static void q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
+                   const float *cs, const float *sn) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    if (!dic_q_post_ok(&c->dc, M, q, ld, hd, rd)) {
+        if (norm) di_head_rmsnorm_bf16(x, M, q, ld, nheads, hd, eps);
+        di_rope_tab(x, M, q, ld, nheads, hd, rd, cs, sn, 0);
+        return;
+    }
+    CU_CHECK(x, dic_q_post(&c->dc, M, q, ld, nheads, hd, norm, eps, rd, cs, sn), "dic_q_post");
 }
 
 static void attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *seg_nrows, const int *nctx,
@@ -254,6 +336,9 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->scatter_rows = scatter_rows;
     t->attn_list = attn_list;
     t->attn_list_block = attn_list_block;
+    t->attn_dec = attn_dec;
+    t->attn_kv_post = attn_kv_post;
+    t->q_post = q_post;
     t->cmp_gated_rows = cmp_gated_rows;
     t->index_select = index_select;
     t->route_rows = route_rows;

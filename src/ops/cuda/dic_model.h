@@ -51,6 +51,33 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
                                 uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list,
                                 size_t stride, int *n_idx);
 
+/* Decode attention [dic_attn_dec.cu] (ops.h di_attn_dec, fast mode): the
+ * list arguments as dic_attn_list (the list itself is not written; n_idx
+ * is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2] and
+ * out. Two launches; scratch dic_attn_dec_scratch(M, nheads, hd, stride).
+ * dic_attn_dec_ok: fast mode and a supported shape (else the caller runs
+ * dic_attn_list, dic_sparse_attn, dic_rope_tab). */
+size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride);
+int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo);
+cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                         const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                         uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                         const int *ntopk, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
+                         const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out,
+                         size_t ldo);
+
+/* Query / kv post-processing [dic_norm_rope.cu] (ops.h di_q_post,
+ * di_attn_kv_post), one kernel each in fast mode; *_ok says whether the
+ * kernel applies (else the caller runs the op sequence). dst / src_row:
+ * device tables of n entries (n = 0: no scatter). */
+int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd);
+cudaError_t dic_q_post(const dic_ctx *c, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
+                       const float *cs, const float *sn);
+int dic_attn_kv_post_ok(const dic_ctx *c, int M, const uint16_t *kv, size_t ld, int D, int rd, int qn, int qblk);
+cudaError_t dic_attn_kv_post(const dic_ctx *c, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps,
+                             int rd, const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
+                             uint16_t *const *dst);
+
 /* ---------------------------------------------------------------------------
  * Gated compressor state [dic_cmp_state.cu] (ops.h di_cmp_gated_rows): one
  * block per segment (rows of a segment are consecutive and sequential: the

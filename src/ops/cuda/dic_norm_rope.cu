@@ -232,3 +232,199 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
     DIC_LAUNCH(k_rope_tab, (unsigned)((n + 255) / 256), 256, 0, c->stream, M, v, ld, nheads, hd, rd, cs, sn, inverse);
     DIC_LAUNCH_CHECK();
 }
+
+/* ---------------------------------------------------------------------------
+ * Fused post-processing at decode (ops.h di_q_post, di_attn_kv_post, fast
+ * mode). */
+#include "ops/cuda/dic_model.h"
+
+/* The rotation of one pair (k_rope_tab's formula). */
+static __device__ __forceinline__ void np_rot(float *a, float *b, float cc, float ss) {
+    float re = fmaf(*a, cc, -__fmul_rn(*b, ss));
+    float im = fmaf(*a, ss, __fmul_rn(*b, cc));
+    *a = dic_round_bf16(re);
+    *b = dic_round_bf16(im);
+}
+
+/* q_post: one warp per (row, head); lane L holds the 8-value chunks L and
+ * L + 32 (hd <= 512, hd % 8 == 0). The V4 norm: bf16(q_i^2) summed in fp32
+ * per lane in index order, then a butterfly over the lanes (the CPU sums
+ * in index order: the bits of the sum may differ, the bf16 mean rarely);
+ * mean, eps and the reciprocal root rounded as k_head_rmsnorm_warp; then
+ * the rotation of the last rd values. A row's bits do not depend on M. */
+#define QP_WARPS 4
+static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t *q, size_t ld, int nheads, int hd,
+                                                                 int norm, float eps, int rd, const float *cs,
+                                                                 const float *sn) {
+    DIC_PDL_ENTER();
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long t = (long long)blockIdx.x * QP_WARPS + w;
+    if (t >= (long long)M * nheads) return;
+    const int m = (int)(t / nheads), h = (int)(t % nheads), nc = hd / 8;
+    uint16_t *v = q + (size_t)m * ld + (size_t)h * hd;
+    float x[2][8];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int ch = lane + 32 * k;
+        uint4 u = ch < nc ? *(const uint4 *)(v + 8 * ch) : make_uint4(0u, 0u, 0u, 0u);
+        uint32_t p[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            x[k][2 * e] = dic_bf16_to_f32((uint16_t)(p[e] & 0xFFFFu));
+            x[k][2 * e + 1] = dic_bf16_to_f32((uint16_t)(p[e] >> 16));
+        }
+    }
+    if (norm) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) s = __fadd_rn(s, dic_round_bf16(__fmul_rn(x[k][e], x[k][e])));
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, o));
+        float mean = dic_round_bf16(__fdiv_rn(s, (float)hd));
+        float tt = dic_round_bf16(__fadd_rn(mean, eps));
+        float r = dic_round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(tt)));
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) x[k][e] = dic_round_bf16(__fmul_rn(x[k][e], r));
+    }
+    const int half = rd / 2, r0 = hd - rd;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int ch = lane + 32 * k;
+        if (ch >= nc) break;
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            int col = 8 * ch + e;
+            if (col >= r0) {
+                int i = (col - r0) / 2;
+                np_rot(&x[k][e], &x[k][e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
+            }
+        }
+        uint32_t p[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            p[e] = (uint32_t)dic_f32_to_bf16(x[k][2 * e]) | ((uint32_t)dic_f32_to_bf16(x[k][2 * e + 1]) << 16);
+        *(uint4 *)(v + 8 * ch) = make_uint4(p[0], p[1], p[2], p[3]);
+    }
+}
+
+extern "C" int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd) {
+    return c->batch_invariant == 0 && M >= 1 && M <= 64 && hd % 8 == 0 && hd <= 512 && ld % 8 == 0 &&
+           ((uintptr_t)q & 15) == 0 && rd >= 0 && rd <= hd && rd % 2 == 0 && (hd - rd) % 2 == 0;
+}
+
+extern "C" cudaError_t dic_q_post(const dic_ctx *c, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm,
+                                  float eps, int rd, const float *cs, const float *sn) {
+    long long n = (long long)M * nheads;
+    if (n <= 0) return cudaSuccess;
+    if (!dic_q_post_ok(c, M, q, ld, hd, rd)) return cudaErrorInvalidValue;
+    DIC_LAUNCH(k_q_post, (unsigned)((n + QP_WARPS - 1) / QP_WARPS), 32 * QP_WARPS, 0, c->stream, M, q, ld, nheads, hd,
+               norm, eps, rd, cs, sn);
+    DIC_LAUNCH_CHECK();
+}
+
+/* kv_post: one CTA per row, D / 8 threads (a multiple of 32, <= 1024), each
+ * 8 consecutive values in registers. RMSNorm as k_rmsnorm (double squares,
+ * parallel sum with the exactness check and the sequential fallback: the
+ * CPU's bits), the rotation of the last rd values, the FP8 round trip in
+ * blocks of qblk over the first qn values (k_qat's formula; a block is
+ * qblk / 8 consecutive lanes of one warp), then the row is stored in place
+ * and to its scatter destination, if any. Same bits as the sequence. */
+static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld, const float *w, int D, float eps,
+                                                         int rd, const float *cs, const float *sn, int qn, int qblk,
+                                                         int n, const int *src_row, uint16_t *const *dst) {
+    DIC_PDL_ENTER();
+    __shared__ double red[32];
+    __shared__ float r_sh;
+    const int m = blockIdx.x, tid = threadIdx.x, nw = blockDim.x >> 5;
+    uint16_t *x = kv + (size_t)m * ld;
+    uint4 u = ((const uint4 *)x)[tid];
+    uint32_t p[4] = {u.x, u.y, u.z, u.w};
+    float y[8];
+    double ss = 0.0;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        y[2 * e] = dic_bf16_to_f32((uint16_t)(p[e] & 0xFFFFu));
+        y[2 * e + 1] = dic_bf16_to_f32((uint16_t)(p[e] >> 16));
+        double a = (double)y[2 * e], b = (double)y[2 * e + 1];
+        ss = __dadd_rn(ss, __dmul_rn(a, a));
+        ss = __dadd_rn(ss, __dmul_rn(b, b));
+    }
+    for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
+    if ((tid & 31) == 0) red[tid >> 5] = ss;
+    __syncthreads();
+    if (tid == 0) {
+        double s = red[0];
+        for (int i = 1; i < nw; i++) s = __dadd_rn(s, red[i]);
+        double qd = __ddiv_rn(s, (double)D);
+        double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
+        float f = __double2float_rn(qd);
+        float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
+        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
+            s = 0.0;
+            for (int i = 0; i < D; i++) {
+                double v = (double)dic_bf16_to_f32(x[i]);
+                s = __dadd_rn(s, __dmul_rn(v, v));
+            }
+            f = __double2float_rn(__ddiv_rn(s, (double)D));
+        }
+        r_sh = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
+    }
+    __syncthreads();
+    const float r = r_sh;
+    const int c0 = 8 * tid, half = rd / 2, r0 = D - rd;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        float a = __fmul_rn(y[e], r);
+        if (w) a = __fmul_rn(w[c0 + e], a);
+        y[e] = dic_round_bf16(a);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e += 2)
+        if (c0 + e >= r0) {
+            int i = (c0 + e - r0) / 2;
+            np_rot(&y[e], &y[e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
+        }
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(y[e]));
+    for (int o = 1; o < qblk / 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if (c0 < qn) {
+        amax = fmaxf(amax, 1e-4f);
+        float s = dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 448.0)));
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            float qv = __fdiv_rn(y[e], s);
+            qv = fminf(fmaxf(qv, -448.0f), 448.0f);
+            y[e] = dic_round_bf16(__fmul_rn(dic_e4m3_to_f32(dic_f32_to_e4m3(qv)), s));
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        p[e] = (uint32_t)dic_f32_to_bf16(y[2 * e]) | ((uint32_t)dic_f32_to_bf16(y[2 * e + 1]) << 16);
+    const uint4 o4 = make_uint4(p[0], p[1], p[2], p[3]);
+    __syncthreads(); /* the fallback's reads of x are done */
+    ((uint4 *)x)[tid] = o4;
+    for (int i = 0; i < n; i++)
+        if ((src_row ? src_row[i] : i) == m) ((uint4 *)dst[i])[tid] = o4;
+}
+
+extern "C" int dic_attn_kv_post_ok(const dic_ctx *c, int M, const uint16_t *kv, size_t ld, int D, int rd, int qn,
+                                   int qblk) {
+    int lanes = qblk / 8;
+    return c->batch_invariant == 0 && M >= 1 && M <= 64 && D % 256 == 0 && D <= 8192 && ld % 8 == 0 &&
+           ((uintptr_t)kv & 15) == 0 && rd >= 0 && rd <= D && rd % 2 == 0 && qblk % 8 == 0 && lanes >= 1 &&
+           lanes <= 32 && (lanes & (lanes - 1)) == 0 && qn >= 0 && qn <= D && qn % qblk == 0;
+}
+
+extern "C" cudaError_t dic_attn_kv_post(const dic_ctx *c, int M, uint16_t *kv, size_t ld, const float *w, int D,
+                                        float eps, int rd, const float *cs, const float *sn, int qn, int qblk, int n,
+                                        const int *src_row, uint16_t *const *dst) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_attn_kv_post_ok(c, M, kv, ld, D, rd, qn, qblk)) return cudaErrorInvalidValue;
+    DIC_LAUNCH(k_kv_post, M, D / 8, 0, c->stream, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, src_row, dst);
+    DIC_LAUNCH_CHECK();
+}

@@ -1,0 +1,227 @@
+/*
+ * attn_dec_bench.c — the attention sub-layer's non-GEMM work at decode
+ * (V4-Flash: 64 heads x 512, RoPE 64, window 128, top-512 of the ratio-4
+ * rows at position 4095), M = 1, 2, 8 rows (one segment each), per layer:
+ *   today: q (head_rmsnorm + rope), kv (rmsnorm + rope + qat_fp8 +
+ *          scatter_rows into the ring), attention (attn_list + the
+ *          three-phase sparse_attn + inverse rope of o): 10 launches;
+ *   fused: dic_q_post, dic_attn_kv_post (ring write included), dic_attn_dec
+ *          (2 launches): 4 launches.
+ * Times: the median of 10 replays of a CUDA graph of 20 repetitions, per
+ * repetition (what a decode step's graph sees). Floor: the bytes each part
+ * must move (KV rows read, q / o read and written) at the d2d copy ceiling
+ * measured here.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic.h"
+#include "ops/cuda/dic_model.h"
+
+#define H 64
+#define HD 512
+#define RD 64
+#define WIN 128
+#define RATIO 4
+#define TOPK 512
+#define PAGE 64
+#define POS 4095
+#define REPS 20
+
+static cudaStream_t st;
+static cudaEvent_t e0, e1;
+
+static void *dev_rand(size_t n16, uint64_t *s) { /* n16 bf16 values in [-1, 1) */
+    uint16_t *h = malloc(n16 * 2);
+    for (size_t i = 0; i < n16; i++) {
+        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+        float f = (float)((double)(*s >> 11) * 0x1.0p-52 - 1.0);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+    void *d;
+    CK(cudaMalloc(&d, n16 * 2));
+    CK(cudaMemcpy(d, h, n16 * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+static void *dev_copy(const void *h, size_t b) {
+    void *d;
+    CK(cudaMalloc(&d, b));
+    CK(cudaMemcpy(d, h, b, cudaMemcpyHostToDevice));
+    return d;
+}
+
+typedef struct dev_case {
+    int M;
+    size_t stride, ldq;
+    int64_t *pos, *pos0;
+    int *seg, *row0, *prs, *topk, *ntopk, *nidx;
+    uint16_t *const *ring;
+    uint16_t **const *ckv;
+    uint16_t *kv, *q, *o, **ringrow;
+    int *src;
+    uint16_t *const *dst;
+    const uint16_t **list;
+    float *sink, *cs, *sn, *kvw;
+} dev_case;
+
+static void setup(dev_case *d, int M) {
+    uint64_t s = 0x9E3779B97F4A7C15ull + (uint64_t)M;
+    d->M = M;
+    d->stride = WIN + TOPK + 16;
+    d->ldq = (size_t)H * HD;
+    int64_t pos[8];
+    int seg[8], prs[8], topk[8 * TOPK], ntopk[8], src[8];
+    uint16_t *ring[8], **ckv[8], *dst[8];
+    int64_t vis = (POS + 1) / RATIO, np = (vis + PAGE - 1) / PAGE;
+    for (int m = 0; m < M; m++) {
+        pos[m] = POS + m;
+        seg[m] = m;
+        prs[m] = PAGE;
+        src[m] = m;
+        ring[m] = dev_rand((size_t)WIN * HD, &s);
+        uint16_t *pool = dev_rand((size_t)np * PAGE * HD, &s), **pt = malloc((size_t)np * sizeof *pt);
+        for (int64_t i = 0; i < np; i++) pt[i] = pool + (size_t)i * PAGE * HD;
+        ckv[m] = dev_copy(pt, (size_t)np * sizeof *pt);
+        free(pt);
+        ntopk[m] = TOPK;
+        for (int i = 0; i < TOPK; i++) topk[m * TOPK + i] = (int)((uint64_t)(i * 2654435761u + m) % (uint64_t)vis);
+        dst[m] = ring[m] + (size_t)(pos[m] % WIN) * HD;
+    }
+    int row0[8];
+    for (int m = 0; m < M; m++) row0[m] = m;
+    d->pos = dev_copy(pos, (size_t)M * 8);
+    d->pos0 = dev_copy(pos, (size_t)M * 8);
+    d->seg = dev_copy(seg, (size_t)M * 4);
+    d->row0 = dev_copy(row0, (size_t)M * 4);
+    d->prs = dev_copy(prs, (size_t)M * 4);
+    d->topk = dev_copy(topk, (size_t)M * TOPK * 4);
+    d->ntopk = dev_copy(ntopk, (size_t)M * 4);
+    d->src = dev_copy(src, (size_t)M * 4);
+    d->ring = dev_copy(ring, (size_t)M * sizeof ring[0]);
+    d->ckv = dev_copy(ckv, (size_t)M * sizeof ckv[0]);
+    d->dst = dev_copy(dst, (size_t)M * sizeof dst[0]);
+    CK(cudaMalloc((void **)&d->nidx, (size_t)M * 4));
+    CK(cudaMalloc((void **)&d->list, (size_t)M * d->stride * sizeof(void *)));
+    d->kv = dev_rand((size_t)M * HD, &s);
+    d->q = dev_rand((size_t)M * d->ldq, &s);
+    CK(cudaMalloc((void **)&d->o, (size_t)M * d->ldq * 2));
+    float hs[H], hc[8 * RD / 2], hn[8 * RD / 2], hw[HD];
+    for (int i = 0; i < H; i++) hs[i] = 0.5f + 0.01f * i;
+    for (int i = 0; i < M * RD / 2; i++) hc[i] = cosf(0.1f * i), hn[i] = sinf(0.1f * i);
+    for (int i = 0; i < HD; i++) hw[i] = 1.0f + 0.001f * i;
+    d->sink = dev_copy(hs, sizeof hs);
+    d->cs = dev_copy(hc, (size_t)M * RD / 2 * 4);
+    d->sn = dev_copy(hn, (size_t)M * RD / 2 * 4);
+    d->kvw = dev_copy(hw, sizeof hw);
+}
+
+enum { P_Q, P_KV, P_ATTN, P_ALL };
+
+static void today(const dic_ctx *c, const dev_case *d, int part) {
+    int M = d->M;
+    float eps = 1e-6f, scale = 1.0f / sqrtf((float)HD);
+    if (part == P_Q || part == P_ALL) {
+        CK(dic_head_rmsnorm_bf16(c, M, d->q, d->ldq, H, HD, eps));
+        CK(dic_rope_tab(c, M, d->q, d->ldq, H, HD, RD, d->cs, d->sn, 0));
+    }
+    if (part == P_KV || part == P_ALL) {
+        CK(dic_rmsnorm(c, M, d->kv, HD, d->kvw, HD, eps, d->kv, HD));
+        CK(dic_rope_tab(c, M, d->kv, HD, 1, HD, RD, d->cs, d->sn, 0));
+        CK(dic_qat_fp8(c, M, d->kv, HD, HD - RD, 64));
+        CK(dic_scatter_rows(c, M, d->src, d->kv, HD, d->dst, HD));
+    }
+    if (part == P_ATTN || part == P_ALL) {
+        CK(dic_attn_list(c, M, d->pos, d->seg, d->row0, d->pos0, d->ring, WIN, d->kv, HD, d->ckv, d->prs, RATIO,
+                         d->topk, TOPK, d->ntopk, d->list, d->stride, d->nidx));
+        CK(dic_sparse_attn(c, M, d->q, d->ldq, H, HD, d->list, d->stride, d->nidx, d->sink, scale, d->o, d->ldq));
+        CK(dic_rope_tab(c, M, d->o, d->ldq, H, HD, RD, d->cs, d->sn, 1));
+    }
+}
+
+static void fused(const dic_ctx *c, const dev_case *d, int part) {
+    int M = d->M;
+    float eps = 1e-6f, scale = 1.0f / sqrtf((float)HD);
+    if (part == P_Q || part == P_ALL) CK(dic_q_post(c, M, d->q, d->ldq, H, HD, 1, eps, RD, d->cs, d->sn));
+    if (part == P_KV || part == P_ALL)
+        CK(dic_attn_kv_post(c, M, d->kv, HD, d->kvw, HD, eps, RD, d->cs, d->sn, HD - RD, 64, M, d->src, d->dst));
+    if (part == P_ATTN || part == P_ALL)
+        CK(dic_attn_dec(c, M, d->pos, d->seg, d->row0, d->pos0, d->ring, WIN, d->kv, HD, d->ckv, d->prs, RATIO, d->topk,
+                        TOPK, d->ntopk, d->stride, d->nidx, d->q, d->ldq, H, d->sink, scale, RD, d->cs, d->sn, d->o,
+                        d->ldq));
+}
+
+static double graph_us(const dic_ctx *c, const dev_case *d, int part, int fuse) {
+    cudaGraph_t gr;
+    /* one eager call first (attributes, errors) */
+    if (fuse) fused(c, d, part);
+    else today(c, d, part);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int r = 0; r < REPS; r++) {
+        if (fuse) fused(c, d, part);
+        else today(c, d, part);
+    }
+    CK(cudaStreamEndCapture(st, &gr));
+    return graph_median_ms(st, gr, e0, e1) * 1e3 / REPS;
+}
+
+int main(void) {
+    CK(cudaStreamCreate(&st));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double copy_gbs;
+    { /* copy ceiling: 1 GiB d2d, bytes read + written */
+        size_t cb = (size_t)1 << 30;
+        void *s, *d;
+        CK(cudaMalloc(&s, cb));
+        CK(cudaMalloc(&d, cb));
+        float t[12];
+        for (int i = 0; i < 14; i++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+        }
+        qsort(t, 12, sizeof *t, cmpf);
+        copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
+        printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], copy_gbs);
+        cudaFree(s), cudaFree(d);
+    }
+    dic_ctx c = {0};
+    c.stream = st;
+    int dev = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&c.num_sms, cudaDevAttrMultiProcessorCount, dev));
+    c.scratch_cap = (size_t)64 << 20;
+    CK(cudaMalloc(&c.scratch, c.scratch_cap));
+    c.batch_invariant = 0;
+    static const char *pn[4] = {"q post", "kv post", "attention", "all"};
+    printf("graph us per layer (median of 10 replays of %d reps); floor = bytes / copy ceiling\n", REPS);
+    printf("%-3s %-10s %10s %10s %8s %10s %8s\n", "M", "part", "today", "fused", "speedup", "floor", "x floor");
+    int Ms[3] = {1, 2, 8};
+    for (int i = 0; i < 3; i++) {
+        dev_case d;
+        setup(&d, Ms[i]);
+        int M = Ms[i];
+        double bq = (double)M * H * HD * 2 * 2, bkv = (double)M * HD * 2 * 3,
+               ba = (double)M * ((double)(WIN + TOPK) * HD * 2 + 2.0 * H * HD * 2);
+        double bytes[4] = {bq, bkv, ba, bq + bkv + ba};
+        for (int p = 0; p < 4; p++) {
+            double tt = graph_us(&c, &d, p, 0), tf = graph_us(&c, &d, p, 1);
+            double fl = bytes[p] / (copy_gbs * 1e9) * 1e6;
+            printf("%-3d %-10s %10.2f %10.2f %7.2fx %10.3f %7.1fx\n", M, pn[p], tt, tf, tt / tf, fl, tf / fl);
+        }
+        CK(cudaDeviceSynchronize());
+    }
+    CK(cudaGetLastError());
+    return 0;
+}

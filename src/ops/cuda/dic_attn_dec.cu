@@ -1,0 +1,334 @@
+/*
+ * dic_attn_dec.cu — decode attention in two launches (ops.h di_attn_dec,
+ * fast mode, M <= 8): the entry list, sparse attention with the sink and
+ * the inverse RoPE of the output.
+ *
+ * k_ad_part: CTA = (entry block s of 64 entries, group of 16 heads, row m).
+ *   1. the block's entry pointers (di_attn_list's rule, entry for entry),
+ *      its 64 KV rows and the 16 query heads into shared memory (cp.async;
+ *      absent rows as zeros);
+ *   2. logits = q . k on the tensor cores (mma m16n8k16 bf16, fp32
+ *      accumulation), times scale; absent entries -inf;
+ *   3. per head the block max mx, p = exp(l - mx) (dic_expf, as the CPU),
+ *      bf16(p) for P.V and the fp32 sum of p (fixed tree);
+ *   4. P.V on the tensor cores (bf16(p) x bf16 v, fp32 accumulation),
+ *      written as fp32 partials with mx and the sum.
+ * k_ad_comb: CTA = (head, row): M = max of the block maxima, weights
+ *   w_s = exp(mx_s - M), o = sum_s w_s o_s, den = sum_s w_s sum_s in block
+ *   order, out = bf16(o / (den + exp(sink - M))), then the inverse RoPE
+ *   of the last rd columns (rope.c's formula on the bf16 values).
+ *
+ * Numerics vs the CPU sequence (attn_list, sparse_attn, rope_tab): the CPU
+ * rounds p against the running max over all earlier blocks and sums each
+ * dot product in its 16-lane order; here p is rounded against the block's
+ * own max and rescaled in fp32 at the combine, and the tensor cores sum in
+ * their order. Same rounding points otherwise (bf16 p in P.V, fp32
+ * denominator, bf16 o before the rotation). Deterministic (no atomics); a
+ * row's bits depend only on that row and on the list stride (the block
+ * split), never on M. An absent or p == 0 entry adds 0 * v (the CPU skips
+ * it): equal unless v holds inf / NaN.
+ */
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_model.h"
+
+#define AD_E 64   /* entries per block (the CPU's softmax block) */
+#define AD_HG 16  /* heads per CTA: one mma M tile */
+#define AD_T 128  /* 4 warps */
+#define AD_MAXHD 512
+#define AD_PST (AD_E + 8) /* bf16 p row stride (conflict-free fragment loads) */
+
+typedef struct ad_list {
+    const int64_t *pos;
+    const int *row_seg, *seg_row0;
+    const int64_t *seg_pos0;
+    uint16_t *const *ring;
+    int win;
+    const uint16_t *kv;
+    int hd;
+    uint16_t **const *ckv;
+    const int *page_rows;
+    int ratio;
+    const int *topk;
+    int K;
+    const int *ntopk;
+} ad_list;
+
+static __device__ __forceinline__ void ad_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void ad_cp16(void *dst, const void *src) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+/* 8 bf16 from src (any 2-byte alignment; NULL: zeros) into 16-byte aligned shared dst */
+static __device__ __forceinline__ void ad_copy8(uint16_t *dst, const uint16_t *src) {
+    if (!src) {
+        *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
+    } else if (((uintptr_t)src & 15) == 0) {
+        ad_cp16(dst, src);
+    } else {
+        uint32_t t[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) t[e] = src[2 * e] | ((uint32_t)src[2 * e + 1] << 16);
+        *(uint4 *)dst = make_uint4(t[0], t[1], t[2], t[3]);
+    }
+}
+
+/* Row m's entry count and entry i (di_attn_list / k_attn_list: window, then compressed rows). */
+static __device__ __forceinline__ int ad_count(const ad_list &L, int m) {
+    int n = L.win;
+    if (L.ratio > 0) n += L.topk ? L.ntopk[m] : (int)((L.pos[m] + 1) / L.ratio);
+    return n;
+}
+static __device__ __forceinline__ const uint16_t *ad_entry(const ad_list &L, int m, int i) {
+    const int s = L.row_seg[m];
+    const int64_t p = L.pos[m];
+    if (i < L.win) {
+        const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[s];
+        if (t > p) return NULL;
+        return t >= pos0 ? L.kv + (size_t)(L.seg_row0[s] + (t - pos0)) * (size_t)L.hd
+                         : L.ring[s] + (size_t)(t % L.win) * (size_t)L.hd;
+    }
+    int64_t j = i - L.win;
+    if (L.topk) j = L.topk[(size_t)m * L.K + j];
+    const int pr = L.page_rows[s];
+    return L.ckv[s][j / pr] + (size_t)(j % pr) * (size_t)L.hd;
+}
+
+static size_t ad_smem(int hd) {
+    return (size_t)AD_E * (hd + 8) * 2 + (size_t)AD_HG * (hd + 8) * 2 + (size_t)AD_HG * AD_E * 4 +
+           (size_t)AD_HG * AD_PST * 2 + (size_t)AD_E * sizeof(void *);
+}
+
+static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16_t *q, size_t ldq, int H, int S,
+                                                         float scale, float *part, float *pmx, float *psum,
+                                                         int *n_idx) {
+    DIC_PDL_ENTER();
+    extern __shared__ __align__(16) unsigned char ad_sm[];
+    const int hd = L.hd, kst = hd + 8;
+    uint16_t *ks = (uint16_t *)ad_sm;
+    uint16_t *qs = ks + (size_t)AD_E * kst;
+    float *lg = (float *)(qs + (size_t)AD_HG * kst);
+    uint16_t *ps = (uint16_t *)(lg + AD_HG * AD_E);
+    const uint16_t **ptrs = (const uint16_t **)(ps + AD_HG * AD_PST);
+
+    const int tid = threadIdx.x, s = blockIdx.x, h0 = blockIdx.y * AD_HG, m = blockIdx.z;
+    const int n = ad_count(L, m), b0 = s * AD_E;
+    if (s == 0 && blockIdx.y == 0 && tid == 0) n_idx[m] = n;
+    if (b0 >= n) return; /* past the row's entries: the combine reads blocks < ceil(n / 64) only */
+    const int c8 = hd / 8;
+    const uint16_t *qm = q + (size_t)m * ldq + (size_t)h0 * hd;
+    for (int i = tid; i < AD_HG * c8; i += AD_T) { /* in flight while the entry pointers resolve */
+        int h = i / c8, off = (i - h * c8) * 8;
+        ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
+    }
+    if (tid < AD_E) ptrs[tid] = b0 + tid < n ? ad_entry(L, m, b0 + tid) : NULL;
+    __syncthreads();
+    for (int i = tid; i < AD_E * c8; i += AD_T) {
+        int j = i / c8, off = (i - j * c8) * 8;
+        const uint16_t *p = ptrs[j];
+        ad_copy8(ks + (size_t)j * kst + off, p ? p + off : NULL);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+
+    const int w = tid >> 5, ln = tid & 31, g = ln >> 2, t = ln & 3;
+    /* logits: warp w owns entries 16w .. 16w + 15 (two n tiles) */
+    {
+        float c[2][4];
+#pragma unroll
+        for (int a = 0; a < 2; a++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) c[a][e] = 0.0f;
+        const uint16_t *qa = qs + (size_t)g * kst + 2 * t;
+        const uint16_t *kb0 = ks + (size_t)(16 * w + g) * kst + 2 * t, *kb1 = kb0 + (size_t)8 * kst;
+#pragma unroll 4
+        for (int k0 = 0; k0 < hd; k0 += 16) {
+            uint32_t a0 = *(const uint32_t *)(qa + k0), a1 = *(const uint32_t *)(qa + (size_t)8 * kst + k0);
+            uint32_t a2 = *(const uint32_t *)(qa + k0 + 8), a3 = *(const uint32_t *)(qa + (size_t)8 * kst + k0 + 8);
+            ad_mma(c[0], a0, a1, a2, a3, *(const uint32_t *)(kb0 + k0), *(const uint32_t *)(kb0 + k0 + 8));
+            ad_mma(c[1], a0, a1, a2, a3, *(const uint32_t *)(kb1 + k0), *(const uint32_t *)(kb1 + k0 + 8));
+        }
+#pragma unroll
+        for (int a = 0; a < 2; a++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int h = g + (e >> 1) * 8, j = 16 * w + 8 * a + 2 * t + (e & 1);
+                lg[h * AD_E + j] = ptrs[j] ? __fmul_rn(c[a][e], scale) : -INFINITY;
+            }
+    }
+    __syncthreads();
+    /* softmax of the block: 8 threads per head, 8 entries each */
+    {
+        const int h = tid >> 3, sub = tid & 7;
+        float l[8], mx = -INFINITY;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            l[e] = lg[h * AD_E + sub * 8 + e];
+            mx = fmaxf(mx, l[e]); /* NaN ignored, as the CPU's `l > max` */
+        }
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+        float sum = 0.0f;
+        uint32_t pk[4];
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            float pa = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e], mx));
+            float pb = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e + 1], mx));
+            sum = __fadd_rn(__fadd_rn(sum, pa), pb);
+            pk[e / 2] = (uint32_t)dic_f32_to_bf16(pa) | ((uint32_t)dic_f32_to_bf16(pb) << 16);
+        }
+        *(uint4 *)(ps + h * AD_PST + sub * 8) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o)); /* a+b = b+a: every lane the same bits */
+        if (sub == 0) {
+            size_t i = ((size_t)m * S + s) * H + h0 + h;
+            pmx[i] = mx;
+            psum[i] = sum;
+        }
+    }
+    __syncthreads();
+    /* P.V: warp w owns the column tiles w, w + 4, ... (8 columns each) */
+    {
+        float o[AD_MAXHD / 32][4];
+#pragma unroll
+        for (int i = 0; i < AD_MAXHD / 32; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[i][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < AD_E; kk += 16) {
+            const uint16_t *pa = ps + g * AD_PST + kk + 2 * t;
+            uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)(pa + 8 * AD_PST);
+            uint32_t a2 = *(const uint32_t *)(pa + 8), a3 = *(const uint32_t *)(pa + 8 * AD_PST + 8);
+            const uint16_t *v0 = ks + (size_t)(kk + 2 * t) * kst + g;
+#pragma unroll
+            for (int i = 0; i < AD_MAXHD / 32; i++) {
+                int cb = 8 * (w + 4 * i);
+                if (cb >= hd) break; /* warp-uniform */
+                const uint16_t *v = v0 + cb;
+                uint32_t b0 = v[0] | ((uint32_t)v[kst] << 16), b1 = v[8 * kst] | ((uint32_t)v[9 * kst] << 16);
+                ad_mma(o[i], a0, a1, a2, a3, b0, b1);
+            }
+        }
+        float *pm = part + (((size_t)m * S + s) * H + h0) * hd;
+#pragma unroll
+        for (int i = 0; i < AD_MAXHD / 32; i++) {
+            int cb = 8 * (w + 4 * i);
+            if (cb >= hd) break;
+            *(float2 *)(pm + (size_t)g * hd + cb + 2 * t) = make_float2(o[i][0], o[i][1]);
+            *(float2 *)(pm + (size_t)(g + 8) * hd + cb + 2 * t) = make_float2(o[i][2], o[i][3]);
+        }
+    }
+}
+
+#define AD_CT 256    /* combine threads: one column pair each at hd = 512 */
+#define AD_SMAX 1024 /* blocks per row the combine stages (stride <= 64K entries) */
+
+static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, const float *part, const float *pmx,
+                                                          const float *psum, const int *n_idx, const float *sink,
+                                                          int rd, const float *cs, const float *sn, uint16_t *out,
+                                                          size_t ldo) {
+    DIC_PDL_ENTER();
+    __shared__ float wsh[AD_SMAX], ssh[AD_SMAX], red[AD_CT / 32];
+    __shared__ float gm_sh, d_sh;
+    const int h = blockIdx.x, m = blockIdx.y, tid = threadIdx.x;
+    int nb = (n_idx[m] + AD_E - 1) / AD_E;
+    if (nb > S) nb = S;
+    const float *mx = pmx + (size_t)m * S * H + h, *sm = psum + (size_t)m * S * H + h;
+    /* the blocks' maxima and sums staged once (loads in parallel), M = their max (order-free) */
+    float lm = -INFINITY;
+    for (int s = tid; s < nb; s += AD_CT) {
+        float v = mx[(size_t)s * H];
+        wsh[s] = v;
+        ssh[s] = sm[(size_t)s * H];
+        lm = fmaxf(lm, v);
+    }
+    for (int o = 16; o > 0; o >>= 1) lm = fmaxf(lm, __shfl_xor_sync(0xFFFFFFFFu, lm, o));
+    if ((tid & 31) == 0) red[tid >> 5] = lm;
+    __syncthreads();
+    if (tid == 0) {
+        float g = red[0];
+        for (int i = 1; i < AD_CT / 32; i++) g = fmaxf(g, red[i]);
+        gm_sh = g;
+    }
+    __syncthreads();
+    const float gm = gm_sh;
+    for (int s = tid; s < nb; s += AD_CT) { /* block weights exp(mx_s - M) */
+        float v = wsh[s];
+        wsh[s] = v == -INFINITY ? 0.0f : dic_expf(__fsub_rn(v, gm));
+    }
+    __syncthreads();
+    if (tid == 0) { /* the denominator in block order */
+        float den = 0.0f;
+        for (int s = 0; s < nb; s++) den = __fadd_rn(den, __fmul_rn(ssh[s], wsh[s]));
+        d_sh = __fadd_rn(den, dic_expf(__fsub_rn(sink[h], gm)));
+    }
+    __syncthreads();
+    const float d = d_sh;
+    const int half = rd / 2, r0 = hd - rd;
+    uint16_t *y = out + (size_t)m * ldo + (size_t)h * hd;
+    for (int c = tid; c < hd / 2; c += AD_CT) {
+        float o0 = 0.0f, o1 = 0.0f;
+        const float *pp = part + ((size_t)m * S * H + h) * hd + 2 * c;
+#pragma unroll 8
+        for (int s = 0; s < nb; s++) { /* block order; the loads are independent of the sums */
+            float wt = wsh[s];
+            float2 v = *(const float2 *)(pp + (size_t)s * H * hd);
+            o0 = __fadd_rn(o0, __fmul_rn(v.x, wt));
+            o1 = __fadd_rn(o1, __fmul_rn(v.y, wt));
+        }
+        float a = dic_round_bf16(__fdiv_rn(o0, d)), b = dic_round_bf16(__fdiv_rn(o1, d));
+        if (2 * c >= r0 && rd > 0) { /* inverse rotation (k_rope_tab, inverse = 1) */
+            int i = (2 * c - r0) / 2;
+            float cc = cs[(size_t)m * half + i], ss = -sn[(size_t)m * half + i];
+            float re = fmaf(a, cc, -__fmul_rn(b, ss));
+            float im = fmaf(a, ss, __fmul_rn(b, cc));
+            a = re, b = im;
+        }
+        *(uint32_t *)(y + 2 * c) = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
+    }
+}
+
+static size_t ad_al(size_t b) { return (b + 255) & ~(size_t)255; }
+
+extern "C" size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride) {
+    size_t S = (stride + AD_E - 1) / AD_E, msh = (size_t)M * S * nheads;
+    return ad_al(msh * hd * 4) + 2 * ad_al(msh * 4);
+}
+
+extern "C" int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo) {
+    return c->batch_invariant == 0 && M >= 1 && M <= 8 && nheads % AD_HG == 0 && hd % 16 == 0 && hd <= AD_MAXHD &&
+           rd % 2 == 0 && rd >= 0 && rd <= hd && (hd - rd) % 2 == 0 && ldo % 2 == 0 && stride >= 1 &&
+           stride <= (size_t)AD_SMAX * AD_E && c->scratch && dic_attn_dec_scratch(M, nheads, hd, stride) <= c->scratch_cap;
+}
+
+extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg,
+                                    const int *seg_row0, const int64_t *seg_pos0, uint16_t *const *ring, int win,
+                                    const uint16_t *kv, int hd, uint16_t **const *ckv, const int *page_rows,
+                                    int ratio, const int *topk, int K, const int *ntopk, size_t stride, int *n_idx,
+                                    const uint16_t *q, size_t ldq, int nheads, const float *sink, float scale, int rd,
+                                    const float *cs, const float *sn, uint16_t *out, size_t ldo) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_attn_dec_ok(c, M, nheads, hd, rd, stride, ldo) || (((uintptr_t)out) & 3)) return cudaErrorInvalidValue;
+    ad_list L = {pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K, ntopk};
+    const int S = (int)((stride + AD_E - 1) / AD_E);
+    const size_t msh = (size_t)M * S * nheads;
+    float *part = (float *)c->scratch;
+    float *pmx = (float *)((char *)part + ad_al(msh * hd * 4));
+    float *psum = (float *)((char *)pmx + ad_al(msh * 4));
+    size_t sm = ad_smem(hd);
+    cudaError_t e = cudaFuncSetAttribute(k_ad_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (e != cudaSuccess) return e;
+    DIC_LAUNCH(k_ad_part, dim3((unsigned)S, (unsigned)(nheads / AD_HG), (unsigned)M), AD_T, sm, c->stream, L, q, ldq,
+               nheads, S, scale, part, pmx, psum, n_idx);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), AD_CT, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
+               sink, rd, cs, sn, out, ldo);
+    DIC_LAUNCH_CHECK();
+}
