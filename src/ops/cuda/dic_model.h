@@ -128,7 +128,7 @@ cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, 
  * d and I multiples of 128, FP8 blocks of >= 32, ...). Deterministic; a
  * row's bits do not depend on M; within the GEMM tolerance of the op
  * sequence. */
-#define DIC_MOE_DEC_MAX_ROWS 48 /* M * k up to which the model takes it (fast mode) */
+#define DIC_MOE_DEC_MAX_ROWS 8 /* M * k up to which the model takes it (fast mode; MOE-DEC-NOTES.md) */
 int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, int d,
                           int act_block);
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,

@@ -123,36 +123,63 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
     return make_uint4(a0, a1, a2, a3);
 }
 
-/* Quantise one bf16 row of K values (dic_gemm_quant's bits: blocks of ab,
- * amax >= 1e-4, power-of-two scale, e4m3 RNE) into shared memory: the
- * values as f16 in the fragment order of lane t of 32-k block b (16 bytes at
- * (4 b + t) * 16; FP4: pairs (0,4)(1,5)(2,6)(3,7), FP8: (0,1)(2,3)...), the
- * scales sa[K / ab]. Warps w0, w0 + nw, ... take the blocks. */
-static __device__ void md_quant_row(const uint16_t *src, int K, int ab, int fp4, uint16_t *a16, float *sa, int w0,
-                                    int nw) {
-    const int lane = threadIdx.x & 31;
+/* Quantise nrows bf16 rows of K values (dic_gemm_quant's bits: blocks of
+ * ab, amax >= 1e-4, power-of-two scale s, e4m3 RNE of clamp(x / s, 448);
+ * x / s computed as x * (1 / s), the same correctly rounded value since s
+ * is a power of two and 1 / s a normal float) into shared memory: row q
+ * (source row slot[q] of base, or q) as f16 in the fragment order, lane t
+ * of 32-k block b at uint4 (4 b + t) of its buffer (FP4 pairs (0,4)(1,5)..,
+ * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
+ * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
+ * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
+static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
+                                     int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa) {
+    const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const float inv448 = (float)(1.0 / 448.0);
-    for (int b = w0; b < K / ab; b += nw) {
-        const uint16_t *x = src + (size_t)b * ab;
-        float amax = 0.0f;
-        for (int j = lane; j < ab; j += 32) {
-            float a = fabsf(dic_bf16_to_f32(x[j]));
-            if (a > amax) amax = a;
+    for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * MD_WARPS * 32 + tid;
+            v[i] = make_uint4(0, 0, 0, 0);
+            if (u < total) {
+                const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+                v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
+            }
         }
-        for (int o = 16; o; o >>= 1) {
-            float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
-            if (t > amax) amax = t;
-        }
-        if (!(amax >= 1e-4f)) amax = 1e-4f;
-        const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448));
-        if (lane == 0) sa[b] = sc;
-        for (int j = lane; j < ab; j += 32) {
-            float v = __fdiv_rn(dic_bf16_to_f32(x[j]), sc);
-            if (v > 448.0f) v = 448.0f;
-            if (v < -448.0f) v = -448.0f;
-            const int kk = b * ab + j, p = kk & 7;
-            const int hidx = fp4 ? ((p & 3) * 2 + (p >> 2)) : p;
-            a16[((kk >> 5) * 4 + ((kk >> 3) & 3)) * 8 + hidx] = __half_as_ushort(__float2half_rn(md_round_e4m3(v)));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * MD_WARPS * 32 + tid;
+            if (u0 + i * MD_WARPS * 32 >= total) break; /* uniform over the CTA */
+            const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            float x[8], amax = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                x[j] = dic_bf16_to_f32((uint16_t)(j & 1 ? w[j >> 1] >> 16 : w[j >> 1] & 0xFFFFu));
+                float a = fabsf(x[j]);
+                if (a > amax) amax = a;
+            }
+            for (int o = G >> 1; o; o >>= 1) { /* groups of G lanes never straddle u = total (total % 16 == 0) */
+                float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                if (t > amax) amax = t;
+            }
+            if (u >= total) continue;
+            if (!(amax >= 1e-4f)) amax = 1e-4f;
+            const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+            const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+            if (cu % G == 0) sa[(size_t)row * nsa + cu / G] = sc;
+            uint32_t hq[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float t = __fmul_rn(x[j], rc);
+                if (t > 448.0f) t = 448.0f;
+                if (t < -448.0f) t = -448.0f;
+                hq[j] = __half_as_ushort(__float2half_rn(md_round_e4m3(t)));
+            }
+            uint4 o;
+            if (fp4) o = make_uint4(hq[0] | hq[4] << 16, hq[1] | hq[5] << 16, hq[2] | hq[6] << 16, hq[3] | hq[7] << 16);
+            else o = make_uint4(hq[0] | hq[1] << 16, hq[2] | hq[3] << 16, hq[4] | hq[5] << 16, hq[6] | hq[7] << 16);
+            ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
         }
     }
 }
@@ -276,7 +303,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a,
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     md_regs<FP4, NB, 2> R;
     md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, nch, t, a, K >> a.lwb, ra); /* weights first */
-    md_quant_row(a.xn + (size_t)m * a.ldx, K, a.ab, FP4, (uint16_t *)a16, sa, warp, MD_WARPS);
+    md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, FP4, smem, 0, sa, 0);
     __syncthreads();
     for (int c0 = warp;;) {
         md_compute<FP4, NB, 2>(R, 2, c0, nch, t, lane, a, A16, SA, acc);
@@ -311,7 +338,8 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
     constexpr int NB = FP4 ? 4 : 2;
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][MD_KMAX][16];
-    __shared__ int es[MD_KMAX];
+    __shared__ int es[MD_KMAX], vsl[MD_KMAX];
+    __shared__ int nvs;
     const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
@@ -334,15 +362,21 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
         es[tid] = (e < 0 || e >= a.E) ? -1 : e;
     }
     __syncthreads();
+    if (tid == 0) {
+        int n = 0;
+        for (int s = 0; s < k; s++)
+            if (es[s] >= 0) vsl[n++] = s;
+        nvs = n;
+    }
+    __syncthreads();
     const int nch = K / MD_CK, ra = n0 + g;
     const int srow_a = ra * (K / 32), srow_b = (ra + 8) * (K / 32);
     const size_t a16_bytes = (size_t)K * 2;
     float *sa0 = (float *)(smem + (size_t)k * a16_bytes);
     const int nsa = K / a.ab;
     /* the valid entries in slot order, taken in pairs (two matrices per warp pass) */
-    int vs[MD_KMAX], nv = 0;
-    for (int s = 0; s < k; s++)
-        if (es[s] >= 0) vs[nv++] = s;
+    const int nv = nvs;
+    const int *vs = vsl;
     md_regs<FP4, NB, 2> R;
     int first = 1; /* the first pair's weights are requested before the quantisation */
 #pragma unroll 1
@@ -357,19 +391,14 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
         for (int c0 = warp; c0 < nch; c0 += 4 * NB) {
             md_load<FP4, NB, 2>(R, W, S, nm, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
             if (first) {
-                for (int q = 0; q < nv; q++)
-                    md_quant_row(a.h + ((size_t)m * k + vs[q]) * a.ldh, K, a.ab, FP4,
-                                 (uint16_t *)(smem + (size_t)vs[q] * a16_bytes), sa0 + (size_t)vs[q] * nsa, warp,
-                                 MD_WARPS);
+                md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
                 __syncthreads();
                 first = 0;
             }
             md_compute<FP4, NB, 2>(R, nm, c0, nch, t, lane, a, A16, SA, acc);
         }
         if (first) { /* this warp had no chunk: still take part in the quantisation and its barrier */
-            for (int q = 0; q < nv; q++)
-                md_quant_row(a.h + ((size_t)m * k + vs[q]) * a.ldh, K, a.ab, FP4,
-                             (uint16_t *)(smem + (size_t)vs[q] * a16_bytes), sa0 + (size_t)vs[q] * nsa, warp, MD_WARPS);
+            md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
             __syncthreads();
             first = 0;
         }
@@ -470,6 +499,7 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
                                           uint16_t *out, size_t ldo) {
     if (M <= 0) return cudaSuccess;
     if (!dic_moe_routed_dec_ok(M, k, E, W1, W3, W2, d, act_block)) return cudaErrorInvalidValue;
+    if (((uintptr_t)xn & 15) || ldx % 8 || ((uintptr_t)h & 15) || ldh % 8) return cudaErrorInvalidValue;
     const int fmt = W1[0].fmt, I = W1[0].n, wb = W1[0].wblock;
     md_args a;
     a.M = M, a.k = k, a.E = E, a.d = d, a.I = I;
