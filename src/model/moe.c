@@ -12,22 +12,18 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
     di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok, K, o->route_scale,
                   o->norm_eps, o->normalize, ws->sel, ws->rw);
 
-    /* routed experts: dispatch by expert, grouped GEMMs, combine in increasing expert id */
-    int I = mw->w1[0].n;
-    di_moe_dispatch(x, M, K, ws->sel, E, ws->moe_off, ws->moe_rows, ws->moe_inv);
-    di_moe_gather(x, M * K, ws->moe_off, E, ws->moe_rows, K, xn, (size_t)d, d, ws->rw, ws->xe, (size_t)d, ws->erw);
-    di_gemm2_grouped(x, E, mw->w1, mw->w3, ws->moe_off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
-    di_swiglu_n(x, ws->moe_off, E, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
-    di_gemm_grouped(x, E, mw->w2, ws->moe_off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
-    di_moe_combine(x, M, K, ws->moe_inv, ws->eo, (size_t)d, d, ws->y);
-
-    /* shared expert, added last */
+    /* shared expert first, straight into out; the routed op adds it after the routed sum (the
+     * order of moe.h: routed experts by increasing id, then shared, then bf16; same bits as
+     * computing it last). */
     if (mw->has_shared) {
-        I = mw->sw1.n;
-        di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->g, NULL, ws->u, (size_t)I);
-        di_swiglu(x, M, ws->g, ws->u, (size_t)I, I, o->shared_limit, NULL, ws->h, (size_t)I);
-        di_gemm(x, M, ws->h, (size_t)I, &mw->sw2, ab, NULL, ws->eo, (size_t)d);
-        di_add_bf16_f32_x(x, ws->y, ws->eo, (size_t)M * d);
+        int Is = mw->sw1.n;
+        di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->g, NULL, ws->u, (size_t)Is);
+        di_swiglu(x, M, ws->g, ws->u, (size_t)Is, Is, o->shared_limit, NULL, ws->h, (size_t)Is);
+        di_gemm(x, M, ws->h, (size_t)Is, &mw->sw2, ab, NULL, out, (size_t)d);
     }
-    di_f32_to_bf16_x(x, ws->y, out, (size_t)M * d);
+
+    /* routed experts (dispatch by expert, grouped GEMMs, combine in increasing expert id), + shared, bf16 */
+    di_moe_bufs b = {ws->moe_off, ws->moe_rows, ws->moe_inv, ws->xe, ws->g, ws->u, ws->h, ws->eo, ws->erw};
+    di_moe_routed(x, M, K, ws->sel, ws->rw, E, mw->w1, mw->w3, mw->w2, xn, (size_t)d, d, ab, o->routed_limit, &b,
+                  mw->has_shared ? out : NULL, ws->y, out, (size_t)d);
 }

@@ -61,6 +61,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(gemm2_grouped);
     DI_DEV_OP(swiglu_n);
     DI_DEV_OP(moe_combine);
+    DI_DEV_OP(moe_routed);
     DI_DEV_OP(scale_bf16_f32);
     DI_DEV_OP(hc_pre_onehot);
     DI_DEV_OP(hc_head_pre);

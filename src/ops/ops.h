@@ -574,6 +574,29 @@ void di_swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, const 
  * y[m][j] += fp32(eo[inv][j]). y fp32 [M][d]. */
 void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y);
 
+/* The routed experts and the tail of the MoE sub-layer in one op
+ * (src/ops/cpu/moe_route.c): exactly
+ *   di_moe_dispatch(M, k, sel, E, b->off, b->rows, b->inv);
+ *   di_moe_gather(M * k, ..., xn, ldx, d, rw, b->xe, d, b->erw);
+ *   di_gemm2_grouped(E, W1, W3, b->off, b->xe, d, act_block, b->g, b->u, I);
+ *   di_swiglu_n(b->off, E, b->g, b->u, I, I, limit, b->erw, b->h, I);
+ *   di_gemm_grouped(E, W2, b->off, b->h, I, act_block, b->eo, d);
+ *   di_moe_combine(M, k, b->inv, b->eo, d, d, y);
+ *   y[m] += fp32(shared[m]) when shared != NULL; out[m] = bf16(y[m]);
+ * with I = W1[0].n, y fp32 [M][d], shared / out bf16 row stride ldo
+ * (shared may alias out; neither may alias xn). b: scratch of the sequence
+ * (M * k rows). A device backend may compute the same values another way
+ * (CUDA fast mode, small M * k: no dispatch; h rows in b->h by (token,
+ * slot), within the GEMM tolerance). */
+typedef struct di_moe_bufs {
+    int *off, *rows, *inv;             /* [E+1], [M*k], [M*k] */
+    uint16_t *xe, *g, *u, *h, *eo;     /* [M*k][d], [M*k][I] x3, [M*k][d] */
+    float *erw;                        /* [M*k] */
+} di_moe_bufs;
+void di_moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
+                   const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
+                   float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out, size_t ldo);
+
 /* ---------------------------------------------------------------------------
  * Small per-row helpers (src/ops/cpu/elem_model.c). */
 

@@ -71,3 +71,22 @@ void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo
         for (int i = 0; i < kk; i++) di_add_bf16_f32(y + (size_t)m * d, eo + (size_t)at[i] * ldo, (size_t)d);
     }
 }
+
+void di_moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
+                   const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
+                   float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out, size_t ldo) {
+    DI_DEV_CALL(x, moe_routed, M, k, sel, rw, E, W1, W3, W2, xn, ldx, d, act_block, limit, b, shared, y, out, ldo);
+    if (M <= 0) return;
+    int I = W1[0].n;
+    di_moe_dispatch(x, M, k, sel, E, b->off, b->rows, b->inv);
+    di_moe_gather(x, M * k, b->off, E, b->rows, k, xn, ldx, d, rw, b->xe, (size_t)d, b->erw);
+    di_gemm2_grouped(x, E, W1, W3, b->off, b->xe, (size_t)d, act_block, b->g, b->u, (size_t)I);
+    di_swiglu_n(x, b->off, E, b->g, b->u, (size_t)I, I, limit, b->erw, b->h, (size_t)I);
+    di_gemm_grouped(x, E, W2, b->off, b->h, (size_t)I, act_block, b->eo, (size_t)d);
+    di_moe_combine(x, M, k, b->inv, b->eo, (size_t)d, d, y);
+    for (int m = 0; m < M; m++) {
+        float *ym = y + (size_t)m * d;
+        if (shared) di_add_bf16_f32(ym, shared + (size_t)m * ldo, (size_t)d);
+        di_f32_to_bf16_n(ym, out + (size_t)m * ldo, (size_t)d);
+    }
+}

@@ -291,6 +291,45 @@ static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t
     if (M > 0) CU_CHECK(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
 }
 
+/* Fast mode, M * k <= DIC_MOE_DEC_MAX_ROWS, shapes dic_moe_routed_dec takes: its two launches.
+ * Else the op sequence of ops.h (mode 1: today's kernels, same bits). */
+static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
+                       const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
+                       float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out,
+                       size_t ldo) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    const int I = W1[0].n;
+    if (!c->dc.batch_invariant && M * k <= DIC_MOE_DEC_MAX_ROWS && (W1[0].fmt == DI_WFMT_FP4 || W1[0].fmt == DI_WFMT_FP8) &&
+        ((uintptr_t)xn & 15) == 0 && ldx % 8 == 0 && ((uintptr_t)b->h & 15) == 0) {
+        dic_wmat *w1 = wmats(c, E, W1), *w3 = w1 ? wmats(c, E, W3) : NULL, *w2 = w3 ? wmats(c, E, W2) : NULL;
+        int ok = w2 && dic_moe_routed_dec_ok(M, k, E, w1, w3, w2, d, act_block);
+        if (ok) {
+            cu_prof_tag(c, "M=%d k=%d E=%d d=%d I=%d", M, k, E, d, I);
+            CU_CHECK(x,
+                     dic_moe_routed_dec(&c->dc, M, k, sel, rw, E, w1, w3, w2, xn, ldx, d, act_block, limit, b->h,
+                                        (size_t)I, shared, ldo, y, out, ldo),
+                     "dic_moe_routed_dec");
+        }
+        free(w1), free(w3), free(w2);
+        if (ok || !w2) return;
+    }
+    di_moe_dispatch(x, M, k, sel, E, b->off, b->rows, b->inv);
+    di_moe_gather(x, M * k, b->off, E, b->rows, k, xn, ldx, d, rw, b->xe, (size_t)d, b->erw);
+    di_gemm2_grouped(x, E, W1, W3, b->off, b->xe, (size_t)d, act_block, b->g, b->u, (size_t)I);
+    di_swiglu_n(x, b->off, E, b->g, b->u, (size_t)I, I, limit, b->erw, b->h, (size_t)I);
+    di_gemm_grouped(x, E, W2, b->off, b->h, (size_t)I, act_block, b->eo, (size_t)d);
+    di_moe_combine(x, M, k, b->inv, b->eo, (size_t)d, d, y);
+    if (ldo == (size_t)d) {
+        if (shared) di_add_bf16_f32_x(x, y, shared, (size_t)M * d);
+        di_f32_to_bf16_x(x, y, out, (size_t)M * d);
+    } else
+        for (int m = 0; m < M; m++) {
+            if (shared) di_add_bf16_f32_x(x, y + (size_t)m * d, shared + (size_t)m * ldo, (size_t)d);
+            di_f32_to_bf16_x(x, y + (size_t)m * d, out + (size_t)m * ldo, (size_t)d);
+        }
+}
+
 static void scale_bf16_f32(di_exec *x, float *v, size_t n, float scale) {
     if (n) CU_CHECK(x, dic_scale_bf16_f32(DC(x), v, n, scale), "dic_scale_bf16_f32");
 }
@@ -348,6 +387,7 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->gemm2_grouped = gemm2_grouped;
     t->swiglu_n = swiglu_n;
     t->moe_combine = moe_combine;
+    t->moe_routed = moe_routed;
     t->scale_bf16_f32 = scale_bf16_f32;
     t->hc_pre_onehot = hc_pre_onehot;
     t->hc_head_pre = hc_head_pre;

@@ -147,6 +147,22 @@ cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int max_rows, 
 cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo,
                                 int d, float *y);
 
+/* ops.h di_moe_routed, fast mode at decode sizes [dic_moe_decode.cu]: two
+ * launches, no dispatch. h: [M*k][ldh] bf16 scratch (row m*k + slot); y
+ * (may be NULL) fp32 [M][d]; shared (may be NULL, may alias out) and out
+ * bf16 row stride ldo / lds. W1, W3, W2: host arrays [E] of FP4 or FP8
+ * weights (W1, W3 [I][d], W2 [d][I]). _ok: the shapes it takes (k <= 8,
+ * d and I multiples of 128, FP8 blocks of >= 32, ...). Deterministic; a
+ * row's bits do not depend on M; within the GEMM tolerance of the op
+ * sequence. */
+#define DIC_MOE_DEC_MAX_ROWS 8 /* M * k up to which the model takes it (fast mode; MOE-DEC-NOTES.md) */
+int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, int d,
+                          int act_block);
+cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
+                               const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,
+                               size_t ldx, int d, int act_block, float limit, uint16_t *h, size_t ldh,
+                               const uint16_t *shared, size_t lds, float *y, uint16_t *out, size_t ldo);
+
 /* ---------------------------------------------------------------------------
  * Small per-row helpers [dic_elem_model.cu]. All arrays on the device
  * (dic_hc_head_pre's base [hc] included). dic_hc_head_pre: libm expf as

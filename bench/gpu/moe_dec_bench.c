@@ -1,0 +1,178 @@
+/* moe_dec_bench.c — the routed experts + MoE tail at decode sizes, V4-Flash
+ * dims (E = 256, top-6, hidden 4096, moe_intermediate 2048, FP4 experts,
+ * act_block 128), fast mode: graph µs per call of
+ *   fused  dic_moe_routed_dec (dic_moe_decode.cu: 2 launches)
+ *   today  dispatch_inv, gather, gemm2_grouped_seg, swiglu_n,
+ *          gemm_grouped_seg, combine_inv, add_bf16_f32, f32_to_bf16
+ * against the floor: bytes of the distinct selected experts (w1, w3, w2 and
+ * scales) / the d2d copy ceiling (bytes read + written) of the same run.
+ * Each graph replays GR calls over NS routing sets (different experts each
+ * call: > 600 MB cycled, so L2 does not serve the weights). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic.h"
+#include "ops/cuda/dic_model.h"
+
+#define E 256
+#define TOPK 6
+#define D 4096
+#define I 2048
+#define AB 128
+#define NS 8
+#define GR 16
+#define MMAX 8
+
+static unsigned long long rs = 88172645463325252ull;
+static unsigned rnd(void) {
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (unsigned)(rs >> 11);
+}
+
+int main(void) {
+    int dev = 0;
+    CK(cudaGetDevice(&dev));
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, dev));
+    printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    dic_ctx c;
+    memset(&c, 0, sizeof c);
+    CK(cudaStreamCreate(&c.stream));
+    c.scratch_cap = (size_t)64 << 20;
+    CK(cudaMalloc(&c.scratch, c.scratch_cap));
+    c.num_sms = p.multiProcessorCount;
+    c.batch_invariant = 0;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+
+    /* copy ceiling */
+    size_t cb = (size_t)1 << 30;
+    void *s, *d;
+    CK(cudaMalloc(&s, cb));
+    CK(cudaMalloc(&d, cb));
+    CK(cudaMemset(s, 1, cb));
+    float t[12];
+    for (int i = 0; i < 14; i++) {
+        CK(cudaEventRecord(e0, c.stream));
+        CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, c.stream));
+        CK(cudaEventRecord(e1, c.stream));
+        CK(cudaEventSynchronize(e1));
+        if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+    }
+    qsort(t, 12, sizeof *t, cmpf);
+    const double copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
+    cudaFree(s), cudaFree(d);
+    printf("d2d copy ceiling: %.0f GB/s\n", copy_gbs);
+
+    /* weights: one allocation, 3 matrices per expert (values do not matter for timing: finite e2m1, scale 2^-7) */
+    const size_t wb = (size_t)I * D / 2, sb = (size_t)I * (D / 32), mat = wb + sb;
+    uint8_t *pool;
+    CK(cudaMalloc((void **)&pool, (size_t)E * 3 * mat));
+    CK(cudaMemset(pool, 0x35, (size_t)E * 3 * mat));
+    dic_wmat w1[E], w3[E], w2[E];
+    for (int e = 0; e < E; e++) {
+        uint8_t *b = pool + (size_t)e * 3 * mat;
+        w1[e] = (dic_wmat){3, I, D, 32, b, b + wb};
+        w3[e] = (dic_wmat){3, I, D, 32, b + mat, b + mat + wb};
+        w2[e] = (dic_wmat){3, D, I, 32, b + 2 * mat, b + 2 * mat + wb};
+        CK(cudaMemset(b + wb, 0x78, sb));
+        CK(cudaMemset(b + mat + wb, 0x78, sb));
+        CK(cudaMemset(b + 2 * mat + wb, 0x78, sb));
+    }
+    const double ebytes = 3.0 * (double)mat;
+
+    /* routing sets, activations, buffers */
+    int hsel[NS][MMAX * TOPK];
+    float hrw[MMAX * TOPK];
+    for (int q = 0; q < NS; q++)
+        for (int m = 0; m < MMAX; m++)
+            for (int j = 0; j < TOPK; j++) {
+                int e, dup;
+                do {
+                    e = (int)(rnd() % E);
+                    dup = 0;
+                    for (int j2 = 0; j2 < j; j2++) dup |= hsel[q][m * TOPK + j2] == e;
+                } while (dup);
+                hsel[q][m * TOPK + j] = e;
+            }
+    for (int i = 0; i < MMAX * TOPK; i++) hrw[i] = 0.1f + (float)(rnd() % 1000) / 1200.0f;
+    int *dsel[NS];
+    for (int q = 0; q < NS; q++) {
+        CK(cudaMalloc((void **)&dsel[q], sizeof hsel[q]));
+        CK(cudaMemcpy(dsel[q], hsel[q], sizeof hsel[q], cudaMemcpyHostToDevice));
+    }
+    uint16_t hx[MMAX * D];
+    for (int i = 0; i < MMAX * D; i++) hx[i] = (uint16_t)(0x3C00 + (rnd() % 0x300) - 0x180 + ((rnd() & 1) << 15));
+    float *drw, *dy, *derw;
+    uint16_t *dxn, *dsh, *dout, *dh, *dxe, *dg, *du, *deo;
+    int *doff, *drows, *dinv;
+    CK(cudaMalloc((void **)&drw, sizeof hrw));
+    CK(cudaMemcpy(drw, hrw, sizeof hrw, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dxn, sizeof hx));
+    CK(cudaMemcpy(dxn, hx, sizeof hx, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dsh, sizeof hx));
+    CK(cudaMemcpy(dsh, hx, sizeof hx, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dout, sizeof hx));
+    CK(cudaMalloc((void **)&dy, (size_t)MMAX * D * 4));
+    CK(cudaMalloc((void **)&derw, MMAX * TOPK * 4));
+    CK(cudaMalloc((void **)&dh, (size_t)MMAX * TOPK * I * 2));
+    CK(cudaMalloc((void **)&dg, (size_t)MMAX * TOPK * I * 2));
+    CK(cudaMalloc((void **)&du, (size_t)MMAX * TOPK * I * 2));
+    CK(cudaMalloc((void **)&dxe, (size_t)MMAX * TOPK * D * 2));
+    CK(cudaMalloc((void **)&deo, (size_t)MMAX * TOPK * D * 2));
+    CK(cudaMalloc((void **)&doff, (E + 1) * 4));
+    CK(cudaMalloc((void **)&drows, MMAX * TOPK * 4));
+    CK(cudaMalloc((void **)&dinv, MMAX * TOPK * 4));
+
+    printf("%-3s %10s %10s %10s %8s %8s\n", "M", "fused_us", "today_us", "floor_us", "fl/fus", "speedup");
+    static const int Ms[] = {1, 2, 4, 8};
+    for (int mi = 0; mi < 4; mi++) {
+        const int M = Ms[mi], R = M * TOPK;
+        double fl = 0;
+        for (int q = 0; q < NS; q++) { /* distinct experts of set q */
+            int n = 0;
+            for (int i = 0; i < R; i++) {
+                int dup = 0;
+                for (int j = 0; j < i; j++) dup |= hsel[q][j] == hsel[q][i];
+                n += !dup;
+            }
+            fl += n * ebytes;
+        }
+        fl /= NS;
+        const double floor_us = fl / (copy_gbs * 1e9) * 1e6;
+        double us[2];
+        for (int v = 0; v < 2; v++) {
+            cudaGraph_t gr;
+            /* r = -1: one warm call (attributes, first-launch costs) outside the capture */
+            for (int r = -1; r < GR; r++) {
+                if (r == 0) {
+                    CK(cudaStreamSynchronize(c.stream));
+                    CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+                }
+                const int *sel = dsel[(r + NS) % NS];
+                if (v == 0) {
+                    CK(dic_moe_routed_dec(&c, M, TOPK, sel, drw, E, w1, w3, w2, dxn, D, D, AB, 10.0f, dh, I, dsh, D, dy,
+                                          dout, D));
+                } else {
+                    CK(dic_moe_dispatch_inv(&c, M, TOPK, sel, E, doff, drows, dinv));
+                    CK(dic_moe_gather(&c, R, doff, E, drows, TOPK, dxn, D, D, drw, dxe, D, derw));
+                    CK(dic_gemm2_grouped_seg(&c, E, w1, w3, doff, R, dxe, D, AB, dg, du, I));
+                    CK(dic_swiglu_n(&c, doff, E, R, dg, du, I, I, 10.0f, derw, dh, I));
+                    CK(dic_gemm_grouped_seg(&c, E, w2, doff, R, dh, I, AB, deo, D));
+                    CK(dic_moe_combine_inv(&c, M, TOPK, dinv, deo, D, D, dy));
+                    CK(dic_add_bf16_f32(&c, dy, dsh, (size_t)M * D));
+                    CK(dic_f32_to_bf16_n(&c, dy, dout, (size_t)M * D));
+                }
+            }
+            CK(cudaStreamEndCapture(c.stream, &gr));
+            us[v] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+        }
+        printf("%-3d %10.1f %10.1f %10.1f %8.2f %8.2f\n", M, us[0], us[1], floor_us, floor_us / us[0], us[1] / us[0]);
+    }
+    CK(cudaGetLastError());
+    return 0;
+}

@@ -1,0 +1,515 @@
+/*
+ * dic_moe_decode.cu — the routed experts at decode sizes in fast mode
+ * (ops.h di_moe_routed with c->batch_invariant == 0 and M * k small): no
+ * dispatch, no gather, no separate quantisation, combine or tail; two
+ * launches:
+ *   k_md_up    grid (I / 16, M * k): a CTA takes 16 intermediate columns of
+ *              one (token m, slot s) entry, expert e = sel[m][s]: quantises
+ *              xn[m] in shared memory (dic_gemm_quant's bits), w1 and w3 of
+ *              those columns, g = bf16, u = bf16, h = bf16(SwiGLU(g, u)
+ *              clamped, times rw[m][s]) (dic_swiglu_n's arithmetic) into
+ *              h[m * k + s].
+ *   k_md_down  grid (d / 16, M): a CTA takes 16 output columns of token m:
+ *              quantises h of its k entries in shared memory, w2 of every
+ *              entry -> eo = bf16, then y = 0 + eo over the entries in
+ *              increasing (expert, slot) (di_moe_combine's order), + fp32
+ *              (shared) when given, out = bf16(y) (the model's tail).
+ *
+ * GEMV on the tensor cores (as dic_gemm_f16.cu): the 16 weight rows of a
+ * warp are the 16-row A operand of mma.sync m16n8k16 f16 -> fp32, the
+ * activation the B operand (its 8 columns all the same vector); e2m1 / e4m3
+ * weights and e4m3 activations are exact in f16. FP4: a lane loads one
+ * 32-k block (16 bytes) of its two rows and the quad transposes the blocks
+ * with shuffles, so lane t holds k = 8t .. 8t+7 of each block (the f16
+ * kernel's permutation, FP4 pairs (0,4)(1,5)(2,6)(3,7)); FP8: a lane loads
+ * those 8 bytes directly. Numerics (ops.h di_gemm): per K-block of kb
+ * (FP4: 32; FP8 min(act_block, wblock)) P_b = the HMMA sum of the exact
+ * products, C_w = fma(P_b, s_act * s_w, C_w) over the blocks of warp w's
+ * chunks (128 k, chunk c to warp c % 4) in increasing k; C = ((C_0 + C_1)
+ * + C_2) + C_3. Deterministic (no atomics); a row's bits depend only on its
+ * own token and expert, not on M or on the other rows. Not the bits of the
+ * batch-invariant kernels; within the GEMM tolerance of di_gemm.
+ */
+#include <cuda_fp16.h>
+
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_model.h"
+
+#define MD_WARPS 4
+#define MD_CK 128 /* k per chunk */
+#define MD_KMAX 8 /* top-k bound of the fused path */
+
+typedef struct md_tab {
+    const uint8_t *w[DIC_GEMM_MAXE];
+    const uint8_t *s[DIC_GEMM_MAXE];
+} md_tab;
+
+typedef struct md_args {
+    int M, k, E, d, I;
+    int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
+    int ab;
+    float limit;
+    const int *sel;
+    const float *rw;
+    const uint16_t *xn;
+    size_t ldx;
+    uint16_t *h;
+    size_t ldh;
+    const uint16_t *shared;
+    size_t lds;
+    float *y;
+    uint16_t *out;
+    size_t ldo;
+} md_args;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* dic_gemm_quant.cu round_e4m3 (copied: static there): RNE to the e4m3 grid of |v| <= 448, as fp32. */
+static __device__ __forceinline__ float md_round_e4m3(float v) {
+    float a = fabsf(v), r;
+    if (a < 0.015625f) {
+        r = __fmul_rn(rintf(__fmul_rn(a, 512.0f)), 0.001953125f);
+    } else {
+        uint32_t u = __float_as_uint(a);
+        u += 0x7FFFFu + ((u >> 20) & 1u);
+        u &= 0xFFF00000u;
+        r = __uint_as_float(u);
+    }
+    return copysignf(r, v);
+}
+
+static __device__ __forceinline__ uint32_t md_cvt_e4m3x2(uint32_t v16) {
+    uint32_t r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)v16));
+    return r;
+}
+
+/* dic_gemm_f16.cu e2m1x8_f16: 8 nibbles -> f16x2 pairs (j, j + 4), each value times 2^-14, exact. */
+static __device__ __forceinline__ void md_e2m1x8(uint32_t w, uint32_t p[4]) {
+    const uint32_t M = 0x0E000E00u, SG = 0x80008000u;
+    p[0] = ((w << 9) & M) | ((w << 12) & SG);
+    p[1] = ((w << 5) & M) | ((w << 8) & SG);
+    p[2] = ((w << 1) & M) | ((w << 4) & SG);
+    p[3] = ((w >> 3) & M) | (w & SG);
+}
+
+static __device__ __forceinline__ void md_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Quad transpose of 4 x 32-bit words: lane t (of its quad) holds row t, gets column t
+ * (two butterfly stages: O[t][w] = M[t ^ w ^ ...] = M[w][t]). */
+static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
+    uint32_t a0 = v.x, a1 = v.y, a2 = v.z, a3 = v.w;
+    { /* xor 2: swap the off-diagonal 2x2 blocks */
+        const bool hi = (t & 2) != 0;
+        uint32_t s0 = hi ? a0 : a2, s1 = hi ? a1 : a3;
+        uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 2), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 2);
+        if (hi) a0 = r0, a1 = r1;
+        else a2 = r0, a3 = r1;
+    }
+    { /* xor 1: swap the off-diagonal elements of each 2x2 block */
+        const bool odd = (t & 1) != 0;
+        uint32_t s0 = odd ? a0 : a1, s1 = odd ? a2 : a3;
+        uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 1), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 1);
+        if (odd) a0 = r0, a2 = r1;
+        else a1 = r0, a3 = r1;
+    }
+    return make_uint4(a0, a1, a2, a3);
+}
+
+/* Quantise nrows bf16 rows of K values (dic_gemm_quant's bits: blocks of
+ * ab, amax >= 1e-4, power-of-two scale s, e4m3 RNE of clamp(x / s, 448);
+ * x / s computed as x * (1 / s), the same correctly rounded value since s
+ * is a power of two and 1 / s a normal float) into shared memory: row q
+ * (source row slot[q] of base, or q) as f16 in the fragment order, lane t
+ * of 32-k block b at uint4 (4 b + t) of its buffer (FP4 pairs (0,4)(1,5)..,
+ * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
+ * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
+ * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
+static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
+                                     int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa) {
+    const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
+    const float inv448 = (float)(1.0 / 448.0);
+    for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * MD_WARPS * 32 + tid;
+            v[i] = make_uint4(0, 0, 0, 0);
+            if (u < total) {
+                const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+                v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * MD_WARPS * 32 + tid;
+            if (u0 + i * MD_WARPS * 32 >= total) break; /* uniform over the CTA */
+            const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            float x[8], amax = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                x[j] = dic_bf16_to_f32((uint16_t)(j & 1 ? w[j >> 1] >> 16 : w[j >> 1] & 0xFFFFu));
+                float a = fabsf(x[j]);
+                if (a > amax) amax = a;
+            }
+            for (int o = G >> 1; o; o >>= 1) { /* groups of G lanes never straddle u = total (total % 16 == 0) */
+                float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                if (t > amax) amax = t;
+            }
+            if (u >= total) continue;
+            if (!(amax >= 1e-4f)) amax = 1e-4f;
+            const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+            const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+            if (cu % G == 0) sa[(size_t)row * nsa + cu / G] = sc;
+            uint32_t hq[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float t = __fmul_rn(x[j], rc);
+                if (t > 448.0f) t = 448.0f;
+                if (t < -448.0f) t = -448.0f;
+                hq[j] = __half_as_ushort(__float2half_rn(md_round_e4m3(t)));
+            }
+            uint4 o;
+            if (fp4) o = make_uint4(hq[0] | hq[4] << 16, hq[1] | hq[5] << 16, hq[2] | hq[6] << 16, hq[3] | hq[7] << 16);
+            else o = make_uint4(hq[0] | hq[1] << 16, hq[2] | hq[3] << 16, hq[4] | hq[5] << 16, hq[6] | hq[7] << 16);
+            ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
+        }
+    }
+}
+
+/* ---- one warp's chunks of up to two matrices ---------------------------------- */
+
+/* Registers of NB chunks of NM matrices for the lane's two rows ra, ra + 8. */
+template <int FP4, int NB, int NM>
+struct md_regs {
+    uint4 w[NM][NB][FP4 ? 2 : 4]; /* FP4: rows a, b one block each; FP8: rows a, b two uint2 each per 2 blocks */
+    uint32_t s[NM][NB][2];        /* weight scale bytes: block (4c + t) of rows a, b (FP8: b unused) */
+};
+
+/* Load chunk c_i = c0 + 4 i (i < NB, c_i < nch) of matrices j < nm. W[j]: row ra's first byte. */
+template <int FP4, int NB, int NM>
+static __device__ __forceinline__ void md_load(md_regs<FP4, NB, NM> &R, const uint8_t *const W[NM],
+                                               const uint8_t *const S[NM], int nm, size_t wrow, int srow_a, int srow_b,
+                                               int c0, int nch, int t, const md_args &a, int nwb, int ra) {
+#pragma unroll
+    for (int j = 0; j < NM; j++)
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int c = c0 + 4 * i;
+            if (j >= nm || c >= nch) continue;
+            if (FP4) {
+                const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+                R.w[j][i][0] = __ldg((const uint4 *)p);
+                R.w[j][i][1] = __ldg((const uint4 *)(p + 8 * wrow));
+                R.s[j][i][0] = __ldg(S[j] + (size_t)srow_a + 4 * c + t);
+                R.s[j][i][1] = __ldg(S[j] + (size_t)srow_b + 4 * c + t);
+            } else {
+                const uint8_t *p = W[j] + (size_t)c * 128 + 8 * t;
+                uint2 v[8];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    v[q] = __ldg((const uint2 *)(p + 32 * q));
+                    v[4 + q] = __ldg((const uint2 *)(p + 8 * wrow + 32 * q));
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++) R.w[j][i][q] = make_uint4(v[q].x, v[q].y, v[4 + q].x, v[4 + q].y);
+                /* the 16-row tile lies in one wblock row: one scale per sub-block for both rows */
+                R.s[j][i][0] = __ldg(S[j] + (size_t)(ra >> a.lwb) * nwb + ((c * MD_CK + 32 * t) >> a.lwb));
+                R.s[j][i][1] = 0;
+            }
+        }
+}
+
+/* acc[j][0 / 1]: rows ra / ra + 8 of matrix j, over the activation of matrix j (a16[j], sa[j]). */
+template <int FP4, int NB, int NM>
+static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R, int nm, int c0, int nch, int t,
+                                                  int lane, const md_args &a, const uint4 *const a16[NM],
+                                                  const float *const sa[NM], float acc[NM][2]) {
+    const int qb = lane & ~3;
+#pragma unroll
+    for (int j = 0; j < NM; j++)
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int c = c0 + 4 * i;
+            if (j >= nm || c >= nch) continue;
+            uint32_t wa[4], wb[4];
+            if (FP4) {
+                uint4 ta = md_qtrans(R.w[j][i][0], t), tb = md_qtrans(R.w[j][i][1], t);
+                wa[0] = ta.x, wa[1] = ta.y, wa[2] = ta.z, wa[3] = ta.w;
+                wb[0] = tb.x, wb[1] = tb.y, wb[2] = tb.z, wb[3] = tb.w;
+            }
+            const float fa = FP4 ? dic_e8m0_to_f32((uint8_t)R.s[j][i][0]) * 16384.0f
+                                 : dic_e8m0_to_f32((uint8_t)R.s[j][i][0]);
+            const float fb = FP4 ? dic_e8m0_to_f32((uint8_t)R.s[j][i][1]) * 16384.0f : fa;
+            float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                uint32_t pa[4], pb[4];
+                if (FP4) {
+                    md_e2m1x8(wa[q], pa);
+                    md_e2m1x8(wb[q], pb);
+                } else {
+                    const uint4 v = R.w[j][i][q]; /* x, y: row a bytes 8t..8t+7 of sub-block q; z, w: row b */
+                    pa[0] = md_cvt_e4m3x2(v.x & 0xFFFFu), pa[1] = md_cvt_e4m3x2(v.x >> 16);
+                    pa[2] = md_cvt_e4m3x2(v.y & 0xFFFFu), pa[3] = md_cvt_e4m3x2(v.y >> 16);
+                    pb[0] = md_cvt_e4m3x2(v.z & 0xFFFFu), pb[1] = md_cvt_e4m3x2(v.z >> 16);
+                    pb[2] = md_cvt_e4m3x2(v.w & 0xFFFFu), pb[3] = md_cvt_e4m3x2(v.w >> 16);
+                }
+                const uint4 qv = a16[j][(4 * c + q) * 4 + t];
+                md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+                md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+                if (((q + 1) & a.spbm1) == 0) { /* K-block complete: C = fma(P, s_act * s_w, C) */
+                    const int q0 = q - a.spbm1;
+                    const float sw_a = __shfl_sync(0xFFFFFFFFu, fa, qb | q0);
+                    const float sw_b = FP4 ? __shfl_sync(0xFFFFFFFFu, fb, qb | q0) : sw_a;
+                    const float s_act = sa[j][(c * MD_CK + 32 * q0) >> a.lab];
+                    acc[j][0] = fmaf(P[0], s_act * sw_a, acc[j][0]);
+                    acc[j][1] = fmaf(P[2], s_act * sw_b, acc[j][1]);
+                    P[0] = P[1] = P[2] = P[3] = 0.0f;
+                }
+            }
+        }
+}
+
+/* ---- up: w1, w3, SwiGLU ------------------------------------------------------- */
+
+template <int FP4>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a, const __grid_constant__ md_tab t1,
+                                                                const __grid_constant__ md_tab t3) {
+    constexpr int NB = FP4 ? 4 : 2;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    DIC_PDL_ENTER();
+    const int r = blockIdx.y, m = r / a.k, n0 = blockIdx.x * 16, K = a.d;
+    const int e = a.sel[r];
+    if (e < 0 || e >= a.E) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrow, t3.w[e] + (size_t)ra * wrow};
+    const uint8_t *S[2] = {t1.s[e], t3.s[e]};
+    const int srow_a = ra * (K / 32), srow_b = (ra + 8) * (K / 32);
+    uint4 *a16 = (uint4 *)smem;
+    float *sa = (float *)(smem + (size_t)K * 2);
+    const uint4 *A16[2] = {a16, a16};
+    const float *SA[2] = {sa, sa};
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    md_regs<FP4, NB, 2> R;
+    md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, nch, t, a, K >> a.lwb, ra); /* weights first */
+    md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, FP4, smem, 0, sa, 0);
+    __syncthreads();
+    for (int c0 = warp;;) {
+        md_compute<FP4, NB, 2>(R, 2, c0, nch, t, lane, a, A16, SA, acc);
+        c0 += 4 * NB;
+        if (c0 >= nch) break;
+        md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+    }
+    if (t == 0) {
+        part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+        part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+    }
+    __syncthreads();
+    if (tid < 16) {
+        float gv = part[0][0][tid], uv = part[0][1][tid];
+#pragma unroll
+        for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+        gv = dic_round_bf16(gv), uv = dic_round_bf16(uv); /* the bf16 g, u of di_gemm2_grouped */
+        if (a.limit > 0.0f) {                             /* dic_swiglu_n's arithmetic */
+            uv = fminf(fmaxf(uv, -a.limit), a.limit);
+            gv = fminf(gv, a.limit);
+        }
+        float hv = gv / (1.0f + dic_expf(-gv)) * uv;
+        hv = a.rw[r] * hv;
+        a.h[(size_t)r * a.ldh + n0 + tid] = dic_f32_to_bf16(hv);
+    }
+}
+
+/* ---- down: w2, combine, shared, bf16 ------------------------------------------ */
+
+template <int FP4>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args a, const __grid_constant__ md_tab t2) {
+    constexpr int NB = FP4 ? 4 : 2;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][MD_KMAX][16];
+    __shared__ int es[MD_KMAX], vsl[MD_KMAX];
+    __shared__ int nvs;
+    const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    /* L2 prefetch of this CTA's weight rows before waiting on the up kernel: sel was written at
+     * least two launches back (the up kernel waited for it before letting this grid start). Only a
+     * hint: the values are read again below after the wait. */
+    {
+        const size_t tile = 16 * wrow;
+        for (int s = 0; s < k; s++) {
+            const int e = a.sel[(size_t)m * k + s];
+            if (e < 0 || e >= a.E) continue;
+            const uint8_t *p = t2.w[e] + (size_t)n0 * wrow;
+            for (size_t o = (size_t)tid * 128; o < tile; o += MD_WARPS * 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+        }
+    }
+    DIC_PDL_ENTER();
+    if (tid < MD_KMAX) {
+        int e = tid < k ? a.sel[(size_t)m * k + tid] : -1;
+        es[tid] = (e < 0 || e >= a.E) ? -1 : e;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int n = 0;
+        for (int s = 0; s < k; s++)
+            if (es[s] >= 0) vsl[n++] = s;
+        nvs = n;
+    }
+    __syncthreads();
+    const int nch = K / MD_CK, ra = n0 + g;
+    const int srow_a = ra * (K / 32), srow_b = (ra + 8) * (K / 32);
+    const size_t a16_bytes = (size_t)K * 2;
+    float *sa0 = (float *)(smem + (size_t)k * a16_bytes);
+    const int nsa = K / a.ab;
+    /* the valid entries in slot order, taken in pairs (two matrices per warp pass) */
+    const int nv = nvs;
+    const int *vs = vsl;
+    md_regs<FP4, NB, 2> R;
+    int first = 1; /* the first pair's weights are requested before the quantisation */
+#pragma unroll 1
+    for (int p = 0; p < nv; p += 2) {
+        const int s0 = vs[p], s1 = p + 1 < nv ? vs[p + 1] : s0, nm = p + 1 < nv ? 2 : 1;
+        const uint8_t *W[2] = {t2.w[es[s0]] + (size_t)ra * wrow, t2.w[es[s1]] + (size_t)ra * wrow};
+        const uint8_t *S[2] = {t2.s[es[s0]], t2.s[es[s1]]};
+        const uint4 *A16[2] = {(const uint4 *)(smem + (size_t)s0 * a16_bytes),
+                               (const uint4 *)(smem + (size_t)s1 * a16_bytes)};
+        const float *SA[2] = {sa0 + (size_t)s0 * nsa, sa0 + (size_t)s1 * nsa};
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        for (int c0 = warp; c0 < nch; c0 += 4 * NB) {
+            md_load<FP4, NB, 2>(R, W, S, nm, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+            if (first) {
+                md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
+                __syncthreads();
+                first = 0;
+            }
+            md_compute<FP4, NB, 2>(R, nm, c0, nch, t, lane, a, A16, SA, acc);
+        }
+        if (first) { /* this warp had no chunk: still take part in the quantisation and its barrier */
+            md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
+            __syncthreads();
+            first = 0;
+        }
+        if (t == 0) {
+            part[warp][s0][g] = acc[0][0], part[warp][s0][g + 8] = acc[0][1];
+            if (nm == 2) part[warp][s1][g] = acc[1][0], part[warp][s1][g + 8] = acc[1][1];
+        }
+    }
+    __syncthreads();
+    if (tid < 16) {
+        /* entries by (expert, slot): insertion, slots arrive increasing */
+        int ord[MD_KMAX], n = 0;
+        for (int s = 0; s < k; s++) {
+            const int e = es[s];
+            if (e < 0) continue;
+            int p = n++;
+            while (p > 0 && es[ord[p - 1]] > e) {
+                ord[p] = ord[p - 1];
+                p--;
+            }
+            ord[p] = s;
+        }
+        const int col = n0 + tid;
+        float y = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int s = ord[i];
+            float v = part[0][s][tid];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][s][tid]);
+            y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
+        }
+        if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        if (a.y) a.y[(size_t)m * a.d + col] = y;
+        a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+    }
+}
+
+/* ---- launcher ------------------------------------------------------------------ */
+
+static int md_pow2(int v) { return v > 0 && !(v & (v - 1)); }
+static int md_ilog2(int v) { return __builtin_ctz((unsigned)v); }
+
+static int md_mat_ok(const dic_wmat *W, int E, int fmt, int N, int K, int wb) {
+    for (int e = 0; e < E; e++) {
+        if (W[e].fmt != fmt || W[e].n != N || W[e].k != K || W[e].wblock != wb) return 0;
+        if (((uintptr_t)W[e].w & 15) || !W[e].scale) return 0;
+    }
+    return 1;
+}
+
+static size_t md_up_smem(int d, int ab) { return (size_t)d * 2 + (size_t)(d / ab) * 4; }
+static size_t md_down_smem(int k, int I, int ab) { return (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4); }
+
+extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2,
+                                     int d, int act_block) {
+    if (M <= 0 || M > 65535 || k <= 0 || k > MD_KMAX || E <= 0 || E > DIC_GEMM_MAXE) return 0;
+    const int fmt = W1[0].fmt, I = W1[0].n, wb = W1[0].wblock;
+    if (fmt != 2 && fmt != 3) return 0;
+    if (W1[0].k != d || W2[0].n != d || W2[0].k != I) return 0;
+    if (d % MD_CK || I % MD_CK || !md_pow2(act_block) || act_block < 32 || d % act_block || I % act_block) return 0;
+    if (fmt == 2 && (!md_pow2(wb) || wb < 32 || d % wb || I % wb || (act_block < wb ? act_block : wb) > MD_CK))
+        return 0;
+    if (fmt == 3 && wb != 32) return 0;
+    if (!md_mat_ok(W1, E, fmt, I, d, wb) || !md_mat_ok(W3, E, fmt, I, d, wb) || !md_mat_ok(W2, E, fmt, d, I, wb))
+        return 0;
+    if (md_up_smem(d, act_block) > 200 * 1024 || md_down_smem(k, I, act_block) > 200 * 1024) return 0;
+    return 1;
+}
+
+template <int FP4>
+static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3,
+                             const md_tab *t2) {
+    static int attr_up, attr_down; /* per instance: the dynamic shared-memory limits raised once */
+    const size_t su = md_up_smem(a.d, a.ab), sd = md_down_smem(a.k, a.I, a.ab);
+    if (!attr_up || !attr_down) {
+        cudaError_t e = cudaFuncSetAttribute(k_md_up<FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        e = cudaFuncSetAttribute(k_md_down<FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        attr_up = attr_down = 1;
+    }
+    DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a, *t1,
+               *t3);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    DIC_LAUNCH(k_md_down<FP4>, dim3((unsigned)(a.d / 16), (unsigned)a.M), MD_WARPS * 32, sd, c->stream, a, *t2);
+    DIC_LAUNCH_CHECK();
+}
+
+static void md_fill(md_tab *t, const dic_wmat *W, int E) {
+    for (int e = 0; e < E; e++) t->w[e] = (const uint8_t *)W[e].w, t->s[e] = W[e].scale;
+}
+
+extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
+                                          const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2,
+                                          const uint16_t *xn, size_t ldx, int d, int act_block, float limit,
+                                          uint16_t *h, size_t ldh, const uint16_t *shared, size_t lds, float *y,
+                                          uint16_t *out, size_t ldo) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_moe_routed_dec_ok(M, k, E, W1, W3, W2, d, act_block)) return cudaErrorInvalidValue;
+    if (((uintptr_t)xn & 15) || ldx % 8 || ((uintptr_t)h & 15) || ldh % 8) return cudaErrorInvalidValue;
+    const int fmt = W1[0].fmt, I = W1[0].n, wb = W1[0].wblock;
+    md_args a;
+    a.M = M, a.k = k, a.E = E, a.d = d, a.I = I;
+    a.ab = act_block, a.lab = md_ilog2(act_block);
+    const int kb = fmt == 2 ? (act_block < wb ? act_block : wb) : 32;
+    a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
+    a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
+    a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
+    static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
+    md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
+    if (fmt == 3) return md_launch<1>(c, a, &t1, &t3, &t2);
+    return md_launch<0>(c, a, &t1, &t3, &t2);
+}

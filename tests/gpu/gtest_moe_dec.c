@@ -1,0 +1,216 @@
+/* gtest_moe_dec.c — the fast-mode routed experts at decode sizes
+ * (dic_moe_decode.cu, dic_moe_routed_dec: ops.h di_moe_routed without
+ * dispatch) against the CPU op sequence (di_moe_routed on the CPU: dispatch,
+ * gather, gemm2_grouped, swiglu_n, gemm_grouped, combine, + shared, bf16):
+ *  - h (bf16, per (token, slot)) and out (bf16) and y (fp32) within the
+ *    GEMM tolerance carried through the bf16 rounding points: elementwise
+ *    |gpu - cpu| <= 2^-5 |cpu| + 2e-3 max|row|, norm-wise <= 2e-3 (the
+ *    measured norms are printed);
+ *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
+ *    its row in the M-token launch; shared aliasing out;
+ *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
+ *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gemm_ref.h"
+#include "gpu_util.h"
+#include "ops/cuda/dic_model.h"
+#include "ops/ops.h"
+
+#define MD_POOL 8 /* distinct expert weights; expert e uses pool[e % MD_POOL] */
+
+static void md_gen(int fmt, int N, int K, int B, uint8_t **w, size_t *wb, uint8_t **sc, size_t *sb, uint64_t *s) {
+    *wb = fmt == DI_WFMT_FP8 ? (size_t)N * K : (size_t)N * K / 2;
+    *sb = fmt == DI_WFMT_FP8 ? (size_t)((N + B - 1) / B) * (K / B) : (size_t)N * (K / 32);
+    *w = malloc(*wb);
+    *sc = malloc(*sb);
+    for (size_t i = 0; i < *wb; i++) {
+        uint8_t b = (uint8_t)gt_rand_u64(s);
+        if (fmt == DI_WFMT_FP8 && (b & 0x7F) == 0x7F) b ^= 1;
+        (*w)[i] = b;
+    }
+    for (size_t i = 0; i < *sb; i++) (*sc)[i] = (uint8_t)(118 + gt_rand_u64(s) % 6);
+}
+
+typedef struct md_mats {
+    uint8_t *w[MD_POOL], *s[MD_POOL];
+    di_wmat cpu[MD_POOL];
+    dic_wmat dev[MD_POOL];
+} md_mats;
+
+static void md_mats_make(md_mats *m, int fmt, int N, int K, int B, uint64_t *s) {
+    for (int p = 0; p < MD_POOL; p++) {
+        size_t wb, sb;
+        md_gen(fmt, N, K, B, &m->w[p], &wb, &m->s[p], &sb, s);
+        CHECK(di_wmat_pack(&m->cpu[p], (di_wfmt)fmt, m->w[p], m->s[p], N, K, B, NULL) == DEEPINFER_OK);
+        m->dev[p] = (dic_wmat){fmt, N, K, fmt == DI_WFMT_FP8 ? B : 32, gt_to_dev(m->w[p], wb), gt_to_dev(m->s[p], sb)};
+        CHECK(m->dev[p].w && m->dev[p].scale);
+    }
+}
+static void md_mats_free(md_mats *m) {
+    for (int p = 0; p < MD_POOL; p++) {
+        di_wmat_free(&m->cpu[p]);
+        cudaFree((void *)m->dev[p].w), cudaFree((void *)m->dev[p].scale);
+        free(m->w[p]), free(m->s[p]);
+    }
+}
+
+/* elementwise and norm check of n values (rows of width w, for the row max) */
+static int md_cmp(const char *what, const float *g, const float *c, int rows, int w, size_t ldg, size_t ldc, double *norm) {
+    double num = 0, den = 0;
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        float rmax = 0;
+        for (int j = 0; j < w; j++) rmax = fmaxf(rmax, fabsf(c[(size_t)r * ldc + j]));
+        for (int j = 0; j < w; j++) {
+            float a = g[(size_t)r * ldg + j], b = c[(size_t)r * ldc + j];
+            if (!(fabsf(a - b) <= 0x1p-5f * fabsf(b) + 2e-3f * rmax)) {
+                if (bad++ < 4) fprintf(stderr, "    %s row %d col %d: gpu %.7g cpu %.7g\n", what, r, j, a, b);
+            }
+            num += ((double)a - b) * ((double)a - b), den += (double)b * b;
+        }
+    }
+    *norm = den > 0 ? sqrt(num / den) : sqrt(num);
+    return bad;
+}
+
+static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float limit, int M, int share, uint64_t seed) {
+    uint64_t s = seed;
+    md_mats m1, m3, m2;
+    md_mats_make(&m1, fmt, I, d, B, &s);
+    md_mats_make(&m3, fmt, I, d, B, &s);
+    md_mats_make(&m2, fmt, d, I, B, &s);
+    di_wmat *c1 = malloc((size_t)E * sizeof *c1), *c3 = malloc((size_t)E * sizeof *c3), *c2 = malloc((size_t)E * sizeof *c2);
+    dic_wmat *g1 = malloc((size_t)E * sizeof *g1), *g3 = malloc((size_t)E * sizeof *g3), *g2 = malloc((size_t)E * sizeof *g2);
+    for (int e = 0; e < E; e++) {
+        c1[e] = m1.cpu[e % MD_POOL], c3[e] = m3.cpu[e % MD_POOL], c2[e] = m2.cpu[e % MD_POOL];
+        g1[e] = m1.dev[e % MD_POOL], g3[e] = m3.dev[e % MD_POOL], g2[e] = m2.dev[e % MD_POOL];
+    }
+    CHECK_MSG(dic_moe_routed_dec_ok(M, k, E, g1, g3, g2, d, ab), "shape not taken: fmt %d E=%d k=%d d=%d I=%d", fmt, E,
+              k, d, I);
+    /* routing: distinct experts per token; share: tokens draw from a few experts */
+    const int R = M * k;
+    int *sel = malloc((size_t)R * sizeof(int));
+    float *rw = malloc((size_t)R * sizeof(float));
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < k; j++) {
+            int e, dup;
+            do {
+                e = (int)(gt_rand_u64(&s) % (uint64_t)(share ? (k + 2 < E ? k + 2 : E) : E));
+                dup = 0;
+                for (int j2 = 0; j2 < j; j2++) dup |= sel[t * k + j2] == e;
+            } while (dup);
+            sel[t * k + j] = e;
+            rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(&s) * 0.5f + 0.5f);
+        }
+    const size_t ldx = (size_t)d + 8, ldo = (size_t)d + 16;
+    uint16_t *xn = malloc((size_t)M * ldx * 2), *sh = malloc((size_t)M * ldo * 2);
+    fill_act(xn, M, d, ldx, ab, &s);
+    for (size_t i = 0; i < (size_t)M * ldo; i++) sh[i] = di_f32_to_bf16(gt_rand_unit(&s) * 0.05f);
+
+    /* CPU: the op sequence */
+    di_exec x;
+    CHECK(di_exec_init(&x, 0, NULL) == DEEPINFER_OK);
+    di_moe_bufs b;
+    b.off = malloc(((size_t)E + 1) * sizeof(int)), b.rows = malloc((size_t)R * sizeof(int));
+    b.inv = malloc((size_t)R * sizeof(int));
+    b.xe = malloc((size_t)R * d * 2), b.eo = malloc((size_t)R * d * 2);
+    b.g = malloc((size_t)R * I * 2), b.u = malloc((size_t)R * I * 2), b.h = malloc((size_t)R * I * 2);
+    b.erw = malloc((size_t)R * 4);
+    float *y = malloc((size_t)M * d * 4);
+    uint16_t *out = malloc((size_t)M * ldo * 2);
+    memcpy(out, sh, (size_t)M * ldo * 2);
+    di_moe_routed(&x, M, k, sel, rw, E, c1, c3, c2, xn, ldx, d, ab, limit, &b, out, y, out, ldo); /* shared = out */
+
+    /* GPU */
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, 0));
+    int *dsel = gt_to_dev(sel, (size_t)R * sizeof(int));
+    float *drw = gt_to_dev(rw, (size_t)R * 4);
+    uint16_t *dxn = gt_to_dev(xn, (size_t)M * ldx * 2), *dsh = gt_to_dev(sh, (size_t)M * ldo * 2);
+    uint16_t *dh = gt_dev_poison((size_t)R * I * 2), *dout = gt_to_dev(sh, (size_t)M * ldo * 2);
+    uint16_t *dout2 = gt_dev_poison((size_t)M * ldo * 2), *dout1 = gt_dev_poison(ldo * 2);
+    float *dy = gt_dev_poison((size_t)M * d * 4), *dy2 = gt_dev_poison((size_t)M * d * 4);
+    CHECK(dsel && drw && dxn && dsh && dh && dout && dout2 && dout1 && dy && dy2);
+    /* run 1: shared aliasing out; run 2: shared separate */
+    CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh, (size_t)I,
+                                       dout, ldo, dy, dout, ldo));
+    CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh, (size_t)I,
+                                       dsh, ldo, dy2, dout2, ldo));
+    uint16_t *H = gt_d2h(dh, (size_t)R * I * 2), *O = gt_d2h(dout, (size_t)M * ldo * 2), *O2 = gt_d2h(dout2, (size_t)M * ldo * 2);
+    float *Y = gt_d2h(dy, (size_t)M * d * 4), *Y2 = gt_d2h(dy2, (size_t)M * d * 4);
+    CHECK(H && O && O2 && Y && Y2);
+    size_t nd = 0;
+    for (int mm = 0; mm < M; mm++) nd += gt_count_diff_u16(O + mm * ldo, O2 + mm * ldo, (size_t)d);
+    nd += gt_count_diff_u32(Y, Y2, (size_t)M * d);
+    CHECK_MSG(nd == 0, "moe_dec: two runs differ in %zu values", nd);
+    /* the last token alone */
+    if (M > 1) {
+        CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, 1, k, dsel + (size_t)(M - 1) * k, drw + (size_t)(M - 1) * k, E, g1, g3,
+                                           g2, dxn + (size_t)(M - 1) * ldx, ldx, d, ab, limit, dh, (size_t)I,
+                                           dsh + (size_t)(M - 1) * ldo, ldo, NULL, dout1, ldo));
+        uint16_t *O1 = gt_d2h(dout1, ldo * 2);
+        CHECK(O1);
+        size_t n1 = gt_count_diff_u16(O1, O2 + (size_t)(M - 1) * ldo, (size_t)d);
+        CHECK_MSG(n1 == 0, "moe_dec: token %d alone differs from its row in M = %d in %zu values", M - 1, M, n1);
+        free(O1);
+    }
+    /* compare: h rows (GPU row t*k+j = CPU dispatched row inv[t*k+j]), y, out */
+    float *hg = malloc((size_t)R * I * 4), *hc = malloc((size_t)R * I * 4);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < I; i++) {
+            hg[(size_t)r * I + i] = di_bf16_to_f32(H[(size_t)r * I + i]);
+            hc[(size_t)r * I + i] = di_bf16_to_f32(b.h[(size_t)b.inv[r] * I + i]);
+        }
+    float *og = malloc((size_t)M * d * 4), *oc = malloc((size_t)M * d * 4);
+    for (int mm = 0; mm < M; mm++)
+        for (int j = 0; j < d; j++) {
+            og[(size_t)mm * d + j] = di_bf16_to_f32(O[(size_t)mm * ldo + j]);
+            oc[(size_t)mm * d + j] = di_bf16_to_f32(out[(size_t)mm * ldo + j]);
+        }
+    double nh, ny, no;
+    int bh = md_cmp("h", hg, hc, R, I, I, I, &nh);
+    int by = md_cmp("y", Y, y, M, d, d, d, &ny);
+    int bo = md_cmp("out", og, oc, M, d, d, d, &no);
+    size_t same = 0;
+    for (size_t i = 0; i < (size_t)M * d; i++) same += og[i] == oc[i];
+    fprintf(stderr, "  moe_dec %s E=%d k=%d d=%d I=%d B=%d ab=%d limit=%g M=%d%s: norm rel h %.2e y %.2e out %.2e, out "
+                    "bits equal %.1f%%\n",
+            fmt == DI_WFMT_FP8 ? "FP8" : "FP4", E, k, d, I, B, ab, limit, M, share ? " shared experts" : "", nh, ny, no,
+            100.0 * same / ((double)M * d));
+    CHECK_MSG(bh == 0 && by == 0 && bo == 0 && nh <= 2e-3 && ny <= 2e-3 && no <= 2e-3,
+              "moe_dec fmt %d E=%d k=%d d=%d I=%d M=%d: %d h / %d y / %d out outside tolerance, norms %.2e %.2e %.2e",
+              fmt, E, k, d, I, M, bh, by, bo, nh, ny, no);
+    /* untouched: out's padding columns */
+    size_t pad = 0;
+    for (int mm = 0; mm < M; mm++)
+        for (size_t j = (size_t)d; j < ldo; j++) pad += O2[mm * ldo + j] != 0xFFFF;
+    CHECK_MSG(pad == 0, "moe_dec: %zu padding values written", pad);
+
+    di_exec_free(&x);
+    cudaFree(dsel), cudaFree(drw), cudaFree(dxn), cudaFree(dsh), cudaFree(dh), cudaFree(dout), cudaFree(dout2);
+    cudaFree(dout1), cudaFree(dy), cudaFree(dy2);
+    cudaStreamDestroy(ctx.stream);
+    free(H), free(O), free(O2), free(Y), free(Y2), free(hg), free(hc), free(og), free(oc);
+    free(b.off), free(b.rows), free(b.inv), free(b.xe), free(b.eo), free(b.g), free(b.u), free(b.h), free(b.erw);
+    free(y), free(out), free(xn), free(sh), free(sel), free(rw);
+    free(c1), free(c3), free(c2), free(g1), free(g3), free(g2);
+    md_mats_free(&m1), md_mats_free(&m3), md_mats_free(&m2);
+}
+
+TEST(gpu_moe_dec_fp4) {
+    static const int Ms[] = {1, 2, 5, 8};
+    for (int i = 0; i < 4; i++) md_case(DI_WFMT_FP4, 16, 2, 256, 128, 32, 128, 0.0f, Ms[i], 0, 7100 + i);
+    for (int i = 0; i < 4; i++) md_case(DI_WFMT_FP4, 64, 6, 1024, 512, 32, 32, 7.0f, Ms[i], i == 3, 7110 + i);
+    md_case(DI_WFMT_FP4, 256, 6, 4096, 2048, 32, 128, 10.0f, 1, 0, 7120); /* V4-Flash */
+    md_case(DI_WFMT_FP4, 256, 6, 4096, 2048, 32, 128, 10.0f, 8, 0, 7121);
+}
+
+TEST(gpu_moe_dec_fp8) {
+    static const int Ms[] = {1, 2, 5, 8};
+    for (int i = 0; i < 4; i++) md_case(DI_WFMT_FP8, 32, 4, 512, 256, 128, 128, 0.0f, Ms[i], i == 2, 7200 + i);
+    md_case(DI_WFMT_FP8, 16, 3, 640, 384, 32, 32, 5.0f, 2, 0, 7210);
+    md_case(DI_WFMT_FP8, 16, 3, 640, 384, 64, 128, 5.0f, 5, 0, 7211);
+}
