@@ -7,20 +7,24 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
     di_exec *x = f->x;
     int M = f->M, d = (int)c->hidden_size, E = mw->n_experts, K = o->topk, ab = c->act_block;
 
+    /* shared expert first, straight into out; the routed op adds it after the routed sum (the
+     * order of moe.h: routed experts by increasing id, then shared, then bf16; same bits as
+     * computing it last).
+     * Recorded steps run it on line 1 beside the router (ops.h di_exec_branch; own buffers). */
+    if (mw->has_shared) {
+        int Is = mw->sw1.n;
+        di_exec_branch(x, 1);
+        di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->sg, NULL, ws->su, (size_t)Is);
+        di_swiglu(x, M, ws->sg, ws->su, (size_t)Is, Is, o->shared_limit, NULL, ws->sh, (size_t)Is);
+        di_gemm(x, M, ws->sh, (size_t)Is, &mw->sw2, ab, NULL, out, (size_t)d);
+        di_exec_branch(x, 0);
+    }
+
     /* router (fp32 logits; fp32 scores and weights) */
     di_gemm(x, M, xn, (size_t)d, &mw->gate, 0, ws->logits_gate, NULL, (size_t)E);
     di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok, K, o->route_scale,
                   o->norm_eps, o->normalize, ws->sel, ws->rw);
-
-    /* shared expert first, straight into out; the routed op adds it after the routed sum (the
-     * order of moe.h: routed experts by increasing id, then shared, then bf16; same bits as
-     * computing it last). */
-    if (mw->has_shared) {
-        int Is = mw->sw1.n;
-        di_gemm2(x, M, xn, (size_t)d, &mw->sw1, &mw->sw3, ab, NULL, ws->g, NULL, ws->u, (size_t)Is);
-        di_swiglu(x, M, ws->g, ws->u, (size_t)Is, Is, o->shared_limit, NULL, ws->h, (size_t)Is);
-        di_gemm(x, M, ws->h, (size_t)Is, &mw->sw2, ab, NULL, out, (size_t)d);
-    }
+    di_exec_join(x);
 
     /* routed experts (dispatch by expert, grouped GEMMs, combine in increasing expert id), + shared, bf16 */
     di_moe_bufs b = {ws->moe_off, ws->moe_rows, ws->moe_inv, ws->xe, ws->g, ws->u, ws->h, ws->eo, ws->erw};
