@@ -6,17 +6,17 @@
 void di_block_chain_start(di_fwd *f) { di_hc_pre_onehot(f->x, f->M, f->ws->pre_in); }
 
 void di_block(di_fwd *f, const di_block_w *bw, const di_layer_cfg *L, int layer, uint16_t *R, int chain,
-              di_attn_fn attn, const di_moe_opts *moe) {
-    const di_model_config *c = f->cfg;
+              di_attn_fn attn, const di_moe_opts *moe, const di_block_w *next) {
     di_ws *ws = f->ws;
-    int d = (int)c->hidden_size;
-    float eps = (float)c->rms_norm_eps;
-    di_mhc_pre(f, &bw->hc_attn, R, chain, ws->x);
-    di_rmsnorm(f->x, f->M, ws->x, (size_t)d, bw->attn_norm, d, eps, ws->xn, (size_t)d);
+    if (!f->hc_primed) di_mhc_site(f, &bw->hc_attn, bw->attn_norm, NULL, R, chain);
+    f->hc_primed = 0;
     attn(f, &bw->attn, L, layer, ws->xn, ws->sub);
-    di_mhc_post(f, ws->sub, R);
-    di_mhc_pre(f, &bw->hc_ffn, R, chain, ws->x);
-    di_rmsnorm(f->x, f->M, ws->x, (size_t)d, bw->ffn_norm, d, eps, ws->xn, (size_t)d);
+    di_mhc_site(f, &bw->hc_ffn, bw->ffn_norm, ws->sub, R, chain);
     di_moe_block(f, &bw->moe, moe, ws->xn, ws->sub);
-    di_mhc_post(f, ws->sub, R);
+    if (next) { /* this site's post and the next block's attention pre: one transition */
+        di_mhc_site(f, &next->hc_attn, next->attn_norm, ws->sub, R, chain);
+        f->hc_primed = 1;
+    } else {
+        di_mhc_post(f, ws->sub, R);
+    }
 }

@@ -25,8 +25,13 @@
 typedef void (*di_attn_fn)(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int layer, const uint16_t *xn,
                            uint16_t *out);
 
+/* next: the block that the caller runs right after this one on the same R
+ * with nothing in between that reads or writes R or ws (else NULL). Then the
+ * FFN site's post and next's attention-site pre run as one transition
+ * (di_mhc_site) at the end of this call, f->hc_primed is set, and the next
+ * di_block call starts at its attention sub-layer. */
 void di_block(di_fwd *f, const di_block_w *bw, const di_layer_cfg *L, int layer, uint16_t *R, int chain,
-              di_attn_fn attn, const di_moe_opts *moe);
+              di_attn_fn attn, const di_moe_opts *moe, const di_block_w *next);
 
 /* ws->pre_in = one-hot copy 0 for the step's rows (start of a V4.1 chain). */
 void di_block_chain_start(di_fwd *f);

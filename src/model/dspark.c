@@ -236,7 +236,8 @@ static void draft_group(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
     di_block_chain_start(&f);
     for (int s = 0; s < m->w.n_stages; s++) {
         int layer = c->n_layers + s;
-        di_block(&f, &m->w.stages[s].blk, &c->layers[layer], layer, m->core.R, 1, block_attn, &m->stage_moe);
+        di_block(&f, &m->w.stages[s].blk, &c->layers[layer], layer, m->core.R, 1, block_attn, &m->stage_moe,
+                 s + 1 < m->w.n_stages ? &m->w.stages[s + 1].blk : NULL);
     }
     const di_v41_stage_w *last = &m->w.stages[m->w.n_stages - 1];
     di_mhc_collapse_carried(&f, m->core.R, m->dhid);

@@ -122,7 +122,8 @@ static void forward_rows(di_v4_model *m, di_core *core, const di_v4_batch *b, in
         di_core_fwd_init(core, b, r0, k, &m->moe, &f);
         di_core_embed(core, &f, m->w.embed); /* expanded to hc copies (§4.1) */
         for (int l = 0; l < c->n_layers; l++)
-            di_block(&f, &m->w.layers[l], &c->layers[l], l, core->R, 0, di_attn_block, &m->moe);
+            di_block(&f, &m->w.layers[l], &c->layers[l], l, core->R, 0, di_attn_block, &m->moe,
+                     l + 1 < c->n_layers ? &m->w.layers[l + 1] : NULL);
         di_v4_outputs(m, core, &f, b, r0, &m->w.hc_head, m->w.norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }

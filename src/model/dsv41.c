@@ -220,7 +220,11 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
                                         f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
                 return st;
             if (b->target_hidden && m->target_slot[l] >= 0) capture_target(core, &f, b, r0, m->target_slot[l]);
-            di_block(&f, &m->w.layers[l], L, l, core->R, 1, di_attn_block, &m->moe);
+            /* the next layer's pre joins this block's last post unless R is read or
+             * changed in between (Engram, the DSpark target capture) */
+            int fuse = l + 1 < c->n_layers && c->layers[l + 1].engram < 0 &&
+                       !(b->target_hidden && m->target_slot[l + 1] >= 0);
+            di_block(&f, &m->w.layers[l], L, l, core->R, 1, di_attn_block, &m->moe, fuse ? &m->w.layers[l + 1] : NULL);
         }
         if (b->hidden) di_copy_2d(f.x, 1, core->R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)k * hcd * 2);
         if (di_core_has_logits(b, r0, k)) {

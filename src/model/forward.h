@@ -97,6 +97,7 @@ typedef struct di_fwd {
     int nseg;
     int mtp;                /* 1 while running a drafter stage (its own positions) */
     int released_index_k;   /* V4.1: single-token decode rows score stale index keys (§5.4) */
+    int hc_primed;          /* di_block: the next block's attention-site pre is done (block.h) */
     const float *inv_freq_main, *inv_freq_cmp; /* [rope_head_dim / 2] */
     const struct di_moe_opts *moe;             /* router / SwiGLU settings of the model */
     void (*index_obs)(void *ctx, int layer, int64_t pos, const int *rows, int n); /* optional */

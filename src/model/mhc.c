@@ -9,15 +9,13 @@ static void mixes(di_fwd *f, const di_hc_w *hc, const uint16_t *R) {
     di_hc_scale_mixes(f->x, f->M, R, (size_t)hcd, hcd, (float)c->rms_norm_eps, f->ws->mixes, hc->nmix, f->ws->mixes);
 }
 
-void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint16_t *x) {
+void di_mhc_site(di_fwd *f, const di_hc_w *hc, const float *norm, const uint16_t *sub, uint16_t *R, int chain) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
     int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
-    mixes(f, hc, R);
-    di_hc_sinkhorn_rows(f->x, f->M, ws->mixes, hc->dscale, hc->dbase, (int)c->hc_sinkhorn_iters, (float)c->hc_eps,
-                        ws->pre, ws->post, ws->comb);
-    di_hc_collapse(f->x, f->M, chain ? ws->pre_in : ws->pre, R, (size_t)hcd, d, x, (size_t)d);
-    if (chain) di_copy_2d(f->x, 1, ws->pre, 0, ws->pre_in, 0, sizeof(float) * 4 * (size_t)f->M);
+    di_hc_transition(f->x, f->M, sub, (size_t)d, R, (size_t)hcd, d, &hc->fn, hc->dscale, hc->dbase,
+                     (int)c->hc_sinkhorn_iters, (float)c->hc_eps, (float)c->rms_norm_eps, ws->mixes, ws->pre, ws->post,
+                     ws->comb, chain ? ws->pre_in : NULL, norm, (float)c->rms_norm_eps, ws->x, ws->xn, (size_t)d);
 }
 
 void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x) {

@@ -19,15 +19,17 @@
 #include "model/forward.h"
 #include "model/weights.h"
 
-/* mixes -> pre/post/comb in ws for all rows, and x = collapse(R) (bf16
- * [M][dim]) with this site's pre, or with `chain`: with ws->pre_in, after
- * which ws->pre_in = this site's pre. */
-void di_mhc_pre(di_fwd *f, const di_hc_w *hc, const uint16_t *R, int chain, uint16_t *x);
+/* One site transition (ops.h di_hc_transition): with sub != NULL (bf16
+ * [M][dim]) first R = expand(sub, R) with the post/comb of the previous
+ * site; then mixes -> pre/post/comb in ws for all rows, ws->x = collapse(R)
+ * with this site's pre, or with `chain`: with ws->pre_in, after which
+ * ws->pre_in = this site's pre; then ws->xn = rmsnorm(ws->x, norm). */
+void di_mhc_site(di_fwd *f, const di_hc_w *hc, const float *norm, const uint16_t *sub, uint16_t *R, int chain);
 
 /* x = collapse(R) with ws->pre_in (the V4.1 final collapse). */
 void di_mhc_collapse_carried(di_fwd *f, const uint16_t *R, uint16_t *x);
 
-/* R = expand(sub, R) with the post/comb of the last di_mhc_pre. In place. */
+/* R = expand(sub, R) with the post/comb of the last di_mhc_site. In place. */
 void di_mhc_post(di_fwd *f, const uint16_t *sub, uint16_t *R);
 
 /* The output-head collapse (no Sinkhorn): x = sum_k pre_k R[k]. */

@@ -37,7 +37,7 @@ deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const u
         di_rmsnorm(f.x, n * hc, hidden_in + (size_t)r0 * hcd, (size_t)d, mw->hnorm, d, eps, m->hbuf, (size_t)d);
         di_gemm(f.x, n * hc, m->hbuf, (size_t)d, &mw->h_proj, ab, NULL, R, (size_t)d);
         di_add_bcast_bf16(f.x, n, ws->sub, hc, d, R);
-        di_block(&f, &mw->blk, L, layer, R, 0, di_attn_block, &m->moe);
+        di_block(&f, &mw->blk, L, layer, R, 0, di_attn_block, &m->moe, NULL);
         di_v4_outputs(m, &m->core, &f, b, r0, &mw->hc_head, mw->norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->mtp_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }

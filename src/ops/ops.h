@@ -300,6 +300,30 @@ void di_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size
 void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
                   const uint16_t *R, uint16_t *Rout, size_t ldr, int d);
 
+/* One hyper-connection transition (§4.2, §5.1) for M rows: the post of the
+ * previous site, then the pre of the next site and its sub-layer RMSNorm.
+ * Exactly the op sequence (di_hc_transition_seq):
+ *   sub != NULL: R = expand(post, comb, sub, R) in place (the previous
+ *                site's post/comb; sub [M][d] stride ldsub);
+ *   mixes = scale_mixes(R, rms_eps, gemm(R, fn))     (fn: F32 [24][4d]);
+ *   pre, post, comb = sinkhorn_rows(mixes, scale3, base, iters, hc_eps);
+ *   xo = collapse(pre_in ? pre_in : pre, R); pre_in != NULL: pre_in = pre;
+ *   xn = rmsnorm(xo, norm_w, norm_eps)               (xo, xn stride ldx).
+ * R: [M][4][d] bf16, stride ldr; mixes [M][24]; pre, post, pre_in [M][4];
+ * comb [M][16]. A backend may fuse the sequence (CUDA with
+ * batch_invariant == 0: the mixes' fp32 sums in another fixed order). */
+void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                      const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                      float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                      const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
+
+/* The unfused sequence of di_hc_transition, each op dispatched on its own
+ * (backends call it for the shapes and modes they do not fuse). */
+void di_hc_transition_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                          const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                          float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                          const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
+
 /* ---------------------------------------------------------------------------
  * Compressor pooling (§4.5): for each channel d < D, softmax over S slots of
  * score[s][d] (fp32: e = exp(x - max), w = e / sum e, slots summed in

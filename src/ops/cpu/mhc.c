@@ -214,3 +214,27 @@ void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const
     exp_ctx c = {post, comb, f, ldf, R, Rout, ldr, d};
     di_par_rows(x, M, 24.0 * d, exp_rows, &c);
 }
+
+void di_hc_transition_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                          const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                          float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                          const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
+    int hcd = HC * d;
+    if (sub) di_hc_expand(x, M, post, comb, sub, ldsub, R, R, ldr, d);
+    di_gemm(x, M, R, ldr, fn, 0, mixes, NULL, (size_t)fn->n);
+    di_hc_scale_mixes(x, M, R, ldr, hcd, rms_eps, mixes, fn->n, mixes);
+    di_hc_sinkhorn_rows(x, M, mixes, scale3, base, iters, hc_eps, pre, post, comb);
+    di_hc_collapse(x, M, pre_in ? pre_in : pre, R, ldr, d, xo, ldx);
+    if (pre_in) di_copy_2d(x, 1, pre, 0, pre_in, 0, sizeof(float) * HC * (size_t)M);
+    di_rmsnorm(x, M, xo, ldx, norm_w, d, norm_eps, xn, ldx);
+}
+
+void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                      const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                      float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                      const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
+    DI_DEV_CALL(x, hc_transition, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre,
+                post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
+    di_hc_transition_seq(x, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre, post,
+                         comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
+}

@@ -347,6 +347,33 @@ static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, 
     if (M > 0) CU_CHECK(x, dic_add_bcast_bf16(DC(x), M, e, hc, d, R), "dic_add_bcast_bf16");
 }
 
+/* Mode 0 on the shapes the fused kernel takes, at M <= HC_FUSE_MAXM rows: one
+ * launch; else (mode 1 included) the op sequence, each op on its own kernel
+ * (today's bits). The fused kernel's serial tail grows with the rows of a
+ * tile: measured on the H200 (bench/gpu/MHC-NOTES.md, graph us per
+ * transition, fused vs sequence) 12.9 vs 14.8 at M = 1, 16.0 vs 15.3 at
+ * M = 2, 22.9 vs 17.4 at M = 4, so only single-row decode takes it. */
+#define HC_FUSE_MAXM 1
+static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                          const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                          float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                          const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    dic_wmat w;
+    if (!c->dc.batch_invariant && M <= HC_FUSE_MAXM && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
+        dic_hc_transition_ok(&c->dc, M, R, ldr, d, w.n, w.k, w.w, xo, xn, ldx)) {
+        cu_prof_tag(c, "hc_transition M=%d d=%d%s", M, d, sub ? "" : " (no expand)");
+        CU_CHECK(x,
+                 dic_hc_transition(&c->dc, M, sub, ldsub, R, ldr, d, (const float *)w.w, scale3, base, iters, hc_eps,
+                                   rms_eps, mixes, pre, post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx),
+                 "dic_hc_transition");
+        return;
+    }
+    di_hc_transition_seq(x, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre, post,
+                         comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
+}
+
 /* ids: host-computed hash ids (dsv41.c engram_ids), staged as a host table. */
 static void engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
                                const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
@@ -393,6 +420,7 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->hc_head_pre = hc_head_pre;
     t->hc_mean = hc_mean;
     t->add_bcast_bf16 = add_bcast_bf16;
+    t->hc_transition = hc_transition;
     t->engram_gather_rows = engram_gather_rows;
     t->engram_gate_rows = engram_gate_rows;
 }

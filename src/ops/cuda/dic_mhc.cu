@@ -14,6 +14,7 @@
  * rounding boundary (~2^-26 per row). The GPU test counts such rows.
  */
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_model.h"
 
 #define HC 4
 
@@ -96,21 +97,20 @@ static __device__ __forceinline__ float sk_sum4(float v, unsigned mask, int base
     return s;
 }
 
-static __global__ void __launch_bounds__(16 * SK_ROWS_PER_CTA)
-    k_sinkhorn(int M, const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
-               float *post, float *comb) {
-    DIC_PDL_ENTER();
-    const int lane = threadIdx.x & 15, j = lane >> 2, k = lane & 3;
-    const int m0 = blockIdx.x * SK_ROWS_PER_CTA + (threadIdx.x >> 4);
-    const int m = m0 < M ? m0 : M - 1; /* surplus groups redo the last row, write nothing */
-    const unsigned mask = 0xFFFFFFFFu; /* whole warps run every shuffle (M - 1 clamp above) */
-    const float *mx = mixes + (size_t)m * 24;
+/* One row's Sinkhorn split on a 16-lane group (lane = 4j + k); mx: the row's
+ * 24 mixes (global or shared); write: this group's row is real (else it
+ * redoes a row only to keep the whole warp in the shuffles). */
+static __device__ __forceinline__ void sk_group(int lane, const float *mx, const float *scale3, const float *base,
+                                                int iters, float eps, int write, float *pre, float *post,
+                                                float *comb) {
+    const int j = lane >> 2, k = lane & 3;
+    const unsigned mask = 0xFFFFFFFFu; /* whole warps run every shuffle */
     const float s0 = scale3[0], s1 = scale3[1], s2 = scale3[2];
-    if (m0 < M && lane < HC) {
+    if (write && lane < HC) {
         float e0 = dic_expf(-(mx[lane] * s0 + base[lane]));
         float e1 = dic_expf(-(mx[lane + HC] * s1 + base[lane + HC]));
-        pre[(size_t)m * HC + lane] = 1.0f / (1.0f + e0) + eps;
-        post[(size_t)m * HC + lane] = 2.0f * (1.0f / (1.0f + e1));
+        pre[lane] = 1.0f / (1.0f + e0) + eps;
+        post[lane] = 2.0f * (1.0f / (1.0f + e1));
     }
     float c = mx[lane + 2 * HC] * s2 + base[lane + 2 * HC];
     /* row softmax + eps: max and sum over k in order */
@@ -126,7 +126,18 @@ static __global__ void __launch_bounds__(16 * SK_ROWS_PER_CTA)
         if (it > 0) c = c / (sk_sum4(c, mask, 4 * j, 1) + eps); /* rows */
         c = c / (sk_sum4(c, mask, k, 4) + eps);                  /* columns */
     }
-    if (m0 < M) comb[(size_t)m * HC * HC + lane] = c;
+    if (write) comb[lane] = c;
+}
+
+static __global__ void __launch_bounds__(16 * SK_ROWS_PER_CTA)
+    k_sinkhorn(int M, const float *mixes, const float *scale3, const float *base, int iters, float eps, float *pre,
+               float *post, float *comb) {
+    DIC_PDL_ENTER();
+    const int lane = threadIdx.x & 15;
+    const int m0 = blockIdx.x * SK_ROWS_PER_CTA + (threadIdx.x >> 4);
+    const int m = m0 < M ? m0 : M - 1; /* surplus groups redo the last row, write nothing */
+    sk_group(lane, mixes + (size_t)m * 24, scale3, base, iters, eps, m0 < M, pre + (size_t)m * HC,
+             post + (size_t)m * HC, comb + (size_t)m * HC * HC);
 }
 
 extern "C" cudaError_t dic_hc_sinkhorn_rows(const dic_ctx *c, int M, const float *mixes, const float *scale3,
@@ -262,4 +273,319 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
     dim3 grid((unsigned)((d + 8 * 128 - 1) / (8 * 128)), (unsigned)M);
     DIC_LAUNCH(k_expand, grid, 128, 0, c->stream, post, comb, f, ldf, R, Rout, ldr, d, vec);
     DIC_LAUNCH_CHECK();
+}
+
+/* ---- fused transition (ops.h di_hc_transition, batch_invariant == 0) ----
+ * One launch: grid (S = d / HT_CW column slices, row tiles of HT_MT rows).
+ * A CTA owns columns [i0, i0 + 32) of all four copies of its tile's rows:
+ *   A  expand them in place (k_expand's arithmetic, bf16 R written back), keep
+ *      the bf16 values in shared memory, and the double sum of their squares;
+ *   B  the 24 partial dot products with its fn slice (12 KB, loaded before the
+ *      PDL wait: weights), fp32 fmaf chain of 4 per lane, then a fixed 32-lane
+ *      xor tree; partials to scratch;
+ *   the last CTA of a tile to arrive (atomic counter, reset by that CTA) then
+ *   C  adds the partials slice by slice in a fixed order (lane j sums slices
+ *      j, j + 32, ..., then a fixed xor tree) and scales them
+ *      (k_scale_mixes' arithmetic); the double sums of squares likewise: bf16
+ *      squares are exact in double, so the order changes nothing except in
+ *      the rare cases dic_hc_scale_mixes' header describes;
+ *   D  Sinkhorn (sk_group, k_sinkhorn's code), pre / pre_in;
+ *   E  collapse (k_collapse's arithmetic) and RMSNorm of the rows (k_rmsnorm's
+ *      arithmetic and its ambiguity fallback: the CPU's bits).
+ * So only the fp32 sums of the mixes differ from the unfused kernels (F32 GEMM
+ * tolerance); the slicing depends on d only, so a row's bits do not depend on
+ * M or on the other rows. Deterministic: no float atomics. The counters are
+ * module state shared by every launch; launches on one stream are serialised
+ * by the PDL wait (every kernel waits for its predecessor before touching
+ * memory), which is the only way the engine launches (one stream). */
+
+#define HT_CW 32   /* columns per CTA */
+#define HT_MT 4    /* rows per tile */
+#define HT_T 256   /* threads */
+#define HT_MAXT 16 /* tiles per launch (counters); more rows: more launches */
+#define HT_VMAX 4  /* E: 16-byte vectors per thread and row: d <= 8 * 4 * 256 */
+#define HT_NMIX 24
+
+static __device__ unsigned int g_ht_cnt[HT_MAXT];
+
+typedef struct ht_args {
+    int M, d;
+    const uint16_t *sub;
+    size_t ldsub;
+    uint16_t *R;
+    size_t ldr;
+    const float *fn;
+    const float *scale3, *base;
+    int iters;
+    float hc_eps, rms_eps;
+    float *mixes, *pre, *post, *comb, *pre_in;
+    const float *norm_w;
+    float norm_eps;
+    uint16_t *xo, *xn;
+    size_t ldx;
+    float *part;  /* [HT_MAXT][HT_MT][24][S] */
+    double *ssp;  /* [HT_MAXT][HT_MT][S] */
+} ht_args;
+
+static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
+    __shared__ __align__(16) float sr[HT_MT][HC * HT_CW];
+    __shared__ float smix[HT_MT][HT_NMIX];
+    __shared__ float spre[HT_MT][HC];
+    __shared__ double sred[HT_T / 32][HT_MT];
+    __shared__ float srs[HT_MT];
+    __shared__ int last_sh;
+    const unsigned full = 0xFFFFFFFFu;
+    const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
+    const int S = gridDim.x, s = blockIdx.x, tile = blockIdx.y;
+    const int d = a.d, hcd = HC * d;
+    const int i0 = s * HT_CW, m0 = tile * HT_MT;
+    const int mt = min(HT_MT, a.M - m0);
+    /* the fn slice: warp w takes mixes w, w + 8, w + 16; lane = (copy kc, 4 columns q) */
+    const int kc = lane >> 3, q = lane & 7;
+    float4 wv[HT_NMIX / 8];
+#pragma unroll
+    for (int u = 0; u < HT_NMIX / 8; u++)
+        wv[u] = __ldg((const float4 *)(a.fn + (size_t)(warp + 8 * u) * hcd + (size_t)kc * d + i0 + 4 * q));
+    DIC_PDL_ENTER();
+
+    /* A: warp mm = row mm of the tile, lane = column */
+    if (warp < HT_MT) {
+        const int mm = warp, i = i0 + lane;
+        float rv[HC] = {0.0f, 0.0f, 0.0f, 0.0f};
+        double ss = 0.0;
+        if (mm < mt) {
+            const int m = m0 + mm;
+            uint16_t *r = a.R + (size_t)m * a.ldr;
+#pragma unroll
+            for (int j = 0; j < HC; j++) rv[j] = dic_bf16_to_f32(r[(size_t)j * d + i]);
+            if (a.sub) {
+                float po[HC], cb[HC * HC], out[HC];
+#pragma unroll
+                for (int k = 0; k < HC; k++) po[k] = a.post[(size_t)m * HC + k];
+#pragma unroll
+                for (int k = 0; k < HC * HC; k++) cb[k] = a.comb[(size_t)m * HC * HC + k];
+                expand1(po, cb, dic_bf16_to_f32(a.sub[(size_t)m * a.ldsub + i]), rv, out);
+#pragma unroll
+                for (int k = 0; k < HC; k++) {
+                    const uint16_t b = dic_f32_to_bf16(out[k]);
+                    r[(size_t)k * d + i] = b;
+                    rv[k] = dic_bf16_to_f32(b);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < HC; j++) {
+                const double v = rv[j];
+                ss = __dadd_rn(ss, __dmul_rn(v, v));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < HC; j++) sr[mm][j * HT_CW + lane] = rv[j];
+        for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
+        if (lane == 0 && mm < mt) a.ssp[((size_t)tile * HT_MT + mm) * S + s] = ss;
+    }
+    __syncthreads();
+
+    /* B: partial mixes */
+#pragma unroll
+    for (int u = 0; u < HT_NMIX / 8; u++) {
+        const int n = warp + 8 * u;
+#pragma unroll
+        for (int mm = 0; mm < HT_MT; mm++) {
+            const float4 r4 = *(const float4 *)&sr[mm][kc * HT_CW + 4 * q];
+            float acc = __fmul_rn(wv[u].x, r4.x);
+            acc = fmaf(wv[u].y, r4.y, acc);
+            acc = fmaf(wv[u].z, r4.z, acc);
+            acc = fmaf(wv[u].w, r4.w, acc);
+            for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
+            if (lane == 0 && mm < mt) a.part[(((size_t)tile * HT_MT + mm) * HT_NMIX + n) * S + s] = acc;
+        }
+    }
+
+    /* arrival: the last CTA of the tile goes on */
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+        const unsigned prev = atomicAdd(&g_ht_cnt[tile], 1u);
+        last_sh = prev == (unsigned)S - 1;
+        if (last_sh) g_ht_cnt[tile] = 0; /* ready for the next launch */
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    __threadfence();
+
+    /* C: the mixes (fixed order over the slices), the flatten rsqrt, the scaling */
+    for (int o = warp; o < mt * HT_NMIX; o += HT_T / 32) {
+        const int mm = o / HT_NMIX, n = o % HT_NMIX;
+        const float *p = a.part + (((size_t)tile * HT_MT + mm) * HT_NMIX + n) * S;
+        float v = 0.0f;
+        for (int j = lane; j < S; j += 32) v = __fadd_rn(v, __ldcg(p + j));
+        for (int o2 = 16; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
+        if (lane == 0) smix[mm][n] = v;
+    }
+    if (warp < mt) {
+        const int mm = warp;
+        const double *p = a.ssp + ((size_t)tile * HT_MT + mm) * S;
+        double v = 0.0;
+        for (int j = lane; j < S; j += 32) v = __dadd_rn(v, __ldcg(p + j));
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
+        if (lane == 0) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
+            const float ms = __double2float_rn(__ddiv_rn(v, (double)hcd));
+            srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
+        }
+    }
+    __syncthreads();
+    for (int o = t; o < mt * HT_NMIX; o += HT_T) {
+        const int mm = o / HT_NMIX, n = o % HT_NMIX;
+        const float v = __fmul_rn(smix[mm][n], srs[mm]);
+        smix[mm][n] = v;
+        a.mixes[(size_t)(m0 + mm) * HT_NMIX + n] = v;
+    }
+    __syncthreads();
+
+    /* D: Sinkhorn, 16 lanes per row (whole warps: surplus groups redo the last row) */
+    if (t < 16 * HT_MT) {
+        const int g = t >> 4, mm = g < mt ? g : mt - 1;
+        const size_t m = (size_t)(m0 + mm);
+        sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, a.pre + m * HC, a.post + m * HC,
+                 a.comb + m * HC * HC);
+    }
+    __syncthreads();
+    if (t < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
+        const size_t i = (size_t)m0 * HC + t;
+        const float p = a.pre[i];
+        if (a.pre_in) {
+            spre[t / HC][t % HC] = a.pre_in[i];
+            a.pre_in[i] = p;
+        } else {
+            spre[t / HC][t % HC] = p;
+        }
+    }
+    __syncthreads();
+
+    /* E: collapse (bf16 x) and RMSNorm (bf16 xn), rows of the tile */
+    const int nv = d / 8;
+    uint4 xv[HT_MT][HT_VMAX];
+    double ssq[HT_MT];
+#pragma unroll
+    for (int mm = 0; mm < HT_MT; mm++) {
+        ssq[mm] = 0.0;
+        if (mm < mt) {
+            const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr;
+            uint16_t *xo = a.xo + (size_t)(m0 + mm) * a.ldx;
+            const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
+#pragma unroll
+            for (int j = 0; j < HT_VMAX; j++) {
+                const int iv = t + j * HT_T;
+                xv[mm][j] = make_uint4(0, 0, 0, 0);
+                if (iv < nv) {
+                    float rr[HC][8], o[8];
+#pragma unroll
+                    for (int k = 0; k < HC; k++) unpack8(__ldcg((const uint4 *)(r + (size_t)k * d + 8 * iv)), rr[k]);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) o[e] = collapse1(p, rr[0][e], rr[1][e], rr[2][e], rr[3][e]);
+                    const uint4 pk = pack8(o);
+                    xv[mm][j] = pk;
+                    *(uint4 *)(xo + 8 * iv) = pk;
+                    float xf[8];
+                    unpack8(pk, xf);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        const double v = xf[e];
+                        ssq[mm] = __dadd_rn(ssq[mm], __dmul_rn(v, v));
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int mm = 0; mm < HT_MT; mm++) {
+        double v = ssq[mm];
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
+        if (lane == 0) sred[warp][mm] = v;
+    }
+    __syncthreads();
+    if (t < mt) { /* k_rmsnorm's thread 0, row t */
+        const int mm = t;
+        double sum = sred[0][mm];
+        for (int w = 1; w < HT_T / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
+        const double qd = __ddiv_rn(sum, (double)d);
+        const double del = __dadd_rn(__dmul_rn((double)(2 * d), 0x1p-53), 0x1p-51);
+        float f = __double2float_rn(qd);
+        const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
+        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order over x */
+            const uint16_t *xr = a.xo + (size_t)(m0 + mm) * a.ldx;
+            sum = 0.0;
+            for (int i = 0; i < d; i++) {
+                const double v = (double)dic_bf16_to_f32(xr[i]);
+                sum = __dadd_rn(sum, __dmul_rn(v, v));
+            }
+            f = __double2float_rn(__ddiv_rn(sum, (double)d));
+        }
+        srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, a.norm_eps)));
+    }
+    __syncthreads();
+    const float *w = a.norm_w;
+#pragma unroll
+    for (int mm = 0; mm < HT_MT; mm++) {
+        if (mm >= mt) continue;
+        const float rsq = srs[mm];
+        uint16_t *y = a.xn + (size_t)(m0 + mm) * a.ldx;
+#pragma unroll
+        for (int j = 0; j < HT_VMAX; j++) {
+            const int iv = t + j * HT_T;
+            if (iv >= nv) continue;
+            const uint32_t qq[4] = {xv[mm][j].x, xv[mm][j].y, xv[mm][j].z, xv[mm][j].w};
+            uint32_t o[4];
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
+                float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
+                if (w) lo = __fmul_rn(w[8 * iv + 2 * h], lo), hi = __fmul_rn(w[8 * iv + 2 * h + 1], hi);
+                o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
+            }
+            *(uint4 *)(y + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
+static size_t ht_part_bytes(int d) {
+    return ((size_t)HT_MAXT * HT_MT * HT_NMIX * (size_t)(d / HT_CW) * sizeof(float) + 255) & ~(size_t)255;
+}
+
+extern "C" int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n,
+                                    int fn_k, const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx) {
+    if (M <= 0 || d <= 0 || d % HT_CW || d > 8 * HT_VMAX * HT_T || fn_n != HT_NMIX || fn_k != HC * d) return 0;
+    if (ldr < (size_t)HC * d || ldx < (size_t)d || ldr % 8 || ldx % 8) return 0;
+    if ((((uintptr_t)R) | ((uintptr_t)xo) | ((uintptr_t)xn) | ((uintptr_t)fn)) & 15) return 0;
+    return c->scratch && ht_part_bytes(d) + (size_t)HT_MAXT * HT_MT * (size_t)(d / HT_CW) * sizeof(double) <=
+                             c->scratch_cap;
+}
+
+extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R,
+                                         size_t ldr, int d, const float *fn, const float *scale3, const float *base,
+                                         int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
+                                         float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
+                                         uint16_t *xn, size_t ldx) {
+    const int S = d / HT_CW;
+    float *part = (float *)c->scratch;
+    double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
+    for (int r0 = 0; r0 < M; r0 += HT_MAXT * HT_MT) {
+        const int mc = M - r0 < HT_MAXT * HT_MT ? M - r0 : HT_MAXT * HT_MT;
+        const size_t ro = (size_t)r0;
+        ht_args a;
+        a.M = mc, a.d = d;
+        a.sub = sub ? sub + ro * ldsub : NULL, a.ldsub = ldsub;
+        a.R = R + ro * ldr, a.ldr = ldr;
+        a.fn = fn, a.scale3 = scale3, a.base = base, a.iters = iters, a.hc_eps = hc_eps, a.rms_eps = rms_eps;
+        a.mixes = mixes + ro * HT_NMIX, a.pre = pre + ro * HC, a.post = post + ro * HC, a.comb = comb + ro * HC * HC;
+        a.pre_in = pre_in ? pre_in + ro * HC : NULL;
+        a.norm_w = norm_w, a.norm_eps = norm_eps;
+        a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
+        a.part = part, a.ssp = ssp;
+        dim3 grid((unsigned)S, (unsigned)((mc + HT_MT - 1) / HT_MT));
+        DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }

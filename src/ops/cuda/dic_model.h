@@ -174,6 +174,19 @@ cudaError_t dic_hc_head_pre(const dic_ctx *c, int M, const float *mixes, int hc,
 cudaError_t dic_hc_mean(const dic_ctx *c, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo);
 cudaError_t dic_add_bcast_bf16(const dic_ctx *c, int M, const uint16_t *e, int hc, int d, uint16_t *R);
 
+/* ops.h di_hc_transition fused into one launch per 64 rows (dic_mhc.cu), for
+ * batch_invariant == 0: fn is the F32 [24][4d] weight (device, row stride
+ * 4d). Only the fp32 sums of the mixes differ from the op sequence (another
+ * fixed order, independent of M); everything after them has the sequence's
+ * bits for the same mixes. dic_hc_transition_ok says whether the shape is
+ * taken (else the caller runs the sequence). Uses c->scratch. */
+int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k,
+                         const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx);
+cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr,
+                              int d, const float *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                              float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                              const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
+
 /* ---------------------------------------------------------------------------
  * Engram [dic_elem_model.cu: gather; dic_engram_gate.cu: gate]. ids, table,
  * scale, rmap, kv, R, qk, gates: device. Gate: the exponential as in

@@ -1,0 +1,156 @@
+/* mhc_bench.c — one mHC transition (ops.h di_hc_transition: the previous site's
+ * expand, this site's mixes GEMM + scale + Sinkhorn + collapse + RMSNorm) at
+ * V4-Flash dims (hc = 4, d = 4096, fn F32 [24][16384] = 1.57 MB), decode rows
+ * M = 1, 2, 4, 8: the fused batch_invariant == 0 kernel (dic_hc_transition, one
+ * launch) against the unfused sequence of today's kernels in the same run
+ * (mode 0: fast F32 GEMV; and mode 1), each timed as a CUDA graph of 64
+ * transitions (what decode replays), fn rotated over 64 copies (100 MB, so
+ * L2 does not serve the weights), R / sub / state shared (L2-resident as in
+ * the step). Floor: fn bytes + R read and written + sub + x + xn at the d2d
+ * copy rate measured first. Usage: mhc_bench */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic.h"
+#include "ops/cuda/dic_model.h"
+
+#define D 4096
+#define HCD (4 * D)
+#define NW 64    /* fn copies */
+#define CALLS 64 /* transitions per graph */
+
+static cudaStream_t st;
+static cudaEvent_t e0, e1;
+static dic_ctx ctx;
+static float *fn[NW], *sc3, *base, *mixes, *pre, *post, *comb, *pre_in, *w;
+static uint16_t *R, *sub, *x, *xn;
+
+static void fill_f32(float *d, size_t n, float amp, unsigned long long seed) {
+    float *h = malloc(n * 4);
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 7;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = amp * (float)((double)(s >> 11) * 0x1.0p-52 - 1.0);
+    }
+    CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    free(h);
+}
+static void fill_bf16(uint16_t *d, size_t n, unsigned long long seed) {
+    uint16_t *h = malloc(n * 2);
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 3;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        float f = (float)((double)(s >> 11) * 0x1.0p-52 - 1.0);
+        unsigned u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    CK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* mode: 0 fused, 1 unfused with the mode-0 kernels, 2 unfused with the mode-1 kernels */
+static void transition(int mode, int M, int i, int expand, int chain) {
+    const float *f = fn[i % NW];
+    float *pin = chain ? pre_in : NULL;
+    const uint16_t *s = expand ? sub : NULL;
+    if (mode == 0) {
+        ctx.batch_invariant = 0;
+        CK(dic_hc_transition(&ctx, M, s, D, R, HCD, D, f, sc3, base, 20, 1e-6f, 1e-6f, mixes, pre, post, comb, pin, w,
+                             1e-6f, x, xn, D));
+        return;
+    }
+    ctx.batch_invariant = mode == 1 ? 0 : 1;
+    dic_wmat wm = {1, 24, HCD, 0, f, NULL};
+    if (s) CK(dic_hc_expand(&ctx, M, post, comb, s, D, R, R, HCD, D));
+    CK(dic_gemm(&ctx, M, R, HCD, &wm, 0, mixes, NULL, 24));
+    CK(dic_hc_scale_mixes(&ctx, M, R, HCD, HCD, 1e-6f, mixes, 24, mixes));
+    CK(dic_hc_sinkhorn_rows(&ctx, M, mixes, sc3, base, 20, 1e-6f, pre, post, comb));
+    CK(dic_hc_collapse(&ctx, M, pin ? pin : pre, R, HCD, D, x, D));
+    if (pin) CK(cudaMemcpyAsync(pin, pre, (size_t)M * 16, cudaMemcpyDeviceToDevice, st));
+    CK(dic_rmsnorm(&ctx, M, x, D, w, D, 1e-6f, xn, D));
+}
+
+static double graph_us(int mode, int M, int expand, int chain) {
+    cudaGraph_t gr;
+    for (int i = 0; i < 4; i++) transition(mode, M, i, expand, chain); /* warm (module load) */
+    CK(cudaStreamSynchronize(st));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < CALLS; i++) transition(mode, M, i, expand, chain);
+    CK(cudaStreamEndCapture(st, &gr));
+    return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
+}
+
+int main(void) {
+    CK(cudaStreamCreate(&st));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double copy_gbs;
+    { /* copy ceiling: 1 GiB d2d, bytes read + written */
+        size_t cb = (size_t)1 << 30;
+        void *s, *d;
+        CK(cudaMalloc(&s, cb));
+        CK(cudaMalloc(&d, cb));
+        float t[12];
+        for (int i = 0; i < 14; i++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+        }
+        qsort(t, 12, sizeof *t, cmpf);
+        copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
+        printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], copy_gbs);
+        cudaFree(s), cudaFree(d);
+    }
+    ctx.stream = st;
+    ctx.scratch_cap = (size_t)64 << 20;
+    CK(cudaMalloc(&ctx.scratch, ctx.scratch_cap));
+    int dev = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&ctx.num_sms, cudaDevAttrMultiProcessorCount, dev));
+    for (int i = 0; i < NW; i++) {
+        CK(cudaMalloc((void **)&fn[i], (size_t)24 * HCD * 4));
+        fill_f32(fn[i], (size_t)24 * HCD, 0.02f, 100 + i);
+    }
+    const int MM = 8;
+    CK(cudaMalloc((void **)&sc3, 12));
+    CK(cudaMalloc((void **)&base, 96));
+    CK(cudaMalloc((void **)&mixes, MM * 96));
+    CK(cudaMalloc((void **)&pre, MM * 16));
+    CK(cudaMalloc((void **)&post, MM * 16));
+    CK(cudaMalloc((void **)&comb, MM * 64));
+    CK(cudaMalloc((void **)&pre_in, MM * 16));
+    CK(cudaMalloc((void **)&w, D * 4));
+    CK(cudaMalloc((void **)&R, (size_t)MM * HCD * 2));
+    CK(cudaMalloc((void **)&sub, (size_t)MM * D * 2));
+    CK(cudaMalloc((void **)&x, (size_t)MM * D * 2));
+    CK(cudaMalloc((void **)&xn, (size_t)MM * D * 2));
+    fill_f32(sc3, 3, 1.0f, 1), fill_f32(base, 24, 1.0f, 2), fill_f32(w, D, 1.0f, 3);
+    fill_bf16(R, (size_t)MM * HCD, 4), fill_bf16(sub, (size_t)MM * D, 5);
+    fill_f32(pre_in, MM * 4, 0.5f, 6);
+    /* a valid post / comb to start from: one transition without the expand */
+    ctx.batch_invariant = 1;
+    transition(2, MM, 0, 0, 0);
+    CK(cudaStreamSynchronize(st));
+
+    printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
+           D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
+    printf("%-28s %9s %9s %9s %8s %8s %8s\n", "case", "fused", "unf.m0", "unf.m1", "floor", "f/floor", "unf0/f");
+    static const int Ms[] = {1, 2, 4, 8};
+    for (int c = 0; c < 6; c++) {
+        int M = c < 4 ? Ms[c] : 1, expand = c != 4, chain = c == 5;
+        double bytes = 24.0 * HCD * 4 + (double)M * (HCD * 2 * (expand ? 2 : 1) + (expand ? D * 2 : 0) + 2 * D * 2);
+        double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
+        double f = graph_us(0, M, expand, chain), u0 = graph_us(1, M, expand, chain), u1 = graph_us(2, M, expand, chain);
+        char name[64];
+        snprintf(name, sizeof name, "M=%d %s%s", M, expand ? "expand+pre+norm" : "pre+norm (first)", chain ? " chain" : "");
+        printf("%-28s %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, f, u0, u1, floor_us, f / floor_us, u0 / f);
+        fflush(stdout);
+    }
+    return 0;
+}
