@@ -1,9 +1,11 @@
 /* gemm_dec_bench.c — FP8 / FP4 dic_gemm at decode sizes (M = 1, 8; fast mode) on the V4-Flash
  * shapes: CUDA-graph time per call (activation quantisation included), GB/s of weight bytes and the
  * ratio to the d2d copy ceiling measured in the same run. One run compares the kernel variants
- * (dic_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = k_gemm_dec quantising its own
- * rows (one launch); dec+q = quantisation launch + k_gemm_dec; stN = ring stages; sN = split count
- * (s1: no split-K fold; other counts than the default give other bits). Then dic_gemm_multi
+ * (dic_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = the default (fused or dec+q
+ * by dic_gemm_dec_fused); fused = k_gemm_dec quantising its own rows (one launch); dec+q =
+ * quantisation launch + k_gemm_dec; stN = ring stages, sN = split count, both on "fused" (s1: no
+ * split-K fold; other counts than the default give other bits; a k range over 2048 per CTA falls
+ * back to "old"). Then dic_gemm_multi
  * (wq_a + wkv from one activation) against the two calls. Weights rotate over >= 256 MB so L2 does
  * not serve them. Usage: gemm_dec_bench [quick] */
 #include <cuda_runtime_api.h>
@@ -155,16 +157,16 @@ int main(int argc, char **argv) {
         {"fp4 w1 2048x4096", 3, 2048, 4096},
     };
     static const struct { const char *v; int mode, st, sp; } vs[] = {
-        {"old", 2, 0, 0}, {"dec", 0, 0, 0}, {"dec+q", 1, 0, 0}, {"st2", 0, 2, 0}, {"st3", 0, 3, 0},
-        {"st4", 0, 4, 0}, {"s1", 0, 0, 1},  {"s2", 0, 0, 2},   {"s4", 0, 0, 4}, {"s8", 0, 0, 8},
+        {"old", 2, 0, 0}, {"dec", 0, 0, 0}, {"fused", 3, 0, 0}, {"dec+q", 1, 0, 0}, {"st2", 3, 2, 0},
+        {"st3", 3, 3, 0}, {"st4", 3, 4, 0}, {"s1", 3, 0, 1},    {"s2", 3, 0, 2},   {"s4", 3, 0, 4}, {"s8", 3, 0, 8},
     };
-    const int nv = quick ? 3 : (int)(sizeof vs / sizeof *vs);
+    const int nv = quick ? 4 : (int)(sizeof vs / sizeof *vs);
     for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         wset w;
         make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
         for (int M = 1; M <= 8; M += 7)
             for (int v = 0; v < nv; v++) {
-                if (M == 8 && v > 2) break;
+                if (M == 8 && v > 3) break;
                 dic_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
                 double us = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
                 line(cs[ci].name, M, vs[v].v, us, (double)w.bytes);

@@ -4,8 +4,9 @@
  *    CPU: every sampled element within 2^-10 of the absolute-value sum of its exact terms (double
  *    reference over the CPU-quantised activations, gtest_gemm_f16.c's bound), norm-wise <= 1e-4 vs
  *    that reference and vs di_gemm; bf16 output = bf16(fp32 output);
- *  - two launches bitwise equal; the kernel quantising its own rows (mode 0) bitwise equal to the
- *    quantisation launch + the same kernel (mode 1) and to the two-launch k_gemm_f16 (mode 2);
+ *  - two launches bitwise equal; the kernel quantising its own rows (mode 3) bitwise equal to the
+ *    quantisation launch + the same kernel (mode 1), to the two-launch k_gemm_f16 (mode 2) and to
+ *    the default (mode 0, which picks 3 or 1);
  *  - the decode kernel really ran (dic_gemm_dec_status() is not -1: no launch was refused);
  *  - dic_gemm_multi (2 and 3 weights, odd N) bitwise equal to the separate dic_gemm calls, padding
  *    columns untouched. */
@@ -69,15 +70,18 @@ static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
     CHECK(dA && dW && dS);
     dic_wmat dw = {fmt, N, K, fmt == DI_WFMT_FP8 ? 128 : 32, dW, dS};
-    float *C, *C2, *Cq, *Co;
-    uint16_t *C16, *C16b, *C16q, *C16o;
-    d_run(&ctx, 0, M, dA, lda, &dw, act, ldc, &C, &C16);
-    d_run(&ctx, 0, M, dA, lda, &dw, act, ldc, &C2, &C16b);
+    float *C, *C2, *Cq, *Co, *Ca;
+    uint16_t *C16, *C16b, *C16q, *C16o, *C16a;
+    d_run(&ctx, 3, M, dA, lda, &dw, act, ldc, &C, &C16);
+    d_run(&ctx, 3, M, dA, lda, &dw, act, ldc, &C2, &C16b);
     CHECK_MSG(dic_gemm_dec_status() == 0, "dec N=%d K=%d: the decode kernel's launch was refused", N, K);
     d_run(&ctx, 1, M, dA, lda, &dw, act, ldc, &Cq, &C16q);
     d_run(&ctx, 2, M, dA, lda, &dw, act, ldc, &Co, &C16o);
+    d_run(&ctx, 0, M, dA, lda, &dw, act, ldc, &Ca, &C16a);
     const size_t tot = (size_t)M * ldc;
     size_t d2 = gt_count_diff_u32(C, C2, tot), dq = gt_count_diff_u32(C, Cq, tot), dold = gt_count_diff_u32(C, Co, tot);
+    CHECK_MSG(gt_count_diff_u32(C, Ca, tot) == 0 && gt_count_diff_u16(C16, C16a, tot) == 0,
+              "dec %d M=%d N=%d K=%d: the default mode differs", fmt, M, N, K);
     CHECK_MSG(d2 == 0 && gt_count_diff_u16(C16, C16b, tot) == 0, "dec %d M=%d N=%d K=%d: two runs differ", fmt, M, N, K);
     CHECK_MSG(dq == 0, "dec %d M=%d N=%d K=%d: own quantisation vs quantisation launch: %zu outputs differ", fmt, M, N,
               K, dq);
@@ -132,7 +136,7 @@ static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     di_exec_free(&x);
     cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(ctx.scratch);
     cudaStreamDestroy(ctx.stream);
-    free(A), free(w), free(sc), free(C), free(C2), free(Cq), free(Co), free(C16), free(C16b), free(C16q), free(C16o);
+    free(A), free(w), free(sc), free(C), free(C2), free(Cq), free(Co), free(Ca), free(C16), free(C16b), free(C16q), free(C16o), free(C16a);
     free(R), free(q), free(sa);
 }
 

@@ -8,17 +8,18 @@
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15) != 0; }
 
-/* The decode kernel in its configured mode (dic_gemm_dec_config): 0 quantises in the kernel, 1 after
- * the quantisation launch (into q / s). cudaErrorNotSupported: not applicable, nothing launched. */
+/* The decode kernel in its configured mode (dic_gemm_dec_config): 0 picks 3 or 1 by
+ * dic_gemm_dec_fused; 3 quantises in the kernel, 1 after the quantisation launch (into q / s). cudaErrorNotSupported: not applicable, nothing launched. */
 static cudaError_t dec(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
                        int act_block, float *const *C32, uint16_t *const *C16, const size_t *ldc, uint8_t *q, float *s) {
     int mode = dic_gemm_dec_status();
-    if (mode != 0 && mode != 1) return cudaErrorNotSupported;
+    if (mode != 0 && mode != 1 && mode != 3) return cudaErrorNotSupported;
+    if (mode == 0) mode = dic_gemm_dec_fused(M, W[0].n, W[0].k, act_block, c->num_sms) ? 3 : 1;
     if (mode == 1) { /* (bench) a refusal after this launch only costs the fallback's own quantisation */
         cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, W[0].k, act_block, NULL, NULL, q, s, NULL, 0);
         if (e != cudaSuccess) return e;
     }
-    return dic_gemm_dec_launch(c->stream, c->num_sms, nw, W, act_block, M, A, lda, mode ? q : NULL, s, C32, C16, ldc);
+    return dic_gemm_dec_launch(c->stream, c->num_sms, nw, W, act_block, M, A, lda, mode == 1 ? q : NULL, s, C32, C16, ldc);
 }
 
 extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,

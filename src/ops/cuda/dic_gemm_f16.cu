@@ -3,7 +3,8 @@
  * (c->batch_invariant == 0): decode (small M), routed experts (grouped, any
  * rows per expert) and plain FP4 at any M. Used by dic_gemm,
  * dic_gemm_grouped and dic_gemm_grouped_seg when !c->batch_invariant
- * (FP8 plain M > 64 keeps the wgmma kernel).
+ * (FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8 (dic_gemm,
+ * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
  * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
@@ -401,9 +402,10 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
  *  - before griddepcontrol.wait (PDL) it issues the weights of its first stages (cp.async) and loads
  *    all its weight scales: weights never come from a previous kernel, so their stream overlaps the
  *    producer of the activations;
- *  - after the wait it quantises its own k range of the <= 8 activation rows (QF = 1; the formula of
+ *  - after the wait it quantises its own k range of the <= 8 activation rows (qf = 1; the formula of
  *    dic_gemm_quant, so the same e4m3 values and scales) straight into f16 in shared memory: no
- *    separate quantisation launch; (QF = 0 reads dic_gemm_quant's output instead);
+ *    separate quantisation launch (qf = 0 reads dic_gemm_quant's output instead: faster when a CTA
+ *    has many act blocks to quantise, dic_gemm_dec_fused);
  *  - split-K partials are added inside a thread-block cluster (cluster = the splits of one column
  *    tile, <= 8): no scratch, no counters, no threadfence; rank r adds outputs o % S == r, reading
  *    the S partials from distributed shared memory in split order.
@@ -709,6 +711,15 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
     return (nchunks + cps - 1) / cps;
 }
 
+/* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
+ * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
+ * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
+extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
+    int kper;
+    d_splits(N, K, num_sms, &kper);
+    return act_block > 0 && (long long)M * (kper / act_block) <= 16;
+}
+
 extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block,
                                            int M, const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
                                            float *const *C32, uint16_t *const *C16, const size_t *ldc) {
@@ -738,7 +749,11 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.tx[nw] = gx;
     if (splits > 8 || kper > 2048) return cudaErrorNotSupported;
     const int nch = kper / F_CK;
-    int stmax = g_dec_stmax > 1 ? g_dec_stmax : (nch <= 4 ? 4 : 3);
+    /* ring stages (measured, GEMV-NOTES.md fp8dec): a CTA of <= 4 chunks issues them all before the
+     * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
+     * and 2 with clusters of 8 (40 KB, 5 per SM: 4 per SM left clusters of the 512-CTA wo_b grid
+     * waiting for a second wave: 21.7 us at 3 stages, 15.2 us at 2) */
+    int stmax = g_dec_stmax > 1 ? g_dec_stmax : nch <= 4 ? 4 : splits > 1 ? 2 : 3;
     if (stmax > 4) stmax = 4;
     a.M = M, a.K = K, a.nw = nw, a.kper = kper, a.nst = nch < stmax ? nch : stmax;
     a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1, a.qf = qf;

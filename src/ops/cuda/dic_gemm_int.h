@@ -100,11 +100,15 @@ cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t ld
 cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block, int M,
                                 const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
                                 float *const *C32, uint16_t *const *C16, const size_t *ldc);
-/* Bench / test knobs: mode 0 = decode kernel with its own quantisation (default), 1 = decode
- * kernel after the quantisation launch, 2 = off (k_gemm_f16); stmax = ring stages (0: auto);
+/* Bench / test knobs: mode 0 = decode kernel, quantising its own rows where dic_gemm_dec_fused says
+ * so (default), 1 = decode kernel after the quantisation launch, 2 = off (k_gemm_f16); 3 = decode
+ * kernel always quantising its own rows; stmax = ring stages (0: auto);
  * splits = split-K count (0: k_gemm_f16's rule; other values give other bits: bench only).
  * Status: the mode, or -1 when a launch was refused and this process fell back for good. */
 void dic_gemm_dec_config(int mode, int stmax, int splits);
+/* Mode 0's choice: 1 when the kernel should quantise its own rows, 0 when the quantisation launch
+ * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16). */
+int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
 int dic_gemm_dec_status(void);
 
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
