@@ -151,6 +151,14 @@ void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W,
 void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
               float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc);
 
+/* Several products of the same activations: for w < nw (1..4),
+ * C16[w] = A W[w]^T as bf16 (di_gemm with C32 = NULL), row stride ldc[w].
+ * Exactly the nw di_gemm calls (same bits). A device backend may quantise A
+ * once and run all products in one launch when the W[w] share format (FP8 /
+ * FP4) and K (its fast mode: each output computed as its single call). */
+void di_gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
+                   uint16_t *const *C16, const size_t *ldc);
+
 /* Block-diagonal product (the grouped output projection wo_a): for each
  * group g < G, C[:, g*W[g].n ..] = A[:, g*gk .. g*gk + gk) W[g]^T; every
  * W[g] has the same format and shape (n, k = gk). Exactly the G di_gemm

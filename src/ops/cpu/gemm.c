@@ -289,6 +289,12 @@ void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, 
     }
 }
 
+void di_gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
+                   uint16_t *const *C16, const size_t *ldc) {
+    DI_DEV_CALL(x, gemm_multi, M, A, lda, nw, W, act_block, C16, ldc);
+    for (int w = 0; w < nw; w++) di_gemm(x, M, A, lda, &W[w], act_block, NULL, C16[w], ldc[w]);
+}
+
 void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
               float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
     DI_DEV_CALL(x, gemm2, M, A, lda, W1, W2, act_block, C1_32, C1_16, C2_32, C2_16, ldc);

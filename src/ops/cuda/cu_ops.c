@@ -39,6 +39,20 @@ static void gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int
     CU_CHECK(x, dic_gemm_blockdiag(DC(x), M, A, lda, G, w, gk, act_block, C32, C16, ldc), "dic_gemm_blockdiag");
 }
 
+static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
+                       uint16_t *const *C16, const size_t *ldc) {
+    dic_wmat w[4];
+    if (M <= 0 || nw <= 0) return;
+    if (nw > 4) { /* more than one launch takes: per product */
+        for (int i = 0; i < nw; i++) gemm(x, M, A, lda, &W[i], act_block, NULL, C16[i], ldc[i]);
+        return;
+    }
+    for (int i = 0; i < nw; i++)
+        if (!cu_wmat(cu_of(x), &W[i], &w[i])) return;
+    cu_prof_tag(cu_of(x), "%s x%d M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : "float", nw, M, W[0].n, W[0].k);
+    CU_CHECK(x, dic_gemm_multi(DC(x), M, A, lda, nw, w, act_block, C16, ldc), "dic_gemm_multi");
+}
+
 static void rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,
                     uint16_t *out, size_t ldy) {
     if (M > 0) CU_CHECK(x, dic_rmsnorm(DC(x), M, in, ldx, w, D, eps, out, ldy), "dic_rmsnorm");
@@ -170,6 +184,7 @@ void cu_fill_dense_ops(di_dev_ops *t) {
     t->gemm = gemm;
     t->gemm2 = gemm2;
     t->gemm_blockdiag = gemm_blockdiag;
+    t->gemm_multi = gemm_multi;
     t->rmsnorm = rmsnorm;
     t->head_rmsnorm_bf16 = head_rmsnorm;
     t->rope = rope;

@@ -8,6 +8,20 @@
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15) != 0; }
 
+/* The decode kernel in its configured mode (dic_gemm_dec_config): 0 picks 3 or 1 by
+ * dic_gemm_dec_fused; 3 quantises in the kernel, 1 after the quantisation launch (into q / s). cudaErrorNotSupported: not applicable, nothing launched. */
+static cudaError_t dec(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
+                       int act_block, float *const *C32, uint16_t *const *C16, const size_t *ldc, uint8_t *q, float *s) {
+    int mode = dic_gemm_dec_status();
+    if (mode != 0 && mode != 1 && mode != 3) return cudaErrorNotSupported;
+    if (mode == 0) mode = dic_gemm_dec_fused(M, W[0].n, W[0].k, act_block, c->num_sms) ? 3 : 1;
+    if (mode == 1) { /* (bench) a refusal after this launch only costs the fallback's own quantisation */
+        cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, W[0].k, act_block, NULL, NULL, q, s, NULL, 0);
+        if (e != cudaSuccess) return e;
+    }
+    return dic_gemm_dec_launch(c->stream, c->num_sms, nw, W, act_block, M, A, lda, mode == 1 ? q : NULL, s, C32, C16, ldc);
+}
+
 extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                 int act_block, float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0) return cudaSuccess;
@@ -21,6 +35,10 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
         return cudaErrorInvalidValue;
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(M, K));
+    if (!c->batch_invariant && M <= 8) { /* decode kernel: one launch (dic_gemm_f16.cu k_gemm_dec) */
+        cudaError_t e = dec(c, M, A, lda, 1, W, act_block, &C32, &C16, &ldc, q, s);
+        if (e != cudaErrorNotSupported) return e;
+    }
     float *part = NULL;
     int *cnt = NULL, ncnt = 0;
     if (dic_gemm_partbytes(M, W->n, K)) {
@@ -73,4 +91,28 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
                                    part, cnt, ncnt, NULL, C16, ldc);
     return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
                              C16, ldc, DIC_GEMM_PATH_INVARIANT);
+}
+
+extern "C" cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
+                                      int act_block, uint16_t *const *C16, const size_t *ldc) {
+    if (M <= 0 || nw <= 0) return cudaSuccess;
+    if (!W || !C16 || !ldc) return cudaErrorInvalidValue;
+    if (!c->batch_invariant && M <= 8 && nw <= 4) {
+        int nmax = 0, ok = 1;
+        for (int i = 0; i < nw; i++) {
+            ok &= (W[i].fmt == 2 || W[i].fmt == 3) && W[i].fmt == W[0].fmt && W[i].k == W[0].k && C16[i] != NULL;
+            if (W[i].n > nmax) nmax = W[i].n;
+        }
+        const int K = W[0].k;
+        if (ok && act_block > 0 && K % act_block == 0 && K % 32 == 0 && c->scratch_cap >= dic_gemm_scratch(M, nmax, K)) {
+            uint8_t *q = (uint8_t *)c->scratch;
+            cudaError_t e = dec(c, M, A, lda, nw, W, act_block, NULL, C16, ldc, q, (float *)(q + dic_gemm_qbytes(M, K)));
+            if (e != cudaErrorNotSupported) return e;
+        }
+    }
+    for (int i = 0; i < nw; i++) { /* nw separate products (mode 1: the CPU's sequence) */
+        cudaError_t e = dic_gemm(c, M, A, lda, &W[i], act_block, NULL, C16[i], ldc[i]);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }

@@ -3,7 +3,8 @@
  * (c->batch_invariant == 0): decode (small M), routed experts (grouped, any
  * rows per expert) and plain FP4 at any M. Used by dic_gemm,
  * dic_gemm_grouped and dic_gemm_grouped_seg when !c->batch_invariant
- * (FP8 plain M > 64 keeps the wgmma kernel).
+ * (FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8 (dic_gemm,
+ * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
  * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
@@ -35,8 +36,12 @@
  * Not the bits of the invariant kernels (dic_gemm_mma.cu), within the same
  * GEMM tolerance of di_gemm.
  */
+#include <cuda_fp16.h>
+#include <string.h>
+
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_gemm_quant.cuh"
 #include "ops/cuda/dic_gemm_tiles.cuh"
 
 #define F_BN 64   /* output columns per CTA (16 per warp) */
@@ -386,4 +391,409 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
     case 16: return launch_nt<8, 0>(st, grid, a, wt);
     default: return launch_nt<8, 1>(st, grid, a, wt);
     }
+}
+
+/* ---- decode kernel (plain M <= 8, fast mode) ----------------------------------
+ *
+ * GEMV-NOTES.md 2026-11-30 (fp8dec): the k_gemm_f16 launch at M <= 8 sat at a ~9 us fixed cost per
+ * CTA lifetime. This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
+ * with NT = 1: the same split count and k range per CTA, the same HMMA steps, the same fma per
+ * K-block, the same left-to-right fold of the split partials) with the serial latencies removed:
+ *  - before griddepcontrol.wait (PDL) it issues the weights of its first stages (cp.async) and loads
+ *    all its weight scales: weights never come from a previous kernel, so their stream overlaps the
+ *    producer of the activations;
+ *  - after the wait it quantises its own k range of the <= 8 activation rows (qf = 1; the formula of
+ *    dic_gemm_quant, so the same e4m3 values and scales) straight into f16 in shared memory: no
+ *    separate quantisation launch (qf = 0 reads dic_gemm_quant's output instead: faster when a CTA
+ *    has many act blocks to quantise, dic_gemm_dec_fused);
+ *  - split-K partials are added inside a thread-block cluster (cluster = the splits of one column
+ *    tile, <= 8): no scratch, no counters, no threadfence; rank r adds outputs o % S == r, reading
+ *    the S partials from distributed shared memory in split order.
+ * A row's bits do not depend on M (M <= 8 here, and k_gemm_f16 gives the same bits for M <= 64).
+ * Up to 4 weights with the same K and format share one launch (dic_gemm_multi): CTA column tiles
+ * are numbered weight after weight; each column is computed as in the single launch. */
+
+#define D_MAXW 4
+typedef struct dargs {
+    int M, K, nw, kper, nst;
+    int lab, lwb, nwb, spbm1, qf;
+    int tx[D_MAXW + 1]; /* first column tile of weight i (tx[nw] = grid x) */
+    int N[D_MAXW];
+    const uint8_t *w[D_MAXW];
+    const uint8_t *s[D_MAXW];
+    float *C32[D_MAXW];
+    uint16_t *C16[D_MAXW];
+    size_t ldc[D_MAXW];
+    const uint16_t *A; /* qf = 1: bf16 rows */
+    size_t lda;
+    const uint8_t *q; /* qf = 0: dic_gemm_quant's e4m3 rows and scales */
+    size_t ldq;
+    const float *sa;
+    int nsa;
+} dargs;
+
+static __device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ float ld_dsmem(const float *p, int rank) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void cp_wait_n(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
+    default: asm volatile("cp.async.wait_group 3;\n" ::); break;
+    }
+}
+
+#define D_A16S(kper) (2 * (kper) + 64) /* f16 row stride: rows g, g + 1 64 bytes apart mod 128 (no bank conflicts) */
+static size_t d_smem(int nst, int kper, int fp4) {
+    return (size_t)nst * 64 * F_WRS(fp4) + 8 * (size_t)D_A16S(kper) + 8 * (size_t)(kper / 32) * 4 + 64 * (size_t)(kper / 32);
+}
+
+template <int FP4>
+static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__ dargs a) {
+    constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int wi = 0;
+#pragma unroll
+    for (int i = 1; i < D_MAXW; i++)
+        if (i < a.nw && (int)blockIdx.x >= a.tx[i]) wi = i;
+    const int n0 = ((int)blockIdx.x - a.tx[wi]) * F_BN, N = a.N[wi], K = a.K, M = a.M;
+    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
+    const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
+    const uint8_t *W = a.w[wi], *S = a.s[wi];
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    const int kps = a.kper / 32, a16s = D_A16S(a.kper);
+    uint8_t *a16 = smem + (size_t)a.nst * 64 * WRS;
+    float *ssa = (float *)(a16 + 8 * a16s); /* [8][kps] activation scale per 32-k sub-block */
+    uint8_t *ssw = (uint8_t *)(ssa + 8 * kps); /* [64][kps] weight scale byte per row and sub-block */
+
+#define D_ISSUE(c)                                                                                 \
+    do {                                                                                           \
+        const int kc_ = kbeg + (c) * F_CK, kl_ = min(F_CK, kend - kc_);                            \
+        uint8_t *sg_ = smem + ((c) % nst) * 64 * WRS;                                              \
+        _Pragma("unroll") for (int i_ = 0; i_ < 64 * WB / 16 / 128; i_++) {                        \
+            int u_ = tid + 128 * i_, r_ = u_ / (WB / 16), p_ = u_ % (WB / 16);                      \
+            if (n0 + r_ < N && p_ * 16 * (FP4 ? 2 : 1) < kl_)                                      \
+                cp16(sg_ + r_ * WRS + p_ * 16, W + (size_t)(n0 + r_) * wrow + (FP4 ? kc_ / 2 : kc_) + p_ * 16); \
+        }                                                                                          \
+    } while (0)
+
+    /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
+    for (int c = 0; c < nst; c++) {
+        D_ISSUE(c);
+        cp_commit();
+    }
+    for (int u0 = 0; u0 < 64 * nsb; u0 += 8 * 128) {
+        uint8_t b[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int u = u0 + tid + 128 * i, r = u / nsb, sb = u - r * nsb, k = kbeg + 32 * sb;
+            b[i] = 0;
+            if (u < 64 * nsb && n0 + r < N) {
+                if (FP4) b[i] = __ldg(S + (size_t)(n0 + r) * (K / 32) + (k >> 5));
+                else b[i] = __ldg(S + (size_t)((n0 + r) >> a.lwb) * a.nwb + (k >> a.lwb));
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int u = u0 + tid + 128 * i, r = u / nsb, sb = u - r * nsb;
+            if (u < 64 * nsb) ssw[r * kps + sb] = b[i];
+        }
+    }
+    DIC_PDL_ENTER();
+
+    /* 2. activations of rows < M, k in [kbeg, kend) -> f16 (in the fragment order) + scales */
+    if (a.qf) {
+        const int ab = 1 << a.lab, vpl = ab >> 5, nbk = kl >> a.lab, nb = M * nbk;
+        const float inv448 = (float)(1.0 / 448.0);
+        for (int b0 = warp; b0 < nb; b0 += 4 * 8) {
+            float x[8][4];
+#pragma unroll
+            for (int r = 0; r < 8; r++) { /* all loads of this round first */
+                const int bi = b0 + 4 * r, m = bi / nbk, kb = kbeg + ((bi - m * nbk) << a.lab) + lane * vpl;
+                const uint16_t *p = a.A + (size_t)m * a.lda + kb;
+                x[r][0] = x[r][1] = x[r][2] = x[r][3] = 0.0f;
+                if (bi < nb) {
+                    if (vpl == 4) {
+                        uint2 v = *(const uint2 *)p;
+                        x[r][0] = dic_bf16_to_f32(v.x & 0xFFFFu), x[r][1] = dic_bf16_to_f32(v.x >> 16);
+                        x[r][2] = dic_bf16_to_f32(v.y & 0xFFFFu), x[r][3] = dic_bf16_to_f32(v.y >> 16);
+                    } else if (vpl == 2) {
+                        uint32_t v = *(const uint32_t *)p;
+                        x[r][0] = dic_bf16_to_f32(v & 0xFFFFu), x[r][1] = dic_bf16_to_f32(v >> 16);
+                    } else {
+                        x[r][0] = dic_bf16_to_f32(*p);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 8; r++) {
+                const int bi = b0 + 4 * r;
+                if (bi >= nb) break; /* warp-uniform */
+                const int m = bi / nbk, kq = (bi - m * nbk) << a.lab; /* block start, local k */
+                float amax = 0.0f;
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    float av = fabsf(x[r][v]);
+                    if (v < vpl && av > amax) amax = av;
+                }
+                for (int o = 16; o; o >>= 1) {
+                    float tt = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                    if (tt > amax) amax = tt;
+                }
+                if (!(amax >= 1e-4f)) amax = 1e-4f;
+                const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448));
+                if (lane < (ab >> 5)) ssa[m * kps + (kq >> 5) + lane] = sc;
+                uint16_t *row = (uint16_t *)(a16 + m * a16s);
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    if (v >= vpl) break;
+                    float y = __fdiv_rn(x[r][v], sc);
+                    if (y > 448.0f) y = 448.0f;
+                    if (y < -448.0f) y = -448.0f;
+                    const int k = kq + lane * vpl + v;
+                    const int pos = FP4 ? ((k & ~7) | ((k & 3) << 1) | ((k >> 2) & 1)) : k;
+                    row[pos] = __half_as_ushort(__float2half_rn(round_e4m3(y)));
+                }
+            }
+        }
+    } else {
+        const int np = M * (kl >> 3); /* 8-byte pieces of e4m3 */
+        for (int u0 = 0; u0 < np; u0 += 8 * 128) {
+            uint2 v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int u = u0 + tid + 128 * i, m = u / (kl >> 3), p = u - m * (kl >> 3);
+                v[i] = make_uint2(0, 0);
+                if (u < np) v[i] = __ldg((const uint2 *)(a.q + (size_t)m * a.ldq + kbeg + 8 * p));
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int u = u0 + tid + 128 * i, m = u / (kl >> 3), p = u - m * (kl >> 3);
+                if (u >= np) break;
+                uint4 o;
+                if (FP4) {
+                    uint32_t x = __byte_perm(v[i].x, v[i].y, 0x5140), y = __byte_perm(v[i].x, v[i].y, 0x7362);
+                    o = make_uint4(cvt_e4m3x2(x & 0xFFFFu), cvt_e4m3x2(x >> 16), cvt_e4m3x2(y & 0xFFFFu),
+                                   cvt_e4m3x2(y >> 16));
+                } else {
+                    o = make_uint4(cvt_e4m3x2(v[i].x & 0xFFFFu), cvt_e4m3x2(v[i].x >> 16),
+                                   cvt_e4m3x2(v[i].y & 0xFFFFu), cvt_e4m3x2(v[i].y >> 16));
+                }
+                *(uint4 *)(a16 + m * a16s + 16 * p) = o;
+            }
+        }
+        for (int u = tid; u < M * nsb; u += 128) {
+            const int m = u / nsb, sb = u - m * nsb;
+            ssa[m * kps + sb] = __ldg(a.sa + (size_t)m * a.nsa + ((kbeg + 32 * sb) >> a.lab));
+        }
+    }
+
+    /* 3. the k loop (as k_gemm_f16, NT = 1): chunk c sits in cp.async group c */
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int r0 = 16 * warp + g, spbm1 = a.spbm1;
+#pragma unroll 1
+    for (int c = 0; c < nch; c++) {
+        const uint8_t *sg = smem + (c % nst) * 64 * WRS;
+        const int kl_c = min(F_CK, kend - (kbeg + c * F_CK));
+        cp_wait_n(c == 0 ? nst - 1 : max(nst - 2, 0));
+        __syncthreads(); /* chunk c (and the activations) visible; chunk c - 1's readers done */
+        if (c >= 1) {
+            if (c + nst - 1 < nch) D_ISSUE(c + nst - 1);
+            cp_commit();
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (32 * j < kl_c) {
+                uint32_t pa[4], pb[4];
+                if (FP4) {
+                    uint32_t wa = *(const uint32_t *)(sg + r0 * WRS + 16 * j + 4 * t);
+                    uint32_t wb = *(const uint32_t *)(sg + (r0 + 8) * WRS + 16 * j + 4 * t);
+                    e2m1x8_f16(wa, pa);
+                    e2m1x8_f16(wb, pb);
+                } else {
+                    uint2 wa = *(const uint2 *)(sg + r0 * WRS + 32 * j + 8 * t);
+                    uint2 wb = *(const uint2 *)(sg + (r0 + 8) * WRS + 32 * j + 8 * t);
+                    pa[0] = cvt_e4m3x2(wa.x & 0xFFFFu), pa[1] = cvt_e4m3x2(wa.x >> 16);
+                    pa[2] = cvt_e4m3x2(wa.y & 0xFFFFu), pa[3] = cvt_e4m3x2(wa.y >> 16);
+                    pb[0] = cvt_e4m3x2(wb.x & 0xFFFFu), pb[1] = cvt_e4m3x2(wb.x >> 16);
+                    pb[2] = cvt_e4m3x2(wb.y & 0xFFFFu), pb[3] = cvt_e4m3x2(wb.y >> 16);
+                }
+                const uint4 qv = *(const uint4 *)(a16 + g * a16s + 2 * (F_CK * c + 32 * j + 8 * t));
+                mma16816(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+                mma16816(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+                if (((j + 1) & spbm1) == 0) { /* K-block complete: C_s = fma(P, s_act * s_w, C_s) */
+                    const int sb = 4 * c + j - spbm1;
+                    const uint8_t b0 = ssw[r0 * kps + sb], b1 = ssw[(r0 + 8) * kps + sb];
+                    const float w0 = FP4 ? dic_e8m0_to_f32(b0) * 16384.0f : dic_e8m0_to_f32(b0);
+                    const float w1 = FP4 ? dic_e8m0_to_f32(b1) * 16384.0f : dic_e8m0_to_f32(b1);
+                    const float s0 = ssa[(2 * t) * kps + sb], s1 = ssa[(2 * t + 1) * kps + sb];
+                    acc[0] = fmaf(P[0], s0 * w0, acc[0]);
+                    acc[1] = fmaf(P[1], s1 * w0, acc[1]);
+                    acc[2] = fmaf(P[2], s0 * w1, acc[2]);
+                    acc[3] = fmaf(P[3], s1 * w1, acc[3]);
+                    P[0] = P[1] = P[2] = P[3] = 0.0f;
+                }
+            }
+        }
+    }
+#undef D_ISSUE
+    const int na = n0 + r0, nb = na + 8, ia = 2 * t, ib = ia + 1;
+    float *C32 = a.C32[wi];
+    uint16_t *C16 = a.C16[wi];
+    const size_t ldc = a.ldc[wi];
+#define D_STORE(i, n, v)                                                                           \
+    do {                                                                                           \
+        if (C32) C32[(size_t)(i) * ldc + (n)] = (v);                                               \
+        else C16[(size_t)(i) * ldc + (n)] = dic_f32_to_bf16(v);                                    \
+    } while (0)
+    if (gridDim.z == 1) {
+        if (ia < M && na < N) D_STORE(ia, na, acc[0]);
+        if (ib < M && na < N) D_STORE(ib, na, acc[1]);
+        if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
+        if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
+        return;
+    }
+    /* 4. split partials through the cluster: red[token][column] in the (drained) ring */
+    asm volatile("cp.async.wait_all;\n" ::);
+    __syncthreads();
+    float *red = (float *)smem;
+    red[ia * 64 + r0] = acc[0];
+    red[ib * 64 + r0] = acc[1];
+    red[ia * 64 + r0 + 8] = acc[2];
+    red[ib * 64 + r0 + 8] = acc[3];
+    cluster_sync_all();
+    const int ns = gridDim.z, rank = blockIdx.z;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int o = tid + 128 * i, tok = o >> 6, col = o & 63;
+        if (o % ns != rank || tok >= M || n0 + col >= N) continue;
+        float pv[8];
+#pragma unroll
+        for (int s = 0; s < 8; s++) pv[s] = s < ns ? ld_dsmem(red + o, s) : 0.0f;
+        float v = pv[0];
+#pragma unroll
+        for (int s = 1; s < 8; s++)
+            if (s < ns) v = __fadd_rn(v, pv[s]);
+        D_STORE(tok, n0 + col, v);
+    }
+#undef D_STORE
+    cluster_sync_all(); /* no CTA leaves while its partials may still be read */
+}
+
+/* bench / test knobs (dic_gemm_int.h) */
+static int g_dec_mode = 0, g_dec_stmax = 0, g_dec_splits = 0, g_dec_broken = 0;
+extern "C" void dic_gemm_dec_config(int mode, int stmax, int splits) {
+    g_dec_mode = mode, g_dec_stmax = stmax, g_dec_splits = splits;
+}
+extern "C" int dic_gemm_dec_status(void) { return g_dec_broken ? -1 : g_dec_mode; }
+
+/* k_gemm_f16's split rule for a plain launch (dic_gemm_f16_launch: one token tile) */
+static int d_splits(int N, int K, int num_sms, int *kper) {
+    const int gx = (N + F_BN - 1) / F_BN, nchunks = (K + F_CK - 1) / F_CK;
+    int splits = 1;
+    if (dic_gemm_partbytes(1, N, K)) {
+        long long want = 4LL * (num_sms > 0 ? num_sms : 132) / gx;
+        int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks;
+        splits = want < 1 ? 1 : want > cap ? cap : (int)want;
+    }
+    if (g_dec_splits > 0) splits = g_dec_splits < nchunks ? g_dec_splits : nchunks; /* bench: other bits */
+    int cps = (nchunks + splits - 1) / splits;
+    *kper = cps * F_CK;
+    return (nchunks + cps - 1) / cps;
+}
+
+/* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
+ * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
+ * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
+extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
+    int kper;
+    d_splits(N, K, num_sms, &kper);
+    return act_block > 0 && (long long)M * (kper / act_block) <= 16;
+}
+
+extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block,
+                                           int M, const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
+                                           float *const *C32, uint16_t *const *C16, const size_t *ldc) {
+    if (g_dec_broken || g_dec_mode == 2 || M < 1 || M > 8 || nw < 1 || nw > D_MAXW) return cudaErrorNotSupported;
+    const int fmt = W[0].fmt, K = W[0].k;
+    const int wbl = fmt == 2 ? W[0].wblock : 32;
+    const int kb = fmt == 2 ? (act_block < wbl ? act_block : wbl) : 32;
+    if ((fmt != 2 && fmt != 3) || !pow2(act_block) || act_block < 32 || act_block > F_CK || !pow2(wbl) || wbl < 32 ||
+        kb > F_CK || K % act_block || K % 32)
+        return cudaErrorNotSupported;
+    const int qf = q == NULL;
+    if (qf && (((uintptr_t)A & 7) || (lda & 3))) return cudaErrorNotSupported;
+    dargs a;
+    memset(&a, 0, sizeof a);
+    int splits = 0, kper = 0, gx = 0;
+    for (int i = 0; i < nw; i++) {
+        if (W[i].fmt != fmt || W[i].k != K || (fmt == 2 && W[i].wblock != wbl) || W[i].n <= 0 || ((uintptr_t)W[i].w & 15))
+            return cudaErrorNotSupported;
+        int kp, s = d_splits(W[i].n, K, num_sms, &kp);
+        if (i && (s != splits || kp != kper)) return cudaErrorNotSupported; /* the same bits as nw launches only */
+        splits = s, kper = kp;
+        a.tx[i] = gx, a.N[i] = W[i].n, a.w[i] = (const uint8_t *)W[i].w, a.s[i] = W[i].scale;
+        a.C32[i] = C32 ? C32[i] : NULL, a.C16[i] = C16 ? C16[i] : NULL, a.ldc[i] = ldc[i];
+        if ((!a.C32[i]) == (!a.C16[i])) return cudaErrorInvalidValue;
+        gx += (W[i].n + F_BN - 1) / F_BN;
+    }
+    a.tx[nw] = gx;
+    if (splits > 8 || kper > 2048) return cudaErrorNotSupported;
+    const int nch = kper / F_CK;
+    /* ring stages (measured, GEMV-NOTES.md fp8dec): a CTA of <= 4 chunks issues them all before the
+     * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
+     * and 2 with clusters of 8 (40 KB, 5 per SM: 4 per SM left clusters of the 512-CTA wo_b grid
+     * waiting for a second wave: 21.7 us at 3 stages, 15.2 us at 2) */
+    int stmax = g_dec_stmax > 1 ? g_dec_stmax : nch <= 4 ? 4 : splits > 1 ? 2 : 3;
+    if (stmax > 4) stmax = 4;
+    a.M = M, a.K = K, a.nw = nw, a.kper = kper, a.nst = nch < stmax ? nch : stmax;
+    a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1, a.qf = qf;
+    a.A = A, a.lda = lda, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
+    const int fp4 = fmt == 3;
+    const size_t smem = d_smem(a.nst, kper, fp4);
+    const void *fn = fp4 ? (const void *)k_gemm_dec<1> : (const void *)k_gemm_dec<0>;
+    static int attr_done[2];
+    if (!attr_done[fp4]) {
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 110 * 1024) != cudaSuccess) {
+            (void)cudaGetLastError();
+            g_dec_broken = 1;
+            return cudaErrorNotSupported;
+        }
+        attr_done[fp4] = 1;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (splits > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = 1, at[na].val.clusterDim.z = (unsigned)splits;
+        na++;
+    }
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = dim3((unsigned)gx, 1, (unsigned)splits);
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = na;
+    cudaError_t e = fp4 ? cudaLaunchKernelEx(&cfg, k_gemm_dec<1>, a) : cudaLaunchKernelEx(&cfg, k_gemm_dec<0>, a);
+    if (e != cudaSuccess) { /* e.g. clusters refused: this process falls back to k_gemm_f16 */
+        (void)cudaGetLastError();
+        g_dec_broken = 1;
+        return cudaErrorNotSupported;
+    }
+    return cudaSuccess;
 }

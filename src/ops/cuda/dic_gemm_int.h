@@ -84,6 +84,33 @@ cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_g
                                 const float *sa, float *part, int *cnt, int ncnt, float *C32, uint16_t *C16,
                                 size_t ldc);
 
+/* Several products of the same activations (ops.h di_gemm_multi): for w < nw (<= 4),
+ * C16[w] = bf16(A W[w]^T), row stride ldc[w]. Exactly nw dic_gemm calls (same bits); in fast
+ * mode FP8 / FP4 weights of one format and K at M <= 8 share one launch and one quantisation.
+ * Scratch: dic_gemm_scratch(M, max n, K). */
+cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
+                           int act_block, uint16_t *const *C16, const size_t *ldc);
+
+/* The decode kernel (dic_gemm_f16.cu k_gemm_dec): plain M <= 8, fast mode, FP8 / FP4, nw <= 4
+ * weights of one format and K sharing the launch (their columns numbered weight after weight).
+ * q == NULL: the kernel quantises A itself (no dic_gemm_quant launch); else q / sa are
+ * dic_gemm_quant's output. Every output bitwise equal to dic_gemm_f16_launch's. Returns
+ * cudaErrorNotSupported (nothing launched) where it does not apply: the caller then takes the
+ * two-launch path. */
+cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block, int M,
+                                const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
+                                float *const *C32, uint16_t *const *C16, const size_t *ldc);
+/* Bench / test knobs: mode 0 = decode kernel, quantising its own rows where dic_gemm_dec_fused says
+ * so (default), 1 = decode kernel after the quantisation launch, 2 = off (k_gemm_f16); 3 = decode
+ * kernel always quantising its own rows; stmax = ring stages (0: auto);
+ * splits = split-K count (0: k_gemm_f16's rule; other values give other bits: bench only).
+ * Status: the mode, or -1 when a launch was refused and this process fell back for good. */
+void dic_gemm_dec_config(int mode, int stmax, int splits);
+/* Mode 0's choice: 1 when the kernel should quantise its own rows, 0 when the quantisation launch
+ * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16). */
+int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
+int dic_gemm_dec_status(void);
+
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
 int dic_gemm_wgmma_usable(int N, int K);

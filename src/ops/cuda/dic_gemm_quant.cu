@@ -7,20 +7,7 @@
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
-
-/* gemm.c round_e4m3: RNE to the e4m3 grid of |v| <= 448, as fp32. */
-static __device__ __forceinline__ float round_e4m3(float v) {
-    float a = fabsf(v), r;
-    if (a < 0.015625f) {
-        r = __fmul_rn(rintf(__fmul_rn(a, 512.0f)), 0.001953125f); /* m * 2^-9 */
-    } else {
-        uint32_t u = __float_as_uint(a);
-        u += 0x7FFFFu + ((u >> 20) & 1u);
-        u &= 0xFFF00000u;
-        r = __uint_as_float(u);
-    }
-    return copysignf(r, v);
-}
+#include "ops/cuda/dic_gemm_quant.cuh"
 
 static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, int blk, const int *rows,
                                    const int *count, uint8_t *q, size_t ldq, float *s, int *cnt, int ncnt) {

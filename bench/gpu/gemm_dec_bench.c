@@ -1,0 +1,193 @@
+/* gemm_dec_bench.c — FP8 / FP4 dic_gemm at decode sizes (M = 1, 8; fast mode) on the V4-Flash
+ * shapes: CUDA-graph time per call (activation quantisation included), GB/s of weight bytes and the
+ * ratio to the d2d copy ceiling measured in the same run. One run compares the kernel variants
+ * (dic_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = the default (fused or dec+q
+ * by dic_gemm_dec_fused); fused = k_gemm_dec quantising its own rows (one launch); dec+q =
+ * quantisation launch + k_gemm_dec; stN = ring stages, sN = split count, both on "fused" (s1: no
+ * split-K fold; other counts than the default give other bits; a k range over 2048 per CTA falls
+ * back to "old"). Then dic_gemm_multi
+ * (wq_a + wkv from one activation) against the two calls. Weights rotate over >= 256 MB so L2 does
+ * not serve them. Usage: gemm_dec_bench [quick] */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic.h"
+#include "ops/cuda/dic_gemm_int.h"
+
+#define GR 32 /* calls per graph */
+
+static void fill_w(void *d, size_t bytes, unsigned seed) {
+    unsigned char *h = malloc(bytes);
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < bytes; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        unsigned char b = (unsigned char)s;
+        h[i] = (b & 0x7F) == 0x7F ? (unsigned char)(b ^ 1) : b; /* no e4m3 NaN */
+    }
+    CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+typedef struct wset {
+    int n, nc;
+    size_t bytes; /* weights + scales of one copy */
+    dic_wmat w[128];
+} wset;
+
+static void make_w(wset *ws, int fmt, int N, int K) {
+    size_t wb = fmt == 2 ? (size_t)N * K : (size_t)N * K / 2;
+    size_t sb = fmt == 2 ? (size_t)((N + 127) / 128) * (K / 128) : (size_t)N * (K / 32);
+    ws->bytes = wb + sb;
+    ws->nc = (int)(((size_t)256 << 20) / ws->bytes) + 1;
+    if (ws->nc > 128) ws->nc = 128;
+    void *d0 = NULL;
+    for (int i = 0; i < ws->nc; i++) {
+        void *dw, *ds;
+        CK(cudaMalloc(&dw, wb));
+        CK(cudaMalloc(&ds, sb));
+        if (!i) fill_w(dw, wb, 7), d0 = dw;
+        else CK(cudaMemcpy(dw, d0, wb, cudaMemcpyDeviceToDevice));
+        CK(cudaMemset(ds, 125, sb));
+        ws->w[i] = (dic_wmat){fmt, N, K, fmt == 2 ? 128 : 32, dw, ds};
+    }
+}
+static void free_w(wset *ws) {
+    for (int i = 0; i < ws->nc; i++) cudaFree((void *)ws->w[i].w), cudaFree((void *)ws->w[i].scale);
+}
+
+static cudaEvent_t e0, e1;
+static double copy_gbs;
+
+/* graph of GR calls (rotating weight copies): us per call */
+static double time_calls(dic_ctx *c, int M, const void *A, int K, wset *w1, wset *w2, int multi, void *C1, void *C2) {
+    cudaGraph_t gr;
+    for (int i = 0; i < 2; i++) { /* eager warm-up (attributes, first-launch costs) */
+        CK(dic_gemm(c, M, A, K, &w1->w[i % w1->nc], 128, NULL, C1, w1->w[0].n));
+        if (w2) CK(dic_gemm(c, M, A, K, &w2->w[i % w2->nc], 128, NULL, C2, w2->w[0].n));
+    }
+    CK(cudaStreamSynchronize(c->stream));
+    CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+    for (int r = 0; r < GR; r++) {
+        const dic_wmat *a = &w1->w[r % w1->nc];
+        if (!w2) {
+            CK(dic_gemm(c, M, A, K, a, 128, NULL, C1, a->n));
+        } else if (multi) {
+            dic_wmat ww[2] = {*a, w2->w[r % w2->nc]};
+            uint16_t *cc[2] = {C1, C2};
+            size_t ld[2] = {(size_t)ww[0].n, (size_t)ww[1].n};
+            CK(dic_gemm_multi(c, M, A, K, 2, ww, 128, cc, ld));
+        } else {
+            CK(dic_gemm(c, M, A, K, a, 128, NULL, C1, a->n));
+            CK(dic_gemm(c, M, A, K, &w2->w[r % w2->nc], 128, NULL, C2, w2->w[0].n));
+        }
+    }
+    CK(cudaStreamEndCapture(c->stream, &gr));
+    return graph_median_ms(c->stream, gr, e0, e1) * 1e3 / GR;
+}
+
+static void line(const char *name, int M, const char *var, double us, double bytes) {
+    double gbs = bytes / (us * 1e-6) / 1e9;
+    printf("%-22s M=%d %-7s %8.2f us %7.0f GB/s %5.2f of copy (floor %.2f us) st=%d\n", name, M, var, us, gbs,
+           gbs / copy_gbs, bytes / copy_gbs / 1e3, dic_gemm_dec_status());
+}
+
+int main(int argc, char **argv) {
+    const int quick = argc > 1 && !strcmp(argv[1], "quick");
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    dic_ctx c = {0};
+    CK(cudaStreamCreate(&c.stream));
+    c.scratch_cap = (size_t)64 << 20;
+    CK(cudaMalloc(&c.scratch, c.scratch_cap));
+    c.num_sms = p.multiProcessorCount;
+    c.batch_invariant = 0;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+
+    { /* copy ceiling: bytes read + written */
+        size_t cb = (size_t)1 << 30;
+        void *s, *d;
+        CK(cudaMalloc(&s, cb));
+        CK(cudaMalloc(&d, cb));
+        CK(cudaMemset(s, 1, cb));
+        float t[12];
+        for (int i = 0; i < 14; i++) {
+            CK(cudaEventRecord(e0, c.stream));
+            CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, c.stream));
+            CK(cudaEventRecord(e1, c.stream));
+            CK(cudaEventSynchronize(e1));
+            if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+        }
+        qsort(t, 12, sizeof *t, cmpf);
+        copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
+        printf("d2d copy 1 GiB: %.0f GB/s\n", copy_gbs);
+        cudaFree(s), cudaFree(d);
+    }
+    void *A, *C1, *C2;
+    CK(cudaMalloc(&A, (size_t)8 * 8192 * 2));
+    {
+        unsigned short h[8 * 8192];
+        unsigned long long s = 99;
+        for (int i = 0; i < 8 * 8192; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            h[i] = (unsigned short)((s & 0x807F) | ((0x78 + (s >> 8) % 8) << 7));
+        }
+        CK(cudaMemcpy(A, h, sizeof h, cudaMemcpyHostToDevice));
+    }
+    CK(cudaMalloc(&C1, (size_t)8 * 32768 * 2));
+    CK(cudaMalloc(&C2, (size_t)8 * 32768 * 2));
+
+    { /* the quantisation launch alone */
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+        for (int r = 0; r < GR; r++)
+            CK(dic_gemm_quant(c.stream, 1, A, 4096, 4096, 128, NULL, NULL, c.scratch, (float *)((char *)c.scratch + (1 << 20)), NULL, 0));
+        CK(cudaStreamEndCapture(c.stream, &gr));
+        printf("quant launch alone (M=1 K=4096): %.2f us\n", graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR);
+    }
+
+    static const struct { const char *name; int fmt, N, K; } cs[] = {
+        {"fp8 wq_a 1024x4096", 2, 1024, 4096},   {"fp8 wkv 512x4096", 2, 512, 4096},
+        {"fp8 shexp 2048x4096", 2, 2048, 4096},  {"fp8 4096x2048", 2, 4096, 2048},
+        {"fp8 wq_b 32768x1024", 2, 32768, 1024}, {"fp8 wo_b 4096x8192", 2, 4096, 8192},
+        {"fp4 w1 2048x4096", 3, 2048, 4096},
+    };
+    static const struct { const char *v; int mode, st, sp; } vs[] = {
+        {"old", 2, 0, 0}, {"dec", 0, 0, 0}, {"fused", 3, 0, 0}, {"dec+q", 1, 0, 0}, {"st2", 3, 2, 0},
+        {"st3", 3, 3, 0}, {"st4", 3, 4, 0}, {"s1", 3, 0, 1},    {"s2", 3, 0, 2},   {"s4", 3, 0, 4}, {"s8", 3, 0, 8},
+    };
+    const int nv = quick ? 4 : (int)(sizeof vs / sizeof *vs);
+    for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        wset w;
+        make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
+        for (int M = 1; M <= 8; M += 7)
+            for (int v = 0; v < nv; v++) {
+                if (M == 8 && v > 3) break;
+                dic_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
+                double us = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
+                line(cs[ci].name, M, vs[v].v, us, (double)w.bytes);
+            }
+        free_w(&w);
+        fflush(stdout);
+    }
+    { /* dic_gemm_multi: wq_a + wkv (attention), one activation */
+        wset wa, wb;
+        make_w(&wa, 2, 1024, 4096);
+        make_w(&wb, 2, 512, 4096);
+        for (int M = 1; M <= 8; M += 7) {
+            dic_gemm_dec_config(2, 0, 0);
+            line("wq_a+wkv 2 calls", M, "old", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
+            dic_gemm_dec_config(0, 0, 0);
+            line("wq_a+wkv 2 calls", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
+            line("wq_a+wkv gemm_multi", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
+        }
+        free_w(&wa), free_w(&wb);
+    }
+    dic_gemm_dec_config(0, 0, 0);
+    printf("decode kernel status at the end: %d (-1: refused, fell back)\n", dic_gemm_dec_status());
+    return 0;
+}
