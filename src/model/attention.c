@@ -43,28 +43,41 @@ static void write_ring(const di_fwd *f, int layer) {
     di_scatter_rows(f->x, n, f->ws->t.src_row, f->ws->kv, (size_t)hd, f->ws->t.dst, hd);
 }
 
-void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn) {
+/* q from the projected ws->qr = wq_a xn: q_norm, wq_b, head norm + RoPE. */
+static void query_from_qr(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
-    int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
+    int M = f->M, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
     int ql = (int)c->q_lora_rank, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
     float eps = (float)c->rms_norm_eps;
     size_t qld = (size_t)H * hd;
-    di_gemm(f->x, M, xn, (size_t)d, &aw->wq_a, ab, NULL, ws->qr, (size_t)ql);
     di_rmsnorm(f->x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
     di_gemm(f->x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
     di_q_post(f->x, M, ws->q, qld, H, hd, c->arch == DI_ARCH_V4, eps, rd, cs, sn);
 }
 
-void di_attn_kv(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, const uint16_t *x,
-                uint16_t *kv, int ring_layer) {
+/* The projected kv rows: norm, RoPE, QAT (and the ring write, ring_layer >= 0). */
+static void kv_from_proj(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, uint16_t *kv,
+                         int ring_layer) {
     const di_model_config *c = f->cfg;
-    int d = (int)c->hidden_size, hd = (int)c->head_dim, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
-    di_gemm(f->x, M, x, (size_t)d, &aw->wkv, ab, NULL, kv, (size_t)hd);
+    int hd = (int)c->head_dim, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
     int v4 = c->arch == DI_ARCH_V4; /* V4: the RoPE dims stay bf16 */
     int nr = ring_layer >= 0 ? ring_dst(f, ring_layer) : 0;
     di_attn_kv_post(f->x, M, kv, (size_t)hd, aw->kv_norm, hd, (float)c->rms_norm_eps, rd, cs, sn, v4 ? hd - rd : hd,
                     v4 ? 64 : ab, nr, f->ws->t.src_row, f->ws->t.dst);
+}
+
+void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn) {
+    const di_model_config *c = f->cfg;
+    di_gemm(f->x, f->M, xn, (size_t)c->hidden_size, &aw->wq_a, c->act_block, NULL, f->ws->qr, (size_t)c->q_lora_rank);
+    query_from_qr(f, aw, cs, sn);
+}
+
+void di_attn_kv(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, int M, const uint16_t *x,
+                uint16_t *kv, int ring_layer) {
+    const di_model_config *c = f->cfg;
+    di_gemm(f->x, M, x, (size_t)c->hidden_size, &aw->wkv, c->act_block, NULL, kv, (size_t)c->head_dim);
+    kv_from_proj(f, aw, cs, sn, M, kv, ring_layer);
 }
 
 /* out = wo_b(wo_a(ws->o)) (the inverse RoPE already applied). */
@@ -99,18 +112,24 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     for (int s = 0; s < f->nseg; s++)
         if (f->segs[s].nrows > 1) early = 0;
 
-    /* Recorded steps run the kv path (line 1) and the KV source's compressor
-     * (line 2) beside the query path (ops.h di_exec_branch): they read xn and
-     * write disjoint buffers. The indexer reads the query's qr and shares the
-     * compressor's buffers, so it follows the join. */
-    di_exec_branch(f->x, 1);
-    di_attn_kv(f, aw, cs, sn, M, xn, ws->kv, early ? layer : -1);
+    /* wq_a and wkv read xn: one launch (di_gemm_multi; the bits of two di_gemm).
+     * Recorded steps run the KV source's compressor (line 2) and the kv rows'
+     * post-processing (line 1) beside the query path (ops.h di_exec_branch):
+     * they write disjoint buffers. The indexer reads the query's qr and shares
+     * the compressor's buffers, so it follows the join. */
     if (aw->has_cmp) {
         di_exec_branch(f->x, 2);
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
+        di_exec_branch(f->x, 0);
     }
+    const di_wmat proj[2] = {aw->wq_a, aw->wkv};
+    uint16_t *const proj_out[2] = {ws->qr, ws->kv};
+    const size_t proj_ld[2] = {(size_t)c->q_lora_rank, (size_t)hd};
+    di_gemm_multi(f->x, M, xn, (size_t)c->hidden_size, 2, proj, c->act_block, proj_out, proj_ld);
+    di_exec_branch(f->x, 1);
+    kv_from_proj(f, aw, cs, sn, M, ws->kv, early ? layer : -1);
     di_exec_branch(f->x, 0);
-    di_attn_query(f, aw, cs, sn, xn);
+    query_from_qr(f, aw, cs, sn);
     di_exec_join(f->x);
     if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr);
 
