@@ -115,8 +115,8 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     /* wq_a and wkv read xn: one launch (di_gemm_multi; the bits of two di_gemm).
      * Recorded steps run the KV source's compressor (line 2) and the kv rows'
      * post-processing (line 1) beside the query path (ops.h di_exec_branch):
-     * they write disjoint buffers. The indexer reads the query's qr and shares
-     * the compressor's buffers, so it follows the join. */
+     * they write disjoint buffers. The indexer reads the query's qr and puts its
+     * own compressor on line 2 after this one (they share buffers). */
     if (aw->has_cmp) {
         di_exec_branch(f->x, 2);
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
@@ -130,8 +130,8 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     kv_from_proj(f, aw, cs, sn, M, ws->kv, early ? layer : -1);
     di_exec_branch(f->x, 0);
     query_from_qr(f, aw, cs, sn);
+    if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr); /* continues the lines, joins them */
     di_exec_join(f->x);
-    if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr);
 
     attn_tabs(f, L, layer);
     di_tabs *t = &ws->t;
