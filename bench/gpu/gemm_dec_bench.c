@@ -9,7 +9,9 @@
  * quantisation (same bits), et = early PDL trigger (same bits), wpost = weights only after the wait
  * (same bits), cpsN = at most N CTAs per SM (same bits); diagnostics with wrong outputs: noq = no
  * activation pass, nocl = no cluster / no split fold, bare = exit after the wait (launch + weight
- * prefetch + handoff), bare0 = bare without weight loads, empty = bare0 without clusters.
+ * prefetch + handoff), bare0 = bare without weight loads, empty = bare0 without clusters; l2pf = L2
+ * prefetch of the weights past the ring (same bits); persN = persistent grid of N CTAs per SM walking
+ * column tiles (same bits), persNl2 = with l2pf; all2 = qv2 + et + pers2 + l2pf.
  * Then dic_gemm_multi (wq_a + wkv, shared expert w1 + w3 from one activation) against the calls. Weights rotate over >= 256 MB so L2 does
  * not serve them. Usage: gemm_dec_bench [quick] */
 #include <cuda_runtime_api.h>
@@ -180,6 +182,13 @@ int main(int argc, char **argv) {
         {"cps2", 3, 0, 0, 0, 2, 0},
         {"cps3", 3, 0, 0, 0, 3, 0},
         {"cps6", 3, 0, 0, 0, 6, 0},
+        {"l2pf", 3, 0, 0, DIC_DEC_L2PF, 0, 0},
+        {"pers1", 3, 0, 0, DIC_DEC_PERS, 1, 0},
+        {"pers2", 3, 0, 0, DIC_DEC_PERS, 2, 1},
+        {"pers3", 3, 0, 0, DIC_DEC_PERS, 3, 0},
+        {"pers2l2", 3, 0, 0, DIC_DEC_PERS | DIC_DEC_L2PF, 2, 0},
+        {"pers1l2", 3, 0, 0, DIC_DEC_PERS | DIC_DEC_L2PF, 1, 0},
+        {"all2", 3, 0, 0, Q | E | DIC_DEC_PERS | DIC_DEC_L2PF, 2, 1},
         {"st2", 3, 2, 0, 0, 0, 0},
         {"st3", 3, 3, 0, 0, 0, 0},
         {"st4", 3, 4, 0, 0, 0, 0},

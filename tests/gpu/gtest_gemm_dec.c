@@ -13,7 +13,7 @@
  *  - the timing diagnostics (NOQ, NOCL, BARE, BARE|NOW) launch without error, and the default
  *    afterwards gives the same bits again (gpu_gemm_dec_diag);
  *  - dic_gemm_multi (2 and 3 weights, odd N) bitwise equal to the separate dic_gemm calls, padding
- *    columns untouched, also under QV2|ET. */
+ *    columns untouched, also under QV2|ET|PERS|L2PF (1 CTA per SM: several tiles per CTA, across weights). */
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +65,8 @@ static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, con
 static const int dec_var[][3] = {
     {3, DIC_DEC_QV2, 0}, {3, DIC_DEC_ET, 0}, {3, DIC_DEC_WPOST, 0}, {3, DIC_DEC_QV2 | DIC_DEC_ET, 3},
     {1, DIC_DEC_ET, 0},  {1, DIC_DEC_QV2, 2}, {0, DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST, 2}, {3, 0, 6},
+    {3, DIC_DEC_PERS, 0}, {3, DIC_DEC_PERS | DIC_DEC_L2PF, 1}, {3, DIC_DEC_L2PF, 0},
+    {0, DIC_DEC_PERS | DIC_DEC_L2PF | DIC_DEC_QV2 | DIC_DEC_ET, 3}, {1, DIC_DEC_PERS, 1},
 };
 
 static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
@@ -218,7 +220,7 @@ static void multi_case(int fmt, int M, int K, int nw, const int *Ns, int act, ui
     uint16_t *dv[4];
     for (int i = 0; i < nw; i++) CHECK((dv[i] = gt_dev_poison((size_t)M * ldc[i] * 2)) != NULL);
     CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dm, ldc));
-    dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
+    dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_PERS | DIC_DEC_L2PF, 1);
     CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dv, ldc));
     dic_gemm_dec_tune(-1, 0);
     for (int i = 0; i < nw; i++) CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw[i], act, NULL, ds[i], ldc[i]));
@@ -229,7 +231,7 @@ static void multi_case(int fmt, int M, int K, int nw, const int *Ns, int act, ui
         uint16_t *av = gt_d2h(dv[i], (size_t)M * ldc[i] * 2);
         size_t d = gt_count_diff_u16(a, b, (size_t)M * ldc[i]), d2 = gt_count_diff_u16(av, b, (size_t)M * ldc[i]);
         CHECK_MSG(d == 0, "multi %d M=%d K=%d: weight %d (N=%d): %zu outputs differ from dic_gemm", fmt, M, K, i, Ns[i], d);
-        CHECK_MSG(d2 == 0, "multi %d M=%d K=%d: weight %d (N=%d), QV2|ET: %zu outputs differ", fmt, M, K, i, Ns[i], d2);
+        CHECK_MSG(d2 == 0, "multi %d M=%d K=%d: weight %d (N=%d), QV2|ET|PERS|L2PF: %zu outputs differ", fmt, M, K, i, Ns[i], d2);
         free(av);
         for (int m = 0; m < M; m++)
             for (size_t n = (size_t)Ns[i]; n < ldc[i]; n++)

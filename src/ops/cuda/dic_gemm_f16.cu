@@ -463,15 +463,18 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int K = a.K, M = a.M, fl = a.fl;
+    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
+    const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    /* column tiles: one per CTA, or (PERS) tile, tile + gridDim.x, ... with the activations converted once */
+    for (int tile = blockIdx.x, it = 0; tile < a.tx[a.nw]; tile += gridDim.x, it++) {
     int wi = 0;
 #pragma unroll
     for (int i = 1; i < D_MAXW; i++)
-        if (i < a.nw && (int)blockIdx.x >= a.tx[i]) wi = i;
-    const int n0 = ((int)blockIdx.x - a.tx[wi]) * F_BN, N = a.N[wi], K = a.K, M = a.M;
-    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
-    const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
+        if (i < a.nw && tile >= a.tx[i]) wi = i;
+    const int n0 = (tile - a.tx[wi]) * F_BN, N = a.N[wi];
     const uint8_t *W = a.w[wi], *S = a.s[wi];
-    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
     const int kps = a.kper / 32, a16s = D_A16S(a.kper);
     uint8_t *a16 = smem + (size_t)a.nst * 64 * WRS;
     float *ssa = (float *)(a16 + 8 * a16s); /* [8][kps] activation scale per 32-k sub-block */
@@ -488,12 +491,29 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         }                                                                                          \
     } while (0)
 
-    const int fl = a.fl;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (fl & DIC_DEC_ET) asm volatile("griddepcontrol.launch_dependents;" :::); /* the wait below still waits */
+    if (it == 0 && (fl & DIC_DEC_ET)) asm volatile("griddepcontrol.launch_dependents;" :::); /* the wait below still waits */
+    if ((fl & DIC_DEC_L2PF) && tid < 64) { /* L2 prefetch: this tile's chunks past the ring (first tile), the next tile */
+        const int nx = tile + (int)gridDim.x;
+        if (it == 0 && nch > nst && n0 + tid < N) {
+            const size_t o = (size_t)(kbeg + nst * F_CK) / (FP4 ? 2 : 1);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(W + (size_t)(n0 + tid) * wrow + o),
+                         "r"((unsigned)((kl - nst * F_CK) / (FP4 ? 2 : 1))) : "memory");
+        }
+        if (nx < a.tx[a.nw]) {
+            int wj = 0;
+            for (int i = 1; i < a.nw; i++)
+                if (nx >= a.tx[i]) wj = i;
+            const int r = (nx - a.tx[wj]) * F_BN + tid;
+            if (r < a.N[wj])
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a.w[wj] + (size_t)r * wrow +
+                                                                                  (size_t)kbeg / (FP4 ? 2 : 1)),
+                             "r"((unsigned)(kl / (FP4 ? 2 : 1))) : "memory");
+        }
+    }
 #endif
     /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
-    if (!(fl & (DIC_DEC_WPOST | DIC_DEC_NOW)))
+    if (it > 0 || !(fl & (DIC_DEC_WPOST | DIC_DEC_NOW)))
         for (int c = 0; c < nst; c++) {
             D_ISSUE(c);
             cp_commit();
@@ -515,6 +535,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
             if (u < 64 * nsb) ssw[r * kps + sb] = b[i];
         }
     }
+    if (it == 0) { /* the PDL wait and the activations: once per CTA */
     DIC_PDL_ENTER();
     if ((fl & DIC_DEC_WPOST) && !(fl & DIC_DEC_NOW)) /* diagnostic: the weights only after the wait */
         for (int c = 0; c < nst; c++) {
@@ -669,6 +690,8 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         }
     }
 
+    } /* it == 0 */
+
     /* 3. the k loop (as k_gemm_f16, NT = 1): chunk c sits in cp.async group c */
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int r0 = 16 * warp + g, spbm1 = a.spbm1;
@@ -728,12 +751,17 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         else C16[(size_t)(i) * ldc + (n)] = dic_f32_to_bf16(v);                                    \
     } while (0)
     if (gridDim.z == 1 || (fl & DIC_DEC_NOCL)) { /* NOCL (diagnostic, no cluster): split 0's partial only */
-        if (blockIdx.z) return;
-        if (ia < M && na < N) D_STORE(ia, na, acc[0]);
-        if (ib < M && na < N) D_STORE(ib, na, acc[1]);
-        if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
-        if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
-        return;
+        if (!blockIdx.z) {
+            if (ia < M && na < N) D_STORE(ia, na, acc[0]);
+            if (ib < M && na < N) D_STORE(ib, na, acc[1]);
+            if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
+            if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
+        }
+        if (tile + (int)gridDim.x < a.tx[a.nw]) { /* PERS: the ring and the scales are reused */
+            asm volatile("cp.async.wait_all;\n" ::);
+            __syncthreads();
+        }
+        continue;
     }
     /* 4. split partials through the cluster: red[token][column] in the (drained) ring */
     asm volatile("cp.async.wait_all;\n" ::);
@@ -759,7 +787,8 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         D_STORE(tok, n0 + col, v);
     }
 #undef D_STORE
-    cluster_sync_all(); /* no CTA leaves while its partials may still be read */
+    cluster_sync_all(); /* no CTA leaves (or refills its ring) while its partials may still be read */
+    } /* tiles */
 }
 
 /* bench / test knobs (dic_gemm_int.h) */
@@ -862,7 +891,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.fl = g_dec_flags;
     if ((a.fl & DIC_DEC_QV2) && (!qf || ((uintptr_t)A & 15) || (lda & 7))) a.fl &= ~DIC_DEC_QV2;
     size_t smem = d_smem(a.nst, kper, fp4);
-    if (g_dec_cps > 0) { /* cap the CTAs per SM with dynamic shared memory (228 KB per SM, 1 KB per CTA) */
+    if (g_dec_cps > 0 && !(a.fl & DIC_DEC_PERS)) { /* cap the CTAs per SM with dynamic shared memory (228 KB per SM, 1 KB per CTA) */
         const size_t want = (size_t)233472 / (size_t)g_dec_cps - 1024;
         if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
     }
@@ -889,7 +918,12 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         at[na].val.programmaticStreamSerializationAllowed = 1;
         na++;
     }
-    cfg.gridDim = dim3((unsigned)gx, 1, (unsigned)splits);
+    int gxl = gx;
+    if (a.fl & DIC_DEC_PERS) { /* persistent: about cps (default 2) CTAs per SM, each walking tiles */
+        const int per = g_dec_cps > 0 ? g_dec_cps : 2, want = (num_sms > 0 ? num_sms : 132) * per / splits;
+        gxl = want < 1 ? 1 : want < gx ? want : gx;
+    }
+    cfg.gridDim = dim3((unsigned)gxl, 1, (unsigned)splits);
     cfg.blockDim = dim3(128);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;

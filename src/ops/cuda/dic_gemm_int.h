@@ -117,7 +117,10 @@ int dic_gemm_dec_status(void);
  * WPOST = the weights issued only after the PDL wait (what the pre-wait prefetch buys). Diagnostics
  * (wrong outputs, timing only): NOQ = no activation pass; NOCL = no cluster, split 0 stores its
  * partial; BARE = exit right after the wait; NOW = no weight loads (with BARE: an empty launch of
- * the same grid). */
+ * the same grid). PERS (same bits) = a persistent grid of about cps (default 2) CTAs per SM, each
+ * walking column tiles tile, tile + grid, ... (its k range, so its activations, fixed); L2PF (same
+ * bits) = cp.async.bulk.prefetch.L2 of the first tile's weights past the ring before the wait and
+ * of the next tile's weights at each tile. */
 #define DIC_DEC_QV2 1
 #define DIC_DEC_ET 2
 #define DIC_DEC_WPOST 4
@@ -125,7 +128,9 @@ int dic_gemm_dec_status(void);
 #define DIC_DEC_NOCL 16
 #define DIC_DEC_BARE 32
 #define DIC_DEC_NOW 64
-#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST)
+#define DIC_DEC_PERS 128
+#define DIC_DEC_L2PF 256
+#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST | DIC_DEC_PERS | DIC_DEC_L2PF)
 /* flags < 0: back to the defaults; cps > 0 caps the decode kernel's CTAs per SM (dynamic shared
  * memory padding; bitwise the same). $DEEPINFER_GEMM_DEC="flags[,cps]" sets the safe flags once. */
 void dic_gemm_dec_tune(int flags, int cps);
