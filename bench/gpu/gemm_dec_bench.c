@@ -96,7 +96,7 @@ static double time_calls(dic_ctx *c, int M, const void *A, int K, wset *w1, wset
 
 static void line(const char *name, int M, const char *var, double us, double bytes) {
     double gbs = bytes / (us * 1e-6) / 1e9;
-    printf("%-22s M=%d %-8s %8.2f us %7.0f GB/s %5.2f of copy (floor %.2f us) st=%d\n", name, M, var, us, gbs,
+    printf("%-20s M=%d %-7s %6.2f us %5.0f GB/s %4.2f of copy (floor %.2f) st=%d\n", name, M, var, us, gbs,
            gbs / copy_gbs, bytes / copy_gbs / 1e3, dic_gemm_dec_status());
 }
 
@@ -201,15 +201,19 @@ int main(int argc, char **argv) {
     for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         wset w;
         make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
-        for (int M = 1; M <= 8; M += 7)
+        for (int M = 1; M <= 8; M += 7) {
+            /* one line per shape and M (compact: the lead's output tail is short): variant us ... */
+            printf("%s M=%d floor %.2f us:", cs[ci].name, M, (double)w.bytes / copy_gbs / 1e3);
             for (int v = 0; v < nv; v++) {
                 if (M == 8 && !vs[v].m8) continue;
                 dic_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
                 dic_gemm_dec_tune(vs[v].fl, vs[v].cps);
                 double us = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
-                line(cs[ci].name, M, vs[v].v, us, (double)w.bytes);
+                printf(" %s %.2f", vs[v].v, us);
                 dic_gemm_dec_tune(-1, 0);
             }
+            printf(" [st=%d]\n", dic_gemm_dec_status());
+        }
         free_w(&w);
         fflush(stdout);
     }
