@@ -5,8 +5,14 @@
  * by dic_gemm_dec_fused); fused = k_gemm_dec quantising its own rows (one launch); dec+q =
  * quantisation launch + k_gemm_dec; stN = ring stages, sN = split count, both on "fused" (s1: no
  * split-K fold; other counts than the default give other bits; a k range over 2048 per CTA falls
- * back to "old"). Then dic_gemm_multi
- * (wq_a + wkv from one activation) against the two calls. Weights rotate over >= 256 MB so L2 does
+ * back to "old"). Round 2 (dic_gemm_dec_tune, all on "fused" unless named): qv2 = the 8-per-thread
+ * quantisation (same bits), et = early PDL trigger (same bits), wpost = weights only after the wait
+ * (same bits), cpsN = at most N CTAs per SM (same bits); diagnostics with wrong outputs: noq = no
+ * activation pass, nocl = no cluster / no split fold, bare = exit after the wait (launch + weight
+ * prefetch + handoff), bare0 = bare without weight loads, empty = bare0 without clusters; l2pf = L2
+ * prefetch of the weights past the ring (same bits); persN = persistent grid of N CTAs per SM walking
+ * column tiles (same bits), persNl2 = with l2pf; all2 = qv2 + et + pers2 + l2pf.
+ * Then dic_gemm_multi (wq_a + wkv, shared expert w1 + w3 from one activation) against the calls. Weights rotate over >= 256 MB so L2 does
  * not serve them. Usage: gemm_dec_bench [quick] */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -90,7 +96,7 @@ static double time_calls(dic_ctx *c, int M, const void *A, int K, wset *w1, wset
 
 static void line(const char *name, int M, const char *var, double us, double bytes) {
     double gbs = bytes / (us * 1e-6) / 1e9;
-    printf("%-22s M=%d %-7s %8.2f us %7.0f GB/s %5.2f of copy (floor %.2f us) st=%d\n", name, M, var, us, gbs,
+    printf("%-20s M=%d %-7s %6.2f us %5.0f GB/s %4.2f of copy (floor %.2f) st=%d\n", name, M, var, us, gbs,
            gbs / copy_gbs, bytes / copy_gbs / 1e3, dic_gemm_dec_status());
 }
 
@@ -156,21 +162,58 @@ int main(int argc, char **argv) {
         {"fp8 wq_b 32768x1024", 2, 32768, 1024}, {"fp8 wo_b 4096x8192", 2, 4096, 8192},
         {"fp4 w1 2048x4096", 3, 2048, 4096},
     };
-    static const struct { const char *v; int mode, st, sp; } vs[] = {
-        {"old", 2, 0, 0}, {"dec", 0, 0, 0}, {"fused", 3, 0, 0}, {"dec+q", 1, 0, 0}, {"st2", 3, 2, 0},
-        {"st3", 3, 3, 0}, {"st4", 3, 4, 0}, {"s1", 3, 0, 1},    {"s2", 3, 0, 2},   {"s4", 3, 0, 4}, {"s8", 3, 0, 8},
+    enum { Q = DIC_DEC_QV2, E = DIC_DEC_ET };
+    static const struct { const char *v; int mode, st, sp, fl, cps, m8; } vs[] = {
+        {"old", 2, 0, 0, 0, 0, 1},
+        {"dec", 0, 0, 0, 0, 0, 1},
+        {"fused", 3, 0, 0, 0, 0, 1},
+        {"dec+q", 1, 0, 0, 0, 0, 1},
+        {"qv2", 3, 0, 0, Q, 0, 1},
+        {"et", 3, 0, 0, E, 0, 0},
+        {"qv2+et", 3, 0, 0, Q | E, 0, 1},
+        {"dq+et", 1, 0, 0, E, 0, 1},
+        {"wpost", 3, 0, 0, DIC_DEC_WPOST, 0, 0},
+        {"noq", 3, 0, 0, DIC_DEC_NOQ, 0, 1},
+        {"nocl", 3, 0, 0, DIC_DEC_NOCL, 0, 0},
+        {"noq+ncl", 3, 0, 0, DIC_DEC_NOQ | DIC_DEC_NOCL, 0, 0},
+        {"bare", 3, 0, 0, DIC_DEC_BARE, 0, 0},
+        {"bare0", 3, 0, 0, DIC_DEC_BARE | DIC_DEC_NOW, 0, 0},
+        {"empty", 3, 0, 0, DIC_DEC_BARE | DIC_DEC_NOW | DIC_DEC_NOCL, 0, 0},
+        {"cps2", 3, 0, 0, 0, 2, 0},
+        {"cps3", 3, 0, 0, 0, 3, 0},
+        {"cps6", 3, 0, 0, 0, 6, 0},
+        {"l2pf", 3, 0, 0, DIC_DEC_L2PF, 0, 0},
+        {"pers1", 3, 0, 0, DIC_DEC_PERS, 1, 0},
+        {"pers2", 3, 0, 0, DIC_DEC_PERS, 2, 1},
+        {"pers3", 3, 0, 0, DIC_DEC_PERS, 3, 0},
+        {"pers2l2", 3, 0, 0, DIC_DEC_PERS | DIC_DEC_L2PF, 2, 0},
+        {"pers1l2", 3, 0, 0, DIC_DEC_PERS | DIC_DEC_L2PF, 1, 0},
+        {"all2", 3, 0, 0, Q | E | DIC_DEC_PERS | DIC_DEC_L2PF, 2, 1},
+        {"st2", 3, 2, 0, 0, 0, 0},
+        {"st3", 3, 3, 0, 0, 0, 0},
+        {"st4", 3, 4, 0, 0, 0, 0},
+        {"s1", 3, 0, 1, 0, 0, 0},
+        {"s2", 3, 0, 2, 0, 0, 0},
+        {"s4", 3, 0, 4, 0, 0, 0},
+        {"s8", 3, 0, 8, 0, 0, 0},
     };
-    const int nv = quick ? 4 : (int)(sizeof vs / sizeof *vs);
+    const int nv = quick ? 7 : (int)(sizeof vs / sizeof *vs);
     for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         wset w;
         make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
-        for (int M = 1; M <= 8; M += 7)
+        for (int M = 1; M <= 8; M += 7) {
+            /* one line per shape and M (compact: the lead's output tail is short): variant us ... */
+            printf("%s M=%d floor %.2f us:", cs[ci].name, M, (double)w.bytes / copy_gbs / 1e3);
             for (int v = 0; v < nv; v++) {
-                if (M == 8 && v > 3) break;
+                if (M == 8 && !vs[v].m8) continue;
                 dic_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
+                dic_gemm_dec_tune(vs[v].fl, vs[v].cps);
                 double us = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
-                line(cs[ci].name, M, vs[v].v, us, (double)w.bytes);
+                printf(" %s %.2f", vs[v].v, us);
+                dic_gemm_dec_tune(-1, 0);
             }
+            printf(" [st=%d]\n", dic_gemm_dec_status());
+        }
         free_w(&w);
         fflush(stdout);
     }
@@ -184,6 +227,23 @@ int main(int argc, char **argv) {
             dic_gemm_dec_config(0, 0, 0);
             line("wq_a+wkv 2 calls", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
             line("wq_a+wkv gemm_multi", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
+            dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
+            line("wq_a+wkv gemm_multi", M, "qv2+et", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
+            dic_gemm_dec_tune(-1, 0);
+        }
+        free_w(&wa), free_w(&wb);
+    }
+    { /* dic_gemm_multi: the shared expert's w1 + w3 (di_gemm2 in fast mode at M <= 8), FP8 2048x4096 each */
+        wset wa, wb;
+        make_w(&wa, 2, 2048, 4096);
+        make_w(&wb, 2, 2048, 4096);
+        for (int M = 1; M <= 8; M += 7) {
+            dic_gemm_dec_config(0, 0, 0);
+            line("shexp w1+w3 2 calls", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
+            line("shexp w1+w3 multi", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
+            dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
+            line("shexp w1+w3 multi", M, "qv2+et", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
+            dic_gemm_dec_tune(-1, 0);
         }
         free_w(&wa), free_w(&wb);
     }

@@ -8,8 +8,12 @@
  *    quantisation launch + the same kernel (mode 1), to the two-launch k_gemm_f16 (mode 2) and to
  *    the default (mode 0, which picks 3 or 1);
  *  - the decode kernel really ran (dic_gemm_dec_status() is not -1: no launch was refused);
+ *  - every result-preserving variant (dic_gemm_dec_tune: QV2, ET, WPOST, CTAs-per-SM caps, and
+ *    combinations, in modes 3, 1 and 0) bitwise equal to the default, per case;
+ *  - the timing diagnostics (NOQ, NOCL, BARE, BARE|NOW) launch without error, and the default
+ *    afterwards gives the same bits again (gpu_gemm_dec_diag);
  *  - dic_gemm_multi (2 and 3 weights, odd N) bitwise equal to the separate dic_gemm calls, padding
- *    columns untouched. */
+ *    columns untouched, also under QV2|ET|PERS|L2PF (1 CTA per SM: several tiles per CTA, across weights). */
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +61,14 @@ static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, con
     dic_gemm_dec_config(0, 0, 0);
 }
 
+/* the result-preserving variants: {mode, flags, cps} */
+static const int dec_var[][3] = {
+    {3, DIC_DEC_QV2, 0}, {3, DIC_DEC_ET, 0}, {3, DIC_DEC_WPOST, 0}, {3, DIC_DEC_QV2 | DIC_DEC_ET, 3},
+    {1, DIC_DEC_ET, 0},  {1, DIC_DEC_QV2, 2}, {0, DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST, 2}, {3, 0, 6},
+    {3, DIC_DEC_PERS, 0}, {3, DIC_DEC_PERS | DIC_DEC_L2PF, 1}, {3, DIC_DEC_L2PF, 0},
+    {0, DIC_DEC_PERS | DIC_DEC_L2PF | DIC_DEC_QV2 | DIC_DEC_ET, 3}, {1, DIC_DEC_PERS, 1},
+};
+
 static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     uint64_t s = seed;
     size_t lda = (size_t)K + 8, ldc = (size_t)N + 3;
@@ -86,6 +98,18 @@ static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     CHECK_MSG(dq == 0, "dec %d M=%d N=%d K=%d: own quantisation vs quantisation launch: %zu outputs differ", fmt, M, N,
               K, dq);
     CHECK_MSG(dold == 0, "dec %d M=%d N=%d K=%d: vs k_gemm_f16: %zu outputs differ", fmt, M, N, K, dold);
+    for (unsigned v = 0; v < sizeof dec_var / sizeof *dec_var && !di_test_failed(); v++) {
+        float *Cv;
+        uint16_t *C16v;
+        dic_gemm_dec_tune(dec_var[v][1], dec_var[v][2]);
+        d_run(&ctx, dec_var[v][0], M, dA, lda, &dw, act, ldc, &Cv, &C16v);
+        dic_gemm_dec_tune(-1, 0);
+        CHECK_MSG(dic_gemm_dec_status() == 0, "dec variant %u: launch refused", v);
+        size_t dv = gt_count_diff_u32(C, Cv, tot), dv16 = gt_count_diff_u16(C16, C16v, tot);
+        CHECK_MSG(dv == 0 && dv16 == 0, "dec %d M=%d N=%d K=%d act=%d: variant mode %d flags %d cps %d: %zu / %zu outputs "
+                  "differ", fmt, M, N, K, act, dec_var[v][0], dec_var[v][1], dec_var[v][2], dv, dv16);
+        free(Cv), free(C16v);
+    }
     di_wmat pw;
     di_exec x;
     CHECK(di_wmat_pack(&pw, (di_wfmt)fmt, w, sc, N, K, 128, NULL) == DEEPINFER_OK);
@@ -128,7 +152,8 @@ static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     if (!di_test_failed()) {
         double rel = sqrt(num / den), rel2 = sqrt(num2 / den);
         fprintf(stderr, "  dec %s M=%d N=%d K=%d act=%d: err/abs-sum %.1e, norm %.1e (double) %.1e (di_gemm); bitwise = "
-                        "k_gemm_f16\n", fmt == DI_WFMT_FP8 ? "FP8" : "FP4", M, N, K, act, worst, rel, rel2);
+                        "k_gemm_f16 = %d variants\n", fmt == DI_WFMT_FP8 ? "FP8" : "FP4", M, N, K, act, worst, rel, rel2,
+                (int)(sizeof dec_var / sizeof *dec_var));
         CHECK_MSG(rel <= TOL_NORM && rel2 <= TOL_NORM, "dec %d M=%d N=%d K=%d: norm error %.3g / %.3g", fmt, M, N, K,
                   rel, rel2);
     }
@@ -192,14 +217,22 @@ static void multi_case(int fmt, int M, int K, int nw, const int *Ns, int act, ui
         ds[i] = gt_dev_poison((size_t)M * ldc[i] * 2);
         CHECK(dw[i].w && dw[i].scale && dm[i] && ds[i]);
     }
+    uint16_t *dv[4];
+    for (int i = 0; i < nw; i++) CHECK((dv[i] = gt_dev_poison((size_t)M * ldc[i] * 2)) != NULL);
     CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dm, ldc));
+    dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_PERS | DIC_DEC_L2PF, 1);
+    CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dv, ldc));
+    dic_gemm_dec_tune(-1, 0);
     for (int i = 0; i < nw; i++) CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw[i], act, NULL, ds[i], ldc[i]));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     CHECK_MSG(dic_gemm_dec_status() == 0, "multi: the decode kernel's launch was refused");
     for (int i = 0; i < nw && !di_test_failed(); i++) {
         uint16_t *a = gt_d2h(dm[i], (size_t)M * ldc[i] * 2), *b = gt_d2h(ds[i], (size_t)M * ldc[i] * 2);
-        size_t d = gt_count_diff_u16(a, b, (size_t)M * ldc[i]);
+        uint16_t *av = gt_d2h(dv[i], (size_t)M * ldc[i] * 2);
+        size_t d = gt_count_diff_u16(a, b, (size_t)M * ldc[i]), d2 = gt_count_diff_u16(av, b, (size_t)M * ldc[i]);
         CHECK_MSG(d == 0, "multi %d M=%d K=%d: weight %d (N=%d): %zu outputs differ from dic_gemm", fmt, M, K, i, Ns[i], d);
+        CHECK_MSG(d2 == 0, "multi %d M=%d K=%d: weight %d (N=%d), QV2|ET|PERS|L2PF: %zu outputs differ", fmt, M, K, i, Ns[i], d2);
+        free(av);
         for (int m = 0; m < M; m++)
             for (size_t n = (size_t)Ns[i]; n < ldc[i]; n++)
                 CHECK_MSG(a[m * ldc[i] + n] == 0xFFFF, "multi: padding column written");
@@ -208,7 +241,8 @@ static void multi_case(int fmt, int M, int K, int nw, const int *Ns, int act, ui
     if (!di_test_failed())
         fprintf(stderr, "  multi %s M=%d K=%d nw=%d: bitwise = separate dic_gemm\n", fmt == DI_WFMT_FP8 ? "FP8" : "FP4", M,
                 K, nw);
-    for (int i = 0; i < nw; i++) cudaFree((void *)dw[i].w), cudaFree((void *)dw[i].scale), cudaFree(dm[i]), cudaFree(ds[i]);
+    for (int i = 0; i < nw; i++)
+        cudaFree((void *)dw[i].w), cudaFree((void *)dw[i].scale), cudaFree(dm[i]), cudaFree(ds[i]), cudaFree(dv[i]);
     cudaFree(dA), cudaFree(ctx.scratch);
     cudaStreamDestroy(ctx.stream);
     free(A);
@@ -222,4 +256,50 @@ TEST(gpu_gemm_dec_multi) {
         if (!di_test_failed()) multi_case(DI_WFMT_FP4, dec_ms[j], 2048, 4, four, 32, 3200 + j);
     }
     if (!di_test_failed()) multi_case(DI_WFMT_FP8, 9, 4096, 2, attn, 128, 3300); /* M > 8: separate calls */
+}
+
+/* the timing diagnostics (wrong outputs by design) launch cleanly, and the default afterwards gives
+ * the bits it gave before them (no state left behind) */
+static void diag_case(int fmt, int M, int N, int K, uint64_t seed) {
+    static const int dg[] = {DIC_DEC_NOQ, DIC_DEC_NOCL, DIC_DEC_BARE, DIC_DEC_BARE | DIC_DEC_NOW,
+                             DIC_DEC_NOQ | DIC_DEC_NOCL, DIC_DEC_BARE | DIC_DEC_NOCL | DIC_DEC_NOW};
+    uint64_t s = seed;
+    size_t lda = (size_t)K, ldc = (size_t)N;
+    uint16_t *A = malloc((size_t)M * lda * 2);
+    fill_act(A, M, K, lda, 128, &s);
+    uint8_t *w, *sc;
+    size_t wb, sb;
+    d_gen(fmt, N, K, &w, &wb, &sc, &sb, &s);
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, dic_gemm_scratch(M, N, K)));
+    void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
+    CHECK(dA && dW && dS);
+    dic_wmat dw = {fmt, N, K, fmt == DI_WFMT_FP8 ? 128 : 32, dW, dS};
+    float *C0, *C1;
+    uint16_t *H0, *H1;
+    d_run(&ctx, 3, M, dA, lda, &dw, 128, ldc, &C0, &H0);
+    for (unsigned i = 0; i < sizeof dg / sizeof *dg && !di_test_failed(); i++) {
+        float *Cx;
+        uint16_t *Hx;
+        dic_gemm_dec_tune(dg[i], 0);
+        d_run(&ctx, 3, M, dA, lda, &dw, 128, ldc, &Cx, &Hx);
+        dic_gemm_dec_tune(-1, 0);
+        CHECK_MSG(dic_gemm_dec_status() == 0, "diag %d N=%d K=%d M=%d: launch refused", dg[i], N, K, M);
+        free(Cx), free(Hx);
+    }
+    d_run(&ctx, 3, M, dA, lda, &dw, 128, ldc, &C1, &H1);
+    CHECK_MSG(gt_count_diff_u32(C0, C1, (size_t)M * ldc) == 0 && gt_count_diff_u16(H0, H1, (size_t)M * ldc) == 0,
+              "diag N=%d K=%d M=%d: the default after the diagnostics differs", N, K, M);
+    if (!di_test_failed()) fprintf(stderr, "  diag %s M=%d N=%d K=%d: %d diagnostics ran\n", fmt == DI_WFMT_FP8 ? "FP8" : "FP4",
+                                   M, N, K, (int)(sizeof dg / sizeof *dg));
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(ctx.scratch);
+    cudaStreamDestroy(ctx.stream);
+    free(A), free(w), free(sc), free(C0), free(C1), free(H0), free(H1);
+}
+
+TEST(gpu_gemm_dec_diag) {
+    diag_case(DI_WFMT_FP8, 1, 512, 4096, 4000);
+    if (!di_test_failed()) diag_case(DI_WFMT_FP8, 8, 4096, 8192, 4001);
+    if (!di_test_failed()) diag_case(DI_WFMT_FP8, 1, 32768, 1024, 4002);
+    if (!di_test_failed()) diag_case(DI_WFMT_FP4, 2, 2048, 4096, 4003);
 }

@@ -16,8 +16,21 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
     CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
 }
 
+static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
+                       uint16_t *const *C16, const size_t *ldc);
+
+/* bf16 outputs (the shared expert's w1 + w3): one dic_gemm_multi, which is exactly the two dic_gemm
+ * calls in mode 1 and at M > 8, and one decode launch for FP8 / FP4 at M <= 8 in fast mode (bitwise
+ * the two calls, gtest_gemm_dec.c) */
 static void gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2,
                   int act_block, float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
+    if (C1_16 && C2_16 && !C1_32 && !C2_32 && (W1->fmt == DI_WFMT_FP8 || W1->fmt == DI_WFMT_FP4)) {
+        const di_wmat W[2] = {*W1, *W2};
+        uint16_t *const C16[2] = {C1_16, C2_16};
+        const size_t ld[2] = {ldc, ldc};
+        gemm_multi(x, M, A, lda, 2, W, act_block, C16, ld);
+        return;
+    }
     gemm(x, M, A, lda, W1, act_block, C1_32, C1_16, ldc);
     gemm(x, M, A, lda, W2, act_block, C2_32, C2_16, ldc);
 }

@@ -37,6 +37,7 @@
  * GEMM tolerance of di_gemm.
  */
 #include <cuda_fp16.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
@@ -417,6 +418,7 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
 typedef struct dargs {
     int M, K, nw, kper, nst;
     int lab, lwb, nwb, spbm1, qf;
+    int fl; /* DIC_DEC_* variant / diagnostic flags (dic_gemm_int.h); QV2 only where A allows uint4 loads */
     int tx[D_MAXW + 1]; /* first column tile of weight i (tx[nw] = grid x) */
     int N[D_MAXW];
     const uint8_t *w[D_MAXW];
@@ -461,15 +463,18 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int K = a.K, M = a.M, fl = a.fl;
+    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
+    const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    /* column tiles: one per CTA, or (PERS) tile, tile + gridDim.x, ... with the activations converted once */
+    for (int tile = blockIdx.x, it = 0; tile < a.tx[a.nw]; tile += gridDim.x, it++) {
     int wi = 0;
 #pragma unroll
     for (int i = 1; i < D_MAXW; i++)
-        if (i < a.nw && (int)blockIdx.x >= a.tx[i]) wi = i;
-    const int n0 = ((int)blockIdx.x - a.tx[wi]) * F_BN, N = a.N[wi], K = a.K, M = a.M;
-    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
-    const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
+        if (i < a.nw && tile >= a.tx[i]) wi = i;
+    const int n0 = (tile - a.tx[wi]) * F_BN, N = a.N[wi];
     const uint8_t *W = a.w[wi], *S = a.s[wi];
-    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
     const int kps = a.kper / 32, a16s = D_A16S(a.kper);
     uint8_t *a16 = smem + (size_t)a.nst * 64 * WRS;
     float *ssa = (float *)(a16 + 8 * a16s); /* [8][kps] activation scale per 32-k sub-block */
@@ -486,11 +491,33 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         }                                                                                          \
     } while (0)
 
-    /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
-    for (int c = 0; c < nst; c++) {
-        D_ISSUE(c);
-        cp_commit();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (it == 0 && (fl & DIC_DEC_ET)) asm volatile("griddepcontrol.launch_dependents;" :::); /* the wait below still waits */
+    if ((fl & DIC_DEC_L2PF) && tid < 64) { /* L2 prefetch: this tile's chunks past the ring (first tile), the next tile */
+        const int nx = tile + (int)gridDim.x;
+        if (it == 0 && nch > nst && n0 + tid < N) {
+            const size_t o = (size_t)(kbeg + nst * F_CK) / (FP4 ? 2 : 1);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(W + (size_t)(n0 + tid) * wrow + o),
+                         "r"((unsigned)((kl - nst * F_CK) / (FP4 ? 2 : 1))) : "memory");
+        }
+        if (nx < a.tx[a.nw]) {
+            int wj = 0;
+            for (int i = 1; i < a.nw; i++)
+                if (nx >= a.tx[i]) wj = i;
+            const int r = (nx - a.tx[wj]) * F_BN + tid;
+            if (r < a.N[wj])
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a.w[wj] + (size_t)r * wrow +
+                                                                                  (size_t)kbeg / (FP4 ? 2 : 1)),
+                             "r"((unsigned)(kl / (FP4 ? 2 : 1))) : "memory");
+        }
     }
+#endif
+    /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
+    if (it > 0 || !(fl & (DIC_DEC_WPOST | DIC_DEC_NOW)))
+        for (int c = 0; c < nst; c++) {
+            D_ISSUE(c);
+            cp_commit();
+        }
     for (int u0 = 0; u0 < 64 * nsb; u0 += 8 * 128) {
         uint8_t b[8];
 #pragma unroll
@@ -508,10 +535,76 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
             if (u < 64 * nsb) ssw[r * kps + sb] = b[i];
         }
     }
+    if (it == 0) { /* the PDL wait and the activations: once per CTA */
     DIC_PDL_ENTER();
+    if ((fl & DIC_DEC_WPOST) && !(fl & DIC_DEC_NOW)) /* diagnostic: the weights only after the wait */
+        for (int c = 0; c < nst; c++) {
+            D_ISSUE(c);
+            cp_commit();
+        }
+    if (fl & DIC_DEC_BARE) { /* diagnostic: launch + weight prefetch + PDL handoff only (no outputs) */
+        asm volatile("cp.async.wait_all;\n" ::);
+        return;
+    }
 
     /* 2. activations of rows < M, k in [kbeg, kend) -> f16 (in the fragment order) + scales */
-    if (a.qf) {
+    if (fl & DIC_DEC_NOQ) {
+        /* diagnostic: no activation pass (wrong results, timing only) */
+    } else if (a.qf && (fl & DIC_DEC_QV2)) {
+        /* QV2: 8 consecutive values per thread (one 16-byte load), ab / 8 threads per act block (lane
+         * groups aligned to the block), all loads of a round (4 per thread) issued before any math;
+         * y = x * (1 / s) with s a power of two: the reciprocal is exact, so x * (1 / s) is the correctly
+         * rounded x / s (dic_gemm_quant's __fdiv_rn) bit for bit; the block max is the same max. */
+        const int gsz = 1 << (a.lab - 3), kp8 = kl >> 3, np = M * kp8;
+        const float inv448 = (float)(1.0 / 448.0);
+        for (int u0 = 0; u0 < np; u0 += 4 * 128) {
+            uint4 v[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
+                v[r] = make_uint4(0, 0, 0, 0);
+                if (u < np) v[r] = *(const uint4 *)(a.A + (size_t)m * a.lda + kbeg + 8 * p);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                if (u0 + 128 * r >= np) break; /* CTA-uniform */
+                const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
+                const uint32_t w4[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
+                float x[8], amax = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    x[i] = dic_bf16_to_f32((w4[i >> 1] >> (16 * (i & 1))) & 0xFFFFu);
+                    const float av = fabsf(x[i]);
+                    if (av > amax) amax = av;
+                }
+                for (int o = 1; o < gsz; o <<= 1) { /* the lanes of one act block (whole warp shuffles) */
+                    const float tt = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                    if (tt > amax) amax = tt;
+                }
+                if (u >= np) continue;
+                if (!(amax >= 1e-4f)) amax = 1e-4f;
+                const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+                if ((tid & (gsz - 1)) == 0) {
+                    const int kq = (8 * p) & ~((1 << a.lab) - 1);
+                    for (int j = 0; j < (1 << a.lab) >> 5; j++) ssa[m * kps + (kq >> 5) + j] = sc;
+                }
+                uint32_t h[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    float y = __fmul_rn(x[i], rc);
+                    if (y > 448.0f) y = 448.0f;
+                    if (y < -448.0f) y = -448.0f;
+                    h[i] = __half_as_ushort(__float2half_rn(round_e4m3(y)));
+                }
+                uint4 o;
+                if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
+                    o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
+                else
+                    o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                *(uint4 *)(a16 + m * a16s + 16 * p) = o;
+            }
+        }
+    } else if (a.qf) {
         const int ab = 1 << a.lab, vpl = ab >> 5, nbk = kl >> a.lab, nb = M * nbk;
         const float inv448 = (float)(1.0 / 448.0);
         for (int b0 = warp; b0 < nb; b0 += 4 * 8) {
@@ -597,6 +690,8 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         }
     }
 
+    } /* it == 0 */
+
     /* 3. the k loop (as k_gemm_f16, NT = 1): chunk c sits in cp.async group c */
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int r0 = 16 * warp + g, spbm1 = a.spbm1;
@@ -655,12 +750,18 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         if (C32) C32[(size_t)(i) * ldc + (n)] = (v);                                               \
         else C16[(size_t)(i) * ldc + (n)] = dic_f32_to_bf16(v);                                    \
     } while (0)
-    if (gridDim.z == 1) {
-        if (ia < M && na < N) D_STORE(ia, na, acc[0]);
-        if (ib < M && na < N) D_STORE(ib, na, acc[1]);
-        if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
-        if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
-        return;
+    if (gridDim.z == 1 || (fl & DIC_DEC_NOCL)) { /* NOCL (diagnostic, no cluster): split 0's partial only */
+        if (!blockIdx.z) {
+            if (ia < M && na < N) D_STORE(ia, na, acc[0]);
+            if (ib < M && na < N) D_STORE(ib, na, acc[1]);
+            if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
+            if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
+        }
+        if (tile + (int)gridDim.x < a.tx[a.nw]) { /* PERS: the ring and the scales are reused */
+            asm volatile("cp.async.wait_all;\n" ::);
+            __syncthreads();
+        }
+        continue;
     }
     /* 4. split partials through the cluster: red[token][column] in the (drained) ring */
     asm volatile("cp.async.wait_all;\n" ::);
@@ -686,13 +787,40 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         D_STORE(tok, n0 + col, v);
     }
 #undef D_STORE
-    cluster_sync_all(); /* no CTA leaves while its partials may still be read */
+    cluster_sync_all(); /* no CTA leaves (or refills its ring) while its partials may still be read */
+    } /* tiles */
 }
 
 /* bench / test knobs (dic_gemm_int.h) */
 static int g_dec_mode = 0, g_dec_stmax = 0, g_dec_splits = 0, g_dec_broken = 0;
 extern "C" void dic_gemm_dec_config(int mode, int stmax, int splits) {
     g_dec_mode = mode, g_dec_stmax = stmax, g_dec_splits = splits;
+}
+/* Variant flags and CTAs-per-SM cap (dic_gemm_int.h DIC_DEC_*). The default: DEC_DEFAULT_FLAGS /
+ * DEC_DEFAULT_CPS (one-line edits after a run); $DEEPINFER_GEMM_DEC="flags[,cps]" (read once, the
+ * result-preserving flags only) overrides them for model runs; dic_gemm_dec_tune (bench / test) for
+ * the process. */
+#define DEC_DEFAULT_FLAGS 0
+#define DEC_DEFAULT_CPS 0
+static int g_dec_flags = -1, g_dec_cps = 0;
+static void dec_tune_init(void) {
+    if (g_dec_flags >= 0) return;
+    g_dec_flags = DEC_DEFAULT_FLAGS, g_dec_cps = DEC_DEFAULT_CPS;
+    const char *e = getenv("DEEPINFER_GEMM_DEC");
+    if (e && *e) {
+        char *end;
+        long f = strtol(e, &end, 0), c = *end == ',' ? strtol(end + 1, NULL, 0) : DEC_DEFAULT_CPS;
+        g_dec_flags = (int)(f & DIC_DEC_SAFE), g_dec_cps = c >= 0 && c <= 16 ? (int)c : 0;
+    }
+}
+extern "C" void dic_gemm_dec_tune(int flags, int cps) {
+    dec_tune_init();
+    if (flags < 0) g_dec_flags = DEC_DEFAULT_FLAGS, g_dec_cps = DEC_DEFAULT_CPS;
+    else g_dec_flags = flags, g_dec_cps = cps;
+}
+extern "C" int dic_gemm_dec_flags(void) {
+    dec_tune_init();
+    return g_dec_flags;
 }
 extern "C" int dic_gemm_dec_status(void) { return g_dec_broken ? -1 : g_dec_mode; }
 
@@ -759,11 +887,18 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1, a.qf = qf;
     a.A = A, a.lda = lda, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
     const int fp4 = fmt == 3;
-    const size_t smem = d_smem(a.nst, kper, fp4);
+    dec_tune_init();
+    a.fl = g_dec_flags;
+    if ((a.fl & DIC_DEC_QV2) && (!qf || ((uintptr_t)A & 15) || (lda & 7))) a.fl &= ~DIC_DEC_QV2;
+    size_t smem = d_smem(a.nst, kper, fp4);
+    if (g_dec_cps > 0 && !(a.fl & DIC_DEC_PERS)) { /* cap the CTAs per SM with dynamic shared memory (228 KB per SM, 1 KB per CTA) */
+        const size_t want = (size_t)233472 / (size_t)g_dec_cps - 1024;
+        if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
+    }
     const void *fn = fp4 ? (const void *)k_gemm_dec<1> : (const void *)k_gemm_dec<0>;
     static int attr_done[2];
     if (!attr_done[fp4]) {
-        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 110 * 1024) != cudaSuccess) {
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
             (void)cudaGetLastError();
             g_dec_broken = 1;
             return cudaErrorNotSupported;
@@ -773,7 +908,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
     int na = 0;
-    if (splits > 1) {
+    if (splits > 1 && !(a.fl & DIC_DEC_NOCL)) {
         at[na].id = cudaLaunchAttributeClusterDimension;
         at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = 1, at[na].val.clusterDim.z = (unsigned)splits;
         na++;
@@ -783,7 +918,12 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         at[na].val.programmaticStreamSerializationAllowed = 1;
         na++;
     }
-    cfg.gridDim = dim3((unsigned)gx, 1, (unsigned)splits);
+    int gxl = gx;
+    if (a.fl & DIC_DEC_PERS) { /* persistent: about cps (default 2) CTAs per SM, each walking tiles */
+        const int per = g_dec_cps > 0 ? g_dec_cps : 2, want = (num_sms > 0 ? num_sms : 132) * per / splits;
+        gxl = want < 1 ? 1 : want < gx ? want : gx;
+    }
+    cfg.gridDim = dim3((unsigned)gxl, 1, (unsigned)splits);
     cfg.blockDim = dim3(128);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;

@@ -110,6 +110,31 @@ void dic_gemm_dec_config(int mode, int stmax, int splits);
  * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16). */
 int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
 int dic_gemm_dec_status(void);
+/* Decode-kernel variants (GEMV-NOTES.md 2026-12 fp8dec round 2). Result-preserving (every output
+ * bitwise the default's, gtest_gemm_dec.c): QV2 = the kernel's own quantisation with 8 values per
+ * thread, all loads of a round in flight, x * (1 / s); ET = griddepcontrol.launch_dependents before
+ * the weight prefetch (the next kernel may start its own prefetch earlier; its wait is unchanged);
+ * WPOST = the weights issued only after the PDL wait (what the pre-wait prefetch buys). Diagnostics
+ * (wrong outputs, timing only): NOQ = no activation pass; NOCL = no cluster, split 0 stores its
+ * partial; BARE = exit right after the wait; NOW = no weight loads (with BARE: an empty launch of
+ * the same grid). PERS (same bits) = a persistent grid of about cps (default 2) CTAs per SM, each
+ * walking column tiles tile, tile + grid, ... (its k range, so its activations, fixed); L2PF (same
+ * bits) = cp.async.bulk.prefetch.L2 of the first tile's weights past the ring before the wait and
+ * of the next tile's weights at each tile. */
+#define DIC_DEC_QV2 1
+#define DIC_DEC_ET 2
+#define DIC_DEC_WPOST 4
+#define DIC_DEC_NOQ 8
+#define DIC_DEC_NOCL 16
+#define DIC_DEC_BARE 32
+#define DIC_DEC_NOW 64
+#define DIC_DEC_PERS 128
+#define DIC_DEC_L2PF 256
+#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST | DIC_DEC_PERS | DIC_DEC_L2PF)
+/* flags < 0: back to the defaults; cps > 0 caps the decode kernel's CTAs per SM (dynamic shared
+ * memory padding; bitwise the same). $DEEPINFER_GEMM_DEC="flags[,cps]" sets the safe flags once. */
+void dic_gemm_dec_tune(int flags, int cps);
+int dic_gemm_dec_flags(void);
 
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
