@@ -190,6 +190,31 @@ int main(void) {
         printf("%-12s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", nm, us[v][0], us[v][1], us[v][2], us[v][3],
                floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
     }
+    /* router tail at decode sizes: dic_route_rows M = 1, E = 256, top-6, bias (round 2: the scores
+     * by the whole CTA) */
+    {
+        float *dlg, *dbias, *dw;
+        int *ds;
+        float hl[E], hb[E];
+        for (int i = 0; i < E; i++) hl[i] = (float)(rnd() % 2000) / 500.0f - 2.0f, hb[i] = (float)(rnd() % 100) / 1000.0f;
+        CK(cudaMalloc((void **)&dlg, sizeof hl));
+        CK(cudaMalloc((void **)&dbias, sizeof hb));
+        CK(cudaMalloc((void **)&dw, TOPK * 4));
+        CK(cudaMalloc((void **)&ds, TOPK * 4));
+        CK(cudaMemcpy(dlg, hl, sizeof hl, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dbias, hb, sizeof hb, cudaMemcpyHostToDevice));
+        cudaGraph_t gr;
+        for (int r = -1; r < GR; r++) {
+            if (r == 0) {
+                CK(cudaStreamSynchronize(c.stream));
+                CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+            }
+            CK(dic_route_rows(&c, 1, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+        }
+        CK(cudaStreamEndCapture(c.stream, &gr));
+        printf("route_rows M=1 E=%d top-%d: %.2f us per call (graph)\n", E, TOPK,
+               graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR);
+    }
     CK(cudaGetLastError());
     return 0;
 }
