@@ -178,6 +178,7 @@ int main(void) {
         }
     }
     dic_moe_dec_config(-1, -1, -1);
+    if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed: rows after it ran variant 0\n");
     printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst (dic_moe_dec_config; "
            "-1 = default)\n",
            GR, NS);

@@ -182,6 +182,8 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
             }
             size_t nh = gt_count_diff_u16(Hv, Hr, (size_t)R * I), no = 0, ny = gt_count_diff_u32(Yv, Yr, (size_t)M * d);
             for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or + mm * ldo, (size_t)d);
+            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec variant up %d down %d nst %d: launch failed (fell back to 0)",
+                      V[v][0], V[v][1], V[v][2]);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
                       "moe_dec variant up %d down %d nst %d: differs from variant 0 in %zu h / %zu y / %zu out",
                       V[v][0], V[v][1], V[v][2], nh, ny, no);

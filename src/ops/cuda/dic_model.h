@@ -164,6 +164,7 @@ int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wma
  * 1 = one CTA per (token, slot), cluster over the slots; nst = ring stages of up 1 / 2 (2, 3, 4, 8);
  * negative = the default. FP8 experts always take 0. Every variant gives the same bits. */
 void dic_moe_dec_config(int up, int down, int nst);
+int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,
                                size_t ldx, int d, int act_block, float limit, uint16_t *h, size_t ldh,

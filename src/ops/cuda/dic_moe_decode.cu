@@ -599,7 +599,8 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_up(const md_args a,
         md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, smem + (size_t)MD_WARPS * NST * 2 * MV_MATB,
                       0, sa, 0);
     } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
-        md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, nch / 4, MD_CK, a.ab, 1,
+        md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
+                      a.ab, 1,
                       (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2, sa + chain * (MD_CK / a.ab),
                       4 * MD_CK / a.ab);
     }
@@ -764,7 +765,10 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_NST_DEF 4
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_env = 0, g_mv_broken = 0;
 
-extern "C" void dic_moe_dec_config(int up, int down, int nst) { g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1; }
+extern "C" void dic_moe_dec_config(int up, int down, int nst) {
+    g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
+}
+extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
 
 static void mv_knobs(int *up, int *down, int *nst) {
     if (!g_mv_env) {
