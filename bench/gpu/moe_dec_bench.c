@@ -1,7 +1,8 @@
 /* moe_dec_bench.c — the routed experts + MoE tail at decode sizes, V4-Flash
  * dims (E = 256, top-6, hidden 4096, moe_intermediate 2048, FP4 experts,
  * act_block 128), fast mode: graph µs per call of
- *   fused  dic_moe_routed_dec (dic_moe_decode.cu: 2 launches)
+ *   fused  dic_moe_routed_dec (dic_moe_decode.cu: 2 launches), one row per
+ *          variant (dic_moe_dec_config: up 0/1/2, down 0/1, ring stages)
  *   today  dispatch_inv, gather, gemm2_grouped_seg, swiglu_n,
  *          gemm_grouped_seg, combine_inv, add_bf16_f32, f32_to_bf16
  * against the floor: bytes of the distinct selected experts (w1, w3, w2 and
@@ -128,8 +129,12 @@ int main(void) {
     CK(cudaMalloc((void **)&drows, MMAX * TOPK * 4));
     CK(cudaMalloc((void **)&dinv, MMAX * TOPK * 4));
 
-    printf("%-3s %10s %10s %10s %8s %8s\n", "M", "fused_us", "today_us", "floor_us", "fl/fus", "speedup");
+    /* variants: dic_moe_dec_config(up, down, nst); "today" = the unfused sequence */
+    static const int V[][3] = {{-1, -1, -1}, {0, 0, 0}, {1, 1, 2}, {1, 1, 3}, {1, 1, 4}, {1, 1, 8},
+                               {2, 1, 2}, {2, 1, 3}, {2, 1, 4}, {2, 1, 8}, {1, 0, 4}, {0, 1, 4}};
+    const int NV = (int)(sizeof V / sizeof V[0]);
     static const int Ms[] = {1, 2, 4, 8};
+    double us[16][4], floor_us[4];
     for (int mi = 0; mi < 4; mi++) {
         const int M = Ms[mi], R = M * TOPK;
         double fl = 0;
@@ -143,9 +148,9 @@ int main(void) {
             fl += n * ebytes;
         }
         fl /= NS;
-        const double floor_us = fl / (copy_gbs * 1e9) * 1e6;
-        double us[2];
-        for (int v = 0; v < 2; v++) {
+        floor_us[mi] = fl / (copy_gbs * 1e9) * 1e6;
+        for (int v = 0; v <= NV; v++) { /* v == NV: today */
+            if (v < NV) dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
             cudaGraph_t gr;
             /* r = -1: one warm call (attributes, first-launch costs) outside the capture */
             for (int r = -1; r < GR; r++) {
@@ -154,7 +159,7 @@ int main(void) {
                     CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
                 }
                 const int *sel = dsel[(r + NS) % NS];
-                if (v == 0) {
+                if (v < NV) {
                     CK(dic_moe_routed_dec(&c, M, TOPK, sel, drw, E, w1, w3, w2, dxn, D, D, AB, 10.0f, dh, I, dsh, D, dy,
                                           dout, D));
                 } else {
@@ -169,9 +174,47 @@ int main(void) {
                 }
             }
             CK(cudaStreamEndCapture(c.stream, &gr));
-            us[v] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+            us[v][mi] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
         }
-        printf("%-3d %10.1f %10.1f %10.1f %8.2f %8.2f\n", M, us[0], us[1], floor_us, floor_us / us[0], us[1] / us[0]);
+    }
+    dic_moe_dec_config(-1, -1, -1);
+    if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed: rows after it ran variant 0\n");
+    printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst (dic_moe_dec_config; "
+           "-1 = default)\n",
+           GR, NS);
+    printf("%-12s %9s %9s %9s %9s   %s\n", "variant", "M=1", "M=2", "M=4", "M=8", "floor/us at M=1,2,4,8");
+    printf("%-12s %9.1f %9.1f %9.1f %9.1f\n", "floor", floor_us[0], floor_us[1], floor_us[2], floor_us[3]);
+    for (int v = 0; v <= NV; v++) {
+        char nm[32];
+        if (v < NV) snprintf(nm, sizeof nm, "%d,%d,%d", V[v][0], V[v][1], V[v][2]);
+        else snprintf(nm, sizeof nm, "today");
+        printf("%-12s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", nm, us[v][0], us[v][1], us[v][2], us[v][3],
+               floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
+    }
+    /* router tail at decode sizes: dic_route_rows M = 1, E = 256, top-6, bias (round 2: the scores
+     * by the whole CTA) */
+    {
+        float *dlg, *dbias, *dw;
+        int *ds;
+        float hl[E], hb[E];
+        for (int i = 0; i < E; i++) hl[i] = (float)(rnd() % 2000) / 500.0f - 2.0f, hb[i] = (float)(rnd() % 100) / 1000.0f;
+        CK(cudaMalloc((void **)&dlg, sizeof hl));
+        CK(cudaMalloc((void **)&dbias, sizeof hb));
+        CK(cudaMalloc((void **)&dw, TOPK * 4));
+        CK(cudaMalloc((void **)&ds, TOPK * 4));
+        CK(cudaMemcpy(dlg, hl, sizeof hl, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dbias, hb, sizeof hb, cudaMemcpyHostToDevice));
+        cudaGraph_t gr;
+        for (int r = -1; r < GR; r++) {
+            if (r == 0) {
+                CK(cudaStreamSynchronize(c.stream));
+                CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+            }
+            CK(dic_route_rows(&c, 1, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+        }
+        CK(cudaStreamEndCapture(c.stream, &gr));
+        printf("route_rows M=1 E=%d top-%d: %.2f us per call (graph)\n", E, TOPK,
+               graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR);
     }
     CK(cudaGetLastError());
     return 0;

@@ -8,6 +8,8 @@
  *    measured norms are printed);
  *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
  *    its row in the M-token launch; shared aliasing out;
+ *  - every kernel variant (dic_moe_dec_config: up 0/1/2 x ring stages,
+ *    down 0/1) bitwise equal to variant 0 in h, y and out;
  *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
  *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
 #include <math.h>
@@ -156,6 +158,39 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
         size_t n1 = gt_count_diff_u16(O1, O2 + (size_t)(M - 1) * ldo, (size_t)d);
         CHECK_MSG(n1 == 0, "moe_dec: token %d alone differs from its row in M = %d in %zu values", M - 1, M, n1);
         free(O1);
+    }
+    /* every variant (dic_moe_dec_config; FP8 takes variant 0 whatever is asked): bitwise equal to
+     * variant 0 in h, y and out */
+    {
+        static const int V[][3] = {{0, 0, 0}, {1, 1, 2}, {1, 1, 3}, {1, 1, 4}, {1, 1, 8},
+                                   {2, 1, 2}, {2, 1, 3}, {2, 1, 4}, {2, 1, 8}, {1, 0, 4}, {0, 1, 4}};
+        const int nv = (int)(sizeof V / sizeof V[0]);
+        uint16_t *Hr = NULL, *Or = NULL;
+        float *Yr = NULL;
+        for (int v = 0; v < nv; v++) {
+            dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
+            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
+            CUDA_SYNC_CHECK(cudaMemset(dy2, 0xFF, (size_t)M * d * 4));
+            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
+                                               (size_t)I, dsh, ldo, dy2, dout2, ldo));
+            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout2, (size_t)M * ldo * 2);
+            float *Yv = gt_d2h(dy2, (size_t)M * d * 4);
+            CHECK(Hv && Ov && Yv);
+            if (v == 0) {
+                Hr = Hv, Or = Ov, Yr = Yv;
+                continue;
+            }
+            size_t nh = gt_count_diff_u16(Hv, Hr, (size_t)R * I), no = 0, ny = gt_count_diff_u32(Yv, Yr, (size_t)M * d);
+            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or + mm * ldo, (size_t)d);
+            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec variant up %d down %d nst %d: launch failed (fell back to 0)",
+                      V[v][0], V[v][1], V[v][2]);
+            CHECK_MSG(nh == 0 && no == 0 && ny == 0,
+                      "moe_dec variant up %d down %d nst %d: differs from variant 0 in %zu h / %zu y / %zu out",
+                      V[v][0], V[v][1], V[v][2], nh, ny, no);
+            free(Hv), free(Ov), free(Yv);
+        }
+        free(Hr), free(Or), free(Yr);
+        dic_moe_dec_config(-1, -1, -1);
     }
     /* compare: h rows (GPU row t*k+j = CPU dispatched row inv[t*k+j]), y, out */
     float *hg = malloc((size_t)R * I * 4), *hc = malloc((size_t)R * I * 4);

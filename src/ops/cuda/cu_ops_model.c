@@ -300,7 +300,8 @@ static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
     const int I = W1[0].n;
-    if (!c->dc.batch_invariant && M * k <= DIC_MOE_DEC_MAX_ROWS && (W1[0].fmt == DI_WFMT_FP4 || W1[0].fmt == DI_WFMT_FP8) &&
+    const int maxr = W1[0].fmt == DI_WFMT_FP4 ? DIC_MOE_DEC_MAX_ROWS : DIC_MOE_DEC_MAX_ROWS_V0;
+    if (!c->dc.batch_invariant && M * k <= maxr && (W1[0].fmt == DI_WFMT_FP4 || W1[0].fmt == DI_WFMT_FP8) &&
         ((uintptr_t)xn & 15) == 0 && ldx % 8 == 0 && ((uintptr_t)b->h & 15) == 0) {
         dic_wmat *w1 = wmats(c, E, W1), *w3 = w1 ? wmats(c, E, W3) : NULL, *w2 = w3 ? wmats(c, E, W2) : NULL;
         int ok = w2 && dic_moe_routed_dec_ok(M, k, E, w1, w3, w2, d, act_block);

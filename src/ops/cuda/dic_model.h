@@ -155,9 +155,16 @@ cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, 
  * d and I multiples of 128, FP8 blocks of >= 32, ...). Deterministic; a
  * row's bits do not depend on M; within the GEMM tolerance of the op
  * sequence. */
-#define DIC_MOE_DEC_MAX_ROWS 8 /* M * k up to which the model takes it (fast mode; MOE-DEC-NOTES.md) */
+#define DIC_MOE_DEC_MAX_ROWS 48   /* M * k up to which the model takes it, FP4 experts (fast mode; MOE-DEC-NOTES.md round 2) */
+#define DIC_MOE_DEC_MAX_ROWS_V0 8 /* the same for FP8 experts (variant 0 only: it won at M = 1 alone, round 1) */
 int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, int d,
                           int act_block);
+/* Variant knobs of dic_moe_routed_dec (bench / test; $DEEPINFER_MOE_DEC="up,down,nst" is read once
+ * otherwise): up 0 = k_md_up, 1 = ring per warp, 2 = ring + cluster of 4 K-chains; down 0 = k_md_down,
+ * 1 = one CTA per (token, slot), cluster over the slots; nst = ring stages of up 1 / 2 (2, 3, 4, 8);
+ * negative = the default. FP8 experts always take 0. Every variant gives the same bits. */
+void dic_moe_dec_config(int up, int down, int nst);
+int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,
                                size_t ldx, int d, int act_block, float limit, uint16_t *h, size_t ldh,

@@ -53,16 +53,21 @@ static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const flo
     __shared__ float b_sh[RT_WARPS][RT_MAXE];
     __shared__ int sel_sh[RT_WARPS][32];
     const int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int m = blockIdx.x * RT_WARPS + wp;
+    const int m0 = blockIdx.x * RT_WARPS, m = m0 + wp;
+    /* the scores of the CTA's tokens by all its threads (the double-precision exp / log1p chain
+     * is the cost: at M = 1 each thread takes E / 128 of them instead of a lane E / 32) */
+    {
+        const int nt = M - m0 < RT_WARPS ? M - m0 : RT_WARPS;
+        for (int i = threadIdx.x; i < nt * E; i += RT_WARPS * 32) {
+            const int tk = i / E, e = i - tk * E;
+            float v = route_score(logits[(size_t)(m0 + tk) * E + e]);
+            s_sh[tk][e] = v;
+            b_sh[tk][e] = bias ? v + bias[e] : v;
+        }
+    }
+    __syncthreads();
     if (m >= M) return;
     float *s = s_sh[wp], *b = b_sh[wp];
-    const float *lg = logits + (size_t)m * E;
-    for (int e = lane; e < E; e += 32) {
-        float v = route_score(lg[e]);
-        s[e] = v;
-        b[e] = bias ? v + bias[e] : v;
-    }
-    __syncwarp();
     if (fixed) {
         const int *fx = fixed + (size_t)(tokens ? tokens[m] : m) * k; /* hash layers: tid2eid by token */
         if (lane < k) sel_sh[wp][lane] = fx[lane];

@@ -31,6 +31,8 @@
  * batch-invariant kernels; within the GEMM tolerance of di_gemm.
  */
 #include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
@@ -436,6 +438,292 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
     }
 }
 
+/* ---- variants 1 / 2 (FP4): per-warp cp.async rings, clusters --------------------
+ *
+ * The same arithmetic as k_md_up / k_md_down, hence the same bits: per 16-row
+ * tile, "chain" j (0..3) sums the chunks c = j, j + 4, ... (128 k each) in
+ * increasing k, per 32-k block fma(P_b, s_act * s_w, C_j) with P_b the two
+ * HMMAs of the block on the same fragments; C = ((C_0 + C_1) + C_2) + C_3.
+ * What changes is who runs a chain and how its weights arrive:
+ *  - a warp runs one chain of one row tile and streams its chunks through a
+ *    private ring of NST stages in shared memory (cp.async 16 B, the lane
+ *    copies the two 16-byte blocks it owns, the scale words by lanes t = 0,
+ *    1), so NST chunks x 2 matrices (2.7 KB) per warp are in flight instead
+ *    of "load 4 chunks to registers, compute, load again";
+ *  - the lane reads word t of each 32-k block of its rows back from shared
+ *    memory (row stride 80 B: conflict-free) and the scale byte of block q
+ *    directly: no quad transpose, no scale shuffles (the same values);
+ *  - up variant 1: CTA = 4 chains of one row tile (grid as k_md_up);
+ *    up variant 2: CTA = 4 row tiles x one chain, a cluster of 4 CTAs along
+ *    x = the 4 chains; a CTA quantises only its chain's 8 chunks of xn
+ *    (act_block <= 128: a quantisation block lies in one chunk), the chain
+ *    sums meet through distributed shared memory (rank r finishes row tile
+ *    r, reading C_0..C_3 in that order);
+ *  - down variant 1: CTA = one (token, slot) entry x one row tile (4 chains),
+ *    a cluster of k CTAs along y = the slots of the token: the CTA issues its
+ *    w2 stream BEFORE the PDL wait (sel is two launches old; it is read
+ *    again after the wait and the stream re-issued if it differs), quantises
+ *    only its own h row, rounds its eo to bf16; rank 0 adds the k eo in
+ *    increasing (expert, slot) through DSMEM, + shared, y, out.
+ * A row's bits do not depend on M and equal variant 0's. */
+
+#define MV_ROWB 80                     /* shared-memory bytes per weight row of a chunk (64 used) */
+#define MV_MATB (16 * MV_ROWB + 16 * 4) /* one matrix of one chunk: 16 rows + 16 scale words */
+
+static __device__ __forceinline__ void mv_cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+static __device__ __forceinline__ void mv_cp4(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+static __device__ __forceinline__ void mv_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+static __device__ __forceinline__ void mv_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+static __device__ __forceinline__ void mv_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ float mv_ld_dsmem(const float *p, int rank) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+/* Issue chunk c of nm matrices (W[j]: row ra's first byte, S[j]: row ra's first scale byte; K/32
+ * scale bytes per row) into stage buffer st (nm x MV_MATB). Lane (g, t): the 16-byte blocks t of
+ * rows g and g + 8; lanes t = 0 / 1 the scale words (4 blocks) of rows g / g + 8. */
+template <int NM>
+static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
+                                                size_t wrow, size_t srow, int c, int g, int t) {
+#pragma unroll
+    for (int j = 0; j < NM; j++) {
+        uint8_t *b = st + j * MV_MATB;
+        const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+        mv_cp16(b + g * MV_ROWB + 16 * t, p);
+        mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow);
+        if (t < 2) mv_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c);
+    }
+}
+
+/* One chunk c of one matrix from stage buffer b: acc0 / acc1 rows g / g + 8 (md_compute's FP4
+ * arithmetic on the same values). */
+static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                const float *sa, int lab, float &acc0, float &acc1) {
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+    }
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        uint32_t pa[4], pb[4];
+        md_e2m1x8(wa[q], pa);
+        md_e2m1x8(wb[q], pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
+        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
+/* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
+ * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
+template <int NST, int NM>
+static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
+                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
+                                                float acc[NM][2]) {
+    const int n = (nch - c0 + 3) / 4;
+    for (int i = 0; i < n; i++) {
+        mv_wait<NST - 1>();
+        __syncwarp();
+        const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
+#pragma unroll
+        for (int j = 0; j < NM; j++) mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+        __syncwarp();
+        if (i + NST < n) mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t);
+        mv_commit();
+    }
+}
+
+template <int NST, int NM>
+static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
+                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                   int nch, int g, int t, int valid) {
+#pragma unroll
+    for (int i = 0; i < NST; i++) {
+        const int c = c0 + 4 * i;
+        if (valid && c < nch) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t);
+        mv_commit();
+    }
+}
+
+/* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
+ * rank = chain). */
+template <int NST, int CL>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
+                                                                const __grid_constant__ md_tab t3) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    DIC_PDL_ENTER();
+    const int r = blockIdx.y, m = r / a.k, K = a.d;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int chain = CL == 1 ? warp : (int)(blockIdx.x & 3);
+    const int n0 = CL == 1 ? blockIdx.x * 16 : (blockIdx.x >> 2) * 64 + 16 * warp; /* this warp's row tile */
+    const int e = a.sel[r];
+    const int valid = e >= 0 && e < a.E;
+    if (CL == 1 && !valid) return;
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * NST * 2 * MV_MATB;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * 2 * MV_MATB);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
+    const int ev = valid ? e : 0;
+    const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
+    const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
+    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid);
+    if (CL == 1) {
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, smem + (size_t)MD_WARPS * NST * 2 * MV_MATB,
+                      0, sa, 0);
+    } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
+        md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
+                      a.ab, 1,
+                      (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2, sa + chain * (MD_CK / a.ab),
+                      4 * MD_CK / a.ab);
+    }
+    __syncthreads();
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    if (valid) mv_chain<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc);
+    if (CL == 1) {
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
+        __syncthreads();
+    } else {
+        /* part[row tile][matrix][row]: this CTA's chain sums, read by rank = row tile */
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
+        mv_cluster_sync();
+    }
+    if (tid < 16 && valid) {
+        float gv, uv;
+        if (CL == 1) {
+            gv = part[0][0][tid], uv = part[0][1][tid];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+        } else {
+            const int rt = chain; /* this CTA finishes row tile rt of the cluster's 64 columns */
+            float pg[4], pu[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) pg[j] = mv_ld_dsmem(&part[rt][0][tid], j), pu[j] = mv_ld_dsmem(&part[rt][1][tid], j);
+            gv = pg[0], uv = pu[0];
+#pragma unroll
+            for (int j = 1; j < 4; j++) gv = __fadd_rn(gv, pg[j]), uv = __fadd_rn(uv, pu[j]);
+        }
+        gv = dic_round_bf16(gv), uv = dic_round_bf16(uv);
+        if (a.limit > 0.0f) {
+            uv = fminf(fmaxf(uv, -a.limit), a.limit);
+            gv = fminf(gv, a.limit);
+        }
+        float hv = gv / (1.0f + dic_expf(-gv)) * uv;
+        hv = a.rw[r] * hv;
+        const int col = CL == 1 ? n0 + tid : (blockIdx.x >> 2) * 64 + 16 * chain + tid;
+        a.h[(size_t)r * a.ldh + col] = dic_f32_to_bf16(hv);
+    }
+    if (CL != 1) mv_cluster_sync(); /* no CTA leaves while its partials may still be read */
+}
+
+/* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
+template <int NST>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][16];
+    __shared__ float eo[16];
+    const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * NST * MV_MATB;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * MV_MATB);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
+    /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for
+     * it before this grid could start); checked again after the wait */
+    int e = a.sel[r];
+    int valid = e >= 0 && e < a.E;
+    {
+        const int ev = valid ? e : 0;
+        const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+        const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+    }
+    DIC_PDL_ENTER();
+    const int e2 = *(volatile const int *)(a.sel + r);
+    if (e2 != e) { /* not expected: drain and re-issue from the current value */
+        asm volatile("cp.async.wait_all;\n" ::);
+        __syncwarp();
+        e = e2, valid = e >= 0 && e < a.E;
+        const int ev = valid ? e : 0;
+        const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+        const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+    }
+    const int ev = valid ? e : 0;
+    const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+    const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+    if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0);
+    __syncthreads();
+    float acc[1][2] = {{0.0f, 0.0f}};
+    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc);
+    if (t == 0) part[warp][g] = acc[0][0], part[warp][g + 8] = acc[0][1];
+    __syncthreads();
+    if (tid < 16) {
+        float v = part[0][tid];
+#pragma unroll
+        for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][tid]);
+        eo[tid] = dic_round_bf16(v); /* eo = bf16 */
+    }
+    mv_cluster_sync();
+    if (slot == 0 && tid < 16) {
+        /* entries by (expert, slot): insertion, slots arrive increasing */
+        const int k = a.k;
+        int es[MD_KMAX], ord[MD_KMAX], n = 0;
+        for (int s = 0; s < k; s++) {
+            const int x = a.sel[(size_t)m * k + s];
+            es[s] = x;
+            if (x < 0 || x >= a.E) continue;
+            int p = n++;
+            while (p > 0 && es[ord[p - 1]] > x) {
+                ord[p] = ord[p - 1];
+                p--;
+            }
+            ord[p] = s;
+        }
+        const int col = n0 + tid;
+        float y = 0.0f;
+        for (int i = 0; i < n; i++) y = __fadd_rn(y, mv_ld_dsmem(&eo[tid], ord[i]));
+        if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        if (a.y) a.y[(size_t)m * a.d + col] = y;
+        a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+    }
+    mv_cluster_sync(); /* no CTA leaves while its eo may still be read */
+}
+
 /* ---- launcher ------------------------------------------------------------------ */
 
 static int md_pow2(int v) { return v > 0 && !(v & (v - 1)); }
@@ -468,9 +756,102 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
     return 1;
 }
 
+/* Variant knobs (dic_model.h dic_moe_dec_config; $DEEPINFER_MOE_DEC="up,down,nst" read once):
+ * up 0 = k_md_up, 1 = k_mv_up<.., 1>, 2 = k_mv_up<.., 4> (cluster of 4 chains); down 0 = k_md_down,
+ * 1 = k_mv_down (cluster of k slots); nst = ring stages of k_mv_up (2, 3, 4, 8). Variants 1 / 2
+ * are FP4 only (FP8 experts take variant 0); all variants give the same bits. */
+#define MV_UP_DEF 1
+#define MV_DOWN_DEF 1
+#define MV_NST_DEF 4
+static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_env = 0, g_mv_broken = 0;
+
+extern "C" void dic_moe_dec_config(int up, int down, int nst) {
+    g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
+}
+extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
+
+static void mv_knobs(int *up, int *down, int *nst) {
+    if (!g_mv_env) {
+        g_mv_env = 1;
+        const char *v = getenv("DEEPINFER_MOE_DEC");
+        if (v && *v) {
+            int u = -1, d = -1, n = -1;
+            if (sscanf(v, "%d,%d,%d", &u, &d, &n) >= 1) g_mv_up = u, g_mv_down = d, g_mv_nst = n;
+        }
+    }
+    *up = g_mv_up >= 0 && g_mv_up <= 2 ? g_mv_up : MV_UP_DEF;
+    *down = g_mv_down >= 0 && g_mv_down <= 1 ? g_mv_down : MV_DOWN_DEF;
+    *nst = g_mv_nst == 2 || g_mv_nst == 3 || g_mv_nst == 4 || g_mv_nst == 8 ? g_mv_nst : MV_NST_DEF;
+    if (g_mv_broken) *up = 0, *down = 0;
+}
+
+static size_t mv_up_smem(int nst, int d, int ab) {
+    return (size_t)MD_WARPS * nst * 2 * MV_MATB + (size_t)d * 2 + (size_t)(d / ab) * 4;
+}
+#define MV_DOWN_NST 4
+static size_t mv_down_smem(int I, int ab) {
+    return (size_t)MD_WARPS * MV_DOWN_NST * MV_MATB + (size_t)I * 2 + (size_t)(I / ab) * 4;
+}
+
+template <typename F, typename... A>
+static cudaError_t mv_launch(F fn, dim3 grid, size_t smem, dim3 cluster, cudaStream_t st, A... args) {
+    static const void *done[32]; /* kernels whose shared-memory limit was raised (one type, many kernels) */
+    static int ndone;
+    int seen = 0;
+    for (int i = 0; i < ndone; i++) seen |= done[i] == (const void *)fn;
+    if (!seen) {
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        if (ndone < 32) done[ndone++] = (const void *)fn;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = cluster.x, at[na].val.clusterDim.y = cluster.y, at[na].val.clusterDim.z = cluster.z;
+        na++;
+    }
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = grid, cfg.blockDim = dim3(MD_WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cfg.attrs = at, cfg.numAttrs = (unsigned)na;
+    return cudaLaunchKernelEx(&cfg, fn, args...);
+}
+
+/* variant up / down of the FP4 kernels: cudaSuccess, or an error (then variant 0 is launched) */
+static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3, int up, int nst) {
+    const size_t sm = mv_up_smem(nst, a.d, a.ab);
+    if (up == 1) {
+        const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
+        switch (nst) {
+        case 2: return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        default: return mv_launch(k_mv_up<4, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        }
+    }
+    const dim3 grid((unsigned)(a.I / 64 * 4), (unsigned)(a.M * a.k)), cl(4, 1, 1);
+    switch (nst) {
+    case 2: return mv_launch(k_mv_up<2, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    case 3: return mv_launch(k_mv_up<3, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    case 8: return mv_launch(k_mv_up<8, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    default: return mv_launch(k_mv_up<4, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    }
+}
+
+static int mv_scales_ok(const dic_wmat *W, int E) {
+    for (int e = 0; e < E; e++)
+        if ((uintptr_t)W[e].scale & 3) return 0;
+    return 1;
+}
+
 template <int FP4>
 static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3,
-                             const md_tab *t2) {
+                             const md_tab *t2, int up, int down, int nst) {
     static int attr_up, attr_down; /* per instance: the dynamic shared-memory limits raised once */
     const size_t su = md_up_smem(a.d, a.ab), sd = md_down_smem(a.k, a.I, a.ab);
     if (!attr_up || !attr_down) {
@@ -480,11 +861,25 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
         if (e != cudaSuccess) return e;
         attr_up = attr_down = 1;
     }
-    DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a, *t1,
-               *t3);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    DIC_LAUNCH(k_md_down<FP4>, dim3((unsigned)(a.d / 16), (unsigned)a.M), MD_WARPS * 32, sd, c->stream, a, *t2);
+    cudaError_t e = cudaErrorNotSupported;
+    if (FP4 && up) {
+        e = mv_up(c, a, t1, t3, up, nst);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1; /* e.g. clusters refused */
+    }
+    if (e != cudaSuccess) {
+        DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a,
+                   *t1, *t3);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    e = cudaErrorNotSupported;
+    if (FP4 && down && !g_mv_broken) {
+        e = mv_launch(k_mv_down<MV_DOWN_NST>, dim3((unsigned)(a.d / 16), (unsigned)(a.M * a.k)),
+                      mv_down_smem(a.I, a.ab), dim3(1, (unsigned)a.k, 1), c->stream, a, *t2);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
+    }
+    if (e != cudaSuccess)
+        DIC_LAUNCH(k_md_down<FP4>, dim3((unsigned)(a.d / 16), (unsigned)a.M), MD_WARPS * 32, sd, c->stream, a, *t2);
     DIC_LAUNCH_CHECK();
 }
 
@@ -510,6 +905,15 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
     static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
-    if (fmt == 3) return md_launch<1>(c, a, &t1, &t3, &t2);
-    return md_launch<0>(c, a, &t1, &t3, &t2);
+    int up, down, nst;
+    mv_knobs(&up, &down, &nst);
+    if (fmt == 3) {
+        const int sok = mv_scales_ok(W1, E) && mv_scales_ok(W3, E) && mv_scales_ok(W2, E);
+        if (!sok) up = 0, down = 0;
+        if (up == 2 && (act_block > MD_CK || I % 64)) up = 1; /* a quantisation block inside a chunk */
+        if (M * k > 65535 || mv_down_smem(I, act_block) > 200 * 1024) down = 0;
+        if (up && mv_up_smem(nst, d, act_block) > 200 * 1024) up = 0;
+        return md_launch<1>(c, a, &t1, &t3, &t2, up, down, nst);
+    }
+    return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0, 0);
 }
