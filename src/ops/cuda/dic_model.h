@@ -54,9 +54,16 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
 /* Decode attention [dic_attn_dec.cu] (ops.h di_attn_dec, fast mode): the
  * list arguments as dic_attn_list (the list itself is not written; n_idx
  * is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2] and
- * out. Two launches; scratch dic_attn_dec_scratch(M, nheads, hd, stride).
+ * out. Scratch dic_attn_dec_scratch(M, nheads, hd, stride).
  * dic_attn_dec_ok: fast mode and a supported shape (else the caller runs
- * dic_attn_list, dic_sparse_attn, dic_rope_tab). */
+ * dic_attn_list, dic_sparse_attn, dic_rope_tab).
+ * Variants (dic_attn_dec_tune, or $DEEPINFER_ATTN_DEC / _CTAS read once):
+ * mode 0 = two launches (64-entry blocks + a combine kernel), 1 = one launch
+ * of `ctas` CTAs per (row, 16 heads), the last-arriving CTA combines through
+ * scratch, 2 = the same CTAs as a thread-block cluster combining through
+ * distributed shared memory (ctas <= 8). ctas in 1..16 (clamped to the
+ * stride's 64-entry blocks). mode / ctas < 0: unchanged. */
+void dic_attn_dec_tune(int mode, int ctas);
 size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride);
 int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo);
 cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
