@@ -195,6 +195,10 @@ TEST(gpu_attn_dec_v4_flash) { /* 64 heads x 512, window 128, top-512 of the rati
     dec_case((dcase){8, 64, 512, 64, 128, 4, 1, 512, 64, 1, 5000, 103});
     dec_case((dcase){8, 64, 512, 64, 128, 4, 1, 512, 64, 2, 777, 104});   /* segments of two rows */
 }
+TEST(gpu_attn_dec_ctx32k) { /* position 32767: the indexed and the ratio-128 layers */
+    dec_case((dcase){1, 64, 512, 64, 128, 4, 1, 512, 64, 1, 32767, 105});
+    dec_case((dcase){2, 64, 512, 64, 128, 128, 0, 0, 64, 1, 32767, 106});
+}
 TEST(gpu_attn_dec_layers) {
     dec_case((dcase){1, 64, 512, 64, 128, 128, 0, 0, 64, 1, 4095, 111}); /* compressed, not indexed */
     dec_case((dcase){2, 64, 512, 64, 128, 128, 0, 0, 16, 1, 20000, 112});
