@@ -338,30 +338,31 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
         __syncthreads(); /* hist reads done before the next clear */
     }
     const uint32_t T = prefix >> sh;
-    /* ordered compaction: > T, and the first kk == T */
-    const int C = (n + ID_T - 1) / ID_T, i0 = tid * C, i1 = min(n, i0 + C);
-    int ng = 0, ne = 0;
-    for (int i = i0; i < i1; i++) {
-        const uint32_t hv = ks[i] >> sh;
-        ng += hv > T;
-        ne += hv == T;
+    /* ordered compaction: > T, and the first kk == T. Warp w walks keys
+     * [w per, (w + 1) per) 32 at a time (consecutive lanes, ballots). */
+    const int per = ((n + ID_T / 32 - 1) / (ID_T / 32) + 31) & ~31, ws0 = wid * per, ws1 = min(n, ws0 + per);
+    const unsigned lt = (1u << lane) - 1u;
+    int cg = 0, ce = 0;
+    for (int b = ws0; b < ws1; b += 32) {
+        const int i = b + lane;
+        const uint32_t hv = i < ws1 ? ks[i] >> sh : 0u;
+        cg += __popc(__ballot_sync(0xFFFFFFFFu, i < ws1 && hv > T));
+        ce += __popc(__ballot_sync(0xFFFFFFFFu, i < ws1 && hv == T));
     }
-    int sg = ng, se = ne;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int yg = __shfl_up_sync(0xFFFFFFFFu, sg, o), ye = __shfl_up_sync(0xFFFFFFFFu, se, o);
-        if (lane >= o) sg += yg, se += ye;
-    }
-    if (lane == 31) wsum[wid][0] = sg, wsum[wid][1] = se;
+    if (lane == 0) wsum[wid][0] = cg, wsum[wid][1] = ce;
     __syncthreads();
-    int gb = sg - ng, eb = se - ne;
+    int gb = 0, eb = 0;
     for (int w2 = 0; w2 < wid; w2++) gb += wsum[w2][0], eb += wsum[w2][1];
-    for (int i = i0; i < i1; i++) {
-        const uint32_t key = ks[i], hv = key >> sh;
+    for (int b = ws0; b < ws1; b += 32) {
+        const int i = b + lane;
+        const uint32_t key = i < ws1 ? ks[i] : 0u, hv = key >> sh;
+        const bool gt = i < ws1 && hv > T, eq = i < ws1 && hv == T;
+        const unsigned bg = __ballot_sync(0xFFFFFFFFu, gt), be = __ballot_sync(0xFFFFFFFFu, eq);
+        const int g0 = gb + __popc(bg & lt), e0 = eb + __popc(be & lt);
         const unsigned long long v = ((unsigned long long)key << 32) | (unsigned long long)(0xFFFFFFFFu - (uint32_t)i);
-        if (hv > T) buf[gb++ + min(eb, kk)] = v;
-        else if (hv == T && eb < kk) buf[gb + eb++] = v;
-        else if (hv == T) eb++;
+        if (gt) buf[g0 + min(e0, kk)] = v;
+        else if (eq && e0 < kk) buf[g0 + e0] = v;
+        gb += __popc(bg), eb += __popc(be);
     }
     __syncthreads();
     if (!a.sort_sel) { /* dic_topk_desc's order: bitonic sort, descending */
@@ -402,7 +403,8 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         if (e != cudaSuccess) return e;
     }
     if (g_is_mode < 0) dic_index_select_tune(-1);
-    if (g_is_mode == 1 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && !a->cand_out && lds <= ID_SELMAX) {
+    if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && !a->cand_out &&
+        lds <= ID_SELMAX) { /* decode: one launch */
         const size_t sm1 = id_smem(a->nh, lds, a->K);
         if (sm1 > 48 * 1024 - sizeof(float) * ID_KEYS * (ISS_MAXH + 1) - 2048) {
             cudaError_t e = cudaFuncSetAttribute(k_isel_dec, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);

@@ -112,7 +112,7 @@ cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, cons
  * set, must be >= ceil(iscore_stride / bs). K, KB <= 4096. Unlike the CPU,
  * entries of topk / cand_out past the row's count are written as -1. */
 size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_stride);
-/* Decode variant (M <= 16, nh <= 64, no candidate output, iscore_stride <=
+/* Decode variant (fast mode, M <= 16, nh <= 64, no candidate output, iscore_stride <=
  * 20480): mode 1 = one launch (scores, then the last CTA of a row selects),
  * 0 = the two kernels (scores; one 1024-thread CTA per row selects). Same
  * bits either way. -1: read $DEEPINFER_ISEL_DEC once; -2: back to it. */
