@@ -6,7 +6,12 @@
  *          scatter_rows into the ring), attention (attn_list + the
  *          three-phase sparse_attn + inverse rope of o): 10 launches;
  *   fused: dic_q_post, dic_attn_kv_post (ring write included), dic_attn_dec
- *          (2 launches): 4 launches.
+ *          (variant 0: 2 launches; 1, 2: one launch, dic_attn_dec_tune):
+ *          3-4 launches. "attn vM/P" rows: the attention alone per variant
+ *          (mode M, P CTAs per row and 16 heads).
+ *   index_select (the indexer's selection, 64 heads x 128, top-512) at
+ *   1024 keys (ctx 4096, ratio 4) and 8192 keys (ctx 32768), variant 0 (two
+ *   kernels) and 1 (one launch), dic_index_select_tune.
  * Times: the median of 10 replays of a CUDA graph of 20 repetitions, per
  * repetition (what a decode step's graph sees). Floor: the bytes each part
  * must move (KV rows read, q / o read and written) at the d2d copy ceiling
@@ -173,6 +178,63 @@ static double graph_us(const dic_ctx *c, const dev_case *d, int part, int fuse) 
     return graph_median_ms(st, gr, e0, e1) * 1e3 / REPS;
 }
 
+static const int avm[] = {0, 1, 1, 1, 1, 2, 2, 2}, avc[] = {8, 4, 6, 8, 11, 4, 6, 8};
+
+static double graph_attn_variant(const dic_ctx *c, const dev_case *d, int v) {
+    dic_attn_dec_tune(avm[v], avc[v]);
+    double t = graph_us(c, d, P_ATTN, 1);
+    dic_attn_dec_tune(-2, -2);
+    return t;
+}
+
+/* index_select at decode: M rows, nk visible keys each (page 64), stride as the model's max_context / 4 + 16 */
+static void isel_rows(const dic_ctx *c, int M, int nk, double copy_gbs) {
+    uint64_t s = 0x1234567ull + (uint64_t)nk;
+    const int nh = 64, K = 512, pr = 64;
+    size_t lds = (size_t)nk + 22;
+    int64_t nv[16], kc[16];
+    int prs[16];
+    uint16_t **pt[16];
+    int np = (nk + pr - 1) / pr;
+    for (int m = 0; m < M; m++) {
+        nv[m] = nk, kc[m] = nk, prs[m] = pr;
+        uint16_t *pool = dev_rand((size_t)np * pr * 128, &s), **h = malloc((size_t)np * sizeof *h);
+        for (int i = 0; i < np; i++) h[i] = pool + (size_t)i * pr * 128;
+        pt[m] = dev_copy(h, (size_t)np * sizeof *h);
+        free(h);
+    }
+    float *hw = malloc((size_t)M * nh * 4);
+    for (int i = 0; i < M * nh; i++) hw[i] = 0.01f * (float)((i * 37) % 50) - 0.2f;
+    di_index_select_args a = {0};
+    a.M = M, a.nh = nh, a.q = dev_rand((size_t)M * nh * 128, &s), a.w = dev_copy(hw, (size_t)M * nh * 4);
+    a.kpages = dev_copy(pt, (size_t)M * sizeof pt[0]), a.page_rows = dev_copy(prs, (size_t)M * 4);
+    a.nvis = dev_copy(nv, (size_t)M * 8), a.kcap = dev_copy(kc, (size_t)M * 8);
+    a.K = K, a.sort_sel = 0, a.bs = 64, a.KB = 16;
+    CK(cudaMalloc((void **)&a.topk, (size_t)M * K * 4));
+    CK(cudaMalloc((void **)&a.ntopk, (size_t)M * 4));
+    a.iscore_stride = lds;
+    double fl = ((double)M * nk * 256 + (double)M * nh * 256) / (copy_gbs * 1e9) * 1e6;
+    double t[2];
+    int *sel[2];
+    for (int v = 0; v < 2; v++) {
+        dic_index_select_tune(v);
+        CK(dic_index_select(c, &a));
+        CK(cudaStreamSynchronize(st));
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int r = 0; r < REPS; r++) CK(dic_index_select(c, &a));
+        CK(cudaStreamEndCapture(st, &gr));
+        t[v] = graph_median_ms(st, gr, e0, e1) * 1e3 / REPS;
+        sel[v] = malloc((size_t)M * K * 4);
+        CK(cudaMemcpy(sel[v], a.topk, (size_t)M * K * 4, cudaMemcpyDeviceToHost));
+    }
+    dic_index_select_tune(-2);
+    int same = memcmp(sel[0], sel[1], (size_t)M * K * 4) == 0;
+    printf("%-3d isel %5dk %10.2f %10.2f %7.2fx %10.3f %7.1fx  (v0 two kernels, v1 one launch; same selection: %s)\n", M,
+           nk, t[0], t[1], t[0] / t[1], fl, t[1] / fl, same ? "yes" : "NO");
+    free(sel[0]), free(sel[1]), free(hw);
+}
+
 int main(void) {
     CK(cudaStreamCreate(&st));
     CK(cudaEventCreate(&e0));
@@ -219,9 +281,22 @@ int main(void) {
             double tt = graph_us(&c, &d, p, 0), tf = graph_us(&c, &d, p, 1);
             double fl = bytes[p] / (copy_gbs * 1e9) * 1e6;
             printf("%-3d %-10s %10.2f %10.2f %7.2fx %10.3f %7.1fx\n", M, pn[p], tt, tf, tt / tf, fl, tf / fl);
+            if (p == P_ATTN)
+                for (int v = 0; v < (int)(sizeof avm / sizeof avm[0]); v++) {
+                    double tv = graph_attn_variant(&c, &d, v);
+                    char nm[32];
+                    snprintf(nm, sizeof nm, "attn v%d/%d", avm[v], avc[v]);
+                    printf("%-3d %-10s %10.2f %10.2f %7.2fx %10.3f %7.1fx\n", M, nm, tt, tv, tt / tv, fl, tv / fl);
+                }
         }
         CK(cudaDeviceSynchronize());
     }
+    printf("index_select: M, keys per row, v0 us, v1 us, speed-up, floor (keys + q at the copy ceiling), v1 x floor\n");
+    isel_rows(&c, 1, 1024, copy_gbs);
+    isel_rows(&c, 1, 8192, copy_gbs);
+    isel_rows(&c, 2, 1024, copy_gbs);
+    isel_rows(&c, 8, 1024, copy_gbs);
+    isel_rows(&c, 8, 8192, copy_gbs);
     CK(cudaGetLastError());
     return 0;
 }

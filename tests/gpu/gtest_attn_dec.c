@@ -132,6 +132,12 @@ static void dec_case(dcase d) {
     float *dcs = gt_to_dev(cs, (size_t)M * (d.rd / 2) * 4 + 4), *dsn = gt_to_dev(sn, (size_t)M * (d.rd / 2) * 4 + 4);
     int *dn = gt_dev_poison((size_t)M * 4);
     CHECK(dpos && dpos0 && dseg && drow0 && dprs && dringt && dq && dout && dsink && dcs && dsn && dn);
+    /* every variant (dic_attn_dec_tune), twice each (determinism), then the default */
+    static const int vm[] = {0, 1, 1, 1, 1, 2, 2, 2, -2}, vc[] = {8, 2, 4, 8, 16, 3, 4, 8, -2};
+    for (int vi = 0; vi < (int)(sizeof vm / sizeof vm[0]); vi++) {
+    dic_attn_dec_tune(vm[vi], vc[vi]); /* -2: the default (environment) */
+    uint16_t *prev = NULL;
+    for (int rep = 0; rep < 2; rep++) {
     CUDA_SYNC_CHECK(dic_attn_dec(&c, M, dpos, dseg, drow0, dpos0, dringt, d.win, dkv, hd, dckvt, dprs, d.ratio, dtopk, K,
                                  dntopk, stride, dn, dq, ldq, H, dsink, scale, d.rd, dcs, dsn, dout, ldo));
     CUDA_CHECK(cudaMemcpy(got, dout, (size_t)M * ldo * 2, cudaMemcpyDeviceToHost));
@@ -156,9 +162,21 @@ static void dec_case(dcase d) {
             if (rel > worst) worst = rel;
             if (rel > 0x1p-6) badh++;
         }
-    printf("  attn_dec M=%d H=%d hd=%d win=%d ratio=%d idx=%d p0=%lld seg_rows=%d: n=%d, %.2f%% bitwise, worst head err %.2e of max\n",
-           M, H, hd, d.win, d.ratio, d.indexed, (long long)d.p0, d.seg_rows, nidx[0], 100.0 * (double)same / (double)tot, worst);
-    CHECK_MSG(badh == 0, "attn_dec M=%d H=%d hd=%d: %zu heads beyond 2^-6 (worst %.3e)", M, H, hd, badh, worst);
+    if (rep == 0)
+        printf("  attn_dec v%d/%d M=%d H=%d hd=%d win=%d ratio=%d idx=%d p0=%lld seg_rows=%d: n=%d, %.2f%% bitwise, worst head err %.2e of max\n",
+               vm[vi], vc[vi], M, H, hd, d.win, d.ratio, d.indexed, (long long)d.p0, d.seg_rows, nidx[0],
+               100.0 * (double)same / (double)tot, worst);
+    CHECK_MSG(badh == 0, "attn_dec v%d/%d M=%d H=%d hd=%d: %zu heads beyond 2^-6 (worst %.3e)", vm[vi], vc[vi], M, H, hd,
+              badh, worst);
+    if (rep == 0) {
+        prev = malloc((size_t)M * ldo * 2);
+        memcpy(prev, got, (size_t)M * ldo * 2);
+    } else {
+        CHECK_MSG(memcmp(prev, got, (size_t)M * ldo * 2) == 0, "attn_dec v%d/%d M=%d: not deterministic", vm[vi], vc[vi], M);
+        free(prev);
+    }
+    }
+    }
 
     cudaFree(dkv); cudaFree(dpos); cudaFree(dpos0); cudaFree(dseg); cudaFree(drow0); cudaFree(dprs);
     cudaFree((void *)dringt); cudaFree((void *)dckvt); cudaFree(dtopk); cudaFree(dntopk); cudaFree(dq); cudaFree(dout);
@@ -176,6 +194,10 @@ TEST(gpu_attn_dec_v4_flash) { /* 64 heads x 512, window 128, top-512 of the rati
     dec_case((dcase){2, 64, 512, 64, 128, 4, 1, 512, 64, 1, 300, 102});   /* fewer visible rows than K */
     dec_case((dcase){8, 64, 512, 64, 128, 4, 1, 512, 64, 1, 5000, 103});
     dec_case((dcase){8, 64, 512, 64, 128, 4, 1, 512, 64, 2, 777, 104});   /* segments of two rows */
+}
+TEST(gpu_attn_dec_ctx32k) { /* position 32767: the indexed and the ratio-128 layers */
+    dec_case((dcase){1, 64, 512, 64, 128, 4, 1, 512, 64, 1, 32767, 105});
+    dec_case((dcase){2, 64, 512, 64, 128, 128, 0, 0, 64, 1, 32767, 106});
 }
 TEST(gpu_attn_dec_layers) {
     dec_case((dcase){1, 64, 512, 64, 128, 128, 0, 0, 64, 1, 4095, 111}); /* compressed, not indexed */

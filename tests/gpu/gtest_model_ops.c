@@ -471,6 +471,30 @@ TEST(gpu_index_select) {
     CHECK_MSG(bad == 0, "index_select: %zu values differ from the CPU", bad);
 }
 
+/* Decode shapes under both device variants (dic_index_select_tune: 0 two
+ * kernels, 1 one launch with the last CTA selecting): 4K context (1024 keys
+ * at ratio 4) and 32K (8192 keys), M = 1, 2, 8, ties, sorted and restricted
+ * selections, fewer keys than K, a row without keys (row 1 of M >= 2). */
+TEST(gpu_index_select_dec) {
+    size_t bad = 0;
+    for (int v = 0; v <= 1; v++) {
+        dic_index_select_tune(v);
+        uint64_t s = 4242;
+        bad += index_select_case(1, 64, 1024, 512, 64, 16, 0, 0, 64, 0, &s);  /* V4-Flash, ctx 4096 */
+        bad += index_select_case(1, 64, 8192, 512, 64, 16, 0, 0, 64, 0, &s);  /* ctx 32768 */
+        bad += index_select_case(2, 64, 8192, 512, 64, 16, 0, 1, 64, 1, &s);  /* sorted, ties */
+        bad += index_select_case(8, 64, 1030, 512, 64, 16, 0, 0, 64, 0, &s);
+        bad += index_select_case(8, 64, 4100, 512, 64, 16, 0, 0, 32, 1, &s); /* ties */
+        bad += index_select_case(1, 64, 300, 512, 64, 16, 0, 0, 64, 1, &s);   /* fewer keys than K */
+        bad += index_select_case(3, 64, 9000, 1024, 128, 32, 2, 1, 64, 0, &s); /* restricted (cand_in) */
+        bad += index_select_case(5, 32, 2000, 100, 64, 8, 0, 0, 96, 1, &s);   /* odd K, nh 32 */
+        bad += index_select_case(16, 64, 700, 512, 64, 8, 0, 0, 64, 0, &s);   /* M = 16 */
+        printf("  index_select_dec variant %d: %zu differ so far\n", v, bad);
+    }
+    dic_index_select_tune(-2);
+    CHECK_MSG(bad == 0, "index_select (decode variants): %zu values differ from the CPU", bad);
+}
+
 /* ------------------------------------------------------------- MoE ---- */
 
 /* di_route_rows with the device's softplus (exp / log1p in double, rounded

@@ -16,6 +16,8 @@
 #include "ops/cuda/dic_index_int.cuh"
 #include "ops/cuda/dic_model.h"
 
+#include <stdlib.h>
+
 #define IS_THREADS 64
 #define IHD 128
 
@@ -158,6 +160,233 @@ static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_in
     dic_topk_row(sc, n, a.K, a.topk + (size_t)m * a.K, a.ntopk + m, a.sort_sel);
 }
 
+/* ---------------------------------------------------------------------------
+ * Decode (M <= 16, no candidate output): one launch. CTA = (16 keys, row m),
+ * 256 threads: the scores as k_isel_scores_split (same bits; lanes of a warp
+ * share the head group so the query loads broadcast), written to scratch;
+ * the last-arriving CTA of the row (self-resetting counter g_is_cnt: one
+ * index_select at a time on the device, as the engine calls it) selects:
+ *   keys of the row's n scores staged in shared memory (topk_key order);
+ *   radix select from the top byte down, 256-bin histograms with
+ *   warp-aggregated atomics (__match_any_sync), the bin found by a warp scan;
+ *   stops as soon as the bin is taken whole, and after 2 passes when every
+ *   score is a bf16 value (low 16 key bits implied by the high 16: the
+ *   scores are bf16-rounded, 0 or -inf);
+ *   one ordered compaction (block scan of the > / == counts): the selection
+ *   in increasing index; dic_topk_desc's order by a bitonic sort of the cnt
+ *   selected (key, ~index) pairs.
+ * Exactly dic_topk_row's set and order (integer keys; ties to the lower
+ * index), so the CPU's. */
+#define ID_KEYS 16
+#define ID_G 16
+#define ID_T (ID_KEYS * ID_G)
+#define ID_SELMAX 20480 /* keys staged in shared memory at most (iscore_stride) */
+#define ID_MAXM 16
+
+static __device__ unsigned int g_is_cnt[ID_MAXM];
+static int g_is_mode = -1;
+#define IS_DEF_MODE 1 /* the default: one launch ($DEEPINFER_ISEL_DEC overrides; 0 = two kernels) */
+
+extern "C" void dic_index_select_tune(int mode) {
+    if (mode == -2 || g_is_mode < 0) {
+        const char *e = getenv("DEEPINFER_ISEL_DEC");
+        g_is_mode = e && *e ? atoi(e) : IS_DEF_MODE;
+    }
+    if (mode >= 0) g_is_mode = mode;
+}
+
+static __host__ __device__ size_t id_p2(int k) {
+    size_t P = 1;
+    while ((int)P < k) P <<= 1;
+    return P;
+}
+static size_t id_smem(int nh, size_t lds, int K) {
+    size_t q = (size_t)nh * IHD * 4, sel = ((lds * 4 + 15) & ~(size_t)15) + id_p2(K) * 8;
+    return q > sel ? q : sel;
+}
+
+static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_args a, float *score, size_t lds) {
+    DIC_PDL_ENTER();
+    extern __shared__ float4 qs4[]; /* [nh][128] fp32; then the select's keys and pairs */
+    __shared__ float terms[ID_KEYS][ISS_MAXH + 1];
+    __shared__ int hist[256];
+    __shared__ int wsum[ID_T / 32][2];
+    __shared__ uint32_t pre_sh;
+    __shared__ int kk_sh, cb_sh, last_sh;
+    float *qs = (float *)qs4;
+    const int m = blockIdx.y, tid = threadIdx.x, kl = tid % ID_KEYS, g = tid / ID_KEYS;
+    const int lane = tid & 31, wid = tid >> 5;
+    int64_t nvis = a.nvis[m];
+    if (nvis > (int64_t)lds) nvis = (int64_t)lds;
+    if (nvis < 0) nvis = 0;
+    const int n = (int)nvis, K = a.K;
+    int *out = a.topk + (size_t)m * K;
+    if (n == 0) { /* nothing scored: CTA 0 writes the empty selection */
+        if (blockIdx.x == 0) {
+            for (int i = tid; i < K; i += ID_T) out[i] = -1;
+            if (tid == 0) a.ntopk[m] = 0;
+        }
+        return;
+    }
+    const int64_t jb = (int64_t)blockIdx.x * ID_KEYS;
+    if (jb >= n) return; /* past the row's keys: not counted */
+    float *sc = score + (size_t)m * lds;
+    {
+        const int nh = a.nh;
+        const uint16_t *qm = a.q + (size_t)m * nh * IHD;
+        for (int i = tid; i < nh * IHD; i += ID_T) qs[i] = dic_bf16_to_f32(qm[i]);
+        __syncthreads();
+        const int64_t j = jb + kl;
+        int what = 2; /* k_isel_scores_split's cases */
+        if (j >= n) what = -1;
+        else if (a.cand_in) {
+            const int *cand = a.cand_in + (size_t)m * a.KB;
+            const int nc = a.ncand_in[m];
+            const int64_t b = j / a.bs;
+            bool in = false;
+            for (int i = 0; i < nc; i++) in |= (int64_t)__ldg(cand + i) == b;
+            if (!in) what = 0;
+        }
+        if (what == 2 && j >= a.kcap[m]) what = 1;
+        if (what == 2) {
+            const int64_t pr = a.page_rows[m];
+            float kv[128];
+            dic_idx_key(a.kpages[m][j / pr] + (size_t)(j % pr) * IHD, kv);
+            const float *w = a.w + (size_t)m * nh;
+            for (int h = g; h < nh; h += ID_G) terms[kl][h] = dic_idx_head(qs4 + h * 32, kv, w[h]);
+        }
+        __syncthreads();
+        if (g == 0 && what >= 0) {
+            float v;
+            if (what == 0) v = -INFINITY;
+            else if (what == 1) v = 0.0f;
+            else {
+                float sum = 0.0f;
+                for (int h = 0; h < nh; h++) sum = __fadd_rn(sum, terms[kl][h]);
+                v = dic_round_bf16(sum);
+            }
+            sc[j] = v;
+        }
+    }
+    /* arrival: the last CTA of the row selects */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned nct = (unsigned)((n + ID_KEYS - 1) / ID_KEYS);
+        const unsigned prev = atomicAdd(&g_is_cnt[m], 1u);
+        last_sh = prev == nct - 1;
+        if (last_sh) g_is_cnt[m] = 0; /* ready for the next launch */
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    __threadfence();
+    uint32_t *ks = (uint32_t *)qs4;
+    unsigned long long *buf = (unsigned long long *)((char *)qs4 + ((lds * 4 + 15) & ~(size_t)15));
+    const int cnt = K < n ? K : n;
+    int ok = 1;
+    for (int i = tid; i < n; i += ID_T) {
+        uint32_t key = topk_key(__ldcg(sc + i)), lo = key & 0xFFFFu;
+        ks[i] = key;
+        ok &= lo == 0u || lo == 0xFFFFu;
+    }
+    const int all16 = __syncthreads_and(ok);
+    /* radix select */
+    uint32_t prefix = 0u;
+    int kk = cnt, sh = 24;
+    for (;; sh -= 8) {
+        hist[tid] = 0; /* ID_T == 256 */
+        __syncthreads();
+        const uint32_t hmask = sh == 24 ? 0u : (0xFFFFFFFFu << (sh + 8));
+        for (int i0 = 0; i0 < n; i0 += ID_T) {
+            const int i = i0 + tid;
+            uint32_t key = i < n ? ks[i] : 0u;
+            const bool mt = i < n && (key & hmask) == prefix;
+            const int b = mt ? (int)((key >> sh) & 255u) : 256;
+            const unsigned peers = __match_any_sync(0xFFFFFFFFu, b);
+            if (mt && lane == __ffs(peers) - 1) atomicAdd(&hist[b], __popc(peers));
+        }
+        __syncthreads();
+        if (wid == 0) { /* lane l: bins 255 - 8l .. 248 - 8l, from the top */
+            int v[8], loc = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                v[j] = hist[255 - 8 * lane - j];
+                loc += v[j];
+            }
+            int inc = loc;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                int y = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+                if (lane >= o) inc += y;
+            }
+            const int exc = inc - loc;
+            if (exc < kk && kk <= inc) {
+                int above = exc, j = 0;
+                for (; j < 7; j++) {
+                    if (above + v[j] >= kk) break;
+                    above += v[j];
+                }
+                pre_sh = prefix | ((uint32_t)(255 - 8 * lane - j) << sh);
+                kk_sh = kk - above;
+                cb_sh = v[j];
+            }
+        }
+        __syncthreads();
+        prefix = pre_sh;
+        kk = kk_sh;
+        if (cb_sh == kk || sh == 0 || (all16 && sh == 16)) break;
+        __syncthreads(); /* hist reads done before the next clear */
+    }
+    const uint32_t T = prefix >> sh;
+    /* ordered compaction: > T, and the first kk == T. Warp w walks keys
+     * [w per, (w + 1) per) 32 at a time (consecutive lanes, ballots). */
+    const int per = ((n + ID_T / 32 - 1) / (ID_T / 32) + 31) & ~31, ws0 = wid * per, ws1 = min(n, ws0 + per);
+    const unsigned lt = (1u << lane) - 1u;
+    int cg = 0, ce = 0;
+    for (int b = ws0; b < ws1; b += 32) {
+        const int i = b + lane;
+        const uint32_t hv = i < ws1 ? ks[i] >> sh : 0u;
+        cg += __popc(__ballot_sync(0xFFFFFFFFu, i < ws1 && hv > T));
+        ce += __popc(__ballot_sync(0xFFFFFFFFu, i < ws1 && hv == T));
+    }
+    if (lane == 0) wsum[wid][0] = cg, wsum[wid][1] = ce;
+    __syncthreads();
+    int gb = 0, eb = 0;
+    for (int w2 = 0; w2 < wid; w2++) gb += wsum[w2][0], eb += wsum[w2][1];
+    for (int b = ws0; b < ws1; b += 32) {
+        const int i = b + lane;
+        const uint32_t key = i < ws1 ? ks[i] : 0u, hv = key >> sh;
+        const bool gt = i < ws1 && hv > T, eq = i < ws1 && hv == T;
+        const unsigned bg = __ballot_sync(0xFFFFFFFFu, gt), be = __ballot_sync(0xFFFFFFFFu, eq);
+        const int g0 = gb + __popc(bg & lt), e0 = eb + __popc(be & lt);
+        const unsigned long long v = ((unsigned long long)key << 32) | (unsigned long long)(0xFFFFFFFFu - (uint32_t)i);
+        if (gt) buf[g0 + min(e0, kk)] = v;
+        else if (eq && e0 < kk) buf[g0 + e0] = v;
+        gb += __popc(bg), eb += __popc(be);
+    }
+    __syncthreads();
+    if (!a.sort_sel) { /* dic_topk_desc's order: bitonic sort, descending */
+        const int P = (int)id_p2(cnt);
+        for (int i = cnt + tid; i < P; i += ID_T) buf[i] = 0ull;
+        __syncthreads();
+        for (int size = 2; size <= P; size <<= 1)
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int i = tid; i < P / 2; i += ID_T) {
+                    int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+                    int desc = (lo & size) == 0;
+                    unsigned long long x = buf[lo], y = buf[hi];
+                    if ((x < y) == desc) {
+                        buf[lo] = y;
+                        buf[hi] = x;
+                    }
+                }
+                __syncthreads();
+            }
+    }
+    for (int i = tid; i < K; i += ID_T) out[i] = i < cnt ? (int)(0xFFFFFFFFu - (uint32_t)(buf[i] & 0xFFFFFFFFull)) : -1;
+    if (tid == 0) a.ntopk[m] = cnt;
+}
+
 extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a) {
     if (a->M <= 0) return cudaSuccess;
     const size_t lds = a->iscore_stride, ldb = a->cand_out ? a->bscore_stride : 0;
@@ -172,6 +401,18 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(k_isel_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
+    }
+    if (g_is_mode < 0) dic_index_select_tune(-1);
+    if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && !a->cand_out &&
+        lds <= ID_SELMAX) { /* decode: one launch */
+        const size_t sm1 = id_smem(a->nh, lds, a->K);
+        if (sm1 > 48 * 1024 - sizeof(float) * ID_KEYS * (ISS_MAXH + 1) - 2048) {
+            cudaError_t e = cudaFuncSetAttribute(k_isel_dec, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
+            if (e != cudaSuccess) return e;
+        }
+        dim3 grid((unsigned)((lds + ID_KEYS - 1) / ID_KEYS), (unsigned)a->M);
+        DIC_LAUNCH(k_isel_dec, grid, ID_T, sm1, c->stream, *a, score, lds);
+        DIC_LAUNCH_CHECK();
     }
     if (a->M <= 16 && a->nh <= ISS_MAXH) { /* decode: heads split over threads */
         if (smem > 48 * 1024 - sizeof(float) * ISS_KEYS * (ISS_MAXH + 1)) {

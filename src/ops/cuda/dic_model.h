@@ -54,9 +54,16 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
 /* Decode attention [dic_attn_dec.cu] (ops.h di_attn_dec, fast mode): the
  * list arguments as dic_attn_list (the list itself is not written; n_idx
  * is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2] and
- * out. Two launches; scratch dic_attn_dec_scratch(M, nheads, hd, stride).
+ * out. Scratch dic_attn_dec_scratch(M, nheads, hd, stride).
  * dic_attn_dec_ok: fast mode and a supported shape (else the caller runs
- * dic_attn_list, dic_sparse_attn, dic_rope_tab). */
+ * dic_attn_list, dic_sparse_attn, dic_rope_tab).
+ * Variants (dic_attn_dec_tune, or $DEEPINFER_ATTN_DEC / _CTAS read once):
+ * mode 0 = two launches (64-entry blocks + a combine kernel), 1 = one launch
+ * of `ctas` CTAs per (row, 16 heads), the last-arriving CTA combines through
+ * scratch, 2 = the same CTAs as a thread-block cluster combining through
+ * distributed shared memory (ctas <= 8). ctas in 1..16 (clamped to the
+ * stride's 64-entry blocks). mode / ctas < 0: unchanged. */
+void dic_attn_dec_tune(int mode, int ctas);
 size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride);
 int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo);
 cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
@@ -105,6 +112,11 @@ cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, cons
  * set, must be >= ceil(iscore_stride / bs). K, KB <= 4096. Unlike the CPU,
  * entries of topk / cand_out past the row's count are written as -1. */
 size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_stride);
+/* Decode variant (fast mode, M <= 16, nh <= 64, no candidate output, iscore_stride <=
+ * 20480): mode 1 = one launch (scores, then the last CTA of a row selects),
+ * 0 = the two kernels (scores; one 1024-thread CTA per row selects). Same
+ * bits either way. -1: read $DEEPINFER_ISEL_DEC once; -2: back to it. */
+void dic_index_select_tune(int mode);
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
