@@ -19,7 +19,7 @@
  *    a row's bits do not depend on M (row 0 alone = row 0 of the launch);
  *  - every kernel variant (dic_hc_transition_variant 0 .. DIC_HT_NVAR - 1) on
  *    every case; the variants with 32 columns per CTA of k_transition2 (1, 2,
- *    5, 6) bitwise equal. One line per case for the default variant, then the
+ *    5, 6, 7) bitwise equal. One line per case for the default variant, then the
  *    worst mixes errors per variant. */
 #include <stdio.h>
 #include <string.h>
@@ -270,9 +270,9 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
             CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
             mf_free(&o1);
         }
-        /* variants with the same columns per CTA (1, 2, 5, 6) give the same bits */
+        /* variants with the same columns per CTA (1, 2, 5, 6, 7) give the same bits */
         if (v == 1) o32 = o, o = (mf_out){0};
-        else if (v == 2 || v == 5 || v == 6) {
+        else if (v == 2 || v == 5 || v == 6 || v == 7) {
             size_t bV = mf_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
                         mf_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
                         mf_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +

@@ -891,8 +891,13 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
  * else k_transition2 with (columns per CTA, rows per tile, Sinkhorn beside the collapse). */
 static const struct {
     int cw, mt, ovl;
-} ht_var[DIC_HT_NVAR] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 0}, {16, 4, 1}, {64, 4, 1}, {32, 2, 1}, {32, 1, 1}};
+} ht_var[DIC_HT_NVAR] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 0}, {16, 4, 1},
+                          {64, 4, 1}, {32, 2, 1}, {32, 1, 1}, {32, 0, 1}}; /* mt 0: by M (ht_auto_mt) */
 static int g_ht_variant = -1;
+
+/* Variant 7's rows per tile: one wave of at most 2 * (d / 32) CTAs (2 CTAs per SM fit: 128 registers) while
+ * the last CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4. */
+static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
 
 extern "C" int dic_hc_transition_variant(int v) {
     if (g_ht_variant < 0) {
@@ -926,7 +931,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
                                          int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
                                          float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
                                          uint16_t *xn, size_t ldx) {
-    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw, mtr = ht_var[v].mt;
+    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw, mtr = ht_var[v].mt ? ht_var[v].mt : ht_auto_mt(M);
     const int S = d / cw;
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
