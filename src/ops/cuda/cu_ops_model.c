@@ -352,7 +352,10 @@ static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, 
  * (today's bits). The fused kernel's serial tail grows with the rows of a
  * tile: measured on the H200 (bench/gpu/MHC-NOTES.md, graph us per
  * transition, fused vs sequence) 12.9 vs 14.8 at M = 1, 16.0 vs 15.3 at
- * M = 2, 22.9 vs 17.4 at M = 4, so only single-row decode takes it. */
+ * M = 2, 22.9 vs 17.4 at M = 4, so only single-row decode takes it. That
+ * was k_transition (variant 0); k_transition2 (dic_hc_transition_variant,
+ * default 7) is expected to beat the sequence up to M = 8: raise this to 8
+ * once mhc_bench shows it (MHC-NOTES.md, round 2). */
 #define HC_FUSE_MAXM 1
 /* $DEEPINFER_HC_FUSE_MAXM (read once) overrides HC_FUSE_MAXM, for A/B runs. */
 static int hc_fuse_maxm(void) {
