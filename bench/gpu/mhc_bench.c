@@ -7,7 +7,9 @@
  * transitions (what decode replays), fn rotated over 64 copies (100 MB, so
  * L2 does not serve the weights), R / sub / state shared (L2-resident as in
  * the step). Floor: fn bytes + R read and written + sub + x + xn at the d2d
- * copy rate measured first. Usage: mhc_bench */
+ * copy rate measured first. One row per fused kernel variant
+ * (dic_hc_transition_variant) and case. Usage: mhc_bench [m1] (m1: also the
+ * mode-1 sequence, ~600 us per transition) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +86,7 @@ static double graph_us(int mode, int M, int expand, int chain) {
     return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     CK(cudaStreamCreate(&st));
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -138,19 +140,29 @@ int main(void) {
     transition(2, MM, 0, 0, 0);
     CK(cudaStreamSynchronize(st));
 
+    const int with_m1 = argc > 1 && !strcmp(argv[1], "m1");
     printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
            D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
-    printf("%-28s %9s %9s %9s %8s %8s %8s\n", "case", "fused", "unf.m0", "unf.m1", "floor", "f/floor", "unf0/f");
+    printf("-- fused variants (dic_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "
+           "Sinkhorn beside collapse): v1 32,4,y v2 32,4,n v3 16,4,y v4 64,4,y v5 32,2,y v6 32,1,y v7 32,by M,y\n");
+    printf("%-28s %3s %9s %9s %9s %8s %8s %8s\n", "case", "var", "fused", "unf.m0", with_m1 ? "unf.m1" : "-", "floor",
+           "f/floor", "unf0/f");
     static const int Ms[] = {1, 2, 4, 8};
+    const int v_saved = dic_hc_transition_variant(-1);
     for (int c = 0; c < 6; c++) {
         int M = c < 4 ? Ms[c] : 1, expand = c != 4, chain = c == 5;
         double bytes = 24.0 * HCD * 4 + (double)M * (HCD * 2 * (expand ? 2 : 1) + (expand ? D * 2 : 0) + 2 * D * 2);
         double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
-        double f = graph_us(0, M, expand, chain), u0 = graph_us(1, M, expand, chain), u1 = graph_us(2, M, expand, chain);
+        double u0 = graph_us(1, M, expand, chain), u1 = with_m1 ? graph_us(2, M, expand, chain) : 0.0;
         char name[64];
         snprintf(name, sizeof name, "M=%d %s%s", M, expand ? "expand+pre+norm" : "pre+norm (first)", chain ? " chain" : "");
-        printf("%-28s %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, f, u0, u1, floor_us, f / floor_us, u0 / f);
-        fflush(stdout);
+        for (int v = 0; v < DIC_HT_NVAR; v++) {
+            dic_hc_transition_variant(v);
+            double f = graph_us(0, M, expand, chain);
+            printf("%-28s %3d %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, v, f, u0, u1, floor_us, f / floor_us, u0 / f);
+            fflush(stdout);
+        }
     }
+    dic_hc_transition_variant(v_saved);
     return 0;
 }

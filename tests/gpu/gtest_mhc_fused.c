@@ -16,7 +16,11 @@
  *    norm-wise <= 1e-5, x and xn norm-wise <= 1e-3; with the chain x is the
  *    carried pre's collapse, so x and xn are bitwise the CPU's;
  *  - determinism: a second launch on the same inputs gives the same bits;
- *    a row's bits do not depend on M (row 0 alone = row 0 of the launch). */
+ *    a row's bits do not depend on M (row 0 alone = row 0 of the launch);
+ *  - every kernel variant (dic_hc_transition_variant 0 .. DIC_HT_NVAR - 1) on
+ *    every case; the variants with 32 columns per CTA of k_transition2 (1, 2,
+ *    5, 6, 7) bitwise equal. One line per case for the default variant, then the
+ *    worst mixes errors per variant. */
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +111,17 @@ static double mf_rel_bf16(const uint16_t *a, const uint16_t *b, size_t rows, siz
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* the worst mixes errors per variant (printed at the end of each test) */
+static double mf_welem[DIC_HT_NVAR], mf_wnorm[DIC_HT_NVAR];
+
+static void mf_report(void) {
+    for (int v = 0; v < DIC_HT_NVAR; v++) {
+        fprintf(stderr, "  variant %d: mixes max|d|/mag %.2e, norm-wise %.2e (all cases passed)\n", v, mf_welem[v],
+                mf_wnorm[v]);
+        mf_welem[v] = mf_wnorm[v] = 0;
+    }
+}
+
 static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) {
     uint64_t s = seed;
     const int hcd = 4 * d;
@@ -162,18 +177,8 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
           g.w);
     CHECK_MSG(dic_hc_transition_ok(&ctx, M, g.R, h.ldr, d, 24, hcd, g.fn, g.x, g.xn, h.ldx), "d=%d M=%d not taken", d,
               M);
-    CHECK(mf_upload(&h, &g));
-    CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, M));
-    mf_out o = {0};
-    CHECK(mf_download(&h, &g, &o));
-
-    char tag[96];
-    snprintf(tag, sizeof tag, "d=%d M=%d chain=%d first=%d pad=%d", d, M, chain, first, pad);
-    /* R: bitwise */
-    size_t bR = mf_bits("R", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
-    /* mixes: the F32 GEMM bounds */
-    double num = 0, den = 0, worst = 0;
-    size_t bad_m = 0;
+    /* |fn| . |r| * rs per output: the mixes bound */
+    double *mags = malloc((size_t)M * 24 * sizeof *mags);
     for (int m = 0; m < M; m++) {
         const uint16_t *r = c.R + (size_t)m * h.ldr;
         double ss = 0;
@@ -182,68 +187,104 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         for (int n = 0; n < 24; n++) {
             double mag = 0;
             for (int k = 0; k < hcd; k++) mag += fabs((double)h.fn[(size_t)n * hcd + k] * di_bf16_to_f32(r[k]));
-            mag *= rs;
-            double gv = o.mixes[m * 24 + n], cv = c.mixes[m * 24 + n], dd = fabs(gv - cv);
-            if (!(dd <= MF_TOL_ELEM * mag + 1e-30)) {
-                if (bad_m < 3) fprintf(stderr, "    mixes [%d][%d]: %.9g vs %.9g (bound %.3g)\n", m, n, gv, cv, MF_TOL_ELEM * mag);
-                bad_m++;
-            }
-            if (mag > 0 && dd / mag > worst) worst = dd / mag;
-            num += dd * dd, den += cv * cv;
+            mags[m * 24 + n] = mag * rs;
         }
     }
-    double mrel = den > 0 ? sqrt(num / den) : sqrt(num);
-    /* downstream: the sequence's bits for the GPU's mixes */
-    float *spre = malloc((size_t)M * 16), *spost = malloc((size_t)M * 16), *scomb = malloc((size_t)M * 64);
-    di_hc_sinkhorn_rows(NULL, M, o.mixes, h.sc3, h.base, 20, 1e-6f, spre, spost, scomb);
-    size_t bS = mf_bits("pre", o.pre, spre, (size_t)M, 4, 4, 4) + mf_bits("post", o.post, spost, (size_t)M, 4, 4, 4) +
-                mf_bits("comb", o.comb, scomb, (size_t)M, 16, 16, 4);
-    uint16_t *sx = calloc((size_t)M * h.ldx, 2), *sxn = calloc((size_t)M * h.ldx, 2);
-    di_hc_collapse(NULL, M, chain ? h.pre_in : o.pre, o.R, h.ldr, d, sx, h.ldx);
-    size_t bX = mf_bits("x", o.x, sx, (size_t)M, h.ldx, (size_t)d, 2);
-    di_rmsnorm(NULL, M, o.x, h.ldx, h.w, d, 1e-6f, sxn, h.ldx);
-    size_t bXn = mf_bits("xn", o.xn, sxn, (size_t)M, h.ldx, (size_t)d, 2);
-    size_t bP = chain ? mf_bits("pre_in", o.pre_in, o.pre, (size_t)M, 4, 4, 4)
-                      : mf_bits("pre_in (untouched)", o.pre_in, h.pre_in, (size_t)M, 4, 4, 4);
-    /* against the CPU reference */
-    double rpre = gt_rel_err(o.pre, c.pre, (size_t)M * 4), rpost = gt_rel_err(o.post, c.post, (size_t)M * 4),
-           rcomb = gt_rel_err(o.comb, c.comb, (size_t)M * 16);
-    double rx = mf_rel_bf16(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = mf_rel_bf16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
-    size_t dx = mf_cnt16(o.x, c.x, (size_t)M, h.ldx, (size_t)d);
-    fprintf(stderr, "  %s: mixes max|d|/mag %.2e norm %.2e; vs CPU: pre %.1e post %.1e comb %.1e x %.1e (%zu differ) xn %.1e\n",
-            tag, worst, mrel, rpre, rpost, rcomb, rx, dx, rxn);
-    CHECK_MSG(bR == 0, "%s: R differs from the CPU in %zu values", tag, bR);
-    CHECK_MSG(bad_m == 0 && mrel <= MF_TOL_NORM, "%s: %zu mixes out of bounds, norm-wise %.3g", tag, bad_m, mrel);
-    CHECK_MSG(bS + bX + bXn + bP == 0,
-              "%s: downstream of the mixes differs from the op sequence: sinkhorn %zu, x %zu, xn %zu, pre_in %zu", tag,
-              bS, bX, bXn, bP);
-    CHECK_MSG(rpre <= 1e-5 && rpost <= 1e-5 && rcomb <= 1e-5 && rx <= 1e-3 && rxn <= 1e-3, "%s: far from the CPU", tag);
-    if (chain) CHECK_MSG(dx == 0 && mf_cnt16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d) == 0,
-                         "%s: x / xn (carried pre) differ from the CPU", tag);
-    /* determinism, and a row's bits do not depend on M */
-    CHECK(mf_upload(&h, &g));
-    CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, M));
-    mf_out o2 = {0};
-    CHECK(mf_download(&h, &g, &o2));
-    size_t bD = mf_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
-                mf_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 24, 24, 4) +
-                mf_bits("comb#2", o2.comb, o.comb, (size_t)M, 16, 16, 4) +
-                mf_bits("x#2", o2.x, o.x, (size_t)M, h.ldx, (size_t)d, 2) +
-                mf_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
-    CHECK_MSG(bD == 0, "%s: second launch differs in %zu values", tag, bD);
-    if (M > 1) {
+    mf_out o32 = {0};
+    const int v_saved = dic_hc_transition_variant(-1);
+    for (int v = 0; v < DIC_HT_NVAR; v++) {
+        dic_hc_transition_variant(v);
         CHECK(mf_upload(&h, &g));
-        CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, 1));
-        mf_out o1 = {0};
-        CHECK(mf_download(&h, &g, &o1));
-        size_t b1 = mf_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
-                    mf_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 24, 24, 4) +
-                    mf_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
-        CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
-        mf_free(&o1);
+        CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, M));
+        mf_out o = {0};
+        CHECK(mf_download(&h, &g, &o));
+
+        char tag[112];
+        snprintf(tag, sizeof tag, "v%d d=%d M=%d chain=%d first=%d pad=%d", v, d, M, chain, first, pad);
+        /* R: bitwise */
+        size_t bR = mf_bits("R", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
+        /* mixes: the F32 GEMM bounds */
+        double num = 0, den = 0, worst = 0;
+        size_t bad_m = 0;
+        for (int m = 0; m < M; m++) {
+            for (int n = 0; n < 24; n++) {
+                double mag = mags[m * 24 + n];
+                double gv = o.mixes[m * 24 + n], cv = c.mixes[m * 24 + n], dd = fabs(gv - cv);
+                if (!(dd <= MF_TOL_ELEM * mag + 1e-30)) {
+                    if (bad_m < 3) fprintf(stderr, "    mixes [%d][%d]: %.9g vs %.9g (bound %.3g)\n", m, n, gv, cv, MF_TOL_ELEM * mag);
+                    bad_m++;
+                }
+                if (mag > 0 && dd / mag > worst) worst = dd / mag;
+                num += dd * dd, den += cv * cv;
+            }
+        }
+        double mrel = den > 0 ? sqrt(num / den) : sqrt(num);
+        /* downstream: the sequence's bits for the GPU's mixes */
+        float *spre = malloc((size_t)M * 16), *spost = malloc((size_t)M * 16), *scomb = malloc((size_t)M * 64);
+        di_hc_sinkhorn_rows(NULL, M, o.mixes, h.sc3, h.base, 20, 1e-6f, spre, spost, scomb);
+        size_t bS = mf_bits("pre", o.pre, spre, (size_t)M, 4, 4, 4) + mf_bits("post", o.post, spost, (size_t)M, 4, 4, 4) +
+                    mf_bits("comb", o.comb, scomb, (size_t)M, 16, 16, 4);
+        uint16_t *sx = calloc((size_t)M * h.ldx, 2), *sxn = calloc((size_t)M * h.ldx, 2);
+        di_hc_collapse(NULL, M, chain ? h.pre_in : o.pre, o.R, h.ldr, d, sx, h.ldx);
+        size_t bX = mf_bits("x", o.x, sx, (size_t)M, h.ldx, (size_t)d, 2);
+        di_rmsnorm(NULL, M, o.x, h.ldx, h.w, d, 1e-6f, sxn, h.ldx);
+        size_t bXn = mf_bits("xn", o.xn, sxn, (size_t)M, h.ldx, (size_t)d, 2);
+        size_t bP = chain ? mf_bits("pre_in", o.pre_in, o.pre, (size_t)M, 4, 4, 4)
+                          : mf_bits("pre_in (untouched)", o.pre_in, h.pre_in, (size_t)M, 4, 4, 4);
+        /* against the CPU reference */
+        double rpre = gt_rel_err(o.pre, c.pre, (size_t)M * 4), rpost = gt_rel_err(o.post, c.post, (size_t)M * 4),
+               rcomb = gt_rel_err(o.comb, c.comb, (size_t)M * 16);
+        double rx = mf_rel_bf16(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = mf_rel_bf16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
+        size_t dx = mf_cnt16(o.x, c.x, (size_t)M, h.ldx, (size_t)d);
+        if (mrel > mf_wnorm[v]) mf_wnorm[v] = mrel;
+        if (worst > mf_welem[v]) mf_welem[v] = worst;
+        if (v == DIC_HT_DEFAULT) fprintf(stderr, "  %s: mixes max|d|/mag %.2e norm %.2e; vs CPU: pre %.1e post %.1e comb %.1e x %.1e (%zu differ) xn %.1e\n",
+                tag, worst, mrel, rpre, rpost, rcomb, rx, dx, rxn);
+        CHECK_MSG(bR == 0, "%s: R differs from the CPU in %zu values", tag, bR);
+        CHECK_MSG(bad_m == 0 && mrel <= MF_TOL_NORM, "%s: %zu mixes out of bounds, norm-wise %.3g", tag, bad_m, mrel);
+        CHECK_MSG(bS + bX + bXn + bP == 0,
+                  "%s: downstream of the mixes differs from the op sequence: sinkhorn %zu, x %zu, xn %zu, pre_in %zu", tag,
+                  bS, bX, bXn, bP);
+        CHECK_MSG(rpre <= 1e-5 && rpost <= 1e-5 && rcomb <= 1e-5 && rx <= 1e-3 && rxn <= 1e-3, "%s: far from the CPU", tag);
+        if (chain) CHECK_MSG(dx == 0 && mf_cnt16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d) == 0,
+                             "%s: x / xn (carried pre) differ from the CPU", tag);
+        /* determinism, and a row's bits do not depend on M */
+        CHECK(mf_upload(&h, &g));
+        CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, M));
+        mf_out o2 = {0};
+        CHECK(mf_download(&h, &g, &o2));
+        size_t bD = mf_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                    mf_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 24, 24, 4) +
+                    mf_bits("comb#2", o2.comb, o.comb, (size_t)M, 16, 16, 4) +
+                    mf_bits("x#2", o2.x, o.x, (size_t)M, h.ldx, (size_t)d, 2) +
+                    mf_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
+        CHECK_MSG(bD == 0, "%s: second launch differs in %zu values", tag, bD);
+        if (M > 1) {
+            CHECK(mf_upload(&h, &g));
+            CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, 1));
+            mf_out o1 = {0};
+            CHECK(mf_download(&h, &g, &o1));
+            size_t b1 = mf_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
+                        mf_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 24, 24, 4) +
+                        mf_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
+            CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
+            mf_free(&o1);
+        }
+        /* variants with the same columns per CTA (1, 2, 5, 6, 7) give the same bits */
+        if (v == 1) o32 = o, o = (mf_out){0};
+        else if (v == 2 || v == 5 || v == 6 || v == 7) {
+            size_t bV = mf_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                        mf_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
+                        mf_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +
+                        mf_bits("xn(v1)", o.xn, o32.xn, (size_t)M, h.ldx, (size_t)d, 2);
+            CHECK_MSG(bV == 0, "%s: differs from variant 1 in %zu values", tag, bV);
+        }
+        mf_free(&o2), mf_free(&o);
+        free(spre), free(spost), free(scomb), free(sx), free(sxn);
     }
-    mf_free(&o2), mf_free(&o), mf_free(&c);
-    free(spre), free(spost), free(scomb), free(sx), free(sxn);
+    dic_hc_transition_variant(v_saved);
+    mf_free(&o32), free(mags);
+    mf_free(&c);
     cudaFree(g.R), cudaFree(g.sub), cudaFree(g.x), cudaFree(g.xn), cudaFree(g.fn), cudaFree(g.sc3), cudaFree(g.base);
     cudaFree(g.mixes), cudaFree(g.pre), cudaFree(g.post), cudaFree(g.comb), cudaFree(g.pre_in), cudaFree(g.w);
     cudaFree(ctx.scratch), cudaStreamDestroy(ctx.stream);
@@ -258,6 +299,7 @@ TEST(gpu_mhc_fused_v4_dims) {
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
         for (int chain = 0; chain < 2; chain++)
             for (int first = 0; first < 2; first++) mf_case(4096, Ms[i], chain, first, Ms[i] == 33, seed++);
+    mf_report();
 }
 
 TEST(gpu_mhc_fused_small) {
@@ -266,6 +308,7 @@ TEST(gpu_mhc_fused_small) {
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
         for (int chain = 0; chain < 2; chain++)
             for (int first = 0; first < 2; first++) mf_case(256, Ms[i], chain, first, Ms[i] >= 8, seed++);
+    mf_report();
     /* shapes the kernel does not take (the op then runs the sequence) */
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, (size_t)1 << 20));

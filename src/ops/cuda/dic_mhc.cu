@@ -16,6 +16,8 @@
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_model.h"
 
+#include <stdlib.h>
+
 #define HC 4
 
 /* ---- scale_mixes: one CTA per row ------------------------------------- */
@@ -97,9 +99,16 @@ static __device__ __forceinline__ float sk_sum4(float v, unsigned mask, int base
     return s;
 }
 
+/* pre_k = sigmoid(mix_k * s0 + base_k) + eps (mhc.c), k < 4. */
+static __device__ __forceinline__ float sk_pre1(const float *mx, int k, float s0, const float *base, float eps) {
+    float e0 = dic_expf(-(mx[k] * s0 + base[k]));
+    return 1.0f / (1.0f + e0) + eps;
+}
+
 /* One row's Sinkhorn split on a 16-lane group (lane = 4j + k); mx: the row's
  * 24 mixes (global or shared); write: this group's row is real (else it
- * redoes a row only to keep the whole warp in the shuffles). */
+ * redoes a row only to keep the whole warp in the shuffles); pre may be NULL
+ * (not written). */
 static __device__ __forceinline__ void sk_group(int lane, const float *mx, const float *scale3, const float *base,
                                                 int iters, float eps, int write, float *pre, float *post,
                                                 float *comb) {
@@ -107,9 +116,8 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
     const unsigned mask = 0xFFFFFFFFu; /* whole warps run every shuffle */
     const float s0 = scale3[0], s1 = scale3[1], s2 = scale3[2];
     if (write && lane < HC) {
-        float e0 = dic_expf(-(mx[lane] * s0 + base[lane]));
+        if (pre) pre[lane] = sk_pre1(mx, lane, s0, base, eps);
         float e1 = dic_expf(-(mx[lane + HC] * s1 + base[lane + HC]));
-        pre[lane] = 1.0f / (1.0f + e0) + eps;
         post[lane] = 2.0f * (1.0f / (1.0f + e1));
     }
     float c = mx[lane + 2 * HC] * s2 + base[lane + 2 * HC];
@@ -325,6 +333,8 @@ typedef struct ht_args {
     size_t ldx;
     float *part;  /* [HT_MAXT][HT_MT][24][S] */
     double *ssp;  /* [HT_MAXT][HT_MT][S] */
+    int mtr;      /* k_transition2: rows per tile (1, 2 or 4) */
+    int ovl;      /* k_transition2: Sinkhorn beside the collapse + RMSNorm */
 } ht_args;
 
 static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
@@ -548,16 +558,371 @@ static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
     }
 }
 
+
+/* ---- fused transition, second version (k_transition2) -------------------
+ * The same work and the same rounding points as k_transition, with a shorter
+ * serial tail (MHC-NOTES.md, "next steps"):
+ *   - CW columns per CTA (16, 32 or 64: 256, 128 or 64 CTAs at d = 4096) and
+ *     a.mtr rows per tile (1, 2 or 4); the fn slice is still loaded before
+ *     the PDL wait (weights: no kernel writes them);
+ *   - the last CTA of a tile loads all the tile's partials at once (every
+ *     thread up to 3 x 16 independent L2 loads, one round trip) instead of
+ *     output by output; output o of the tile is summed by L lanes (L = 8, 16
+ *     or 32 by S = d / CW only): lane l adds slices l, l + L, ... in order,
+ *     then a fixed xor tree over the L lanes; the double sums of squares the
+ *     same way over 64 lanes;
+ *   - pre needs only the 4 sigmoids: with a.ovl, warps 0-1 run the Sinkhorn
+ *     (post, comb) while warps 2-7 compute pre (same expression as sk_group,
+ *     sk_pre1), keep it in shared memory (no global round trip) and run the
+ *     collapse + RMSNorm; without a.ovl the Sinkhorn runs first and all 8
+ *     warps do the collapse + RMSNorm;
+ *   - the RMSNorm's sum of squares takes k_rmsnorm's decision (fixed tree,
+ *     then the CPU order where the rounding is ambiguous), so x / xn have the
+ *     sequence's bits whatever the thread layout.
+ * Mixes: the fp32 order depends on CW and d only (not on M, the tile rows or
+ * a.ovl), so a row's bits do not depend on M, and variants with the same CW
+ * give the same bits. Deterministic (no float atomics); counters as above. */
+
+#define H2_T 256
+#define H2_EV 4 /* collapse items (16-byte vectors) in flight per thread */
+
+static __device__ unsigned int g_ht2_cnt[HT_MAXT];
+
+static __device__ __forceinline__ void h2_bar(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
+
+template <int CW>
+static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a) {
+    constexpr int LPM = CW < 32 ? CW : 32; /* lanes per mix in B */
+    constexpr int G = CW / LPM;            /* float4 of fn per lane and mix */
+    constexpr int MPR = H2_T / LPM;        /* mixes per round */
+    constexpr int NU = (HT_NMIX + MPR - 1) / MPR;
+    constexpr int CV = CW / 4; /* float4 per copy */
+    __shared__ __align__(16) float sr[HT_MT][HC * CW];
+    __shared__ float smix[HT_MT][HT_NMIX];
+    __shared__ float spre[HT_MT][HC];
+    __shared__ double sss[H2_T / 16];
+    __shared__ double sred[H2_T / 32][HT_MT];
+    __shared__ float srs[HT_MT];
+    __shared__ int last_sh;
+    const unsigned full = 0xFFFFFFFFu;
+    const int t = threadIdx.x, lane = t & 31;
+    const int S = gridDim.x, s = blockIdx.x, tile = blockIdx.y;
+    const int d = a.d, hcd = HC * d;
+    const int i0 = s * CW, r0 = tile * a.mtr, m0 = r0; /* r0: first row of the tile in this launch */
+    const int mt = min(a.mtr, a.M - m0);
+    /* the fn slice: mix n = u * MPR + t / LPM, float4 e = (t % LPM) * G + g -> copy e / CV, columns 4 (e % CV) */
+    const int li = t % LPM, ng = t / LPM;
+    float4 wv[NU][G];
+#pragma unroll
+    for (int u = 0; u < NU; u++)
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const int n = u * MPR + ng, e = li * G + g;
+            wv[u][g] = n < HT_NMIX ? __ldg((const float4 *)(a.fn + (size_t)n * hcd + (size_t)(e / CV) * d + i0 +
+                                                            4 * (e % CV)))
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    DIC_PDL_ENTER();
+
+    /* A: thread = (row t / CW, column t % CW): expand in place, bf16 values to shared, sum of squares */
+    {
+        constexpr int SG = CW < 32 ? CW : 32; /* lanes of one xor tree */
+        const int mm = t / CW, c = t % CW, i = i0 + c;
+        double ss = 0.0;
+        if (mm < mt) {
+            const int m = m0 + mm;
+            uint16_t *r = a.R + (size_t)m * a.ldr;
+            float rv[HC];
+#pragma unroll
+            for (int j = 0; j < HC; j++) rv[j] = dic_bf16_to_f32(r[(size_t)j * d + i]);
+            if (a.sub) {
+                float po[HC], cb[HC * HC], out[HC];
+#pragma unroll
+                for (int k = 0; k < HC; k++) po[k] = a.post[(size_t)m * HC + k];
+#pragma unroll
+                for (int k = 0; k < HC * HC; k++) cb[k] = a.comb[(size_t)m * HC * HC + k];
+                expand1(po, cb, dic_bf16_to_f32(a.sub[(size_t)m * a.ldsub + i]), rv, out);
+#pragma unroll
+                for (int k = 0; k < HC; k++) {
+                    const uint16_t b = dic_f32_to_bf16(out[k]);
+                    r[(size_t)k * d + i] = b;
+                    rv[k] = dic_bf16_to_f32(b);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < HC; j++) {
+                sr[mm][j * CW + c] = rv[j];
+                const double v = rv[j];
+                ss = __dadd_rn(ss, __dmul_rn(v, v));
+            }
+        }
+        if (t < HT_MT * CW) { /* whole groups of SG lanes */
+            for (int o = SG / 2; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
+            if (t % SG == 0) sss[t / SG] = ss;
+        }
+    }
+    __syncthreads();
+    if (t < mt) { /* the row's sum of squares over its CW columns */
+        const double v = CW > 32 ? __dadd_rn(sss[2 * t], sss[2 * t + 1]) : sss[t];
+        a.ssp[(size_t)(r0 + t) * S + s] = v;
+    }
+
+    /* B: partial mixes, fmaf chain over the lane's 4 G values, fixed xor tree over LPM lanes */
+#pragma unroll
+    for (int u = 0; u < NU; u++) {
+        const int n = u * MPR + ng;
+        if (u * MPR >= HT_NMIX || (NU * MPR > HT_NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= HT_NMIX))
+            continue; /* whole warps past the last mix */
+        for (int mm = 0; mm < mt; mm++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int e = li * G + g;
+                const float4 r4 = *(const float4 *)&sr[mm][(e / CV) * CW + 4 * (e % CV)];
+                acc = g == 0 ? __fmul_rn(wv[u][g].x, r4.x) : fmaf(wv[u][g].x, r4.x, acc);
+                acc = fmaf(wv[u][g].y, r4.y, acc);
+                acc = fmaf(wv[u][g].z, r4.z, acc);
+                acc = fmaf(wv[u][g].w, r4.w, acc);
+            }
+            for (int o = LPM / 2; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
+            if (li == 0 && n < HT_NMIX) a.part[((size_t)(r0 + mm) * HT_NMIX + n) * S + s] = acc;
+        }
+    }
+
+    /* arrival: the last CTA of the tile goes on */
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+        const unsigned prev = atomicAdd(&g_ht2_cnt[tile], 1u);
+        last_sh = prev == (unsigned)S - 1;
+        if (last_sh) g_ht2_cnt[tile] = 0; /* ready for the next launch */
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    __threadfence();
+
+    /* C: all partials of the tile in flight at once, then the fixed-order sums */
+    {
+        /* sums of squares: 64 lanes per row, lane l adds slices l, l + 64, ... (S <= 512: 8 each) */
+        double sv[8];
+        const int sm = t >> 6, sl = t & 63;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            const int j = sl + 64 * c;
+            sv[c] = sm < mt && j < S ? __ldcg(a.ssp + (size_t)(r0 + sm) * S + j) : 0.0;
+        }
+        const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * HT_NMIX;
+        const int ol = t / L, ll = t % L;
+        for (int ob = 0; ob < nout; ob += 3 * P) {
+            float x[3][16];
+#pragma unroll
+            for (int p = 0; p < 3; p++) {
+                const int o = ob + p * P + ol;
+                const float *pp = a.part + ((size_t)r0 * HT_NMIX + o) * S;
+#pragma unroll
+                for (int c = 0; c < 16; c++) {
+                    const int j = ll + L * c;
+                    x[p][c] = o < nout && j < S ? __ldcg(pp + j) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int p = 0; p < 3; p++) {
+                const int o = ob + p * P + ol;
+                float v = 0.0f;
+#pragma unroll
+                for (int c = 0; c < 16; c++)
+                    if (ll + L * c < S) v = __fadd_rn(v, x[p][c]);
+                for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
+                if (ll == 0 && o < nout) smix[o / HT_NMIX][o % HT_NMIX] = v;
+            }
+        }
+        double v = 0.0;
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            if (sl + 64 * c < S) v = __dadd_rn(v, sv[c]);
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
+        if (lane == 0) sss[t >> 5] = v;
+    }
+    __syncthreads();
+    if (t < mt) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
+        const double v = __dadd_rn(sss[2 * t], sss[2 * t + 1]);
+        const float ms = __double2float_rn(__ddiv_rn(v, (double)hcd));
+        srs[t] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
+    }
+    __syncthreads();
+    for (int o = t; o < mt * HT_NMIX; o += H2_T) {
+        const int mm = o / HT_NMIX, n = o % HT_NMIX;
+        const float v = __fmul_rn(smix[mm][n], srs[mm]);
+        smix[mm][n] = v;
+        a.mixes[(size_t)(m0 + mm) * HT_NMIX + n] = v;
+    }
+    __syncthreads();
+
+    /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row) */
+    const int nE = a.ovl ? H2_T - 64 : H2_T;
+    if (t < 64) {
+        const int g = t >> 4, mm = g < mt ? g : mt - 1;
+        const size_t m = (size_t)(m0 + mm);
+        sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, NULL, a.post + m * HC,
+                 a.comb + m * HC * HC);
+        if (a.ovl) return;
+    }
+    if (!a.ovl) __syncthreads();
+
+    /* E (threads te < nE): pre (shared), collapse (bf16 x) and RMSNorm (bf16 xn) of the tile's rows */
+    const int te = t - (H2_T - nE), we = te >> 5;
+    if (te < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
+        const int mm = te / HC, k = te % HC;
+        const size_t i = (size_t)(m0 + mm) * HC + k;
+        const float p = sk_pre1(smix[mm], k, a.scale3[0], a.base, a.hc_eps);
+        a.pre[i] = p;
+        if (a.pre_in) {
+            spre[mm][k] = a.pre_in[i];
+            a.pre_in[i] = p;
+        } else {
+            spre[mm][k] = p;
+        }
+    }
+    h2_bar(nE);
+    const int nv = d / 8, ni = mt * nv;
+    const int one = ni <= nE * H2_EV; /* all items in one pass: x stays in registers */
+    double ssq[HT_MT] = {0.0, 0.0, 0.0, 0.0};
+    uint4 keep[H2_EV] = {};
+    for (int b = te; b < ni; b += nE * H2_EV) {
+        uint4 rq[H2_EV][HC];
+#pragma unroll
+        for (int e = 0; e < H2_EV; e++) {
+            const int it = b + e * nE;
+            if (it < ni) {
+                const int mm = it / nv, iv = it - mm * nv;
+                const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
+#pragma unroll
+                for (int k = 0; k < HC; k++) rq[e][k] = __ldcg((const uint4 *)(r + (size_t)k * d));
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < H2_EV; e++) {
+            const int it = b + e * nE;
+            keep[e] = make_uint4(0, 0, 0, 0);
+            if (it < ni) {
+                const int mm = it / nv, iv = it - mm * nv;
+                const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
+                float rr[HC][8], o[8];
+#pragma unroll
+                for (int k = 0; k < HC; k++) unpack8(rq[e][k], rr[k]);
+#pragma unroll
+                for (int q = 0; q < 8; q++) o[q] = collapse1(p, rr[0][q], rr[1][q], rr[2][q], rr[3][q]);
+                const uint4 pk = pack8(o);
+                keep[e] = pk;
+                *(uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv) = pk;
+                float xf[8];
+                unpack8(pk, xf);
+                double sq = 0.0;
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    const double v = xf[q];
+                    sq = __dadd_rn(sq, __dmul_rn(v, v));
+                }
+#pragma unroll
+                for (int r = 0; r < HT_MT; r++)
+                    if (r == mm) ssq[r] = __dadd_rn(ssq[r], sq);
+            }
+        }
+    }
+#pragma unroll
+    for (int mm = 0; mm < HT_MT; mm++) {
+        double v = ssq[mm];
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
+        if (lane == 0) sred[we][mm] = v;
+    }
+    h2_bar(nE);
+    if (te < mt) { /* k_rmsnorm's thread 0, row te */
+        const int mm = te;
+        double sum = sred[0][mm];
+        for (int w = 1; w < nE / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
+        const double qd = __ddiv_rn(sum, (double)d);
+        const double del = __dadd_rn(__dmul_rn((double)(2 * d), 0x1p-53), 0x1p-51);
+        float f = __double2float_rn(qd);
+        const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
+        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order over x */
+            const uint16_t *xr = a.xo + (size_t)(m0 + mm) * a.ldx;
+            sum = 0.0;
+            for (int i = 0; i < d; i++) {
+                const double v = (double)dic_bf16_to_f32(xr[i]);
+                sum = __dadd_rn(sum, __dmul_rn(v, v));
+            }
+            f = __double2float_rn(__ddiv_rn(sum, (double)d));
+        }
+        srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, a.norm_eps)));
+    }
+    h2_bar(nE);
+    const float *w = a.norm_w;
+    for (int b = te; b < ni; b += nE * H2_EV) {
+        uint4 xq[H2_EV];
+#pragma unroll
+        for (int e = 0; e < H2_EV; e++) {
+            const int it = b + e * nE;
+            if (it < ni) {
+                const int mm = it / nv, iv = it - mm * nv;
+                xq[e] = one ? keep[e] : *(const uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < H2_EV; e++) {
+            const int it = b + e * nE;
+            if (it >= ni) continue;
+            const int mm = it / nv, iv = it - mm * nv;
+            const float rsq = srs[mm];
+            const uint32_t qq[4] = {xq[e].x, xq[e].y, xq[e].z, xq[e].w};
+            uint32_t o[4];
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
+                float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
+                if (w) lo = __fmul_rn(__ldg(w + 8 * iv + 2 * h), lo), hi = __fmul_rn(__ldg(w + 8 * iv + 2 * h + 1), hi);
+                o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
+            }
+            *(uint4 *)(a.xn + (size_t)(m0 + mm) * a.ldx + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
+/* Variants (dic_hc_transition_variant, $DEEPINFER_HC_TRANSITION): 0 = k_transition (the first version);
+ * else k_transition2 with (columns per CTA, rows per tile, Sinkhorn beside the collapse). */
+static const struct {
+    int cw, mt, ovl;
+} ht_var[DIC_HT_NVAR] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 0}, {16, 4, 1},
+                          {64, 4, 1}, {32, 2, 1}, {32, 1, 1}, {32, 0, 1}}; /* mt 0: by M (ht_auto_mt) */
+static int g_ht_variant = -1;
+
+/* Variant 7's rows per tile: one wave of at most 2 * (d / 32) CTAs (2 CTAs per SM fit: 128 registers) while
+ * the last CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4. */
+static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
+
+extern "C" int dic_hc_transition_variant(int v) {
+    if (g_ht_variant < 0) {
+        const char *e = getenv("DEEPINFER_HC_TRANSITION");
+        g_ht_variant = DIC_HT_DEFAULT;
+        if (e && *e) {
+            int x = atoi(e);
+            if (x >= 0 && x < DIC_HT_NVAR) g_ht_variant = x;
+        }
+    }
+    if (v >= 0 && v < DIC_HT_NVAR) g_ht_variant = v;
+    return g_ht_variant;
+}
+
+/* scratch for the partials: sized for the smallest CW of any variant (16) */
 static size_t ht_part_bytes(int d) {
-    return ((size_t)HT_MAXT * HT_MT * HT_NMIX * (size_t)(d / HT_CW) * sizeof(float) + 255) & ~(size_t)255;
+    return ((size_t)HT_MAXT * HT_MT * HT_NMIX * (size_t)(d / 16) * sizeof(float) + 255) & ~(size_t)255;
 }
 
 extern "C" int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n,
                                     int fn_k, const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx) {
-    if (M <= 0 || d <= 0 || d % HT_CW || d > 8 * HT_VMAX * HT_T || fn_n != HT_NMIX || fn_k != HC * d) return 0;
+    if (M <= 0 || d <= 0 || d % 64 || d > 8 * HT_VMAX * HT_T || fn_n != HT_NMIX || fn_k != HC * d) return 0;
     if (ldr < (size_t)HC * d || ldx < (size_t)d || ldr % 8 || ldx % 8) return 0;
     if ((((uintptr_t)R) | ((uintptr_t)xo) | ((uintptr_t)xn) | ((uintptr_t)fn)) & 15) return 0;
-    return c->scratch && ht_part_bytes(d) + (size_t)HT_MAXT * HT_MT * (size_t)(d / HT_CW) * sizeof(double) <=
+    return c->scratch && ht_part_bytes(d) + (size_t)HT_MAXT * HT_MT * (size_t)(d / 16) * sizeof(double) <=
                              c->scratch_cap;
 }
 
@@ -566,11 +931,12 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
                                          int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
                                          float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
                                          uint16_t *xn, size_t ldx) {
-    const int S = d / HT_CW;
+    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw, mtr = ht_var[v].mt ? ht_var[v].mt : ht_auto_mt(M);
+    const int S = d / cw;
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
-    for (int r0 = 0; r0 < M; r0 += HT_MAXT * HT_MT) {
-        const int mc = M - r0 < HT_MAXT * HT_MT ? M - r0 : HT_MAXT * HT_MT;
+    for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
+        const int mc = M - r0 < HT_MAXT * mtr ? M - r0 : HT_MAXT * mtr;
         const size_t ro = (size_t)r0;
         ht_args a;
         a.M = mc, a.d = d;
@@ -581,9 +947,12 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         a.pre_in = pre_in ? pre_in + ro * HC : NULL;
         a.norm_w = norm_w, a.norm_eps = norm_eps;
         a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
-        a.part = part, a.ssp = ssp;
-        dim3 grid((unsigned)S, (unsigned)((mc + HT_MT - 1) / HT_MT));
-        DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
+        a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = ht_var[v].ovl;
+        dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
+        if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
+        else if (cw == 16) DIC_LAUNCH(k_transition2<16>, grid, H2_T, 0, c->stream, a);
+        else if (cw == 32) DIC_LAUNCH(k_transition2<32>, grid, H2_T, 0, c->stream, a);
+        else DIC_LAUNCH(k_transition2<64>, grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
