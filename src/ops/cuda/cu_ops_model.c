@@ -357,7 +357,7 @@ static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, 
  * was k_transition (variant 0); k_transition2 (dic_hc_transition_variant,
  * default 7) is expected to beat the sequence up to M = 8: raise this to 8
  * once mhc_bench shows it (MHC-NOTES.md, round 2). */
-#define HC_FUSE_MAXM 1
+#define HC_FUSE_MAXM 4 /* measured 2026-11-30, k_transition2 v7: M=1/2/4 10.9/11.2/15.1 us vs unfused 14.0/14.3/16.4; M=8 20.8 vs 18.1 */
 /* $DEEPINFER_HC_FUSE_MAXM (read once) overrides HC_FUSE_MAXM, for A/B runs. */
 static int hc_fuse_maxm(void) {
     static int v = -1;

@@ -325,7 +325,7 @@ static size_t ad_al(size_t b) { return (b + 255) & ~(size_t)255; }
 
 static __device__ unsigned int g_ad_cnt[AD_MAXG];
 
-#define AD_DEF_MODE 1 /* the default variant ($DEEPINFER_ATTN_DEC overrides) */
+#define AD_DEF_MODE 0 /* the default variant (measured 2026-11-30: v0 18.3 us at M=1, v1/8 57.7, v2/8 30.4) ($DEEPINFER_ATTN_DEC overrides) */
 #define AD_DEF_CTAS 8 /* the default CTAs per row ($DEEPINFER_ATTN_DEC_CTAS overrides) */
 static int g_ad_mode = -1, g_ad_ctas = AD_DEF_CTAS, g_ad_cl_broken = 0;
 
