@@ -129,12 +129,14 @@ int main(void) {
     CK(cudaMalloc((void **)&drows, MMAX * TOPK * 4));
     CK(cudaMalloc((void **)&dinv, MMAX * TOPK * 4));
 
-    /* variants: dic_moe_dec_config(up, down, nst); "today" = the unfused sequence */
-    static const int V[][3] = {{-1, -1, -1}, {0, 0, 0}, {1, 1, 2}, {1, 1, 3}, {1, 1, 4}, {1, 1, 8},
-                               {2, 1, 2}, {2, 1, 3}, {2, 1, 4}, {2, 1, 8}, {1, 0, 4}, {0, 1, 4}};
+    /* variants: dic_moe_dec_config(up, down, nst) + dic_moe_dec_flags(fl); "today" = the unfused sequence */
+    enum { Q = DIC_MD_QHW };
+    static const int V[][4] = {{-1, -1, -1, -1}, {0, 0, 0, 0}, {1, 1, 2, 0}, {1, 1, 3, 0}, {1, 1, 4, 0},
+                               {2, 1, 2, 0},     {2, 1, 3, 0}, {1, 0, 4, 0}, {0, 1, 4, 0}, {1, 1, 2, Q},
+                               {1, 1, 3, Q},     {2, 1, 2, Q}, {2, 1, 3, Q}, {2, 1, 4, Q}};
     const int NV = (int)(sizeof V / sizeof V[0]);
     static const int Ms[] = {1, 2, 4, 8};
-    double us[16][4], floor_us[4];
+    double us[24][4], floor_us[4];
     for (int mi = 0; mi < 4; mi++) {
         const int M = Ms[mi], R = M * TOPK;
         double fl = 0;
@@ -150,7 +152,7 @@ int main(void) {
         fl /= NS;
         floor_us[mi] = fl / (copy_gbs * 1e9) * 1e6;
         for (int v = 0; v <= NV; v++) { /* v == NV: today */
-            if (v < NV) dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
+            if (v < NV) dic_moe_dec_config(V[v][0], V[v][1], V[v][2]), dic_moe_dec_flags(V[v][3]);
             cudaGraph_t gr;
             /* r = -1: one warm call (attributes, first-launch costs) outside the capture */
             for (int r = -1; r < GR; r++) {
@@ -178,19 +180,95 @@ int main(void) {
         }
     }
     dic_moe_dec_config(-1, -1, -1);
+    dic_moe_dec_flags(-1);
     if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed: rows after it ran variant 0\n");
-    printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst (dic_moe_dec_config; "
-           "-1 = default)\n",
+    printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst[,q] (dic_moe_dec_config; "
+           "-1 = default; q = dic_moe_dec_flags(DIC_MD_QHW))\n",
            GR, NS);
     printf("%-12s %9s %9s %9s %9s   %s\n", "variant", "M=1", "M=2", "M=4", "M=8", "floor/us at M=1,2,4,8");
     printf("%-12s %9.1f %9.1f %9.1f %9.1f\n", "floor", floor_us[0], floor_us[1], floor_us[2], floor_us[3]);
     for (int v = 0; v <= NV; v++) {
         char nm[32];
-        if (v < NV) snprintf(nm, sizeof nm, "%d,%d,%d", V[v][0], V[v][1], V[v][2]);
+        if (v < NV) snprintf(nm, sizeof nm, "%d,%d,%d%s", V[v][0], V[v][1], V[v][2], V[v][3] == Q ? ",q" : "");
         else snprintf(nm, sizeof nm, "today");
         printf("%-12s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", nm, us[v][0], us[v][1], us[v][2], us[v][3],
                floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
     }
+    /* decomposition (timing-only diagnostics, wrong results): per kernel of variants 1,1,2 and
+     * 2,1,2, with parts removed (dic_moe_dec_flags DIC_MD_*), at M = 1 and 8 */
+    {
+        enum { UP = DIC_MD_UPONLY, DN = DIC_MD_DNONLY, NOW = DIC_MD_NOW, NOQ = DIC_MD_NOQ, NOM = DIC_MD_NOMMA,
+               EX = DIC_MD_EXIT, EM = DIC_MD_EMPTY, LIN = DIC_MD_LIN };
+        static const struct { const char *nm; int up, fl; } DX[] = {
+            {"both", 1, 0},
+            {"both q", 1, Q},
+            {"both noq", 1, NOQ},
+            {"both nomma", 1, NOM},
+            {"both stream", 1, NOQ | NOM},
+            {"both bare", 1, NOW | NOQ | NOM},
+            {"both exit", 1, EX},
+            {"both empty", 1, EM},
+            {"up", 1, UP},
+            {"up q", 1, UP | Q},
+            {"up noq", 1, UP | NOQ},
+            {"up nomma", 1, UP | NOM},
+            {"up now", 1, UP | NOW},
+            {"up now+noq", 1, UP | NOW | NOQ},
+            {"up stream", 1, UP | NOQ | NOM},
+            {"up linstrm", 1, UP | NOQ | NOM | LIN},
+            {"up bare", 1, UP | NOW | NOQ | NOM},
+            {"up exit", 1, UP | EX},
+            {"up empty", 1, UP | EM},
+            {"up2", 2, UP},
+            {"up2 noq", 2, UP | NOQ},
+            {"up2 stream", 2, UP | NOQ | NOM},
+            {"up2 bare", 2, UP | NOW | NOQ | NOM},
+            {"up2 empty", 2, UP | EM},
+            {"down", 1, DN},
+            {"down q", 1, DN | Q},
+            {"down noq", 1, DN | NOQ},
+            {"down nomma", 1, DN | NOM},
+            {"down now", 1, DN | NOW},
+            {"down now+noq", 1, DN | NOW | NOQ},
+            {"down stream", 1, DN | NOQ | NOM},
+            {"down linstrm", 1, DN | NOQ | NOM | LIN},
+            {"down bare", 1, DN | NOW | NOQ | NOM},
+            {"down exit", 1, DN | EX},
+            {"down empty", 1, DN | EM},
+        };
+        const int ND = (int)(sizeof DX / sizeof DX[0]);
+        static const int Md[] = {1, 8};
+        double du[64][2];
+        for (int mi = 0; mi < 2; mi++) {
+            const int M = Md[mi];
+            for (int v = 0; v < ND; v++) {
+                dic_moe_dec_config(DX[v].up, 1, 2), dic_moe_dec_flags(DX[v].fl);
+                cudaGraph_t gr;
+                for (int r = -1; r < GR; r++) {
+                    if (r == 0) {
+                        CK(cudaStreamSynchronize(c.stream));
+                        CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+                    }
+                    CK(dic_moe_routed_dec(&c, M, TOPK, dsel[(r + NS) % NS], drw, E, w1, w3, w2, dxn, D, D, AB, 10.0f,
+                                          dh, I, dsh, D, dy, dout, D));
+                }
+                CK(cudaStreamEndCapture(c.stream, &gr));
+                du[v][mi] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+            }
+        }
+        dic_moe_dec_config(-1, -1, -1);
+        dic_moe_dec_flags(-1);
+        printf("decomposition (graph us per call; variant up,1,2; TIMING ONLY, wrong results): q = hw quantisation,\n"
+               "noq = no quantisation, nomma = no convert/MMA, now = no weight loads, stream = loads only,\n"
+               "linstrm = the same bytes as contiguous 1 KB runs, bare = none of them, exit = return after the PDL\n"
+               "wait, empty = return at entry. Floors (bytes / copy ceiling) M=1: up %.1f down %.1f; M=8: up %.1f "
+               "down %.1f\n",
+               floor_us[0] * 2 / 3, floor_us[0] / 3, floor_us[3] * 2 / 3, floor_us[3] / 3);
+        printf("%-14s %9s %9s\n", "part", "M=1", "M=8");
+        for (int v = 0; v < ND; v++) printf("%-14s %9.1f %9.1f\n", DX[v].nm, du[v][0], du[v][1]);
+        if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed\n");
+    }
+
     /* router tail at decode sizes: dic_route_rows M = 1, E = 256, top-6, bias (round 2: the scores
      * by the whole CTA) */
     {

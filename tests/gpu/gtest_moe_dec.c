@@ -9,7 +9,8 @@
  *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
  *    its row in the M-token launch; shared aliasing out;
  *  - every kernel variant (dic_moe_dec_config: up 0/1/2 x ring stages,
- *    down 0/1) bitwise equal to variant 0 in h, y and out;
+ *    down 0/1; dic_moe_dec_flags DIC_MD_QHW) bitwise equal to variant 0
+ *    in h, y and out (the DIC_MD_ diagnostics are timing-only: not tested);
  *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
  *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
 #include <math.h>
@@ -162,13 +163,16 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
     /* every variant (dic_moe_dec_config; FP8 takes variant 0 whatever is asked): bitwise equal to
      * variant 0 in h, y and out */
     {
-        static const int V[][3] = {{0, 0, 0}, {1, 1, 2}, {1, 1, 3}, {1, 1, 4}, {1, 1, 8},
-                                   {2, 1, 2}, {2, 1, 3}, {2, 1, 4}, {2, 1, 8}, {1, 0, 4}, {0, 1, 4}};
+        enum { Q = DIC_MD_QHW };
+        static const int V[][4] = {{0, 0, 0, 0}, {1, 1, 2, 0}, {1, 1, 3, 0}, {1, 1, 4, 0}, {1, 1, 8, 0},
+                                   {2, 1, 2, 0}, {2, 1, 3, 0}, {2, 1, 4, 0}, {2, 1, 8, 0}, {1, 0, 4, 0},
+                                   {0, 1, 4, 0}, {1, 1, 2, Q}, {1, 1, 3, Q}, {2, 1, 2, Q}, {2, 1, 4, Q}};
         const int nv = (int)(sizeof V / sizeof V[0]);
         uint16_t *Hr = NULL, *Or = NULL;
         float *Yr = NULL;
         for (int v = 0; v < nv; v++) {
             dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
+            dic_moe_dec_flags(V[v][3]);
             CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
             CUDA_SYNC_CHECK(cudaMemset(dy2, 0xFF, (size_t)M * d * 4));
             CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
@@ -182,15 +186,16 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
             }
             size_t nh = gt_count_diff_u16(Hv, Hr, (size_t)R * I), no = 0, ny = gt_count_diff_u32(Yv, Yr, (size_t)M * d);
             for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or + mm * ldo, (size_t)d);
-            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec variant up %d down %d nst %d: launch failed (fell back to 0)",
-                      V[v][0], V[v][1], V[v][2]);
+            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec variant up %d down %d nst %d fl %#x: launch failed (fell back to 0)",
+                      V[v][0], V[v][1], V[v][2], V[v][3]);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
-                      "moe_dec variant up %d down %d nst %d: differs from variant 0 in %zu h / %zu y / %zu out",
-                      V[v][0], V[v][1], V[v][2], nh, ny, no);
+                      "moe_dec variant up %d down %d nst %d fl %#x: differs from variant 0 in %zu h / %zu y / %zu out",
+                      V[v][0], V[v][1], V[v][2], V[v][3], nh, ny, no);
             free(Hv), free(Ov), free(Yv);
         }
         free(Hr), free(Or), free(Yr);
         dic_moe_dec_config(-1, -1, -1);
+        dic_moe_dec_flags(-1);
     }
     /* compare: h rows (GPU row t*k+j = CPU dispatched row inv[t*k+j]), y, out */
     float *hg = malloc((size_t)R * I * 4), *hc = malloc((size_t)R * I * 4);

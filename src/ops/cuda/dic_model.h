@@ -176,6 +176,19 @@ int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wma
  * 1 = one CTA per (token, slot), cluster over the slots; nst = ring stages of up 1 / 2 (2, 3, 4, 8);
  * negative = the default. FP8 experts always take 0. Every variant gives the same bits. */
 void dic_moe_dec_config(int up, int down, int nst);
+/* Option / diagnostic flags of the FP4 variants (up 1 / 2, down 1), $DEEPINFER_MOE_DEC's 4th field
+ * otherwise; negative = the default. DIC_MD_QHW is a real option (same bits); the others are
+ * TIMING-ONLY diagnostics (wrong results; bench rows decomposing the time, never a default). */
+#define DIC_MD_QHW 0x1     /* activation quantisation by cvt.rn.satfinite.e4m3x2 (same bits) */
+#define DIC_MD_UPONLY 0x10  /* diag: launch the up kernel alone */
+#define DIC_MD_DNONLY 0x20  /* diag: launch the down kernel alone */
+#define DIC_MD_NOW 0x40     /* diag: no weight loads (the ring is not filled) */
+#define DIC_MD_NOQ 0x80     /* diag: no activation quantisation */
+#define DIC_MD_NOMMA 0x100  /* diag: no FP4 convert / MMA / scale math (the weights still stream in) */
+#define DIC_MD_EXIT 0x200   /* diag: return right after the PDL wait (down: no pre-wait stream either) */
+#define DIC_MD_EMPTY 0x400  /* diag: return at entry (an empty launch of the same grid / cluster shape) */
+#define DIC_MD_LIN 0x800    /* diag: the same bytes read as one contiguous 1 KB run per warp chunk */
+void dic_moe_dec_flags(int fl);
 int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,

@@ -51,6 +51,7 @@ typedef struct md_args {
     int M, k, E, d, I;
     int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
     int ab;
+    int fl; /* DIC_MD_* (dic_model.h): option and diagnostic flags of the FP4 variants */
     float limit;
     const int *sel;
     const float *rw;
@@ -134,9 +135,21 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
  * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
  * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
  * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
+/* hw (DIC_MD_QHW): e4m3 by cvt.rn.satfinite.e4m3x2.f32 (RNE with subnormals, saturating to +-448:
+ * the same value as the clamp + md_round_e4m3 below for every finite input), then
+ * cvt.rn.f16x2.e4m3x2 (exact): 2 instructions per value pair instead of ~20 per value. */
+static __device__ __forceinline__ uint32_t md_e4m3x2_f16x2(float lo, float hi) {
+    unsigned short b;
+    uint32_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(b) : "f"(hi), "f"(lo));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(b));
+    return r;
+}
+
 static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
-                                     int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa) {
+                                     int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
+    const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
     const float inv448 = (float)(1.0 / 448.0);
     for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
         uint4 v[4];
@@ -145,7 +158,7 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
             const int u = u0 + i * MD_WARPS * 32 + tid;
             v[i] = make_uint4(0, 0, 0, 0);
             if (u < total) {
-                const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+                const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
                 v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
             }
         }
@@ -168,8 +181,20 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
             if (u >= total) continue;
             if (!(amax >= 1e-4f)) amax = 1e-4f;
             const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
-            const int q = u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+            const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
             if (cu % G == 0) sa[(size_t)row * nsa + cu / G] = sc;
+            if (hw) {
+                float tq[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
+                uint4 o;
+                if (fp4) o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[4]), md_e4m3x2_f16x2(tq[1], tq[5]),
+                                        md_e4m3x2_f16x2(tq[2], tq[6]), md_e4m3x2_f16x2(tq[3], tq[7]));
+                else o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[1]), md_e4m3x2_f16x2(tq[2], tq[3]),
+                                    md_e4m3x2_f16x2(tq[4], tq[5]), md_e4m3x2_f16x2(tq[6], tq[7]));
+                ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
+                continue;
+            }
             uint32_t hq[8];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -499,13 +524,19 @@ static __device__ __forceinline__ float mv_ld_dsmem(const float *p, int rank) {
  * rows g and g + 8; lanes t = 0 / 1 the scale words (4 blocks) of rows g / g + 8. */
 template <int NM>
 static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
-                                                size_t wrow, size_t srow, int c, int g, int t) {
+                                                size_t wrow, size_t srow, int c, int g, int t, int fl = 0) {
 #pragma unroll
     for (int j = 0; j < NM; j++) {
         uint8_t *b = st + j * MV_MATB;
-        const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
-        mv_cp16(b + g * MV_ROWB + 16 * t, p);
-        mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow);
+        if (fl & DIC_MD_LIN) { /* diagnostic: chunk c = the tile's c-th contiguous KB (16 rows x K/2 bytes) */
+            const uint8_t *q = W[j] - (size_t)g * wrow + (size_t)c * 1024 + 16 * (4 * g + t);
+            mv_cp16(b + g * MV_ROWB + 16 * t, q);
+            mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, q + 512);
+        } else {
+            const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+            mv_cp16(b + g * MV_ROWB + 16 * t, p);
+            mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow);
+        }
         if (t < 2) mv_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c);
     }
 }
@@ -545,16 +576,20 @@ template <int NST, int NM>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
                                                 const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                 int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
-                                                float acc[NM][2]) {
+                                                float acc[NM][2], int fl = 0) {
     const int n = (nch - c0 + 3) / 4;
     for (int i = 0; i < n; i++) {
         mv_wait<NST - 1>();
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
+        if (!(fl & DIC_MD_NOMMA)) {
 #pragma unroll
-        for (int j = 0; j < NM; j++) mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            for (int j = 0; j < NM; j++)
+                mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+        }
         __syncwarp();
-        if (i + NST < n) mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t);
+        if (i + NST < n && !(fl & DIC_MD_NOW))
+            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t, fl);
         mv_commit();
     }
 }
@@ -562,11 +597,11 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
 template <int NST, int NM>
 static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
                                                    const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                   int nch, int g, int t, int valid) {
+                                                   int nch, int g, int t, int valid, int fl = 0) {
 #pragma unroll
     for (int i = 0; i < NST; i++) {
         const int c = c0 + 4 * i;
-        if (valid && c < nch) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t);
+        if (valid && c < nch && !(fl & DIC_MD_NOW)) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, fl);
         mv_commit();
     }
 }
@@ -574,11 +609,14 @@ static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t 
 /* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
  * rank = chain). */
 template <int NST, int CL>
-static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
+static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
                                                                 const __grid_constant__ md_tab t3) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][2][16];
+    const int fl = a.fl;
+    if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     DIC_PDL_ENTER();
+    if (fl & DIC_MD_EXIT) return; /* diagnostic */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chain = CL == 1 ? warp : (int)(blockIdx.x & 3);
@@ -594,19 +632,22 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_up(const md_args a,
     const int ev = valid ? e : 0;
     const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
-    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid);
-    if (CL == 1) {
+    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid, fl);
+    const int hw = fl & DIC_MD_QHW;
+    if (fl & DIC_MD_NOQ) {
+        /* diagnostic: no quantisation */
+    } else if (CL == 1) {
         md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, smem + (size_t)MD_WARPS * NST * 2 * MV_MATB,
-                      0, sa, 0);
+                      0, sa, 0, hw);
     } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
         md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
                       a.ab, 1,
                       (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2, sa + chain * (MD_CK / a.ab),
-                      4 * MD_CK / a.ab);
+                      4 * MD_CK / a.ab, hw);
     }
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc);
+    if (valid) mv_chain<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
     if (CL == 1) {
         if (t == 0) {
             part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
@@ -655,6 +696,12 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][16];
     __shared__ float eo[16];
+    const int fl = a.fl;
+    if (fl & DIC_MD_EMPTY) return; /* diagnostic */
+    if (fl & DIC_MD_EXIT) { /* diagnostic: launch + wait only */
+        DIC_PDL_ENTER();
+        return;
+    }
     const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int nch = K / MD_CK, ra = n0 + g;
@@ -670,7 +717,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
     }
     DIC_PDL_ENTER();
     const int e2 = *(volatile const int *)(a.sel + r);
@@ -681,15 +728,16 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
     }
     const int ev = valid ? e : 0;
     const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-    if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0);
+    if (valid && !(fl & DIC_MD_NOQ))
+        md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, fl & DIC_MD_QHW);
     __syncthreads();
     float acc[1][2] = {{0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc);
+    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc, fl);
     if (t == 0) part[warp][g] = acc[0][0], part[warp][g + 8] = acc[0][1];
     __syncthreads();
     if (tid < 16) {
@@ -763,22 +811,28 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_env = 0, g_mv_broken = 0;
+#define MV_FL_DEF 0 /* DIC_MD_QHW: see MOE-DEC-NOTES.md round 3 */
+static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
 
 extern "C" void dic_moe_dec_config(int up, int down, int nst) {
     g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
 }
+extern "C" void dic_moe_dec_flags(int fl) {
+    if (!g_mv_env) g_mv_env = 1, g_mv_up = g_mv_down = g_mv_nst = -1;
+    g_mv_fl = fl;
+}
 extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
 
-static void mv_knobs(int *up, int *down, int *nst) {
+static void mv_knobs(int *up, int *down, int *nst, int *fl) {
     if (!g_mv_env) {
         g_mv_env = 1;
         const char *v = getenv("DEEPINFER_MOE_DEC");
         if (v && *v) {
-            int u = -1, d = -1, n = -1;
-            if (sscanf(v, "%d,%d,%d", &u, &d, &n) >= 1) g_mv_up = u, g_mv_down = d, g_mv_nst = n;
+            int u = -1, d = -1, n = -1, f = -1;
+            if (sscanf(v, "%d,%d,%d,%i", &u, &d, &n, &f) >= 1) g_mv_up = u, g_mv_down = d, g_mv_nst = n, g_mv_fl = f;
         }
     }
+    *fl = g_mv_fl >= 0 ? g_mv_fl : MV_FL_DEF;
     *up = g_mv_up >= 0 && g_mv_up <= 2 ? g_mv_up : MV_UP_DEF;
     *down = g_mv_down >= 0 && g_mv_down <= 1 ? g_mv_down : MV_DOWN_DEF;
     *nst = g_mv_nst == 2 || g_mv_nst == 3 || g_mv_nst == 4 || g_mv_nst == 8 ? g_mv_nst : MV_NST_DEF;
@@ -862,17 +916,21 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
         attr_up = attr_down = 1;
     }
     cudaError_t e = cudaErrorNotSupported;
-    if (FP4 && up) {
+    if (FP4 && up && !(a.fl & DIC_MD_DNONLY)) {
         e = mv_up(c, a, t1, t3, up, nst);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1; /* e.g. clusters refused */
     }
-    if (e != cudaSuccess) {
+    if (a.fl & DIC_MD_DNONLY) e = cudaSuccess; /* diagnostic: no up launch */
+    else if (e != cudaSuccess) {
         DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a,
                    *t1, *t3);
         e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
     e = cudaErrorNotSupported;
+    if (a.fl & DIC_MD_UPONLY) { /* diagnostic: no down launch */
+        DIC_LAUNCH_CHECK();
+    }
     if (FP4 && down && !g_mv_broken) {
         e = mv_launch(k_mv_down<MV_DOWN_NST>, dim3((unsigned)(a.d / 16), (unsigned)(a.M * a.k)),
                       mv_down_smem(a.I, a.ab), dim3(1, (unsigned)a.k, 1), c->stream, a, *t2);
@@ -905,8 +963,9 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
     static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
-    int up, down, nst;
-    mv_knobs(&up, &down, &nst);
+    int up, down, nst, fl;
+    mv_knobs(&up, &down, &nst, &fl);
+    a.fl = fmt == 3 ? fl : 0;
     if (fmt == 3) {
         const int sok = mv_scales_ok(W1, E) && mv_scales_ok(W3, E) && mv_scales_ok(W2, E);
         if (!sok) up = 0, down = 0;
