@@ -1,7 +1,8 @@
 /*
  * bench_util.h — helpers shared by the GPU benches (the .c files here): a CUDA
  * call check that stops the bench with the failing call, and the float
- * comparison for medians (qsort), the replay timing of a captured graph.
+ * comparison for medians (qsort), the replay timing of a captured graph,
+ * the d2d copy ceiling.
  */
 #ifndef DI_BENCH_GPU_BENCH_UTIL_H
 #define DI_BENCH_GPU_BENCH_UTIL_H
@@ -41,6 +42,28 @@ static inline double graph_median_ms(cudaStream_t st, cudaGraph_t gr, cudaEvent_
     qsort(tg, 10, sizeof *tg, cmpf);
     cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
     return tg[5];
+}
+
+/* The copy ceiling: a 1 GiB device-to-device copy timed 12 times after 2
+ * warm-ups, bytes read + written over the median time, in GB/s; prints it. */
+static inline double copy_ceiling_gbs(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
+    size_t cb = (size_t)1 << 30;
+    void *s, *d;
+    CK(cudaMalloc(&s, cb));
+    CK(cudaMalloc(&d, cb));
+    float t[12];
+    for (int i = 0; i < 14; i++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+    }
+    qsort(t, 12, sizeof *t, cmpf);
+    double gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
+    printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], gbs);
+    cudaFree(s), cudaFree(d);
+    return gbs;
 }
 
 #endif

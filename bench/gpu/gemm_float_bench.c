@@ -221,24 +221,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreate(&st));
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    { /* copy ceiling: 1 GiB d2d, bytes read + written */
-        size_t cb = (size_t)1 << 30;
-        void *s, *d;
-        CK(cudaMalloc(&s, cb));
-        CK(cudaMalloc(&d, cb));
-        float t[12];
-        for (int i = 0; i < 14; i++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
-        }
-        qsort(t, 12, sizeof *t, cmpf);
-        copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
-        printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], copy_gbs);
-        cudaFree(s), cudaFree(d);
-    }
+    copy_gbs = copy_ceiling_gbs(st, e0, e1);
     CK(cudaMalloc(&pool, POOL_B));
     CK(cudaMemset(pool, 0x3C, POOL_B));
     const int A_ = DIC_GEMMF_PATH_AUTO, F = DIC_GV_FORCE, LATE = F | DIC_GV_LATE, NOPRE = F | DIC_GV_NOPRE,
