@@ -83,6 +83,27 @@ static __device__ __forceinline__ void e2m1x8_f16(uint32_t w, uint32_t p[4]) {
     p[3] = ((w >> 3) & M) | (w & SG);
 }
 
+/* The A fragments of one 32-k sub-block j for rows r0 and r0 + 8 of a staged
+ * weight chunk (row stride wrs bytes), as f16 pairs (lane t of the quad holds
+ * k = 8t .. 8t+7; the permutation of the header). */
+template <int FP4>
+static __device__ __forceinline__ void w_frags(const uint8_t *sg, int r0, int wrs, int j, int t, uint32_t pa[4],
+                                               uint32_t pb[4]) {
+    if (FP4) {
+        uint32_t wa = *(const uint32_t *)(sg + r0 * wrs + 16 * j + 4 * t);
+        uint32_t wb = *(const uint32_t *)(sg + (r0 + 8) * wrs + 16 * j + 4 * t);
+        e2m1x8_f16(wa, pa);
+        e2m1x8_f16(wb, pb);
+    } else {
+        uint2 wa = *(const uint2 *)(sg + r0 * wrs + 32 * j + 8 * t);
+        uint2 wb = *(const uint2 *)(sg + (r0 + 8) * wrs + 32 * j + 8 * t);
+        pa[0] = cvt_e4m3x2(wa.x & 0xFFFFu), pa[1] = cvt_e4m3x2(wa.x >> 16);
+        pa[2] = cvt_e4m3x2(wa.y & 0xFFFFu), pa[3] = cvt_e4m3x2(wa.y >> 16);
+        pb[0] = cvt_e4m3x2(wb.x & 0xFFFFu), pb[1] = cvt_e4m3x2(wb.x >> 16);
+        pb[2] = cvt_e4m3x2(wb.y & 0xFFFFu), pb[3] = cvt_e4m3x2(wb.y >> 16);
+    }
+}
+
 static __device__ __forceinline__ void mma16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                                 uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -234,19 +255,7 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
         for (int j = 0; j < 4; j++) {
             if (32 * j < kl) {
                 uint32_t pa[4], pb[4];
-                if (FP4) {
-                    uint32_t wa = *(const uint32_t *)(sg + r0 * WRS + 16 * j + 4 * t);
-                    uint32_t wb = *(const uint32_t *)(sg + (r0 + 8) * WRS + 16 * j + 4 * t);
-                    e2m1x8_f16(wa, pa);
-                    e2m1x8_f16(wb, pb);
-                } else {
-                    uint2 wa = *(const uint2 *)(sg + r0 * WRS + 32 * j + 8 * t);
-                    uint2 wb = *(const uint2 *)(sg + (r0 + 8) * WRS + 32 * j + 8 * t);
-                    pa[0] = cvt_e4m3x2(wa.x & 0xFFFFu), pa[1] = cvt_e4m3x2(wa.x >> 16);
-                    pa[2] = cvt_e4m3x2(wa.y & 0xFFFFu), pa[3] = cvt_e4m3x2(wa.y >> 16);
-                    pb[0] = cvt_e4m3x2(wb.x & 0xFFFFu), pb[1] = cvt_e4m3x2(wb.x >> 16);
-                    pb[2] = cvt_e4m3x2(wb.y & 0xFFFFu), pb[3] = cvt_e4m3x2(wb.y >> 16);
-                }
+                w_frags<FP4>(sg, r0, WRS, j, t, pa, pb);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const uint4 qv = *(const uint4 *)(a16 + (8 * nt + g) * F_A16 + 64 * j + 16 * t);
@@ -709,19 +718,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         for (int j = 0; j < 4; j++) {
             if (32 * j < kl_c) {
                 uint32_t pa[4], pb[4];
-                if (FP4) {
-                    uint32_t wa = *(const uint32_t *)(sg + r0 * WRS + 16 * j + 4 * t);
-                    uint32_t wb = *(const uint32_t *)(sg + (r0 + 8) * WRS + 16 * j + 4 * t);
-                    e2m1x8_f16(wa, pa);
-                    e2m1x8_f16(wb, pb);
-                } else {
-                    uint2 wa = *(const uint2 *)(sg + r0 * WRS + 32 * j + 8 * t);
-                    uint2 wb = *(const uint2 *)(sg + (r0 + 8) * WRS + 32 * j + 8 * t);
-                    pa[0] = cvt_e4m3x2(wa.x & 0xFFFFu), pa[1] = cvt_e4m3x2(wa.x >> 16);
-                    pa[2] = cvt_e4m3x2(wa.y & 0xFFFFu), pa[3] = cvt_e4m3x2(wa.y >> 16);
-                    pb[0] = cvt_e4m3x2(wb.x & 0xFFFFu), pb[1] = cvt_e4m3x2(wb.x >> 16);
-                    pb[2] = cvt_e4m3x2(wb.y & 0xFFFFu), pb[3] = cvt_e4m3x2(wb.y >> 16);
-                }
+                w_frags<FP4>(sg, r0, WRS, j, t, pa, pb);
                 const uint4 qv = *(const uint4 *)(a16 + g * a16s + 2 * (F_CK * c + 32 * j + 8 * t));
                 mma16816(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
                 mma16816(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
