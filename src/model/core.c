@@ -206,7 +206,7 @@ void di_core_fwd_init(di_core *m, const di_v4_batch *b, int r0, int n, const di_
 
 void di_core_embed(di_core *m, di_fwd *f, const uint16_t *embed) {
     int d = (int)m->cfg.hidden_size, hc = (int)m->cfg.hc_mult;
-    for (int k = 0; k < hc; k++) di_embed(f->x, f->M, f->dtok, embed, d, m->R + (size_t)k * d, (size_t)hc * d);
+    di_embed_rep(f->x, f->M, f->dtok, embed, d, hc, m->R, (size_t)hc * d);
 }
 
 /* The logit rows of [r0, r0 + n): indices [*i0, *i1) of b->logit_rows. */

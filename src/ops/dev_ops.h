@@ -47,6 +47,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(hc_transition);
     DI_DEV_OP(swiglu);
     DI_DEV_OP(embed);
+    DI_DEV_OP(embed_rep);
     DI_DEV_OP(copy_2d);
     DI_DEV_OP(copy_h2d);
     DI_DEV_OP(copy_d2h);

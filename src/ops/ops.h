@@ -443,6 +443,10 @@ deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, co
 /* out[m][0..width) = table[ids[m]][0..width) for m < M (bf16 rows; ids on
  * the device: a decode row's token may be a sample of the previous step). */
 void di_embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo);
+/* The same row `copies` times side by side: out[m][k*width ..] = table[ids[m]]
+ * for k < copies (the hyper-connection streams of the first block; one launch). */
+void di_embed_rep(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, int copies, uint16_t *out,
+                  size_t ldo);
 
 /* Strided copy of M rows of row_bytes bytes (cudaMemcpy2DAsync). */
 void di_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes, size_t row_bytes);

@@ -147,6 +147,11 @@ static void swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, 
     if (M > 0) CU_CHECK(x, dic_swiglu(DC(x), M, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu");
 }
 
+static void embed_rep(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, int copies,
+                      uint16_t *out, size_t ldo) {
+    if (M > 0 && copies > 0) CU_CHECK(x, dic_embed_rep(DC(x), M, ids, table, width, copies, out, ldo), "dic_embed");
+}
+
 static void embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo) {
     if (M > 0) CU_CHECK(x, dic_embed(DC(x), M, ids, table, width, out, ldo), "dic_embed");
 }
@@ -213,6 +218,7 @@ void cu_fill_dense_ops(di_dev_ops *t) {
     t->hc_expand = hc_expand;
     t->swiglu = swiglu;
     t->embed = embed;
+    t->embed_rep = embed_rep;
     t->copy_2d = copy_2d;
     t->copy_h2d = copy_h2d;
     t->copy_d2h = copy_d2h;

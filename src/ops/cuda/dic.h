@@ -186,6 +186,9 @@ cudaError_t dic_add_bf16_f32(const dic_ctx *c, float *y, const uint16_t *v, size
 cudaError_t dic_add_f32(const dic_ctx *c, float *out, const float *a, const float *b, size_t n);
 cudaError_t dic_f32_to_bf16_n(const dic_ctx *c, const float *x, uint16_t *y, size_t n);
 /* out[m] = table[ids[m]] (rows of `width` bf16 values). */
+/* dic_embed_rep: the row `copies` times side by side (ops.h di_embed_rep). */
+cudaError_t dic_embed_rep(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width, int copies,
+                          uint16_t *out, size_t ldo);
 cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out,
                       size_t ldo);
 

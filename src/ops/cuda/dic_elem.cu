@@ -85,13 +85,14 @@ extern "C" cudaError_t dic_f32_to_bf16_n(const dic_ctx *c, const float *x, uint1
     DIC_LAUNCH_CHECK();
 }
 
-/* out[m] = table[ids[m]]: one CTA row per token, 16-byte copies. */
+/* out[m] + z * width = table[ids[m]] for copy z = blockIdx.z: one CTA row per
+ * (token, copy), 16-byte copies. */
 static __global__ void k_embed(const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo,
                                int vec) {
     DIC_PDL_ENTER();
     const int m = blockIdx.y;
     const uint16_t *src = table + (size_t)ids[m] * width;
-    uint16_t *dst = out + (size_t)m * ldo;
+    uint16_t *dst = out + (size_t)m * ldo + (size_t)blockIdx.z * width;
     int i = blockIdx.x * blockDim.x + threadIdx.x, st = gridDim.x * blockDim.x;
     if (vec) {
         for (int j = i; j < width / 8; j += st) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
@@ -100,12 +101,17 @@ static __global__ void k_embed(const int32_t *ids, const uint16_t *table, int wi
     }
 }
 
-extern "C" cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width,
-                                 uint16_t *out, size_t ldo) {
-    if (M <= 0 || width <= 0) return cudaSuccess;
+extern "C" cudaError_t dic_embed_rep(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width,
+                                     int copies, uint16_t *out, size_t ldo) {
+    if (M <= 0 || width <= 0 || copies <= 0) return cudaSuccess;
     int vec = width % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)table & 15) == 0 && ((uintptr_t)out & 15) == 0;
     int per = vec ? width / 8 : width;
-    dim3 grid((unsigned)((per + 127) / 128 < 8 ? (per + 127) / 128 : 8), (unsigned)M);
+    dim3 grid((unsigned)((per + 127) / 128 < 8 ? (per + 127) / 128 : 8), (unsigned)M, (unsigned)copies);
     DIC_LAUNCH(k_embed, grid, 128, 0, c->stream, ids, table, width, out, ldo, vec);
     DIC_LAUNCH_CHECK();
+}
+
+extern "C" cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_t *table, int width,
+                                 uint16_t *out, size_t ldo) {
+    return dic_embed_rep(c, M, ids, table, width, 1, out, ldo);
 }
