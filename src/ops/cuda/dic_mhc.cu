@@ -337,6 +337,28 @@ typedef struct ht_args {
     int ovl;      /* k_transition2: Sinkhorn beside the collapse + RMSNorm */
 } ht_args;
 
+/* Column i of row m's streams (r = R row m, stride d between streams) into
+ * rv; with a sub-layer output, the expand first (R = post*sub + comb.R,
+ * rounded to bf16, written back): the transition kernels' first step. */
+static __device__ __forceinline__ void ht_expand_col(const ht_args &a, int m, int i, int d, uint16_t *r, float rv[HC]) {
+#pragma unroll
+    for (int j = 0; j < HC; j++) rv[j] = dic_bf16_to_f32(r[(size_t)j * d + i]);
+    if (a.sub) {
+        float po[HC], cb[HC * HC], out[HC];
+#pragma unroll
+        for (int k = 0; k < HC; k++) po[k] = a.post[(size_t)m * HC + k];
+#pragma unroll
+        for (int k = 0; k < HC * HC; k++) cb[k] = a.comb[(size_t)m * HC * HC + k];
+        expand1(po, cb, dic_bf16_to_f32(a.sub[(size_t)m * a.ldsub + i]), rv, out);
+#pragma unroll
+        for (int k = 0; k < HC; k++) {
+            const uint16_t b = dic_f32_to_bf16(out[k]);
+            r[(size_t)k * d + i] = b;
+            rv[k] = dic_bf16_to_f32(b);
+        }
+    }
+}
+
 static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
     __shared__ __align__(16) float sr[HT_MT][HC * HT_CW];
     __shared__ float smix[HT_MT][HT_NMIX];
@@ -366,22 +388,7 @@ static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
         if (mm < mt) {
             const int m = m0 + mm;
             uint16_t *r = a.R + (size_t)m * a.ldr;
-#pragma unroll
-            for (int j = 0; j < HC; j++) rv[j] = dic_bf16_to_f32(r[(size_t)j * d + i]);
-            if (a.sub) {
-                float po[HC], cb[HC * HC], out[HC];
-#pragma unroll
-                for (int k = 0; k < HC; k++) po[k] = a.post[(size_t)m * HC + k];
-#pragma unroll
-                for (int k = 0; k < HC * HC; k++) cb[k] = a.comb[(size_t)m * HC * HC + k];
-                expand1(po, cb, dic_bf16_to_f32(a.sub[(size_t)m * a.ldsub + i]), rv, out);
-#pragma unroll
-                for (int k = 0; k < HC; k++) {
-                    const uint16_t b = dic_f32_to_bf16(out[k]);
-                    r[(size_t)k * d + i] = b;
-                    rv[k] = dic_bf16_to_f32(b);
-                }
-            }
+            ht_expand_col(a, m, i, d, r, rv);
 #pragma unroll
             for (int j = 0; j < HC; j++) {
                 const double v = rv[j];
@@ -633,22 +640,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             const int m = m0 + mm;
             uint16_t *r = a.R + (size_t)m * a.ldr;
             float rv[HC];
-#pragma unroll
-            for (int j = 0; j < HC; j++) rv[j] = dic_bf16_to_f32(r[(size_t)j * d + i]);
-            if (a.sub) {
-                float po[HC], cb[HC * HC], out[HC];
-#pragma unroll
-                for (int k = 0; k < HC; k++) po[k] = a.post[(size_t)m * HC + k];
-#pragma unroll
-                for (int k = 0; k < HC * HC; k++) cb[k] = a.comb[(size_t)m * HC * HC + k];
-                expand1(po, cb, dic_bf16_to_f32(a.sub[(size_t)m * a.ldsub + i]), rv, out);
-#pragma unroll
-                for (int k = 0; k < HC; k++) {
-                    const uint16_t b = dic_f32_to_bf16(out[k]);
-                    r[(size_t)k * d + i] = b;
-                    rv[k] = dic_bf16_to_f32(b);
-                }
-            }
+            ht_expand_col(a, m, i, d, r, rv);
 #pragma unroll
             for (int j = 0; j < HC; j++) {
                 sr[mm][j * CW + c] = rv[j];
