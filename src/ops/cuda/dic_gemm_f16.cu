@@ -44,6 +44,7 @@
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_gemm_quant.cuh"
 #include "ops/cuda/dic_gemm_tiles.cuh"
+#include "ops/cuda/dic_f16_widen.cuh"
 
 #define F_BN 64   /* output columns per CTA (16 per warp) */
 #define F_CK 128  /* k per stage */
@@ -66,22 +67,6 @@ typedef struct fargs {
     uint16_t *C16;
     size_t ldc;
 } fargs;
-
-static __device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t v16) {
-    uint32_t r;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)v16));
-    return r;
-}
-
-/* 8 e2m1 nibbles (element j in bits 4j..4j+3) -> f16x2 pairs (j, j + 4) (low half: element j), each
- * value times 2^-14, exact: magnitude bits to f16 bits 9..11, sign to bit 15. */
-static __device__ __forceinline__ void e2m1x8_f16(uint32_t w, uint32_t p[4]) {
-    const uint32_t M = 0x0E000E00u, SG = 0x80008000u;
-    p[0] = ((w << 9) & M) | ((w << 12) & SG);
-    p[1] = ((w << 5) & M) | ((w << 8) & SG);
-    p[2] = ((w << 1) & M) | ((w << 4) & SG);
-    p[3] = ((w >> 3) & M) | (w & SG);
-}
 
 /* The A fragments of one 32-k sub-block j for rows r0 and r0 + 8 of a staged
  * weight chunk (row stride wrs bytes), as f16 pairs (lane t of the quad holds

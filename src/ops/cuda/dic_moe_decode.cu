@@ -37,6 +37,8 @@
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_model.h"
+#include "ops/cuda/dic_f16_widen.cuh"
+#include "ops/cuda/dic_gemm_quant.cuh"
 
 #define MD_WARPS 4
 #define MD_CK 128 /* k per chunk */
@@ -67,35 +69,6 @@ typedef struct md_args {
 } md_args;
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-/* dic_gemm_quant.cu round_e4m3 (copied: static there): RNE to the e4m3 grid of |v| <= 448, as fp32. */
-static __device__ __forceinline__ float md_round_e4m3(float v) {
-    float a = fabsf(v), r;
-    if (a < 0.015625f) {
-        r = __fmul_rn(rintf(__fmul_rn(a, 512.0f)), 0.001953125f);
-    } else {
-        uint32_t u = __float_as_uint(a);
-        u += 0x7FFFFu + ((u >> 20) & 1u);
-        u &= 0xFFF00000u;
-        r = __uint_as_float(u);
-    }
-    return copysignf(r, v);
-}
-
-static __device__ __forceinline__ uint32_t md_cvt_e4m3x2(uint32_t v16) {
-    uint32_t r;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)v16));
-    return r;
-}
-
-/* dic_gemm_f16.cu e2m1x8_f16: 8 nibbles -> f16x2 pairs (j, j + 4), each value times 2^-14, exact. */
-static __device__ __forceinline__ void md_e2m1x8(uint32_t w, uint32_t p[4]) {
-    const uint32_t M = 0x0E000E00u, SG = 0x80008000u;
-    p[0] = ((w << 9) & M) | ((w << 12) & SG);
-    p[1] = ((w << 5) & M) | ((w << 8) & SG);
-    p[2] = ((w << 1) & M) | ((w << 4) & SG);
-    p[3] = ((w >> 3) & M) | (w & SG);
-}
 
 static __device__ __forceinline__ void md_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                               uint32_t b0, uint32_t b1) {
@@ -136,7 +109,7 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
  * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
  * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
 /* hw (DIC_MD_QHW): e4m3 by cvt.rn.satfinite.e4m3x2.f32 (RNE with subnormals, saturating to +-448:
- * the same value as the clamp + md_round_e4m3 below for every finite input), then
+ * the same value as the clamp + round_e4m3 below for every finite input), then
  * cvt.rn.f16x2.e4m3x2 (exact): 2 instructions per value pair instead of ~20 per value. */
 static __device__ __forceinline__ uint32_t md_e4m3x2_f16x2(float lo, float hi) {
     unsigned short b;
@@ -201,7 +174,7 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                 float t = __fmul_rn(x[j], rc);
                 if (t > 448.0f) t = 448.0f;
                 if (t < -448.0f) t = -448.0f;
-                hq[j] = __half_as_ushort(__float2half_rn(md_round_e4m3(t)));
+                hq[j] = __half_as_ushort(__float2half_rn(round_e4m3(t)));
             }
             uint4 o;
             if (fp4) o = make_uint4(hq[0] | hq[4] << 16, hq[1] | hq[5] << 16, hq[2] | hq[6] << 16, hq[3] | hq[7] << 16);
@@ -280,14 +253,14 @@ static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R,
             for (int q = 0; q < 4; q++) {
                 uint32_t pa[4], pb[4];
                 if (FP4) {
-                    md_e2m1x8(wa[q], pa);
-                    md_e2m1x8(wb[q], pb);
+                    e2m1x8_f16(wa[q], pa);
+                    e2m1x8_f16(wb[q], pb);
                 } else {
                     const uint4 v = R.w[j][i][q]; /* x, y: row a bytes 8t..8t+7 of sub-block q; z, w: row b */
-                    pa[0] = md_cvt_e4m3x2(v.x & 0xFFFFu), pa[1] = md_cvt_e4m3x2(v.x >> 16);
-                    pa[2] = md_cvt_e4m3x2(v.y & 0xFFFFu), pa[3] = md_cvt_e4m3x2(v.y >> 16);
-                    pb[0] = md_cvt_e4m3x2(v.z & 0xFFFFu), pb[1] = md_cvt_e4m3x2(v.z >> 16);
-                    pb[2] = md_cvt_e4m3x2(v.w & 0xFFFFu), pb[3] = md_cvt_e4m3x2(v.w >> 16);
+                    pa[0] = cvt_e4m3x2(v.x & 0xFFFFu), pa[1] = cvt_e4m3x2(v.x >> 16);
+                    pa[2] = cvt_e4m3x2(v.y & 0xFFFFu), pa[3] = cvt_e4m3x2(v.y >> 16);
+                    pb[0] = cvt_e4m3x2(v.z & 0xFFFFu), pb[1] = cvt_e4m3x2(v.z >> 16);
+                    pb[2] = cvt_e4m3x2(v.w & 0xFFFFu), pb[3] = cvt_e4m3x2(v.w >> 16);
                 }
                 const uint4 qv = a16[j][(4 * c + q) * 4 + t];
                 md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
@@ -556,8 +529,8 @@ static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, 
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         uint32_t pa[4], pb[4];
-        md_e2m1x8(wa[q], pa);
-        md_e2m1x8(wb[q], pb);
+        e2m1x8_f16(wa[q], pa);
+        e2m1x8_f16(wb[q], pb);
         const uint4 qv = a16[(4 * c + q) * 4 + t];
         float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
