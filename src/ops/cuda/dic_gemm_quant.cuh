@@ -1,7 +1,8 @@
 /*
  * dic_gemm_quant.cuh — the activation quantisation's rounding step, shared by
- * dic_gemm_quant.cu (the quantisation launch) and dic_gemm_f16.cu (the decode
- * kernel that quantises its own k range): the same function, the same bits.
+ * dic_gemm_quant.cu (the quantisation launch), dic_gemm_f16.cu (the decode
+ * kernel that quantises its own k range) and dic_moe_decode.cu (the routed
+ * experts at decode): the same function, the same bits.
  */
 #ifndef DI_OPS_CUDA_DIC_GEMM_QUANT_CUH
 #define DI_OPS_CUDA_DIC_GEMM_QUANT_CUH
