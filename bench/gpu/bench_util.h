@@ -51,6 +51,7 @@ static inline double copy_ceiling_gbs(cudaStream_t st, cudaEvent_t e0, cudaEvent
     void *s, *d;
     CK(cudaMalloc(&s, cb));
     CK(cudaMalloc(&d, cb));
+    CK(cudaMemset(s, 1, cb));
     float t[12];
     for (int i = 0; i < 14; i++) {
         CK(cudaEventRecord(e0, st));

@@ -114,25 +114,7 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
 
-    { /* copy ceiling: bytes read + written */
-        size_t cb = (size_t)1 << 30;
-        void *s, *d;
-        CK(cudaMalloc(&s, cb));
-        CK(cudaMalloc(&d, cb));
-        CK(cudaMemset(s, 1, cb));
-        float t[12];
-        for (int i = 0; i < 14; i++) {
-            CK(cudaEventRecord(e0, c.stream));
-            CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, c.stream));
-            CK(cudaEventRecord(e1, c.stream));
-            CK(cudaEventSynchronize(e1));
-            if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
-        }
-        qsort(t, 12, sizeof *t, cmpf);
-        copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
-        printf("d2d copy 1 GiB: %.0f GB/s\n", copy_gbs);
-        cudaFree(s), cudaFree(d);
-    }
+    copy_gbs = copy_ceiling_gbs(c.stream, e0, e1);
     void *A, *C1, *C2;
     CK(cudaMalloc(&A, (size_t)8 * 8192 * 2));
     {

@@ -50,24 +50,7 @@ int main(void) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
 
-    /* copy ceiling */
-    size_t cb = (size_t)1 << 30;
-    void *s, *d;
-    CK(cudaMalloc(&s, cb));
-    CK(cudaMalloc(&d, cb));
-    CK(cudaMemset(s, 1, cb));
-    float t[12];
-    for (int i = 0; i < 14; i++) {
-        CK(cudaEventRecord(e0, c.stream));
-        CK(cudaMemcpyAsync(d, s, cb, cudaMemcpyDeviceToDevice, c.stream));
-        CK(cudaEventRecord(e1, c.stream));
-        CK(cudaEventSynchronize(e1));
-        if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
-    }
-    qsort(t, 12, sizeof *t, cmpf);
-    const double copy_gbs = 2.0 * cb / (t[6] * 1e-3) / 1e9;
-    cudaFree(s), cudaFree(d);
-    printf("d2d copy ceiling: %.0f GB/s\n", copy_gbs);
+    const double copy_gbs = copy_ceiling_gbs(c.stream, e0, e1);
 
     /* weights: one allocation, 3 matrices per expert (values do not matter for timing: finite e2m1, scale 2^-7) */
     const size_t wb = (size_t)I * D / 2, sb = (size_t)I * (D / 32), mat = wb + sb;
