@@ -65,6 +65,26 @@ static __device__ __forceinline__ uint16_t dic_f32_to_bf16(float f) {
 
 static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf16_to_f32(dic_f32_to_bf16(f)); }
 
+/* RMSNorm's scale 1 / sqrt(mean(x^2) + eps) for a bf16 row x of D values, from
+ * `s`, the fp64 sum of the squares in any order: when the fp32 rounding of the
+ * mean could differ from the CPU's sequential-order sum (norm.c), the row is
+ * summed again in that order, so the result is the CPU's bit for bit. */
+static __device__ __forceinline__ float dic_rms_scale(double s, const uint16_t *x, int D, float eps) {
+    const double qd = __ddiv_rn(s, (double)D);
+    const double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
+    float f = __double2float_rn(qd);
+    const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
+    if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
+        s = 0.0;
+        for (int i = 0; i < D; i++) {
+            const double v = (double)dic_bf16_to_f32(x[i]);
+            s = __dadd_rn(s, __dmul_rn(v, v));
+        }
+        f = __double2float_rn(__ddiv_rn(s, (double)D));
+    }
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
+}
+
 /* e4m3 byte -> fp32 (exact; 0x7F / 0xFF are NaN). */
 static __device__ __forceinline__ float dic_e4m3_to_f32(uint8_t b) {
     int s = b >> 7, e = (b >> 3) & 15, m = b & 7;

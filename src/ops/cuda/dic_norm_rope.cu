@@ -62,19 +62,7 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     if (threadIdx.x == 0) {
         double s = red[0];
         for (int i = 1; i < RMS_THREADS / 32; i++) s = __dadd_rn(s, red[i]);
-        double q = __ddiv_rn(s, (double)D);
-        double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
-        float f = __double2float_rn(q);
-        float lo = __double2float_rn(__dmul_rn(q, 1.0 - del)), hi = __double2float_rn(__dmul_rn(q, 1.0 + del));
-        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
-            s = 0.0;
-            for (int i = 0; i < D; i++) {
-                double v = (double)dic_bf16_to_f32(x[i]);
-                s = __dadd_rn(s, __dmul_rn(v, v));
-            }
-            f = __double2float_rn(__ddiv_rn(s, (double)D));
-        }
-        r_sh = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
+        r_sh = dic_rms_scale(s, x, D, eps);
     }
     __syncthreads();
     float r = r_sh;
@@ -359,19 +347,7 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     if (tid == 0) {
         double s = red[0];
         for (int i = 1; i < nw; i++) s = __dadd_rn(s, red[i]);
-        double qd = __ddiv_rn(s, (double)D);
-        double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
-        float f = __double2float_rn(qd);
-        float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
-        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
-            s = 0.0;
-            for (int i = 0; i < D; i++) {
-                double v = (double)dic_bf16_to_f32(x[i]);
-                s = __dadd_rn(s, __dmul_rn(v, v));
-            }
-            f = __double2float_rn(__ddiv_rn(s, (double)D));
-        }
-        r_sh = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
+        r_sh = dic_rms_scale(s, x, D, eps);
     }
     __syncthreads();
     const float r = r_sh;
