@@ -79,7 +79,7 @@ void cu_check(cu_exec *c, cudaError_t e, const char *op);
             if (cu_c_->prof) cu_prof_begin(cu_c_, (op));                    \
             if ((op)[0] == 'd' && (op)[1] == 'i' && (op)[2] == '_')         \
                 dic_pdl_disarm(); /* di_copy_*: a copy, not a kernel */     \
-            cu_check(cu_c_, (call), (op));                                  \
+            cu_check(cu_c_, cu_skip(cu_c_, (op)) ? cudaSuccess : (call), (op)); \
             if (cu_c_->prof) cu_prof_end(cu_c_);                            \
         }                                                                   \
     } while (0)
@@ -90,6 +90,10 @@ void cu_prof_end(cu_exec *c);
 void cu_prof_free(cu_exec *c);
 void cu_prof_tag(cu_exec *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cu_plan_note(cu_exec *c, const char *op);
+/* Timing-only ablation (cu_skip.c, $DEEPINFER_CUDA_SKIP): 1 = leave this
+ * launch out of the graph being captured; reset per step. */
+int cu_skip(cu_exec *c, const char *op);
+void cu_skip_step_begin(void);
 void cu_plan_mix(cu_exec *c, uint64_t v);
 void cu_plan_free(cu_exec *c);
 /* Concurrent lines (cu_lines.c): the vtable's branch / join; join every

@@ -109,6 +109,7 @@ deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err) {
     c->tab_off = 0;
     p->sig = 0;
     p->open = 1;
+    cu_skip_step_begin();
     return DEEPINFER_OK;
 }
 

@@ -1,0 +1,67 @@
+/* cu_skip.c — timing-only ablation of launch sites in captured steps
+ * (docs/DEVICE-FORWARD.md §7). $DEEPINFER_CUDA_SKIP = "op[#n][,op[#n]...]"
+ * leaves the n-th call (0-based, counted per step; every call without #n)
+ * of launch site `op` (the CU_CHECK name, e.g. dic_moe_routed_dec) out of
+ * the graphs being captured: a replayed step then runs without it and the
+ * step time drops by what that launch costs on the step's critical path.
+ * The skipped op's outputs keep the values of the eager steps before the
+ * capture, so later kernels read valid (stale) data; results are WRONG and
+ * the switch exists for measurements only. "list" prints every launch site
+ * of each capture with its per-step index. Eager steps never skip. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/cu_glue.h"
+
+#define SKIP_MAX 32
+#define SEEN_MAX 128
+
+static struct {
+    int parsed, list, n;
+    char name[SKIP_MAX][48];
+    int idx[SKIP_MAX]; /* -1: every call */
+    const char *seen[SEEN_MAX];
+    int count[SEEN_MAX], nseen;
+} g_skip;
+
+static void skip_parse(void) {
+    g_skip.parsed = 1;
+    const char *s = getenv("DEEPINFER_CUDA_SKIP");
+    if (!s || !*s) return;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "list")) {
+            g_skip.list = 1;
+            continue;
+        }
+        if (g_skip.n >= SKIP_MAX) break;
+        char *h = strchr(t, '#');
+        g_skip.idx[g_skip.n] = h ? atoi(h + 1) : -1;
+        if (h) *h = 0;
+        snprintf(g_skip.name[g_skip.n], sizeof g_skip.name[0], "%s", t);
+        g_skip.n++;
+    }
+}
+
+void cu_skip_step_begin(void) { g_skip.nseen = 0; }
+
+int cu_skip(cu_exec *c, const char *op) {
+    if (!g_skip.parsed) skip_parse();
+    if ((!g_skip.n && !g_skip.list) || !c->plan || !c->plan->open || !c->plan->capturing) return 0;
+    int k = 0;
+    while (k < g_skip.nseen && g_skip.seen[k] != op && strcmp(g_skip.seen[k], op)) k++;
+    if (k == g_skip.nseen) {
+        if (k == SEEN_MAX) return 0;
+        g_skip.seen[k] = op;
+        g_skip.count[k] = 0;
+        g_skip.nseen++;
+    }
+    int n = g_skip.count[k]++;
+    int skip = 0;
+    for (int i = 0; i < g_skip.n; i++)
+        if (!strcmp(g_skip.name[i], op) && (g_skip.idx[i] < 0 || g_skip.idx[i] == n)) skip = 1;
+    if (g_skip.list) fprintf(stderr, "capture launch %s#%d%s (line %d)\n", op, n, skip ? " SKIPPED" : "", c->line);
+    return skip;
+}
