@@ -43,6 +43,8 @@ extern __typeof__(di_cuda_greedy_loop) di_cuda_greedy_loop __attribute__((weak))
 extern __typeof__(di_cuda_prof_enable) di_cuda_prof_enable __attribute__((weak));
 extern __typeof__(di_cuda_prof_report) di_cuda_prof_report __attribute__((weak));
 extern __typeof__(di_cuda_model_exec) di_cuda_model_exec __attribute__((weak));
+extern __typeof__(di_cuda_skip_sets) di_cuda_skip_sets __attribute__((weak));
+extern __typeof__(di_cuda_skip_use) di_cuda_skip_use __attribute__((weak));
 
 /* $DEEPINFER_PROFILE_OPS=1 (CUDA): per-op GPU time of the eager decode steps (cu_prof.c). */
 static int want_op_profile(void) {
@@ -336,6 +338,25 @@ int bench_dummy_run(const bench_dummy_args *a) {
                      "idle %.1f%%, %d graph(s)%s", B, P, gr_s[ci][i] * 1e3, B / gr_s[ci][i], gr_busy[ci][i] * 1e3,
                      gr_idle[ci][i], L.ngraphs,
                      gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
+            /* timing-only ablations ($DEEPINFER_CUDA_SKIP_SETS, cu_skip.c): the first batch size
+             * again with launch sites left out of the graph; the drop is what they cost on the
+             * step's critical path (results wrong) */
+            int nsets = i == 0 && di_cuda_skip_sets ? di_cuda_skip_sets() : 0;
+            for (int k = 0; k < nsets; k++) {
+                const char *spec = di_cuda_skip_use(k);
+                for (int s = 0; s < B && !gs; s++) gs = di_seq_copy(seqs[s], base, c, &ge);
+                if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
+                if (!gs) gs = di_cuda_greedy_loop(&L, &ge);
+                if (gs) {
+                    PROGRESS("ablation [%s]: failed: %s", spec, ge.msg);
+                    break;
+                }
+                double sp = ((double)start[S - 1] + busy[S - 1] - start[1]) / 1e3 / a->decode;
+                printf("ablation b%d ctx %d [%s]: %.1f us/step, saves %.1f us\n", B, P, spec, sp * 1e6,
+                       (gr_s[ci][i] - sp) * 1e6);
+                fflush(stdout);
+            }
+            if (nsets) di_cuda_skip_use(-1);
         }
         free(busy), free(start), free(first);
     }

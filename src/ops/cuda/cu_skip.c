@@ -25,9 +25,10 @@ static struct {
     int count[SEEN_MAX], nseen;
 } g_skip;
 
-static void skip_parse(void) {
+static void skip_parse_str(const char *s) {
     g_skip.parsed = 1;
-    const char *s = getenv("DEEPINFER_CUDA_SKIP");
+    g_skip.n = 0;
+    g_skip.list = 0;
     if (!s || !*s) return;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
@@ -43,6 +44,39 @@ static void skip_parse(void) {
         snprintf(g_skip.name[g_skip.n], sizeof g_skip.name[0], "%s", t);
         g_skip.n++;
     }
+}
+
+static void skip_parse(void) { skip_parse_str(getenv("DEEPINFER_CUDA_SKIP")); }
+
+/* $DEEPINFER_CUDA_SKIP_SETS = "spec;spec;...": ablations the bench runs one
+ * after the other in one process (cu_step.h di_cuda_skip_use). */
+static char g_set[1024];
+
+int di_cuda_skip_sets(void) {
+    const char *s = getenv("DEEPINFER_CUDA_SKIP_SETS");
+    if (!s || !*s) return 0;
+    int n = 1;
+    for (; *s; s++) n += *s == ';';
+    return n;
+}
+
+const char *di_cuda_skip_use(int i) {
+    const char *s = getenv("DEEPINFER_CUDA_SKIP_SETS");
+    if (i < 0 || !s) {
+        skip_parse();
+        return "";
+    }
+    for (int k = 0; k < i && s; k++) {
+        s = strchr(s, ';');
+        if (s) s++;
+    }
+    if (!s) s = "";
+    size_t n = strcspn(s, ";");
+    if (n >= sizeof g_set) n = sizeof g_set - 1;
+    memcpy(g_set, s, n);
+    g_set[n] = 0;
+    skip_parse_str(g_set);
+    return g_set;
 }
 
 void cu_skip_step_begin(void) { g_skip.nseen = 0; }

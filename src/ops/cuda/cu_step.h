@@ -68,6 +68,14 @@ deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err);
 /* The exec a loaded model's forward runs on (v41: model is a di_v41_model *). */
 di_exec *di_cuda_model_exec(int v41, void *model);
 
+/* Timing-only ablations (cu_skip.c): the number of sets in
+ * $DEEPINFER_CUDA_SKIP_SETS ("spec;spec;..."; a spec as $DEEPINFER_CUDA_SKIP:
+ * "op[#n],..." launch sites left out of captured graphs, results wrong),
+ * and make set i the active one (i < 0: back to $DEEPINFER_CUDA_SKIP);
+ * returns its text. Graphs captured before keep what they recorded. */
+int di_cuda_skip_sets(void);
+const char *di_cuda_skip_use(int i);
+
 /* Op profile of eager steps (cu_prof.c): GPU time per launch site, summed
  * by op and shape. enable with max_launches > 0 (events allocated), 0 to
  * turn off. The report prints per-step figures (divides by `steps`),
