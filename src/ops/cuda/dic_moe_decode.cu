@@ -926,7 +926,7 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-#define MV_FL_DEF DIC_MD_QHW /* measured 2026-11-30 (round 3): 1,1,2,q 63.7/104.6/193.7/365.0 us at M=1/2/4/8 vs 67.1/109.7/203.3/384.0 without; same bits (gtest_moe_dec) */
+#define MV_FL_DEF (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE) /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
 
 extern "C" void dic_moe_dec_config(int up, int down, int nst) {
