@@ -113,13 +113,13 @@ int main(void) {
     CK(cudaMalloc((void **)&dinv, MMAX * TOPK * 4));
 
     /* variants: dic_moe_dec_config(up, down, nst) + dic_moe_dec_flags(fl); "today" = the unfused sequence */
-    enum { Q = DIC_MD_QHW };
-    static const int V[][4] = {{-1, -1, -1, -1}, {0, 0, 0, 0}, {1, 1, 2, 0}, {1, 1, 3, 0}, {1, 1, 4, 0},
-                               {2, 1, 2, 0},     {2, 1, 3, 0}, {1, 0, 4, 0}, {0, 1, 4, 0}, {1, 1, 2, Q},
-                               {1, 1, 3, Q},     {2, 1, 2, Q}, {2, 1, 3, Q}, {2, 1, 4, Q}};
+    enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
+    static const int V[][4] = {{-1, -1, -1, -1}, {0, 0, 0, 0}, {1, 1, 2, 0},     {1, 1, 2, Q},     {2, 1, 2, Q},
+                               {1, 1, 2, Q | C}, {2, 1, 2, Q | C}, {1, 1, 2, Q | X}, {2, 1, 2, Q | X}, {1, 1, 2, Q | L},
+                               {1, 1, 2, A},     {1, 1, 3, A},     {1, 1, 4, A},     {2, 1, 2, A},     {2, 1, 3, A}};
     const int NV = (int)(sizeof V / sizeof V[0]);
     static const int Ms[] = {1, 2, 4, 8};
-    double us[24][4], floor_us[4];
+    double us[32][4], floor_us[4];
     for (int mi = 0; mi < 4; mi++) {
         const int M = Ms[mi], R = M * TOPK;
         double fl = 0;
@@ -160,19 +160,24 @@ int main(void) {
             }
             CK(cudaStreamEndCapture(c.stream, &gr));
             us[v][mi] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+            /* progress on stderr (unbuffered): a run cut short shows the last row done */
+            fprintf(stderr, "row %d (%d,%d,%d,%d) M=%d: %.1f us\n", v, v < NV ? V[v][0] : 9, v < NV ? V[v][1] : 9,
+                    v < NV ? V[v][2] : 9, v < NV ? V[v][3] : 9, M, us[v][mi]);
         }
     }
     dic_moe_dec_config(-1, -1, -1);
     dic_moe_dec_flags(-1);
     if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed: rows after it ran variant 0\n");
-    printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst[,q] (dic_moe_dec_config; "
-           "-1 = default; q = dic_moe_dec_flags(DIC_MD_QHW))\n",
+    printf("graph us per call (GR=%d calls over %d routing sets); variant = up,down,nst[,flags] (dic_moe_dec_config; "
+           "-1 = default; flags q = DIC_MD_QHW, c = _CVT, x = _XPRE, l = _DLITE)\n",
            GR, NS);
     printf("%-12s %9s %9s %9s %9s   %s\n", "variant", "M=1", "M=2", "M=4", "M=8", "floor/us at M=1,2,4,8");
     printf("%-12s %9.1f %9.1f %9.1f %9.1f\n", "floor", floor_us[0], floor_us[1], floor_us[2], floor_us[3]);
     for (int v = 0; v <= NV; v++) {
         char nm[32];
-        if (v < NV) snprintf(nm, sizeof nm, "%d,%d,%d%s", V[v][0], V[v][1], V[v][2], V[v][3] == Q ? ",q" : "");
+        if (v < NV)
+            snprintf(nm, sizeof nm, "%d,%d,%d%s%s%s%s", V[v][0], V[v][1], V[v][2], V[v][3] & Q ? ",q" : "",
+                     V[v][3] & C ? "c" : "", V[v][3] & X ? "x" : "", V[v][3] & L ? "l" : "");
         else snprintf(nm, sizeof nm, "today");
         printf("%-12s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", nm, us[v][0], us[v][1], us[v][2], us[v][3],
                floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
@@ -218,10 +223,24 @@ int main(void) {
             {"down bare", 1, DN | NOW | NOQ | NOM},
             {"down exit", 1, DN | EX},
             {"down empty", 1, DN | EM},
+            /* round 4: the same parts with the options (c = CVT, x = XPRE, l = DLITE; all with q) */
+            {"both A", 1, A},
+            {"up qc", 1, UP | Q | C},
+            {"up qx", 1, UP | Q | X},
+            {"up qcx", 1, UP | Q | C | X},
+            {"up qc now", 1, UP | Q | C | NOW},
+            {"up qcx now", 1, UP | Q | C | X | NOW},
+            {"up2 qcx", 2, UP | Q | C | X},
+            {"down qc", 1, DN | Q | C},
+            {"down ql", 1, DN | Q | L},
+            {"down qcl", 1, DN | Q | C | L},
+            {"down qc now", 1, DN | Q | C | NOW},
+            {"down l bare", 1, DN | L | NOW | NOQ | NOM},
+            {"down l exit", 1, DN | L | EX},
         };
         const int ND = (int)(sizeof DX / sizeof DX[0]);
         static const int Md[] = {1, 8};
-        double du[64][2];
+        double du[96][2];
         for (int mi = 0; mi < 2; mi++) {
             const int M = Md[mi];
             for (int v = 0; v < ND; v++) {
@@ -237,6 +256,7 @@ int main(void) {
                 }
                 CK(cudaStreamEndCapture(c.stream, &gr));
                 du[v][mi] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+                fprintf(stderr, "decomposition %s M=%d: %.1f us\n", DX[v].nm, M, du[v][mi]);
             }
         }
         dic_moe_dec_config(-1, -1, -1);

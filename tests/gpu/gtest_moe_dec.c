@@ -9,7 +9,7 @@
  *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
  *    its row in the M-token launch; shared aliasing out;
  *  - every kernel variant (dic_moe_dec_config: up 0/1/2 x ring stages,
- *    down 0/1; dic_moe_dec_flags DIC_MD_QHW) bitwise equal to variant 0
+ *    down 0/1; dic_moe_dec_flags DIC_MD_QHW, _CVT, _XPRE, _DLITE) bitwise equal to variant 0
  *    in h, y and out (the DIC_MD_ diagnostics are timing-only: not tested);
  *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
  *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
@@ -163,10 +163,13 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
     /* every variant (dic_moe_dec_config; FP8 takes variant 0 whatever is asked): bitwise equal to
      * variant 0 in h, y and out */
     {
-        enum { Q = DIC_MD_QHW };
+        enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
         static const int V[][4] = {{0, 0, 0, 0}, {1, 1, 2, 0}, {1, 1, 3, 0}, {1, 1, 4, 0}, {1, 1, 8, 0},
                                    {2, 1, 2, 0}, {2, 1, 3, 0}, {2, 1, 4, 0}, {2, 1, 8, 0}, {1, 0, 4, 0},
-                                   {0, 1, 4, 0}, {1, 1, 2, Q}, {1, 1, 3, Q}, {2, 1, 2, Q}, {2, 1, 4, Q}};
+                                   {0, 1, 4, 0}, {1, 1, 2, Q}, {1, 1, 3, Q}, {2, 1, 2, Q}, {2, 1, 4, Q},
+                                   {1, 1, 2, C}, {1, 1, 2, Q | C}, {2, 1, 2, Q | C}, {1, 1, 2, Q | X},
+                                   {2, 1, 2, Q | X}, {1, 1, 2, Q | L}, {1, 1, 2, L}, {1, 1, 2, A},
+                                   {1, 1, 3, A}, {2, 1, 2, A}, {2, 1, 4, A}, {0, 1, 4, A}, {1, 0, 2, A}};
         const int nv = (int)(sizeof V / sizeof V[0]);
         uint16_t *Hr = NULL, *Or = NULL;
         float *Yr = NULL;

@@ -180,6 +180,11 @@ void dic_moe_dec_config(int up, int down, int nst);
  * otherwise; negative = the default. DIC_MD_QHW is a real option (same bits); the others are
  * TIMING-ONLY diagnostics (wrong results; bench rows decomposing the time, never a default). */
 #define DIC_MD_QHW 0x1     /* activation quantisation by cvt.rn.satfinite.e4m3x2 (same bits) */
+#define DIC_MD_CVT 0x2     /* FP4 -> f16 by byte permutes (11 instr / 8 weights) + weight scales by exponent add (same bits) */
+#define DIC_MD_XPRE 0x4    /* up: quantise xn BEFORE the PDL wait (same bits; needs xn not written by the launch just
+                            * before the op: true in moe.c, where gate GEMM + route_rows run between) */
+#define DIC_MD_DLITE 0x8   /* down: lighter skeleton: the token's sel and (expert, slot) order read before the wait,
+                            * sel re-check overlapped with the h loads, DSMEM eo loads issued together (same bits) */
 #define DIC_MD_UPONLY 0x10  /* diag: launch the up kernel alone */
 #define DIC_MD_DNONLY 0x20  /* diag: launch the down kernel alone */
 #define DIC_MD_NOW 0x40     /* diag: no weight loads (the ring is not filled) */

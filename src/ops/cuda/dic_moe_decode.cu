@@ -543,6 +543,61 @@ static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, 
     }
 }
 
+static __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* DIC_MD_CVT: md_e2m1x8's four f16x2 (the same bits: f16 = sign << 15 | mag << 9, value x 2^-14) in
+ * 11 instructions instead of ~15: the f16 high byte of nibble i is sign << 7 | mag << 1, so
+ * ev = the high bytes of the even nibbles 0, 2, 4, 6 (mag << 1, sign << 4), od = of the odd ones
+ * (mag >> 3, sign in place), and one byte permute per f16x2 interleaves them with zero low bytes:
+ * p[j] = (nibble j, nibble j + 4). */
+static __device__ __forceinline__ void md_e2m1x8_p(uint32_t w, uint32_t p[4]) {
+    const uint32_t ev = ((w << 1) & 0x0E0E0E0Eu) | ((w << 4) & 0x80808080u); /* h0 h2 h4 h6 */
+    const uint32_t od = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);        /* h1 h3 h5 h7 */
+    p[0] = md_prmt(ev, 0u, 0x2404u), p[2] = md_prmt(ev, 0u, 0x3414u);
+    p[1] = md_prmt(od, 0u, 0x2404u), p[3] = md_prmt(od, 0u, 0x3414u);
+}
+
+/* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
+ * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
+ * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk. */
+static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+    const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
+                         0x80808080u; /* a byte >= 241 */
+    if (big) {
+        mv_chunk(b, c, g, t, a16, sa, lab, acc0, acc1);
+        return;
+    }
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        uint32_t pa[4], pb[4];
+        md_e2m1x8_p(wa[q], pa);
+        md_e2m1x8_p(wb[q], pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = __uint_as_float(md_prmt(sA, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float sw_b = __uint_as_float(md_prmt(sB, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
 /* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
  * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
 template <int NST, int NM>
@@ -556,9 +611,15 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
         if (!(fl & DIC_MD_NOMMA)) {
+if (fl & DIC_MD_CVT) {
 #pragma unroll
-            for (int j = 0; j < NM; j++)
-                mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+                for (int j = 0; j < NM; j++)
+                    mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < NM; j++)
+                    mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            }
         }
         __syncwarp();
         if (i + NST < n && !(fl & DIC_MD_NOW))
@@ -579,6 +640,23 @@ static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t 
     }
 }
 
+/* The valid slots of a token (es[s] in [0, E), s < k) in increasing (expert, slot): insertion,
+ * slots arrive increasing. Returns their number. */
+static __device__ __forceinline__ int md_order(const int es[MD_KMAX], int k, int E, int ord[MD_KMAX]) {
+    int n = 0;
+    for (int s = 0; s < k; s++) {
+        const int x = es[s];
+        if (x < 0 || x >= E) continue;
+        int p = n++;
+        while (p > 0 && es[ord[p - 1]] > x) {
+            ord[p] = ord[p - 1];
+            p--;
+        }
+        ord[p] = s;
+    }
+    return n;
+}
+
 /* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
  * rank = chain). */
 template <int NST, int CL>
@@ -588,30 +666,40 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     __shared__ float part[MD_WARPS][2][16];
     const int fl = a.fl;
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
-    DIC_PDL_ENTER();
-    if (fl & DIC_MD_EXIT) return; /* diagnostic */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chain = CL == 1 ? warp : (int)(blockIdx.x & 3);
     const int n0 = CL == 1 ? blockIdx.x * 16 : (blockIdx.x >> 2) * 64 + 16 * warp; /* this warp's row tile */
-    const int e = a.sel[r];
-    const int valid = e >= 0 && e < a.E;
-    if (CL == 1 && !valid) return;
     const int nch = K / MD_CK, ra = n0 + g;
     const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
     uint8_t *ring = smem + (size_t)warp * NST * 2 * MV_MATB;
     uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * 2 * MV_MATB);
     float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
+    const int hw = fl & DIC_MD_QHW;
+    /* DIC_MD_XPRE: xn is quantised before the PDL wait (it is not written by the launch just before
+     * this op: see dic_model.h); otherwise after the wait, behind the first weight requests */
+    const int xpre = (fl & DIC_MD_XPRE) && !(fl & (DIC_MD_NOQ | DIC_MD_EXIT));
+    if (xpre) {
+        if (CL == 1)
+            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        else
+            md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4,
+                          MD_CK, a.ab, 1, (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2,
+                          sa + chain * (MD_CK / a.ab), 4 * MD_CK / a.ab, hw);
+    }
+    DIC_PDL_ENTER();
+    if (fl & DIC_MD_EXIT) return; /* diagnostic */
+    const int e = a.sel[r];
+    const int valid = e >= 0 && e < a.E;
+    if (CL == 1 && !valid) return;
     const int ev = valid ? e : 0;
     const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
     mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid, fl);
-    const int hw = fl & DIC_MD_QHW;
-    if (fl & DIC_MD_NOQ) {
-        /* diagnostic: no quantisation */
+    if ((fl & DIC_MD_NOQ) || xpre) {
+        /* diagnostic: no quantisation / done before the wait */
     } else if (CL == 1) {
-        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, smem + (size_t)MD_WARPS * NST * 2 * MV_MATB,
-                      0, sa, 0, hw);
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
     } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
         md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
                       a.ab, 1,
@@ -665,16 +753,19 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
 
 /* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
 template <int NST>
-static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
+static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][16];
     __shared__ float eo[16];
+    __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
+                                                         * token's sel it was made from, before the wait */
     const int fl = a.fl;
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     if (fl & DIC_MD_EXIT) { /* diagnostic: launch + wait only */
         DIC_PDL_ENTER();
         return;
     }
+    const int lite = fl & DIC_MD_DLITE;
     const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int nch = K / MD_CK, ra = n0 + g;
@@ -692,8 +783,42 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
         mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
     }
+    if (lite && slot == 0 && tid == 0) {
+        /* the combine order from the same (two launches old) sel; the token's row is read again
+         * after the wait below and the order re-made if it changed (never expected) */
+#pragma unroll
+        for (int s = 0; s < MD_KMAX; s++) es0[s] = s < a.k ? a.sel[(size_t)m * a.k + s] : -1;
+        int e0[MD_KMAX], ord[MD_KMAX];
+#pragma unroll
+        for (int s = 0; s < MD_KMAX; s++) e0[s] = es0[s];
+        const int n = md_order(e0, a.k, a.E, ord);
+        for (int i = 0; i < n; i++) ord_s[i] = ord[i];
+        nord_s = n;
+    }
     DIC_PDL_ENTER();
+    float shv = 0.0f; /* lite: rank 0's shared value, requested early (written before the up kernel) */
+    if (lite && slot == 0 && tid < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + tid]);
     const int e2 = *(volatile const int *)(a.sel + r);
+    if (lite) { /* the h loads in flight together with the sel re-reads (an invalid entry's h row is unused) */
+        int es1[MD_KMAX];
+        if (slot == 0 && tid == 0) {
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) es1[s] = s < a.k ? *(volatile const int *)(a.sel + (size_t)m * a.k + s) : -1;
+        }
+        if (!(fl & DIC_MD_NOQ))
+            md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0,
+                          fl & DIC_MD_QHW);
+        if (slot == 0 && tid == 0) {
+            int same = 1;
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) same &= es1[s] == es0[s];
+            if (!same) { /* not expected */
+                int ord[MD_KMAX], n = md_order(es1, a.k, a.E, ord);
+                for (int i = 0; i < n; i++) ord_s[i] = ord[i];
+                nord_s = n;
+            }
+        }
+    }
     if (e2 != e) { /* not expected: drain and re-issue from the current value */
         asm volatile("cp.async.wait_all;\n" ::);
         __syncwarp();
@@ -706,7 +831,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
     const int ev = valid ? e : 0;
     const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-    if (valid && !(fl & DIC_MD_NOQ))
+    if (!lite && valid && !(fl & DIC_MD_NOQ))
         md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, fl & DIC_MD_QHW);
     __syncthreads();
     float acc[1][2] = {{0.0f, 0.0f}};
@@ -721,24 +846,41 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_mv_down(const md_args 
     }
     mv_cluster_sync();
     if (slot == 0 && tid < 16) {
-        /* entries by (expert, slot): insertion, slots arrive increasing */
         const int k = a.k;
-        int es[MD_KMAX], ord[MD_KMAX], n = 0;
-        for (int s = 0; s < k; s++) {
-            const int x = a.sel[(size_t)m * k + s];
-            es[s] = x;
-            if (x < 0 || x >= a.E) continue;
-            int p = n++;
-            while (p > 0 && es[ord[p - 1]] > x) {
-                ord[p] = ord[p - 1];
-                p--;
+        int ord[MD_KMAX], n = 0;
+        if (lite) { /* the order made above (checked against the post-wait sel) */
+            n = nord_s;
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++) ord[i] = i < n ? ord_s[i] : 0;
+        } else {
+            /* entries by (expert, slot): insertion, slots arrive increasing */
+            int es[MD_KMAX];
+            for (int s = 0; s < k; s++) {
+                const int x = a.sel[(size_t)m * k + s];
+                es[s] = x;
+                if (x < 0 || x >= a.E) continue;
+                int p = n++;
+                while (p > 0 && es[ord[p - 1]] > x) {
+                    ord[p] = ord[p - 1];
+                    p--;
+                }
+                ord[p] = s;
             }
-            ord[p] = s;
         }
         const int col = n0 + tid;
         float y = 0.0f;
-        for (int i = 0; i < n; i++) y = __fadd_rn(y, mv_ld_dsmem(&eo[tid], ord[i]));
-        if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        if (lite) {
+            float v[MD_KMAX];
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++) v[i] = i < n ? mv_ld_dsmem(&eo[tid], ord[i]) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++)
+                if (i < n) y = __fadd_rn(y, v[i]);
+            if (a.shared) y = __fadd_rn(y, shv);
+        } else {
+            for (int i = 0; i < n; i++) y = __fadd_rn(y, mv_ld_dsmem(&eo[tid], ord[i]));
+            if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        }
         if (a.y) a.y[(size_t)m * a.d + col] = y;
         a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
     }
@@ -784,7 +926,7 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-#define MV_FL_DEF DIC_MD_QHW /* measured 2026-11-30 (round 3): 1,1,2,q 63.7/104.6/193.7/365.0 us at M=1/2/4/8 vs 67.1/109.7/203.3/384.0 without; same bits (gtest_moe_dec) */
+#define MV_FL_DEF (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE) /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
 
 extern "C" void dic_moe_dec_config(int up, int down, int nst) {
