@@ -24,9 +24,9 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
     di_gemm(x, M, xn, (size_t)d, &mw->gate, 0, ws->logits_gate, NULL, (size_t)E);
     di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok, K, o->route_scale,
                   o->norm_eps, o->normalize, ws->sel, ws->rw);
-    di_exec_join(x);
 
-    /* routed experts (dispatch by expert, grouped GEMMs, combine in increasing expert id), + shared, bf16 */
+    /* routed experts (dispatch by expert, grouped GEMMs, combine in increasing expert id), + shared, bf16;
+     * the op joins line 1 before it reads the shared output (ops.h) */
     di_moe_bufs b = {ws->moe_off, ws->moe_rows, ws->moe_inv, ws->xe, ws->g, ws->u, ws->h, ws->eo, ws->erw};
     di_moe_routed(x, M, K, ws->sel, ws->rw, E, mw->w1, mw->w3, mw->w2, xn, (size_t)d, d, ab, o->routed_limit, &b,
                   mw->has_shared ? out : NULL, ws->y, out, (size_t)d);

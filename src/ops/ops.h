@@ -623,7 +623,11 @@ void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo
  * (shared may alias out; neither may alias xn). b: scratch of the sequence
  * (M * k rows). A device backend may compute the same values another way
  * (CUDA fast mode, small M * k: no dispatch; h rows in b->h by (token,
- * slot), within the GEMM tolerance). */
+ * slot), within the GEMM tolerance).
+ * Concurrent lines (di_exec_branch): the op joins every line (di_exec_join)
+ * before it reads `shared`, so `shared` may still be in flight on a side
+ * line when it is called; the CUDA fast path runs its first launch (the
+ * experts' w1 / w3) beside that line and joins before the second. */
 typedef struct di_moe_bufs {
     int *off, *rows, *inv;             /* [E+1], [M*k], [M*k] */
     uint16_t *xe, *g, *u, *h, *eo;     /* [M*k][d], [M*k][I] x3, [M*k][d] */

@@ -291,13 +291,18 @@ static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t
     if (M > 0) CU_CHECK(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
 }
 
+static void join_lines(void *x) { cu_lines_join((di_exec *)x); }
+
 /* Fast mode, M * k <= DIC_MOE_DEC_MAX_ROWS, shapes dic_moe_routed_dec takes: its two launches.
  * Else the op sequence of ops.h (mode 1: today's kernels, same bits). */
 static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
                        const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
                        float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out,
                        size_t ldo) {
-    if (M <= 0) return;
+    if (M <= 0) {
+        cu_lines_join(x);
+        return;
+    }
     cu_exec *c = cu_of(x);
     const int I = W1[0].n;
     const int maxr = W1[0].fmt == DI_WFMT_FP4 ? DIC_MOE_DEC_MAX_ROWS : DIC_MOE_DEC_MAX_ROWS_V0;
@@ -307,14 +312,24 @@ static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw
         int ok = w2 && dic_moe_routed_dec_ok(M, k, E, w1, w3, w2, d, act_block);
         if (ok) {
             cu_prof_tag(c, "M=%d k=%d E=%d d=%d I=%d", M, k, E, d, I);
+            /* ops.h: the lines join before `shared` is read, i.e. between the two launches */
+            c->dc.join = join_lines;
+            c->dc.join_arg = x;
             CU_CHECK(x,
                      dic_moe_routed_dec(&c->dc, M, k, sel, rw, E, w1, w3, w2, xn, ldx, d, act_block, limit, b->h,
                                         (size_t)I, shared, ldo, y, out, ldo),
                      "dic_moe_routed_dec");
+            c->dc.join = NULL;
+            c->dc.join_arg = NULL;
+            cu_lines_join(x); /* joined already, unless the launch was skipped (plan-only steps) */
         }
         free(w1), free(w3), free(w2);
-        if (ok || !w2) return;
+        if (ok || !w2) {
+            if (!ok) cu_lines_join(x);
+            return;
+        }
     }
+    cu_lines_join(x); /* the op sequence: every line joined first, as before */
     di_moe_dispatch(x, M, k, sel, E, b->off, b->rows, b->inv);
     di_moe_gather(x, M * k, b->off, E, b->rows, k, xn, ldx, d, rw, b->xe, (size_t)d, b->erw);
     di_gemm2_grouped(x, E, W1, W3, b->off, b->xe, (size_t)d, act_block, b->g, b->u, (size_t)I);

@@ -52,6 +52,13 @@ typedef struct dic_ctx {
                           * 0: ops may pick faster kernels by M whose bits differ
                           * between launch shapes (dic_gemm: FP8 prefill, M > 64,
                           * on the wgmma kernel). Still deterministic per shape. */
+    /* Concurrent lines (cu_lines.c): an op whose later launch reads a value
+     * computed on a side line calls join(join_arg) right before that launch,
+     * so its earlier launches overlap the side line (dic_moe_routed_dec: the
+     * up kernel runs beside the shared expert; the down kernel adds `shared`).
+     * NULL: nothing to join (benches, tests, eager steps). */
+    void (*join)(void *join_arg);
+    void *join_arg;
 } dic_ctx;
 
 /* A weight matrix W [N, K] on the device in its released format (ops.h

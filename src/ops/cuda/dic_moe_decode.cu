@@ -1046,6 +1046,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (a.fl & DIC_MD_UPONLY) { /* diagnostic: no down launch */
         DIC_LAUNCH_CHECK();
     }
+    if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
     if (FP4 && down && !g_mv_broken) {
         e = mv_launch(k_mv_down<MV_DOWN_NST>, dim3((unsigned)(a.d / 16), (unsigned)(a.M * a.k)),
                       mv_down_smem(a.I, a.ab), dim3(1, (unsigned)a.k, 1), c->stream, a, *t2);
