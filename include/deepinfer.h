@@ -122,8 +122,9 @@ void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
 /*
  * Engine configuration. Initialise with deepinfer_engine_config_init; zero
  * (or -1 where stated) means "the default". Environment overrides, DeepInfer's
- * names: $DEEPINFER_ACCELERATOR overrides `accelerator` and
- * $DEEPINFER_BATCH_INVARIANT (0/1) overrides `batch_invariant` when set.
+ * names: $DEEPINFER_ACCELERATOR overrides `accelerator`,
+ * $DEEPINFER_BATCH_INVARIANT (0/1) overrides `batch_invariant` and
+ * $DEEPINFER_CUDA_GRAPHS (0/1) overrides `cuda_graphs` when set.
  *
  * Model location: `model` (a directory with config.json, or ORG/NAME[@REV] in
  * the Hugging Face cache); when NULL, $DEEPINFER_HF_MODEL_DIR; when that is
@@ -151,6 +152,8 @@ typedef struct deepinfer_engine_config {
     uint64_t seed;                 /* base of the seeds of requests without one */
     const char *engram_hash;       /* V4.1: Engram hash constants (engram_hash.json, or a golden manifest); NULL =
                                       the model directory's engram_hash.json, else the released constants */
+    int cuda_graphs;               /* -1 = default (1): on CUDA, decode steps run as recorded CUDA graphs (the same
+                                      results); 0 = every step eager; no effect on the CPU */
 } deepinfer_engine_config;
 
 void deepinfer_engine_config_init(deepinfer_engine_config *cfg);
@@ -346,6 +349,8 @@ typedef struct deepinfer_engine_stats {
     int64_t preemptions;
     int64_t pages_in_use, pages_peak, num_pages;
     double busy_s;                       /* time inside deepinfer_step */
+    int64_t graph_steps;                 /* CUDA: steps whose forward ran as a recorded CUDA graph */
+    int64_t graphs;                      /* CUDA: graphs captured (one per decode row count) */
 } deepinfer_engine_stats;
 
 void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);

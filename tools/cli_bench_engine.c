@@ -14,6 +14,7 @@
 static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
+    "                              [--graphs 0|1]\n"
     "\n"
     "For each batch size B: B requests with different N-token prompts (default 64)\n"
     "run greedily for --decode tokens (default 64, EOS ignored) through the engine;\n"
@@ -24,7 +25,9 @@ static const char USAGE[] =
     "--accelerator (default auto: CUDA in deepinfer-cuda when a GPU is usable, else the CPU):\n"
     "on cuda the bandwidth is the device's copy bandwidth (cudaMemcpy device to device).\n"
     "--max-num-batched-tokens sets the step budget (default: every prompt in one step,\n"
-    "at most 8192). Threads: $DEEPINFER_THREADS.\n";
+    "at most 8192). Threads: $DEEPINFER_THREADS.\n"
+    "--graphs (cuda): 1 (default, or $DEEPINFER_CUDA_GRAPHS) runs the decode steps as recorded CUDA graphs\n"
+    "(one per batch size, captured in the first rep), 0 runs them eager (host tables staged per op).\n";
 
 static double now_s(void) {
     struct timespec t;
@@ -117,7 +120,7 @@ static int cmd_bench_engine(int argc, char **argv) {
         return 0;
     }
     const char *model = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
-    int prompt = 64, decode = 64, reps = 3, step_tokens = 0;
+    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
@@ -133,6 +136,9 @@ static int cmd_bench_engine(int argc, char **argv) {
             if (!v || (decode = atoi(v)) < 2) return fprintf(stderr, "error: --decode needs N >= 2\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--max-num-batched-tokens", &v)) {
             if (!v || (step_tokens = atoi(v)) < 1) return fprintf(stderr, "error: --max-num-batched-tokens needs N >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--graphs", &v)) {
+            if (!v || (strcmp(v, "0") && strcmp(v, "1"))) return fprintf(stderr, "error: --graphs needs 0 or 1\n"), 2;
+            graphs = atoi(v);
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
             if (!v || (reps = atoi(v)) < 1) return fprintf(stderr, "error: --reps needs N >= 1\n"), 2;
         } else {
@@ -160,6 +166,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     if (cfg.max_num_batched_tokens > 8192) cfg.max_num_batched_tokens = 8192;
     if (step_tokens) cfg.max_num_batched_tokens = step_tokens;
     cfg.chunk_size = prompt;
+    if (graphs >= 0) cfg.cuda_graphs = graphs;
     deepinfer_engine *e = NULL;
     char msg[2048];
     if (deepinfer_engine_open(&cfg, &e, msg, sizeof msg)) {
@@ -197,6 +204,11 @@ static int cmd_bench_engine(int argc, char **argv) {
         if (k == 0) base = tps;
         printf("%6d %12.1f %10.3f %9.2f %14.0f %9.4f\n", bs[k], tps, step_ms, tps / base, floor, tps / floor);
     }
+    deepinfer_engine_stats st;
+    deepinfer_engine_get_stats(e, &st);
+    if (gpu)
+        printf("steps        %lld, of which %lld ran as CUDA graphs (%lld graphs captured)\n", (long long)st.steps,
+               (long long)st.graph_steps, (long long)st.graphs);
     deepinfer_engine_close(e);
     return 0;
 }

@@ -22,10 +22,16 @@
  * The CPU queue (devq_cpu.c) runs a step completely inside submit and is
  * therefore synchronous; it serves models on the CPU and on the CUDA
  * backend alike (the forward and the state ops run on the device, logits
- * come back to the host, the sampler runs on the host). An asynchronous
- * device queue (not written yet: docs/DEVICE-FORWARD.md §8) must copy what
- * a step reads from host memory (rows, histories, page tables) when it is
- * submitted.
+ * come back to the host, the sampler runs on the host). On CUDA its pure
+ * decode steps (one row per sequence, every row sampled) run as recorded
+ * steps: one CUDA graph per row count, replayed with the step's host
+ * tables copied once (devq_graph.c, docs/DEVICE-FORWARD.md §6, §8); the
+ * logits come back after the step's end. Prefill, chunked prefill and
+ * mixed steps run eager (host tables staged per op); so does every step
+ * with graphs off (the queue's `graphs` argument: the engine's
+ * cuda_graphs, $DEEPINFER_CUDA_GRAPHS). An asynchronous device queue (not
+ * written yet: docs/DEVICE-FORWARD.md §8) must copy what a step reads from
+ * host memory (rows, histories, page tables) when it is submitted.
  */
 #ifndef DI_ENGINE_DEVQ_H
 #define DI_ENGINE_DEVQ_H
@@ -91,14 +97,19 @@ typedef struct di_devq_vtable {
 struct di_devq {
     const di_devq_vtable *vt;
     int asynchronous;           /* 1 if submit returns before the step is done */
+    int graphs;                 /* CUDA graphs captured so far (recorded decode steps) */
+    int64_t graph_steps;        /* steps run recorded (captures and replays) */
 };
 
 /* The synchronous queue: runs the model (on its backend), the sampler and
  * the structured-output matchers on the calling thread (and the CPU thread
  * pool) inside submit.
- * max_logit_rows bounds samples per step. */
-deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, di_devq **out,
-                                 di_error *err);
+ * max_logit_rows bounds samples per step; graphs = 1 runs pure decode steps
+ * of a model on the CUDA backend as recorded steps (ignored elsewhere),
+ * 0 runs every step eager; page_rows: the pool's smallest rows per page
+ * (devq_graph.h). */
+deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
+                                 di_devq **out, di_error *err);
 
 static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
 static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }

@@ -5,7 +5,9 @@
  * state operations are ops on di_dev_exec() (seq_state.c, seq_snapshot.c),
  * the forward runs on the device and copies the sampled rows' logits to the
  * host array `logits` before it returns (di_copy_d2h, which waits), and the
- * sampler reads only those host logits. The only state this file reads or
+ * sampler reads only those host logits. Pure decode steps run their forward
+ * as recorded steps (CUDA graphs, devq_graph.c) unless the queue was made
+ * without graphs; every other step runs eager. The only state this file reads or
  * writes on the host is host memory: the step's rows and tokens (the
  * runner's arrays; placeholder tokens are filled here from the previous
  * step's host samples), the sample specs and the slot headers. */
@@ -16,6 +18,7 @@
 
 #include "engine/constrain.h"
 #include "engine/devq.h"
+#include "engine/devq_graph.h"
 #include "engine/sampler.h"
 #include "engine/seq_snapshot.h"
 #include "ops/cpu/threadpool.h"
@@ -33,6 +36,7 @@ typedef struct cpu_q {
     di_sampler_scratch *scratch; /* one per pool thread */
     uint32_t *masks;           /* one vocabulary bitmap per pool thread (structured outputs) */
     di_step *prev;             /* the step submitted before, for placeholder rows */
+    di_devq_graph graph;       /* recorded decode steps (CUDA) */
 } cpu_q;
 
 typedef struct sample_job {
@@ -120,7 +124,12 @@ static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
         b.n_logits = s->n_samples;
         b.logit_rows = q->logit_rows;
         b.logits = q->logits;
-        s->status = di_model_forward(q->model, &b, &s->err);
+        if (di_devq_graph_takes(&q->graph, &b)) {
+            s->status = di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
+            di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
+        } else {
+            s->status = di_model_forward(q->model, &b, &s->err);
+        }
     }
     if (!s->status && s->n_samples <= 4) { /* a parallel region costs more than a few rows */
         for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, 0);
@@ -144,6 +153,7 @@ static deepinfer_status cpu_wait(di_devq *dq, di_step *s, di_error *err) {
 
 static void cpu_destroy(di_devq *dq) {
     cpu_q *q = (cpu_q *)dq;
+    di_devq_graph_free(&q->graph);
     for (int i = 0; i < q->nscratch; i++) di_sampler_scratch_free(&q->scratch[i]);
     free(q->scratch);
     free(q->masks);
@@ -154,8 +164,8 @@ static void cpu_destroy(di_devq *dq) {
 
 static const di_devq_vtable CPU_VT = {cpu_submit, cpu_wait, cpu_destroy};
 
-deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, di_devq **out,
-                                 di_error *err) {
+deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
+                                 di_devq **out, di_error *err) {
     *out = NULL;
     cpu_q *q = calloc(1, sizeof *q);
     if (!q) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -183,6 +193,7 @@ deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_l
             return st;
         }
     }
+    di_devq_graph_init(&q->graph, model, graphs, page_rows);
     *out = &q->base;
     return DEEPINFER_OK;
 }

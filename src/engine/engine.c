@@ -241,6 +241,8 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     e->stats.pages_in_use = used;
     e->stats.pages_peak = e->pool.pages_peak;
     e->stats.preemptions = e->sched.preemptions;
+    e->stats.graph_steps = e->dq->graph_steps;
+    e->stats.graphs = e->dq->graphs;
     e->stats.busy_s += di_engine_now(e) - t0;
     if (n_updated) *n_updated = e->n_updated;
     return DEEPINFER_OK;

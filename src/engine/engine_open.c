@@ -20,6 +20,7 @@ void deepinfer_engine_config_init(deepinfer_engine_config *c) {
     memset(c, 0, sizeof *c);
     c->batch_invariant = -1;
     c->async_scheduling = -1;
+    c->cuda_graphs = -1;
 }
 
 double di_engine_now(const deepinfer_engine *e) {
@@ -60,6 +61,9 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     if (env_flag("DEEPINFER_BATCH_INVARIANT", &c.batch_invariant, err)) return E;
     if (c.batch_invariant < 0) c.batch_invariant = 1;
     if (c.batch_invariant > 1) return di_error_set(err, E, "batch_invariant must be -1, 0 or 1, got %d", c.batch_invariant);
+    if (env_flag("DEEPINFER_CUDA_GRAPHS", &c.cuda_graphs, err)) return E;
+    if (c.cuda_graphs < 0) c.cuda_graphs = 1;
+    if (c.cuda_graphs > 1) return di_error_set(err, E, "cuda_graphs must be -1, 0 or 1, got %d", c.cuda_graphs);
     if (!c.max_num_batched_tokens) c.max_num_batched_tokens = 2048;
     if (!c.max_num_seqs) c.max_num_seqs = 64;
     if (!c.chunk_size) c.chunk_size = 512;
@@ -243,9 +247,10 @@ static void accel_text(const deepinfer_engine *e, char *b, size_t n) {
     di_backend_cuda_info(&ci);
     snprintf(b, n,
              "cuda (%s, sm_%d%d): weights, workspace and state in device memory; logits and sampling on the host "
-             "(synchronous queue)\n"
+             "(synchronous queue); decode steps %s\n"
              "             batch invariant: %s; async scheduling: %s",
              ci.name, ci.cc_major, ci.cc_minor,
+             e->cfg.cuda_graphs ? "as CUDA graphs" : "eager (CUDA graphs off)",
              p->batch_invariant ? "yes (rows' bits do not depend on the batch)"
                                 : "off (the fastest CUDA kernel per shape: rows depend on the batch within rounding)",
              p->async_scheduling ? "on (the queue itself is synchronous)" : "off (the queue is synchronous)");
@@ -318,7 +323,9 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     di_pool_geom g;
     int64_t n_pages = 0;
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
-    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, &e->dq, err))) return st;
+    int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
+    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, &e->dq, err)))
+        return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
     if ((st = plan_memory(e, &g, &n_pages, err))) return st;
     if ((st = di_pool_init(&e->pool, e->mcfg, &g, e->cfg.max_num_seqs, n_pages, err))) return st;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "model/dsv41.h"
+#include "model/dsv41_internal.h"
+#include "model/dsv4_internal.h"
 
 struct di_model {
     di_arch arch;
@@ -49,3 +51,9 @@ size_t di_model_decode_weight_bytes(const di_model *m) { return DISPATCH(decode_
 deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err) {
     return DISPATCH(forward, b, err);
 }
+
+static di_core *core_of(const di_model *m) { return m->v41 ? &m->v41->core : &m->v4->core; }
+
+di_exec *di_model_exec(di_model *m) { return &core_of(m)->x; }
+const float *di_model_device_logits(const di_model *m) { return core_of(m)->dlogits; }
+int di_model_max_rows(const di_model *m) { return core_of(m)->max_rows; }

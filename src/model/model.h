@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/dsv4.h"
 #include "model/seq_state.h"
+#include "ops/ops.h"
 #include "util/error.h"
 
 typedef struct di_model di_model;
@@ -42,5 +43,13 @@ size_t di_model_decode_weight_bytes(const di_model *m);
 
 /* Run the backbone over the rows (advances each sequence's n_tokens). */
 deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err);
+
+/* For recorded device steps (src/engine/devq_graph.c): the exec the forward
+ * runs on; the device logits buffer that a batch with logits_on_device
+ * fills (row i of the batch's logit rows at i * vocab; NULL on the CPU);
+ * and the rows of one forward pass (logits_on_device needs n_logits <= it). */
+di_exec *di_model_exec(di_model *m);
+const float *di_model_device_logits(const di_model *m);
+int di_model_max_rows(const di_model *m);
 
 #endif

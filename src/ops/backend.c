@@ -13,12 +13,55 @@ extern int di_cuda_backend_install(char *why, size_t why_len) __attribute__((wea
 extern void di_cuda_backend_uninstall(void) __attribute__((weak));
 extern void di_cuda_set_batch_invariant(int on) __attribute__((weak));
 
+/* Defined in src/ops/cuda/cu_plan.c when CUDA is linked in (cu_step.h). */
+extern deepinfer_status di_cuda_plan_enable(struct di_exec *x, int64_t pos_bound, int max_steps, di_error *err)
+    __attribute__((weak));
+extern void di_cuda_plan_disable(struct di_exec *x) __attribute__((weak));
+extern deepinfer_status di_cuda_step_begin(struct di_exec *x, uint64_t key, di_error *err) __attribute__((weak));
+extern deepinfer_status di_cuda_step_end(struct di_exec *x, di_error *err) __attribute__((weak));
+extern void di_cuda_step_abort(struct di_exec *x) __attribute__((weak));
+extern int di_cuda_plan_stats(const struct di_exec *x, int *graphs, int64_t *recorded, int64_t *replayed,
+                              size_t *last_bytes, size_t *cap_bytes) __attribute__((weak));
+
 static di_backend_kind g_active = DI_BACKEND_CPU;
 
 di_backend_kind di_backend_active(void) { return g_active; }
 
 void di_backend_set_batch_invariant(int on) {
     if (di_cuda_set_batch_invariant) di_cuda_set_batch_invariant(on);
+}
+
+/* ---- recorded steps (backend.h): the CUDA plan, or "not supported" ---- */
+
+static deepinfer_status no_plan(di_error *err) {
+    return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "recorded steps need the CUDA backend");
+}
+
+deepinfer_status di_backend_plan_enable(struct di_exec *x, int64_t pos_bound, di_error *err) {
+    if (g_active != DI_BACKEND_CUDA || !di_cuda_plan_enable) return no_plan(err);
+    return di_cuda_plan_enable(x, pos_bound, 0, err); /* refuses an exec that is not on the device */
+}
+
+void di_backend_plan_disable(struct di_exec *x) {
+    if (di_cuda_plan_disable) di_cuda_plan_disable(x);
+}
+
+deepinfer_status di_backend_step_begin(struct di_exec *x, uint64_t key, di_error *err) {
+    return di_cuda_step_begin ? di_cuda_step_begin(x, key, err) : no_plan(err);
+}
+
+deepinfer_status di_backend_step_end(struct di_exec *x, di_error *err) {
+    return di_cuda_step_end ? di_cuda_step_end(x, err) : no_plan(err);
+}
+
+void di_backend_step_abort(struct di_exec *x) {
+    if (di_cuda_step_abort) di_cuda_step_abort(x);
+}
+
+int di_backend_plan_stats_get(const struct di_exec *x, di_backend_plan_stats *out) {
+    *out = (di_backend_plan_stats){0};
+    if (!di_cuda_plan_stats) return -1;
+    return di_cuda_plan_stats(x, &out->graphs, &out->recorded, &out->replayed, &out->last_bytes, &out->cap_bytes);
 }
 
 deepinfer_status di_backend_use(di_backend_kind k, di_error *err) {

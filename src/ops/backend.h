@@ -11,8 +11,11 @@
 #define DI_OPS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
+
+struct di_exec; /* ops/ops.h */
 
 typedef enum di_backend_kind { DI_BACKEND_CPU = 0, DI_BACKEND_CUDA = 1 } di_backend_kind;
 
@@ -52,6 +55,38 @@ di_backend_kind di_backend_active(void);
  * No effect on the CPU backend (its kernels are invariant by construction)
  * nor in a CPU-only binary. Call before loading the model. */
 void di_backend_set_batch_invariant(int on);
+
+/* Recorded steps (docs/DEVICE-FORWARD.md §6: step plan and CUDA graphs)
+ * for code compiled into the CPU-only library too (the engine's queue,
+ * src/engine/devq_graph.c); weak references to src/ops/cuda/cu_plan.c.
+ * For an exec that is not on the CUDA backend, or in a binary without
+ * CUDA, enable / begin / end return DEEPINFER_ERR_UNSUPPORTED (the caller
+ * runs its steps eager) and stats returns -1.
+ * di_backend_plan_enable: give exec x a step plan whose steps stay below
+ *   position pos_bound (no timing, any number of steps); eager steps may run
+ *   between recorded ones;
+ * di_backend_plan_disable: synchronise, destroy the graphs, free the plan;
+ * di_backend_step_begin / _end: around one forward: the first step of `key`
+ *   (the caller's: everything that changes the step's launch shapes)
+ *   captures a CUDA graph, later ones only build the host tables and replay
+ *   it; a step whose launches differ from its key's graph fails at _end;
+ *   no host read of device memory (di_copy_d2h) between the two;
+ * di_backend_step_abort: close an open step whose forward failed, running
+ *   nothing (a capture is dropped: the key captures again next time);
+ * di_backend_plan_stats: graphs captured, recorded steps (captures and
+ *   replays), replays, the last recorded step's plan bytes, the plan's
+ *   capacity in bytes (a step's tables must fit). */
+deepinfer_status di_backend_plan_enable(struct di_exec *x, int64_t pos_bound, di_error *err);
+void di_backend_plan_disable(struct di_exec *x);
+deepinfer_status di_backend_step_begin(struct di_exec *x, uint64_t key, di_error *err);
+deepinfer_status di_backend_step_end(struct di_exec *x, di_error *err);
+void di_backend_step_abort(struct di_exec *x);
+typedef struct di_backend_plan_stats {
+    int graphs;
+    int64_t recorded, replayed;
+    size_t last_bytes, cap_bytes;
+} di_backend_plan_stats;
+int di_backend_plan_stats_get(const struct di_exec *x, di_backend_plan_stats *out);
 
 /* Device measurements for benchmarks, taken in the benchmark's own process
  * (src/ops/cuda/cu_probe.c; -1 in a CPU-only binary or on failure):

@@ -10,7 +10,13 @@
  *     shrunk until the scheduler preempts (the count is printed);
  *   - the state pool on the device: snapshot/rollback of drafts is invisible
  *     and a copied slot continues like its source (seq_snapshot.c through
- *     ops copies).
+ *     ops copies);
+ *   - recorded decode steps (CUDA graphs, src/engine/devq_graph.c): the same
+ *     requests with graphs on and off give identical outputs (tokens,
+ *     logprobs, top logprobs), batch_invariant 1 and 0, and graphs were
+ *     used (the engine's graph counters).
+ * The other cases run with graphs on (the default), so they test the
+ * recorded steps too.
  * Each test runs in its own forked process (tests/runner.c); the engine
  * installs the CUDA backend when it opens and puts the CPU back when the
  * last CUDA engine closes (src/engine/engine_backend.c). */
@@ -42,8 +48,9 @@ static void clean_env(void) {
     unsetenv("DEEPINFER_BATCH_INVARIANT");
 }
 
-static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk, int max_seqs, int page_rows,
-                                 int64_t pages) {
+/* bi: batch_invariant; graphs: cuda_graphs (-1 = the default, on) */
+static deepinfer_engine *open_mode(const eng_case *mc, const char *acc, int chunk, int max_seqs, int page_rows,
+                                   int64_t pages, int bi, int graphs) {
     char hash[4096];
     snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(mc->dir));
     deepinfer_engine_config c;
@@ -51,7 +58,8 @@ static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk,
     c.model = di_test_data(mc->dir);
     c.engram_hash = mc->v41 ? hash : NULL;
     c.accelerator = acc;
-    c.batch_invariant = 1;
+    c.batch_invariant = bi;
+    c.cuda_graphs = graphs;
     c.max_model_len = 1024;
     c.chunk_size = chunk;
     c.max_num_seqs = max_seqs;
@@ -71,6 +79,11 @@ static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk,
         return NULL;
     }
     return e;
+}
+
+static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk, int max_seqs, int page_rows,
+                                 int64_t pages) {
+    return open_mode(mc, acc, chunk, max_seqs, page_rows, pages, 1, -1);
 }
 
 /* ---- (a) greedy: the CUDA engine's outputs equal the CPU engine's --------------------------------- */
@@ -248,6 +261,84 @@ static void mixed_case(const eng_case *mc) {
 
 TEST(gpu_engine_together_equal_alone_with_preemption_v4) { mixed_case(&V4); }
 TEST(gpu_engine_together_equal_alone_with_preemption_v41) { mixed_case(&V41); }
+
+/* ---- (d) recorded decode steps: graphs on equal graphs off ------------------------------------- */
+
+/* All requests through one engine; NULL on failure. */
+static deepinfer_request_output **graphs_run(const eng_case *mc, int graphs, int bi, int max_seqs, int n,
+                                             const deepinfer_prompt *pr, const deepinfer_sampling_params *sp,
+                                             deepinfer_engine_stats *st) {
+    deepinfer_engine *e = open_mode(mc, "cuda", 64, max_seqs, 0, 0, bi, graphs);
+    if (!e) return NULL;
+    deepinfer_request_output **out = NULL;
+    if (deepinfer_generate(e, pr, (size_t)n, sp, (size_t)n, &out)) {
+        di_test_fail(__FILE__, __LINE__, "%s graphs %d: %s", mc->name, graphs, deepinfer_engine_last_error(e));
+        out = NULL;
+    }
+    deepinfer_engine_get_stats(e, st);
+    deepinfer_engine_close(e);
+    return out;
+}
+
+/* One workload with graphs off then on: every output identical, graphs ran (only with graphs on). */
+static void graphs_pair(const eng_case *mc, const char *what, int bi, int max_seqs, int n, const deepinfer_prompt *pr,
+                       const deepinfer_sampling_params *sp) {
+    deepinfer_engine_stats so, sg;
+    deepinfer_request_output **off = graphs_run(mc, 0, bi, max_seqs, n, pr, sp, &so);
+    deepinfer_request_output **on = off ? graphs_run(mc, 1, bi, max_seqs, n, pr, sp, &sg) : NULL;
+    int same = on != NULL;
+    for (int i = 0; on && i < n; i++) same &= eng_same_output(off[i], on[i], i);
+    if (on)
+        fprintf(stderr,
+                "    %s %-28s batch_invariant %d: graphs on %s off; on: %lld steps, %lld recorded, %lld graphs; off: "
+                "%lld steps, %lld recorded; busy %.2fs on, %.2fs off\n",
+                mc->name, what, bi, same ? "==" : "DIFFERS FROM", (long long)sg.steps, (long long)sg.graph_steps,
+                (long long)sg.graphs, (long long)so.steps, (long long)so.graph_steps, sg.busy_s, so.busy_s);
+    if (off) deepinfer_outputs_free(off, (size_t)n);
+    if (on) deepinfer_outputs_free(on, (size_t)n);
+    if (!on) return;
+    CHECK_MSG(same, "%s %s (batch_invariant %d): outputs with graphs differ from eager", mc->name, what, bi);
+    CHECK_MSG(sg.graph_steps > 0 && sg.graphs > 0, "%s %s: no decode step ran as a graph", mc->name, what);
+    CHECK_MSG(so.graph_steps == 0, "%s %s: graphs ran with cuda_graphs = 0", mc->name, what);
+}
+
+static void graphs_case(const eng_case *mc, int bi) {
+    clean_env();
+    /* greedy: prefixes of the golden prompt (steps cross compressor emissions at different rows) */
+    di_json_doc *man = golden_manifest(di_test_data(mc->dir));
+    CHECK(man);
+    int np = 0;
+    int32_t *prompt = man ? golden_ints(man->root, "prompt_token_ids", NULL, &np) : NULL;
+    CHECK(prompt);
+    if (prompt) {
+        deepinfer_prompt p[NGREEDY];
+        deepinfer_sampling_params gs[NGREEDY];
+        for (int i = 0; i < NGREEDY; i++) {
+            int len = glen[i] && glen[i] < np ? glen[i] : np;
+            p[i] = (deepinfer_prompt){.token_ids = prompt, .n_token_ids = (size_t)len};
+            deepinfer_sampling_params_init(&gs[i]);
+            gs[i].temperature = 0;
+            gs[i].max_tokens = GSTEPS + 1;
+            gs[i].ignore_eos = 1;
+            gs[i].logprobs = 3;
+        }
+        graphs_pair(mc, "greedy, 6 prompts", bi, 16, NGREEDY, p, gs);
+    }
+    /* 24 mixed requests (sampling, penalties, n > 1 forks, short prompts, stop ids): row counts
+     * change as requests finish; a graph per count */
+    static int32_t ids[NMIX * 320];
+    deepinfer_prompt pr[NMIX];
+    deepinfer_sampling_params sp[NMIX];
+    eng_workload_avoid(NMIX, 1024, mc->avoid, ids, pr, sp);
+    graphs_pair(mc, "24 mixed requests", bi, NMIX, NMIX, pr, sp);
+    free(prompt);
+    di_json_free(man);
+}
+
+TEST(gpu_engine_graphs_equal_eager_v4) { graphs_case(&V4, 1); }
+TEST(gpu_engine_graphs_equal_eager_v41) { graphs_case(&V41, 1); }
+TEST(gpu_engine_graphs_equal_eager_v4_fast) { graphs_case(&V4, 0); }
+TEST(gpu_engine_graphs_equal_eager_v41_fast) { graphs_case(&V41, 0); }
 
 /* ---- the state pool on the device: snapshot/rollback and copy (test_engine_state.c's twin) -------- */
 

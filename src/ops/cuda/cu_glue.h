@@ -60,8 +60,11 @@ typedef struct cu_plan {
     struct cu_graph *graphs; /* one per shape key */
     int ngraphs;
     int cur_graph;
-    cudaEvent_t *ev;        /* [2 * ev_cap]: start, end of each step */
-    int ev_cap, nsteps;
+    cudaEvent_t *ev;        /* [2 * ev_cap]: start, end of the first ev_cap steps (0: no timing) */
+    int ev_cap, nsteps;     /* nsteps: steps timed so far (<= ev_cap) */
+    int64_t nrecorded;      /* recorded steps ended (captured or replayed) */
+    int64_t nreplayed;      /* of which replays of an existing graph */
+    size_t last_bytes;      /* plan bytes of the last recorded step */
 } cu_plan;
 
 static inline cu_exec *cu_of(const di_exec *x) { return (cu_exec *)x->dev_ctx; }

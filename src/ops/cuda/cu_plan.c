@@ -53,10 +53,10 @@ deepinfer_status di_cuda_plan_enable(di_exec *x, int64_t pos_bound, int max_step
     if (!p) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "step plan: out of memory");
     c->plan = p;
     p->pos_bound = pos_bound;
-    p->ev_cap = max_steps > 0 ? max_steps : 1;
-    p->ev = calloc((size_t)2 * p->ev_cap, sizeof *p->ev);
+    p->ev_cap = max_steps > 0 ? max_steps : 0; /* 0: no timing, any number of steps */
+    p->ev = p->ev_cap ? calloc((size_t)2 * p->ev_cap, sizeof *p->ev) : NULL;
     p->sink_bytes = SINK_BYTES;
-    cudaError_t e = p->ev ? cudaSuccess : cudaErrorMemoryAllocation;
+    cudaError_t e = p->ev || !p->ev_cap ? cudaSuccess : cudaErrorMemoryAllocation;
     for (int i = 0; i < 2 && e == cudaSuccess; i++) {
         e = cudaHostAlloc((void **)&p->host[i], c->tab_cap, cudaHostAllocDefault);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&p->copied[i], cudaEventDisableTiming);
@@ -84,7 +84,6 @@ deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err) {
     cu_exec *c = di_exec_on_device(x) ? cu_of(x) : NULL;
     cu_plan *p = c ? c->plan : NULL;
     if (!p || p->open) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "step plan: not enabled, or a step is open");
-    if (p->nsteps >= p->ev_cap) return di_error_set(err, DEEPINFER_ERR_LIMIT, "step plan: more steps than planned (%d)", p->ev_cap);
     /* the buffer's previous copy (two steps back) must have read it */
     cu_check(c, cudaEventSynchronize(p->copied[p->cur]), "plan buffer reuse (event synchronize)");
     p->cur_graph = -1;
@@ -118,6 +117,7 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
     cu_plan *p = c ? c->plan : NULL;
     if (!p || !p->open) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "step plan: no open step");
     cu_graph *g = &p->graphs[p->cur_graph];
+    int replay = !p->capturing;
     p->open = 0;
     if (p->capturing) {
         cu_lines_join_all(c); /* a line left open joins before the capture ends */
@@ -143,16 +143,37 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
     if (c->err != cudaSuccess) return fail(c, err, "plan");
     p->plan_only = 0;
     cudaStream_t st = c->dc.stream;
-    cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps], st), "step start event");
+    int timed = p->nsteps < p->ev_cap; /* timing events while there are any left (di_cuda_step_times) */
+    if (timed) cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps], st), "step start event");
     if (c->tab_off)
         cu_check(c, cudaMemcpyAsync(c->dtab, p->host[p->cur], c->tab_off, cudaMemcpyHostToDevice, st), "step plan copy");
     cu_check(c, cudaEventRecord(p->copied[p->cur], st), "plan copied event");
     cu_check(c, cudaGraphLaunch(g->exec, st), "cudaGraphLaunch");
-    cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps + 1], st), "step end event");
-    p->nsteps++;
+    if (timed) cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps + 1], st), "step end event");
+    if (timed) p->nsteps++;
+    p->nrecorded++;
+    p->nreplayed += replay;
+    p->last_bytes = c->tab_off;
     p->cur ^= 1;
     c->tab_off = 0;
     return c->err == cudaSuccess ? DEEPINFER_OK : fail(c, err, "launch");
+}
+
+void di_cuda_step_abort(di_exec *x) {
+    cu_exec *c = di_exec_on_device(x) ? cu_of(x) : NULL;
+    cu_plan *p = c ? c->plan : NULL;
+    if (!p || !p->open) return;
+    p->open = 0;
+    if (p->capturing) { /* end the capture and forget the shape: its graph may be incomplete */
+        cu_lines_join_all(c);
+        p->capturing = 0;
+        cudaGraph_t graph = NULL;
+        cu_check(c, cudaStreamEndCapture(c->dc.stream, &graph), "cudaStreamEndCapture (aborted step)");
+        if (graph) cudaGraphDestroy(graph);
+        p->ngraphs--; /* the step's graph is the last one (step_begin appended it) */
+    }
+    p->plan_only = 0;
+    c->tab_off = 0;
 }
 
 void di_cuda_mark(di_exec *x, int end) {
@@ -186,4 +207,17 @@ int di_cuda_step_times(di_exec *x, float *busy_ms, float *start_ms, int n) {
 int di_cuda_plan_graphs(const di_exec *x) {
     const cu_exec *c = di_exec_on_device(x) ? cu_of(x) : NULL;
     return c && c->plan ? c->plan->ngraphs : 0;
+}
+
+int di_cuda_plan_stats(const di_exec *x, int *graphs, int64_t *recorded, int64_t *replayed, size_t *last_bytes,
+                       size_t *cap_bytes) {
+    const cu_exec *c = di_exec_on_device(x) ? cu_of(x) : NULL;
+    const cu_plan *p = c ? c->plan : NULL;
+    if (!p) return -1;
+    *graphs = p->ngraphs;
+    *recorded = p->nrecorded;
+    *replayed = p->nreplayed;
+    *last_bytes = p->last_bytes;
+    *cap_bytes = c->tab_cap;
+    return 0;
 }

@@ -15,7 +15,9 @@
 #include "ops/ops.h"
 
 /* Give exec x a step plan: two pinned host buffers, a sink for padded
- * scatters, start/end events for max_steps steps. Page-table reserves cover
+ * scatters, start/end events for the first max_steps steps (0: no timing).
+ * Any number of steps may follow; eager steps between recorded ones stage
+ * their tables per op as without a plan. Page-table reserves cover
  * positions below pos_bound. Also used, without ever opening a plan step,
  * to time eager steps (di_cuda_mark). */
 deepinfer_status di_cuda_plan_enable(di_exec *x, int64_t pos_bound, int max_steps, di_error *err);
@@ -30,6 +32,11 @@ deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err);
  * layout against the graph's, copy the plan once, launch the graph. */
 deepinfer_status di_cuda_step_end(di_exec *x, di_error *err);
 
+/* Close an open step whose forward failed without running it: a capture
+ * ends and its shape is forgotten (the next step of the key captures
+ * again); nothing is copied or launched. No-op when no step is open. */
+void di_cuda_step_abort(di_exec *x);
+
 /* Eager steps: record the start (end = 0) or the end (end = 1) of a step. */
 void di_cuda_mark(di_exec *x, int end);
 
@@ -42,6 +49,12 @@ void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids)
 int di_cuda_step_times(di_exec *x, float *busy_ms, float *start_ms, int n);
 /* Graphs captured so far. */
 int di_cuda_plan_graphs(const di_exec *x);
+/* The plan's counters (backend.h di_backend_plan_stats reaches it through a
+ * weak reference): graphs captured, recorded steps ended (captures and
+ * replays), replays, the last recorded step's plan bytes and the plan's
+ * capacity. -1 when x has no plan. */
+int di_cuda_plan_stats(const di_exec *x, int *graphs, int64_t *recorded, int64_t *replayed, size_t *last_bytes,
+                       size_t *cap_bytes);
 
 /* Greedy decoding of sequences already prefilled: step s feeds every
  * sequence's token (first[] at s = 0, then the argmax of its previous row).

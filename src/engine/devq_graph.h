@@ -1,0 +1,51 @@
+/*
+ * devq_graph.h — recorded decode steps for the synchronous queue
+ * (devq_cpu.c). On the CUDA backend a pure decode step (every row the only
+ * row of its sequence in the step, every row sampled) runs its forward as
+ * a recorded step of the step plan (ops/backend.h di_backend_step_begin:
+ * one CUDA graph per row count, docs/DEVICE-FORWARD.md §6, §8): the first
+ * step of a row count captures the graph, later ones build the host tables
+ * and replay it. The logits stay in the model's device buffer until the
+ * step has ended, then the sampled rows come back to the queue's host
+ * array. A recorded step computes exactly what the eager step computes.
+ * Everything else (prefill, mixed steps, the CPU backend) stays eager.
+ */
+#ifndef DI_ENGINE_DEVQ_GRAPH_H
+#define DI_ENGINE_DEVQ_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "util/error.h"
+
+typedef struct di_devq_graph {
+    di_model *model;
+    di_exec *x;            /* the model's exec */
+    const float *dlogits;  /* the model's device logits */
+    size_t V;
+    int max_rows;          /* rows of one forward pass */
+    int on;                /* a plan is enabled on x */
+    int rows_ok;           /* the largest row count whose plan is known to fit */
+} di_devq_graph;
+
+/* want = 0: never record (the switch). On the CUDA backend enable the
+ * plan on the model's exec (positions below the model's max_context);
+ * elsewhere, or when the plan cannot be enabled, g stays off: every step
+ * runs eager. page_rows: the smallest rows per page of the state pool
+ * (bounds the page tables of a step before any was measured). Never
+ * fails. */
+void di_devq_graph_init(di_devq_graph *g, di_model *m, int want, int page_rows);
+void di_devq_graph_free(di_devq_graph *g);
+
+/* 1 if the step `b` (n_logits rows in b->logit_rows) runs recorded. */
+int di_devq_graph_takes(const di_devq_graph *g, const di_model_batch *b);
+
+/* The forward of a step di_devq_graph_takes accepted, recorded; then the
+ * n_logits rows' logits into `logits` ([n_logits][vocab], host). */
+deepinfer_status di_devq_graph_forward(di_devq_graph *g, const di_model_batch *b, float *logits, di_error *err);
+
+/* Graphs captured and recorded steps run so far (0 when off). */
+void di_devq_graph_counts(const di_devq_graph *g, int *graphs, int64_t *steps);
+
+#endif
