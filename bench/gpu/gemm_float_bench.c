@@ -4,7 +4,9 @@
  * 256 calls, each on other weights rotating over 256 MB so L2 does not serve them: us per
  * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick] */
+ * the same run. Usage: gemm_float_bench [quick | woa]; woa: only the grouped wo_a (G = 8 x
+ * N 1024 x K 4096) at M = 1, 8, 64, BF16 storage vs FP8 storage (dic.h DIC_WFMT_FP8B, same
+ * bits), fast mode and mode 1. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,15 +112,20 @@ static const char *pname(int p) {
 #define POOL_B ((size_t)256 << 20)
 static void *pool;
 
-/* One decode row: G groups (1: plain) of N x K weights (fmt 0 bf16 / 1 f32), M rows, a path,
+static int g_mode; /* dic_ctx.batch_invariant of the decode rows */
+
+/* One decode row: G groups (1: plain) of N x K weights (fmt 0 bf16 / 1 f32 / 4 FP8B: e4m3 bytes
+ * with e8m0 scales per 128 x 128 block, all 2^-7), M rows, a path,
  * the GEMV tuning (wpc, cy, flags; 0 = auto), f32out: fp32 output (else bf16); per_group: the
  * block-diagonal product as G launches (the old fallback). Prints event us, graph us per call,
  * the copy floor (weight bytes / copy ceiling) and floor / graph. */
 static double dec_row(const char *label, int fmt, int M, int N, int K, int G, int path, int wpc, int cy, int flags,
                       int f32out, int per_group, int reps) {
     static dic_ctx ctx;
-    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 0;
-    size_t eb = fmt ? 4 : 2, wb = (size_t)N * K * eb, wbc = wb * G;
+    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = g_mode;
+    const int f8 = fmt == DIC_WFMT_FP8B;
+    size_t eb = fmt == 1 ? 4 : f8 ? 1 : 2, wb = (size_t)N * K * eb, wbc = wb * G;
+    size_t sb = f8 ? (size_t)((N + 127) / 128) * (size_t)(K / 128) : 0; /* scale bytes per group */
     int nw = wbc <= POOL_B / 4 ? (int)(POOL_B / wbc) : 1;
     if (nw > 256) nw = 256;
     void *own = NULL;
@@ -126,10 +133,16 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
         CK(cudaMalloc(&own, wbc));
         CK(cudaMemset(own, 0x3C, wbc));
     }
+    uint8_t *sc = NULL;
+    if (f8) {
+        CK(cudaMalloc((void **)&sc, sb * (size_t)nw * G));
+        CK(cudaMemset(sc, 120, sb * (size_t)nw * G));
+    }
     gcase g = {M, nw, path, G, f32out, per_group, malloc(sizeof(dic_wmat) * nw * G), NULL, NULL, &ctx};
     for (int i = 0; i < nw; i++)
         for (int k = 0; k < G; k++)
-            g.w[i * G + k] = (dic_wmat){fmt, N, K, 0, (char *)(own ? own : pool) + i * wbc + k * wb, NULL};
+            g.w[i * G + k] = (dic_wmat){fmt, N, K, f8 ? 128 : 0, (char *)(own ? own : pool) + i * wbc + k * wb,
+                                        f8 ? sc + ((size_t)i * G + k) * sb : NULL};
     CK(cudaMalloc(&g.A, (size_t)M * K * G * 2));
     fill_w(g.A, (size_t)M * K * G, 0, 99);
     CK(cudaMalloc(&g.C, (size_t)M * N * G * 4));
@@ -138,13 +151,14 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
     int calls = nw < 32 ? (wbc > ((size_t)256 << 20) ? 12 : 32) : nw;
     double gms = graph_ms(gemm_body, &g, calls);
     dic_gemm_float_fast_tune(0, 0, 0);
-    double floor_us = wbc / (copy_gbs * 1e9) * 1e6;
+    double floor_us = (wbc + sb * G) / (copy_gbs * 1e9) * 1e6;
     printf("%-26s %-4s M=%-3d N=%-6d K=%-5d G=%d %-4s w%d c%d f%-2d | event %8.2f us | graph %8.2f us | floor %7.2f us"
            " | %4.2f\n",
-           label, fmt ? "f32" : "bf16", M, N, K, G, pname(path), wpc, cy, flags & 7, ms * 1e3, gms * 1e3, floor_us,
-           floor_us / (gms * 1e3));
+           label, fmt == 1 ? "f32" : f8 ? "fp8b" : "bf16", M, N, K, G, pname(path), wpc, cy, flags & 7, ms * 1e3,
+           gms * 1e3, floor_us, floor_us / (gms * 1e3));
     fflush(stdout);
     if (own) cudaFree(own);
+    if (sc) cudaFree(sc);
     cudaFree(g.A), cudaFree(g.C), free(g.w);
     return gms;
 }
@@ -226,6 +240,19 @@ int main(int argc, char **argv) {
     CK(cudaMemset(pool, 0x3C, POOL_B));
     const int A_ = DIC_GEMMF_PATH_AUTO, F = DIC_GV_FORCE, LATE = F | DIC_GV_LATE, NOPRE = F | DIC_GV_NOPRE,
               PIPE = F | DIC_GV_PIPE, NPP = F | DIC_GV_NOPRE | DIC_GV_PIPE;
+    if (argc > 1 && !strcmp(argv[1], "woa")) { /* the grouped wo_a: BF16 storage vs FP8 storage */
+        printf("-- wo_a G=8 x N=1024 x K=4096: graph us per call (weights rotating over 256 MB), floor = weight bytes"
+               " (+ scales) / copy ceiling %.0f GB/s; last column floor / graph. bf16 = BF16 storage (67.1 MB),"
+               " fp8b = FP8 storage (33.6 MB), same bits\n", copy_gbs);
+        static const int wm[] = {1, 8, 64};
+        for (g_mode = 0; g_mode < 2; g_mode++)
+            for (int i = 0; i < 3; i++)
+                for (int f = 0; f < 2; f++)
+                    dec_row(g_mode ? "wo_a mode 1" : "wo_a fast", f ? DIC_WFMT_FP8B : 0, wm[i], 1024, 4096, 8, A_, 0,
+                            0, 0, 0, 0, 30);
+        cudaFree(pool);
+        return 0;
+    }
     printf("-- decode: graph us per call (each call new weights, rotating over 256 MB); floor = weight bytes / copy;"
            " last column floor / graph. w/c = GEMV K split (warps per CTA / CTAs per cluster, 0 = auto), f = flags"
            " (1 late weights, 2 no-pre act, 4 pipe)\n");

@@ -251,7 +251,9 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     if ((st = di_bind_vec(&a->q_norm, spec, err, "%sattn.q_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->kv_norm, spec, err, "%sattn.kv_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->sink, spec, err, "%sattn.attn_sink", p))) return st;
-    /* wo_a: dequantised to BF16 (exact) and split into its output groups */
+    /* wo_a: dequantised to BF16 (exact) and split into its output groups; a device backend
+     * keeps the FP8 bytes and scales of each group (FP8 storage, BF16 math: dic.h
+     * DIC_WFMT_FP8B), the same BF16 values at half the bytes */
     char wn[NAME_MAX_LEN], sn[NAME_MAX_LEN];
     snprintf(wn, sizeof wn, "%sattn.wo_a.weight", p);
     snprintf(sn, sizeof sn, "%sattn.wo_a.scale", p);
@@ -268,12 +270,19 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", wn);
     }
     a->groups = G;
-    di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)cfg->fp8_block_in, f);
+    const int B = (int)cfg->fp8_block_in;
+    di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
     for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
+    /* FP8 storage needs whole scale blocks per group (V4 128, V4.1 32: R = 1024) */
+    const int fp8 = cfg->fp8_block_out == B && B > 0 && B % 16 == 0 && R % B == 0 && K % B == 0;
     st = DEEPINFER_OK;
     for (int g = 0; g < G && !st; g++) {
         st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
-        if (!st && !di_allocator_is_host()) /* the device GEMM reads the BF16 rows */
+        if (st || di_allocator_is_host()) continue;
+        if (fp8) /* the device GEMM reads the group's e4m3 rows and scale rows */
+            st = di_wmat_set_raw_fp8(&a->wo_a[g], (const uint8_t *)w->data + (size_t)g * R * K,
+                                     (const uint8_t *)s->data + (size_t)(g * R / B) * (size_t)(K / B), B, err);
+        else /* the device GEMM reads the BF16 rows */
             st = di_wmat_set_raw(&a->wo_a[g], h + (size_t)g * R * K, (size_t)R * K * 2, NULL, 0, err);
     }
     free(f), free(h);

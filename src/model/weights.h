@@ -8,7 +8,9 @@
  *   FP8 linear  X.weight e4m3 + X.scale e8m0 -> di_wmat FP8
  *   FP4 expert  X.weight I8 + X.scale e8m0   -> di_wmat FP4
  *   attn.wo_a   FP8 in the checkpoint, dequantised to BF16 like the
- *               reference's convert.py, one di_wmat per output group
+ *               reference's convert.py, one di_wmat per output group; a
+ *               device backend keeps each group's FP8 bytes + scales
+ *               (di_wmat_set_raw_fp8: FP8 storage, BF16 math, same values)
  *   BF16 linear -> di_wmat BF16 (used with fp32 outputs where the reference
  *               promotes to fp32: router, head, V4 compressor)
  *   hc_*_fn     F32 -> di_wmat F32

@@ -100,6 +100,12 @@ typedef struct di_wmat {
     const void *raw_w;
     const uint8_t *raw_scale;
     int raw_owned;
+    /* BF16 weights only: > 0 when the checkpoint bytes are e4m3 with e8m0
+     * scales per raw_fp8_block square block (di_wmat_set_raw_fp8): the
+     * weight is bf16(e4m3 * 2^(s-127)), exact, so a device backend keeps the
+     * FP8 bytes and computes with those BF16 values (FP8 storage, BF16 math:
+     * the grouped wo_a, released FP8, used in BF16 by the reference). */
+    int raw_fp8_block;
 } di_wmat;
 
 /* Pack W. `w` points at the checkpoint bytes (bf16 / f32 / e4m3 / packed
@@ -436,6 +442,10 @@ int di_allocator_is_host(void);
 /* Record w's checkpoint bytes (wbytes bytes of weights, sbytes of scales). */
 deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
                                  di_error *err);
+/* Record a BF16 weight's checkpoint bytes as FP8 (its values are exactly
+ * bf16(e4m3 * 2^(s-127))): `wsrc` e4m3 [n][k], `ssrc` e8m0 [ceil(n/B)][k/B]
+ * for B = wblock (a multiple of 16 dividing k); sets raw_fp8_block. */
+deepinfer_status di_wmat_set_raw_fp8(di_wmat *w, const uint8_t *wsrc, const uint8_t *ssrc, int wblock, di_error *err);
 
 /* ---------------------------------------------------------------------------
  * Data movement (src/ops/cpu/rows.c). */

@@ -84,6 +84,16 @@ deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, co
     return DEEPINFER_OK;
 }
 
+deepinfer_status di_wmat_set_raw_fp8(di_wmat *w, const uint8_t *wsrc, const uint8_t *ssrc, int wblock, di_error *err) {
+    if (w->fmt != DI_WFMT_BF16 || wblock <= 0 || wblock % 16 || w->k % wblock)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "FP8 storage of a [%d,%d] weight: block %d", w->n, w->k,
+                            wblock);
+    size_t sb = (size_t)((w->n + wblock - 1) / wblock) * (size_t)(w->k / wblock);
+    deepinfer_status st = di_wmat_set_raw(w, wsrc, (size_t)w->n * (size_t)w->k, ssrc, sb, err);
+    if (!st) w->raw_fp8_block = wblock;
+    return st;
+}
+
 /* The device backend's op table and state exec (dev_ops.h). */
 static const di_dev_ops *g_dev_ops;
 static di_exec *g_state_exec;

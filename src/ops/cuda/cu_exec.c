@@ -88,6 +88,8 @@ int cu_wmat(cu_exec *c, const di_wmat *w, dic_wmat *out) {
         return 0;
     }
     *out = (dic_wmat){.fmt = (int)w->fmt, .n = w->n, .k = w->k, .wblock = w->wblock, .w = wb, .scale = sb};
+    if (w->fmt == DI_WFMT_BF16 && w->raw_fp8_block > 0) /* FP8 storage, BF16 math (dic.h DIC_WFMT_FP8B) */
+        out->fmt = DIC_WFMT_FP8B, out->wblock = w->raw_fp8_block;
     return 1;
 }
 

@@ -12,7 +12,7 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
                  uint16_t *C16, size_t ldc) {
     dic_wmat w;
     if (M <= 0 || !cu_wmat(cu_of(x), W, &w)) return;
-    cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? "bf16" : "f32", M, W->n, W->k);
+    cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? (W->raw_fp8_block ? "fp8b" : "bf16") : "f32", M, W->n, W->k);
     CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
 }
 
@@ -48,7 +48,7 @@ static void gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int
     }
     for (int g = 0; g < G; g++)
         if (!cu_wmat(cu_of(x), &W[g], &w[g])) return;
-    cu_prof_tag(cu_of(x), "G=%d M=%d N=%d K=%d", G, M, W[0].n, W[0].k);
+    cu_prof_tag(cu_of(x), "%sG=%d M=%d N=%d K=%d", W[0].raw_fp8_block ? "fp8b " : "", G, M, W[0].n, W[0].k);
     CU_CHECK(x, dic_gemm_blockdiag(DC(x), M, A, lda, G, w, gk, act_block, C32, C16, ldc), "dic_gemm_blockdiag");
 }
 

@@ -64,9 +64,15 @@ typedef struct dic_ctx {
 /* A weight matrix W [N, K] on the device in its released format (ops.h
  * di_wmat for the formats): `w` = bf16 / f32 / e4m3 row-major [N][K], or
  * packed e2m1 [N][K/2] (low nibble = even k); `scale` = e8m0 bytes,
- * [ceil(N/B)][K/B] for FP8 (B = wblock), [N][K/32] for FP4, NULL else. */
+ * [ceil(N/B)][K/B] for FP8 and FP8B (B = wblock), [N][K/32] for FP4, NULL
+ * else. FP8B (DIC_WFMT_FP8B): FP8 storage, BF16 math — the bytes and scales
+ * of FP8, but the weight is the BF16 matrix bf16(e4m3 * 2^(s-127)) (exact;
+ * ops.h di_wmat raw_fp8_block): every BF16 kernel reads the e4m3 bytes and
+ * dequantises in registers, its outputs bitwise those of the BF16 matrix
+ * (wblock a multiple of 16 dividing K). */
+#define DIC_WFMT_FP8B 4
 typedef struct dic_wmat {
-    int fmt;            /* di_wfmt: 0 BF16, 1 F32, 2 FP8, 3 FP4 */
+    int fmt;            /* di_wfmt: 0 BF16, 1 F32, 2 FP8, 3 FP4; 4 FP8B */
     int n, k;
     int wblock;
     const void *w;

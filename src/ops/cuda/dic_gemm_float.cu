@@ -6,17 +6,21 @@
  * like VDPBF16PS); F32 runs one fmaf chain in k order.
  * CTA: 32 output columns x 16 rows; chunks of 64 k staged in shared memory
  * (weights decoded to fp32, rows padded to 65 words: conflict-free).
+ * FP8B weights (dic.h: FP8 storage, BF16 math) run the BF16 kernels on the
+ * exact BF16 values dequantised in registers (dic_fp8w.cuh): the BF16 bits.
  */
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_fp8w.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 
 #define F_BN 32
 #define F_BM 16
 #define F_BK 64
 
-static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N, int K, const uint16_t *A,
-                                                           size_t lda, const void *Wv, float *C32, uint16_t *C16,
-                                                           size_t ldc) {
+static __global__ void __launch_bounds__(256) k_gemm_float(int fmt, int M, int N, int K, const uint16_t *A,
+                                                           size_t lda, const void *Wv, const uint8_t *Ws, int wb,
+                                                           float *C32, uint16_t *C16, size_t ldc) {
+    const int f32 = fmt == 1;
     DIC_PDL_ENTER();
     __shared__ float ws[F_BN][F_BK + 1];
     __shared__ float as[F_BM][F_BK];
@@ -31,7 +35,10 @@ static __global__ void __launch_bounds__(256) k_gemm_float(int f32, int M, int N
             float v = 0.0f;
             if (n0 + r < N && kk < klen) {
                 size_t o = (size_t)(n0 + r) * K + kc + kk;
-                v = f32 ? ((const float *)Wv)[o] : dic_bf16_to_f32(((const uint16_t *)Wv)[o]);
+                if (fmt == DIC_WFMT_FP8B)
+                    v = fp8w_one(((const uint8_t *)Wv)[o], Ws[(size_t)((n0 + r) / wb) * (size_t)(K / wb) + (size_t)((kc + kk) / wb)]);
+                else
+                    v = f32 ? ((const float *)Wv)[o] : dic_bf16_to_f32(((const uint16_t *)Wv)[o]);
             }
             ws[r][kk] = v;
         }
@@ -143,10 +150,101 @@ static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int
     }
 }
 
+/* FP8B decode (M <= BD_MAXM): k_gemm_bf16_dec's chains (one thread per column, the CPU's pair
+ * order) over the FP8 bytes: a chunk is 128 k = 128 bytes per column, loaded like the BF16
+ * kernel's 64 k (one instruction: 4 columns x 128 contiguous bytes, 8 per lane, half the
+ * bytes per k), each 16 bytes (one scale block: wblock % 16 == 0) dequantised in registers
+ * to the exact BF16 values (dic_fp8w.cuh); the lane's scale bytes of the next chunk are
+ * loaded with its weights. Same sums, same order: the BF16 kernel's bits. */
+static __global__ void __launch_bounds__(BD_T) k_gemm_fp8w_dec(int M, int N, int K, const uint16_t *A, size_t lda,
+                                                             const uint8_t *W, const uint8_t *S, int wb,
+                                                             float *C32, uint16_t *C16, size_t ldc) {
+    DIC_PDL_ENTER();
+    __shared__ __align__(16) uint8_t sb[BD_T / 32][32 * BD_SR];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nb = blockIdx.x * BD_T + warp * 32, n = nb + lane;
+    uint8_t *buf = sb[warp];
+    const uint8_t *srow = S + (size_t)((n < N ? n : 0) / wb) * (size_t)(K / wb);
+    float c[BD_MAXM];
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) c[m] = 0.0f;
+    const int K128 = K & ~127;
+    uint4 r[8];
+    uint32_t sc[8];
+#define FD_LOAD(k)                                                                                  \
+    _Pragma("unroll") for (int j = 0; j < 8; j++) {                                                 \
+        int col = nb + 4 * j + (lane >> 3);                                                         \
+        r[j] = make_uint4(0, 0, 0, 0);                                                              \
+        if (col < N) r[j] = __ldg((const uint4 *)(W + (size_t)col * K + (k) + (lane & 7) * 16));    \
+        sc[j] = 127;                                                                                \
+        if (n < N) sc[j] = __ldg(srow + ((k) + 16 * j) / wb);                                        \
+    }
+    if (K128 > 0) FD_LOAD(0);
+    for (int k = 0; k < K128; k += 128) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) *(uint4 *)(buf + (4 * j + (lane >> 3)) * BD_SR + (lane & 7) * 16) = r[j];
+        uint32_t s[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[j] = sc[j];
+        __syncwarp();
+        if (k + 128 < K128) FD_LOAD(k + 128);
+#pragma unroll
+        for (int j = 0; j < 8; j++) { /* 16 k at k + 16 j */
+            const uint4 wv = *(const uint4 *)(buf + lane * BD_SR + j * 16);
+            float wf[16];
+            fp8w_x4(wv.x, s[j], wf), fp8w_x4(wv.y, s[j], wf + 4), fp8w_x4(wv.z, s[j], wf + 8);
+            fp8w_x4(wv.w, s[j], wf + 12);
+            uint32_t wp[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) wp[e] = fp8w_pack(wf[2 * e], wf[2 * e + 1]);
+#pragma unroll
+            for (int m = 0; m < BD_MAXM; m++) {
+                if (m < M) {
+                    const uint4 *am = (const uint4 *)(A + (size_t)m * lda + k + 16 * j);
+                    const uint4 a0 = __ldg(am), a1 = __ldg(am + 1);
+                    bd_pairs(&c[m], a0.x, wp[0]);
+                    bd_pairs(&c[m], a0.y, wp[1]);
+                    bd_pairs(&c[m], a0.z, wp[2]);
+                    bd_pairs(&c[m], a0.w, wp[3]);
+                    bd_pairs(&c[m], a1.x, wp[4]);
+                    bd_pairs(&c[m], a1.y, wp[5]);
+                    bd_pairs(&c[m], a1.z, wp[6]);
+                    bd_pairs(&c[m], a1.w, wp[7]);
+                }
+            }
+        }
+        __syncwarp();
+    }
+#undef FD_LOAD
+    if (n >= N) return;
+    for (int k = K128; k < K; k += 2) { /* tail pairs (K % 16 == 0) */
+        const uint32_t s = srow[k / wb];
+        const uint32_t wp = fp8w_pack(fp8w_one(W[(size_t)n * K + k], s), fp8w_one(W[(size_t)n * K + k + 1], s));
+        for (int m = 0; m < M && m < BD_MAXM; m++) bd_pairs(&c[m], *(const uint32_t *)(A + (size_t)m * lda + k), wp);
+    }
+#pragma unroll
+    for (int m = 0; m < BD_MAXM; m++) {
+        if (m < M) {
+            if (C32) C32[(size_t)m * ldc + n] = c[m];
+            else C16[(size_t)m * ldc + n] = dic_f32_to_bf16(c[m]);
+        }
+    }
+}
+
 extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                              float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0 || W->n <= 0) return cudaSuccess;
     if (W->fmt == 0 && (W->k & 1)) return cudaErrorInvalidValue; /* bf16 pairs */
+    if (W->fmt == DIC_WFMT_FP8B) {
+        if (W->wblock <= 0 || W->wblock % 16 || W->k % W->wblock || !W->scale) return cudaErrorInvalidValue;
+        if (M <= BD_MAXM && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 && ((uintptr_t)A & 15) == 0) {
+            DIC_LAUNCH(k_gemm_fp8w_dec, (unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st, M, W->n, W->k, A, lda,
+                       (const uint8_t *)W->w, W->scale, W->wblock, C32, C16, ldc);
+            DIC_LAUNCH_CHECK();
+        }
+    } else if (W->fmt != 0 && W->fmt != 1) {
+        return cudaErrorInvalidValue;
+    }
     if (W->fmt == 0 && M <= BD_MAXM && W->k % 8 == 0 && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 &&
         ((uintptr_t)A & 15) == 0) {
         DIC_LAUNCH(k_gemm_bf16_dec, (unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st, M, W->n, W->k, A, lda,
@@ -155,6 +253,7 @@ extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint1
     }
     dim3 grid((unsigned)((W->n + F_BN - 1) / F_BN), (unsigned)((M + F_BM - 1) / F_BM));
     if (grid.y > 65535) return cudaErrorInvalidConfiguration;
-    DIC_LAUNCH(k_gemm_float, grid, 256, 0, st, W->fmt == 1, M, W->n, W->k, A, lda, W->w, C32, C16, ldc);
+    DIC_LAUNCH(k_gemm_float, grid, 256, 0, st, W->fmt, M, W->n, W->k, A, lda, W->w, W->scale, W->wblock, C32, C16,
+               ldc);
     DIC_LAUNCH_CHECK();
 }

@@ -28,6 +28,12 @@
  *    can depend on M here), partial tiles added in rank order through distributed
  *    shared memory. No scratch is used. Block-diagonal launches (wo_a, M > 4): one launch,
  *    a 128-column tile takes its group's weights and activation columns.
+ * FP8B weights (dic.h: FP8 storage, BF16 math) take both families with the BF16 kernels'
+ * sums: the GEMV lane loads the 8 bytes standing for its 8 bf16 weights of a chunk (same
+ * chunks, same chains: a warp instruction reads 4 columns x 64 bytes) plus the chunk's
+ * scale byte; the tensor-core tiles cp.async the 128 x 64 e4m3 bytes of a k-step, and the
+ * CTA dequantises them into the BF16 tile the ldmatrix / mma steps read. The dequantised
+ * values are the BF16 matrix's exactly (dic_fp8w.cuh), so the outputs are its bits.
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
  * mode-1 kernels (dic_gemm_float_launch).
@@ -36,6 +42,7 @@
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_fp8w.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 
 namespace cg = cooperative_groups;
@@ -63,7 +70,7 @@ extern "C" void dic_gemm_float_fast_tune(int wpc, int cy, int flags) {
  * time (cu_exec.c dev_upload), never written by a kernel of the forward, so their DRAM
  * latency overlaps the previous kernel's tail; the activations (the previous kernel's
  * output) are read only after the wait. None of the variants changes a sum's order. */
-template <int MR, int F32, int PRE, int PIPE>
+template <int MR, int F32, int PRE, int PIPE, int F8>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                       const __grid_constant__ dic_gv_tab tab, int R, int gk,
                                                       float *C32, uint16_t *C16, size_t ldc, int WPC, int CY,
@@ -85,27 +92,40 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
      * tab.w[n / R] and whose activations start at column (n / R) * gk of A */
     const int grp = R > 0 && nok ? n / R : 0, nl = (nok ? n : 0) - grp * R;
     const uint16_t *Am = A + (size_t)m0 * lda + (size_t)grp * gk;
-    const char *wrow = (const char *)tab.w[grp] + (size_t)nl * K * (F32 ? 4 : 2);
+    const char *wrow = (const char *)tab.w[grp] + (size_t)nl * K * (F32 ? 4 : F8 ? 1 : 2);
+    /* FP8B: the column's scale row (a lane's 8 k of a chunk lie in one block) */
+    const uint8_t *srow = F8 ? tab.s[grp] + (size_t)(nl / tab.wb) * (size_t)(K / tab.wb) : NULL;
     const int step = WPC * GV_U, cb0 = c0 + j;
-    auto ldw = [&](uint4 *w, int cb) {
+    auto ldw = [&](uint4 *w, uint32_t *sc, int cb) {
 #pragma unroll
         for (int u = 0; u < GV_U; u++) {
             int c = cb + u * WPC, k = c * CE + q * EPL;
             w[u] = make_uint4(0, 0, 0, 0);
-            if (nok && c < c1 && k < K) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+            if constexpr (F8) {
+                sc[u] = 127;
+                if (nok && c < c1 && k < K) {
+                    const uint2 t = __ldg((const uint2 *)(wrow + (size_t)k));
+                    w[u].x = t.x, w[u].y = t.y;
+                    sc[u] = __ldg(srow + k / tab.wb);
+                }
+            } else {
+                if (nok && c < c1 && k < K) w[u] = __ldg((const uint4 *)(wrow + (size_t)k * (F32 ? 4 : 2)));
+            }
         }
     };
     uint4 w[GV_U];
+    uint32_t sw[GV_U];
     const bool late = (flags & DIC_GV_LATE) != 0;
-    if (!late) ldw(w, cb0);
+    if (!late) ldw(w, sw, cb0);
     DIC_PDL_ENTER();
-    if (late) ldw(w, cb0);
+    if (late) ldw(w, sw, cb0);
     float acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; m++) acc[m] = 0.0f;
     for (int cb = cb0; cb < c1; cb += step) {
         uint4 wn[PIPE ? GV_U : 1];
-        if constexpr (PIPE) ldw(wn, cb + step);
+        uint32_t swn[PIPE ? GV_U : 1];
+        if constexpr (PIPE) ldw(wn, swn, cb + step);
         uint4 ap[PRE ? GV_U : 1][MR];
         if constexpr (PRE) {
 #pragma unroll
@@ -155,8 +175,14 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
                         if constexpr (PRE) a[m] = ap[u][m];
                         else a[m] = m < mt ? __ldg((const uint4 *)(Am + (size_t)m * lda + k)) : make_uint4(0, 0, 0, 0);
                     }
-                    float wf[8] = {bf_lo(w[u].x), bf_hi(w[u].x), bf_lo(w[u].y), bf_hi(w[u].y),
-                                   bf_lo(w[u].z), bf_hi(w[u].z), bf_lo(w[u].w), bf_hi(w[u].w)};
+                    float wf[8];
+                    if constexpr (F8) { /* the exact bf16 values of the 8 e4m3 bytes */
+                        fp8w_x4(w[u].x, sw[u], wf);
+                        fp8w_x4(w[u].y, sw[u], wf + 4);
+                    } else {
+                        wf[0] = bf_lo(w[u].x), wf[1] = bf_hi(w[u].x), wf[2] = bf_lo(w[u].y), wf[3] = bf_hi(w[u].y);
+                        wf[4] = bf_lo(w[u].z), wf[5] = bf_hi(w[u].z), wf[6] = bf_lo(w[u].w), wf[7] = bf_hi(w[u].w);
+                    }
 #pragma unroll
                     for (int m = 0; m < MR; m++) {
                         if (m < mt) {
@@ -175,9 +201,9 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
         }
         if constexpr (PIPE) {
 #pragma unroll
-            for (int u = 0; u < GV_U; u++) w[u] = wn[u];
+            for (int u = 0; u < GV_U; u++) w[u] = wn[u], sw[u] = swn[u];
         } else if (cb + step < c1) {
-            ldw(w, cb + step);
+            ldw(w, sw, cb + step);
         }
     }
     /* 8-lane butterfly: every lane of the column group ends with the same sum */
@@ -251,27 +277,33 @@ typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_ta
                         size_t, int, int, int);
 
 /* The kernel variant: MR rows per tile; PRE / PIPE choices only at MR = 1 (else the defaults:
- * PRE for MR <= 2, no PIPE). */
-static gemv_fn gemv_pick(int f32, int mr, int flags) {
+ * PRE for MR <= 2, no PIPE). f8: FP8B weights (the BF16 variants' sums). */
+template <int F8>
+static gemv_fn gemv_pick_bf(int mr, int nopre, int pipe) {
+    if (mr == 1)
+        return nopre ? (pipe ? k_gemv<1, 0, 0, 1, F8> : k_gemv<1, 0, 0, 0, F8>)
+                     : (pipe ? k_gemv<1, 0, 1, 1, F8> : k_gemv<1, 0, 1, 0, F8>);
+    return mr == 2 ? k_gemv<2, 0, 1, 0, F8> : mr == 4 ? k_gemv<4, 0, 0, 0, F8> : mr == 8 ? k_gemv<8, 0, 0, 0, F8>
+                                                                                          : k_gemv<16, 0, 0, 0, F8>;
+}
+static gemv_fn gemv_pick(int f32, int f8, int mr, int flags) {
     const int nopre = (flags & DIC_GV_NOPRE) != 0, pipe = (flags & DIC_GV_PIPE) != 0;
     if (f32) {
-        if (mr == 1) return pipe ? k_gemv<1, 1, 1, 1> : k_gemv<1, 1, 1, 0>;
-        return mr == 2 ? k_gemv<2, 1, 1, 0> : mr == 4 ? k_gemv<4, 1, 0, 0> : mr == 8 ? k_gemv<8, 1, 0, 0>
-                                                                                      : k_gemv<16, 1, 0, 0>;
+        if (mr == 1) return pipe ? k_gemv<1, 1, 1, 1, 0> : k_gemv<1, 1, 1, 0, 0>;
+        return mr == 2 ? k_gemv<2, 1, 1, 0, 0> : mr == 4 ? k_gemv<4, 1, 0, 0, 0> : mr == 8 ? k_gemv<8, 1, 0, 0, 0>
+                                                                                            : k_gemv<16, 1, 0, 0, 0>;
     }
-    if (mr == 1)
-        return nopre ? (pipe ? k_gemv<1, 0, 0, 1> : k_gemv<1, 0, 0, 0>) : (pipe ? k_gemv<1, 0, 1, 1> : k_gemv<1, 0, 1, 0>);
-    return mr == 2 ? k_gemv<2, 0, 1, 0> : mr == 4 ? k_gemv<4, 0, 0, 0> : mr == 8 ? k_gemv<8, 0, 0, 0>
-                                                                                  : k_gemv<16, 0, 0, 0>;
+    return f8 ? gemv_pick_bf<1>(mr, nopre, pipe) : gemv_pick_bf<0>(mr, nopre, pipe);
 }
 
 /* G > 1: block-diagonal launch over W[0..G) (N = G * W->n columns; R = W->n, A offset gk per group). */
 static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
                                  int gk, float *C32, uint16_t *C16, size_t ldc) {
-    const int f32 = W->fmt == 1, N = G * W->n;
+    const int f32 = W->fmt == 1, f8 = W->fmt == DIC_WFMT_FP8B, N = G * W->n;
     dic_gv_tab tab;
     memset(&tab, 0, sizeof tab);
-    for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
+    for (int g = 0; g < G; g++) tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
+    tab.wb = f8 ? W->wblock : 0;
     int wpc, cy;
     gemv_split(f32, N, W->k, &wpc, &cy);
     /* PIPE (the next batch's weights in flight during the sums) where a warp walks several
@@ -285,7 +317,7 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     if (wpc != 1 && wpc != 2 && wpc != 4 && wpc != 8) return cudaErrorInvalidValue;
     if (cy < 1 || cy > 8) return cudaErrorInvalidValue;
     int mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
-    gemv_fn fn = gemv_pick(f32, mr, flags);
+    gemv_fn fn = gemv_pick(f32, f8, mr, flags);
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
     if (gz > 65535) return cudaErrorInvalidConfiguration;
@@ -339,13 +371,16 @@ static __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t 
 /* byte offset of (row, 16-byte chunk) in a tile of 128-byte rows, chunks XOR-swizzled by row */
 static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
 
-template <int BM>
+/* F8 (FP8B weights): a stage holds the A tile and the 128 x 64 e4m3 bytes of the weight tile
+ * (rows of 64 bytes); after the stage lands, the CTA writes the exact BF16 weights into one
+ * BF16 tile past the stages (same layout as a BF16 stage's), which the k-step then reads. */
+template <int BM, int F8>
 static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                      const __grid_constant__ dic_gv_tab tab, int R, int gk,
                                                      float *C32, uint16_t *C16, size_t ldc, int S) {
     DIC_PDL_ENTER();
     extern __shared__ __align__(128) uint8_t sm[];
-    const int STAGE = BM * 128 + MM_BN * 128;
+    const int STAGE = BM * 128 + MM_BN * (F8 ? 64 : 128);
     const int MI = BM / 32; /* m16 tiles per warp (warp tile BM/2 x 64) */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wm = (warp >> 1) * (BM / 2), wn = (warp & 1) * 64;
@@ -354,10 +389,26 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
      * n0 / R (weights tab.w[grp], local columns from nw0, activations from column grp * gk) */
     const int grp = R > 0 ? n0 / R : 0, nw0 = n0 - grp * R, NW = R > 0 ? R : N;
     const uint16_t *__restrict__ W = (const uint16_t *)tab.w[grp];
+    const uint8_t *__restrict__ W8 = (const uint8_t *)tab.w[grp];
     A += (size_t)grp * gk;
     const int nkt = (K + MM_BK - 1) / MM_BK, per = (nkt + S - 1) / S;
     const int kt0 = blockIdx.z * per, kt1 = min(nkt, kt0 + per);
     const uint32_t sbase = smem_u32(sm);
+    /* F8: the BF16 weight tile; thread tid dequantises rows tid / 4 + 32 i (i < 4), bytes
+     * 16 (tid % 4) .. + 16 of each (one scale block: wblock % 16 == 0), with the scale bytes
+     * of the k-step loaded one k-step ahead */
+    const uint32_t sbf = sbase + MM_ST * STAGE;
+    uint32_t scv[4];
+    auto load_scales = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = (tid >> 2) + 32 * i, k = kt * MM_BK + (tid & 3) * 16;
+            scv[i] = 127;
+            if (nw0 + r < NW && k < K)
+                scv[i] = __ldg(tab.s[grp] + (size_t)((nw0 + r) / tab.wb) * (size_t)(K / tab.wb) + (size_t)(k / tab.wb));
+        }
+    };
+    if constexpr (F8) load_scales(kt0);
 
     float acc[MI][8][4];
 #pragma unroll
@@ -377,12 +428,22 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
             const uint16_t *src = ok ? A + (size_t)(m0 + r) * lda + k : A;
             cp_async16(sa + swz(r, c), src, ok ? 16 : 0);
         }
+        if constexpr (F8) {
 #pragma unroll
-        for (int i = 0; i < MM_BN * 8 / MM_T; i++) {
-            int idx = tid + i * MM_T, r = idx >> 3, c = idx & 7, k = kb + c * 8;
-            bool ok = nw0 + r < NW && k < K;
-            const uint16_t *src = ok ? W + (size_t)(nw0 + r) * K + k : W;
-            cp_async16(sb + swz(r, c), src, ok ? 16 : 0);
+            for (int i = 0; i < MM_BN * 4 / MM_T; i++) {
+                int idx = tid + i * MM_T, r = idx >> 2, c = idx & 3, k = kb + c * 16;
+                bool ok = nw0 + r < NW && k < K;
+                const uint8_t *src = ok ? W8 + (size_t)(nw0 + r) * K + k : W8;
+                cp_async16(sb + r * 64 + c * 16, src, ok ? 16 : 0);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < MM_BN * 8 / MM_T; i++) {
+                int idx = tid + i * MM_T, r = idx >> 3, c = idx & 7, k = kb + c * 8;
+                bool ok = nw0 + r < NW && k < K;
+                const uint16_t *src = ok ? W + (size_t)(nw0 + r) * K + k : W;
+                cp_async16(sb + swz(r, c), src, ok ? 16 : 0);
+            }
         }
     };
 
@@ -399,7 +460,29 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
             if (nk < kt1) load_tile((nk - kt0) % MM_ST, nk);
             asm volatile("cp.async.commit_group;\n" ::);
         }
-        const uint32_t sa = sbase + ((kt - kt0) % MM_ST) * STAGE, sb = sa + BM * 128;
+        const uint32_t sa = sbase + ((kt - kt0) % MM_ST) * STAGE;
+        uint32_t sb = sa + BM * 128;
+        if constexpr (F8) {
+            /* the previous k-step's reads of the BF16 tile ended before the barrier above */
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = (tid >> 2) + 32 * i, c = tid & 3;
+                const uint4 v = *(const uint4 *)(sm + (sb - sbase) + r * 64 + c * 16);
+                float wf[16];
+                fp8w_x4(v.x, scv[i], wf), fp8w_x4(v.y, scv[i], wf + 4), fp8w_x4(v.z, scv[i], wf + 8);
+                fp8w_x4(v.w, scv[i], wf + 12);
+                uint4 lo, hi;
+                lo.x = fp8w_pack(wf[0], wf[1]), lo.y = fp8w_pack(wf[2], wf[3]);
+                lo.z = fp8w_pack(wf[4], wf[5]), lo.w = fp8w_pack(wf[6], wf[7]);
+                hi.x = fp8w_pack(wf[8], wf[9]), hi.y = fp8w_pack(wf[10], wf[11]);
+                hi.z = fp8w_pack(wf[12], wf[13]), hi.w = fp8w_pack(wf[14], wf[15]);
+                *(uint4 *)(sm + (sbf - sbase) + swz(r, 2 * c)) = lo;
+                *(uint4 *)(sm + (sbf - sbase) + swz(r, 2 * c + 1)) = hi;
+            }
+            if (kt + 1 < kt1) load_scales(kt + 1);
+            __syncthreads();
+            sb = sbf;
+        }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             uint32_t af[MI][4], bfr[8][2];
@@ -471,19 +554,21 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
     cl.sync();
 }
 
-static size_t mma_smem(int bm) {
-    size_t pipe = (size_t)MM_ST * (bm * 128 + MM_BN * 128), redb = (size_t)bm * MM_LD * 4;
+static size_t mma_smem(int bm, int f8) {
+    size_t pipe = f8 ? (size_t)MM_ST * (bm * 128 + MM_BN * 64) + MM_BN * 128 : (size_t)MM_ST * (bm * 128 + MM_BN * 128);
+    size_t redb = (size_t)bm * MM_LD * 4;
     return pipe > redb ? pipe : redb;
 }
 
 /* G > 1: block-diagonal launch over W[0..G) (N = G * W->n, W->n % MM_BN == 0; A offset gk per group). */
 static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk,
                               float *C32, uint16_t *C16, size_t ldc, int force_bm, int force_s) {
-    const int N = G * W->n, K = W->k;
+    const int N = G * W->n, K = W->k, f8 = W->fmt == DIC_WFMT_FP8B;
     if (G > 1 && W->n % MM_BN) return cudaErrorInvalidValue;
     dic_gv_tab tab;
     memset(&tab, 0, sizeof tab);
-    for (int g = 0; g < G; g++) tab.w[g] = W[g].w;
+    for (int g = 0; g < G; g++) tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
+    tab.wb = f8 ? W->wblock : 0;
     const long long t128 = (long long)((M + 127) / 128) * ((N + MM_BN - 1) / MM_BN);
     int bm = (M <= 64 || t128 < 66) ? 64 : 128;
     if (force_bm) bm = force_bm;
@@ -493,9 +578,9 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
     while (tiles * S < 132 && S < 8 && nkt / (2 * S) >= 4) S *= 2;
     if (force_s) S = force_s;
     if ((M + bm - 1) / bm > 65535) return cudaErrorInvalidConfiguration;
-    const size_t smem = mma_smem(bm);
+    const size_t smem = mma_smem(bm, f8);
     void (*fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *, size_t, int) =
-        bm == 64 ? k_mma<64> : k_mma<128>;
+        f8 ? (bm == 64 ? k_mma<64, 1> : k_mma<128, 1>) : (bm == 64 ? k_mma<64, 0> : k_mma<128, 0>);
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     cudaLaunchConfig_t cfg;
@@ -524,8 +609,11 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
                                                   const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc,
                                                   int path) {
     if (M <= 0 || W->n <= 0) return cudaSuccess;
-    if (W->fmt != 0 && W->fmt != 1) return cudaErrorInvalidValue;
+    if (W->fmt != 0 && W->fmt != 1 && W->fmt != DIC_WFMT_FP8B) return cudaErrorInvalidValue;
     const int f32 = W->fmt == 1, K = W->k;
+    if (W->fmt == DIC_WFMT_FP8B && (W->wblock <= 0 || W->wblock % 16 || K % W->wblock || !W->scale))
+        return cudaErrorInvalidValue;
+    /* FP8B: the BF16 rules and choices (so the BF16 matrix's kernel and bits) */
     int ok = K > 0 && al16(W->w) && (f32 ? (K % 4 == 0 && lda % 4 == 0 && ((uintptr_t)A & 7) == 0)
                                         : (K % 8 == 0 && lda % 8 == 0 && al16(A)));
     if (path == DIC_GEMMF_PATH_OLD || !ok) return dic_gemm_float_launch(st, M, A, lda, W, C32, C16, ldc);
@@ -546,7 +634,7 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, 0);
 }
 
-/* Block-diagonal BF16 / F32 product (ops.h di_gemm_blockdiag) in one launch in fast mode
+/* Block-diagonal BF16 / F32 / FP8B product (ops.h di_gemm_blockdiag) in one launch in fast mode
  * when every group has the same format and shape: the GEMV (F32, or BF16 at M <= GV_BF16_MAXM;
  * n % 4 == 0 so a warp's 4 columns share a group), else for BF16 with n % 128 == 0 the
  * tensor-core tiles (a 128-column tile lies in one group; the split S depends on the tile
@@ -555,13 +643,16 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
                                           const dic_wmat *W, int gk, int act_block, float *C32, uint16_t *C16,
                                           size_t ldc) {
     if (M <= 0 || G <= 0) return cudaSuccess;
-    int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1) && W[0].k == gk &&
+    const int f8 = W[0].fmt == DIC_WFMT_FP8B;
+    int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1 || f8) && W[0].k == gk &&
                gk % 8 == 0 && lda % 8 == 0 && al16(A);
+    if (same && f8) same = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
     for (int g = 0; g < G && same; g++)
-        same = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w);
+        same = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w) &&
+               (!f8 || (W[g].wblock == W[0].wblock && W[g].scale));
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
-    if (same && W[0].fmt == 0 && W[0].n % MM_BN == 0)
+    if (same && (W[0].fmt == 0 || f8) && W[0].n % MM_BN == 0)
         return mma_launch(c->stream, M, A, lda, W, G, gk, C32, C16, ldc, 0, 0);
     for (int g = 0; g < G; g++) {
         size_t co = (size_t)g * (size_t)W[g].n;

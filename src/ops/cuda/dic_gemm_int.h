@@ -164,6 +164,8 @@ cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, siz
 #define DIC_GV_MAXG 16
 typedef struct dic_gv_tab {
     const void *w[DIC_GV_MAXG];
+    const uint8_t *s[DIC_GV_MAXG]; /* FP8B: the scale bytes (dic.h DIC_WFMT_FP8B) */
+    int wb;                        /* FP8B: the scale block */
 } dic_gv_tab;
 
 enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2, DIC_GEMMF_PATH_MMA64 = 3,
