@@ -9,7 +9,12 @@
  * the step). Floor: fn bytes + R read and written + sub + x + xn at the d2d
  * copy rate measured first. One row per fused kernel variant
  * (dic_hc_transition_variant) and case. Usage: mhc_bench [m1] (m1: also the
- * mode-1 sequence, ~600 us per transition) */
+ * mode-1 sequence, ~600 us per transition). Then the output head (ops.h
+ * di_hc_head_final: the last block's expand, the head's 4 mixes (fn: the first
+ * 4 rows of a rotated fn copy), scale_mixes, head_pre, collapse, final
+ * RMSNorm; V4.1: expand, collapse with the carried pre, RMSNorm) at M = 1, 2,
+ * 4: dic_hc_head (32 and 64 columns per CTA) against the mode-0 sequence
+ * (6 / 3 launches). Usage: mhc_bench [m1] [head] (head: only the head rows) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +81,36 @@ static void transition(int mode, int M, int i, int expand, int chain) {
     CK(dic_rmsnorm(&ctx, M, x, D, w, D, 1e-6f, xn, D));
 }
 
+/* The output head. mode: 0 fused, 1 the mode-0 sequence; v4: the head's mixes (else V4.1: carried pre) */
+static void head(int mode, int M, int i, int v4) {
+    const float *f = v4 ? fn[i % NW] : NULL; /* rows 0-3 of the copy: [4][HCD] */
+    ctx.batch_invariant = 0;
+    if (mode == 0) {
+        CK(dic_hc_head(&ctx, M, sub, D, post, comb, R, HCD, D, f, 1.25f, base, 1e-6f, 1e-6f, mixes, v4 ? pre : pre_in, w,
+                       1e-6f, x, xn, D));
+        return;
+    }
+    CK(dic_hc_expand(&ctx, M, post, comb, sub, D, R, R, HCD, D));
+    if (v4) {
+        dic_wmat wm = {1, 4, HCD, 0, f, NULL};
+        CK(dic_gemm(&ctx, M, R, HCD, &wm, 0, mixes, NULL, 4));
+        CK(dic_hc_scale_mixes(&ctx, M, R, HCD, HCD, 1e-6f, mixes, 4, mixes));
+        CK(dic_hc_head_pre(&ctx, M, mixes, 4, 1.25f, base, 1e-6f, pre));
+    }
+    CK(dic_hc_collapse(&ctx, M, v4 ? pre : pre_in, R, HCD, D, x, D));
+    CK(dic_rmsnorm(&ctx, M, x, D, w, D, 1e-6f, xn, D));
+}
+
+static double head_us(int mode, int M, int v4) {
+    cudaGraph_t gr;
+    for (int i = 0; i < 4; i++) head(mode, M, i, v4);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < CALLS; i++) head(mode, M, i, v4);
+    CK(cudaStreamEndCapture(st, &gr));
+    return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
+}
+
 static double graph_us(int mode, int M, int expand, int chain) {
     cudaGraph_t gr;
     for (int i = 0; i < 4; i++) transition(mode, M, i, expand, chain); /* warm (module load) */
@@ -122,7 +157,8 @@ int main(int argc, char **argv) {
     transition(2, MM, 0, 0, 0);
     CK(cudaStreamSynchronize(st));
 
-    const int with_m1 = argc > 1 && !strcmp(argv[1], "m1");
+    int with_m1 = 0, only_head = 0;
+    for (int a = 1; a < argc; a++) with_m1 |= !strcmp(argv[a], "m1"), only_head |= !strcmp(argv[a], "head");
     printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
            D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
     printf("-- fused variants (dic_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "
@@ -131,7 +167,7 @@ int main(int argc, char **argv) {
            "f/floor", "unf0/f");
     static const int Ms[] = {1, 2, 4, 8};
     const int v_saved = dic_hc_transition_variant(-1);
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < (only_head ? 0 : 6); c++) {
         int M = c < 4 ? Ms[c] : 1, expand = c != 4, chain = c == 5;
         double bytes = 24.0 * HCD * 4 + (double)M * (HCD * 2 * (expand ? 2 : 1) + (expand ? D * 2 : 0) + 2 * D * 2);
         double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
@@ -146,5 +182,27 @@ int main(int argc, char **argv) {
         }
     }
     dic_hc_transition_variant(v_saved);
+
+    /* the output head: graph us per head, fused (32 / 64 columns per CTA) vs the mode-0 sequence */
+    printf("-- output head (di_hc_head_final): expand + [4 mixes + scale + head_pre] + collapse + final RMSNorm; "
+           "unf.m0 = the mode-0 sequence (V4: 6 launches, V4.1: 3)\n");
+    printf("%-28s %9s %9s %9s %8s %8s %8s\n", "case", "fused32", "fused64", "unf.m0", "floor", "f/floor", "unf0/f");
+    for (int v4 = 1; v4 >= 0; v4--)
+        for (int c = 0; c < 3; c++) {
+            const int M = c == 2 ? 4 : c + 1;
+            double bytes = (v4 ? 4.0 * HCD * 4 : 0.0) + (double)M * (HCD * 2 * 2 + D * 2 + 2 * D * 2);
+            double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
+            double u0 = head_us(1, M, v4);
+            dic_hc_head_cw(32);
+            double f32 = head_us(0, M, v4);
+            dic_hc_head_cw(64);
+            double f64 = head_us(0, M, v4);
+            dic_hc_head_cw(32);
+            double fb = f32 < f64 ? f32 : f64;
+            char name[64];
+            snprintf(name, sizeof name, "M=%d head %s", M, v4 ? "V4 (mixes)" : "V4.1 (carried)");
+            printf("%-28s %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, f32, f64, u0, floor_us, fb / floor_us, u0 / fb);
+            fflush(stdout);
+        }
     return 0;
 }

@@ -16,6 +16,9 @@ void di_block(di_fwd *f, const di_block_w *bw, const di_layer_cfg *L, int layer,
     if (next) { /* this site's post and the next block's attention pre: one transition */
         di_mhc_site(f, &next->hc_attn, next->attn_norm, ws->sub, R, chain);
         f->hc_primed = 1;
+    } else if (f->hc_defer_post) { /* the output head runs it (di_mhc_head_final) */
+        f->hc_defer_post = 0;
+        f->hc_post_pending = 1;
     } else {
         di_mhc_post(f, ws->sub, R);
     }

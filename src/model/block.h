@@ -29,7 +29,10 @@ typedef void (*di_attn_fn)(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L
  * with nothing in between that reads or writes R or ws (else NULL). Then the
  * FFN site's post and next's attention-site pre run as one transition
  * (di_mhc_site) at the end of this call, f->hc_primed is set, and the next
- * di_block call starts at its attention sub-layer. */
+ * di_block call starts at its attention sub-layer. With next == NULL and
+ * f->hc_defer_post set (cleared here), the FFN site's post is left pending
+ * (f->hc_post_pending; ws->sub, ws->post, ws->comb must stay untouched) for
+ * di_mhc_head_final, or di_mhc_post_pending where R is read first. */
 void di_block(di_fwd *f, const di_block_w *bw, const di_layer_cfg *L, int layer, uint16_t *R, int chain,
               di_attn_fn attn, const di_moe_opts *moe, const di_block_w *next);
 

@@ -232,7 +232,7 @@ void di_core_logits(di_core *m, di_fwd *f, const di_v4_batch *b, int r0, const f
     int i0, i1;
     logit_range(b, r0, f->M, &i0, &i1);
     if (i0 == i1) return;
-    di_rmsnorm(f->x, f->M, ws->x, (size_t)d, norm, d, (float)c->rms_norm_eps, ws->xn, (size_t)d);
+    if (norm) di_rmsnorm(f->x, f->M, ws->x, (size_t)d, norm, d, (float)c->rms_norm_eps, ws->xn, (size_t)d);
     for (int i = i0; i < i1;) { /* runs of consecutive rows: one GEMM each */
         int j = i + 1;
         while (j < i1 && b->logit_rows[j] == b->logit_rows[j - 1] + 1) j++;

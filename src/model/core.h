@@ -61,7 +61,8 @@ void di_core_embed(di_core *c, di_fwd *f, const uint16_t *embed);
 /* The output head for the rows of this piece listed in b->logit_rows:
  * logits = head . norm(ws->x) in fp32, where ws->x holds the collapsed
  * final hidden of every row (the caller's collapse). Returns 1 if the
- * piece has logit rows (call it to know whether to collapse first). */
+ * piece has logit rows (call it to know whether to collapse first).
+ * norm NULL: ws->xn already holds norm(ws->x) (di_mhc_head_final). */
 int di_core_has_logits(const di_v4_batch *b, int r0, int n);
 void di_core_logits(di_core *c, di_fwd *f, const di_v4_batch *b, int r0, const float *norm, const di_wmat *head);
 

@@ -106,10 +106,12 @@ void di_v4_outputs(di_v4_model *m, di_core *core, di_fwd *f, const di_v4_batch *
                    const float *norm) {
     const di_model_config *c = &m->core.cfg;
     size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
+    int logits = di_core_has_logits(b, r0, f->M);
+    if (b->hidden || !logits) di_mhc_post_pending(f, core->R); /* R is read, or there is no head */
     if (b->hidden) di_copy_2d(f->x, 1, core->R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)f->M * hcd * 2);
-    if (!di_core_has_logits(b, r0, f->M)) return;
-    di_mhc_head(f, hc_head, core->R, f->ws->x);
-    di_core_logits(core, f, b, r0, norm, &m->w.head);
+    if (!logits) return;
+    di_mhc_head_final(f, hc_head, norm, core->R); /* pending post, head collapse, final norm */
+    di_core_logits(core, f, b, r0, NULL, &m->w.head);
 }
 
 /* Rows [r0, r0 + n) of a checked batch through the backbone on one core
@@ -121,9 +123,11 @@ static void forward_rows(di_v4_model *m, di_core *core, const di_v4_batch *b, in
         di_fwd f;
         di_core_fwd_init(core, b, r0, k, &m->moe, &f);
         di_core_embed(core, &f, m->w.embed); /* expanded to hc copies (§4.1) */
-        for (int l = 0; l < c->n_layers; l++)
+        for (int l = 0; l < c->n_layers; l++) {
+            f.hc_defer_post = l + 1 == c->n_layers; /* the last post joins the head (di_v4_outputs) */
             di_block(&f, &m->w.layers[l], &c->layers[l], l, core->R, 0, di_attn_block, &m->moe,
                      l + 1 < c->n_layers ? &m->w.layers[l + 1] : NULL);
+        }
         di_v4_outputs(m, core, &f, b, r0, &m->w.hc_head, m->w.norm);
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }

@@ -224,12 +224,15 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
              * changed in between (Engram, the DSpark target capture) */
             int fuse = l + 1 < c->n_layers && c->layers[l + 1].engram < 0 &&
                        !(b->target_hidden && m->target_slot[l + 1] >= 0);
+            f.hc_defer_post = l + 1 == c->n_layers; /* the last post joins the head below */
             di_block(&f, &m->w.layers[l], L, l, core->R, 1, di_attn_block, &m->moe, fuse ? &m->w.layers[l + 1] : NULL);
         }
+        int logits = di_core_has_logits(b, r0, k);
+        if (b->hidden || !logits) di_mhc_post_pending(&f, core->R); /* R is read, or there is no head */
         if (b->hidden) di_copy_2d(f.x, 1, core->R, 0, b->hidden + (size_t)r0 * hcd, 0, (size_t)k * hcd * 2);
-        if (di_core_has_logits(b, r0, k)) {
-            di_mhc_collapse_carried(&f, core->R, f.ws->x);
-            di_core_logits(core, &f, b, r0, m->w.norm, &m->w.head);
+        if (logits) { /* pending post, collapse with the carried pre, final norm */
+            di_mhc_head_final(&f, NULL, m->w.norm, core->R);
+            di_core_logits(core, &f, b, r0, NULL, &m->w.head);
         }
         for (int s = 0; s < f.nseg; s++) f.segs[s].seq->n_tokens = f.segs[s].pos0 + f.segs[s].nrows;
     }

@@ -98,6 +98,8 @@ typedef struct di_fwd {
     int mtp;                /* 1 while running a drafter stage (its own positions) */
     int released_index_k;   /* V4.1: single-token decode rows score stale index keys (§5.4) */
     int hc_primed;          /* di_block: the next block's attention-site pre is done (block.h) */
+    int hc_defer_post;      /* di_block with next == NULL: leave the post to the head (block.h) */
+    int hc_post_pending;    /* that post is still to run (di_mhc_head_final / di_mhc_post_pending) */
     const float *inv_freq_main, *inv_freq_cmp; /* [rope_head_dim / 2] */
     const struct di_moe_opts *moe;             /* router / SwiGLU settings of the model */
     void (*index_obs)(void *ctx, int layer, int64_t pos, const int *rows, int n); /* optional */

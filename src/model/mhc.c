@@ -37,3 +37,20 @@ void di_mhc_head(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x) {
     di_hc_head_pre(f->x, f->M, ws->mixes, hcm, hc->scale[0], hc->dbase, (float)c->hc_eps, ws->pre);
     di_hc_collapse(f->x, f->M, ws->pre, R, (size_t)hcd, d, x, (size_t)d);
 }
+
+void di_mhc_head_final(di_fwd *f, const di_hc_w *hc, const float *norm, uint16_t *R) {
+    const di_model_config *c = f->cfg;
+    di_ws *ws = f->ws;
+    int d = (int)c->hidden_size, hcd = (int)(c->hc_mult * d);
+    const uint16_t *sub = f->hc_post_pending ? ws->sub : NULL;
+    f->hc_post_pending = 0;
+    di_hc_head_final(f->x, f->M, sub, (size_t)d, ws->post, ws->comb, R, (size_t)hcd, d, hc ? &hc->fn : NULL,
+                     hc ? hc->scale[0] : 0.0f, hc ? hc->dbase : NULL, (float)c->hc_eps, (float)c->rms_norm_eps,
+                     ws->mixes, hc ? ws->pre : ws->pre_in, norm, (float)c->rms_norm_eps, ws->x, ws->xn, (size_t)d);
+}
+
+void di_mhc_post_pending(di_fwd *f, uint16_t *R) {
+    if (!f->hc_post_pending) return;
+    f->hc_post_pending = 0;
+    di_mhc_post(f, f->ws->sub, R);
+}

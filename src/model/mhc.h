@@ -35,4 +35,15 @@ void di_mhc_post(di_fwd *f, const uint16_t *sub, uint16_t *R);
 /* The output-head collapse (no Sinkhorn): x = sum_k pre_k R[k]. */
 void di_mhc_head(di_fwd *f, const di_hc_w *hc, const uint16_t *R, uint16_t *x);
 
+/* The output head in one op (ops.h di_hc_head_final): the pending post of
+ * the last block (f->hc_post_pending, cleared), then with hc (V4) the head
+ * collapse of di_mhc_head, without (V4.1) the collapse with ws->pre_in, into
+ * ws->x, then ws->xn = rmsnorm(ws->x, norm) (the final norm before lm_head:
+ * di_core_logits with norm NULL). */
+void di_mhc_head_final(di_fwd *f, const di_hc_w *hc, const float *norm, uint16_t *R);
+
+/* The pending post of the last block (f->hc_post_pending), if any: where R
+ * is read (or the head skipped) before di_mhc_head_final. */
+void di_mhc_post_pending(di_fwd *f, uint16_t *R);
+
 #endif

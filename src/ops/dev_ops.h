@@ -45,6 +45,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(hc_collapse);
     DI_DEV_OP(hc_expand);
     DI_DEV_OP(hc_transition);
+    DI_DEV_OP(hc_head_final);
     DI_DEV_OP(swiglu);
     DI_DEV_OP(embed);
     DI_DEV_OP(embed_rep);

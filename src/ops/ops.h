@@ -331,6 +331,30 @@ void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint
                       float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
                       const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
 
+/* The model's output head (§4.8) for M rows: the post of the last block's
+ * last site, the head collapse and the final RMSNorm. Exactly the op sequence
+ * (di_hc_head_final_seq):
+ *   sub != NULL: R = expand(post, comb, sub, R) in place (sub [M][d] stride
+ *                ldsub; post [M][4], comb [M][16]);
+ *   fn != NULL (V4: the head's F32 [hc][4d] weight, hc = 4):
+ *                mixes = scale_mixes(R, rms_eps, gemm(R, fn))   ([M][4]),
+ *                pre = head_pre(mixes, hc, scale0, base, hc_eps) ([M][4]);
+ *   fn == NULL (V4.1): pre is an input (the carried pre, §5.1), not written;
+ *   xo = collapse(pre, R); xn = rmsnorm(xo, norm_w, norm_eps) (stride ldx).
+ * R: [M][4][d] bf16, stride ldr. A backend may fuse the sequence (CUDA with
+ * batch_invariant == 0: the mixes' fp32 sums in another fixed order). */
+void di_hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
+                      uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base, float hc_eps,
+                      float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps, uint16_t *xo,
+                      uint16_t *xn, size_t ldx);
+
+/* The unfused sequence of di_hc_head_final (backends call it for the shapes
+ * and modes they do not fuse). */
+void di_hc_head_final_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
+                          uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
+                          float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
+                          uint16_t *xo, uint16_t *xn, size_t ldx);
+
 /* The unfused sequence of di_hc_transition, each op dispatched on its own
  * (backends call it for the shapes and modes they do not fuse). */
 void di_hc_transition_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,

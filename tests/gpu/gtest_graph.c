@@ -156,3 +156,5 @@ TEST(gpu_graph_v41_b1) { run_case("golden/v41-tiny-a", 1, 1); }
 TEST(gpu_graph_v41_b5) { run_case("golden/v41-tiny-a", 1, 5); }
 TEST(gpu_graph_v4_b1_fast) { run_case_mode("golden/v4-tiny-a", 0, 1, 1); }
 TEST(gpu_graph_v41_b5_fast) { run_case_mode("golden/v41-tiny-a", 1, 5, 1); }
+/* one sequence: decode rows M = 1, so the fused transition and head (M <= 4) run in the V4.1 graph */
+TEST(gpu_graph_v41_b1_fast) { run_case_mode("golden/v41-tiny-a", 1, 1, 1); }

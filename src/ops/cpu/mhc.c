@@ -238,3 +238,27 @@ void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint
     di_hc_transition_seq(x, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre, post,
                          comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
 }
+
+void di_hc_head_final_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
+                          uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
+                          float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
+                          uint16_t *xo, uint16_t *xn, size_t ldx) {
+    if (sub) di_hc_expand(x, M, post, comb, sub, ldsub, R, R, ldr, d);
+    if (fn) {
+        di_gemm(x, M, R, ldr, fn, 0, mixes, NULL, (size_t)fn->n);
+        di_hc_scale_mixes(x, M, R, ldr, HC * d, rms_eps, mixes, fn->n, mixes);
+        di_hc_head_pre(x, M, mixes, fn->n, scale0, base, hc_eps, pre);
+    }
+    di_hc_collapse(x, M, pre, R, ldr, d, xo, ldx);
+    di_rmsnorm(x, M, xo, ldx, norm_w, d, norm_eps, xn, ldx);
+}
+
+void di_hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
+                      uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base, float hc_eps,
+                      float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps, uint16_t *xo,
+                      uint16_t *xn, size_t ldx) {
+    DI_DEV_CALL(x, hc_head_final, M, sub, ldsub, post, comb, R, ldr, d, fn, scale0, base, hc_eps, rms_eps, mixes, pre,
+                norm_w, norm_eps, xo, xn, ldx);
+    di_hc_head_final_seq(x, M, sub, ldsub, post, comb, R, ldr, d, fn, scale0, base, hc_eps, rms_eps, mixes, pre,
+                         norm_w, norm_eps, xo, xn, ldx);
+}

@@ -6,6 +6,7 @@
  * copy per op (docs/DEVICE-FORWARD.md §5 says what a graph needs). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/cuda/cu_glue.h"
 #include "ops/cuda/dic_model.h"
@@ -403,6 +404,29 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
                          comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
 }
 
+/* The output head: mode 0 on the shapes dic_hc_head takes, at M <= HC_FUSE_MAXM rows (the transition's limit,
+ * same kernel): one launch; else (mode 1 included) the op sequence (today's kernels and bits). */
+static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
+                          uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
+                          float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
+                          uint16_t *xo, uint16_t *xn, size_t ldx) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    dic_wmat w;
+    memset(&w, 0, sizeof w);
+    if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && (!fn || (fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w))) &&
+        dic_hc_head_ok(&c->dc, M, R, ldr, d, fn ? w.n : 0, fn ? w.k : 0, fn ? w.w : NULL, xo, xn, ldx)) {
+        cu_prof_tag(c, "hc_head M=%d d=%d%s%s", M, d, sub ? "" : " (no expand)", fn ? "" : " (carried pre)");
+        CU_CHECK(x,
+                 dic_hc_head(&c->dc, M, sub, ldsub, post, comb, R, ldr, d, fn ? (const float *)w.w : NULL, scale0, base,
+                             hc_eps, rms_eps, mixes, pre, norm_w, norm_eps, xo, xn, ldx),
+                 "dic_hc_head");
+        return;
+    }
+    di_hc_head_final_seq(x, M, sub, ldsub, post, comb, R, ldr, d, fn, scale0, base, hc_eps, rms_eps, mixes, pre,
+                         norm_w, norm_eps, xo, xn, ldx);
+}
+
 /* ids: host-computed hash ids (dsv41.c engram_ids), staged as a host table. */
 static void engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
                                const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
@@ -450,6 +474,7 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->hc_mean = hc_mean;
     t->add_bcast_bf16 = add_bcast_bf16;
     t->hc_transition = hc_transition;
+    t->hc_head_final = hc_head_final;
     t->engram_gather_rows = engram_gather_rows;
     t->engram_gate_rows = engram_gate_rows;
 }

@@ -17,6 +17,7 @@
 #include "ops/cuda/dic_model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define HC 4
 
@@ -335,6 +336,7 @@ typedef struct ht_args {
     double *ssp;  /* [HT_MAXT][HT_MT][S] */
     int mtr;      /* k_transition2: rows per tile (1, 2 or 4) */
     int ovl;      /* k_transition2: Sinkhorn beside the collapse + RMSNorm */
+    float scale0; /* the head (NMIX = HC): dic_hc_head_pre's scale0 */
 } ht_args;
 
 /* Column i of row m's streams (r = R row m, stride d between streams) into
@@ -597,15 +599,32 @@ static __device__ unsigned int g_ht2_cnt[HT_MAXT];
 
 static __device__ __forceinline__ void h2_bar(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
 
-template <int CW>
+/* libm expf stand-in of dic_hc_head_pre (dic_elem_model.cu): exp in double, rounded once. */
+static __device__ __forceinline__ float h2_expf_cr(float x) { return __double2float_rn(exp((double)x)); }
+
+/* The head's pre_k = sigmoid(mix_k * scale0 + base_k) + eps: k_hc_head_pre's expression. */
+static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, float scale0, const float *base,
+                                                     float eps) {
+    const float z = __fadd_rn(__fmul_rn(mx[k], scale0), base[k]);
+    return __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, h2_expf_cr(-z))), eps);
+}
+
+/* NMIX = HT_NMIX (24): the transition. NMIX = HC (4): the V4 output head (dic_hc_head: mixes, scale_mixes,
+ * head_pre in place of the Sinkhorn; pre written; collapse with it). NMIX = 0: the V4.1 output head (no mixes:
+ * collapse with the carried a.pre_in, nothing written but R, x and xn). The head variants take the whole
+ * block of E (no Sinkhorn warps). */
+template <int CW, int NMIX>
 static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a) {
+    constexpr bool HEAD = NMIX != HT_NMIX;
     constexpr int LPM = CW < 32 ? CW : 32; /* lanes per mix in B */
     constexpr int G = CW / LPM;            /* float4 of fn per lane and mix */
     constexpr int MPR = H2_T / LPM;        /* mixes per round */
-    constexpr int NU = (HT_NMIX + MPR - 1) / MPR;
+    constexpr int NU = (NMIX + MPR - 1) / MPR;
+    constexpr int NUA = NU > 0 ? NU : 1;
+    constexpr int NMA = NMIX > 0 ? NMIX : 1;
     constexpr int CV = CW / 4; /* float4 per copy */
     __shared__ __align__(16) float sr[HT_MT][HC * CW];
-    __shared__ float smix[HT_MT][HT_NMIX];
+    __shared__ float smix[HT_MT][NMA];
     __shared__ float spre[HT_MT][HC];
     __shared__ double sss[H2_T / 16];
     __shared__ double sred[H2_T / 32][HT_MT];
@@ -619,13 +638,13 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     const int mt = min(a.mtr, a.M - m0);
     /* the fn slice: mix n = u * MPR + t / LPM, float4 e = (t % LPM) * G + g -> copy e / CV, columns 4 (e % CV) */
     const int li = t % LPM, ng = t / LPM;
-    float4 wv[NU][G];
+    float4 wv[NUA][G];
 #pragma unroll
     for (int u = 0; u < NU; u++)
 #pragma unroll
         for (int g = 0; g < G; g++) {
             const int n = u * MPR + ng, e = li * G + g;
-            wv[u][g] = n < HT_NMIX ? __ldg((const float4 *)(a.fn + (size_t)n * hcd + (size_t)(e / CV) * d + i0 +
+            wv[u][g] = n < NMIX ? __ldg((const float4 *)(a.fn + (size_t)n * hcd + (size_t)(e / CV) * d + i0 +
                                                             4 * (e % CV)))
                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
@@ -654,7 +673,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
     }
     __syncthreads();
-    if (t < mt) { /* the row's sum of squares over its CW columns */
+    if (NMIX > 0 && t < mt) { /* the row's sum of squares over its CW columns */
         const double v = CW > 32 ? __dadd_rn(sss[2 * t], sss[2 * t + 1]) : sss[t];
         a.ssp[(size_t)(r0 + t) * S + s] = v;
     }
@@ -663,7 +682,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
     for (int u = 0; u < NU; u++) {
         const int n = u * MPR + ng;
-        if (u * MPR >= HT_NMIX || (NU * MPR > HT_NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= HT_NMIX))
+        if (u * MPR >= NMIX || (NU * MPR > NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= NMIX))
             continue; /* whole warps past the last mix */
         for (int mm = 0; mm < mt; mm++) {
             float acc = 0.0f;
@@ -677,7 +696,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                 acc = fmaf(wv[u][g].w, r4.w, acc);
             }
             for (int o = LPM / 2; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
-            if (li == 0 && n < HT_NMIX) a.part[((size_t)(r0 + mm) * HT_NMIX + n) * S + s] = acc;
+            if (li == 0 && n < NMIX) a.part[((size_t)(r0 + mm) * NMIX + n) * S + s] = acc;
         }
     }
 
@@ -694,7 +713,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     __threadfence();
 
     /* C: all partials of the tile in flight at once, then the fixed-order sums */
-    {
+    if (NMIX > 0) {
         /* sums of squares: 64 lanes per row, lane l adds slices l, l + 64, ... (S <= 512: 8 each) */
         double sv[8];
         const int sm = t >> 6, sl = t & 63;
@@ -703,14 +722,14 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             const int j = sl + 64 * c;
             sv[c] = sm < mt && j < S ? __ldcg(a.ssp + (size_t)(r0 + sm) * S + j) : 0.0;
         }
-        const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * HT_NMIX;
+        const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * NMIX;
         const int ol = t / L, ll = t % L;
         for (int ob = 0; ob < nout; ob += 3 * P) {
             float x[3][16];
 #pragma unroll
             for (int p = 0; p < 3; p++) {
                 const int o = ob + p * P + ol;
-                const float *pp = a.part + ((size_t)r0 * HT_NMIX + o) * S;
+                const float *pp = a.part + ((size_t)r0 * NMIX + o) * S;
 #pragma unroll
                 for (int c = 0; c < 16; c++) {
                     const int j = ll + L * c;
@@ -725,7 +744,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                 for (int c = 0; c < 16; c++)
                     if (ll + L * c < S) v = __fadd_rn(v, x[p][c]);
                 for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
-                if (ll == 0 && o < nout) smix[o / HT_NMIX][o % HT_NMIX] = v;
+                if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
             }
         }
         double v = 0.0;
@@ -734,41 +753,46 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             if (sl + 64 * c < S) v = __dadd_rn(v, sv[c]);
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
+        __syncthreads();
+        if (t < mt) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
+            const double v2 = __dadd_rn(sss[2 * t], sss[2 * t + 1]);
+            const float ms = __double2float_rn(__ddiv_rn(v2, (double)hcd));
+            srs[t] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
+        }
+        __syncthreads();
+        for (int o = t; o < mt * NMIX; o += H2_T) {
+            const int mm = o / NMA, n = o % NMA;
+            const float v2 = __fmul_rn(smix[mm][n], srs[mm]);
+            smix[mm][n] = v2;
+            a.mixes[(size_t)(m0 + mm) * NMIX + n] = v2;
+        }
+        __syncthreads();
     }
-    __syncthreads();
-    if (t < mt) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
-        const double v = __dadd_rn(sss[2 * t], sss[2 * t + 1]);
-        const float ms = __double2float_rn(__ddiv_rn(v, (double)hcd));
-        srs[t] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
-    }
-    __syncthreads();
-    for (int o = t; o < mt * HT_NMIX; o += H2_T) {
-        const int mm = o / HT_NMIX, n = o % HT_NMIX;
-        const float v = __fmul_rn(smix[mm][n], srs[mm]);
-        smix[mm][n] = v;
-        a.mixes[(size_t)(m0 + mm) * HT_NMIX + n] = v;
-    }
-    __syncthreads();
 
-    /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row) */
-    const int nE = a.ovl ? H2_T - 64 : H2_T;
-    if (t < 64) {
+    /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row); not in the head */
+    const int ovl = !HEAD && a.ovl;
+    const int nE = ovl ? H2_T - 64 : H2_T;
+    if (!HEAD && t < 64) {
         const int g = t >> 4, mm = g < mt ? g : mt - 1;
         const size_t m = (size_t)(m0 + mm);
         sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, NULL, a.post + m * HC,
                  a.comb + m * HC * HC);
-        if (a.ovl) return;
+        if (ovl) return;
     }
-    if (!a.ovl) __syncthreads();
+    if (!HEAD && !ovl) __syncthreads();
 
     /* E (threads te < nE): pre (shared), collapse (bf16 x) and RMSNorm (bf16 xn) of the tile's rows */
     const int te = t - (H2_T - nE), we = te >> 5;
-    if (te < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
+    if (NMIX == 0 && te < mt * HC) { /* V4.1 head: the carried pre */
+        const int mm = te / HC, k = te % HC;
+        spre[mm][k] = a.pre_in[(size_t)(m0 + mm) * HC + k];
+    } else if (NMIX > 0 && te < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
         const int mm = te / HC, k = te % HC;
         const size_t i = (size_t)(m0 + mm) * HC + k;
-        const float p = sk_pre1(smix[mm], k, a.scale3[0], a.base, a.hc_eps);
+        const float p = HEAD ? h2_head_pre1(smix[mm], k, a.scale0, a.base, a.hc_eps)
+                             : sk_pre1(smix[mm], k, a.scale3[0], a.base, a.hc_eps);
         a.pre[i] = p;
-        if (a.pre_in) {
+        if (!HEAD && a.pre_in) {
             spre[mm][k] = a.pre_in[i];
             a.pre_in[i] = p;
         } else {
@@ -942,9 +966,71 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = ht_var[v].ovl;
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
         if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
-        else if (cw == 16) DIC_LAUNCH(k_transition2<16>, grid, H2_T, 0, c->stream, a);
-        else if (cw == 32) DIC_LAUNCH(k_transition2<32>, grid, H2_T, 0, c->stream, a);
-        else DIC_LAUNCH(k_transition2<64>, grid, H2_T, 0, c->stream, a);
+        else if (cw == 16) DIC_LAUNCH((k_transition2<16, HT_NMIX>), grid, H2_T, 0, c->stream, a);
+        else if (cw == 32) DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
+        else DIC_LAUNCH((k_transition2<64, HT_NMIX>), grid, H2_T, 0, c->stream, a);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+/* ---- fused output head (ops.h di_hc_head_final, batch_invariant == 0) ----
+ * k_transition2 with NMIX = HC (V4: the head's 4 mixes, scale_mixes and
+ * head_pre in place of the Sinkhorn) or NMIX = 0 (V4.1: the carried pre, no
+ * mixes): the last block's expand (sub != NULL), then the collapse and the
+ * final RMSNorm, one launch per HT_MAXT tiles. Same bits as the transition's
+ * paths: R, x, xn and pre are the sequence's for the kernel's mixes; the
+ * mixes' fp32 order depends on CW and d only (a row's bits do not depend on
+ * M). Columns per CTA: dic_hc_head_cw (32 by default). */
+static int g_hh_cw = 0;
+
+extern "C" int dic_hc_head_cw(int cw) {
+    if (!g_hh_cw) {
+        const char *e = getenv("DEEPINFER_HC_HEAD_CW");
+        g_hh_cw = e && atoi(e) == 64 ? 64 : 32;
+    }
+    if (cw == 32 || cw == 64) g_hh_cw = cw;
+    return g_hh_cw;
+}
+
+extern "C" int dic_hc_head_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k,
+                              const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx) {
+    if (M <= 0 || d <= 0 || d % 64 || d > 8 * HT_VMAX * HT_T) return 0;
+    if (fn ? fn_n != HC || fn_k != HC * d : fn_n != 0) return 0;
+    if (ldr < (size_t)HC * d || ldx < (size_t)d || ldr % 8 || ldx % 8) return 0;
+    if ((((uintptr_t)R) | ((uintptr_t)xo) | ((uintptr_t)xn) | ((uintptr_t)fn)) & 15) return 0;
+    return c->scratch && ht_part_bytes(d) + (size_t)HT_MAXT * HT_MT * (size_t)(d / 16) * sizeof(double) <=
+                             c->scratch_cap;
+}
+
+extern "C" cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, const float *post,
+                                   const float *comb, uint16_t *R, size_t ldr, int d, const float *fn, float scale0,
+                                   const float *base, float hc_eps, float rms_eps, float *mixes, float *pre,
+                                   const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
+    const int cw = dic_hc_head_cw(0), mtr = ht_auto_mt(M), S = d / cw;
+    float *part = (float *)c->scratch;
+    double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
+    for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
+        const int mc = M - r0 < HT_MAXT * mtr ? M - r0 : HT_MAXT * mtr;
+        const size_t ro = (size_t)r0;
+        ht_args a;
+        memset(&a, 0, sizeof a);
+        a.M = mc, a.d = d;
+        a.sub = sub ? sub + ro * ldsub : NULL, a.ldsub = ldsub;
+        a.R = R + ro * ldr, a.ldr = ldr;
+        a.fn = fn, a.base = base, a.hc_eps = hc_eps, a.rms_eps = rms_eps, a.scale0 = scale0;
+        a.post = (float *)post + ro * HC, a.comb = (float *)comb + ro * HC * HC;
+        if (fn) a.mixes = mixes + ro * HC, a.pre = pre + ro * HC;
+        else a.pre_in = pre + ro * HC; /* read only */
+        a.norm_w = norm_w, a.norm_eps = norm_eps;
+        a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
+        a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = 0;
+        dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
+        if (cw == 32 && fn) DIC_LAUNCH((k_transition2<32, HC>), grid, H2_T, 0, c->stream, a);
+        else if (cw == 32) DIC_LAUNCH((k_transition2<32, 0>), grid, H2_T, 0, c->stream, a);
+        else if (fn) DIC_LAUNCH((k_transition2<64, HC>), grid, H2_T, 0, c->stream, a);
+        else DIC_LAUNCH((k_transition2<64, 0>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }

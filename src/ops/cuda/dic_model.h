@@ -232,6 +232,23 @@ cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size
 #define DIC_HT_DEFAULT 7
 int dic_hc_transition_variant(int v);
 
+/* ops.h di_hc_head_final fused into one launch per 16 tiles (dic_mhc.cu, k_transition2 with the head's 4 mixes
+ * or none), for batch_invariant == 0: sub != NULL: R = expand(post, comb, sub, R) first; fn (F32 [4][4d],
+ * device) != NULL: mixes = scale_mixes(R . fn), pre = head_pre(mixes, scale0, base, hc_eps) written, collapse
+ * with it; fn == NULL: collapse with pre (read only: the V4.1 carried pre); then xn = rmsnorm(xo, norm_w).
+ * Only the fp32 sums of the mixes differ from the op sequence (a fixed order that depends on d and the columns
+ * per CTA, not on M); R, pre, xo, xn have the sequence's bits for those mixes. dic_hc_head_ok: whether the
+ * shape is taken (fn_n = 4, fn_k = 4d with fn; fn_n = 0 without). Uses c->scratch. */
+int dic_hc_head_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k, const void *fn,
+                   const uint16_t *xo, const uint16_t *xn, size_t ldx);
+cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, const float *post,
+                        const float *comb, uint16_t *R, size_t ldr, int d, const float *fn, float scale0,
+                        const float *base, float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w,
+                        float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
+/* Columns per CTA of dic_hc_head: 32 (default) or 64 (tests / bench; else $DEEPINFER_HC_HEAD_CW, read once);
+ * cw 32 or 64 sets it; returns the value in force. The two give different mixes bits. */
+int dic_hc_head_cw(int cw);
+
 /* ---------------------------------------------------------------------------
  * Engram [dic_elem_model.cu: gather; dic_engram_gate.cu: gate]. ids, table,
  * scale, rmap, kv, R, qk, gates: device. Gate: the exponential as in
