@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "io/numfmt.h"
 #include "ops/cuda/dic.h"
@@ -87,6 +88,7 @@ static inline void *gt_dev_poison(size_t bytes) {
 
 /* A ready context on a fresh stream with `scratch` bytes. */
 static inline int gt_ctx(dic_ctx *c, size_t scratch) {
+    memset(c, 0, sizeof *c);
     c->stream = 0;
     c->scratch = NULL;
     c->scratch_cap = scratch;
