@@ -252,7 +252,7 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     if ((st = di_bind_vec(&a->kv_norm, spec, err, "%sattn.kv_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->sink, spec, err, "%sattn.attn_sink", p))) return st;
     /* wo_a: dequantised to BF16 (exact) and split into its output groups; a device backend
-     * keeps the FP8 bytes and scales of each group (FP8 storage, BF16 math: dic.h
+     * can keep the FP8 bytes and scales of each group instead (FP8 storage, BF16 math: dic.h
      * DIC_WFMT_FP8B), the same BF16 values at half the bytes */
     char wn[NAME_MAX_LEN], sn[NAME_MAX_LEN];
     snprintf(wn, sizeof wn, "%sattn.wo_a.weight", p);
@@ -273,8 +273,13 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     const int B = (int)cfg->fp8_block_in;
     di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
     for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
-    /* FP8 storage needs whole scale blocks per group (V4 128, V4.1 32: R = 1024) */
-    const int fp8 = cfg->fp8_block_out == B && B > 0 && B % 16 == 0 && R % B == 0 && K % B == 0;
+    /* FP8 storage needs whole scale blocks per group (V4 128, V4.1 32: R = 1024). Opt-in
+     * ($DEEPINFER_WOA_FP8=1) until its kernels beat the BF16 ones: measured 2026-11-30
+     * (gemm_float_bench woa, graph us, M = 1 / 8 / 64) fast mode 24.2 / 51.9 / 52.9 vs BF16
+     * 18.0 / 28.3 / 30.1, mode 1 2400 vs 576 at M = 1 (bench/gpu/GEMM-FLOAT-NOTES.md) */
+    const char *opt = getenv("DEEPINFER_WOA_FP8");
+    const int fp8 = opt && opt[0] == '1' && !opt[1] && cfg->fp8_block_out == B && B > 0 && B % 16 == 0 &&
+                    R % B == 0 && K % B == 0;
     st = DEEPINFER_OK;
     for (int g = 0; g < G && !st; g++) {
         st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);

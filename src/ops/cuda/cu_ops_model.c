@@ -405,7 +405,9 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
 }
 
 /* The output head: mode 0 on the shapes dic_hc_head takes, at M <= HC_FUSE_MAXM rows (the transition's limit,
- * same kernel): one launch; else (mode 1 included) the op sequence (today's kernels and bits). */
+ * same kernel), with head mixes (V4): one launch; else (mode 1, V4.1's carried pre) the op sequence (today's
+ * kernels and bits). Measured 2026-11-30 (mhc_bench head, graph us at M = 1 / 2 / 4): V4 fused 9.1 / 9.7 / 11.6 vs
+ * sequence 10.6 / 11.2 / 13.3; V4.1 fused 5.5 / 6.1 / 8.0 vs sequence 4.9 / 5.1 / 5.2 (its 3 launches are short). */
 static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
                           uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
                           float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
@@ -414,7 +416,7 @@ static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     cu_exec *c = cu_of(x);
     dic_wmat w;
     memset(&w, 0, sizeof w);
-    if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && (!fn || (fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w))) &&
+    if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_head_ok(&c->dc, M, R, ldr, d, fn ? w.n : 0, fn ? w.k : 0, fn ? w.w : NULL, xo, xn, ldx)) {
         cu_prof_tag(c, "hc_head M=%d d=%d%s%s", M, d, sub ? "" : " (no expand)", fn ? "" : " (carried pre)");
         CU_CHECK(x,
