@@ -5,8 +5,9 @@
  * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
  * the same run. Usage: gemm_float_bench [quick | woa]; woa: only the grouped wo_a (G = 8 x
- * N 1024 x K 4096) at M = 1, 8, 64, BF16 storage vs FP8 storage (dic.h DIC_WFMT_FP8B, same
- * bits), fast mode and mode 1. */
+ * N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
+ * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
+ * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,13 +244,22 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "woa")) { /* the grouped wo_a: BF16 storage vs FP8 storage */
         printf("-- wo_a G=8 x N=1024 x K=4096: graph us per call (weights rotating over 256 MB), floor = weight bytes"
                " (+ scales) / copy ceiling %.0f GB/s; last column floor / graph. bf16 = BF16 storage (67.1 MB),"
-               " fp8b = FP8 storage (33.6 MB), same bits\n", copy_gbs);
-        static const int wm[] = {1, 8, 64};
+               " fp8b = FP8 storage (33.6 MB), same bits (except fp8 gemv: GEMM tolerance)\n", copy_gbs);
+        /* fast fp8b at M <= 4: the FP8 GEMV (dic_gemm_fp8w_gemv.cu); "fast k_gemv F8": the bitwise
+         * FP8B GEMV it replaces (dic_gemm_fp8w_gemv_enable(0)) */
+        static const int wm[] = {1, 2, 3, 4, 8, 64}, wm1[] = {1, 8, 64};
         for (g_mode = 0; g_mode < 2; g_mode++)
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < (g_mode ? 3 : 6); i++) {
+                const int M = g_mode ? wm1[i] : wm[i];
                 for (int f = 0; f < 2; f++)
-                    dec_row(g_mode ? "wo_a mode 1" : "wo_a fast", f ? DIC_WFMT_FP8B : 0, wm[i], 1024, 4096, 8, A_, 0,
-                            0, 0, 0, 0, 30);
+                    dec_row(g_mode ? "wo_a mode 1" : f && M <= 4 ? "wo_a fast fp8 gemv" : "wo_a fast",
+                            f ? DIC_WFMT_FP8B : 0, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
+                if (!g_mode && M <= 4 && M != 3) {
+                    dic_gemm_fp8w_gemv_enable(0);
+                    dec_row("wo_a fast k_gemv F8", DIC_WFMT_FP8B, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
+                    dic_gemm_fp8w_gemv_enable(1);
+                }
+            }
         cudaFree(pool);
         return 0;
     }

@@ -13,7 +13,14 @@
  *    (dic_gemm_float_fast_launch GEMV / MMA64 / MMA128 / OLD);
  *  - V4 blocks (128) and V4.1 blocks (32) with realistic scales (the fast
  *    dequantisation), and scales over [0, 200] (bf16 subnormals: the
- *    per-element path), K tails (K % 128 != 0, K % 64 != 0). */
+ *    per-element path), K tails (K % 128 != 0, K % 64 != 0).
+ * EXCEPT fast-mode dic_gemm_blockdiag at M <= 4: it takes dic_gemm_fp8w_gemv.cu (16-byte
+ * e4m3 loads, block-scaled fp32 partial sums: the same weight values, another summation
+ * order), which promises the fast BF16 kernels' GEMM tolerance (gtest_gemm_fast_float.c:
+ * every element |d| <= 2^-10 sum_k |a_k w_k|, norm-wise 1e-4) against the BF16 matrix's fast
+ * path, not its bits; there the test checks the tolerance, and the bitwise FP8B GEMV
+ * (dic_gemm_fp8w_gemv_enable(0)) is still compared bit for bit. gpu_woa_fp8_gemv: the new
+ * kernel at M = 1..4 on V4 / V4.1 layouts, run-to-run determinism, rows independent of M. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +32,7 @@
 typedef struct woa_set {
     int G, R, K, B;
     void **dbf, **d8, **ds;     /* device: BF16 rows, e4m3 bytes, scale bytes per group */
+    uint16_t **hbf;             /* host: the BF16 rows per group */
     dic_wmat *wbf, *w8;
 } woa_set;
 
@@ -32,7 +40,7 @@ static void set_make(woa_set *t, int G, int R, int K, int B, int slo, int shi, u
     memset(t, 0, sizeof *t);
     t->G = G, t->R = R, t->K = K, t->B = B;
     t->dbf = calloc((size_t)G, sizeof(void *)), t->d8 = calloc((size_t)G, sizeof(void *));
-    t->ds = calloc((size_t)G, sizeof(void *));
+    t->ds = calloc((size_t)G, sizeof(void *)), t->hbf = calloc((size_t)G, sizeof(uint16_t *));
     t->wbf = calloc((size_t)G, sizeof(dic_wmat)), t->w8 = calloc((size_t)G, sizeof(dic_wmat));
     const size_t nk = (size_t)R * K, ns = (size_t)((R + B - 1) / B) * (size_t)(K / B);
     uint8_t *w = malloc(nk), *sc = malloc(ns);
@@ -48,6 +56,9 @@ static void set_make(woa_set *t, int G, int R, int K, int B, int slo, int shi, u
         for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(slo + (int)(gt_rand_u64(s) % (uint64_t)(shi - slo + 1)));
         di_dequant_fp8_block(w, sc, (size_t)R, (size_t)K, (size_t)B, f);
         for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
+        t->hbf[g] = malloc(nk * 2);
+        CHECK(t->hbf[g]);
+        memcpy(t->hbf[g], h, nk * 2);
         t->dbf[g] = gt_to_dev(h, nk * 2), t->d8[g] = gt_to_dev(w, nk), t->ds[g] = gt_to_dev(sc, ns);
         CHECK(t->dbf[g] && t->d8[g] && t->ds[g]);
         t->wbf[g] = (dic_wmat){0, R, K, 0, t->dbf[g], NULL};
@@ -57,14 +68,53 @@ static void set_make(woa_set *t, int G, int R, int K, int B, int slo, int shi, u
 }
 
 static void set_free(woa_set *t) {
-    for (int g = 0; g < t->G; g++) cudaFree(t->dbf[g]), cudaFree(t->d8[g]), cudaFree(t->ds[g]);
-    free(t->dbf), free(t->d8), free(t->ds), free(t->wbf), free(t->w8);
+    for (int g = 0; g < t->G; g++) cudaFree(t->dbf[g]), cudaFree(t->d8[g]), cudaFree(t->ds[g]), free(t->hbf[g]);
+    free(t->hbf), free(t->dbf), free(t->d8), free(t->ds), free(t->wbf), free(t->w8);
 }
 
 /* op: 0 blockdiag over all groups; 1 dic_gemm of group 0; 2.. forced fast path (op - 2 + 1 =
  * DIC_GEMMF_PATH_GEMV ..) on group 0. Runs BF16 then FP8B into poisoned outputs, compares
  * the fp32 and the bf16 outputs (with their padding) bit for bit. */
-static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
+#define WT_TOL_ELEM 0x1p-10
+#define WT_TOL_NORM 1e-4
+
+/* The FP8B outputs o32 / o16 (row stride ldc, G groups of R columns over K) against the BF16
+ * matrix's fp32 outputs r32 within the fast GEMM tolerance; padding keeps its poison; the bf16
+ * output is bf16 of the fp32 one. */
+static void check_tol(const woa_set *t, int G, int M, const uint16_t *A, size_t lda, const float *o32,
+                      const uint16_t *o16, const float *r32, size_t ldc, const char *what) {
+    const int K = t->K, N = G * t->R;
+    double num = 0, den = 0, worst = 0;
+    for (int m = 0; m < M; m++) {
+        for (size_t n = (size_t)N; n < ldc; n++)
+            CHECK_MSG(di_f32_bits(o32[m * ldc + n]) == 0xFFFFFFFFu && o16[m * ldc + n] == 0xFFFF,
+                      "%s M=%d: padding column %zu of row %d was written", what, M, n, m);
+        for (int n = 0; n < N; n++) {
+            const size_t i = (size_t)m * ldc + (size_t)n;
+            CHECK_MSG(o32[i] == o32[i], "%s M=%d: C[%d][%d] NaN / unwritten", what, M, m, n);
+            CHECK_MSG(o16[i] == di_f32_to_bf16(o32[i]), "%s M=%d: bf16 out [%d][%d] 0x%04x != bf16(%a)", what, M, m,
+                      n, o16[i], o32[i]);
+            if (di_test_failed()) return;
+            const int g = n / t->R, nl = n - g * t->R;
+            const uint16_t *wr = t->hbf[g] + (size_t)nl * K, *ar = A + (size_t)m * lda + (size_t)g * K;
+            double abs = 0;
+            for (int k = 0; k < K; k++) abs += fabs((double)di_bf16_to_f32(ar[k]) * di_bf16_to_f32(wr[k]));
+            const double d = (double)o32[i] - r32[i];
+            num += d * d, den += (double)r32[i] * r32[i];
+            CHECK_MSG(fabs(d) <= WT_TOL_ELEM * abs + 1e-30, "%s M=%d: C[%d][%d] fp8b %.9g bf16 %.9g (|d| %.3g > %.3g)",
+                      what, M, m, n, o32[i], r32[i], fabs(d), WT_TOL_ELEM * abs);
+            if (di_test_failed()) return;
+            if (abs > 0 && fabs(d) / abs > worst) worst = fabs(d) / abs;
+        }
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    fprintf(stderr, "  %s G=%d R=%d K=%d B=%d M=%d: max |d|/abs-sum %.2e, norm rel %.2e\n", what, G, t->R, K, t->B, M,
+            worst, rel);
+    CHECK_MSG(rel <= WT_TOL_NORM, "%s M=%d: norm-wise error %.3g", what, M, rel);
+}
+
+/* newk: fast blockdiag at M <= 4 on the FP8 GEMV (tolerance), else on the bitwise path */
+static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, int newk) {
     const int G = op == 0 ? t->G : 1, K = t->K;
     const size_t lda = (size_t)G * K + 8, ldc = (size_t)G * t->R + 4;
     uint16_t *A = malloc((size_t)M * lda * 2);
@@ -93,12 +143,22 @@ static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
         CHECK(out32[v] && out16[v]);
         cudaFree(dC), cudaFree(dC16);
     }
+    const int tol = op == 0 && mode == 0 && M <= 4 && newk && t->R % 2 == 0;
+    if (tol) {
+        check_tol(t, G, M, A, lda, out32[1], out16[1], out32[0], ldc, "blockdiag fp8 gemv");
+        for (int v = 0; v < 2; v++) free(out32[v]), free(out16[v]);
+        free(A);
+        cudaFree(dA), cudaFree(ctx.scratch);
+        cudaStreamDestroy(ctx.stream);
+        return;
+    }
     size_t d32 = gt_count_diff_u32(out32[0], out32[1], (size_t)M * ldc);
     size_t d16 = gt_count_diff_u16(out16[0], out16[1], (size_t)M * ldc);
     size_t nz = 0;
     for (size_t i = 0; i < (size_t)M * ldc; i++) nz += out32[0][i] != 0.0f;
     static const char *opn[] = {"blockdiag", "gemm", "gemv", "mma", "mma64", "mma128", "old"};
-    fprintf(stderr, "  %s G=%d R=%d K=%d B=%d M=%d mode %d: fp32 diffs %zu, bf16 diffs %zu (%zu nonzero)\n", opn[op],
+    fprintf(stderr, "  %s%s G=%d R=%d K=%d B=%d M=%d mode %d: fp32 diffs %zu, bf16 diffs %zu (%zu nonzero)\n", opn[op],
+            op == 0 && mode == 0 && M <= 4 ? " (bitwise fp8b gemv)" : "",
             G, t->R, K, t->B, M, mode, d32, d16, nz);
     CHECK_MSG(d32 == 0 && d16 == 0, "%s G=%d R=%d K=%d B=%d M=%d mode %d: FP8B differs from BF16 in %zu fp32 / %zu bf16",
               opn[op], G, t->R, K, t->B, M, mode, d32, d16);
@@ -107,6 +167,17 @@ static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
     free(A);
     cudaFree(dA), cudaFree(ctx.scratch);
     cudaStreamDestroy(ctx.stream);
+}
+
+static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
+    if (op == 0 && mode == 0 && M <= 4) { /* the FP8 GEMV (tolerance), then the bitwise path */
+        run_case1(t, op, mode, M, s, 1);
+        dic_gemm_fp8w_gemv_enable(0);
+        run_case1(t, op, mode, M, s, 0);
+        dic_gemm_fp8w_gemv_enable(1);
+        return;
+    }
+    run_case1(t, op, mode, M, s, 1);
 }
 
 static const int MS[] = {1, 2, 3, 8, 33, 64, 256};
@@ -175,5 +246,64 @@ TEST(gpu_woa_fp8_paths) { /* one group through dic_gemm and every forced fast pa
             if (op == 2 && mp[i] > 16) continue;
             run_case(&t, op, op == 1 ? 1 : 0, mp[i], &s);
         }
+    set_free(&t);
+}
+
+/* The FP8 GEMV (dic_gemm_fp8w_gemv.cu) through fast-mode dic_gemm_blockdiag at M = 1..4: within
+ * tolerance of the BF16 matrix's fast path (run_case), the same launch twice gives the same
+ * bits, and rows do not depend on M (the design keeps every row's chain to itself): the M = 1,
+ * 2, 3 outputs equal the first rows of the M = 4 launch bit for bit. */
+static void gemv_rows(const woa_set *t, dic_ctx *ctx, int M, const void *dA, size_t lda, size_t ldc, float **out) {
+    *out = NULL;
+    float *dC = gt_dev_poison((size_t)M * ldc * 4);
+    CHECK(dC);
+    CUDA_SYNC_CHECK(dic_gemm_blockdiag(ctx, M, dA, lda, t->G, t->w8, t->K, 0, dC, NULL, ldc));
+    *out = gt_d2h(dC, (size_t)M * ldc * 4);
+    CHECK(*out);
+    cudaFree(dC);
+}
+
+static void gemv_rows_case(const woa_set *t, uint64_t *s) {
+    const size_t lda = (size_t)t->G * t->K + 8, ldc = (size_t)t->G * t->R + 4;
+    uint16_t *A = malloc(4 * lda * 2);
+    CHECK(A);
+    for (size_t i = 0; i < 4 * lda; i++) A[i] = di_f32_to_bf16(gt_normal(s));
+    void *dA = gt_to_dev(A, 4 * lda * 2);
+    dic_ctx ctx;
+    CHECK(dA && gt_ctx(&ctx, 256));
+    ctx.batch_invariant = 0;
+    float *r4 = NULL, *r4b = NULL;
+    gemv_rows(t, &ctx, 4, dA, lda, ldc, &r4);
+    gemv_rows(t, &ctx, 4, dA, lda, ldc, &r4b);
+    CHECK(r4 && r4b);
+    size_t nd = gt_count_diff_u32(r4, r4b, 4 * ldc);
+    CHECK_MSG(nd == 0, "fp8 gemv B=%d M=4: second run differs in %zu outputs", t->B, nd);
+    for (int M = 1; M <= 3; M++) {
+        float *r = NULL;
+        gemv_rows(t, &ctx, M, dA, lda, ldc, &r);
+        CHECK(r);
+        nd = gt_count_diff_u32(r, r4, (size_t)M * ldc);
+        fprintf(stderr, "  fp8 gemv B=%d: rows of M=%d vs the first rows of M=4: %zu diffs\n", t->B, M, nd);
+        CHECK_MSG(nd == 0, "fp8 gemv B=%d: M=%d rows differ from M=4's in %zu outputs", t->B, M, nd);
+        free(r);
+    }
+    free(r4), free(r4b), free(A);
+    cudaFree(dA), cudaFree(ctx.scratch);
+    cudaStreamDestroy(ctx.stream);
+}
+
+TEST(gpu_woa_fp8_gemv) {
+    uint64_t s = 6006;
+    woa_set t;
+    static const int bl[] = {128, 32}; /* V4, V4.1 */
+    for (int b = 0; b < 2; b++) {
+        set_make(&t, 8, 1024, 4096, bl[b], 100, 134, &s);
+        for (int M = 1; M <= 4; M++) run_case1(&t, 0, 0, M, &s, 1);
+        gemv_rows_case(&t, &s);
+        set_free(&t);
+    }
+    set_make(&t, 3, 130, 1552, 16, 100, 134, &s); /* R % 4 = 2, K % 512 = 16 (one lane of the tail slot) */
+    for (int M = 1; M <= 4; M++) run_case1(&t, 0, 0, M, &s, 1);
+    gemv_rows_case(&t, &s);
     set_free(&t);
 }

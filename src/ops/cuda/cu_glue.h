@@ -35,6 +35,7 @@ typedef struct cu_exec {
     cudaEvent_t fork_ev[DI_EXEC_BRANCHES], join_ev[DI_EXEC_BRANCHES];
     unsigned forked;        /* bit b-1: side line b forked since the last join */
     int line;               /* where ops go now (0 = main) */
+    int line_armed[DI_EXEC_BRANCHES + 1]; /* per line: its last operation was a kernel (PDL may follow) */
     void *scratch_all;      /* the whole scratch (dc.scratch points into it) */
     size_t scratch_cap_all;
 } cu_exec;

@@ -10,9 +10,12 @@
  * a capture (eager steps, plan-only steps whose graph replays) nothing
  * changes: the ops run in call order on the one stream.
  *
- * The first kernel of a line after a switch launches without programmatic
- * dependent launch (its dependency may be an event, not the previous kernel
- * of its stream). Scratch: ops use the context's scratch only inside one op
+ * Programmatic dependent launch follows each line's own history: a kernel
+ * takes a programmatic edge from the previous kernel of its stream, so the
+ * first kernel of a line after a fork or a join (its dependency is an event)
+ * launches without it, while a line that is switched back to continues with
+ * it ($DEEPINFER_CUDA_LINE_PDL=0: no PDL after any switch, the first
+ * version). Scratch: ops use the context's scratch only inside one op
  * (GEMM quantisation, split-K partials and counters, attention phases), so
  * while lines run concurrently each gets its own slice. */
 #include <stdlib.h>
@@ -29,6 +32,15 @@ static int lines_enabled(void) {
     return on;
 }
 
+static int line_pdl(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DEEPINFER_CUDA_LINE_PDL");
+        on = !(e && e[0] == '0' && !e[1]);
+    }
+    return on;
+}
+
 static int capturing(const cu_exec *c) { return c->plan && c->plan->open && c->plan->capturing; }
 
 /* Point the op context at line b's stream and scratch slice. */
@@ -39,11 +51,12 @@ static void use_line(cu_exec *c, int b) {
         c->main_stream = c->dc.stream;
     }
     size_t slice = (c->scratch_cap_all / (DI_EXEC_BRANCHES + 1)) & ~(size_t)255;
+    c->line_armed[c->line] = dic_pdl_armed();
     c->line = b;
     c->dc.stream = b ? c->side[b - 1] : c->main_stream;
     c->dc.scratch = (char *)c->scratch_all + (c->forked ? (size_t)b * slice : 0);
     c->dc.scratch_cap = c->forked ? slice : c->scratch_cap_all;
-    dic_pdl_disarm();
+    dic_pdl_set_armed(line_pdl() && c->line_armed[b]);
 }
 
 static int make_line(cu_exec *c, int b) {
@@ -64,6 +77,7 @@ void cu_lines_branch(di_exec *x, int b) {
             cu_check(c, cudaEventRecord(c->fork_ev[b - 1], c->main_stream ? c->main_stream : c->dc.stream), "line fork (record)");
             cu_check(c, cudaStreamWaitEvent(c->side[b - 1], c->fork_ev[b - 1], 0), "line fork (wait)");
             c->forked |= 1u << (b - 1);
+            c->line_armed[b] = 0; /* its next kernel follows an event */
         }
     }
     use_line(c, b);
@@ -81,6 +95,8 @@ void cu_lines_join_all(cu_exec *c) {
     }
     c->forked = 0;
     use_line(c, 0);
+    dic_pdl_disarm(); /* the main line's next kernel follows the join's events */
+    c->line_armed[0] = 0;
 }
 
 void cu_lines_join(di_exec *x) {

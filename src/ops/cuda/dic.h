@@ -38,6 +38,11 @@ extern "C" {
  * next kernel then launches without programmatic dependent launch (see
  * dic_common.cuh DIC_LAUNCH). */
 void dic_pdl_disarm(void);
+/* The arm state itself (1: the next kernel may launch with PDL): the
+ * concurrent lines (cu_lines.c) keep one per line, since a kernel may take a
+ * programmatic edge from the previous kernel of its own stream only. */
+int dic_pdl_armed(void);
+void dic_pdl_set_armed(int armed);
 
 /* Execution context: a stream and a device scratch buffer sized by the
  * caller (dic_*_scratch functions say how much an op needs). */

@@ -36,6 +36,9 @@
  * scale byte; the tensor-core tiles cp.async the 128 x 64 e4m3 bytes of a k-step, and the
  * CTA dequantises them into the BF16 tile the ldmatrix / mma steps read. The dequantised
  * values are the BF16 matrix's exactly (dic_fp8w.cuh), so the outputs are its bits.
+ * Exception: dic_gemm_blockdiag with FP8B groups at M <= 4 (the wo_a decode launch) takes
+ * dic_gemm_fp8w_gemv.cu's GEMV (16-byte e4m3 loads, block-scaled partial sums: the GEMM
+ * tolerance, not these bits); dic_gemm_fp8w_gemv_enable(0) restores the path described here.
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
  * mode-1 kernels (dic_gemm_float_launch).
@@ -453,7 +456,9 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
 }
 
 /* Block-diagonal BF16 / F32 / FP8B product (ops.h di_gemm_blockdiag) in one launch in fast mode
- * when every group has the same format and shape: the GEMV (F32, or BF16 at M <= GV_BF16_MAXM;
+ * when every group has the same format and shape: FP8B at M <= GV_BF16_MAXM with n even takes
+ * dic_gemm_fp8w_gemv_g (unless switched off: then the bitwise k_gemv F8 below); the GEMV
+ * (F32, or BF16 / FP8B at M <= GV_BF16_MAXM;
  * n % 4 == 0 so a warp's 4 columns share a group), else for BF16 with n % 128 == 0 the
  * tensor-core tiles (a 128-column tile lies in one group; the split S depends on the tile
  * count, so on M). Otherwise one dic_gemm per group. */
@@ -468,6 +473,10 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
     for (int g = 0; g < G && same; g++)
         same = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w) &&
                (!f8 || (W[g].wblock == W[0].wblock && W[g].scale));
+    /* FP8B at M <= 4: the FP8 GEMV of its own (dic_gemm_fp8w_gemv.cu: 16-byte loads of e4m3
+     * bytes, block-scaled partial sums; within tolerance, not the BF16 kernel's bits) */
+    if (same && f8 && M <= GV_BF16_MAXM && W[0].n % 2 == 0 && dic_gemm_fp8w_gemv_enabled())
+        return dic_gemm_fp8w_gemv_g(c->stream, c->num_sms, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && (W[0].fmt == 0 || f8) && W[0].n % MM_BN == 0)

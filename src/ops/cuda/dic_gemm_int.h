@@ -187,6 +187,18 @@ void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
  * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
 cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
+/* Fast-mode block-diagonal GEMV over FP8B weights (dic_gemm_fp8w_gemv.cu; wo_a at decode):
+ * M <= 4, G <= DIC_GV_MAXG groups of the same R x K (R even, wblock % 16 == 0, K % wblock
+ * == 0), activations 16-byte aligned with lda % 8 == 0 and gk % 8 == 0 (else
+ * cudaErrorInvalidValue, nothing launched). Within the GEMM tolerance of the BF16 matrix's
+ * product (another fp32 order); deterministic; a row's bits do not depend on M.
+ * dic_gemm_blockdiag takes it in fast mode for FP8B at M <= 4 unless switched off here
+ * (bench / tests: off = the bitwise FP8B path of k_gemv). */
+cudaError_t dic_gemm_fp8w_gemv_g(cudaStream_t st, int num_sms, int M, const uint16_t *A, size_t lda,
+                                 const dic_wmat *W, int G, int gk, float *C32, uint16_t *C16, size_t ldc);
+void dic_gemm_fp8w_gemv_enable(int on);
+int dic_gemm_fp8w_gemv_enabled(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,8 @@
 static int g_armed = 1;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
+extern "C" int dic_pdl_armed(void) { return g_armed; }
+extern "C" void dic_pdl_set_armed(int a) { g_armed = a != 0; }
 
 extern "C" int dic_pdl_take(void) {
     int a = g_armed;
