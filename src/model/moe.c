@@ -20,10 +20,10 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
         di_exec_branch(x, 0);
     }
 
-    /* router (fp32 logits; fp32 scores and weights) */
-    di_gemm(x, M, xn, (size_t)d, &mw->gate, 0, ws->logits_gate, NULL, (size_t)E);
-    di_route_rows(x, M, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok, K, o->route_scale,
-                  o->norm_eps, o->normalize, ws->sel, ws->rw);
+    /* router (fp32 logits; fp32 scores and weights): gate GEMM + di_route_rows (one launch on CUDA in fast
+     * mode at M <= 8) */
+    di_route_gate(x, M, xn, (size_t)d, &mw->gate, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok,
+                  K, o->route_scale, o->norm_eps, o->normalize, ws->sel, ws->rw);
 
     /* routed experts (dispatch by expert, grouped GEMMs, combine in increasing expert id), + shared, bf16;
      * the op joins line 1 before it reads the shared output (ops.h) */

@@ -59,6 +59,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(cmp_gated_rows);
     DI_DEV_OP(index_select);
     DI_DEV_OP(route_rows);
+    DI_DEV_OP(route_gate);
     DI_DEV_OP(moe_dispatch);
     DI_DEV_OP(moe_gather);
     DI_DEV_OP(gemm_grouped);

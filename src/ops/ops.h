@@ -614,6 +614,23 @@ void di_index_select(di_exec *x, const di_index_select_args *a);
 void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
                    const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel, float *w);
 
+/* The MoE router of M rows xn (bf16, stride ldx): exactly the op sequence
+ * (di_route_gate_seq)
+ *   di_gemm(x, M, xn, ldx, gate, 0, logits, NULL, E)   (fp32 logits [M][E], gate->n == E),
+ *   di_route_rows(x, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps,
+ *                 normalize, sel, w).
+ * logits are written (divided by temp when temp != 1), as by the sequence. A
+ * backend may fuse it (CUDA with batch_invariant == 0 at M <= 8: one launch;
+ * the logits are the fast GEMV's fp32 sums, sel and w di_route_rows' on them). */
+void di_route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
+                   float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                   float route_scale, float norm_eps, int normalize, int *sel, float *w);
+/* The unfused sequence of di_route_gate (backends call it for the shapes and
+ * modes they do not fuse). */
+void di_route_gate_seq(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
+                       float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                       float route_scale, float norm_eps, int normalize, int *sel, float *w);
+
 /* Counting sort of the M*k routing entries by expert: off[E+1] (exclusive
  * prefix of counts), rows[off[e] ..] = the entries m*k + slot routed to e in
  * increasing (m, slot); inv[m*k + slot] = the entry's index in rows. */

@@ -1,5 +1,5 @@
 /* moe_route.c — batched MoE routing, dispatch, gather and combine (ops.h
- * di_route_rows, di_moe_dispatch, di_moe_gather, di_moe_combine). */
+ * di_route_rows, di_route_gate, di_moe_dispatch, di_moe_gather, di_moe_combine). */
 #include <math.h>
 #include <string.h>
 
@@ -24,6 +24,22 @@ void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const fl
                 w[i] = sqrtf(z > 20.0f ? z : log1pf(expf(z))) * route_scale;
             }
     }
+}
+
+void di_route_gate_seq(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
+                       float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                       float route_scale, float norm_eps, int normalize, int *sel, float *w) {
+    di_gemm(x, M, xn, ldx, gate, 0, logits, NULL, (size_t)E);
+    di_route_rows(x, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel, w);
+}
+
+void di_route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
+                   float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                   float route_scale, float norm_eps, int normalize, int *sel, float *w) {
+    DI_DEV_CALL(x, route_gate, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps,
+                normalize, sel, w);
+    di_route_gate_seq(x, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
+                      sel, w);
 }
 
 void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {

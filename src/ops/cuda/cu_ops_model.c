@@ -232,6 +232,28 @@ static void route_rows(di_exec *x, int M, float *logits, int E, float temp, cons
                  "dic_route_rows");
 }
 
+/* The router: one launch in fast mode at M <= 8 (dic_route_gate_ok: BF16 gate, E <= 1024, k <= 32); else
+ * (mode 1, other shapes) the op sequence, each op through its own launch site ("dic_gemm", "dic_route_rows"). */
+static void route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
+                       float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                       float route_scale, float norm_eps, int normalize, int *sel, float *w) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    dic_wmat gw;
+    memset(&gw, 0, sizeof gw);
+    if (!c->dc.batch_invariant && gate->fmt == DI_WFMT_BF16 && !gate->raw_fp8_block && cu_wmat(c, gate, &gw) &&
+        dic_route_gate_ok(&c->dc, M, xn, ldx, &gw, E, k, tid2eid, tokens)) {
+        cu_prof_tag(c, "route_gate M=%d E=%d K=%d k=%d", M, E, gw.k, k);
+        CU_CHECK(x,
+                 dic_route_gate(&c->dc, M, xn, ldx, &gw, logits, E, temp, bias, tid2eid, tokens, k, route_scale,
+                                norm_eps, normalize, sel, w),
+                 "dic_route_gate");
+        return;
+    }
+    di_route_gate_seq(x, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
+                      sel, w);
+}
+
 static void moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
     if (M > 0) CU_CHECK(x, dic_moe_dispatch_inv(DC(x), M, k, sel, E, off, rows, inv), "dic_moe_dispatch_inv");
 }
@@ -463,6 +485,7 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->cmp_gated_rows = cmp_gated_rows;
     t->index_select = index_select;
     t->route_rows = route_rows;
+    t->route_gate = route_gate;
     t->moe_dispatch = moe_dispatch;
     t->moe_gather = moe_gather;
     t->gemm_grouped = gemm_grouped;

@@ -181,6 +181,11 @@ enum { DIC_GV_LATE = 1, /* weights loaded after the PDL wait (default: the first
        DIC_GV_PIPE = 4, /* M = 1: the next batch's weights in flight while this one is summed */
        DIC_GV_FORCE = 8 };
 void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
+/* The GEMV launch's choices for M rows of an N x K matrix (f32: F32 weights, else BF16 / FP8B):
+ * the K split (wpc warps per CTA, cy CTAs per cluster), the variant flags (DIC_GV_*) and the
+ * rows per tile mr (1, 2, 4, 8, 16), with the tuning switches above applied. Another kernel
+ * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
+cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
 /* Fast-mode block-diagonal GEMV over FP8B weights (dic_gemm_fp8w_gemv.cu; wo_a at decode):
  * M <= 4, G <= DIC_GV_MAXG groups of the same R x K (R even, wblock % 16 == 0, K % wblock

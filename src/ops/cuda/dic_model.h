@@ -120,7 +120,7 @@ void dic_index_select_tune(int mode);
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
- * MoE [dic_moe_route.cu, dic_gemm_grouped_seg.cu]. All arrays on the device
+ * MoE [dic_moe_route.cu, dic_route_gate.cu, dic_gemm_grouped_seg.cu]. All arrays on the device
  * except the W arrays of the grouped GEMMs (host arrays of dic_wmat whose
  * w / scale are device pointers, as dic_gemm_grouped). */
 /* dic_route with the gate temperature (logits divided in place), the hash
@@ -131,6 +131,18 @@ cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 cudaError_t dic_route_rows(const dic_ctx *c, int M, float *logits, int E, float temp, const float *bias,
                            const int32_t *tid2eid, const int32_t *tokens, int k, float route_scale, float norm_eps,
                            int normalize, int *sel, float *w);
+/* ops.h di_route_gate: logits [M][E] (row stride E) = A . W^T in fp32 (W: the gate, n = E),
+ * then dic_route_rows on them. dic_route_gate_ok: whether one launch takes it
+ * (dic_route_gate.cu: batch_invariant == 0, BF16 gate, 1 <= M <= 8, E <= 1024, k <= 32, the
+ * fast GEMV's alignment, no cluster split of K): the logits bitwise the fast GEMV's
+ * (dic_gemm's at M <= 4; at M = 5..8 dic_gemm takes the tensor cores: other fp32 sums), sel
+ * and w bitwise dic_route_rows' on them. Otherwise dic_route_gate runs dic_gemm +
+ * dic_route_rows (same bits as the two calls). */
+int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int E, int k,
+                      const int32_t *tid2eid, const int32_t *tokens);
+cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *logits,
+                           int E, float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
+                           float route_scale, float norm_eps, int normalize, int *sel, float *w);
 /* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows.
  * off [E+1], rows / inv [M*k] device. */
 cudaError_t dic_moe_dispatch_inv(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows,

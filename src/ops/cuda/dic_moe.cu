@@ -10,40 +10,13 @@
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_moe_int.h"
+#include "ops/cuda/dic_route.cuh"
 
 /* ---- router ----------------------------------------------------------- */
 
-/* sqrt(softplus(l)), PyTorch threshold 20. select.c computes
- * sqrtf(log1pf(expf(l))) with libm, whose expf / log1pf are not correctly
- * rounded in glibc 2.36 (measured over 3.7e7 inputs: expf differs from the
- * correctly rounded value for 0.05%, log1pf for 0.9%, the final sqrt for
- * 0.5%, each by 1 ulp) and differ between glibc versions. Here each step is
- * evaluated in double and rounded once to fp32 (correctly rounded except
- * ~2^-28 of inputs): scores agree with the CPU to 1 ulp, the top-k can
- * differ only between experts whose biased scores are 1 ulp apart. */
-static __device__ __forceinline__ float route_score(float l) {
-    float sp;
-    if (l > 20.0f) sp = l;
-    else {
-        float e = __double2float_rn(exp((double)l));
-        sp = __double2float_rn(log1p((double)e));
-    }
-    return __fsqrt_rn(sp);
-}
-
-/* select.c ranks_before: higher first, then lower index; NaN last. */
-static __device__ __forceinline__ bool rank_before(float x, int a, float y, int b) {
-    if (x > y) return true;
-    if (x < y) return false;
-    if (x == y) return a < b;
-    return y != y && (x == x || a < b);
-}
-
 #define RT_WARPS 4
-#define RT_MAXE 1024
 
-/* One warp per token. top-k: k rounds of a warp argmax under rank_before,
- * which is a total order, so the selection (best first) equals di_topk_desc's. */
+/* One warp per token (dic_route.cuh: route_scores by the whole CTA, then route_token). */
 static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const float *logits, int E, const float *bias,
                                                                const int *fixed, const int32_t *tokens, int k,
                                                                float route_scale, float norm_eps, int normalize,
@@ -52,67 +25,14 @@ static __global__ void __launch_bounds__(RT_WARPS * 32) k_route(int M, const flo
     __shared__ float s_sh[RT_WARPS][RT_MAXE];
     __shared__ float b_sh[RT_WARPS][RT_MAXE];
     __shared__ int sel_sh[RT_WARPS][32];
-    const int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wp = threadIdx.x >> 5;
     const int m0 = blockIdx.x * RT_WARPS, m = m0 + wp;
-    /* the scores of the CTA's tokens by all its threads (the double-precision exp / log1p chain
-     * is the cost: at M = 1 each thread takes E / 128 of them instead of a lane E / 32) */
-    {
-        const int nt = M - m0 < RT_WARPS ? M - m0 : RT_WARPS;
-        for (int i = threadIdx.x; i < nt * E; i += RT_WARPS * 32) {
-            const int tk = i / E, e = i - tk * E;
-            float v = route_score(logits[(size_t)(m0 + tk) * E + e]);
-            s_sh[tk][e] = v;
-            b_sh[tk][e] = bias ? v + bias[e] : v;
-        }
-    }
+    /* the scores of the CTA's tokens by all its threads (at M = 1 each thread takes E / 128 of the
+     * exp / log1p chains instead of a lane E / 32) */
+    route_scores(M, m0, RT_WARPS, logits, NULL, E, 1.0f, bias, &s_sh[0][0], &b_sh[0][0], RT_MAXE, RT_WARPS * 32);
     __syncthreads();
     if (m >= M) return;
-    float *s = s_sh[wp], *b = b_sh[wp];
-    if (fixed) {
-        const int *fx = fixed + (size_t)(tokens ? tokens[m] : m) * k; /* hash layers: tid2eid by token */
-        if (lane < k) sel_sh[wp][lane] = fx[lane];
-    } else {
-        uint32_t taken = 0; /* bit j: expert lane + 32 j selected */
-        for (int r = 0; r < k; r++) {
-            float bv = 0.0f;
-            int bi = -1;
-            for (int j = 0; lane + 32 * j < E; j++) {
-                int e = lane + 32 * j;
-                if ((taken >> j) & 1u) continue;
-                if (bi < 0 || rank_before(b[e], e, bv, bi)) {
-                    bv = b[e];
-                    bi = e;
-                }
-            }
-            for (int o = 16; o > 0; o >>= 1) {
-                float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
-                int oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
-                if (oi >= 0 && (bi < 0 || rank_before(ov, oi, bv, bi))) {
-                    bv = ov;
-                    bi = oi;
-                }
-            }
-            if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-            if (lane == 0) sel_sh[wp][r] = bi;
-        }
-    }
-    __syncwarp();
-    if (lane == 0) {
-        /* weights in selection order (select.c) */
-        float sum = 0.0f;
-        for (int i = 0; i < k; i++) {
-            int e = sel_sh[wp][i];
-            sum += (e >= 0 && e < E) ? s[e] : 0.0f;
-        }
-        sum += norm_eps;
-        for (int i = 0; i < k; i++) {
-            int e = sel_sh[wp][i];
-            float se = (e >= 0 && e < E) ? s[e] : 0.0f;
-            sel[(size_t)m * k + i] = e;
-            /* normalize == 0: the unnormalised sqrt(softplus(l)) * route_scale */
-            w[(size_t)m * k + i] = normalize ? se / sum * route_scale : se * route_scale;
-        }
-    }
+    route_token(m, s_sh[wp], b_sh[wp], E, fixed, tokens, k, route_scale, norm_eps, normalize, sel_sh[wp], sel, w);
 }
 
 extern "C" cudaError_t dic_route_ex(const dic_ctx *c, int M, const float *logits, int E, const float *bias,

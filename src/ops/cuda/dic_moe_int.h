@@ -13,7 +13,7 @@ extern "C" {
 
 /* dic_route, plus: tokens != NULL: fixed ids of row m = fixed + tokens[m] * k
  * (hash layers' tid2eid); normalize == 0: w = sqrt(softplus(l)) * route_scale
- * (dic_moe.cu route_score, not normalised by the sum). */
+ * (dic_route.cuh route_score, not normalised by the sum). */
 cudaError_t dic_route_ex(const dic_ctx *c, int M, const float *logits, int E, const float *bias, const int *fixed,
                          const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel,
                          float *w);

@@ -1,0 +1,121 @@
+/* route_bench.c — the MoE router at decode sizes (V4-Flash: E = 256, V4.1-Flash: E = 384;
+ * hidden K = 4096, BF16 gate, top-6 with bias), fast mode: graph µs per call of
+ *   seq     today's two launches: dic_gemm (GEMV at M <= 4, tensor cores at M = 5..8) into
+ *           the fp32 logits, then dic_route_rows
+ *   seqgv   the same with the GEMV forced at every M (the fused kernel's sums)
+ *   gemm    the gate GEMM alone (auto dispatch); route: dic_route_rows alone
+ *   fused   dic_route_gate (dic_route_gate.cu: one launch)
+ * against the floor: the gate's bytes / the d2d copy ceiling of the same run. Each graph
+ * replays GR calls cycling NS gate matrices (NS * 3 MB > L2, so the weights come from DRAM
+ * as in a decode step, where every layer has its own gate). Runs in a few seconds. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic.h"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_model.h"
+
+#define K 4096
+#define TOPK 6
+#define NS 32
+#define GR 32
+#define MMAX 8
+#define EMAX 384
+
+enum { V_SEQ, V_SEQGV, V_GEMM, V_ROUTE, V_FUSED, NV };
+static const char *vname[NV] = {"seq", "seqgv", "gemm", "route", "fused"};
+
+static unsigned long long rs = 88172645463325252ull;
+static unsigned rnd(void) {
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (unsigned)(rs >> 11);
+}
+
+int main(void) {
+    int dev = 0;
+    CK(cudaGetDevice(&dev));
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, dev));
+    printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    dic_ctx c;
+    memset(&c, 0, sizeof c);
+    CK(cudaStreamCreate(&c.stream));
+    c.scratch_cap = (size_t)16 << 20;
+    CK(cudaMalloc(&c.scratch, c.scratch_cap));
+    c.num_sms = p.multiProcessorCount;
+    c.batch_invariant = 0;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const double copy_gbs = copy_ceiling_gbs(c.stream, e0, e1);
+
+    /* NS gates of EMAX x K bf16 (small finite values), activations, bias, outputs */
+    const size_t gbytes = (size_t)EMAX * K * 2;
+    uint16_t *hg = malloc(gbytes), *hx = malloc((size_t)MMAX * K * 2);
+    for (size_t i = 0; i < (size_t)EMAX * K; i++) hg[i] = (uint16_t)(0x3c00u + (rnd() & 0x3ff)) ^ ((rnd() & 1) << 15);
+    for (size_t i = 0; i < (size_t)MMAX * K; i++) hx[i] = (uint16_t)(0x3f00u + (rnd() & 0xff)) ^ ((rnd() & 1) << 15);
+    uint8_t *pool;
+    CK(cudaMalloc((void **)&pool, NS * gbytes));
+    for (int i = 0; i < NS; i++) CK(cudaMemcpy(pool + i * gbytes, hg, gbytes, cudaMemcpyHostToDevice));
+    uint16_t *dx;
+    float *dlg, *dbias, *dw;
+    int *ds;
+    float hb[EMAX];
+    for (int i = 0; i < EMAX; i++) hb[i] = (float)(rnd() % 100) / 1000.0f;
+    CK(cudaMalloc((void **)&dx, (size_t)MMAX * K * 2));
+    CK(cudaMemcpy(dx, hx, (size_t)MMAX * K * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dlg, (size_t)MMAX * EMAX * 4));
+    CK(cudaMemset(dlg, 0, (size_t)MMAX * EMAX * 4));
+    CK(cudaMalloc((void **)&dbias, sizeof hb));
+    CK(cudaMemcpy(dbias, hb, sizeof hb, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dw, MMAX * TOPK * 4));
+    CK(cudaMalloc((void **)&ds, MMAX * TOPK * 4));
+
+    static const int Es[] = {256, 384};
+    static const int Ms[] = {1, 2, 4, 8};
+    printf("graph us per call (GR = %d calls cycling %d gates); floor = gate bytes / copy ceiling\n", GR, NS);
+    printf("%-5s %-3s %8s", "E", "M", "floor");
+    for (int v = 0; v < NV; v++) printf(" %8s", vname[v]);
+    printf(" %8s %8s\n", "fused/fl", "saved");
+    for (int ie = 0; ie < 2; ie++)
+        for (int im = 0; im < 4; im++) {
+            const int E = Es[ie], M = Ms[im];
+            const double floor_us = ((double)E * K * 2 + (double)M * K * 2) / (copy_gbs * 1e9) * 1e6;
+            double us[NV];
+            for (int v = 0; v < NV; v++) {
+                cudaGraph_t gr;
+                for (int r = -1; r < GR; r++) {
+                    if (r == 0) {
+                        CK(cudaStreamSynchronize(c.stream));
+                        CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
+                    }
+                    const int i = (r + NS) % NS;
+                    dic_wmat W = {0, E, K, 0, pool + (size_t)i * gbytes, NULL};
+                    if (v == V_SEQ || v == V_GEMM) CK(dic_gemm(&c, M, dx, K, &W, 0, dlg, NULL, (size_t)E));
+                    if (v == V_SEQGV)
+                        CK(dic_gemm_float_fast_launch(c.stream, M, dx, K, &W, dlg, NULL, (size_t)E,
+                                                      DIC_GEMMF_PATH_GEMV));
+                    if (v == V_SEQ || v == V_SEQGV || v == V_ROUTE)
+                        CK(dic_route_rows(&c, M, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+                    if (v == V_FUSED) {
+                        if (!dic_route_gate_ok(&c, M, dx, K, &W, E, TOPK, NULL, NULL)) {
+                            fprintf(stderr, "dic_route_gate_ok refused E=%d M=%d\n", E, M);
+                            exit(1);
+                        }
+                        CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1,
+                                          ds, dw));
+                    }
+                }
+                CK(cudaStreamEndCapture(c.stream, &gr));
+                us[v] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
+            }
+            printf("%-5d %-3d %8.2f", E, M, floor_us);
+            for (int v = 0; v < NV; v++) printf(" %8.2f", us[v]);
+            printf(" %8.2f %8.2f\n", us[V_FUSED] / floor_us, us[V_SEQ] - us[V_FUSED]);
+        }
+    CK(cudaGetLastError());
+    return 0;
+}
