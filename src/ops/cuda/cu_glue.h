@@ -105,6 +105,8 @@ void cu_plan_free(cu_exec *c);
 void cu_lines_branch(di_exec *x, int b);
 void cu_lines_join(di_exec *x);
 void cu_lines_join_all(cu_exec *c);
+/* Bench knobs (cu_skip.c): lines on / off, PDL after a switch back; < 0: the environment's. */
+void cu_lines_tune(int lines, int line_pdl);
 void cu_lines_free(cu_exec *c);
 
 /* 1 while a plan step is open (tables go to the plan, no per-op copy). */

@@ -23,22 +23,26 @@
 
 #include "ops/cuda/cu_glue.h"
 
+static int g_lines_on = -1, g_line_pdl_on = -1; /* -1: read the environment */
+
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return !(e && e[0] == '0' && !e[1]);
+}
+
 static int lines_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("DEEPINFER_CUDA_LINES");
-        on = !(e && e[0] == '0' && !e[1]);
-    }
-    return on;
+    if (g_lines_on < 0) g_lines_on = env_on("DEEPINFER_CUDA_LINES");
+    return g_lines_on;
 }
 
 static int line_pdl(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("DEEPINFER_CUDA_LINE_PDL");
-        on = !(e && e[0] == '0' && !e[1]);
-    }
-    return on;
+    if (g_line_pdl_on < 0) g_line_pdl_on = env_on("DEEPINFER_CUDA_LINE_PDL");
+    return g_line_pdl_on;
+}
+
+void cu_lines_tune(int lines, int line_pdl_on) {
+    g_lines_on = lines < 0 ? env_on("DEEPINFER_CUDA_LINES") : lines != 0;
+    g_line_pdl_on = line_pdl_on < 0 ? env_on("DEEPINFER_CUDA_LINE_PDL") : line_pdl_on != 0;
 }
 
 static int capturing(const cu_exec *c) { return c->plan && c->plan->open && c->plan->capturing; }

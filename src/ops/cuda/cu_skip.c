@@ -7,12 +7,20 @@
  * The skipped op's outputs keep the values of the eager steps before the
  * capture, so later kernels read valid (stale) data; results are WRONG and
  * the switch exists for measurements only. "list" prints every launch site
- * of each capture with its per-step index. Eager steps never skip. */
+ * of each capture with its per-step index. Eager steps never skip.
+ * A set may also turn the kernels' variant knobs (same bits or within the
+ * tested tolerance; every knob back to its default when a set is chosen):
+ * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
+ * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
+ * (routed experts), isel=MODE (index selection), headcw=32|64 (fused head),
+ * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/cuda/cu_glue.h"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_model.h"
 
 #define SKIP_MAX 32
 #define SEEN_MAX 128
@@ -25,6 +33,39 @@ static struct {
     int count[SEEN_MAX], nseen;
 } g_skip;
 
+static int g_hct_default = -1;
+
+/* Every knob back to its default (the environment's where it has one). */
+static void knobs_reset(void) {
+    if (g_hct_default < 0) g_hct_default = dic_hc_transition_variant(-1);
+    dic_hc_transition_variant(g_hct_default);
+    dic_attn_dec_tune(-2, 0);
+    dic_gemm_dec_tune(-1, 0);
+    dic_moe_dec_config(-1, -1, -1);
+    dic_moe_dec_flags(-1);
+    dic_index_select_tune(-2);
+    dic_hc_head_cw(32);
+    cu_lines_tune(-1, -1);
+}
+
+static void knob(const char *t) {
+    int v[4] = {-1, -1, -1, -1};
+    const char *e = strchr(t, '=');
+    size_t n = (size_t)(e - t);
+    sscanf(e + 1, "%i:%i:%i:%i", &v[0], &v[1], &v[2], &v[3]);
+    if (n == 3 && !strncmp(t, "hct", 3)) dic_hc_transition_variant(v[0]);
+    else if (n == 4 && !strncmp(t, "attn", 4)) dic_attn_dec_tune(v[0], v[1]);
+    else if (n == 4 && !strncmp(t, "gdec", 4)) dic_gemm_dec_tune(v[0], v[1] < 0 ? 0 : v[1]);
+    else if (n == 3 && !strncmp(t, "moe", 3)) {
+        dic_moe_dec_config(v[0], v[1], v[2]);
+        if (v[3] >= 0) dic_moe_dec_flags(v[3]);
+    } else if (n == 4 && !strncmp(t, "isel", 4)) dic_index_select_tune(v[0]);
+    else if (n == 6 && !strncmp(t, "headcw", 6)) dic_hc_head_cw(v[0]);
+    else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
+    else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
+    else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
+}
+
 static void skip_parse_str(const char *s) {
     g_skip.parsed = 1;
     g_skip.n = 0;
@@ -35,6 +76,10 @@ static void skip_parse_str(const char *s) {
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!strcmp(t, "list")) {
             g_skip.list = 1;
+            continue;
+        }
+        if (strchr(t, '=')) {
+            knob(t);
             continue;
         }
         if (g_skip.n >= SKIP_MAX) break;
@@ -63,6 +108,7 @@ int di_cuda_skip_sets(void) {
 const char *di_cuda_skip_use(int i) {
     const char *s = getenv("DEEPINFER_CUDA_SKIP_SETS");
     if (i < 0 || !s) {
+        knobs_reset();
         skip_parse();
         return "";
     }
@@ -71,6 +117,7 @@ const char *di_cuda_skip_use(int i) {
         if (s) s++;
     }
     if (!s) s = "";
+    knobs_reset();
     size_t n = strcspn(s, ";");
     if (n >= sizeof g_set) n = sizeof g_set - 1;
     memcpy(g_set, s, n);
