@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
             double f32 = head_us(0, M, v4);
             dic_hc_head_cw(64);
             double f64 = head_us(0, M, v4);
-            dic_hc_head_cw(32);
+            dic_hc_head_cw(64);
             double fb = f32 < f64 ? f32 : f64;
             char name[64];
             snprintf(name, sizeof name, "M=%d head %s", M, v4 ? "V4 (mixes)" : "V4.1 (carried)");

@@ -266,7 +266,7 @@ static void mh_case(int d, int M, int v4, int expand, int pad, int cw, uint64_t 
         CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
         mh_free(&o1);
     }
-    dic_hc_head_cw(32);
+    dic_hc_head_cw(64);
     mh_free(&o), mh_free(&o2), mh_free(&q), mh_free(&c);
     mh_dfree(&gf), mh_dfree(&gs);
     cudaFree(in.sub), cudaFree(in.fn), cudaFree(in.base), cudaFree(in.post), cudaFree(in.comb), cudaFree(in.pre_in);

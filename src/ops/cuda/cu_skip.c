@@ -44,7 +44,7 @@ static void knobs_reset(void) {
     dic_moe_dec_config(-1, -1, -1);
     dic_moe_dec_flags(-1);
     dic_index_select_tune(-2);
-    dic_hc_head_cw(32);
+    dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
 }
 

@@ -982,13 +982,13 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
  * final RMSNorm, one launch per HT_MAXT tiles. Same bits as the transition's
  * paths: R, x, xn and pre are the sequence's for the kernel's mixes; the
  * mixes' fp32 order depends on CW and d only (a row's bits do not depend on
- * M). Columns per CTA: dic_hc_head_cw (32 by default). */
+ * M). Columns per CTA: dic_hc_head_cw (64 by default). */
 static int g_hh_cw = 0;
 
 extern "C" int dic_hc_head_cw(int cw) {
     if (!g_hh_cw) {
         const char *e = getenv("DEEPINFER_HC_HEAD_CW");
-        g_hh_cw = e && atoi(e) == 64 ? 64 : 32;
+        g_hh_cw = e && atoi(e) == 32 ? 32 : 64; /* 64 measured 2026-11-30: b1 step 1112 vs 1119 us */
     }
     if (cw == 32 || cw == 64) g_hh_cw = cw;
     return g_hh_cw;
