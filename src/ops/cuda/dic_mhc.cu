@@ -527,20 +527,7 @@ static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
         const int mm = t;
         double sum = sred[0][mm];
         for (int w = 1; w < HT_T / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
-        const double qd = __ddiv_rn(sum, (double)d);
-        const double del = __dadd_rn(__dmul_rn((double)(2 * d), 0x1p-53), 0x1p-51);
-        float f = __double2float_rn(qd);
-        const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
-        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order over x */
-            const uint16_t *xr = a.xo + (size_t)(m0 + mm) * a.ldx;
-            sum = 0.0;
-            for (int i = 0; i < d; i++) {
-                const double v = (double)dic_bf16_to_f32(xr[i]);
-                sum = __dadd_rn(sum, __dmul_rn(v, v));
-            }
-            f = __double2float_rn(__ddiv_rn(sum, (double)d));
-        }
-        srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, a.norm_eps)));
+        srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     __syncthreads();
     const float *w = a.norm_w;
@@ -856,20 +843,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int mm = te;
         double sum = sred[0][mm];
         for (int w = 1; w < nE / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
-        const double qd = __ddiv_rn(sum, (double)d);
-        const double del = __dadd_rn(__dmul_rn((double)(2 * d), 0x1p-53), 0x1p-51);
-        float f = __double2float_rn(qd);
-        const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
-        if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order over x */
-            const uint16_t *xr = a.xo + (size_t)(m0 + mm) * a.ldx;
-            sum = 0.0;
-            for (int i = 0; i < d; i++) {
-                const double v = (double)dic_bf16_to_f32(xr[i]);
-                sum = __dadd_rn(sum, __dmul_rn(v, v));
-            }
-            f = __double2float_rn(__ddiv_rn(sum, (double)d));
-        }
-        srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, a.norm_eps)));
+        srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     h2_bar(nE);
     const float *w = a.norm_w;
