@@ -2,7 +2,7 @@
  * bench_util.h — helpers shared by the GPU benches (the .c files here): a CUDA
  * call check that stops the bench with the failing call, and the float
  * comparison for medians (qsort), the replay timing of a captured graph,
- * the d2d copy ceiling.
+ * the d2d copy ceiling, a fast-mode op context, a xorshift generator.
  */
 #ifndef DI_BENCH_GPU_BENCH_UTIL_H
 #define DI_BENCH_GPU_BENCH_UTIL_H
@@ -10,6 +10,9 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/dic.h"
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -65,6 +68,29 @@ static inline double copy_ceiling_gbs(cudaStream_t st, cudaEvent_t e0, cudaEvent
     printf("d2d copy 1 GiB: %.4f ms, %.0f GB/s (the ceiling below)\n", t[6], gbs);
     cudaFree(s), cudaFree(d);
     return gbs;
+}
+
+/* A fast-mode op context (batch_invariant 0) on a new stream with `scratch`
+ * bytes of device scratch; prints the device line. */
+static inline void bench_ctx_init(dic_ctx *c, size_t scratch) {
+    int dev = 0;
+    CK(cudaGetDevice(&dev));
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, dev));
+    printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    memset(c, 0, sizeof *c);
+    CK(cudaStreamCreate(&c->stream));
+    c->scratch_cap = scratch;
+    CK(cudaMalloc(&c->scratch, c->scratch_cap));
+    c->num_sms = p.multiProcessorCount;
+    c->batch_invariant = 0;
+}
+
+/* xorshift64: the benches' reproducible random stream. */
+static unsigned long long bench_rs = 88172645463325252ull;
+static inline unsigned rnd(void) {
+    bench_rs ^= bench_rs << 13, bench_rs ^= bench_rs >> 7, bench_rs ^= bench_rs << 17;
+    return (unsigned)(bench_rs >> 11);
 }
 
 #endif

@@ -27,25 +27,10 @@
 #define GR 16
 #define MMAX 8
 
-static unsigned long long rs = 88172645463325252ull;
-static unsigned rnd(void) {
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (unsigned)(rs >> 11);
-}
 
 int main(void) {
-    int dev = 0;
-    CK(cudaGetDevice(&dev));
-    struct cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, dev));
-    printf("device: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
     dic_ctx c;
-    memset(&c, 0, sizeof c);
-    CK(cudaStreamCreate(&c.stream));
-    c.scratch_cap = (size_t)64 << 20;
-    CK(cudaMalloc(&c.scratch, c.scratch_cap));
-    c.num_sms = p.multiProcessorCount;
-    c.batch_invariant = 0;
+    bench_ctx_init(&c, (size_t)64 << 20);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,37 @@ static inline double gt_rel_err(const float *x, const float *y, size_t n) {
         num += d * d;
         den += (double)y[i] * y[i];
     }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Bitwise compare of two rows-of-words arrays (the first `cols` of each row,
+ * words of sz = 2 (bf16) or 4 (fp32) bytes); prints the first 3 differences,
+ * returns how many differ. */
+static inline size_t gt_bits(const char *what, const void *a, const void *b, size_t rows, size_t ld, size_t cols, int sz) {
+    size_t bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < cols; i++) {
+            const char *pa = (const char *)a + (r * ld + i) * sz, *pb = (const char *)b + (r * ld + i) * sz;
+            if (!memcmp(pa, pb, (size_t)sz)) continue;
+            if (bad < 3) {
+                double va = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pa) : *(const float *)pa;
+                double vb = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pb) : *(const float *)pb;
+                fprintf(stderr, "    %s [%zu][%zu]: %.9g vs %.9g\n", what, r, i, va, vb);
+            }
+            bad++;
+        }
+    return bad;
+}
+
+/* Norm-wise relative error of bf16 rows a against b (first `cols` of each row, stride ld); NaN in a: inf. */
+static inline double gt_rel_bf16_2d(const uint16_t *a, const uint16_t *b, size_t rows, size_t ld, size_t cols) {
+    double num = 0, den = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < cols; i++) {
+            double x = di_bf16_to_f32(a[r * ld + i]), y = di_bf16_to_f32(b[r * ld + i]);
+            if (x != x) return INFINITY;
+            num += (x - y) * (x - y), den += y * y;
+        }
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 

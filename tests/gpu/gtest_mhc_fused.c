@@ -77,38 +77,10 @@ static cudaError_t mf_launch(const dic_ctx *c, const mf_host *h, const mf_dev *g
                              1e-6f, g->x, g->xn, h->ldx);
 }
 
-/* Bitwise compare of two rows-of-words arrays (only the first `cols` of each row); prints the first 3. */
-static size_t mf_bits(const char *what, const void *a, const void *b, size_t rows, size_t ld, size_t cols, int sz) {
-    size_t bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++) {
-            const char *pa = (const char *)a + (r * ld + i) * sz, *pb = (const char *)b + (r * ld + i) * sz;
-            if (!memcmp(pa, pb, (size_t)sz)) continue;
-            if (bad < 3) {
-                double va = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pa) : *(const float *)pa;
-                double vb = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pb) : *(const float *)pb;
-                fprintf(stderr, "    %s [%zu][%zu]: %.9g vs %.9g\n", what, r, i, va, vb);
-            }
-            bad++;
-        }
-    return bad;
-}
-
 static size_t mf_cnt16(const uint16_t *a, const uint16_t *b, size_t rows, size_t ld, size_t cols) {
     size_t n = 0;
     for (size_t r = 0; r < rows; r++) n += gt_count_diff_u16(a + r * ld, b + r * ld, cols);
     return n;
-}
-
-static double mf_rel_bf16(const uint16_t *a, const uint16_t *b, size_t rows, size_t ld, size_t cols) {
-    double num = 0, den = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++) {
-            double x = di_bf16_to_f32(a[r * ld + i]), y = di_bf16_to_f32(b[r * ld + i]);
-            if (x != x) return INFINITY;
-            num += (x - y) * (x - y), den += y * y;
-        }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* the worst mixes errors per variant (printed at the end of each test) */
@@ -202,7 +174,7 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         char tag[112];
         snprintf(tag, sizeof tag, "v%d d=%d M=%d chain=%d first=%d pad=%d", v, d, M, chain, first, pad);
         /* R: bitwise */
-        size_t bR = mf_bits("R", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
+        size_t bR = gt_bits("R", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
         /* mixes: the F32 GEMM bounds */
         double num = 0, den = 0, worst = 0;
         size_t bad_m = 0;
@@ -222,19 +194,19 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         /* downstream: the sequence's bits for the GPU's mixes */
         float *spre = malloc((size_t)M * 16), *spost = malloc((size_t)M * 16), *scomb = malloc((size_t)M * 64);
         di_hc_sinkhorn_rows(NULL, M, o.mixes, h.sc3, h.base, 20, 1e-6f, spre, spost, scomb);
-        size_t bS = mf_bits("pre", o.pre, spre, (size_t)M, 4, 4, 4) + mf_bits("post", o.post, spost, (size_t)M, 4, 4, 4) +
-                    mf_bits("comb", o.comb, scomb, (size_t)M, 16, 16, 4);
+        size_t bS = gt_bits("pre", o.pre, spre, (size_t)M, 4, 4, 4) + gt_bits("post", o.post, spost, (size_t)M, 4, 4, 4) +
+                    gt_bits("comb", o.comb, scomb, (size_t)M, 16, 16, 4);
         uint16_t *sx = calloc((size_t)M * h.ldx, 2), *sxn = calloc((size_t)M * h.ldx, 2);
         di_hc_collapse(NULL, M, chain ? h.pre_in : o.pre, o.R, h.ldr, d, sx, h.ldx);
-        size_t bX = mf_bits("x", o.x, sx, (size_t)M, h.ldx, (size_t)d, 2);
+        size_t bX = gt_bits("x", o.x, sx, (size_t)M, h.ldx, (size_t)d, 2);
         di_rmsnorm(NULL, M, o.x, h.ldx, h.w, d, 1e-6f, sxn, h.ldx);
-        size_t bXn = mf_bits("xn", o.xn, sxn, (size_t)M, h.ldx, (size_t)d, 2);
-        size_t bP = chain ? mf_bits("pre_in", o.pre_in, o.pre, (size_t)M, 4, 4, 4)
-                          : mf_bits("pre_in (untouched)", o.pre_in, h.pre_in, (size_t)M, 4, 4, 4);
+        size_t bXn = gt_bits("xn", o.xn, sxn, (size_t)M, h.ldx, (size_t)d, 2);
+        size_t bP = chain ? gt_bits("pre_in", o.pre_in, o.pre, (size_t)M, 4, 4, 4)
+                          : gt_bits("pre_in (untouched)", o.pre_in, h.pre_in, (size_t)M, 4, 4, 4);
         /* against the CPU reference */
         double rpre = gt_rel_err(o.pre, c.pre, (size_t)M * 4), rpost = gt_rel_err(o.post, c.post, (size_t)M * 4),
                rcomb = gt_rel_err(o.comb, c.comb, (size_t)M * 16);
-        double rx = mf_rel_bf16(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = mf_rel_bf16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
+        double rx = gt_rel_bf16_2d(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = gt_rel_bf16_2d(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
         size_t dx = mf_cnt16(o.x, c.x, (size_t)M, h.ldx, (size_t)d);
         if (mrel > mf_wnorm[v]) mf_wnorm[v] = mrel;
         if (worst > mf_welem[v]) mf_welem[v] = worst;
@@ -253,30 +225,30 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, M));
         mf_out o2 = {0};
         CHECK(mf_download(&h, &g, &o2));
-        size_t bD = mf_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
-                    mf_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 24, 24, 4) +
-                    mf_bits("comb#2", o2.comb, o.comb, (size_t)M, 16, 16, 4) +
-                    mf_bits("x#2", o2.x, o.x, (size_t)M, h.ldx, (size_t)d, 2) +
-                    mf_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
+        size_t bD = gt_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                    gt_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 24, 24, 4) +
+                    gt_bits("comb#2", o2.comb, o.comb, (size_t)M, 16, 16, 4) +
+                    gt_bits("x#2", o2.x, o.x, (size_t)M, h.ldx, (size_t)d, 2) +
+                    gt_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
         CHECK_MSG(bD == 0, "%s: second launch differs in %zu values", tag, bD);
         if (M > 1) {
             CHECK(mf_upload(&h, &g));
             CUDA_SYNC_CHECK(mf_launch(&ctx, &h, &g, 1));
             mf_out o1 = {0};
             CHECK(mf_download(&h, &g, &o1));
-            size_t b1 = mf_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
-                        mf_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 24, 24, 4) +
-                        mf_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
+            size_t b1 = gt_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
+                        gt_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 24, 24, 4) +
+                        gt_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
             CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
             mf_free(&o1);
         }
         /* variants with the same columns per CTA (1, 2, 5, 6, 7) give the same bits */
         if (v == 1) o32 = o, o = (mf_out){0};
         else if (v == 2 || v == 5 || v == 6 || v == 7) {
-            size_t bV = mf_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
-                        mf_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
-                        mf_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +
-                        mf_bits("xn(v1)", o.xn, o32.xn, (size_t)M, h.ldx, (size_t)d, 2);
+            size_t bV = gt_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                        gt_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
+                        gt_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +
+                        gt_bits("xn(v1)", o.xn, o32.xn, (size_t)M, h.ldx, (size_t)d, 2);
             CHECK_MSG(bV == 0, "%s: differs from variant 1 in %zu values", tag, bV);
         }
         mf_free(&o2), mf_free(&o);

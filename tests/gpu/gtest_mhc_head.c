@@ -104,33 +104,6 @@ static cudaError_t mh_seq(const dic_ctx *c, const mh_host *h, const mh_in *in, c
     return e;
 }
 
-static size_t mh_bits(const char *what, const void *a, const void *b, size_t rows, size_t ld, size_t cols, int sz) {
-    size_t bad = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++) {
-            const char *pa = (const char *)a + (r * ld + i) * sz, *pb = (const char *)b + (r * ld + i) * sz;
-            if (!memcmp(pa, pb, (size_t)sz)) continue;
-            if (bad < 3) {
-                double va = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pa) : *(const float *)pa;
-                double vb = sz == 2 ? di_bf16_to_f32(*(const uint16_t *)pb) : *(const float *)pb;
-                fprintf(stderr, "    %s [%zu][%zu]: %.9g vs %.9g\n", what, r, i, va, vb);
-            }
-            bad++;
-        }
-    return bad;
-}
-
-static double mh_rel_bf16(const uint16_t *a, const uint16_t *b, size_t rows, size_t ld, size_t cols) {
-    double num = 0, den = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < cols; i++) {
-            double x = di_bf16_to_f32(a[r * ld + i]), y = di_bf16_to_f32(b[r * ld + i]);
-            if (x != x) return INFINITY;
-            num += (x - y) * (x - y), den += y * y;
-        }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void mh_case(int d, int M, int v4, int expand, int pad, int cw, uint64_t seed) {
     uint64_t s = seed;
     const int hcd = 4 * d;
@@ -195,8 +168,8 @@ static void mh_case(int d, int M, int v4, int expand, int pad, int cw, uint64_t 
     mh_out o = {0}, q = {0};
     CHECK(mh_get(&h, &gf, M, &o) && mh_get(&h, &gs, M, &q));
 
-    size_t bR = mh_bits("R", o.R, q.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
-                mh_bits("R (CPU)", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
+    size_t bR = gt_bits("R", o.R, q.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                gt_bits("R (CPU)", o.R, c.R, (size_t)M, h.ldr, (size_t)hcd, 2);
     size_t bad_m = 0, bD = 0;
     double worst = 0, mrel = 0;
     if (v4) {
@@ -231,11 +204,11 @@ static void mh_case(int d, int M, int v4, int expand, int pad, int cw, uint64_t 
         mh_free(&q);
         CHECK(mh_get(&h, &gs, M, &q));
     }
-    bD = mh_bits("pre", o.pre, q.pre, (size_t)M, 4, 4, 4) + mh_bits("x", o.x, q.x, (size_t)M, h.ldx, (size_t)d, 2) +
-         mh_bits("xn", o.xn, q.xn, (size_t)M, h.ldx, (size_t)d, 2);
-    size_t bMix = v4 ? 0 : mh_bits("mixes (untouched)", o.mixes, q.mixes, (size_t)M, 4, 4, 4);
+    bD = gt_bits("pre", o.pre, q.pre, (size_t)M, 4, 4, 4) + gt_bits("x", o.x, q.x, (size_t)M, h.ldx, (size_t)d, 2) +
+         gt_bits("xn", o.xn, q.xn, (size_t)M, h.ldx, (size_t)d, 2);
+    size_t bMix = v4 ? 0 : gt_bits("mixes (untouched)", o.mixes, q.mixes, (size_t)M, 4, 4, 4);
     double rpre = gt_rel_err(o.pre, c.pre, (size_t)M * 4);
-    double rx = mh_rel_bf16(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = mh_rel_bf16(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
+    double rx = gt_rel_bf16_2d(o.x, c.x, (size_t)M, h.ldx, (size_t)d), rxn = gt_rel_bf16_2d(o.xn, c.xn, (size_t)M, h.ldx, (size_t)d);
     fprintf(stderr, "  %s: mixes max|d|/mag %.2e norm %.2e; vs CPU: pre %.1e x %.1e xn %.1e\n", tag, worst, mrel, rpre,
             rx, rxn);
     CHECK_MSG(bR == 0, "%s: R differs from the sequence / CPU in %zu values", tag, bR);
@@ -249,20 +222,20 @@ static void mh_case(int d, int M, int v4, int expand, int pad, int cw, uint64_t 
     CUDA_SYNC_CHECK(mh_fused(&ctx, &h, &in, &gf, M));
     mh_out o2 = {0};
     CHECK(mh_get(&h, &gf, M, &o2));
-    size_t b2 = mh_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
-                mh_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 4, 4, 4) +
-                mh_bits("pre#2", o2.pre, o.pre, (size_t)M, 4, 4, 4) +
-                mh_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
+    size_t b2 = gt_bits("R#2", o2.R, o.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
+                gt_bits("mixes#2", o2.mixes, o.mixes, (size_t)M, 4, 4, 4) +
+                gt_bits("pre#2", o2.pre, o.pre, (size_t)M, 4, 4, 4) +
+                gt_bits("xn#2", o2.xn, o.xn, (size_t)M, h.ldx, (size_t)d, 2);
     CHECK_MSG(b2 == 0, "%s: second launch differs in %zu values", tag, b2);
     if (M > 1) {
         CHECK(mh_reset(&h, &in, &gf));
         CUDA_SYNC_CHECK(mh_fused(&ctx, &h, &in, &gf, 1));
         mh_out o1 = {0};
         CHECK(mh_get(&h, &gf, 1, &o1));
-        size_t b1 = mh_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
-                    mh_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 4, 4, 4) +
-                    mh_bits("x(M=1)", o1.x, o.x, 1, h.ldx, (size_t)d, 2) +
-                    mh_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
+        size_t b1 = gt_bits("R(M=1)", o1.R, o.R, 1, h.ldr, (size_t)hcd, 2) +
+                    gt_bits("mixes(M=1)", o1.mixes, o.mixes, 1, 4, 4, 4) +
+                    gt_bits("x(M=1)", o1.x, o.x, 1, h.ldx, (size_t)d, 2) +
+                    gt_bits("xn(M=1)", o1.xn, o.xn, 1, h.ldx, (size_t)d, 2);
         CHECK_MSG(b1 == 0, "%s: row 0 alone differs from row 0 of the launch in %zu values", tag, b1);
         mh_free(&o1);
     }
