@@ -21,6 +21,13 @@
 
 #define HC 4
 
+/* mhc.c's mixes scale from the fp64 sum of squares of a row's hc * d stream
+ * values: rs = 1 / sqrtf((float)(ss / hcd) + eps). */
+static __device__ __forceinline__ float hc_mix_rs(double ss, int hcd, float eps) {
+    const float ms = __double2float_rn(__ddiv_rn(ss, (double)hcd));
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+}
+
 /* ---- scale_mixes: one CTA per row ------------------------------------- */
 
 #define SM_THREADS 256
@@ -60,9 +67,7 @@ static __global__ void __launch_bounds__(SM_THREADS) k_scale_mixes(const uint16_
         double v = threadIdx.x < SM_THREADS / 32 ? part[threadIdx.x] : 0.0;
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
         if (threadIdx.x == 0) {
-            /* mhc.c: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
-            float ms = __double2float_rn(__ddiv_rn(v, (double)hcd));
-            rs_sh = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+            rs_sh = hc_mix_rs(v, hcd, eps);
         }
     }
     __syncthreads();
@@ -447,10 +452,7 @@ static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
         double v = 0.0;
         for (int j = lane; j < S; j += 32) v = __dadd_rn(v, __ldcg(p + j));
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
-        if (lane == 0) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
-            const float ms = __double2float_rn(__ddiv_rn(v, (double)hcd));
-            srs[mm] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
-        }
+        if (lane == 0) srs[mm] = hc_mix_rs(v, hcd, a.rms_eps); /* k_scale_mixes' */
     }
     __syncthreads();
     for (int o = t; o < mt * HT_NMIX; o += HT_T) {
@@ -741,11 +743,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
         __syncthreads();
-        if (t < mt) { /* k_scale_mixes: rs = 1 / sqrtf((float)(ss / hcd) + eps) */
-            const double v2 = __dadd_rn(sss[2 * t], sss[2 * t + 1]);
-            const float ms = __double2float_rn(__ddiv_rn(v2, (double)hcd));
-            srs[t] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, a.rms_eps)));
-        }
+        if (t < mt) srs[t] = hc_mix_rs(__dadd_rn(sss[2 * t], sss[2 * t + 1]), hcd, a.rms_eps); /* k_scale_mixes' */
         __syncthreads();
         for (int o = t; o < mt * NMIX; o += H2_T) {
             const int mm = o / NMA, n = o % NMA;

@@ -331,6 +331,23 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a,
     }
 }
 
+/* The valid slots of a token (es[s] in [0, E), s < k) in increasing (expert, slot): insertion,
+ * slots arrive increasing. Returns their number. */
+static __device__ __forceinline__ int md_order(const int es[MD_KMAX], int k, int E, int ord[MD_KMAX]) {
+    int n = 0;
+    for (int s = 0; s < k; s++) {
+        const int x = es[s];
+        if (x < 0 || x >= E) continue;
+        int p = n++;
+        while (p > 0 && es[ord[p - 1]] > x) {
+            ord[p] = ord[p - 1];
+            p--;
+        }
+        ord[p] = s;
+    }
+    return n;
+}
+
 /* ---- down: w2, combine, shared, bf16 ------------------------------------------ */
 
 template <int FP4>
@@ -409,18 +426,9 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
     }
     __syncthreads();
     if (tid < 16) {
-        /* entries by (expert, slot): insertion, slots arrive increasing */
-        int ord[MD_KMAX], n = 0;
-        for (int s = 0; s < k; s++) {
-            const int e = es[s];
-            if (e < 0) continue;
-            int p = n++;
-            while (p > 0 && es[ord[p - 1]] > e) {
-                ord[p] = ord[p - 1];
-                p--;
-            }
-            ord[p] = s;
-        }
+        /* entries by (expert, slot); es holds -1 for invalid slots */
+        int ord[MD_KMAX];
+        const int n = md_order(es, k, a.E, ord);
         const int col = n0 + tid;
         float y = 0.0f;
         for (int i = 0; i < n; i++) {
@@ -640,22 +648,6 @@ static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t 
     }
 }
 
-/* The valid slots of a token (es[s] in [0, E), s < k) in increasing (expert, slot): insertion,
- * slots arrive increasing. Returns their number. */
-static __device__ __forceinline__ int md_order(const int es[MD_KMAX], int k, int E, int ord[MD_KMAX]) {
-    int n = 0;
-    for (int s = 0; s < k; s++) {
-        const int x = es[s];
-        if (x < 0 || x >= E) continue;
-        int p = n++;
-        while (p > 0 && es[ord[p - 1]] > x) {
-            ord[p] = ord[p - 1];
-            p--;
-        }
-        ord[p] = s;
-    }
-    return n;
-}
 
 /* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
  * rank = chain). */
@@ -853,19 +845,10 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
 #pragma unroll
             for (int i = 0; i < MD_KMAX; i++) ord[i] = i < n ? ord_s[i] : 0;
         } else {
-            /* entries by (expert, slot): insertion, slots arrive increasing */
+            /* entries by (expert, slot) */
             int es[MD_KMAX];
-            for (int s = 0; s < k; s++) {
-                const int x = a.sel[(size_t)m * k + s];
-                es[s] = x;
-                if (x < 0 || x >= a.E) continue;
-                int p = n++;
-                while (p > 0 && es[ord[p - 1]] > x) {
-                    ord[p] = ord[p - 1];
-                    p--;
-                }
-                ord[p] = s;
-            }
+            for (int s = 0; s < k; s++) es[s] = a.sel[(size_t)m * k + s];
+            n = md_order(es, k, a.E, ord);
         }
         const int col = n0 + tid;
         float y = 0.0f;
