@@ -351,6 +351,12 @@ typedef struct deepinfer_engine_stats {
     double busy_s;                       /* time inside deepinfer_step */
     int64_t graph_steps;                 /* CUDA: steps whose forward ran as a recorded CUDA graph */
     int64_t graphs;                      /* CUDA: graphs captured (one per decode row count) */
+    /* CUDA, measured with events on the device's stream: busy = each step's device work (state ops,
+     * forward, device sampling) from its first launch to its last; idle = the gaps between one step's end
+     * and the next step's start. Over a window of consecutive steps, GPU idle = d(idle) / (d(idle) +
+     * d(busy)). A gap includes whatever the host did before it submitted the step (0 on the CPU). */
+    double device_busy_s, device_idle_s;
+    int64_t device_sampled_steps;        /* CUDA: steps sampled on the device (ids, not logits, come back) */
 } deepinfer_engine_stats;
 
 void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);
