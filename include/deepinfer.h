@@ -357,6 +357,8 @@ typedef struct deepinfer_engine_stats {
      * d(busy)). A gap includes whatever the host did before it submitted the step (0 on the CPU). */
     double device_busy_s, device_idle_s;
     int64_t device_sampled_steps;        /* CUDA: steps sampled on the device (ids, not logits, come back) */
+    int64_t device_queued_steps;         /* CUDA: of those, steps queued while the previous step still ran (their
+                                          * placeholder tokens taken on the device from its sampled ids) */
 } deepinfer_engine_stats;
 
 void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);

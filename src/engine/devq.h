@@ -19,19 +19,23 @@
  * step was submitted is only reused by later steps, so in-order execution
  * keeps it consistent.
  *
- * The CPU queue (devq_cpu.c) runs a step completely inside submit and is
- * therefore synchronous; it serves models on the CPU and on the CUDA
- * backend alike (the forward and the state ops run on the device, logits
- * come back to the host, the sampler runs on the host). On CUDA its pure
- * decode steps (one row per sequence, every row sampled) run as recorded
- * steps: one CUDA graph per row count, replayed with the step's host
- * tables copied once (devq_graph.c, docs/DEVICE-FORWARD.md §6, §8); the
- * logits come back after the step's end. Prefill, chunked prefill and
- * mixed steps run eager (host tables staged per op); so does every step
- * with graphs off (the queue's `graphs` argument: the engine's
- * cuda_graphs, $DEEPINFER_CUDA_GRAPHS). An asynchronous device queue (not
- * written yet: docs/DEVICE-FORWARD.md §8) must copy what a step reads from
- * host memory (rows, histories, page tables) when it is submitted.
+ * The queue (devq_cpu.c) serves models on the CPU and on the CUDA backend.
+ * On the CPU it runs a step completely inside submit (synchronous). On
+ * CUDA the state ops and the forward run on the device; a step whose
+ * samples the device sampler takes (no structured outputs, no logprobs)
+ * samples on the device and only the ids come back: submit returns with
+ * the step queued and wait collects the ids (asynchronous). When the
+ * previous step is still in flight and the new step's placeholder tokens
+ * can be taken on the device (the model does not need host tokens, the
+ * step fits one forward pass, no penalties read in-flight history), the
+ * new step is queued behind it without waiting; otherwise submit first
+ * finishes the previous step. Other steps copy their logits to the host
+ * and sample there, inside submit. Pure decode steps (one row per
+ * sequence, every row sampled) run as recorded steps: one CUDA graph per
+ * row count and token source (devq_graph.c, docs/DEVICE-FORWARD.md §6,
+ * §8); prefill, chunked prefill and mixed steps run eager. What a step
+ * reads from host memory (rows, histories, page tables) is copied when it
+ * is submitted.
  */
 #ifndef DI_ENGINE_DEVQ_H
 #define DI_ENGINE_DEVQ_H
@@ -82,6 +86,7 @@ typedef struct di_step {
     int n_samples;
     deepinfer_status status;    /* of the whole step (forward failures) */
     di_error err;
+    int on_device;              /* queue-private: sampled on the device, results not taken yet */
 } di_step;
 
 typedef struct di_devq di_devq;
@@ -99,17 +104,19 @@ struct di_devq {
     int asynchronous;           /* 1 if submit returns before the step is done */
     int graphs;                 /* CUDA graphs captured so far (recorded decode steps) */
     int64_t graph_steps;        /* steps run recorded (captures and replays) */
+    double device_busy_s, device_idle_s; /* deepinfer_engine_stats: device time of the steps, gaps between them */
+    int64_t device_sampled;     /* steps sampled on the device */
+    int64_t device_queued;      /* of those, queued behind the unfinished previous step */
 };
 
-/* The synchronous queue: runs the model (on its backend), the sampler and
- * the structured-output matchers on the calling thread (and the CPU thread
- * pool) inside submit.
- * max_logit_rows bounds samples per step; graphs = 1 runs pure decode steps
- * of a model on the CUDA backend as recorded steps (ignored elsewhere),
- * 0 runs every step eager; page_rows: the pool's smallest rows per page
- * (devq_graph.h). */
+/* The queue (see above): max_logit_rows bounds samples per step; graphs =
+ * 1 runs pure decode steps of a model on the CUDA backend as recorded
+ * steps (ignored elsewhere), 0 runs every step eager; page_rows: the pool's
+ * smallest rows per page (devq_graph.h); device_sampling = 1 samples on
+ * the device where it can (CUDA; then the queue is asynchronous), 0 always
+ * on the host. */
 deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
-                                 di_devq **out, di_error *err);
+                                 int device_sampling, di_devq **out, di_error *err);
 
 static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
 static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }

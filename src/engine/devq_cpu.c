@@ -1,16 +1,18 @@
-/* devq_cpu.c — the synchronous device queue (devq.h): state operations,
- * the model forward and the sampler, all inside submit.
+/* devq_cpu.c — the device queue (devq.h): state operations, the model
+ * forward and the sampler.
  *
- * It also serves a model loaded on the CUDA backend (engine_backend.c): the
- * state operations are ops on di_dev_exec() (seq_state.c, seq_snapshot.c),
- * the forward runs on the device and copies the sampled rows' logits to the
- * host array `logits` before it returns (di_copy_d2h, which waits), and the
- * sampler reads only those host logits. Pure decode steps run their forward
- * as recorded steps (CUDA graphs, devq_graph.c) unless the queue was made
- * without graphs; every other step runs eager. The only state this file reads or
- * writes on the host is host memory: the step's rows and tokens (the
- * runner's arrays; placeholder tokens are filled here from the previous
- * step's host samples), the sample specs and the slot headers. */
+ * On the CPU everything happens inside submit. On the CUDA backend
+ * (engine_backend.c) the state operations are ops on di_dev_exec() and the
+ * forward runs on the device (pure decode steps as recorded steps, CUDA
+ * graphs, devq_graph.c). Then either the host sampler reads the sampled
+ * rows' logits copied to the host array `logits` (structured outputs,
+ * logprobs: inside submit), or the device sampler (ops/backend.h
+ * di_backend_dq_*) samples the rows from the device logits and only the
+ * ids come back, collected by wait or by the next submit (finish_device).
+ * The host memory this file reads or writes: the step's rows and tokens
+ * (the runner's arrays; placeholder tokens come from the previous step's
+ * samples, on the host or, for a step queued behind an unfinished one, on
+ * the device), the sample specs and the slot headers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "engine/devq_graph.h"
 #include "engine/sampler.h"
 #include "engine/seq_snapshot.h"
+#include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
 typedef struct cpu_q {
@@ -37,6 +40,13 @@ typedef struct cpu_q {
     uint32_t *masks;           /* one vocabulary bitmap per pool thread (structured outputs) */
     di_step *prev;             /* the step submitted before, for placeholder rows */
     di_devq_graph graph;       /* recorded decode steps (CUDA) */
+    /* device sampling (CUDA; NULL dev: every step samples on the host) */
+    di_backend_dq *dev;
+    int32_t *dtok;             /* the model's device tokens (NULL: it needs host tokens) */
+    int fwd_rows;              /* rows of one forward pass */
+    di_step *in_flight;        /* sampled on the device, results not taken yet */
+    di_backend_sample_row *rows;
+    int32_t *ids;
 } cpu_q;
 
 typedef struct sample_job {
@@ -105,31 +115,158 @@ static deepinfer_status run_ops(cpu_q *q, di_step *s, di_error *err) {
     return DEEPINFER_OK;
 }
 
+/* ---- device sampling (CUDA) ---------------------------------------------------------- */
+
+static int has_penalty(const di_sampling_params *p) {
+    return p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+}
+
+/* 1 if the device sampler takes every sample of s (its token is the host sampler's: dic.h
+ * dic_sample_rows; logprobs and structured outputs stay on the host). */
+static int device_samples(const cpu_q *q, const di_step *s) {
+    if (!q->dev || s->n_samples < 1 || s->n_samples > q->fwd_rows) return 0;
+    for (int i = 0; i < s->n_samples; i++)
+        if (s->samples[i].matcher || s->samples[i].params->logprobs >= 0) return 0;
+    return 1;
+}
+
+/* 1 if s can be queued behind the unfinished step `prev` with its placeholder tokens taken on
+ * the device: a model that needs no host tokens, one forward pass, samples on the device whose
+ * penalties (history up to the placeholders) are off. */
+static int device_feeds(const cpu_q *q, const di_step *s, const di_step *prev) {
+    if (!prev || !q->dtok || s->batch.n > q->fwd_rows || prev->seq_no + 1 != s->seq_no || !device_samples(q, s))
+        return 0;
+    for (int i = 0; i < s->n_samples; i++)
+        if (has_penalty(s->samples[i].params)) return 0;
+    return 1;
+}
+
+static void account(cpu_q *q, double busy, double idle) {
+    q->base.device_busy_s += busy;
+    q->base.device_idle_s += idle;
+}
+
+/* Take the device's ids of step s into its sample specs and the requests' arrays. */
+static void finish_device(cpu_q *q, di_step *s) {
+    if (!s->on_device) return;
+    s->on_device = 0;
+    if (q->in_flight == s) q->in_flight = NULL;
+    double busy = 0, idle = 0;
+    deepinfer_status st = di_backend_dq_finish(q->dev, s->seq_no, s->n_samples, q->ids, &busy, &idle, &s->err);
+    account(q, busy, idle);
+    if (st) s->status = st;
+    for (int i = 0; i < s->n_samples; i++) {
+        di_sample_spec *sp = &s->samples[i];
+        sp->grammar_done = 0;
+        if (st) {
+            sp->status = st;
+            snprintf(sp->why, sizeof sp->why, "the step failed");
+            sp->token = 0;
+        } else if (q->ids[i] < 0) {
+            sp->status = DEEPINFER_ERR_INVALID_ARGUMENT; /* the host sampler's words (sampler.c) */
+            snprintf(sp->why, sizeof sp->why, "no token can be sampled: every allowed logit is -inf or NaN");
+            sp->token = 0;
+        } else {
+            sp->status = DEEPINFER_OK;
+            sp->token = q->ids[i];
+            *sp->w_token = q->ids[i];
+        }
+    }
+}
+
+static void sample_rows_of(cpu_q *q, const di_step *s) {
+    for (int i = 0; i < s->n_samples; i++) {
+        const di_sample_spec *sp = &s->samples[i];
+        const di_sampling_params *p = sp->params;
+        q->rows[i] = (di_backend_sample_row){.temperature = p->temperature,
+                                             .top_k = p->top_k,
+                                             .top_p = p->top_p,
+                                             .min_p = p->min_p,
+                                             .log_min_p = p->min_p > 0 ? log((double)p->min_p) : 0.0,
+                                             .repetition_penalty = p->repetition_penalty,
+                                             .presence_penalty = p->presence_penalty,
+                                             .frequency_penalty = p->frequency_penalty,
+                                             .min_tokens = p->min_tokens,
+                                             .eos_id = sp->eos_id,
+                                             .n_stop_ids = p->n_stop_ids,
+                                             .stop_ids = p->stop_ids,
+                                             .prompt_ids = sp->prompt,
+                                             .n_prompt = sp->n_prompt,
+                                             .output_ids = sp->out,
+                                             .n_output = sp->n_out,
+                                             .allow_mask = sp->allow_mask,
+                                             .seed = sp->seed,
+                                             .position = (uint64_t)sp->position,
+                                             .stream = sp->stream,
+                                             .purpose = DI_NOISE_TARGET};
+    }
+}
+
+/* ---- submit / wait ------------------------------------------------------------------ */
+
+static void fail_samples(di_step *s) {
+    for (int i = 0; i < s->n_samples; i++) {
+        s->samples[i].status = s->status;
+        snprintf(s->samples[i].why, sizeof s->samples[i].why, "the step failed");
+    }
+}
+
 static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
     cpu_q *q = (cpu_q *)dq;
     (void)err;
+    s->on_device = 0;
+    di_step *prev = q->in_flight;
+    int dev_sample = device_samples(q, s) && s->n_samples <= q->max_rows;
+    int feed = dev_sample && device_feeds(q, s, prev);
+    if (prev && !feed) finish_device(q, prev); /* placeholders and histories need its tokens on the host */
+    if (q->dev) di_backend_dq_begin(q->dev, s->seq_no);
     s->status = run_ops(q, s, &s->err);
     int32_t *tokens = (int32_t *)s->batch.tokens; /* the runner's own array */
     for (int r = 0; r < s->batch.n && !s->status; r++) {
         if (s->src[r] < 0) continue;
-        const di_sample_spec *p = q->prev && s->src[r] < q->prev->n_samples ? &q->prev->samples[s->src[r]] : NULL;
+        const di_sample_spec *p = !feed && q->prev && s->src[r] < q->prev->n_samples ? &q->prev->samples[s->src[r]] : NULL;
         tokens[r] = p && p->status == DEEPINFER_OK ? p->token : 0; /* a failed sample's request is dropped */
     }
     if (s->n_samples > q->max_rows && !s->status)
         s->status = di_error_set(&s->err, DEEPINFER_ERR_INTERNAL, "step with %d samples, the queue holds %d", s->n_samples,
                                  q->max_rows);
+    di_model_batch b = s->batch;
+    if (!s->status && feed) {
+        s->status = di_backend_dq_feed(q->dev, s->seq_no, b.n, tokens, s->src, q->dtok, &s->err);
+        b.tokens_on_device = 1; /* `tokens` (placeholders 0) still serve the host checks */
+    }
     if (!s->status) {
         for (int i = 0; i < s->n_samples; i++) q->logit_rows[i] = s->samples[i].logit_row;
-        di_model_batch b = s->batch;
         b.n_logits = s->n_samples;
         b.logit_rows = q->logit_rows;
-        b.logits = q->logits;
-        if (di_devq_graph_takes(&q->graph, &b)) {
-            s->status = di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
+        b.logits = dev_sample ? NULL : q->logits;
+        if (di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
+            s->status = dev_sample ? di_devq_graph_run(&q->graph, &b, &s->err)
+                                   : di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
         } else {
+            b.logits_on_device = dev_sample;
             s->status = di_model_forward(q->model, &b, &s->err);
         }
+    }
+    if (!s->status && dev_sample) { /* queued: wait (or the next submit) takes the ids */
+        sample_rows_of(q, s);
+        s->status = di_backend_dq_sample(q->dev, s->seq_no, di_model_device_logits(q->model), s->n_samples, q->rows,
+                                         &s->err);
+        if (!s->status) {
+            s->on_device = 1;
+            q->in_flight = s;
+            q->base.device_sampled++;
+            q->base.device_queued += feed;
+            q->prev = s;
+            return DEEPINFER_OK;
+        }
+    }
+    if (q->dev) { /* this step is done on the device (its logits came back, or it failed) */
+        double busy = 0, idle = 0;
+        di_backend_dq_end(q->dev, s->seq_no);
+        di_error e2 = {0};
+        if (!di_backend_dq_finish(q->dev, s->seq_no, 0, NULL, &busy, &idle, &e2)) account(q, busy, idle);
     }
     if (!s->status && s->n_samples <= 4) { /* a parallel region costs more than a few rows */
         for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, 0);
@@ -137,35 +274,36 @@ static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
         sample_job j = {q, s};
         di_threadpool_run(q->tp, sample_task, &j);
     } else {
-        for (int i = 0; i < s->n_samples; i++) {
-            s->samples[i].status = s->status;
-            snprintf(s->samples[i].why, sizeof s->samples[i].why, "the step failed");
-        }
+        fail_samples(s);
     }
     q->prev = s;
     return DEEPINFER_OK;
 }
 
 static deepinfer_status cpu_wait(di_devq *dq, di_step *s, di_error *err) {
-    (void)dq, (void)s, (void)err; /* everything happened in submit */
+    (void)err; /* a failed step reports through s->status and its samples */
+    finish_device((cpu_q *)dq, s);
     return DEEPINFER_OK;
 }
 
 static void cpu_destroy(di_devq *dq) {
     cpu_q *q = (cpu_q *)dq;
+    di_backend_dq_free(q->dev); /* waits for the device */
     di_devq_graph_free(&q->graph);
     for (int i = 0; i < q->nscratch; i++) di_sampler_scratch_free(&q->scratch[i]);
     free(q->scratch);
     free(q->masks);
     free(q->logits);
     free(q->logit_rows);
+    free(q->rows);
+    free(q->ids);
     free(q);
 }
 
 static const di_devq_vtable CPU_VT = {cpu_submit, cpu_wait, cpu_destroy};
 
 deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
-                                 di_devq **out, di_error *err) {
+                                 int device_sampling, di_devq **out, di_error *err) {
     *out = NULL;
     cpu_q *q = calloc(1, sizeof *q);
     if (!q) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -182,7 +320,9 @@ deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_l
     q->logit_rows = malloc(sizeof(int) * (size_t)max_logit_rows);
     q->scratch = calloc((size_t)q->nscratch, sizeof *q->scratch);
     q->masks = malloc((size_t)q->nscratch * ((V + 31) / 32) * 4);
-    if (!q->logits || !q->logit_rows || !q->scratch || !q->masks) {
+    q->rows = calloc((size_t)max_logit_rows, sizeof *q->rows);
+    q->ids = malloc(sizeof(int32_t) * (size_t)max_logit_rows);
+    if (!q->logits || !q->logit_rows || !q->scratch || !q->masks || !q->rows || !q->ids) {
         cpu_destroy(&q->base);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", max_logit_rows);
     }
@@ -194,6 +334,15 @@ deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_l
         }
     }
     di_devq_graph_init(&q->graph, model, graphs, page_rows);
+    q->fwd_rows = di_model_max_rows(model);
+    if (device_sampling && di_model_device_logits(model)) { /* CUDA: else (or on failure) the host samples */
+        di_error e2 = {0};
+        /* rows of one forward pass: fed tokens (a step of <= fwd_rows rows) and sampled rows */
+        if (!di_backend_dq_new(di_model_exec(model), q->fwd_rows > 0 ? q->fwd_rows : 1, (int)V, &q->dev, &e2)) {
+            q->dtok = di_model_device_tokens(model);
+            q->base.asynchronous = 1;
+        }
+    }
     *out = &q->base;
     return DEEPINFER_OK;
 }

@@ -41,7 +41,7 @@ void di_devq_graph_free(di_devq_graph *g) {
 
 int di_devq_graph_takes(const di_devq_graph *g, const di_model_batch *b) {
     if (!g->on || b->n < 1 || b->n > g->max_rows || b->n > g->rows_ok || b->n_logits != b->n) return 0;
-    if (b->hidden || b->target_hidden || b->tokens_on_device || b->logits_on_device) return 0;
+    if (b->hidden || b->target_hidden || b->logits_on_device) return 0;
     for (int i = 0; i < b->n; i++)
         if (b->logit_rows[i] != i || (i && b->seq[i] == b->seq[i - 1])) return 0; /* one row per segment */
     return 1;
@@ -59,23 +59,29 @@ static void learn(di_devq_graph *g, int rows) {
     if ((int)fit > g->rows_ok) g->rows_ok = (int)fit;
 }
 
-deepinfer_status di_devq_graph_forward(di_devq_graph *g, const di_model_batch *in, float *logits, di_error *err) {
+deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *in, di_error *err) {
     di_model_batch b = *in;
     b.logits_on_device = 1; /* read only after the step's end (no host read inside a recorded step) */
-    /* the key: the row count; with one row per segment it fixes every launch shape and table
-     * offset (the compressors pad their emissions in recorded steps, page-table reserves cover
-     * every position of the bound), and cu_plan.c checks each replay against its graph */
-    deepinfer_status st = di_backend_step_begin(g->x, (uint64_t)b.n, err);
+    /* the key: the row count and where the tokens come from; with one row per segment it fixes every
+     * launch shape and table offset (the compressors pad their emissions in recorded steps, page-table
+     * reserves cover every position of the bound), and cu_plan.c checks each replay against its graph */
+    uint64_t key = (uint64_t)b.n | (uint64_t)(b.tokens_on_device != 0) << 32;
+    deepinfer_status st = di_backend_step_begin(g->x, key, err);
     if (st) return st;
     if ((st = di_model_forward(g->model, &b, err))) {
         di_backend_step_abort(g->x);
         return st;
     }
     if ((st = di_backend_step_end(g->x, err))) return st;
-    di_copy_d2h(g->x, logits, g->dlogits, sizeof(float) * (size_t)b.n_logits * g->V);
-    if ((st = di_exec_sync(g->x, err))) return st; /* the step's first failure, if any */
     learn(g, b.n);
     return DEEPINFER_OK;
+}
+
+deepinfer_status di_devq_graph_forward(di_devq_graph *g, const di_model_batch *b, float *logits, di_error *err) {
+    deepinfer_status st = di_devq_graph_run(g, b, err);
+    if (st) return st;
+    di_copy_d2h(g->x, logits, g->dlogits, sizeof(float) * (size_t)b->n_logits * g->V);
+    return di_exec_sync(g->x, err); /* the step's first failure, if any */
 }
 
 void di_devq_graph_counts(const di_devq_graph *g, int *graphs, int64_t *steps) {

@@ -41,8 +41,14 @@ void di_devq_graph_free(di_devq_graph *g);
 /* 1 if the step `b` (n_logits rows in b->logit_rows) runs recorded. */
 int di_devq_graph_takes(const di_devq_graph *g, const di_model_batch *b);
 
-/* The forward of a step di_devq_graph_takes accepted, recorded; then the
- * n_logits rows' logits into `logits` ([n_logits][vocab], host). */
+/* The forward of a step di_devq_graph_takes accepted, recorded (one graph
+ * per row count and token source: host, or b->tokens_on_device); the
+ * logits stay in the model's device buffer (row i at i * vocab) and
+ * nothing waits for the device. */
+deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *b, di_error *err);
+
+/* di_devq_graph_run, then the n_logits rows' logits into `logits`
+ * ([n_logits][vocab], host), waiting for the step. */
 deepinfer_status di_devq_graph_forward(di_devq_graph *g, const di_model_batch *b, float *logits, di_error *err);
 
 /* Graphs captured and recorded steps run so far (0 when off). */

@@ -164,8 +164,8 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
     di_request *r = di_reqmap_get(&e->reqs, sp->request_id);
     if (!r) return; /* taken by the caller while its last step was in flight */
     di_choice *c = &r->choices[sp->choice];
-    if (c->state == DI_CHOICE_FINISHED) return; /* ran one step past its end (async) */
     c->n_pending--;
+    if (c->state == DI_CHOICE_FINISHED) return; /* ran one step past its end (async) */
     mark_updated(e, r);
     if (sp->status) {
         char msg[320];
@@ -206,8 +206,26 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
 }
 
 static void begin_updates(deepinfer_engine *e) {
+    if (e->keep_updates) { /* a step finished outside deepinfer_step (drain_for): report its changes too */
+        e->keep_updates = 0;
+        return;
+    }
     for (size_t i = 0; i < e->n_updated; i++) e->updated[i]->updated = 0;
     e->n_updated = 0;
+}
+
+/* Before request r's memory goes back to the caller: a step still in flight may write a token
+ * into its output arrays (async scheduling runs a choice one step past its end), so finish that
+ * step first. */
+static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
+    if (!e->inflight) return DEEPINFER_OK;
+    int pending = 0;
+    for (int i = 0; i < r->n_choices; i++) pending |= r->choices[i].n_pending > 0;
+    if (!pending) return DEEPINFER_OK;
+    di_step_buf *b = e->inflight;
+    e->inflight = NULL;
+    e->keep_updates = 1;
+    return finish_step(e, b);
 }
 
 /*
@@ -243,6 +261,10 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     e->stats.preemptions = e->sched.preemptions;
     e->stats.graph_steps = e->dq->graph_steps;
     e->stats.graphs = e->dq->graphs;
+    e->stats.device_busy_s = e->dq->device_busy_s;
+    e->stats.device_idle_s = e->dq->device_idle_s;
+    e->stats.device_sampled_steps = e->dq->device_sampled;
+    e->stats.device_queued_steps = e->dq->device_queued;
     e->stats.busy_s += di_engine_now(e) - t0;
     if (n_updated) *n_updated = e->n_updated;
     return DEEPINFER_OK;
@@ -278,6 +300,8 @@ deepinfer_status deepinfer_take_output(deepinfer_engine *e, uint64_t request_id,
         di_error_set(&err, DEEPINFER_ERR_INVALID_ARGUMENT, "request %llu is still running", (unsigned long long)request_id);
         return di_engine_fail(e, &err);
     }
+    deepinfer_status st = drain_for(e, r);
+    if (st) return st;
     di_reqmap_del(&e->reqs, request_id);
     unlist_updated(e, r);
     *out = &r->out;

@@ -40,6 +40,7 @@ struct deepinfer_engine {
     uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
     int async;                        /* schedule step N+1 before waiting for step N */
     di_step_buf *inflight;            /* submitted, not yet waited */
+    int keep_updates;                 /* the next step keeps the updated list (a step was drained) */
     di_reqmap reqs;                   /* every request not yet taken */
     uint64_t next_id;
     int64_t n_active;                 /* requests not finished */

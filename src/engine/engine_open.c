@@ -246,14 +246,17 @@ static void accel_text(const deepinfer_engine *e, char *b, size_t n) {
     di_cuda_info ci;
     di_backend_cuda_info(&ci);
     snprintf(b, n,
-             "cuda (%s, sm_%d%d): weights, workspace and state in device memory; logits and sampling on the host "
-             "(synchronous queue); decode steps %s\n"
+             "cuda (%s, sm_%d%d): weights, workspace and state in device memory; %s; decode steps %s\n"
              "             batch invariant: %s; async scheduling: %s",
              ci.name, ci.cc_major, ci.cc_minor,
+             e->dq->asynchronous ? "sampling on the device (on the host with logprobs or structured outputs)"
+                                 : "logits and sampling on the host (synchronous queue)",
              e->cfg.cuda_graphs ? "as CUDA graphs" : "eager (CUDA graphs off)",
              p->batch_invariant ? "yes (rows' bits do not depend on the batch)"
                                 : "off (the fastest CUDA kernel per shape: rows depend on the batch within rounding)",
-             p->async_scheduling ? "on (the queue itself is synchronous)" : "off (the queue is synchronous)");
+             p->async_scheduling ? (e->dq->asynchronous ? "on (step N+1 is queued while step N runs)"
+                                                        : "on (the queue itself is synchronous)")
+                                 : "off (every step is waited for before the next is planned)");
 }
 
 static void plan_text(deepinfer_engine *e) {
@@ -324,7 +327,10 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     int64_t n_pages = 0;
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
-    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, &e->dq, err)))
+    int dev_sampling = 1; /* $DEEPINFER_CUDA_SAMPLER=0: the host samples every step (A/B, tests) */
+    if (env_flag("DEEPINFER_CUDA_SAMPLER", &dev_sampling, err)) return DEEPINFER_ERR_INVALID_ARGUMENT;
+    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
+                              &e->dq, err)))
         return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
     if ((st = plan_memory(e, &g, &n_pages, err))) return st;

@@ -57,3 +57,8 @@ static di_core *core_of(const di_model *m) { return m->v41 ? &m->v41->core : &m-
 di_exec *di_model_exec(di_model *m) { return &core_of(m)->x; }
 const float *di_model_device_logits(const di_model *m) { return core_of(m)->dlogits; }
 int di_model_max_rows(const di_model *m) { return core_of(m)->max_rows; }
+int32_t *di_model_device_tokens(di_model *m) {
+    di_core *c = core_of(m);
+    if (!di_exec_on_device(&c->x) || c->cfg.n_engram_layer_ids > 0) return NULL;
+    return c->ws.tok;
+}

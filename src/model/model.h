@@ -51,5 +51,9 @@ deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error
 di_exec *di_model_exec(di_model *m);
 const float *di_model_device_logits(const di_model *m);
 int di_model_max_rows(const di_model *m);
+/* The device token buffer a batch with tokens_on_device reads (max_rows
+ * ids; NULL on the CPU), or NULL when this model's forward needs the real
+ * tokens on the host (V4.1's Engram hashes them). */
+int32_t *di_model_device_tokens(di_model *m);
 
 #endif

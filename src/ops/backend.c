@@ -130,3 +130,42 @@ double di_backend_fp8_tflops(int n, int batch_invariant) {
 int di_backend_mem_info(size_t *free_b, size_t *total_b) {
     return di_cuda_mem_info ? di_cuda_mem_info(free_b, total_b) : -1;
 }
+
+/* ---- the device side of the engine's queue (backend.h): src/ops/cuda/cu_queue.c, or none ---- */
+
+extern deepinfer_status di_cuda_dq_new(struct di_exec *x, int max_rows, int vocab, di_backend_dq **out, di_error *err)
+    __attribute__((weak));
+extern void di_cuda_dq_free(di_backend_dq *q) __attribute__((weak));
+extern void di_cuda_dq_begin(di_backend_dq *q, uint64_t seq) __attribute__((weak));
+extern deepinfer_status di_cuda_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens,
+                                        const int32_t *src, int32_t *dtok, di_error *err) __attribute__((weak));
+extern deepinfer_status di_cuda_dq_sample(di_backend_dq *q, uint64_t seq, const float *dlogits, int M,
+                                          const di_backend_sample_row *rows, di_error *err) __attribute__((weak));
+extern void di_cuda_dq_end(di_backend_dq *q, uint64_t seq) __attribute__((weak));
+extern deepinfer_status di_cuda_dq_finish(di_backend_dq *q, uint64_t seq, int M, int32_t *ids, double *busy_s,
+                                          double *idle_s, di_error *err) __attribute__((weak));
+
+deepinfer_status di_backend_dq_new(struct di_exec *x, int max_rows, int vocab, di_backend_dq **out, di_error *err) {
+    *out = NULL;
+    if (g_active != DI_BACKEND_CUDA || !di_cuda_dq_new)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "device sampling needs the CUDA backend");
+    return di_cuda_dq_new(x, max_rows, vocab, out, err); /* refuses an exec that is not on the device */
+}
+void di_backend_dq_free(di_backend_dq *q) {
+    if (q && di_cuda_dq_free) di_cuda_dq_free(q);
+}
+/* The rest is only reached with a queue di_backend_dq_new made, so CUDA is linked in. */
+void di_backend_dq_begin(di_backend_dq *q, uint64_t seq) { di_cuda_dq_begin(q, seq); }
+deepinfer_status di_backend_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens, const int32_t *src,
+                                    int32_t *dtok, di_error *err) {
+    return di_cuda_dq_feed(q, seq, n, tokens, src, dtok, err);
+}
+deepinfer_status di_backend_dq_sample(di_backend_dq *q, uint64_t seq, const float *dlogits, int M,
+                                      const di_backend_sample_row *rows, di_error *err) {
+    return di_cuda_dq_sample(q, seq, dlogits, M, rows, err);
+}
+void di_backend_dq_end(di_backend_dq *q, uint64_t seq) { di_cuda_dq_end(q, seq); }
+deepinfer_status di_backend_dq_finish(di_backend_dq *q, uint64_t seq, int M, int32_t *ids, double *busy_s,
+                                      double *idle_s, di_error *err) {
+    return di_cuda_dq_finish(q, seq, M, ids, busy_s, idle_s, err);
+}

@@ -88,6 +88,51 @@ typedef struct di_backend_plan_stats {
 } di_backend_plan_stats;
 int di_backend_plan_stats_get(const struct di_exec *x, di_backend_plan_stats *out);
 
+/* The device side of the engine's queue (src/engine/devq_cpu.c, docs/DEVICE-FORWARD.md §8): sampling
+ * on the device, a step's input tokens taken on the device from the previous step's sampled ids, and
+ * the device time of each step; weak references to src/ops/cuda/cu_queue.c. di_backend_dq_new fails
+ * with DEEPINFER_ERR_UNSUPPORTED for an exec that is not on the CUDA backend or in a binary without
+ * CUDA. Steps are numbered by the caller (1, 2, ... in submission order, di_step.seq_no); step n's
+ * buffers are reused by step n + 2, so step n must be finished before step n + 2 begins.
+ * di_backend_dq_begin: mark the start of step `seq` on the exec's stream (its device work follows);
+ * di_backend_dq_feed: dtok[r] (device, n rows) = the id step seq - 1 sampled as its row src[r] when
+ *   src[r] >= 0 (0 where that row found no token), else tokens[r] (host);
+ * di_backend_dq_sample: sample M rows of the device logits dlogits (row i at i * vocab) exactly as
+ *   src/engine/sampler.c di_sample_row does (dic.h dic_sample_rows), copy the ids to the host side
+ *   and mark the step's end; rows[i]'s pointers are host arrays (copied here);
+ * di_backend_dq_end: mark the end of a step that did not sample on the device;
+ * di_backend_dq_finish: wait for step `seq`; ids (M, may be NULL) = its sampled ids (-1: no token
+ *   can be sampled); busy = its device time (start to end marks), idle = the gap from step seq - 1's
+ *   end mark to this step's start mark (0 when step seq - 1 had no marks); the exec's first failure;
+ * di_backend_dq_free: wait for the stream, free. */
+typedef struct di_backend_dq di_backend_dq;
+typedef struct di_backend_sample_row {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+    double log_min_p;         /* log((double)min_p), computed by the caller (the CPU's libm) */
+    float repetition_penalty, presence_penalty, frequency_penalty;
+    int32_t min_tokens, eos_id, n_stop_ids;
+    const int32_t *stop_ids;
+    const int32_t *prompt_ids; /* read only with a repetition penalty */
+    int32_t n_prompt;
+    const int32_t *output_ids; /* read only with a penalty; n_output is also read for min_tokens */
+    int32_t n_output;
+    const uint32_t *allow_mask; /* vocabulary bitmap or NULL */
+    uint64_t seed, position;
+    uint32_t stream, purpose;
+} di_backend_sample_row;
+deepinfer_status di_backend_dq_new(struct di_exec *x, int max_rows, int vocab, di_backend_dq **out, di_error *err);
+void di_backend_dq_free(di_backend_dq *q);
+void di_backend_dq_begin(di_backend_dq *q, uint64_t seq);
+deepinfer_status di_backend_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens, const int32_t *src,
+                                    int32_t *dtok, di_error *err);
+deepinfer_status di_backend_dq_sample(di_backend_dq *q, uint64_t seq, const float *dlogits, int M,
+                                      const di_backend_sample_row *rows, di_error *err);
+void di_backend_dq_end(di_backend_dq *q, uint64_t seq);
+deepinfer_status di_backend_dq_finish(di_backend_dq *q, uint64_t seq, int M, int32_t *ids, double *busy_s,
+                                      double *idle_s, di_error *err);
+
 /* Device measurements for benchmarks, taken in the benchmark's own process
  * (src/ops/cuda/cu_probe.c; -1 in a CPU-only binary or on failure):
  * di_backend_copy_gbs: best of 5 cudaMemcpy device-to-device of `bytes`,

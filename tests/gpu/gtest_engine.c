@@ -15,6 +15,9 @@
  *     requests with graphs on and off give identical outputs (tokens,
  *     logprobs, top logprobs), batch_invariant 1 and 0, and graphs were
  *     used (the engine's graph counters).
+ *   - the device sampler and the asynchronous queue: the same requests
+ *     sampled on the host, on the device (sync and async) and streamed with
+ *     every finished request taken at once give identical outputs.
  * The other cases run with graphs on (the default), so they test the
  * recorded steps too.
  * Each test runs in its own forked process (tests/runner.c); the engine
@@ -339,6 +342,146 @@ TEST(gpu_engine_graphs_equal_eager_v4) { graphs_case(&V4, 1); }
 TEST(gpu_engine_graphs_equal_eager_v41) { graphs_case(&V41, 1); }
 TEST(gpu_engine_graphs_equal_eager_v4_fast) { graphs_case(&V4, 0); }
 TEST(gpu_engine_graphs_equal_eager_v41_fast) { graphs_case(&V41, 0); }
+
+/* ---- (e) the device sampler and the asynchronous queue (devq_cpu.c, cu_queue.c) --------------------------
+ * The same requests sampled on the host ($DEEPINFER_CUDA_SAMPLER=0: logits come back, synchronous), on
+ * the device with async scheduling off, on the device with async scheduling (the default: step N+1
+ * queued while N runs, its tokens taken on the device), and streamed (deepinfer_step, every finished
+ * request taken at once: take_output finishes an in-flight step that still writes into it): every
+ * output identical. */
+
+enum { SMODES = 4 };
+static const char *const smode_name[SMODES] = {"host sampler", "device, sync", "device, async", "device, streamed"};
+
+static deepinfer_request_output **sampler_run(const eng_case *mc, int mode, int bi, int n, const deepinfer_prompt *pr,
+                                              const deepinfer_sampling_params *sp, deepinfer_engine_stats *st) {
+    if (mode == 0) setenv("DEEPINFER_CUDA_SAMPLER", "0", 1);
+    else unsetenv("DEEPINFER_CUDA_SAMPLER");
+    char hash[4096];
+    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(mc->dir));
+    deepinfer_engine_config c;
+    deepinfer_engine_config_init(&c);
+    c.model = di_test_data(mc->dir);
+    c.engram_hash = mc->v41 ? hash : NULL;
+    c.accelerator = "cuda";
+    c.batch_invariant = bi;
+    c.max_model_len = 1024;
+    c.chunk_size = 64;
+    c.max_num_seqs = NMIX;
+    /* the host sampler's queue is synchronous: async scheduling 1 gives it the steps the asynchronous
+     * queue runs (a choice runs one step past its end), which fast mode needs for the same bits */
+    c.async_scheduling = mode == 1 ? 0 : 1;
+    deepinfer_engine *e = NULL;
+    char msg[2048];
+    deepinfer_status o = deepinfer_engine_open(&c, &e, msg, sizeof msg);
+    unsetenv("DEEPINFER_CUDA_SAMPLER");
+    if (o) {
+        di_test_fail(__FILE__, __LINE__, "%s engine (%s): %s", mc->name, smode_name[mode], msg);
+        return NULL;
+    }
+    deepinfer_request_output **out = calloc((size_t)n, sizeof *out);
+    int ok = out != NULL;
+    if (ok && mode < 3) {
+        deepinfer_request_output **g = NULL;
+        ok = !deepinfer_generate(e, pr, (size_t)n, sp, (size_t)n, &g);
+        if (ok) memcpy(out, g, sizeof *out * (size_t)n);
+        free(g);
+    } else if (ok) {
+        uint64_t first = 0, id;
+        for (int i = 0; i < n && ok; i++) {
+            ok = !deepinfer_add_request(e, &pr[i], &sp[i], &id);
+            if (i == 0) first = id;
+        }
+        int taken = 0;
+        while (ok && deepinfer_has_unfinished(e)) {
+            ok = !deepinfer_step(e, NULL);
+            const deepinfer_request_output *const *u;
+            size_t nu;
+            deepinfer_read_outputs(e, &u, &nu);
+            uint64_t fin[NMIX];
+            int nf = 0;
+            for (size_t i = 0; i < nu && nf < NMIX; i++)
+                if (u[i]->finished) fin[nf++] = u[i]->request_id; /* copied: take_output changes the list */
+            for (int i = 0; i < nf && ok; i++) {
+                uint64_t k = fin[i] - first;
+                ok = k < (uint64_t)n && !out[k] && !deepinfer_take_output(e, fin[i], &out[k]);
+                taken += ok;
+            }
+        }
+        for (int i = 0; i < n && ok; i++) /* finished but never reported as updated: a lost update */
+            if (!out[i]) {
+                di_test_fail(__FILE__, __LINE__, "%s streamed: request %d finished without being reported", mc->name, i);
+                ok = 0;
+            }
+        (void)taken;
+    }
+    if (!ok) di_test_fail(__FILE__, __LINE__, "%s %s: %s", mc->name, smode_name[mode], deepinfer_engine_last_error(e));
+    deepinfer_engine_get_stats(e, st);
+    deepinfer_engine_close(e);
+    if (!ok && out) {
+        for (int i = 0; i < n; i++) deepinfer_output_free(out[i]);
+        free(out);
+        out = NULL;
+    }
+    return out;
+}
+
+static void sampler_workload(const eng_case *mc, const char *what, int bi, int n, const deepinfer_prompt *pr,
+                             const deepinfer_sampling_params *sp, int expect_queued) {
+    deepinfer_engine_stats st[SMODES];
+    deepinfer_request_output **o[SMODES] = {0};
+    for (int m = 0; m < SMODES; m++) o[m] = sampler_run(mc, m, bi, n, pr, sp, &st[m]);
+    for (int m = 1; m < SMODES; m++) {
+        if (!o[0] || !o[m]) continue;
+        if (m == 1 && !bi) { /* other steps (no row past a choice's end): fast mode's bits may differ */
+            CHECK_MSG(st[m].device_sampled_steps > 0, "%s %s: device, sync sampled no step on the device", mc->name,
+                      what);
+            continue;
+        }
+        int same = 1;
+        for (int i = 0; i < n; i++) same &= eng_same_output(o[0][i], o[m][i], i);
+        double idle = st[m].device_idle_s + st[m].device_busy_s > 0
+                          ? 100.0 * st[m].device_idle_s / (st[m].device_idle_s + st[m].device_busy_s)
+                          : 0;
+        fprintf(stderr,
+                "    %s %-34s bi %d: %-16s %s host sampler; %lld steps, %lld device-sampled, %lld queued, %lld graphs "
+                "steps; device busy %.3fs idle %.3fs (%.1f%%)\n",
+                mc->name, what, bi, smode_name[m], same ? "==" : "DIFFERS FROM", (long long)st[m].steps,
+                (long long)st[m].device_sampled_steps, (long long)st[m].device_queued_steps,
+                (long long)st[m].graph_steps, st[m].device_busy_s, st[m].device_idle_s, idle);
+        CHECK_MSG(same, "%s %s (bi %d): %s differs from the host sampler", mc->name, what, bi, smode_name[m]);
+        CHECK_MSG(st[m].device_sampled_steps > 0, "%s %s: %s sampled no step on the device", mc->name, what,
+                  smode_name[m]);
+        CHECK_MSG(st[m].device_busy_s > 0, "%s %s: no device time measured", mc->name, what);
+    }
+    if (o[0]) CHECK_MSG(st[0].device_sampled_steps == 0, "%s: $DEEPINFER_CUDA_SAMPLER=0 sampled on the device", mc->name);
+    if (o[1]) CHECK_MSG(st[1].device_queued_steps == 0, "%s: async scheduling off queued steps", mc->name);
+    if (o[2] && expect_queued)
+        CHECK_MSG(st[2].device_queued_steps > 0, "%s %s: no step was queued behind a running one", mc->name, what);
+    for (int m = 0; m < SMODES; m++)
+        if (o[m]) deepinfer_outputs_free(o[m], (size_t)n);
+}
+
+static void sampler_case(const eng_case *mc, int bi) {
+    clean_env();
+    static int32_t ids[NMIX * 320];
+    deepinfer_prompt pr[NMIX];
+    deepinfer_sampling_params sp[NMIX], np[NMIX];
+    eng_workload_avoid(NMIX, 1024, mc->avoid, ids, pr, sp);
+    for (int i = 0; i < NMIX; i++) { /* logprobs keep a step on the host sampler */
+        sp[i].logprobs = -1;
+        np[i] = sp[i];
+        np[i].repetition_penalty = 1.0f, np[i].presence_penalty = 0.0f, np[i].frequency_penalty = 0.0f;
+    }
+    /* V4.1's Engram hashes host tokens: its steps are sampled on the device but never queued */
+    sampler_workload(mc, "24 mixed requests (penalties)", bi, NMIX, pr, sp, 0);
+    sampler_workload(mc, "24 mixed requests, no penalties", bi, NMIX, pr, np, !mc->v41);
+}
+
+TEST(gpu_engine_device_sampler_v4) { sampler_case(&V4, 1); }
+TEST(gpu_engine_device_sampler_v41) { sampler_case(&V41, 1); }
+TEST(gpu_engine_device_sampler_v4_fast) { sampler_case(&V4, 0); }
+TEST(gpu_engine_device_sampler_v41_fast) { sampler_case(&V41, 0); }
 
 /* ---- the state pool on the device: snapshot/rollback and copy (test_engine_state.c's twin) -------- */
 

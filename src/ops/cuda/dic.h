@@ -214,6 +214,10 @@ cudaError_t dic_embed(const dic_ctx *c, int M, const int32_t *ids, const uint16_
  * Sampling: greedy argmax per row (ties to the lowest id), logits fp32
  * [M][V] stride ld. */
 cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids);
+/* The next step's input tokens (the engine's device queue): out[r] = prev[src[r]] (0 where that id is
+ * negative: no token was sampled) when src[r] >= 0, else tokens[r]; `tok_src` holds tokens[0..n) then
+ * src[0..n) (device). */
+cudaError_t dic_feed_tokens(const dic_ctx *c, int n, const int32_t *tok_src, const int32_t *prev, int32_t *out);
 
 /* Full sampling on the device: ids[m] = the token src/engine/sampler.c
  * di_sample_row picks for row m (same penalties, masks, temperature, min_p,

@@ -122,6 +122,26 @@ extern "C" cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, 
     DIC_LAUNCH_CHECK();
 }
 
+static __global__ void k_feed_tokens(int n, const int32_t *tok_src, const int32_t *prev, int32_t *out) {
+    DIC_PDL_ENTER();
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const int s = tok_src[n + r];
+    int v = tok_src[r];
+    if (s >= 0) {
+        v = prev[s];
+        if (v < 0) v = 0; /* a row without a token: its request fails; feed a valid id */
+    }
+    out[r] = v;
+}
+
+extern "C" cudaError_t dic_feed_tokens(const dic_ctx *c, int n, const int32_t *tok_src, const int32_t *prev,
+                                       int32_t *out) {
+    if (n <= 0) return cudaSuccess;
+    DIC_LAUNCH(k_feed_tokens, (n + 255) / 256, 256, 0, c->stream, n, tok_src, prev, out);
+    DIC_LAUNCH_CHECK();
+}
+
 /* ---- full sampler ----------------------------------------------------- */
 
 size_t dic_sample_rows_scratch(int M, int V) {
