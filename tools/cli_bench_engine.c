@@ -288,6 +288,15 @@ static int cmd_bench_engine(int argc, char **argv) {
         di_safetensors *st = NULL;
         double t0 = now_s();
         if (dummy_prepare(dummy, layers, seed, accel, maxb, cfg.max_model_len, ddir, &dcfg, &costs, &st)) return 1;
+        /* state pages: every sequence at max_model_len, plus the scheduler's watermark (1% of the pages,
+         * kept spare while sequences run: scheduler.c admit) and one sequence more, so that all B prompts
+         * are admitted in the first step and the B requests decode together */
+        di_pool_geom g;
+        di_error ge = {0};
+        if (di_pool_geom_compute(&dcfg, 0, cfg.max_model_len, 0, &g, &ge) == DEEPINFER_OK) {
+            int64_t per = di_pool_geom_pages_for(&dcfg, &g, cfg.max_model_len), need = per * maxb;
+            cfg.num_pages = need + need / 99 + per + 1;
+        }
         fprintf(stderr, "opening the engine on it (spec check, packing, upload)\n");
         cfg.model = ddir;
         di_error err = {0};
@@ -304,6 +313,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     }
     deepinfer_memory_plan plan;
     deepinfer_engine_plan(e, &plan);
+    fputs(deepinfer_engine_plan_text(e), stderr);
     int gpu = !strcmp(plan.accelerator, "cuda");
     double bw;
     if (dummy && gpu) bw = di_backend_copy_gbs((size_t)2 << 30);
@@ -339,6 +349,7 @@ static int cmd_bench_engine(int argc, char **argv) {
         run_result best = {0};
         for (int r = 0; r < reps; r++) {
             run_result rr;
+            double t_run = now_s();
             if (run_batch(e, bs[k], prompt, decode, deepinfer_engine_vocab_size(e), &rr)) {
                 const char *why = deepinfer_engine_last_error(e);
                 fprintf(stderr, "deepinfer bench-engine: %s\n", *why ? why : "no step decoded every request at once "
@@ -346,6 +357,8 @@ static int cmd_bench_engine(int argc, char **argv) {
                 deepinfer_engine_close(e);
                 return 1;
             }
+            fprintf(stderr, "batch %d rep %d: %d timed steps, %.3f ms/step (run %.1f s)\n", bs[k], r + 1, rr.steps,
+                    rr.secs / rr.steps * 1e3, now_s() - t_run);
             if (rr.tokens / rr.secs > tps) tps = rr.tokens / rr.secs, best = rr;
         }
         double step_s = best.secs / best.steps;
