@@ -284,6 +284,8 @@ static int cmd_bench_engine(int argc, char **argv) {
     char ddir[] = "/tmp/deepinfer-bench-engine-XXXXXX";
     di_model_config dcfg;
     bench_costs costs;
+    memset(&dcfg, 0, sizeof dcfg);
+    memset(&costs, 0, sizeof costs);
     if (dummy) {
         di_safetensors *st = NULL;
         double t0 = now_s();
