@@ -1,13 +1,27 @@
 /* `deepinfer bench-engine`: decode throughput through the engine (scheduler,
  * runner, sampler, outputs included) at several batch sizes, against the
- * memory-bandwidth floor measured in the same run. */
+ * memory-bandwidth floor measured in the same run, with the GPU's idle share
+ * of the timed steps (deepinfer_engine_stats.device_idle_s / device_busy_s).
+ *
+ * --model DIR runs a checkpoint; --dummy CONFIG a random-weight model at the
+ * config's real dimensions with --layers N layers (model/dummy.h, as
+ * `deepinfer bench --dummy`): the reduced config goes to a temp directory,
+ * the checkpoint is built in memory and handed to the engine
+ * (di_engine_open_weights), and the floor is tools/bench_floor.c's decode
+ * floor (dense weights + head + the expected distinct experts + per-sequence
+ * state, over the copy bandwidth), the one `bench --dummy` prints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "bench_dummy.h"
+#include "bench_floor.h"
 #include "cli.h"
 #include "deepinfer.h"
+#include "engine/engine_internal.h"
+#include "model/dummy.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
@@ -15,17 +29,32 @@ static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
     "                              [--graphs 0|1]\n"
+    "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
+    "                              --engram-hash]\n"
     "\n"
     "For each batch size B: B requests with different N-token prompts (default 64)\n"
     "run greedily for --decode tokens (default 64, EOS ignored) through the engine;\n"
     "the steps in which all B requests decode one token each are timed (whole\n"
-    "deepinfer_step calls; best of --reps, default 3). Prints decode tokens/s,\n"
-    "ms per step, the ratio to the first batch size, and the floor: weight bytes a decode step\n"
-    "reads / read bandwidth (measured here, all threads), times B.\n"
-    "--accelerator (default auto: CUDA in deepinfer-cuda when a GPU is usable, else the CPU):\n"
-    "on cuda the bandwidth is the device's copy bandwidth (cudaMemcpy device to device).\n"
-    "--max-num-batched-tokens sets the step budget (default: every prompt in one step,\n"
-    "at most 8192). Threads: $DEEPINFER_THREADS.\n"
+    "deepinfer_step calls; the first such step of each run, which may capture a CUDA\n"
+    "graph, is not; best of --reps, default 3). Prints decode tokens/s, ms per step,\n"
+    "the ratio to the first batch size, the floor and the share of it reached, and the\n"
+    "GPU idle share of the timed steps: d(idle) / (d(idle) + d(busy)) of\n"
+    "deepinfer_engine_stats.device_idle_s / device_busy_s (n/a on the CPU), with how\n"
+    "many of the timed steps ran as CUDA graphs and were sampled on the device.\n"
+    "--model: the floor is the weight bytes a decode step reads / read bandwidth\n"
+    "(measured here, all threads; on cuda the device's copy bandwidth), times B.\n"
+    "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
+    "v41-flash.json; any full config.json, e.g. tests/data/golden/v4-tiny-a/config.json)\n"
+    "with --layers N layers (default 4, layer roles kept; src/model/dummy.h), built in\n"
+    "memory (--seed, default 1) and run by the engine (token ids only, no tokenizer).\n"
+    "Its floor is `deepinfer bench --dummy`'s (tools/bench_floor.c): dense weights + head +\n"
+    "the expected distinct routed experts E(1-(1-k/E)^B) per layer + per-sequence state\n"
+    "and rows at context N, over the copy bandwidth (cuda: 2 GiB cudaMemcpy D2D; cpu: the\n"
+    "read probe of `deepinfer bench`). The V4-Flash dummy is ~20 GB at 4 layers; the\n"
+    "weights and states are checked against the free device (or host) memory first.\n"
+    "--accelerator (default auto: CUDA in deepinfer-cuda when a GPU is usable, else the CPU).\n"
+    "--max-num-batched-tokens sets the step budget (default: every prompt in one step;\n"
+    "--model: at most 8192). Threads: $DEEPINFER_THREADS.\n"
     "--graphs (cuda): 1 (default, or $DEEPINFER_CUDA_GRAPHS) runs the decode steps as recorded CUDA graphs\n"
     "(one per batch size, captured in the first rep), 0 runs them eager (host tables staged per op).\n";
 
@@ -71,11 +100,23 @@ static double read_bw(void) {
     return best;
 }
 
+/* What one run of a batch size measured over its timed steps. */
+typedef struct run_result {
+    double secs;         /* wall time of the timed steps */
+    long tokens;         /* tokens they decoded */
+    int steps;           /* timed steps */
+    double busy, idle;   /* d(device_busy_s), d(device_idle_s) over them */
+    int64_t graph_steps; /* of them, ran as CUDA graphs */
+    int64_t dev_sampled; /* of them, sampled on the device */
+} run_result;
+
 /* Decode rate of B requests: tokens and seconds summed over the steps in
- * which all B requests decode one token each (pure decode steps of B rows).
- * Returns 0, or -1 on failure. */
-static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int vocab, double *secs, long *tokens) {
+ * which all B requests decode one token each (pure decode steps of B rows),
+ * but the first (it warms the shape: a CUDA graph capture). Returns 0, or -1
+ * on failure. */
+static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int vocab, run_result *r) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)prompt);
+    if (!ids) return -1;
     deepinfer_sampling_params sp;
     deepinfer_sampling_params_init(&sp);
     sp.temperature = 0;
@@ -91,21 +132,30 @@ static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int voc
         if (!b) first = id;
     }
     free(ids);
-    *secs = 0;
-    *tokens = 0;
+    memset(r, 0, sizeof *r);
+    int warm = 0;
     while (deepinfer_has_unfinished(e)) {
+        deepinfer_engine_stats s0, s1;
+        deepinfer_engine_get_stats(e, &s0);
         double t0 = now_s();
         if (deepinfer_step(e, NULL)) return -1;
         double dt = now_s() - t0;
+        deepinfer_engine_get_stats(e, &s1);
         const deepinfer_request_output *const *up;
         size_t n;
         deepinfer_read_outputs(e, &up, &n);
         int decoding = 0;
         for (size_t k = 0; k < n; k++)
             decoding += up[k]->choices[0].n_prev_tokens >= 1 && up[k]->choices[0].n_tokens == up[k]->choices[0].n_prev_tokens + 1;
-        if (decoding == B) *secs += dt, *tokens += B;
+        if (decoding != B) continue;
+        if (!warm++) continue;
+        r->secs += dt, r->tokens += B, r->steps++;
+        r->busy += s1.device_busy_s - s0.device_busy_s;
+        r->idle += s1.device_idle_s - s0.device_idle_s;
+        r->graph_steps += s1.graph_steps - s0.graph_steps;
+        r->dev_sampled += s1.device_sampled_steps - s0.device_sampled_steps;
     }
-    int ok = *tokens > 0;
+    int ok = r->tokens > 0;
     for (int b = 0; b < B; b++) {
         deepinfer_request_output *o = NULL;
         if (deepinfer_take_output(e, first + (uint64_t)b, &o) || o->choices[0].n_tokens != (size_t)decode + 1) ok = 0;
@@ -114,16 +164,72 @@ static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int voc
     return ok ? 0 : -1;
 }
 
+/* ---- --dummy ------------------------------------------------------------------------ */
+
+static void rm_dummy_dir(const char *dir) {
+    const char *files[] = {"config.json", "engram_token_map.json", "engram_hash.json"};
+    char p[4200];
+    for (int i = 0; i < 3; i++) snprintf(p, sizeof p, "%s/%s", dir, files[i]), unlink(p);
+    rmdir(dir);
+}
+
+static double gb(double b) { return b / 1e9; }
+
+/* The dummy model of `config` with `layers` layers: the reduced config in a
+ * temp dir (dir, removed by the caller), its config and floor costs, a fit
+ * check of weights + states (maxb sequences at ctx tokens) against the free
+ * device memory (accelerator not "cpu" and a device answers) and host
+ * memory, then the random checkpoint (*st). Returns 0, or 1 after a message. */
+static int dummy_prepare(const char *config, int layers, uint64_t seed, const char *accel, int maxb, int64_t ctx,
+                         char *dir, di_model_config *cfg, bench_costs *k, di_safetensors **st) {
+    di_error err = {0};
+    di_dummy_info info;
+    if (!mkdtemp(dir)) return fprintf(stderr, "deepinfer bench-engine: cannot create a temp directory\n"), 1;
+    if (di_dummy_write_dir(config, layers, dir, &info, &err) || di_config_load(dir, cfg, &err) ||
+        bench_costs_compute(cfg, k, &err))
+        return rm_dummy_dir(dir), fprintf(stderr, "deepinfer bench-engine: --dummy %s: %s\n", config, err.msg), 1;
+    double weights = k->image_bytes, states = bench_state_bytes(cfg, ctx) * maxb;
+    size_t fb = 0, tb = 0;
+    int dev = (!accel || strcmp(accel, "cpu")) && di_backend_mem_info(&fb, &tb) == 0;
+    double host_free = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    fprintf(stderr, "dummy %s (%s): %d layers kept (original", config, di_arch_name(cfg->arch), info.n_layers);
+    for (int i = 0; i < info.n_layers && i < 64; i++) fprintf(stderr, " %d", info.kept[i]);
+    fprintf(stderr, "); weights %.2f GB, states %d x %lld tokens %.3f GB; free: host %.1f GB", gb(weights), maxb,
+            (long long)ctx, gb(states), gb(host_free));
+    if (dev) fprintf(stderr, ", device %.1f of %.1f GB", gb((double)fb), gb((double)tb));
+    fputc('\n', stderr);
+    if (dev && weights + states > 0.92 * (double)fb)
+        return rm_dummy_dir(dir), fprintf(stderr, "deepinfer bench-engine: does not fit: weights %.1f GB + states %.1f GB > 92%% of the "
+                       "%.1f GB free on the device; use fewer --layers, smaller --batches or --prompt\n",
+                       gb(weights), gb(states), gb((double)fb)), 1;
+    double host_need = 2 * weights + (dev ? 0 : states); /* the image + packed copies at load */
+    if (host_need > 0.95 * host_free)
+        return rm_dummy_dir(dir), fprintf(stderr, "deepinfer bench-engine: does not fit in host memory: about %.1f GB needed (image + "
+                       "packed copies%s), %.1f GB free\n", gb(host_need), dev ? "" : " + states", gb(host_free)), 1;
+    fprintf(stderr, "building the %.1f GB random checkpoint (seed %llu)\n", gb(weights), (unsigned long long)seed);
+    if (di_dummy_weights(cfg, seed, st, &err))
+        return rm_dummy_dir(dir), fprintf(stderr, "deepinfer bench-engine: %s\n", err.msg), 1;
+    return 0;
+}
+
 static int cmd_bench_engine(int argc, char **argv) {
     if (di_cli_wants_help(argc, argv)) {
         fputs(USAGE, stdout);
         return 0;
     }
-    const char *model = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
-    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1;
+    const char *model = NULL, *dummy = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
+    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4;
+    uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--dummy", &dummy)) {
+            if (!dummy) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
+            if (!v || (layers = atoi(v)) < 1) return fprintf(stderr, "error: --layers needs N >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
+            if (!v) return 2;
+            seed = strtoull(v, NULL, 10);
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram)) {
             if (!engram) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--accelerator", &accel)) {
@@ -131,7 +237,8 @@ static int cmd_bench_engine(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--batches", &batches)) {
             if (!batches) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
-            if (!v || (prompt = atoi(v)) < 1) return fprintf(stderr, "error: --prompt needs N >= 1\n"), 2;
+            if (!v || (prompt = atoi(v)) < 1 || prompt > (1 << 20))
+                return fprintf(stderr, "error: --prompt needs N in [1, 1048576]\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
             if (!v || (decode = atoi(v)) < 2) return fprintf(stderr, "error: --decode needs N >= 2\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--max-num-batched-tokens", &v)) {
@@ -146,6 +253,9 @@ static int cmd_bench_engine(int argc, char **argv) {
             return 2;
         }
     }
+    if (dummy && model) return fprintf(stderr, "error: give --model or --dummy, not both\n"), 2;
+    if (dummy && engram)
+        return fprintf(stderr, "error: --engram-hash is for --model (a --dummy V4.1 model writes its own)\n"), 2;
     int bs[32], nb = 0, maxb = 1;
     for (const char *s = batches; *s && nb < 32;) {
         char *end;
@@ -162,58 +272,129 @@ static int cmd_bench_engine(int argc, char **argv) {
     cfg.accelerator = accel;
     cfg.max_num_seqs = maxb;
     cfg.max_model_len = prompt + decode + 16;
-    cfg.max_num_batched_tokens = maxb * prompt > maxb ? maxb * prompt : maxb;
-    if (cfg.max_num_batched_tokens > 8192) cfg.max_num_batched_tokens = 8192;
+    /* every prompt in one step, so that all B requests decode together from the next step on */
+    int64_t all = (int64_t)maxb * prompt, cap = dummy ? (1 << 20) : 8192;
+    cfg.max_num_batched_tokens = (int)(all < cap ? all : cap);
     if (step_tokens) cfg.max_num_batched_tokens = step_tokens;
     cfg.chunk_size = prompt;
     if (graphs >= 0) cfg.cuda_graphs = graphs;
     deepinfer_engine *e = NULL;
     char msg[2048];
-    if (deepinfer_engine_open(&cfg, &e, msg, sizeof msg)) {
+    /* --dummy: the reduced config's directory, its config and floor costs, the in-memory checkpoint */
+    char ddir[] = "/tmp/deepinfer-bench-engine-XXXXXX";
+    di_model_config dcfg;
+    bench_costs costs;
+    memset(&dcfg, 0, sizeof dcfg);
+    memset(&costs, 0, sizeof costs);
+    if (dummy) {
+        di_safetensors *st = NULL;
+        double t0 = now_s();
+        if (dummy_prepare(dummy, layers, seed, accel, maxb, cfg.max_model_len, ddir, &dcfg, &costs, &st)) return 1;
+        /* state pages: every sequence at max_model_len, plus the scheduler's watermark (1% of the pages,
+         * kept spare while sequences run: scheduler.c admit) and one sequence more, so that all B prompts
+         * are admitted in the first step and the B requests decode together */
+        di_pool_geom g;
+        di_error ge = {0};
+        if (di_pool_geom_compute(&dcfg, 0, cfg.max_model_len, 0, &g, &ge) == DEEPINFER_OK) {
+            int64_t per = di_pool_geom_pages_for(&dcfg, &g, cfg.max_model_len), need = per * maxb;
+            cfg.num_pages = need + need / 99 + per + 1;
+        }
+        fprintf(stderr, "opening the engine on it (spec check, packing, upload)\n");
+        cfg.model = ddir;
+        di_error err = {0};
+        deepinfer_status os = di_engine_open_weights(&cfg, st, &e, &err); /* owns st from here */
+        rm_dummy_dir(ddir);
+        if (os) {
+            fprintf(stderr, "deepinfer bench-engine: %s\n", err.msg);
+            return 1;
+        }
+        fprintf(stderr, "engine open after %.1f s\n", now_s() - t0);
+    } else if (deepinfer_engine_open(&cfg, &e, msg, sizeof msg)) {
         fprintf(stderr, "deepinfer bench-engine: %s\n", msg);
         return 1;
     }
     deepinfer_memory_plan plan;
     deepinfer_engine_plan(e, &plan);
+    fputs(deepinfer_engine_plan_text(e), stderr);
     int gpu = !strcmp(plan.accelerator, "cuda");
-    double bw = gpu ? di_backend_copy_gbs((size_t)256 << 20) : read_bw();
-    printf("model        %s (%s)\n", plan.model_dir, plan.arch);
-    printf("accelerator  %s\n", plan.accelerator);
+    double bw;
+    if (dummy && gpu) bw = di_backend_copy_gbs((size_t)2 << 30);
+    else if (gpu) bw = di_backend_copy_gbs((size_t)256 << 20);
+    else if (dummy) {
+        double triad;
+        bench_measure_bw(&bw, &triad);
+    } else bw = read_bw();
+    if (dummy)
+        printf("model        dummy %s (%s, %lld layers, hidden %lld, %lld experts, top-%lld; random weights, seed %llu)\n",
+               dummy, plan.arch, (long long)dcfg.n_layers, (long long)dcfg.hidden_size,
+               (long long)dcfg.n_routed_experts, (long long)dcfg.num_experts_per_tok, (unsigned long long)seed);
+    else printf("model        %s (%s)\n", plan.model_dir, plan.arch);
+    printf("accelerator  %s (batch invariant: %s; CUDA graphs: %s)\n", plan.accelerator,
+           plan.batch_invariant ? "yes" : "no", !gpu ? "n/a" : e->cfg.cuda_graphs ? "on" : "off");
     printf("threads      %d\n", di_threadpool_size(di_threadpool_global()));
-    if (gpu) printf("bandwidth    device copy %.1f GB/s (256 MiB, read + write, best of 5)\n", bw);
+    if (dummy && gpu) printf("bandwidth    device copy %.1f GB/s (2 GiB cudaMemcpy D2D, read + written, best of 5)\n", bw);
+    else if (gpu) printf("bandwidth    device copy %.1f GB/s (256 MiB, read + write, best of 5)\n", bw);
+    else if (dummy) printf("bandwidth    read %.1f GB/s (3 x 128 MiB, all threads, best of 5)\n", bw);
     else printf("bandwidth    read %.1f GB/s (256 MiB, all threads, best of 5)\n", bw);
-    printf("decode step  %llu weight bytes -> floor %.0f tokens/s at batch 1\n",
-           (unsigned long long)plan.decode_weight_bytes, bw * 1e9 / (double)plan.decode_weight_bytes);
-    printf("%6s %12s %10s %9s %14s %9s\n", "batch", "tokens/s", "ms/step", "vs first", "floor tok/s", "of floor");
+    if (dummy)
+        printf("decode step  floor = (dense %.3f GB + head %.3f GB + expected distinct experts x %.3f MB/layer + "
+               "state and rows per sequence at context %d) / bandwidth\n",
+               gb(costs.dense_bytes), gb(costs.head_bytes), costs.expert_bytes[dcfg.n_layers - 1] / 1e6, prompt);
+    else
+        printf("decode step  %llu weight bytes -> floor %.0f tokens/s at batch 1\n",
+               (unsigned long long)plan.decode_weight_bytes, bw * 1e9 / (double)plan.decode_weight_bytes);
+    printf("%6s %12s %10s %9s %10s %12s %9s %9s %11s %11s\n", "batch", "tokens/s", "ms/step", "vs first", "floor ms",
+           "floor tok/s", "of floor", "GPU idle", "graph", "dev-sampled");
     double base = 0;
     for (int k = 0; k < nb; k++) {
-        double tps = 0, step_ms = 0;
+        double tps = 0;
+        run_result best = {0};
         for (int r = 0; r < reps; r++) {
-            double t;
-            long toks;
-            if (run_batch(e, bs[k], prompt, decode, deepinfer_engine_vocab_size(e), &t, &toks)) {
+            run_result rr;
+            double t_run = now_s();
+            if (run_batch(e, bs[k], prompt, decode, deepinfer_engine_vocab_size(e), &rr)) {
                 const char *why = deepinfer_engine_last_error(e);
                 fprintf(stderr, "deepinfer bench-engine: %s\n", *why ? why : "no step decoded every request at once "
                                                                             "(raise --max-num-batched-tokens)");
                 deepinfer_engine_close(e);
                 return 1;
             }
-            if (toks / t > tps) tps = toks / t, step_ms = t / (double)(toks / bs[k]) * 1e3;
+            fprintf(stderr, "batch %d rep %d: %d timed steps, %.3f ms/step (run %.1f s)\n", bs[k], r + 1, rr.steps,
+                    rr.secs / rr.steps * 1e3, now_s() - t_run);
+            if (rr.tokens / rr.secs > tps) tps = rr.tokens / rr.secs, best = rr;
         }
-        double floor = bw * 1e9 / (double)plan.decode_weight_bytes * bs[k];
+        double step_s = best.secs / best.steps;
+        /* floor time of one step of B rows */
+        double floor_s = dummy ? bench_decode_bytes(&dcfg, &costs, bs[k], prompt) / (bw * 1e9)
+                               : (double)plan.decode_weight_bytes / (bw * 1e9);
+        double floor_tps = bs[k] / floor_s; /* --model: B x the batch-1 rate */
         if (k == 0) base = tps;
-        printf("%6d %12.1f %10.3f %9.2f %14.0f %9.4f\n", bs[k], tps, step_ms, tps / base, floor, tps / floor);
+        char idle[16], gs[24], ds[24];
+        if (best.busy > 0) snprintf(idle, sizeof idle, "%.1f%%", 100.0 * best.idle / (best.idle + best.busy));
+        else snprintf(idle, sizeof idle, "n/a");
+        snprintf(gs, sizeof gs, "%lld/%d", (long long)best.graph_steps, best.steps);
+        snprintf(ds, sizeof ds, "%lld/%d", (long long)best.dev_sampled, best.steps);
+        printf("%6d %12.1f %10.3f %9.2f %10.3f %12.0f %9.4f %9s %11s %11s\n", bs[k], tps, step_s * 1e3, tps / base,
+               floor_s * 1e3, floor_tps, tps / floor_tps, idle, gs, ds);
     }
     deepinfer_engine_stats st;
     deepinfer_engine_get_stats(e, &st);
-    if (gpu)
-        printf("steps        %lld, of which %lld ran as CUDA graphs (%lld graphs captured)\n", (long long)st.steps,
-               (long long)st.graph_steps, (long long)st.graphs);
+    printf("steps        %lld, of which %lld ran as CUDA graphs (%lld graphs captured), %lld sampled on the device; "
+           "device busy %.3f s, idle %.3f s\n",
+           (long long)st.steps, (long long)st.graph_steps, (long long)st.graphs, (long long)st.device_sampled_steps,
+           st.device_busy_s, st.device_idle_s);
+    printf("# timed: the steps where all B requests decode, but the first (best of %d reps); GPU idle = d(idle) / "
+           "(d(idle) + d(busy)) over them (deepinfer_engine_stats; n/a when no device time was recorded); graph, "
+           "dev-sampled: of the timed steps, those run as a CUDA graph / sampled on the device; of floor = floor "
+           "time / measured time%s\n",
+           reps, dummy ? "; floor: tools/bench_floor.c bench_decode_bytes / bandwidth" : "; floor: decode weight "
+                                                                                         "bytes x B / bandwidth");
     deepinfer_engine_close(e);
     return 0;
 }
 
 __attribute__((constructor)) static void register_bench_engine(void) {
-    di_cli_register("bench-engine", "decode tokens/s through the engine at batch sizes 1, 8, 32, 64 vs the bandwidth floor",
+    di_cli_register("bench-engine", "decode tokens/s and GPU idle through the engine at batch sizes 1, 8, 32, 64 vs the "
+                    "bandwidth floor (a checkpoint, or --dummy at real dims)",
                     cmd_bench_engine);
 }

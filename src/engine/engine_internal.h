@@ -17,6 +17,7 @@
 #include "engine/scheduler.h"
 #include "engine/state_pool.h"
 #include "io/model_dir.h"
+#include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/backend.h"
 #include "tokenizer/chat.h"
@@ -28,6 +29,8 @@ struct deepinfer_engine {
     char model_how[1024];             /* where the model came from */
     di_backend_kind backend;          /* where the model runs (DI_BACKEND_CPU until acquired) */
     di_model *model;
+    di_safetensors *weights;          /* owned, or NULL: the checkpoint given to di_engine_open_weights (the model
+                                         reads it while it lives; closed after the model is freed) */
     const di_model_config *mcfg;
     di_tokenizer *tok;                /* NULL: token ids only */
     di_constrain so;                  /* structured outputs (vocabulary built on first use) */
@@ -62,6 +65,16 @@ struct deepinfer_engine {
 deepinfer_status di_engine_backend_acquire(const char *want, int batch_invariant, di_backend_kind *out, di_error *err);
 void di_engine_backend_loaded(di_backend_kind k);
 void di_engine_backend_release(di_backend_kind k);
+
+/* deepinfer_engine_open with the checkpoint already open: `weights` (e.g.
+ * the in-memory image of model/dummy.h's di_dummy_weights) instead of the
+ * safetensors files of cfg->model, which must still be a directory holding
+ * the config.json (and V4.1 sidecars) that `weights` was built for. The
+ * engine takes ownership of `weights` in every case (closed on failure, or
+ * at deepinfer_engine_close after the model). For `deepinfer bench-engine
+ * --dummy` (tools/cli_bench_engine.c). */
+deepinfer_status di_engine_open_weights(const deepinfer_engine_config *cfg, di_safetensors *weights,
+                                        deepinfer_engine **out, di_error *err);
 
 /* Seconds on the engine clock (monotonic, since the engine opened). */
 double di_engine_now(const deepinfer_engine *e);

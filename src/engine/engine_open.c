@@ -308,7 +308,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     e->cfg.max_model_len = ctx;
     /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
     int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
-    di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash};
+    di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash,
+                           .weights = e->weights};
     /* the backend before the model: on CUDA the allocator and ops table put weights, workspace and
      * (below) the state pools in device memory (ops/backend.h di_backend_use) */
     di_backend_kind bk;
@@ -356,29 +357,46 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     return DEEPINFER_OK;
 }
 
-deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
-                                       size_t errbuf_len) {
+/* Open an engine; `weights` (owned from here on, may be NULL) is the checkpoint already open. */
+static deepinfer_status engine_open(const deepinfer_engine_config *cfg, di_safetensors *weights, deepinfer_engine **out,
+                                    di_error *err) {
     *out = NULL;
-    di_error err = {0};
     deepinfer_engine_config defaults;
     if (!cfg) {
         deepinfer_engine_config_init(&defaults);
         cfg = &defaults;
     }
     deepinfer_engine *e = calloc(1, sizeof *e);
-    deepinfer_status st = e ? DEEPINFER_OK : di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
-    if (e) {
-        e->t_open = di_engine_now(NULL);
-        st = open_engine(e, cfg, &err);
+    if (!e) {
+        di_st_close(weights);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     }
+    e->weights = weights;
+    e->t_open = di_engine_now(NULL);
+    deepinfer_status st = open_engine(e, cfg, err);
     if (st) {
-        if (errbuf && errbuf_len) snprintf(errbuf, errbuf_len, "%s", err.msg);
         deepinfer_engine_close(e);
         return st;
     }
-    if (errbuf && errbuf_len) errbuf[0] = '\0';
     *out = e;
     return DEEPINFER_OK;
+}
+
+deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
+                                       size_t errbuf_len) {
+    di_error err = {0};
+    deepinfer_status st = engine_open(cfg, NULL, out, &err);
+    if (errbuf && errbuf_len) snprintf(errbuf, errbuf_len, "%s", st ? err.msg : "");
+    return st;
+}
+
+deepinfer_status di_engine_open_weights(const deepinfer_engine_config *cfg, di_safetensors *weights,
+                                        deepinfer_engine **out, di_error *err) {
+    if (!weights) {
+        *out = NULL;
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "di_engine_open_weights: no weights");
+    }
+    return engine_open(cfg, weights, out, err);
 }
 
 void deepinfer_engine_close(deepinfer_engine *e) {
@@ -397,6 +415,7 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     free(e->updated_pub);
     free(e->text_mask);
     di_model_free(e->model);
+    di_st_close(e->weights); /* after the model, which read it */
     di_engine_backend_release(e->backend); /* after every device buffer of this engine was freed */
     free(e);
 }

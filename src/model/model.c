@@ -23,7 +23,8 @@ deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_
     m->arch = cfg.arch;
     di_v4_options o = {.max_rows = opt ? opt->max_rows : 0,
                        .max_context = opt ? opt->max_context : 0,
-                       .engram_hash = opt ? opt->engram_hash : NULL};
+                       .engram_hash = opt ? opt->engram_hash : NULL,
+                       .weights = opt ? opt->weights : NULL};
     st = m->arch == DI_ARCH_V41 ? di_v41_load(dir, &o, &m->v41, err) : di_v4_load(dir, &o, &m->v4, err);
     if (st) {
         free(m);

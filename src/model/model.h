@@ -27,9 +27,11 @@ typedef struct di_model_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
     const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
+    struct di_safetensors *weights; /* the checkpoint already open (e.g. model/dummy.h's in-memory image): borrowed,
+                                       kept open by the caller until di_model_free; NULL = open `dir`'s files */
 } di_model_options;
 
-/* Load the checkpoint in `dir` (config.json + safetensors), V4 or V4.1.
+/* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.
  * Caller frees with di_model_free. */
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err);
 void di_model_free(di_model *m);
