@@ -12,8 +12,8 @@
  *      takes as its token the id sampled by sample `src` of the previous
  *      step (a decode token the host has not seen yet);
  *   3. sampling: one token per sample spec from its logits row, written
- *      straight into the request's output arrays (token, logprob, top
- *      logprobs), so the next step's samples see it in their history.
+ *      into the request's output arrays (token, logprob, top logprobs)
+ *      before any later step samples on the host, so its history holds it.
  *
  * Steps run in submission order; state memory freed by the host after a
  * step was submitted is only reused by later steps, so in-order execution
