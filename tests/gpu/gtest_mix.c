@@ -539,6 +539,8 @@ TEST(gpu_sample_rows_match_cpu) {
     static const mix_case cases[] = {
         {"greedy", 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0, 0, 4},
         {"greedy+penalties", 0.0f, 1.0f, 0.0f, 1.3f, 0.5f, 0.3f, 0, 0, 0, 4},
+        {"greedy, min_tokens + mask", 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 1000000, 1, 4},
+        {"greedy, coarse logits (ties)", 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0, 0, 0},
         {"temp 1", 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0, 0, 4},
         {"temp 0.7 top_k 50", 0.7f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 50, 0, 0, 4},
         {"top_k 1", 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1, 0, 0, 4},

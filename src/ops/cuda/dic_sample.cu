@@ -204,6 +204,61 @@ static __device__ uint64_t select_thr(const float *z, const uint32_t *fl, int V,
     return prefix;
 }
 
+/* A candidate of the host sampler's step 2 (sampler.c): finite after NaN -> -inf, allowed by the mask,
+ * and not EOS / a stop id while min_tokens blocks them. */
+static __device__ __forceinline__ bool is_cand(float x, int v, const dic_sample_params &P, bool block_stop) {
+    bool cand = x != -INFINITY && (!P.allow_mask || ((P.allow_mask[v >> 5] >> (v & 31)) & 1u));
+    if (cand && block_stop) {
+        if (v == P.eos_id) cand = false;
+        for (int i = 0; i < P.n_stop_ids; i++) cand = cand && P.stop_ids[i] != v;
+    }
+    return cand;
+}
+
+/* Temperature 0 without penalties: the candidate with the largest logit, ties to the lowest id (the
+ * host's strict > over ascending ids), -1 without candidates. The same candidates and order as the
+ * general path below; 16-byte loads, 4 in flight per thread (one CTA streams the whole row). */
+static __device__ void greedy_row(const float *lg, int V, const dic_sample_params &P, bool block_stop, int32_t *id,
+                                  sp_shared *sh) {
+    const int t = threadIdx.x;
+    float bv = -INFINITY;
+    int bi = -1, ncand = 0;
+    const bool vec = ((uintptr_t)lg & 15) == 0;
+    const int nv = vec ? V / 4 : 0;
+    const float4 *l4 = (const float4 *)lg;
+    for (int j0 = t; j0 < nv; j0 += 4 * SP_T) {
+        float4 q[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (j0 + u * SP_T < nv) q[u] = __ldg(l4 + j0 + u * SP_T);
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int j = j0 + u * SP_T;
+            if (j >= nv) break;
+            const float a[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float x = a[k] != a[k] ? -INFINITY : a[k];
+                const int v = 4 * j + k;
+                if (is_cand(x, v, P, block_stop)) {
+                    ncand++;
+                    if (better(x, v, bv, bi)) bv = x, bi = v;
+                }
+            }
+        }
+    }
+    for (int v = 4 * nv + t; v < V; v += SP_T) {
+        const float x = lg[v] != lg[v] ? -INFINITY : lg[v];
+        if (is_cand(x, v, P, block_stop)) {
+            ncand++;
+            if (better(x, v, bv, bi)) bv = x, bi = v;
+        }
+    }
+    ncand = block_sum_int(ncand, sh->sint);
+    block_argmax(&bv, &bi, sh->sv, sh->si);
+    if (t == 0) *id = ncand == 0 ? -1 : bi;
+}
+
 static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, size_t ld, int V,
                                                        const dic_sample_params *params, int32_t *ids, char *scratch,
                                                        size_t row_bytes) {
@@ -214,6 +269,15 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
     const float *lg = logits + (size_t)m * ld;
     float *z = (float *)(scratch + (size_t)m * row_bytes);
     uint32_t *fl = (uint32_t *)(z + V);
+    const bool rep = P.repetition_penalty != 1.0f;
+    const bool pf = P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    const bool block_stop = P.min_tokens > P.n_output;
+    const bool greedy = P.temperature == 0.0f;
+
+    if (greedy && !rep && !pf) { /* the best candidate in one pass over the row, nothing stored */
+        greedy_row(lg, V, P, block_stop, ids + m, &sh);
+        return;
+    }
 
     /* 1. penalties on the raw logits (each distinct id once) */
     for (int v = t; v < V; v += SP_T) {
@@ -221,8 +285,6 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
         z[v] = x != x ? -INFINITY : x;
         fl[v] = 0;
     }
-    const bool rep = P.repetition_penalty != 1.0f;
-    const bool pf = P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
     __syncthreads();
     if (rep || pf) {
         for (int i = t; i < P.n_output; i += SP_T) {
@@ -237,8 +299,6 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
         __syncthreads();
     }
     /* 2. candidates (fl = 1), 3. temperature; greedy argmax / zmax */
-    const bool block_stop = P.min_tokens > P.n_output;
-    const bool greedy = P.temperature == 0.0f;
     int ncand = 0;
     float bv = -INFINITY;
     int bi = -1;
@@ -251,11 +311,7 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
             if (rep) x = x > 0 ? x / P.repetition_penalty : x * P.repetition_penalty;
             if (pf && cnt) x -= P.frequency_penalty * (float)cnt + P.presence_penalty;
         }
-        bool cand = x != -INFINITY && (!P.allow_mask || ((P.allow_mask[v >> 5] >> (v & 31)) & 1u));
-        if (cand && block_stop) {
-            if (v == P.eos_id) cand = false;
-            for (int i = 0; i < P.n_stop_ids; i++) cand = cand && P.stop_ids[i] != v;
-        }
+        const bool cand = is_cand(x, v, P, block_stop);
         if (cand && !greedy) x = x / P.temperature;
         z[v] = x;
         fl[v] = cand;
