@@ -467,6 +467,13 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
                                           size_t ldc) {
     if (M <= 0 || G <= 0) return cudaSuccess;
     const int f8 = W[0].fmt == DIC_WFMT_FP8B;
+    if (c->batch_invariant && f8 && G <= DIC_GV_MAXG && W[0].k == gk) { /* mode 1 FP8B: one launch, the same bits */
+        int ok = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
+        for (int g = 0; g < G && ok; g++)
+            ok = W[g].fmt == DIC_WFMT_FP8B && W[g].n == W[0].n && W[g].k == gk && W[g].wblock == W[0].wblock &&
+                 W[g].scale && al16(W[g].w);
+        if (ok && ldc >= (size_t)G * (size_t)W[0].n) return dic_gemm_fp8w_bd_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    }
     int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1 || f8) && W[0].k == gk &&
                gk % 8 == 0 && lda % 8 == 0 && al16(A);
     if (same && f8) same = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
@@ -477,6 +484,10 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
      * bytes, block-scaled partial sums; within tolerance, not the BF16 kernel's bits) */
     if (same && f8 && M <= GV_BF16_MAXM && W[0].n % 2 == 0 && dic_gemm_fp8w_gemv_enabled())
         return dic_gemm_fp8w_gemv_g(c->stream, c->num_sms, M, A, lda, W, G, gk, C32, C16, ldc);
+    /* FP8B at 4 < M <= dic_gemm_fp8w_mma_maxm_get(): the tensor-core kernel of its own
+     * (dic_gemm_fp8w_mma.cu: weights converted in registers, no shared-memory pass) */
+    if (same && f8 && M > GV_BF16_MAXM && M <= dic_gemm_fp8w_mma_maxm_get() && W[0].n % 16 == 0 && gk % 64 == 0)
+        return dic_gemm_fp8w_mma_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && (W[0].fmt == 0 || f8) && W[0].n % MM_BN == 0)
