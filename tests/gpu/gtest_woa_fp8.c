@@ -24,7 +24,7 @@
  * Likewise fast-mode dic_gemm_blockdiag at 4 < M <= dic_gemm_fp8w_mma_maxm_get() with R % 16 == 0
  * and K % 64 == 0: dic_gemm_fp8w_mma.cu (weights converted in registers, tensor-core sums): the
  * tolerance, and with it switched off (dic_gemm_fp8w_mma_maxm(4)) k_mma F8 bit for bit.
- * gpu_woa_fp8_mma: that kernel at M = 5..8, 16, 31, 64, 100, 128 and forced at 256, 1024 on V4 /
+ * gpu_woa_fp8_mma: that kernel at M = 5..8, 16, 31, 64, 100, 128, 256, 1024 on V4 /
  * V4.1 layouts, odd M, small odd shapes, run-to-run determinism. Mode 1 (every M) stays bitwise:
  * since this branch one launch over the groups (dic_gemm_fp8w_bd_g), the same chains. */
 #include <stdio.h>
@@ -326,8 +326,8 @@ TEST(gpu_woa_fp8_gemv) {
 }
 
 /* The FP8 tensor-core kernel (dic_gemm_fp8w_mma.cu) through fast-mode dic_gemm_blockdiag: within
- * tolerance of the BF16 matrix's fast path at M = 5..8, 16, 31, 64, 100, 128 (default range) and
- * forced at 256, 1024; the same launch twice gives the same bits. */
+ * tolerance of the BF16 matrix's fast path at M = 5..8, 16, 31, 64, 100, 128, 256, 1024 (16 rows
+ * per warp up to M = 64, 32 above); the same launch twice gives the same bits. */
 static void mma_det_case(const woa_set *t, int M, uint64_t *s) {
     const size_t lda = (size_t)t->G * t->K + 8, ldc = (size_t)t->G * t->R + 4;
     uint16_t *A = malloc((size_t)M * lda * 2);
@@ -357,10 +357,8 @@ TEST(gpu_woa_fp8_mma) {
     for (int b = 0; b < 2; b++) {
         set_make(&t, 8, 1024, 4096, bl[b], 100, 134, &s);
         for (int i = 0; i < (int)(sizeof ms / sizeof *ms); i++) run_case1(&t, 0, 0, ms[i], &s, 1);
-        dic_gemm_fp8w_mma_maxm(1 << 20); /* prefill sizes on the same kernel */
-        run_case1(&t, 0, 0, 256, &s, 1);
+        run_case1(&t, 0, 0, 256, &s, 1); /* 32 rows per warp (TPW 2), 4 token chunks */
         if (b == 0) run_case1(&t, 0, 0, 1024, &s, 1);
-        dic_gemm_fp8w_mma_maxm(0);
         mma_det_case(&t, 7, &s);
         mma_det_case(&t, 64, &s);
         set_free(&t);
@@ -368,8 +366,6 @@ TEST(gpu_woa_fp8_mma) {
     set_make(&t, 3, 48, 192, 16, 100, 140, &s); /* small odd shape: 9 row tiles (a CTA's 4th tile idle), 3 spans (odd halves), scales > 134 */
     static const int ms2[] = {5, 13, 70, 128};
     for (int i = 0; i < 4; i++) run_case(&t, 0, 0, ms2[i], &s);
-    dic_gemm_fp8w_mma_maxm(1 << 20);
-    run_case1(&t, 0, 0, 300, &s, 1);
-    dic_gemm_fp8w_mma_maxm(0);
+    run_case1(&t, 0, 0, 300, &s, 1); /* R = 48: 16 rows per warp at every M */
     set_free(&t);
 }

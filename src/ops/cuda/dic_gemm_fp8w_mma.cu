@@ -73,66 +73,79 @@ static __device__ __forceinline__ void w8m_mma(float *c, uint32_t a0, uint32_t a
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* NT: n8 token tiles per warp. ntile: m16 row tiles in all (G R / 16). */
-template <int NT>
+/* NT: n8 token tiles per warp; TPW: m16 row tiles per warp (2: each activation fragment feeds
+ * two row tiles, halving the L1 traffic per weight at large M). ntile: m16 row tiles in all
+ * (G R / 16; R % (16 TPW) == 0, so a warp's tiles are all live or all past the end). */
+template <int NT, int TPW>
 static __global__ void __launch_bounds__(W8M_T) k_w8mma(int M, int K, const uint16_t *__restrict__ A, size_t lda,
                                                         const __grid_constant__ dic_gv_tab tab, int R, int gk,
                                                         int ntile, float *C32, uint16_t *C16, size_t ldc) {
-    __shared__ float red[4][NT * 4][32];
+    constexpr int D = W8M_D / TPW; /* spans in flight: W8M_D KB per warp either way */
+    __shared__ float red[4][TPW * NT * 4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wt = warp & 3, kh = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
-    const int tile = blockIdx.x * 4 + wt;
+    const int tile = (blockIdx.x * 4 + wt) * TPW;
     const bool live = tile < ntile;
     const int row0 = (live ? tile : 0) * 16, grp = row0 / R, nl0 = row0 - grp * R;
     const int wb = tab.wb;
     const uint8_t *w0 = (const uint8_t *)tab.w[grp] + (size_t)(nl0 + g) * (size_t)K + 16 * t;
-    const uint8_t *srow = tab.s[grp] + (size_t)(nl0 / wb) * (size_t)(K / wb); /* rows nl0 .. + 15: one block row */
+    const uint8_t *srow[TPW]; /* rows nl0 + 16 u .. + 15: one block row (wblock % 16 == 0) */
+#pragma unroll
+    for (int u = 0; u < TPW; u++) srow[u] = tab.s[grp] + (size_t)((nl0 + 16 * u) / wb) * (size_t)(K / wb);
     const int nsp = K / 64, h = (nsp + 1) / 2;
     const int sp0 = kh ? h : 0, sp1 = live ? (kh ? nsp : h) : sp0;
     const int m0 = blockIdx.y * 8 * NT;
     const uint16_t *Ag = A + (size_t)grp * (size_t)gk + 16 * t;
 
-    uint4 wr[W8M_D][2];
-    uint32_t sc[W8M_D];
+    uint4 wr[D][TPW][2];
+    uint32_t sc[D][TPW];
     auto ld = [&](int d, int sp) {
-        if (sp < sp1) {
-            const uint8_t *p = w0 + (size_t)sp * 64;
-            wr[d][0] = w8m_ld16(p);
-            wr[d][1] = w8m_ld16(p + 8 * (size_t)K);
-            sc[d] = __ldg(srow + (sp * 64 + 16 * t) / wb);
-        } else {
-            wr[d][0] = wr[d][1] = make_uint4(0, 0, 0, 0);
-            sc[d] = 127;
+#pragma unroll
+        for (int u = 0; u < TPW; u++) {
+            if (sp < sp1) {
+                const uint8_t *p = w0 + (size_t)(16 * u) * (size_t)K + (size_t)sp * 64;
+                wr[d][u][0] = w8m_ld16(p);
+                wr[d][u][1] = w8m_ld16(p + 8 * (size_t)K);
+                sc[d][u] = __ldg(srow[u] + (sp * 64 + 16 * t) / wb);
+            } else {
+                wr[d][u][0] = wr[d][u][1] = make_uint4(0, 0, 0, 0);
+                sc[d][u] = 127;
+            }
         }
     };
-    float acc[NT][4];
+    float acc[TPW][NT][4];
 #pragma unroll
-    for (int i = 0; i < NT; i++)
+    for (int u = 0; u < TPW; u++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[i][e] = 0.0f;
+        for (int i = 0; i < NT; i++)
 #pragma unroll
-    for (int d = 0; d < W8M_D; d++) ld(d, sp0 + d);
+            for (int e = 0; e < 4; e++) acc[u][i][e] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D; d++) ld(d, sp0 + d);
     DIC_PDL_ENTER();
-    for (int sb = sp0; sb < sp1; sb += W8M_D) {
+    for (int sb = sp0; sb < sp1; sb += D) {
 #pragma unroll
-        for (int d = 0; d < W8M_D; d++) {
+        for (int d = 0; d < D; d++) {
             const int sp = sb + d;
             if (sp < sp1) { /* warp-uniform */
-                const uint32_t s = sc[d], s1 = min(s, 134u);
-                const uint32_t m1 = ((s1 + 120u) << 7) * 0x10001u;
-                const uint32_t m2 = (s == 255u ? 0x7FC0u : ((s - 7u) << 7) & 0x7FFFu) * 0x10001u;
-                const bool two = s > 134u;
-                const uint32_t xg[4] = {wr[d][0].x, wr[d][0].y, wr[d][0].z, wr[d][0].w};
-                const uint32_t xh[4] = {wr[d][1].x, wr[d][1].y, wr[d][1].z, wr[d][1].w};
-                uint32_t af[4][4];
+                uint32_t af[TPW][4][4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    af[j][0] = w8m_bf2(xg[j], 0x1404u, m1, m2, two);
-                    af[j][1] = w8m_bf2(xh[j], 0x1404u, m1, m2, two);
-                    af[j][2] = w8m_bf2(xg[j], 0x3424u, m1, m2, two);
-                    af[j][3] = w8m_bf2(xh[j], 0x3424u, m1, m2, two);
+                for (int u = 0; u < TPW; u++) {
+                    const uint32_t s = sc[d][u], s1 = min(s, 134u);
+                    const uint32_t m1 = ((s1 + 120u) << 7) * 0x10001u;
+                    const uint32_t m2 = (s == 255u ? 0x7FC0u : ((s - 7u) << 7) & 0x7FFFu) * 0x10001u;
+                    const bool two = s > 134u;
+                    const uint32_t xg[4] = {wr[d][u][0].x, wr[d][u][0].y, wr[d][u][0].z, wr[d][u][0].w};
+                    const uint32_t xh[4] = {wr[d][u][1].x, wr[d][u][1].y, wr[d][u][1].z, wr[d][u][1].w};
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        af[u][j][0] = w8m_bf2(xg[j], 0x1404u, m1, m2, two);
+                        af[u][j][1] = w8m_bf2(xh[j], 0x1404u, m1, m2, two);
+                        af[u][j][2] = w8m_bf2(xg[j], 0x3424u, m1, m2, two);
+                        af[u][j][3] = w8m_bf2(xh[j], 0x3424u, m1, m2, two);
+                    }
                 }
-                ld(d, sp + W8M_D);
+                ld(d, sp + D);
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
                     const int m = m0 + 8 * i + g;
@@ -144,33 +157,39 @@ static __global__ void __launch_bounds__(W8M_T) k_w8mma(int M, int K, const uint
                     }
                     const uint32_t b[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        w8m_mma(acc[i], af[j][0], af[j][1], af[j][2], af[j][3], b[2 * j], b[2 * j + 1]);
+                    for (int u = 0; u < TPW; u++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            w8m_mma(acc[u][i], af[u][j][0], af[u][j][1], af[u][j][2], af[u][j][3], b[2 * j],
+                                    b[2 * j + 1]);
                 }
             }
         }
-        /* at the last slot the loads above fetch nothing (sp >= sp1) */
     }
     if (kh == 1) {
 #pragma unroll
-        for (int i = 0; i < NT; i++)
+        for (int u = 0; u < TPW; u++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) red[wt][i * 4 + e][lane] = acc[i][e];
+            for (int i = 0; i < NT; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) red[wt][(u * NT + i) * 4 + e][lane] = acc[u][i][e];
     }
     __syncthreads();
     if (kh == 1 || !live) return;
 #pragma unroll
-    for (int i = 0; i < NT; i++)
+    for (int u = 0; u < TPW; u++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const float v = acc[i][e] + red[wt][i * 4 + e][lane];
-            const int m = m0 + 8 * i + 2 * t + (e & 1), col = row0 + g + 8 * (e >> 1);
-            if (m < M) {
-                const size_t o = (size_t)m * ldc + (size_t)col;
-                if (C32) C32[o] = v;
-                else C16[o] = dic_f32_to_bf16(v);
+        for (int i = 0; i < NT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float v = acc[u][i][e] + red[wt][(u * NT + i) * 4 + e][lane];
+                const int m = m0 + 8 * i + 2 * t + (e & 1), col = row0 + 16 * u + g + 8 * (e >> 1);
+                if (m < M) {
+                    const size_t o = (size_t)m * ldc + (size_t)col;
+                    if (C32) C32[o] = v;
+                    else C16[o] = dic_f32_to_bf16(v);
+                }
             }
-        }
 }
 
 static int g_w8m_maxm = DIC_W8M_MAXM; /* bench: the largest M dic_gemm_blockdiag sends here */
@@ -194,14 +213,18 @@ extern "C" cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_
         tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
     }
     tab.wb = wb;
-    const int ntile = G * R / 16, NT = M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8;
+    /* M <= 64: one token chunk, 16 rows per warp (128 CTAs for wo_a: every SM streams); larger M:
+     * 64-token chunks, 32 rows per warp (R % 32 == 0) */
+    const int ntile = G * R / 16, NT = M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8, TPW = M > 64 && R % 32 == 0 ? 2 : 1;
     const long long chunks = (M + 8 * NT - 1) / (8 * NT);
     if (chunks > 65535) return cudaErrorInvalidConfiguration;
     void (*fn)(int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, int, float *, uint16_t *, size_t) =
-        NT == 1 ? k_w8mma<1> : NT == 2 ? k_w8mma<2> : NT == 4 ? k_w8mma<4> : k_w8mma<8>;
+        TPW == 2 ? k_w8mma<8, 2> : NT == 1 ? k_w8mma<1, 1> : NT == 2 ? k_w8mma<2, 1> : NT == 4 ? k_w8mma<4, 1>
+                                                                                            : k_w8mma<8, 1>;
+    const int rows_cta = 4 * 16 * TPW;
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)((ntile + 3) / 4), (unsigned)chunks, 1);
+    cfg.gridDim = dim3((unsigned)((G * R + rows_cta - 1) / rows_cta), (unsigned)chunks, 1);
     cfg.blockDim = dim3(W8M_T, 1, 1);
     cfg.stream = st;
     cudaLaunchAttribute at[1];
