@@ -27,8 +27,8 @@
  * e8m0 NaN). Per 2 weights: PRMT, SHF, LOP3, HFMA2.BF16.
  *
  * Grid: CTA = 8 warps = 4 m16 tiles (64 rows of one group: R % 16 == 0) x 2 halves of K (spans
- * [0, h) and [h, nsp)); each warp keeps W8M_D spans (W8M_D KB) of weights in flight, the first
- * W8M_D before griddepcontrol.wait (weights are constants; activations are read after it);
+ * [0, h) and [h, nsp)); each warp keeps D spans (D KB: 8 at NT <= 2, else 4) of weights in flight,
+ * the first D before griddepcontrol.wait (weights are constants; activations are read after it);
  * blockIdx.y = chunks of 8 NT tokens (NT = 1, 2, 4, 8 n8 tiles per warp). The two halves'
  * accumulators are added through shared memory (first half + second half). A token's bits may
  * depend on NT (the tile a token lands in) and on nothing run-to-run.
@@ -39,7 +39,7 @@
 #include "ops/cuda/dic_gemm_int.h"
 
 #define W8M_T 256 /* 8 warps: 4 row tiles x 2 K halves */
-#define W8M_D 4   /* spans (64 k) in flight per warp */
+#define W8M_D 4   /* spans (64 k) in flight per warp (x2 at NT <= 2) */
 
 static __device__ __forceinline__ uint4 w8m_ld16(const void *p) {
     uint4 r;
@@ -80,7 +80,9 @@ template <int NT, int TPW>
 static __global__ void __launch_bounds__(W8M_T) k_w8mma(int M, int K, const uint16_t *__restrict__ A, size_t lda,
                                                         const __grid_constant__ dic_gv_tab tab, int R, int gk,
                                                         int ntile, float *C32, uint16_t *C16, size_t ldc) {
-    constexpr int D = W8M_D / TPW; /* spans in flight: W8M_D KB per warp either way */
+    /* spans in flight per warp: 8 KB at NT <= 2 (decode batches: the bytes are the cost), 4 KB at NT >= 4
+     * (registers) */
+    constexpr int D = (NT <= 2 ? 2 * W8M_D : W8M_D) / TPW;
     __shared__ float red[4][TPW * NT * 4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wt = warp & 3, kh = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
