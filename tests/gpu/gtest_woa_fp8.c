@@ -363,7 +363,7 @@ TEST(gpu_woa_fp8_mma) {
         mma_det_case(&t, 64, &s);
         set_free(&t);
     }
-    set_make(&t, 3, 48, 192, 16, 100, 140, &s); /* small odd shape: 9 row tiles (a CTA's 4th tile idle), 3 spans (odd halves), scales > 134 */
+    set_make(&t, 3, 48, 192, 16, 100, 140, &s); /* small odd shape: 9 row tiles (the last CTA: tiles 9..11 idle), 3 spans (halves of 2 and 1), scales > 134 */
     static const int ms2[] = {5, 13, 70, 128};
     for (int i = 0; i < 4; i++) run_case(&t, 0, 0, ms2[i], &s);
     run_case1(&t, 0, 0, 300, &s, 1); /* R = 48: 16 rows per warp at every M */
