@@ -244,20 +244,31 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "woa")) { /* the grouped wo_a: BF16 storage vs FP8 storage */
         printf("-- wo_a G=8 x N=1024 x K=4096: graph us per call (weights rotating over 256 MB), floor = weight bytes"
                " (+ scales) / copy ceiling %.0f GB/s; last column floor / graph. bf16 = BF16 storage (67.1 MB),"
-               " fp8b = FP8 storage (33.6 MB), same bits (except fp8 gemv: GEMM tolerance)\n", copy_gbs);
-        /* fast fp8b at M <= 4: the FP8 GEMV (dic_gemm_fp8w_gemv.cu); "fast k_gemv F8": the bitwise
-         * FP8B GEMV it replaces (dic_gemm_fp8w_gemv_enable(0)) */
-        static const int wm[] = {1, 2, 3, 4, 8, 64}, wm1[] = {1, 8, 64};
+               " fp8b = FP8 storage (33.6 MB); mode 1: same bits; fast fp8 gemv / fp8 mma: the GEMM tolerance\n", copy_gbs);
+        /* fast fp8b: M <= 4 the FP8 GEMV (dic_gemm_fp8w_gemv.cu), M > 4 the FP8 tensor-core kernel
+         * (dic_gemm_fp8w_mma.cu; up to DIC_W8M_MAXM, above: k_mma F8). Extra rows: "k_gemv F8"
+         * (the bitwise FP8B GEMV, dic_gemm_fp8w_gemv_enable(0)), "k_mma F8" (the bitwise tiles,
+         * dic_gemm_fp8w_mma_maxm(4)). */
+        static const int wm[] = {1, 2, 3, 4, 5, 8, 16, 32, 64, 128, 256, 1024, 4096}, wm1[] = {1, 2, 8, 16, 64};
+        const int nwm = (int)(sizeof wm / sizeof *wm), nwm1 = (int)(sizeof wm1 / sizeof *wm1);
         for (g_mode = 0; g_mode < 2; g_mode++)
-            for (int i = 0; i < (g_mode ? 3 : 6); i++) {
-                const int M = g_mode ? wm1[i] : wm[i];
+            for (int i = 0; i < (g_mode ? nwm1 : nwm); i++) {
+                const int M = g_mode ? wm1[i] : wm[i], mx = dic_gemm_fp8w_mma_maxm_get();
                 for (int f = 0; f < 2; f++)
-                    dec_row(g_mode ? "wo_a mode 1" : f && M <= 4 ? "wo_a fast fp8 gemv" : "wo_a fast",
-                            f ? DIC_WFMT_FP8B : 0, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
-                if (!g_mode && M <= 4 && M != 3) {
+                    dec_row(g_mode ? "wo_a mode 1" : !f ? "wo_a fast" : M <= 4 ? "wo_a fast fp8 gemv"
+                                                     : M <= mx ? "wo_a fast fp8 mma" : "wo_a fast k_mma F8",
+                            f ? DIC_WFMT_FP8B : 0, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, M >= 1024 ? 5 : 30);
+                if (g_mode) continue;
+                if (M == 1 || M == 2 || M == 4) {
                     dic_gemm_fp8w_gemv_enable(0);
                     dec_row("wo_a fast k_gemv F8", DIC_WFMT_FP8B, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, 30);
                     dic_gemm_fp8w_gemv_enable(1);
+                }
+                if (M == 8 || M == 64 || M == 256 || M == 1024) { /* the FP8B tiles it replaces */
+                    dic_gemm_fp8w_mma_maxm(4);
+                    dec_row("wo_a fast k_mma F8", DIC_WFMT_FP8B, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0,
+                            M >= 1024 ? 5 : 30);
+                    dic_gemm_fp8w_mma_maxm(0);
                 }
             }
         cudaFree(pool);

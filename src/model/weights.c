@@ -252,8 +252,8 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     if ((st = di_bind_vec(&a->kv_norm, spec, err, "%sattn.kv_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->sink, spec, err, "%sattn.attn_sink", p))) return st;
     /* wo_a: dequantised to BF16 (exact) and split into its output groups; a device backend
-     * can keep the FP8 bytes and scales of each group instead (FP8 storage, BF16 math: dic.h
-     * DIC_WFMT_FP8B), the same BF16 values at half the bytes */
+     * keeps the FP8 bytes and scales of each group instead (by default; FP8 storage, BF16 math:
+     * dic.h DIC_WFMT_FP8B), the same BF16 values at half the bytes */
     char wn[NAME_MAX_LEN], sn[NAME_MAX_LEN];
     snprintf(wn, sizeof wn, "%sattn.wo_a.weight", p);
     snprintf(sn, sizeof sn, "%sattn.wo_a.scale", p);
@@ -273,12 +273,15 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     const int B = (int)cfg->fp8_block_in;
     di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
     for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
-    /* FP8 storage needs whole scale blocks per group (V4 128, V4.1 32: R = 1024). Opt-in
-     * ($DEEPINFER_WOA_FP8=1) until its kernels beat the BF16 ones: measured 2026-11-30
-     * (gemm_float_bench woa, graph us, M = 1 / 8 / 64) fast mode 24.2 / 51.9 / 52.9 vs BF16
-     * 18.0 / 28.3 / 30.1, mode 1 2400 vs 576 at M = 1 (bench/gpu/GEMM-FLOAT-NOTES.md) */
+    /* FP8 storage (the released e4m3 bytes + E8M0 scale rows, issue #6) by default; it needs whole
+     * scale blocks per group (V4 128, V4.1 32: R = 1024). $DEEPINFER_WOA_FP8=0 uploads the BF16
+     * rows instead (same bits in mode 1; fast mode: the GEMM tolerance). The default flipped on
+     * the FP8 kernels of their own (bench/gpu/GEMM-FLOAT-NOTES.md "2026-11-30 — FP8 storage by
+     * default"): fast mode dic_gemm_fp8w_gemv.cu (M <= 4) and dic_gemm_fp8w_mma.cu (M > 4), mode 1
+     * one launch over the groups (dic_gemm_fp8w_bd_g); predicted at least as fast as BF16 rows at
+     * every M, to be confirmed by `gemm_float_bench woa`. */
     const char *opt = getenv("DEEPINFER_WOA_FP8");
-    const int fp8 = opt && opt[0] == '1' && !opt[1] && cfg->fp8_block_out == B && B > 0 && B % 16 == 0 &&
+    const int fp8 = !(opt && opt[0] == '0' && !opt[1]) && cfg->fp8_block_out == B && B > 0 && B % 16 == 0 &&
                     R % B == 0 && K % B == 0;
     st = DEEPINFER_OK;
     for (int g = 0; g < G && !st; g++) {

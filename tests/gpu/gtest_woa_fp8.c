@@ -20,7 +20,13 @@
  * every element |d| <= 2^-10 sum_k |a_k w_k|, norm-wise 1e-4) against the BF16 matrix's fast
  * path, not its bits; there the test checks the tolerance, and the bitwise FP8B GEMV
  * (dic_gemm_fp8w_gemv_enable(0)) is still compared bit for bit. gpu_woa_fp8_gemv: the new
- * kernel at M = 1..4 on V4 / V4.1 layouts, run-to-run determinism, rows independent of M. */
+ * kernel at M = 1..4 on V4 / V4.1 layouts, run-to-run determinism, rows independent of M.
+ * Likewise fast-mode dic_gemm_blockdiag at 4 < M <= dic_gemm_fp8w_mma_maxm_get() with R % 16 == 0
+ * and K % 64 == 0: dic_gemm_fp8w_mma.cu (weights converted in registers, tensor-core sums): the
+ * tolerance, and with it switched off (dic_gemm_fp8w_mma_maxm(4)) k_mma F8 bit for bit.
+ * gpu_woa_fp8_mma: that kernel at M = 5..8, 16, 31, 64, 100, 128, 256, 1024 on V4 /
+ * V4.1 layouts, odd M, small odd shapes, run-to-run determinism. Mode 1 (every M) stays bitwise:
+ * since this branch one launch over the groups (dic_gemm_fp8w_bd_g), the same chains. */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,7 +91,8 @@ static void check_tol(const woa_set *t, int G, int M, const uint16_t *A, size_t 
                       const uint16_t *o16, const float *r32, size_t ldc, const char *what) {
     const int K = t->K, N = G * t->R;
     double num = 0, den = 0, worst = 0;
-    for (int m = 0; m < M; m++) {
+    const int step = M > 16 ? M / 16 : 1; /* large M: 16 rows spread over M, and the last (host time) */
+    for (int m = 0; m < M; m = m + step < M || m == M - 1 ? m + step : M - 1) {
         for (size_t n = (size_t)N; n < ldc; n++)
             CHECK_MSG(di_f32_bits(o32[m * ldc + n]) == 0xFFFFFFFFu && o16[m * ldc + n] == 0xFFFF,
                       "%s M=%d: padding column %zu of row %d was written", what, M, n, m);
@@ -113,7 +120,15 @@ static void check_tol(const woa_set *t, int G, int M, const uint16_t *A, size_t 
     CHECK_MSG(rel <= WT_TOL_NORM, "%s M=%d: norm-wise error %.3g", what, M, rel);
 }
 
-/* newk: fast blockdiag at M <= 4 on the FP8 GEMV (tolerance), else on the bitwise path */
+/* 1 when fast-mode dic_gemm_blockdiag takes a kernel of its own for FP8B (the GEMV at M <= 4, the
+ * tensor-core kernel above): the GEMM tolerance, not the BF16 bits */
+static int fast_new(const woa_set *t, int op, int mode, int M) {
+    if (op != 0 || mode != 0) return 0;
+    if (M <= 4) return t->R % 2 == 0;
+    return M <= dic_gemm_fp8w_mma_maxm_get() && t->R % 16 == 0 && t->K % 64 == 0;
+}
+
+/* newk: fast blockdiag on the kernels of its own where fast_new (tolerance), else on the bitwise path */
 static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, int newk) {
     const int G = op == 0 ? t->G : 1, K = t->K;
     const size_t lda = (size_t)G * K + 8, ldc = (size_t)G * t->R + 4;
@@ -143,9 +158,9 @@ static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, in
         CHECK(out32[v] && out16[v]);
         cudaFree(dC), cudaFree(dC16);
     }
-    const int tol = op == 0 && mode == 0 && M <= 4 && newk && t->R % 2 == 0;
+    const int tol = newk && fast_new(t, op, mode, M);
     if (tol) {
-        check_tol(t, G, M, A, lda, out32[1], out16[1], out32[0], ldc, "blockdiag fp8 gemv");
+        check_tol(t, G, M, A, lda, out32[1], out16[1], out32[0], ldc, M <= 4 ? "blockdiag fp8 gemv" : "blockdiag fp8 mma");
         for (int v = 0; v < 2; v++) free(out32[v]), free(out16[v]);
         free(A);
         cudaFree(dA), cudaFree(ctx.scratch);
@@ -158,7 +173,7 @@ static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, in
     for (size_t i = 0; i < (size_t)M * ldc; i++) nz += out32[0][i] != 0.0f;
     static const char *opn[] = {"blockdiag", "gemm", "gemv", "mma", "mma64", "mma128", "old"};
     fprintf(stderr, "  %s%s G=%d R=%d K=%d B=%d M=%d mode %d: fp32 diffs %zu, bf16 diffs %zu (%zu nonzero)\n", opn[op],
-            op == 0 && mode == 0 && M <= 4 ? " (bitwise fp8b gemv)" : "",
+            op == 0 && mode == 0 && M <= 4 ? " (bitwise fp8b gemv)" : op == 0 && mode == 0 ? " (bitwise k_mma F8)" : "",
             G, t->R, K, t->B, M, mode, d32, d16, nz);
     CHECK_MSG(d32 == 0 && d16 == 0, "%s G=%d R=%d K=%d B=%d M=%d mode %d: FP8B differs from BF16 in %zu fp32 / %zu bf16",
               opn[op], G, t->R, K, t->B, M, mode, d32, d16);
@@ -170,11 +185,13 @@ static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, in
 }
 
 static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
-    if (op == 0 && mode == 0 && M <= 4) { /* the FP8 GEMV (tolerance), then the bitwise path */
+    if (fast_new(t, op, mode, M)) { /* the FP8 kernel of its own (tolerance), then the bitwise path */
         run_case1(t, op, mode, M, s, 1);
         dic_gemm_fp8w_gemv_enable(0);
+        dic_gemm_fp8w_mma_maxm(4);
         run_case1(t, op, mode, M, s, 0);
         dic_gemm_fp8w_gemv_enable(1);
+        dic_gemm_fp8w_mma_maxm(0);
         return;
     }
     run_case1(t, op, mode, M, s, 1);
@@ -305,5 +322,50 @@ TEST(gpu_woa_fp8_gemv) {
     set_make(&t, 3, 130, 1552, 16, 100, 134, &s); /* R % 4 = 2, K % 512 = 16 (one lane of the tail slot) */
     for (int M = 1; M <= 4; M++) run_case1(&t, 0, 0, M, &s, 1);
     gemv_rows_case(&t, &s);
+    set_free(&t);
+}
+
+/* The FP8 tensor-core kernel (dic_gemm_fp8w_mma.cu) through fast-mode dic_gemm_blockdiag: within
+ * tolerance of the BF16 matrix's fast path at M = 5..8, 16, 31, 64, 100, 128, 256, 1024 (16 rows
+ * per warp up to M = 64, 32 above); the same launch twice gives the same bits. */
+static void mma_det_case(const woa_set *t, int M, uint64_t *s) {
+    const size_t lda = (size_t)t->G * t->K + 8, ldc = (size_t)t->G * t->R + 4;
+    uint16_t *A = malloc((size_t)M * lda * 2);
+    CHECK(A);
+    for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = di_f32_to_bf16(gt_normal(s));
+    void *dA = gt_to_dev(A, (size_t)M * lda * 2);
+    dic_ctx ctx;
+    CHECK(dA && gt_ctx(&ctx, 256));
+    ctx.batch_invariant = 0;
+    float *r1 = NULL, *r2 = NULL;
+    gemv_rows(t, &ctx, M, dA, lda, ldc, &r1);
+    gemv_rows(t, &ctx, M, dA, lda, ldc, &r2);
+    CHECK(r1 && r2);
+    const size_t nd = gt_count_diff_u32(r1, r2, (size_t)M * ldc);
+    fprintf(stderr, "  fp8 mma B=%d M=%d: second run differs in %zu outputs\n", t->B, M, nd);
+    CHECK_MSG(nd == 0, "fp8 mma B=%d M=%d: second run differs in %zu outputs", t->B, M, nd);
+    free(r1), free(r2), free(A);
+    cudaFree(dA), cudaFree(ctx.scratch);
+    cudaStreamDestroy(ctx.stream);
+}
+
+TEST(gpu_woa_fp8_mma) {
+    uint64_t s = 6007;
+    woa_set t;
+    static const int bl[] = {128, 32}; /* V4, V4.1 */
+    static const int ms[] = {5, 6, 7, 8, 16, 31, 64, 100, 128};
+    for (int b = 0; b < 2; b++) {
+        set_make(&t, 8, 1024, 4096, bl[b], 100, 134, &s);
+        for (int i = 0; i < (int)(sizeof ms / sizeof *ms); i++) run_case1(&t, 0, 0, ms[i], &s, 1);
+        run_case1(&t, 0, 0, 256, &s, 1); /* 32 rows per warp (TPW 2), 4 token chunks */
+        if (b == 0) run_case1(&t, 0, 0, 1024, &s, 1);
+        mma_det_case(&t, 7, &s);
+        mma_det_case(&t, 64, &s);
+        set_free(&t);
+    }
+    set_make(&t, 3, 48, 192, 16, 100, 140, &s); /* small odd shape: 9 row tiles (the last CTA: tiles 9..11 idle), 3 spans (halves of 2 and 1), scales > 134 */
+    static const int ms2[] = {5, 13, 70, 128};
+    for (int i = 0; i < 4; i++) run_case(&t, 0, 0, ms2[i], &s);
+    run_case1(&t, 0, 0, 300, &s, 1); /* R = 48: 16 rows per warp at every M */
     set_free(&t);
 }

@@ -74,7 +74,9 @@ typedef struct dic_ctx {
  * of FP8, but the weight is the BF16 matrix bf16(e4m3 * 2^(s-127)) (exact;
  * ops.h di_wmat raw_fp8_block): every BF16 kernel reads the e4m3 bytes and
  * dequantises in registers, its outputs bitwise those of the BF16 matrix
- * (wblock a multiple of 16 dividing K). */
+ * (wblock a multiple of 16 dividing K); except fast-mode dic_gemm_blockdiag,
+ * whose FP8B kernels of their own (dic_gemm_int.h: the GEMV at M <= 4, the
+ * tensor-core kernel above) keep the GEMM tolerance, not those bits. */
 #define DIC_WFMT_FP8B 4
 typedef struct dic_wmat {
     int fmt;            /* di_wfmt: 0 BF16, 1 F32, 2 FP8, 3 FP4; 4 FP8B */

@@ -36,9 +36,12 @@
  * scale byte; the tensor-core tiles cp.async the 128 x 64 e4m3 bytes of a k-step, and the
  * CTA dequantises them into the BF16 tile the ldmatrix / mma steps read. The dequantised
  * values are the BF16 matrix's exactly (dic_fp8w.cuh), so the outputs are its bits.
- * Exception: dic_gemm_blockdiag with FP8B groups at M <= 4 (the wo_a decode launch) takes
- * dic_gemm_fp8w_gemv.cu's GEMV (16-byte e4m3 loads, block-scaled partial sums: the GEMM
- * tolerance, not these bits); dic_gemm_fp8w_gemv_enable(0) restores the path described here.
+ * Exception: dic_gemm_blockdiag with FP8B groups (the wo_a launch) takes kernels of its own:
+ * at M <= 4 dic_gemm_fp8w_gemv.cu's GEMV (16-byte e4m3 loads, block-scaled partial sums), above
+ * dic_gemm_fp8w_mma.cu's tensor-core kernel (weights as the mma A operand, converted in
+ * registers): the GEMM tolerance, not these bits; dic_gemm_fp8w_gemv_enable(0) and
+ * dic_gemm_fp8w_mma_maxm(4) restore the paths described here. In mode 1 FP8B groups of one
+ * shape take one launch (dic_gemm_float.cu dic_gemm_fp8w_bd_g: the per-group bits).
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
  * mode-1 kernels (dic_gemm_float_launch).
@@ -457,7 +460,8 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
 
 /* Block-diagonal BF16 / F32 / FP8B product (ops.h di_gemm_blockdiag) in one launch in fast mode
  * when every group has the same format and shape: FP8B at M <= GV_BF16_MAXM with n even takes
- * dic_gemm_fp8w_gemv_g (unless switched off: then the bitwise k_gemv F8 below); the GEMV
+ * dic_gemm_fp8w_gemv_g (unless switched off: then the bitwise k_gemv F8 below), FP8B above with
+ * n % 16 == 0 and K % 64 == 0 dic_gemm_fp8w_mma_g (up to dic_gemm_fp8w_mma_maxm_get()); the GEMV
  * (F32, or BF16 / FP8B at M <= GV_BF16_MAXM;
  * n % 4 == 0 so a warp's 4 columns share a group), else for BF16 with n % 128 == 0 the
  * tensor-core tiles (a 128-column tile lies in one group; the split S depends on the tile
@@ -467,6 +471,14 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
                                           size_t ldc) {
     if (M <= 0 || G <= 0) return cudaSuccess;
     const int f8 = W[0].fmt == DIC_WFMT_FP8B;
+    /* (mode 1 FP8B: one launch; other mode-1 products: one dic_gemm per group, below) */
+    if (c->batch_invariant && f8 && G <= DIC_GV_MAXG && W[0].k == gk) { /* mode 1 FP8B: one launch, the same bits */
+        int ok = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
+        for (int g = 0; g < G && ok; g++)
+            ok = W[g].fmt == DIC_WFMT_FP8B && W[g].n == W[0].n && W[g].k == gk && W[g].wblock == W[0].wblock &&
+                 W[g].scale && al16(W[g].w);
+        if (ok && ldc >= (size_t)G * (size_t)W[0].n) return dic_gemm_fp8w_bd_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    }
     int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1 || f8) && W[0].k == gk &&
                gk % 8 == 0 && lda % 8 == 0 && al16(A);
     if (same && f8) same = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
@@ -477,6 +489,10 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
      * bytes, block-scaled partial sums; within tolerance, not the BF16 kernel's bits) */
     if (same && f8 && M <= GV_BF16_MAXM && W[0].n % 2 == 0 && dic_gemm_fp8w_gemv_enabled())
         return dic_gemm_fp8w_gemv_g(c->stream, c->num_sms, M, A, lda, W, G, gk, C32, C16, ldc);
+    /* FP8B at 4 < M <= dic_gemm_fp8w_mma_maxm_get(): the tensor-core kernel of its own
+     * (dic_gemm_fp8w_mma.cu: weights converted in registers, no shared-memory pass) */
+    if (same && f8 && M > GV_BF16_MAXM && M <= dic_gemm_fp8w_mma_maxm_get() && W[0].n % 16 == 0 && gk % 64 == 0)
+        return dic_gemm_fp8w_mma_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && (W[0].fmt == 0 || f8) && W[0].n % MM_BN == 0)

@@ -199,6 +199,28 @@ cudaError_t dic_gemm_fp8w_gemv_g(cudaStream_t st, int num_sms, int M, const uint
 void dic_gemm_fp8w_gemv_enable(int on);
 int dic_gemm_fp8w_gemv_enabled(void);
 
+/* Fast-mode block-diagonal product over FP8B weights on the tensor cores (dic_gemm_fp8w_mma.cu;
+ * wo_a at decode batches above 4 and prefill): weights as the mma A operand, converted from the
+ * e4m3 bytes in registers. G <= DIC_GV_MAXG groups of the same R x K (R % 16 == 0, K % 64 == 0,
+ * wblock % 16 == 0, K % wblock == 0), activations 16-byte aligned, lda % 8 == 0, gk % 8 == 0
+ * (else cudaErrorInvalidValue, nothing launched). Any M works; dic_gemm_blockdiag takes it in
+ * fast mode for FP8B at GV_BF16_MAXM < M <= dic_gemm_fp8w_mma_maxm_get() (default DIC_W8M_MAXM;
+ * dic_gemm_fp8w_mma_maxm(x): bench / tests, 0 = default). Within the GEMM tolerance of the BF16
+ * matrix's product; deterministic; a row's bits may depend on M (its n8 tile width). */
+#define DIC_W8M_MAXM (1 << 30) /* every M > 4 (predicted faster than k_mma F8 at every M: GEMM-FLOAT-NOTES.md) */
+cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
+                                int gk, float *C32, uint16_t *C16, size_t ldc);
+void dic_gemm_fp8w_mma_maxm(int maxm);
+int dic_gemm_fp8w_mma_maxm_get(void);
+
+/* Mode-1 (bitwise) block-diagonal product over FP8B weights (dic_gemm_float.cu): one launch over
+ * G <= DIC_GV_MAXG groups of the same N x K (wblock % 16 == 0, K % wblock == 0, weights 16-byte
+ * aligned), the per-column chains of k_gemm_bf16_dec (M <= 8) / k_gemm_float (M > 8): each
+ * group's outputs are dic_gemm_float_launch's on the host-dequantised BF16 matrix, bit for bit.
+ * Group g reads activation columns g * gk .. and writes output columns g * N ... */
+cudaError_t dic_gemm_fp8w_bd_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
+                               int gk, float *C32, uint16_t *C16, size_t ldc);
+
 #ifdef __cplusplus
 }
 #endif
