@@ -123,8 +123,13 @@ static int g_mode; /* dic_ctx.batch_invariant of the decode rows */
 static double dec_row(const char *label, int fmt, int M, int N, int K, int G, int path, int wpc, int cy, int flags,
                       int f32out, int per_group, int reps) {
     static dic_ctx ctx;
+    static void *f8_scratch; /* FP8B rows: room for the groups' BF16 copy (fast mode above the mma's M range) */
     ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = g_mode;
     const int f8 = fmt == DIC_WFMT_FP8B;
+    const size_t f8_cap = (size_t)G * N * K * 2 + 4096;
+    if (f8 && !f8_scratch) CK(cudaMalloc(&f8_scratch, (size_t)96 << 20));
+    ctx.scratch = f8 && f8_cap <= ((size_t)96 << 20) ? f8_scratch : NULL;
+    ctx.scratch_cap = ctx.scratch ? (size_t)96 << 20 : 0;
     size_t eb = fmt == 1 ? 4 : f8 ? 1 : 2, wb = (size_t)N * K * eb, wbc = wb * G;
     size_t sb = f8 ? (size_t)((N + 127) / 128) * (size_t)(K / 128) : 0; /* scale bytes per group */
     int nw = wbc <= POOL_B / 4 ? (int)(POOL_B / wbc) : 1;
@@ -256,7 +261,7 @@ int main(int argc, char **argv) {
                 const int M = g_mode ? wm1[i] : wm[i], mx = dic_gemm_fp8w_mma_maxm_get();
                 for (int f = 0; f < 2; f++)
                     dec_row(g_mode ? "wo_a mode 1" : !f ? "wo_a fast" : M <= 4 ? "wo_a fast fp8 gemv"
-                                                     : M <= mx ? "wo_a fast fp8 mma" : "wo_a fast k_mma F8",
+                                                     : M <= mx ? "wo_a fast fp8 mma" : "wo_a fast fp8 via bf16",
                             f ? DIC_WFMT_FP8B : 0, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, M >= 1024 ? 5 : 30);
                 if (g_mode) continue;
                 if (M == 1 || M == 2 || M == 4) {
@@ -266,8 +271,10 @@ int main(int argc, char **argv) {
                 }
                 if (M == 8 || M == 64 || M == 256 || M == 1024) { /* the FP8B tiles it replaces */
                     dic_gemm_fp8w_mma_maxm(4);
+                    dic_gemm_fp8w_via_bf16_enable(0);
                     dec_row("wo_a fast k_mma F8", DIC_WFMT_FP8B, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0,
                             M >= 1024 ? 5 : 30);
+                    dic_gemm_fp8w_via_bf16_enable(1);
                     dic_gemm_fp8w_mma_maxm(0);
                 }
             }

@@ -137,7 +137,8 @@ static void run_case1(const woa_set *t, int op, int mode, int M, uint64_t *s, in
     for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = di_f32_to_bf16(gt_normal(s));
     void *dA = gt_to_dev(A, (size_t)M * lda * 2);
     dic_ctx ctx;
-    CHECK(dA && gt_ctx(&ctx, 256));
+    /* room for the groups' BF16 copy (fast mode above the mma's M range converts into the scratch) */
+    CHECK(dA && gt_ctx(&ctx, (size_t)t->G * (size_t)t->R * (size_t)t->K * 2 + 4096));
     ctx.batch_invariant = mode;
     float *out32[2];
     uint16_t *out16[2];
@@ -189,12 +190,19 @@ static void run_case(const woa_set *t, int op, int mode, int M, uint64_t *s) {
         run_case1(t, op, mode, M, s, 1);
         dic_gemm_fp8w_gemv_enable(0);
         dic_gemm_fp8w_mma_maxm(4);
+        dic_gemm_fp8w_via_bf16_enable(0);
         run_case1(t, op, mode, M, s, 0);
         dic_gemm_fp8w_gemv_enable(1);
         dic_gemm_fp8w_mma_maxm(0);
+        dic_gemm_fp8w_via_bf16_enable(1);
         return;
     }
-    run_case1(t, op, mode, M, s, 1);
+    run_case1(t, op, mode, M, s, 1); /* fast mode above the mma's range: the BF16 copy (bitwise) */
+    if (op == 0 && mode == 0 && M > 4) { /* and the k_mma F8 tiles it falls back to (bitwise) */
+        dic_gemm_fp8w_via_bf16_enable(0);
+        run_case1(t, op, mode, M, s, 0);
+        dic_gemm_fp8w_via_bf16_enable(1);
+    }
 }
 
 static const int MS[] = {1, 2, 3, 8, 33, 64, 256};
@@ -287,7 +295,8 @@ static void gemv_rows_case(const woa_set *t, uint64_t *s) {
     for (size_t i = 0; i < 4 * lda; i++) A[i] = di_f32_to_bf16(gt_normal(s));
     void *dA = gt_to_dev(A, 4 * lda * 2);
     dic_ctx ctx;
-    CHECK(dA && gt_ctx(&ctx, 256));
+    /* room for the groups' BF16 copy (fast mode above the mma's M range converts into the scratch) */
+    CHECK(dA && gt_ctx(&ctx, (size_t)t->G * (size_t)t->R * (size_t)t->K * 2 + 4096));
     ctx.batch_invariant = 0;
     float *r4 = NULL, *r4b = NULL;
     gemv_rows(t, &ctx, 4, dA, lda, ldc, &r4);
@@ -335,7 +344,8 @@ static void mma_det_case(const woa_set *t, int M, uint64_t *s) {
     for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = di_f32_to_bf16(gt_normal(s));
     void *dA = gt_to_dev(A, (size_t)M * lda * 2);
     dic_ctx ctx;
-    CHECK(dA && gt_ctx(&ctx, 256));
+    /* room for the groups' BF16 copy (fast mode above the mma's M range converts into the scratch) */
+    CHECK(dA && gt_ctx(&ctx, (size_t)t->G * (size_t)t->R * (size_t)t->K * 2 + 4096));
     ctx.batch_invariant = 0;
     float *r1 = NULL, *r2 = NULL;
     gemv_rows(t, &ctx, M, dA, lda, ldc, &r1);

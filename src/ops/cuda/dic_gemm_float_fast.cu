@@ -429,6 +429,10 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
 /* ------------------------------------------------------------------ dispatch */
 static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+static int g_via_bf16_off; /* bench / tests: 1 = FP8B above the mma's M range takes k_mma F8 */
+extern "C" void dic_gemm_fp8w_via_bf16_enable(int on) { g_via_bf16_off = !on; }
+extern "C" int dic_gemm_fp8w_via_bf16_enabled(void) { return !g_via_bf16_off; }
+
 extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda,
                                                   const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc,
                                                   int path) {
@@ -466,6 +470,59 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
  * n % 4 == 0 so a warp's 4 columns share a group), else for BF16 with n % 128 == 0 the
  * tensor-core tiles (a 128-column tile lies in one group; the split S depends on the tile
  * count, so on M). Otherwise one dic_gemm per group. */
+/* FP8B groups -> their BF16 matrices (the host's load-time values, dic_fp8w.cuh), G x R x K
+ * row-major into `out`: 16 weights per thread (one 16-byte load; 16 | wblock, so one scale). */
+static __global__ void k_fp8b_to_bf16(const dic_gv_tab tab, int R, int K, size_t per_group, uint16_t *out) {
+    DIC_PDL_ENTER();
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 16; /* first weight of the thread */
+    const int g = blockIdx.y;
+    if (i >= per_group) return;
+    const int r = (int)(i / (size_t)K), k = (int)(i % (size_t)K), wb = tab.wb;
+    const uint4 q = __ldg((const uint4 *)((const uint8_t *)tab.w[g] + i));
+    const uint32_t sb = tab.s[g][(size_t)(r / wb) * (size_t)(K / wb) + (size_t)(k / wb)];
+    const uint32_t x[4] = {q.x, q.y, q.z, q.w};
+    uint32_t o[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float f[4];
+        fp8w_x4(x[j], sb, f);
+        o[2 * j] = fp8w_pack(f[0], f[1]);
+        o[2 * j + 1] = fp8w_pack(f[2], f[3]);
+    }
+    uint4 *dst = (uint4 *)(out + (size_t)g * per_group + i);
+    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+/* Fast mode, FP8B groups at M > dic_gemm_fp8w_mma_maxm_get(): their BF16 matrices into the top of
+ * the scratch, then the BF16 tensor-core kernel on them (the BF16 storage's kernel and bits; the
+ * conversion costs one read of the FP8 bytes and one write + read of the BF16 copy, small next to
+ * the tiles' work at these M). 0 when the scratch is too small (the caller falls back). */
+static int fp8b_via_bf16(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *W, int gk,
+                         float *C32, uint16_t *C16, size_t ldc, cudaError_t *res) {
+    const int R = W[0].n, K = W[0].k;
+    const size_t per_group = (size_t)R * (size_t)K, bytes = (size_t)G * per_group * 2;
+    if (!c->scratch || c->scratch_cap < bytes + 256 || K % 16 || R % MM_BN) return 0;
+    uint16_t *wb = (uint16_t *)(((uintptr_t)c->scratch + c->scratch_cap - bytes) & ~(uintptr_t)255);
+    dic_gv_tab tab;
+    memset(&tab, 0, sizeof tab);
+    dic_wmat W16[DIC_GV_MAXG];
+    for (int g = 0; g < G; g++) {
+        tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
+        W16[g] = W[g];
+        W16[g].fmt = 0;
+        W16[g].w = wb + (size_t)g * per_group;
+        W16[g].scale = NULL;
+        W16[g].wblock = 0;
+    }
+    tab.wb = W[0].wblock;
+    const unsigned blocks = (unsigned)((per_group / 16 + 255) / 256);
+    DIC_LAUNCH(k_fp8b_to_bf16, dim3(blocks, (unsigned)G), 256, 0, c->stream, tab, R, K, per_group, wb);
+    *res = cudaGetLastError();
+    if (*res == cudaSuccess) *res = mma_launch(c->stream, M, A, lda, W16, G, gk, C32, C16, ldc, 0, 0);
+    return 1;
+}
+
 extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G,
                                           const dic_wmat *W, int gk, int act_block, float *C32, uint16_t *C16,
                                           size_t ldc) {
@@ -493,6 +550,10 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
      * (dic_gemm_fp8w_mma.cu: weights converted in registers, no shared-memory pass) */
     if (same && f8 && M > GV_BF16_MAXM && M <= dic_gemm_fp8w_mma_maxm_get() && W[0].n % 16 == 0 && gk % 64 == 0)
         return dic_gemm_fp8w_mma_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
+    cudaError_t res = cudaSuccess;
+    if (same && f8 && M > GV_BF16_MAXM && dic_gemm_fp8w_via_bf16_enabled() &&
+        fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, &res))
+        return res;
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     if (same && (W[0].fmt == 0 || f8) && W[0].n % MM_BN == 0)

@@ -207,11 +207,17 @@ int dic_gemm_fp8w_gemv_enabled(void);
  * fast mode for FP8B at GV_BF16_MAXM < M <= dic_gemm_fp8w_mma_maxm_get() (default DIC_W8M_MAXM;
  * dic_gemm_fp8w_mma_maxm(x): bench / tests, 0 = default). Within the GEMM tolerance of the BF16
  * matrix's product; deterministic; a row's bits may depend on M (its n8 tile width). */
-#define DIC_W8M_MAXM (1 << 30) /* every M > 4 (predicted faster than k_mma F8 at every M: GEMM-FLOAT-NOTES.md) */
+#define DIC_W8M_MAXM 32 /* measured 2026-11-30 (GEMM-FLOAT-NOTES.md): below BF16 storage up to M = 32, above it slower */
 cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
                                 int gk, float *C32, uint16_t *C16, size_t ldc);
 void dic_gemm_fp8w_mma_maxm(int maxm);
 int dic_gemm_fp8w_mma_maxm_get(void);
+/* Fast mode, FP8B above that M: the groups' BF16 matrices into the top of the op's scratch (exact,
+ * dic_fp8w.cuh), then the BF16 tensor-core kernel (k_mma) on them: the BF16 storage's bits plus one
+ * conversion pass. Falls back to k_mma F8 when the scratch is smaller than the groups' BF16 bytes.
+ * dic_gemm_fp8w_via_bf16_enable(0): bench / tests, always k_mma F8. */
+void dic_gemm_fp8w_via_bf16_enable(int on);
+int dic_gemm_fp8w_via_bf16_enabled(void);
 
 /* Mode-1 (bitwise) block-diagonal product over FP8B weights (dic_gemm_float.cu): one launch over
  * G <= DIC_GV_MAXG groups of the same N x K (wblock % 16 == 0, K % wblock == 0, weights 16-byte
