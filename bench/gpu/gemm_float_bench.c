@@ -261,7 +261,9 @@ int main(int argc, char **argv) {
                 const int M = g_mode ? wm1[i] : wm[i], mx = dic_gemm_fp8w_mma_maxm_get();
                 for (int f = 0; f < 2; f++)
                     dec_row(g_mode ? "wo_a mode 1" : !f ? "wo_a fast" : M <= 4 ? "wo_a fast fp8 gemv"
-                                                     : M <= mx ? "wo_a fast fp8 mma" : "wo_a fast fp8 via bf16",
+                                                     : M <= mx ? "wo_a fast fp8 mma"
+                                                     : M >= DIC_W8_VIA_BF16_MINM ? "wo_a fast fp8 via bf16"
+                                                                                 : "wo_a fast k_mma F8",
                             f ? DIC_WFMT_FP8B : 0, M, 1024, 4096, 8, A_, 0, 0, 0, 0, 0, M >= 1024 ? 5 : 30);
                 if (g_mode) continue;
                 if (M == 1 || M == 2 || M == 4) {

@@ -494,7 +494,7 @@ static __global__ void k_fp8b_to_bf16(const dic_gv_tab tab, int R, int K, size_t
     dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
-/* Fast mode, FP8B groups at M > dic_gemm_fp8w_mma_maxm_get(): their BF16 matrices into the top of
+/* Fast mode, FP8B groups at M >= DIC_W8_VIA_BF16_MINM: their BF16 matrices into the top of
  * the scratch, then the BF16 tensor-core kernel on them (the BF16 storage's kernel and bits; the
  * conversion costs one read of the FP8 bytes and one write + read of the BF16 copy, small next to
  * the tiles' work at these M). 0 when the scratch is too small (the caller falls back). */
@@ -551,7 +551,7 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
     if (same && f8 && M > GV_BF16_MAXM && M <= dic_gemm_fp8w_mma_maxm_get() && W[0].n % 16 == 0 && gk % 64 == 0)
         return dic_gemm_fp8w_mma_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     cudaError_t res = cudaSuccess;
-    if (same && f8 && M > GV_BF16_MAXM && dic_gemm_fp8w_via_bf16_enabled() &&
+    if (same && f8 && M >= DIC_W8_VIA_BF16_MINM && dic_gemm_fp8w_via_bf16_enabled() &&
         fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, &res))
         return res;
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
