@@ -321,7 +321,9 @@ deepinfer_status deepinfer_add_request(deepinfer_engine *e, const deepinfer_prom
  * failures; request failures are reported in their outputs. */
 deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated);
 
-/* 1 while any request is queued, running, or has a step in flight. */
+/* 1 while any request is queued, running, or has a step in flight, or
+ * while a step finished inside deepinfer_take_output (async scheduling) has
+ * updates the next deepinfer_step reports. */
 int deepinfer_has_unfinished(const deepinfer_engine *e);
 
 /* The requests the last deepinfer_step updated (new tokens, finished, failed;

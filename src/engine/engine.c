@@ -270,7 +270,11 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     return DEEPINFER_OK;
 }
 
-int deepinfer_has_unfinished(const deepinfer_engine *e) { return e->n_active > 0 || e->inflight != NULL; }
+/* keep_updates: a step drained by deepinfer_take_output finished requests that the next
+ * deepinfer_step reports (it runs nothing else) */
+int deepinfer_has_unfinished(const deepinfer_engine *e) {
+    return e->n_active > 0 || e->inflight != NULL || e->keep_updates;
+}
 
 void deepinfer_read_outputs(deepinfer_engine *e, const deepinfer_request_output *const **outs, size_t *n) {
     for (size_t i = 0; i < e->n_updated; i++) e->updated_pub[i] = &e->updated[i]->out;
