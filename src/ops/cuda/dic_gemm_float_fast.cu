@@ -505,17 +505,15 @@ static int fp8b_via_bf16(const dic_ctx *c, int M, const uint16_t *A, size_t lda,
     if (!c->scratch || c->scratch_cap < bytes + 256 || K % 16 || R % MM_BN) return 0;
     uint16_t *wb = (uint16_t *)(((uintptr_t)c->scratch + c->scratch_cap - bytes) & ~(uintptr_t)255);
     dic_gv_tab tab;
-    memset(&tab, 0, sizeof tab);
+    if (dic_fp8b_tab(W, G, &tab) != cudaSuccess) return 0;
     dic_wmat W16[DIC_GV_MAXG];
     for (int g = 0; g < G; g++) {
-        tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
         W16[g] = W[g];
         W16[g].fmt = 0;
         W16[g].w = wb + (size_t)g * per_group;
         W16[g].scale = NULL;
         W16[g].wblock = 0;
     }
-    tab.wb = W[0].wblock;
     const unsigned blocks = (unsigned)((per_group / 16 + 255) / 256);
     DIC_LAUNCH(k_fp8b_to_bf16, dim3(blocks, (unsigned)G), 256, 0, c->stream, tab, R, K, per_group, wb);
     *res = cudaGetLastError();

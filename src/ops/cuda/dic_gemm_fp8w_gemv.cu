@@ -197,14 +197,7 @@ extern "C" cudaError_t dic_gemm_fp8w_gemv_g(cudaStream_t st, int num_sms, int M,
     if (R <= 0 || R % 2 || K <= 0 || wb <= 0 || wb % 16 || K % wb || ((uintptr_t)A & 15) || lda % 8 || gk % 8)
         return cudaErrorInvalidValue;
     dic_gv_tab tab;
-    memset(&tab, 0, sizeof tab);
-    for (int g = 0; g < G; g++) {
-        if (W[g].fmt != DIC_WFMT_FP8B || W[g].n != R || W[g].k != K || W[g].wblock != wb || !W[g].scale ||
-            ((uintptr_t)W[g].w & 15))
-            return cudaErrorInvalidValue;
-        tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
-    }
-    tab.wb = wb;
+    if (dic_fp8b_tab(W, G, &tab) != cudaSuccess) return cudaErrorInvalidValue;
     /* about 2 CTAs (16 warps) per SM, each warp ppw whole pairs */
     const int P = G * R / 2, nsm = num_sms > 0 ? num_sms : 132, target = 2 * nsm * (W8_T / 32);
     const int ppw = (P + target - 1) / target;

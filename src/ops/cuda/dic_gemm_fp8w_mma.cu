@@ -207,14 +207,7 @@ extern "C" cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_
         gk % 8)
         return cudaErrorInvalidValue;
     dic_gv_tab tab;
-    memset(&tab, 0, sizeof tab);
-    for (int g = 0; g < G; g++) {
-        if (W[g].fmt != DIC_WFMT_FP8B || W[g].n != R || W[g].k != K || W[g].wblock != wb || !W[g].scale ||
-            ((uintptr_t)W[g].w & 15))
-            return cudaErrorInvalidValue;
-        tab.w[g] = W[g].w, tab.s[g] = W[g].scale;
-    }
-    tab.wb = wb;
+    if (dic_fp8b_tab(W, G, &tab) != cudaSuccess) return cudaErrorInvalidValue;
     /* M <= 64: one token chunk, 16 rows per warp (128 CTAs for wo_a: every SM streams); larger M:
      * 64-token chunks, 32 rows per warp (R % 32 == 0) */
     const int ntile = G * R / 16, NT = M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8, TPW = M > 64 && R % 32 == 0 ? 2 : 1;

@@ -6,6 +6,8 @@
 #ifndef DI_OPS_CUDA_DIC_GEMM_INT_H
 #define DI_OPS_CUDA_DIC_GEMM_INT_H
 
+#include <string.h>
+
 #include "ops/cuda/dic.h"
 
 #ifdef __cplusplus
@@ -167,6 +169,21 @@ typedef struct dic_gv_tab {
     const uint8_t *s[DIC_GV_MAXG]; /* FP8B: the scale bytes (dic.h DIC_WFMT_FP8B) */
     int wb;                        /* FP8B: the scale block */
 } dic_gv_tab;
+
+/* The FP8B groups' pointers into a launch table (host side): cudaErrorInvalidValue unless every
+ * group is FP8B with W[0]'s n, k and wblock, has its scales and 16-byte aligned bytes. */
+static inline cudaError_t dic_fp8b_tab(const dic_wmat *W, int G, dic_gv_tab *tab) {
+    memset(tab, 0, sizeof *tab);
+    if (G > DIC_GV_MAXG) return cudaErrorInvalidValue;
+    for (int g = 0; g < G; g++) {
+        if (W[g].fmt != DIC_WFMT_FP8B || W[g].n != W[0].n || W[g].k != W[0].k || W[g].wblock != W[0].wblock ||
+            !W[g].scale || ((uintptr_t)W[g].w & 15))
+            return cudaErrorInvalidValue;
+        tab->w[g] = W[g].w, tab->s[g] = W[g].scale;
+    }
+    tab->wb = W[0].wblock;
+    return cudaSuccess;
+}
 
 enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2, DIC_GEMMF_PATH_MMA64 = 3,
        DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
