@@ -3,8 +3,9 @@
  * di_gemm, bit for bit (both run c = fmaf(a[k], w[n][k], c) in k order per output):
  *  - M = 1, 2, 3, 8, 33 (and 1024 on the mHC shapes), N = 4, 24, 25, 64, K = 16384, 4096,
  *    100 (a partial last chunk, K % 8 != 0), 1; fp32 and bf16 outputs;
- *  - strided rows (lda = K + 8: 16-byte pieces; lda = K + 3 and W at a 4-byte offset: the
- *    element-wise staging), ldc = N + 3 (padding keeps its poison);
+ *  - strided rows (lda % 8 == 0: 16-byte pieces; lda = K + 3 and W at a 4-byte offset: the
+ *    element-wise staging), ldc = N + 3 (padding keeps its poison); K = 1000: a partial
+ *    last chunk of whole pieces;
  *  - the old kernel (dic_gemm_f32_chain_enable(0): k_gemm_float) gives the same bits. */
 #include <stdio.h>
 #include <string.h>
@@ -13,10 +14,11 @@
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/ops.h"
 
-/* misalign: lda = K + 3 and W 4 bytes past a 16-byte boundary (else lda = K + 8, W aligned) */
+/* misalign: lda = K + 3 and W 4 bytes past a 16-byte boundary (else lda = K rounded up to 8,
+ * plus 8, W aligned: 16-byte pieces, the last one element-wise when K % 8 != 0) */
 static void chain_case(int M, int N, int K, int misalign, uint64_t seed) {
     uint64_t s = seed;
-    const size_t lda = (size_t)K + (misalign ? 3 : 8), ldc = (size_t)N + 3;
+    const size_t lda = misalign ? (size_t)K + 3 : (((size_t)K + 7) & ~(size_t)7) + 8, ldc = (size_t)N + 3;
     uint16_t *A = malloc((size_t)M * lda * 2);
     for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = di_f32_to_bf16(gt_rand_unit(&s));
     float *w = malloc((size_t)N * K * 4);
@@ -100,4 +102,10 @@ TEST(gpu_gemm_f32_chain_prefill) { /* prefill: the mHC mixes and head at M = 102
     chain_case(97, 64, 100, 0, 7503);
     if (di_test_failed()) return;
     chain_case(257, 24, 16384, 0, 7504);
+    if (di_test_failed()) return;
+    chain_case(8, 24, 1000, 0, 7505);
+    if (di_test_failed()) return;
+    chain_case(65, 24, 1000, 1, 7506);
+    if (di_test_failed()) return;
+    chain_case(1, 64, 16384, 1, 7507);
 }
