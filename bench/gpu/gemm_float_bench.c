@@ -4,10 +4,11 @@
  * 256 calls, each on other weights rotating over 256 MB so L2 does not serve them: us per
  * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick | woa]; woa: only the grouped wo_a (G = 8 x
+ * the same run. Usage: gemm_float_bench [quick | woa | chain]; woa: only the grouped wo_a (G = 8 x
  * N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
  * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
- * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1. */
+ * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1; chain: the mode-1
+ * F32 GEMM (dic_gemm_f32_chain.cu) against the old k_gemm_float at the mHC shapes. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,40 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
     return gms;
 }
 
+/* Mode-1 F32 chain rows (dic_gemm_f32_chain.cu) against the old k_gemm_float
+ * (dic_gemm_f32_chain_enable(0)), same bits: graph us per call, `calls` calls per graph on
+ * weights rotating over the pool (L2 does not hold them), fp32 out. Floors: the serial
+ * chain K x 4 cycles at the SM clock, and the weight bytes / copy ceiling. */
+static void chain_row(const char *label, int M, int N, int K, int calls_new, int calls_old) {
+    static dic_ctx ctx;
+    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 1;
+    const size_t wb = (size_t)N * K * 4;
+    int nw = (int)(POOL_B / wb);
+    if (nw > 256) nw = 256;
+    gcase g = {M, nw, DIC_GEMMF_PATH_OLD, 1, 1, 0, malloc(sizeof(dic_wmat) * nw), NULL, NULL, &ctx};
+    for (int i = 0; i < nw; i++) g.w[i] = (dic_wmat){1, N, K, 0, (char *)pool + i * wb, NULL};
+    CK(cudaMalloc(&g.A, (size_t)M * K * 2));
+    fill_w(g.A, (size_t)M * K, 0, 99);
+    CK(cudaMalloc(&g.C, (size_t)M * N * 4));
+    int clk_khz = 0, dev = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev));
+    const double chain_us = 4.0 * K / (clk_khz * 1e3) * 1e6, byte_us = wb / (copy_gbs * 1e9) * 1e6;
+    for (int i = 0; i < 3; i++) gemm_body(&g, i); /* warm-up (and the smem attribute) */
+    const double t_new = graph_ms(gemm_body, &g, calls_new < nw ? calls_new : nw) * 1e3;
+    dic_gemm_f32_chain_enable(0);
+    gemm_body(&g, 0);
+    const double t_old = graph_ms(gemm_body, &g, calls_old < nw ? calls_old : nw) * 1e3;
+    dic_gemm_f32_chain_enable(1);
+    CK(cudaStreamSynchronize(st));
+    printf("%-22s f32 M=%-5d N=%-3d K=%-6d | chain %8.2f us | old k_gemm_float %8.2f us | old/new %6.1fx |"
+           " chain floor %6.2f us (4 cy x K at %d MHz), bytes floor %6.2f us | floor/new %.2f\n",
+           label, M, N, K, t_new, t_old, t_old / t_new, chain_us, clk_khz / 1000, byte_us,
+           (chain_us > byte_us ? chain_us : byte_us) / t_new);
+    fflush(stdout);
+    cudaFree(g.A), cudaFree(g.C), free(g.w);
+}
+
 /* One prefill row (TFLOP/s; event-timed, no graph). */
 static double run_case(int fmt, int M, int N, int K, int path, int reps, int graph) {
     size_t wb = (size_t)N * K * (fmt ? 4 : 2);
@@ -246,6 +281,19 @@ int main(int argc, char **argv) {
     CK(cudaMemset(pool, 0x3C, POOL_B));
     const int A_ = DIC_GEMMF_PATH_AUTO, F = DIC_GV_FORCE, LATE = F | DIC_GV_LATE, NOPRE = F | DIC_GV_NOPRE,
               PIPE = F | DIC_GV_PIPE, NPP = F | DIC_GV_NOPRE | DIC_GV_PIPE;
+    if (argc > 1 && !strcmp(argv[1], "chain")) { /* mode-1 F32 weights: chain kernel vs k_gemm_float */
+        printf("-- mode 1 F32 GEMM (bitwise di_gemm): graph us per call, weights rotating over 256 MB\n");
+        chain_row("mHC mix decode", 1, 24, 16384, 64, 16);
+        chain_row("mHC head decode", 1, 4, 16384, 64, 16);
+        chain_row("mHC mix b8", 8, 24, 16384, 64, 16);
+        chain_row("mHC mix b64", 64, 24, 16384, 32, 8);
+        chain_row("mHC mix prefill", 1024, 24, 16384, 16, 4);
+        chain_row("mHC head prefill", 1024, 4, 16384, 16, 4);
+        chain_row("N=64 prefill", 1024, 64, 16384, 16, 2);
+        chain_row("K=4096", 1, 24, 4096, 64, 16);
+        cudaFree(pool);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "woa")) { /* the grouped wo_a: BF16 storage vs FP8 storage */
         printf("-- wo_a G=8 x N=1024 x K=4096: graph us per call (weights rotating over 256 MB), floor = weight bytes"
                " (+ scales) / copy ceiling %.0f GB/s; last column floor / graph. bf16 = BF16 storage (67.1 MB),"

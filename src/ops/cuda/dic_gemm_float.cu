@@ -367,6 +367,10 @@ extern "C" cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint1
     } else if (W->fmt != 0 && W->fmt != 1) {
         return cudaErrorInvalidValue;
     }
+    if (W->fmt == 1) { /* few columns: the streamed chains (dic_gemm_f32_chain.cu), same bits */
+        cudaError_t e = dic_gemm_f32_chain_launch(st, M, A, lda, W, C32, C16, ldc);
+        if (e != cudaErrorNotSupported) return e;
+    }
     if (W->fmt == 0 && M <= BD_MAXM && W->k % 8 == 0 && lda % 8 == 0 && ((uintptr_t)W->w & 15) == 0 &&
         ((uintptr_t)A & 15) == 0) {
         DIC_LAUNCH(k_gemm_bf16_dec, (unsigned)((W->n + BD_T - 1) / BD_T), BD_T, 0, st, M, W->n, W->k, A, lda,

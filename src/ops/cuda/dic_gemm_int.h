@@ -159,6 +159,16 @@ cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                   float *C32, uint16_t *C16, size_t ldc);
+/* Mode-1 F32 weights with N <= DIC_F32_CHAIN_MAXN (dic_gemm_f32_chain.cu; the mHC mixes and
+ * head): one thread's fmaf chain in k order per output, operands streamed through shared
+ * memory by cp.async: di_gemm's bits at every M. dic_gemm_float_launch takes it first for
+ * fmt 1; cudaErrorNotSupported (nothing launched): not applicable or switched off
+ * (dic_gemm_f32_chain_enable(0): bench A/B, the old k_gemm_float). */
+#define DIC_F32_CHAIN_MAXN 64
+cudaError_t dic_gemm_f32_chain_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                      float *C32, uint16_t *C16, size_t ldc);
+void dic_gemm_f32_chain_enable(int on);
+int dic_gemm_f32_chain_enabled(void);
 /* BF16 / F32 weights for batch_invariant == 0 (dic_gemm_float_fast.cu): GEMV family at
  * small M (and F32 at every M), mma.sync tensor cores for BF16 at M > 16; within
  * rounding of di_gemm, deterministic. `path`: AUTO, or one kernel for tests / bench. */
