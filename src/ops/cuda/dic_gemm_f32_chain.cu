@@ -90,6 +90,27 @@ static __device__ __forceinline__ void fc_stage_a(uint16_t *as, const uint16_t *
     }
 }
 
+/* 8 activations (bf16 -> f32, exact) and each of the R columns' 8 weights at k offset kk of a
+ * staged chunk */
+template <int R>
+static __device__ __forceinline__ void fc_load8(const uint16_t *ar, const float *ws, int kk, float *a,
+                                                float (*w)[8]) {
+    const uint4 a4 = *(const uint4 *)(ar + kk);
+    const uint32_t aw[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        a[2 * q] = __uint_as_float(aw[q] << 16);
+        a[2 * q + 1] = __uint_as_float(aw[q] & 0xFFFF0000u);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float4 w0 = *(const float4 *)(ws + r * FC_KC + kk);
+        const float4 w1 = *(const float4 *)(ws + r * FC_KC + kk + 4);
+        w[r][0] = w0.x, w[r][1] = w0.y, w[r][2] = w0.z, w[r][3] = w0.w;
+        w[r][4] = w1.x, w[r][5] = w1.y, w[r][6] = w1.z, w[r][7] = w1.w;
+    }
+}
+
 template <int R>
 static __global__ void __launch_bounds__(FC_T) k_gemm_f32_chain(int M, int N, int K, const uint16_t *A,
                                                                          size_t lda, const float *W, float *C32,
@@ -130,28 +151,25 @@ static __global__ void __launch_bounds__(FC_T) k_gemm_f32_chain(int M, int N, in
         const uint16_t *ar = FC_AS(ch % FC_NS) + arow * FC_AST;
         const int klen = min(FC_KC, K - ch * FC_KC);
         if (klen == FC_KC) {
-#pragma unroll 4
+            /* register double buffer: the shared loads of the next 8 k are issued before the 8 dependent
+             * FMAs of these, so the chain never waits on a load (the chain order is unchanged) */
+            float a[8], w[R][8], an[8], wn[R][8];
+            fc_load8<R>(ar, ws, 0, a, w);
+#pragma unroll
             for (int kk = 0; kk < FC_KC; kk += 8) {
-                const uint4 a4 = *(const uint4 *)(ar + kk);
-                const uint32_t aw[4] = {a4.x, a4.y, a4.z, a4.w};
-                float a[8];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    a[2 * q] = __uint_as_float(aw[q] << 16);
-                    a[2 * q + 1] = __uint_as_float(aw[q] & 0xFFFF0000u);
-                }
-                float w[R][8];
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const float4 w0 = *(const float4 *)(ws + r * FC_KC + kk);
-                    const float4 w1 = *(const float4 *)(ws + r * FC_KC + kk + 4);
-                    w[r][0] = w0.x, w[r][1] = w0.y, w[r][2] = w0.z, w[r][3] = w0.w;
-                    w[r][4] = w1.x, w[r][5] = w1.y, w[r][6] = w1.z, w[r][7] = w1.w;
-                }
+                if (kk + 8 < FC_KC) fc_load8<R>(ar, ws, kk + 8, an, wn);
 #pragma unroll
                 for (int e = 0; e < 8; e++)
 #pragma unroll
                     for (int r = 0; r < R; r++) c[r] = fmaf(a[e], w[r][e], c[r]);
+                if (kk + 8 < FC_KC) {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        a[e] = an[e];
+#pragma unroll
+                        for (int r = 0; r < R; r++) w[r][e] = wn[r][e];
+                    }
+                }
             }
         } else {
             for (int kk = 0; kk < klen; kk++) {
