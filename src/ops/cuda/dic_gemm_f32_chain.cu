@@ -28,7 +28,7 @@
 #define FC_T 128 /* threads: 4 warps */
 #define FC_TN(R) (4 * (R)) /* columns per CTA: R per warp */
 #define FC_TM 32
-#define FC_KC 256
+#define FC_KC 512
 #define FC_NS 4
 #define FC_AST (FC_KC + 8) /* bf16 per staged A row */
 #define FC_WBYTES(R) (FC_TN(R) * FC_KC * 4)
