@@ -204,15 +204,6 @@ extern "C" cudaError_t dic_gemm_fp8w_gemv_g(cudaStream_t st, int num_sms, int M,
     const unsigned grid = (unsigned)((P + (W8_T / 32) * ppw - 1) / ((W8_T / 32) * ppw));
     void (*fn)(int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, int, int, float *, uint16_t *,
                size_t) = M == 1 ? k_gemv_fp8w<1, 4> : M == 2 ? k_gemv_fp8w<2, 2> : k_gemv_fp8w<4, 2>;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(grid, 1, 1);
-    cfg.blockDim = dim3(W8_T, 1, 1);
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = dic_pdl_take() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, fn, M, K, A, lda, tab, R, gk, P, ppw, C32, C16, ldc);
+    DIC_LAUNCH(fn, grid, W8_T, 0, st, M, K, A, lda, tab, R, gk, P, ppw, C32, C16, ldc);
+    DIC_LAUNCH_CHECK();
 }

@@ -217,15 +217,7 @@ extern "C" cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_
         TPW == 2 ? k_w8mma<8, 2> : NT == 1 ? k_w8mma<1, 1> : NT == 2 ? k_w8mma<2, 1> : NT == 4 ? k_w8mma<4, 1>
                                                                                             : k_w8mma<8, 1>;
     const int rows_cta = 4 * 16 * TPW;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)((G * R + rows_cta - 1) / rows_cta), (unsigned)chunks, 1);
-    cfg.blockDim = dim3(W8M_T, 1, 1);
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = dic_pdl_take() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, fn, M, K, A, lda, tab, R, gk, ntile, C32, C16, ldc);
+    const dim3 grid((unsigned)((G * R + rows_cta - 1) / rows_cta), (unsigned)chunks, 1);
+    DIC_LAUNCH(fn, grid, W8M_T, 0, st, M, K, A, lda, tab, R, gk, ntile, C32, C16, ldc);
+    DIC_LAUNCH_CHECK();
 }
