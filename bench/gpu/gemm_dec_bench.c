@@ -180,6 +180,27 @@ int main(int argc, char **argv) {
         {"s8", 3, 0, 8, 0, 0, 0},
     };
     const int nv = quick ? 7 : (int)(sizeof vs / sizeof *vs);
+    if (argc > 1 && !strcmp(argv[1], "hot")) {
+        /* the default kernel with its weights rotated through DRAM vs one copy hot in L2
+         * (what an L2 prefetch ahead of the call could buy) */
+        for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+            wset w;
+            make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
+            for (int M = 1; M <= 8; M += 7) {
+                dic_gemm_dec_config(0, 0, 0);
+                double cold = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
+                int nc = w.nc;
+                w.nc = 1;
+                double hot = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
+                w.nc = nc;
+                printf("%s M=%d floor %.2f us: dram %.2f us, L2-hot %.2f us\n", cs[ci].name, M,
+                       (double)w.bytes / copy_gbs / 1e3, cold, hot);
+            }
+            free_w(&w);
+            fflush(stdout);
+        }
+        return 0;
+    }
     for (unsigned ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         wset w;
         make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);

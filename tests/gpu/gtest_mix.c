@@ -645,6 +645,18 @@ TEST(gpu_sample_rows_match_cpu) {
                     bad++;
                 }
             total += M;
+            for (int mm = 1; mm <= 3; mm += 2) { /* M = 1, 3: the greedy rows split over more CTAs each */
+                CUDA_SYNC_CHECK(dic_sample_rows(&c, mm, dl, (size_t)V, V, dP, dids));
+                int32_t *g2 = gt_d2h(dids, (size_t)mm * 4);
+                CHECK(g2);
+                for (int m = 0; m < mm; m++)
+                    if (g2[m] != ref[m]) {
+                        if (bad < 12) fprintf(stderr, "  sample '%s' V=%d M=%d row %d: gpu %d cpu %d\n", mc->name, V, mm, m, g2[m], ref[m]);
+                        bad++;
+                    }
+                total += mm;
+                free(g2);
+            }
             cudaFree(dl), cudaFree(dprompt), cudaFree(doutput), cudaFree(dP), cudaFree(dids);
             free(P), free(ref), free(g);
         }

@@ -71,6 +71,70 @@ static __device__ double block_sum_double(double x, double *sh) {
     return x;
 }
 
+/* ---- a row's best candidate over several CTAs ------------------------- */
+
+/* At small M one CTA per row leaves most SMs idle while it streams a 129k-id
+ * row (~14 us at M = 1); the row is cut into SP_SPLIT slices of whole float4
+ * groups, each CTA finds its slice's best (value, id) and candidate count,
+ * and the last CTA of the row to arrive (integer atomic on a per-row counter
+ * it resets for the next launch) combines them. "better" is a total order
+ * and the count an integer sum, so the result is the one-CTA pass's bit for
+ * bit whatever the arrival order. The counters and partials are one set per
+ * device: launches of these kernels must not run concurrently with each
+ * other (the model and the engine sample on one stream). */
+#define SP_SPLIT_MAXM 32
+#define SP_SPLIT_MAX 16
+static __device__ unsigned g_sp_cnt[SP_SPLIT_MAXM];
+static __device__ float g_sp_v[SP_SPLIT_MAXM * SP_SPLIT_MAX];
+static __device__ int g_sp_i[SP_SPLIT_MAXM * SP_SPLIT_MAX];
+static __device__ int g_sp_n[SP_SPLIT_MAXM * SP_SPLIT_MAX];
+
+/* Slices per row at M rows: enough CTAs to cover the SMs at small M, 1 from 128 rows (or past the
+ * partials' table). */
+static int sp_slices(int M) {
+    if (M > SP_SPLIT_MAXM) return 1;
+    int s = 128 / M;
+    return s < 1 ? 1 : s > SP_SPLIT_MAX ? SP_SPLIT_MAX : s;
+}
+
+/* [g0, g1): this slice's float4 groups of a row of nv groups (the tail past 4 * nv goes to the last
+ * slice). */
+static __device__ __forceinline__ void sp_slice(int nv, int slice, int ns, int *g0, int *g1) {
+    const int per = (nv + ns - 1) / ns;
+    *g0 = min(nv, slice * per);
+    *g1 = min(nv, *g0 + per);
+}
+
+/* Called by every thread of the CTA after block_argmax / block_sum_int gave the slice's (bv, bi,
+ * ncand) to all threads. Returns 1 in the row's last CTA, with (bv, bi, ncand) the whole row's. */
+static __device__ int sp_combine(int m, int slice, int ns, float *bv, int *bi, int *ncand) {
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        g_sp_v[m * SP_SPLIT_MAX + slice] = *bv;
+        g_sp_i[m * SP_SPLIT_MAX + slice] = *bi;
+        g_sp_n[m * SP_SPLIT_MAX + slice] = *ncand;
+        __threadfence();
+        const unsigned prev = atomicAdd(&g_sp_cnt[m], 1u);
+        last = prev == (unsigned)(ns - 1);
+        if (last) {
+            g_sp_cnt[m] = 0;
+            __threadfence();
+        }
+    }
+    __syncthreads();
+    if (!last) return 0;
+    float v = -INFINITY;
+    int i = -1, n = 0;
+    for (int k = 0; k < ns; k++) { /* the slices in order; any order gives the same result */
+        const float ov = __ldcg(&g_sp_v[m * SP_SPLIT_MAX + k]);
+        const int oi = __ldcg(&g_sp_i[m * SP_SPLIT_MAX + k]);
+        n += __ldcg(&g_sp_n[m * SP_SPLIT_MAX + k]);
+        if (better(ov, oi, v, i)) v = ov, i = oi;
+    }
+    *bv = v, *bi = i, *ncand = n;
+    return 1;
+}
+
 /* ---- greedy argmax ---------------------------------------------------- */
 
 /* NaN counts as -inf (the sampler's rule); ties and an all -inf row go to
@@ -79,11 +143,14 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
     DIC_PDL_ENTER();
     __shared__ float sv[32];
     __shared__ int si[32];
-    const float *l = logits + (size_t)blockIdx.x * ld;
+    const int m = blockIdx.y, slice = blockIdx.x, ns = gridDim.x;
+    const float *l = logits + (size_t)m * ld;
     float bv = -INFINITY;
     int bi = -1;
     if (vec) { /* each thread's ids ascend, so strict > keeps the lowest */
-        for (int j = threadIdx.x; j < V / 4; j += SP_T) {
+        int g0, g1;
+        sp_slice(V / 4, slice, ns, &g0, &g1);
+        for (int j = g0 + threadIdx.x; j < g1; j += SP_T) {
             float4 q = ((const float4 *)l)[j];
             float a[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -95,14 +162,15 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
                 }
             }
         }
-        for (int j = V / 4 * 4 + threadIdx.x; j < V; j += SP_T) {
-            float x = l[j] != l[j] ? -INFINITY : l[j];
-            if (better(x, j, bv, bi)) {
-                bv = x;
-                bi = j;
+        if (slice == ns - 1)
+            for (int j = V / 4 * 4 + threadIdx.x; j < V; j += SP_T) {
+                float x = l[j] != l[j] ? -INFINITY : l[j];
+                if (better(x, j, bv, bi)) {
+                    bv = x;
+                    bi = j;
+                }
             }
-        }
-    } else {
+    } else { /* unaligned rows: one slice */
         for (int j = threadIdx.x; j < V; j += SP_T) {
             float x = l[j] != l[j] ? -INFINITY : l[j];
             if (bi < 0 || x > bv) {
@@ -112,13 +180,16 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
         }
     }
     block_argmax(&bv, &bi, sv, si);
-    if (threadIdx.x == 0) ids[blockIdx.x] = bi < 0 ? 0 : bi;
+    int n = 0;
+    if (ns > 1 && !sp_combine(m, slice, ns, &bv, &bi, &n)) return;
+    if (threadIdx.x == 0) ids[m] = bi < 0 ? 0 : bi;
 }
 
 extern "C" cudaError_t dic_argmax(const dic_ctx *c, int M, const float *logits, size_t ld, int V, int32_t *ids) {
     if (M <= 0) return cudaSuccess;
     int vec = ld % 4 == 0 && ((uintptr_t)logits & 15) == 0;
-    DIC_LAUNCH(k_argmax, M, SP_T, 0, c->stream, logits, ld, V, ids, vec);
+    const dim3 grid((unsigned)(vec ? sp_slices(M) : 1), (unsigned)M);
+    DIC_LAUNCH(k_argmax, grid, SP_T, 0, c->stream, logits, ld, V, ids, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -217,24 +288,27 @@ static __device__ __forceinline__ bool is_cand(float x, int v, const dic_sample_
 
 /* Temperature 0 without penalties: the candidate with the largest logit, ties to the lowest id (the
  * host's strict > over ascending ids), -1 without candidates. The same candidates and order as the
- * general path below; 16-byte loads, 4 in flight per thread (one CTA streams the whole row). */
+ * general path below; 16-byte loads, 4 in flight per thread. Slice `slice` of `ns` of the row
+ * (sp_slice); with ns > 1 the row's last CTA to finish writes the id (sp_combine). */
 static __device__ void greedy_row(const float *lg, int V, const dic_sample_params &P, bool block_stop, int32_t *id,
-                                  sp_shared *sh) {
+                                  sp_shared *sh, int m, int slice, int ns) {
     const int t = threadIdx.x;
     float bv = -INFINITY;
     int bi = -1, ncand = 0;
     const bool vec = ((uintptr_t)lg & 15) == 0;
     const int nv = vec ? V / 4 : 0;
     const float4 *l4 = (const float4 *)lg;
-    for (int j0 = t; j0 < nv; j0 += 4 * SP_T) {
+    int g0 = 0, g1 = nv;
+    if (ns > 1) sp_slice(nv, slice, ns, &g0, &g1);
+    for (int j0 = g0 + t; j0 < g1; j0 += 4 * SP_T) {
         float4 q[4];
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (j0 + u * SP_T < nv) q[u] = __ldg(l4 + j0 + u * SP_T);
+            if (j0 + u * SP_T < g1) q[u] = __ldg(l4 + j0 + u * SP_T);
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const int j = j0 + u * SP_T;
-            if (j >= nv) break;
+            if (j >= g1) break;
             const float a[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
 #pragma unroll
             for (int k = 0; k < 4; k++) {
@@ -247,15 +321,17 @@ static __device__ void greedy_row(const float *lg, int V, const dic_sample_param
             }
         }
     }
-    for (int v = 4 * nv + t; v < V; v += SP_T) {
-        const float x = lg[v] != lg[v] ? -INFINITY : lg[v];
-        if (is_cand(x, v, P, block_stop)) {
-            ncand++;
-            if (better(x, v, bv, bi)) bv = x, bi = v;
+    if (slice == ns - 1)
+        for (int v = 4 * nv + t; v < V; v += SP_T) {
+            const float x = lg[v] != lg[v] ? -INFINITY : lg[v];
+            if (is_cand(x, v, P, block_stop)) {
+                ncand++;
+                if (better(x, v, bv, bi)) bv = x, bi = v;
+            }
         }
-    }
     ncand = block_sum_int(ncand, sh->sint);
     block_argmax(&bv, &bi, sh->sv, sh->si);
+    if (ns > 1 && !sp_combine(m, slice, ns, &bv, &bi, &ncand)) return;
     if (t == 0) *id = ncand == 0 ? -1 : bi;
 }
 
@@ -264,7 +340,7 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
                                                        size_t row_bytes) {
     DIC_PDL_ENTER();
     __shared__ sp_shared sh;
-    const int m = blockIdx.x, t = threadIdx.x;
+    const int m = blockIdx.y, t = threadIdx.x, slice = blockIdx.x, ns = gridDim.x;
     const dic_sample_params P = params[m];
     const float *lg = logits + (size_t)m * ld;
     float *z = (float *)(scratch + (size_t)m * row_bytes);
@@ -275,9 +351,10 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
     const bool greedy = P.temperature == 0.0f;
 
     if (greedy && !rep && !pf) { /* the best candidate in one pass over the row, nothing stored */
-        greedy_row(lg, V, P, block_stop, ids + m, &sh);
+        greedy_row(lg, V, P, block_stop, ids + m, &sh, m, slice, ns);
         return;
     }
+    if (slice) return; /* the general path: one CTA per row */
 
     /* 1. penalties on the raw logits (each distinct id once) */
     for (int v = t; v < V; v += SP_T) {
@@ -445,6 +522,7 @@ extern "C" cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *log
     if (M <= 0) return cudaSuccess;
     if (V <= 0 || !c->scratch || c->scratch_cap < dic_sample_rows_scratch(M, V)) return cudaErrorInvalidValue;
     size_t row = dic_sample_rows_scratch(1, V);
-    DIC_LAUNCH(k_sample, M, SP_T, 0, c->stream, logits, ld, V, params, ids, (char *)c->scratch, row);
+    const dim3 grid((unsigned)sp_slices(M), (unsigned)M); /* slices serve the greedy rows only */
+    DIC_LAUNCH(k_sample, grid, SP_T, 0, c->stream, logits, ld, V, params, ids, (char *)c->scratch, row);
     DIC_LAUNCH_CHECK();
 }
