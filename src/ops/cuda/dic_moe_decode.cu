@@ -875,17 +875,18 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  *
  * The arithmetic of k_mv_up (CL = 1, NST 2) and k_mv_down (NST 4) item by item, hence the same
  * bits (h, eo, y, out): an "up item" is k_mv_up's CTA (entry r, 16-column tile of h: 4 warps = the 4
- * K-chains, w1 and w3), a "down item" k_mv_down's CTA (entry r, 16 output columns, 4 chains of w2,
- * eo = bf16(((C0 + C1) + C2) + C3)). One persistent, co-resident grid of G CTAs (occupancy x SMs,
+ * K-chains, w1 and w3), a "down item" two k_mv_down CTAs (entry r, 32 output columns: the two
+ * 16-column tiles of w2 ride the chain as its two matrices, as w1 / w3 do in the up item, on one h
+ * quantisation; per tile eo = bf16(((C0 + C1) + C2) + C3)). One persistent, co-resident grid of G CTAs (occupancy x SMs,
  * sized by the launcher) takes up items u = b, b + G, ..., then a grid barrier (h complete), then
  * down items v = b, b + G, ... The combine that k_mv_down did through DSMEM in a cluster: eo goes to
- * a device scratch (g_mo_eo), and the last of the token's k items of a column tile to arrive
+ * a device scratch (g_mo_eo), and the last of the token's k items of a 32-column tile to arrive
  * (integer counter, self-resetting) adds the k eo in increasing (expert, slot) from 0, + shared,
  * y, out (di_moe_combine's order, as k_mv_down). With `tail` (a line to join before `shared` may be
  * read: dic_ctx.join) the kernel stores the routed sum y (fp32) and k_mo_tail adds shared after
  * the join: the same fp32 order.
  * Overlap: after the PDL wait every CTA prefetches the w2 tiles of its down items into L2
- * (prefetch.L2::evict_last, at most a.pf items: the bytes that fit beside the up stream), the up
+ * (at most a.pf items: the bytes that fit beside the up stream; a normal L2 priority), the up
  * weights stream with an L2 evict_first policy, and a CTA issues its first down item's w2 ring
  * before it arrives at the barrier. Barrier: cooperative groups' scheme, no reset between graph
  * replays: one counter, each CTA adds 1 (CTA 0 adds 2^31 - (G - 1)), so every barrier adds 2^31 and
@@ -897,7 +898,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
 #define MO_MAXM 8
 #define MO_DMAX 8192
 static __device__ unsigned int g_mo_bar;                          /* grid barrier (top bit flips per barrier) */
-static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 16)]; /* arrivals per (token, column tile); reset by the last */
+static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals per (token, 32-column tile); reset by the last */
 static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
 static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
 
@@ -967,7 +968,7 @@ static __device__ __forceinline__ void mo_chain(uint8_t *ring, const uint8_t *co
     }
 }
 
-#define MO_NSTU 2 /* up ring stages (x 2 matrices) = down ring stages (MV_DOWN_NST = 4, x 1 matrix): one ring per warp */
+#define MO_NSTU 2 /* ring stages (x 2 matrices: up w1, w3; down two 16-column tiles of w2), one ring per warp */
 #define MO_RINGW (MO_NSTU * 2 * MV_MATB)
 
 static __device__ __forceinline__ void mo_grid_barrier(unsigned int *bar) {
@@ -987,18 +988,16 @@ static __device__ __forceinline__ void mo_grid_barrier(unsigned int *bar) {
     __syncthreads();
 }
 
-template <int NSTD>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
     k_mo(const md_args a, const __grid_constant__ md_tab t1, const __grid_constant__ md_tab t3,
          const __grid_constant__ md_tab t2, int tail) {
-    static_assert(NSTD * MV_MATB == MO_RINGW, "the up and down rings share the warp's buffer");
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][2][16];
     __shared__ int last_s;
     const int fl = a.fl, hw = fl & DIC_MD_QHW, cvt = fl & DIC_MD_CVT;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int G = (int)gridDim.x, b = (int)blockIdx.x, k = a.k;
-    const int TU = a.I / 16, TD = a.d / 16, R = a.M * k, NU = R * TU, ND = R * TD;
+    const int TU = a.I / 16, TD = a.d / 32, R = a.M * k, NU = R * TU, ND = R * TD; /* down items: 32 columns */
     const int KX = a.d > a.I ? a.d : a.I;
     uint8_t *ring = smem + (size_t)warp * MO_RINGW;
     uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
@@ -1016,13 +1015,13 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
     DIC_PDL_ENTER();
     /* the w2 tiles of this CTA's down items into L2 (sel is read after the wait: the router wrote it) */
     for (int v = b; v < ND && v < a.pf; v += G) {
-        const int r = v / TD, n0 = (v - r * TD) * 16, e = a.sel[r];
+        const int r = v / TD, n0 = (v - r * TD) * 32, e = a.sel[r];
         if (e < 0 || e >= a.E) continue;
         const uint8_t *p = t2.w[e] + (size_t)n0 * wrowd, *q = t2.s[e] + (size_t)n0 * srowd;
-        for (size_t o = (size_t)tid * 128; o < 16 * wrowd; o += MD_WARPS * 32 * 128)
-            asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + o));
-        for (size_t o = (size_t)tid * 128; o < 16 * srowd; o += MD_WARPS * 32 * 128)
-            asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(q + o));
+        for (size_t o = (size_t)tid * 128; o < 32 * wrowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+        for (size_t o = (size_t)tid * 128; o < 32 * srowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + o));
     }
     /* ---- up items: k_mv_up<2, 1> ---- */
     for (int u = b; u < NU; u += G) {
@@ -1062,32 +1061,37 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
     }
     /* the first down item's w2 ring before the barrier (weights and sel are not written by this grid) */
     if (b < ND) {
-        const int r = b / TD, n0 = (b - r * TD) * 16, e = a.sel[r];
+        const int r = b / TD, n0 = (b - r * TD) * 32, e = a.sel[r];
         if (e >= 0 && e < a.E) {
-            const uint8_t *W[1] = {t2.w[e] + (size_t)(n0 + g) * wrowd};
-            const uint8_t *S[1] = {t2.s[e] + (size_t)(n0 + g) * srowd};
-            mo_prologue<NSTD, 1>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+            const uint8_t *W[2] = {t2.w[e] + (size_t)(n0 + g) * wrowd, t2.w[e] + (size_t)(n0 + 16 + g) * wrowd};
+            const uint8_t *S[2] = {t2.s[e] + (size_t)(n0 + g) * srowd, t2.s[e] + (size_t)(n0 + 16 + g) * srowd};
+            mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
         }
     }
     mo_grid_barrier(&g_mo_bar); /* every h row complete and visible */
-    /* ---- down items: k_mv_down<4> + the combine of its cluster rank 0 ---- */
+    /* ---- down items: two k_mv_down CTAs (column tiles n0, n0 + 16 as the chain's two matrices, one
+     * h quantisation) + the combine of their cluster rank 0 ---- */
     for (int v = b; v < ND; v += G) {
-        const int r = v / TD, tile = v - r * TD, n0 = tile * 16, m = r / k;
-        const int e = a.sel[r], valid = e >= 0 && e < a.E;
-        const uint8_t *W[1] = {t2.w[valid ? e : 0] + (size_t)(n0 + g) * wrowd};
-        const uint8_t *S[1] = {t2.s[valid ? e : 0] + (size_t)(n0 + g) * srowd};
-        if (valid && v != b) mo_prologue<NSTD, 1>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+        const int r = v / TD, tile = v - r * TD, n0 = tile * 32, m = r / k;
+        const int e = a.sel[r], valid = e >= 0 && e < a.E, ev = valid ? e : 0;
+        const uint8_t *W[2] = {t2.w[ev] + (size_t)(n0 + g) * wrowd, t2.w[ev] + (size_t)(n0 + 16 + g) * wrowd};
+        const uint8_t *S[2] = {t2.s[ev] + (size_t)(n0 + g) * srowd, t2.s[ev] + (size_t)(n0 + 16 + g) * srowd};
+        if (valid && v != b) mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
         if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, a.I, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
         __syncthreads();
-        float acc[1][2] = {{0.0f, 0.0f}};
-        if (valid) mo_chain<NSTD, 1>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt, pol);
-        if (t == 0) part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        if (valid) mo_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt, pol);
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
         __syncthreads();
-        if (tid < 16 && valid) {
-            float x = part[0][0][tid];
+        if (tid < 32 && valid) { /* k_mv_down: eo = bf16(((C0 + C1) + C2) + C3) per 16-column tile */
+            const int j = tid >> 4, i = tid & 15;
+            float x = part[0][j][i];
 #pragma unroll
-            for (int w = 1; w < MD_WARPS; w++) x = __fadd_rn(x, part[w][0][tid]);
-            g_mo_eo[(size_t)r * a.d + n0 + tid] = dic_f32_to_bf16(x); /* eo = bf16 */
+            for (int w = 1; w < MD_WARPS; w++) x = __fadd_rn(x, part[w][j][i]);
+            g_mo_eo[(size_t)r * a.d + n0 + tid] = dic_f32_to_bf16(x);
         }
         __syncthreads();
         if (tid == 0) {
@@ -1102,7 +1106,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
             last_s = last;
         }
         __syncthreads();
-        if (last_s && tid < 16) {
+        if (last_s && tid < 32) {
             int es[MD_KMAX], ord[MD_KMAX];
 #pragma unroll
             for (int s = 0; s < MD_KMAX; s++) es[s] = s < k ? a.sel[(size_t)m * k + s] : -1;
@@ -1346,22 +1350,22 @@ static int mo_try(const dic_ctx *c, md_args a, const md_tab *t1, const md_tab *t
     }
     if (occ_smem != sm) {
         occ = 0;
-        if (cudaFuncSetAttribute(k_mo<MV_DOWN_NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_mo<MV_DOWN_NST>, MD_WARPS * 32, sm) != cudaSuccess)
+        if (cudaFuncSetAttribute(k_mo, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_mo, MD_WARPS * 32, sm) != cudaSuccess)
             occ = 0;
         (void)cudaGetLastError();
         occ_smem = sm;
     }
     if (occ <= 0) return -1;
-    const int R = a.M * a.k, NU = R * (a.I / 16), ND = R * (a.d / 16);
+    const int R = a.M * a.k, NU = R * (a.I / 16), ND = R * (a.d / 32);
     /* co-resident: at most occ CTAs per SM (the grid barrier needs every CTA resident at once) */
     int G = occ * nsm, need = NU > ND ? NU : ND;
     if (G > need) G = need;
-    const size_t item = 16 * ((size_t)a.I / 2 + (size_t)a.I / 32);
+    const size_t item = 32 * ((size_t)a.I / 2 + (size_t)a.I / 32); /* w2 bytes of a down item */
     const size_t pf = MO_PF_BYTES / item;
     a.pf = pf < (size_t)ND ? (int)pf : ND;
     const int tail = c->join != NULL; /* shared may be written on a line joined only now: added by k_mo_tail */
-    cudaError_t e = mv_launch(k_mo<MV_DOWN_NST>, dim3((unsigned)G), sm, dim3(1, 1, 1), c->stream, a, *t1, *t3, *t2, tail);
+    cudaError_t e = mv_launch(k_mo, dim3((unsigned)G), sm, dim3(1, 1, 1), c->stream, a, *t1, *t3, *t2, tail);
     if (e != cudaSuccess) return (void)cudaGetLastError(), -1;
     g_mo_count++;
     if (tail) {
