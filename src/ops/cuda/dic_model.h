@@ -209,7 +209,7 @@ void dic_moe_dec_flags(int fl);
 /* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
  * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):
  * taken by the default variant (1,1,2, no diagnostic flag) for M <= maxm. dic_moe_dec_one(maxm):
- * 0 = off, negative = the default ($DEEPINFER_MOE_ONE read once, else 1). Falls back to the two
+ * 0 = off, negative = the default ($DEEPINFER_MOE_ONE read once, else 8). Falls back to the two
  * launches when the grid cannot be co-resident. _count: launches of k_mo so far (tests). */
 void dic_moe_dec_one(int maxm);
 int dic_moe_dec_one_count(void);

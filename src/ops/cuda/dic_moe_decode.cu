@@ -1311,7 +1311,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
 
 /* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
 
-#define MO_MAXM_DEF 1 /* default: M = 1 only (MOE-DEC-NOTES.md 2026-11-30 round 5; $DEEPINFER_MOE_ONE / dic_moe_dec_one) */
+#define MO_MAXM_DEF 8 /* default: every M the path takes (predicted to win at M = 1..8: MOE-DEC-NOTES.md round 5; $DEEPINFER_MOE_ONE / dic_moe_dec_one; 1 = M = 1 only) */
 #define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
 #define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
 static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */
