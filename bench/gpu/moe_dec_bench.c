@@ -8,7 +8,10 @@
  * against the floor: bytes of the distinct selected experts (w1, w3, w2 and
  * scales) / the d2d copy ceiling (bytes read + written) of the same run.
  * Each graph replays GR calls over NS routing sets (different experts each
- * call: > 600 MB cycled, so L2 does not serve the weights). */
+ * call: > 600 MB cycled, so L2 does not serve the weights).
+ * `moe_dec_bench one`: only the one-launch rows (k_mo, dic_moe_dec_one) next to the default two
+ * launches at M = 1, 2, 4, 8 (a few seconds); the full run prints them last. The variant table
+ * and the decomposition run with the one-launch path off (dic_moe_dec_one(0)). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +31,60 @@
 #define MMAX 8
 
 
-int main(void) {
+static void nojoin(void *p) { (void)p; }
+
+/* graph us per call of GR calls of dic_moe_routed_dec at M tokens (knobs as set by the caller) */
+static double time_calls(dic_ctx *c, int M, int *const dsel[NS], const float *drw, const dic_wmat *w1,
+                         const dic_wmat *w3, const dic_wmat *w2, const uint16_t *dxn, uint16_t *dh, const uint16_t *dsh,
+                         float *dy, uint16_t *dout, cudaEvent_t e0, cudaEvent_t e1) {
+    cudaGraph_t gr;
+    for (int r = -1; r < GR; r++) {
+        if (r == 0) {
+            CK(cudaStreamSynchronize(c->stream));
+            CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+        }
+        CK(dic_moe_routed_dec(c, M, TOPK, dsel[(r + NS) % NS], drw, E, w1, w3, w2, dxn, D, D, AB, 10.0f, dh, I, dsh, D,
+                              dy, dout, D));
+    }
+    CK(cudaStreamEndCapture(c->stream, &gr));
+    return graph_median_ms(c->stream, gr, e0, e1) * 1e3 / GR;
+}
+
+/* the one-launch rows: default two launches (one off) vs k_mo, k_mo + tail (a line join: shared added
+ * after it by k_mo_tail, as in the model), k_mo without XPRE */
+static void one_rows(dic_ctx *c, const double floor_us[4], int *const dsel[NS], const float *drw, const dic_wmat *w1,
+                     const dic_wmat *w3, const dic_wmat *w2, const uint16_t *dxn, uint16_t *dh, const uint16_t *dsh,
+                     float *dy, uint16_t *dout, cudaEvent_t e0, cudaEvent_t e1) {
+    static const int Ms[] = {1, 2, 4, 8};
+    static const struct { const char *nm; int one, fl, join; } RW[] = {
+        {"two (default)", 0, -1, 0}, {"one", 8, -1, 0}, {"one+tail", 8, -1, 1}, {"one qc", 8, DIC_MD_QHW | DIC_MD_CVT, 0}};
+    const int NR = (int)(sizeof RW / sizeof RW[0]);
+    double us[8][4];
+    for (int v = 0; v < NR; v++)
+        for (int mi = 0; mi < 4; mi++) {
+            dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(RW[v].fl), dic_moe_dec_one(RW[v].one);
+            c->join = RW[v].join ? nojoin : NULL, c->join_arg = NULL;
+            const int n0 = dic_moe_dec_one_count();
+            us[v][mi] = time_calls(c, Ms[mi], dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+            c->join = NULL;
+            if (RW[v].one && dic_moe_dec_one_count() == n0)
+                printf("WARNING: row %s M=%d: k_mo not taken (two launches measured)\n", RW[v].nm, Ms[mi]);
+            fprintf(stderr, "one-launch row %s M=%d: %.1f us\n", RW[v].nm, Ms[mi], us[v][mi]);
+        }
+    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    printf("one launch (k_mo) vs the default two launches (1,1,2,qcxl), graph us per call (GR=%d over %d routing sets)\n",
+           GR, NS);
+    printf("%-14s %9s %9s %9s %9s   %s\n", "path", "M=1", "M=2", "M=4", "M=8", "floor/us at M=1,2,4,8");
+    printf("%-14s %9.1f %9.1f %9.1f %9.1f\n", "floor", floor_us[0], floor_us[1], floor_us[2], floor_us[3]);
+    for (int v = 0; v < NR; v++)
+        printf("%-14s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", RW[v].nm, us[v][0], us[v][1], us[v][2],
+               us[v][3], floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
+    if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed\n");
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const int only_one = argc > 1 && !strcmp(argv[1], "one");
     dic_ctx c;
     bench_ctx_init(&c, (size_t)64 << 20);
     cudaEvent_t e0, e1;
@@ -97,6 +153,30 @@ int main(void) {
     CK(cudaMalloc((void **)&drows, MMAX * TOPK * 4));
     CK(cudaMalloc((void **)&dinv, MMAX * TOPK * 4));
 
+    double floor_us[4];
+    {
+        static const int Ms[] = {1, 2, 4, 8};
+        for (int mi = 0; mi < 4; mi++) {
+            const int R = Ms[mi] * TOPK;
+            double fl = 0;
+            for (int q = 0; q < NS; q++) { /* distinct experts of set q */
+                int n = 0;
+                for (int i = 0; i < R; i++) {
+                    int dup = 0;
+                    for (int j = 0; j < i; j++) dup |= hsel[q][j] == hsel[q][i];
+                    n += !dup;
+                }
+                fl += n * ebytes;
+            }
+            floor_us[mi] = fl / NS / (copy_gbs * 1e9) * 1e6;
+        }
+    }
+    if (only_one) {
+        one_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+        CK(cudaGetLastError());
+        return 0;
+    }
+    dic_moe_dec_one(0); /* the variant table and the decomposition: the two-launch kernels */
     /* variants: dic_moe_dec_config(up, down, nst) + dic_moe_dec_flags(fl); "today" = the unfused sequence */
     enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
     static const int V[][4] = {{-1, -1, -1, -1}, {0, 0, 0, 0}, {1, 1, 2, 0},     {1, 1, 2, Q},     {2, 1, 2, Q},
@@ -104,21 +184,9 @@ int main(void) {
                                {1, 1, 2, A},     {1, 1, 3, A},     {1, 1, 4, A},     {2, 1, 2, A},     {2, 1, 3, A}};
     const int NV = (int)(sizeof V / sizeof V[0]);
     static const int Ms[] = {1, 2, 4, 8};
-    double us[32][4], floor_us[4];
+    double us[32][4];
     for (int mi = 0; mi < 4; mi++) {
         const int M = Ms[mi], R = M * TOPK;
-        double fl = 0;
-        for (int q = 0; q < NS; q++) { /* distinct experts of set q */
-            int n = 0;
-            for (int i = 0; i < R; i++) {
-                int dup = 0;
-                for (int j = 0; j < i; j++) dup |= hsel[q][j] == hsel[q][i];
-                n += !dup;
-            }
-            fl += n * ebytes;
-        }
-        fl /= NS;
-        floor_us[mi] = fl / (copy_gbs * 1e9) * 1e6;
         for (int v = 0; v <= NV; v++) { /* v == NV: today */
             if (v < NV) dic_moe_dec_config(V[v][0], V[v][1], V[v][2]), dic_moe_dec_flags(V[v][3]);
             cudaGraph_t gr;
@@ -282,6 +350,7 @@ int main(void) {
         printf("route_rows M=1 E=%d top-%d: %.2f us per call (graph)\n", E, TOPK,
                graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR);
     }
+    one_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
     CK(cudaGetLastError());
     return 0;
 }

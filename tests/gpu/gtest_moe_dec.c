@@ -9,8 +9,12 @@
  *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
  *    its row in the M-token launch; shared aliasing out;
  *  - every kernel variant (dic_moe_dec_config: up 0/1/2 x ring stages,
- *    down 0/1; dic_moe_dec_flags DIC_MD_QHW, _CVT, _XPRE, _DLITE) bitwise equal to variant 0
- *    in h, y and out (the DIC_MD_ diagnostics are timing-only: not tested);
+ *    down 0/1; dic_moe_dec_flags DIC_MD_QHW, _CVT, _XPRE, _DLITE; the one-launch k_mo,
+ *    dic_moe_dec_one) bitwise equal to variant 0 in h, y and out (the DIC_MD_ diagnostics are
+ *    timing-only: not tested);
+ *  - gpu_moe_dec_one: k_mo (one launch, grid barrier) bitwise equal to variant 0 at every M in
+ *    1..8 (V4-Flash dims and small odd shapes), with and without the shared add, with y NULL, with
+ *    shared aliasing out, with a line join (k_mo_tail), and replayed from a CUDA graph;
  *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
  *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
 #include <math.h>
@@ -164,18 +168,22 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
      * variant 0 in h, y and out */
     {
         enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
-        static const int V[][4] = {{0, 0, 0, 0}, {1, 1, 2, 0}, {1, 1, 3, 0}, {1, 1, 4, 0}, {1, 1, 8, 0},
-                                   {2, 1, 2, 0}, {2, 1, 3, 0}, {2, 1, 4, 0}, {2, 1, 8, 0}, {1, 0, 4, 0},
-                                   {0, 1, 4, 0}, {1, 1, 2, Q}, {1, 1, 3, Q}, {2, 1, 2, Q}, {2, 1, 4, Q},
-                                   {1, 1, 2, C}, {1, 1, 2, Q | C}, {2, 1, 2, Q | C}, {1, 1, 2, Q | X},
-                                   {2, 1, 2, Q | X}, {1, 1, 2, Q | L}, {1, 1, 2, L}, {1, 1, 2, A},
-                                   {1, 1, 3, A}, {2, 1, 2, A}, {2, 1, 4, A}, {0, 1, 4, A}, {1, 0, 2, A}};
+        /* 5th column: dic_moe_dec_one (0: the two launches; 8: the one-launch k_mo, FP4 1,1,2 only) */
+        static const int V[][5] = {{0, 0, 0, 0, 0}, {1, 1, 2, 0, 0}, {1, 1, 3, 0, 0}, {1, 1, 4, 0, 0}, {1, 1, 8, 0, 0},
+                                   {2, 1, 2, 0, 0}, {2, 1, 3, 0, 0}, {2, 1, 4, 0, 0}, {2, 1, 8, 0, 0}, {1, 0, 4, 0, 0},
+                                   {0, 1, 4, 0, 0}, {1, 1, 2, Q, 0}, {1, 1, 3, Q, 0}, {2, 1, 2, Q, 0}, {2, 1, 4, Q, 0},
+                                   {1, 1, 2, C, 0}, {1, 1, 2, Q | C, 0}, {2, 1, 2, Q | C, 0}, {1, 1, 2, Q | X, 0},
+                                   {2, 1, 2, Q | X, 0}, {1, 1, 2, Q | L, 0}, {1, 1, 2, L, 0}, {1, 1, 2, A, 0},
+                                   {1, 1, 3, A, 0}, {2, 1, 2, A, 0}, {2, 1, 4, A, 0}, {0, 1, 4, A, 0}, {1, 0, 2, A, 0},
+                                   {1, 1, 2, A, 8}, {1, 1, 2, Q | C, 8}, {1, 1, 2, 0, 8}, {-1, -1, -1, -1, 8}};
         const int nv = (int)(sizeof V / sizeof V[0]);
         uint16_t *Hr = NULL, *Or = NULL;
         float *Yr = NULL;
         for (int v = 0; v < nv; v++) {
             dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
             dic_moe_dec_flags(V[v][3]);
+            dic_moe_dec_one(V[v][4]);
+            const int n_one = dic_moe_dec_one_count();
             CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
             CUDA_SYNC_CHECK(cudaMemset(dy2, 0xFF, (size_t)M * d * 4));
             CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
@@ -183,6 +191,8 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
             uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout2, (size_t)M * ldo * 2);
             float *Yv = gt_d2h(dy2, (size_t)M * d * 4);
             CHECK(Hv && Ov && Yv);
+            CHECK_MSG(!V[v][4] || fmt == DI_WFMT_FP8 || dic_moe_dec_one_count() == n_one + 1,
+                      "moe_dec variant %d (one launch): k_mo not taken", v);
             if (v == 0) {
                 Hr = Hv, Or = Ov, Yr = Yv;
                 continue;
@@ -199,6 +209,7 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
         free(Hr), free(Or), free(Yr);
         dic_moe_dec_config(-1, -1, -1);
         dic_moe_dec_flags(-1);
+        dic_moe_dec_one(-1);
     }
     /* compare: h rows (GPU row t*k+j = CPU dispatched row inv[t*k+j]), y, out */
     float *hg = malloc((size_t)R * I * 4), *hc = malloc((size_t)R * I * 4);
@@ -256,4 +267,121 @@ TEST(gpu_moe_dec_fp8) {
     for (int i = 0; i < 4; i++) md_case(DI_WFMT_FP8, 32, 4, 512, 256, 128, 128, 0.0f, Ms[i], i == 2, 7200 + i);
     md_case(DI_WFMT_FP8, 16, 3, 640, 384, 32, 32, 5.0f, 2, 0, 7210);
     md_case(DI_WFMT_FP8, 16, 3, 640, 384, 64, 128, 5.0f, 5, 0, 7211);
+}
+
+/* ---- the one-launch path (k_mo) against variant 0, bitwise, every M in 1..Mmax ------------------ */
+
+static void md_nojoin(void *p) { (void)p; }
+
+static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mmax, uint64_t seed) {
+    uint64_t s = seed;
+    md_mats m1, m3, m2;
+    md_mats_make(&m1, DI_WFMT_FP4, I, d, 32, &s);
+    md_mats_make(&m3, DI_WFMT_FP4, I, d, 32, &s);
+    md_mats_make(&m2, DI_WFMT_FP4, d, I, 32, &s);
+    dic_wmat *g1 = malloc((size_t)E * sizeof *g1), *g3 = malloc((size_t)E * sizeof *g3), *g2 = malloc((size_t)E * sizeof *g2);
+    for (int e = 0; e < E; e++) g1[e] = m1.dev[e % MD_POOL], g3[e] = m3.dev[e % MD_POOL], g2[e] = m2.dev[e % MD_POOL];
+    const int RM = Mmax * k;
+    const size_t ldx = (size_t)d + 8, ldo = (size_t)d + 16;
+    int *sel = malloc((size_t)RM * sizeof(int));
+    float *rw = malloc((size_t)RM * sizeof(float));
+    uint16_t *xn = malloc((size_t)Mmax * ldx * 2), *sh = malloc((size_t)Mmax * ldo * 2);
+    fill_act(xn, Mmax, d, ldx, ab, &s);
+    for (size_t i = 0; i < (size_t)Mmax * ldo; i++) sh[i] = di_f32_to_bf16(gt_rand_unit(&s) * 0.05f);
+    for (int t = 0; t < Mmax; t++)
+        for (int j = 0; j < k; j++) {
+            int e, dup;
+            do { /* odd tokens share a few experts (several entries on one expert across tokens) */
+                e = (int)(gt_rand_u64(&s) % (uint64_t)(t & 1 ? (k + 2 < E ? k + 2 : E) : E));
+                dup = 0;
+                for (int j2 = 0; j2 < j; j2++) dup |= sel[t * k + j2] == e;
+            } while (dup);
+            sel[t * k + j] = e;
+            rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(&s) * 0.5f + 0.5f);
+        }
+    if (Mmax >= 3) sel[2 * k + 1] = -1; /* an invalid slot (no expert) in token 2 */
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, 0));
+    int *dsel = gt_to_dev(sel, (size_t)RM * sizeof(int));
+    float *drw = gt_to_dev(rw, (size_t)RM * 4);
+    uint16_t *dxn = gt_to_dev(xn, (size_t)Mmax * ldx * 2), *dsh = gt_to_dev(sh, (size_t)Mmax * ldo * 2);
+    uint16_t *dh = gt_dev_poison((size_t)RM * I * 2), *dout = gt_dev_poison((size_t)Mmax * ldo * 2);
+    float *dy = gt_dev_poison((size_t)Mmax * d * 4);
+    CHECK(dsel && drw && dxn && dsh && dh && dout && dy);
+    for (int M = 1; M <= Mmax; M++) {
+        const int R = M * k;
+        /* reference: variant 0 (0,0,0), with shared (sr) and without (nr) */
+        uint16_t *Hr[2], *Or[2];
+        float *Yr[2];
+        dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
+        for (int w = 0; w < 2; w++) {
+            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
+            CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
+            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
+                                               (size_t)I, w ? NULL : dsh, ldo, dy, dout, ldo));
+            Hr[w] = gt_d2h(dh, (size_t)R * I * 2), Or[w] = gt_d2h(dout, (size_t)M * ldo * 2), Yr[w] = gt_d2h(dy, (size_t)M * d * 4);
+            CHECK(Hr[w] && Or[w] && Yr[w]);
+        }
+        /* cases: flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, join, graph */
+        static const struct { int fl, sh, y, join, graph; } C[] = {
+            {-1, 1, 1, 0, 0}, {-1, 0, 1, 0, 0}, {-1, 2, 1, 0, 0}, {-1, 1, 0, 1, 0}, {-1, 0, 1, 1, 0},
+            {-1, 2, 0, 1, 0}, {DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0, 0}, {0, 1, 1, 0, 0}, {-1, 1, 1, 0, 1}, {-1, 0, 1, 1, 1}};
+        const int nc = (int)(sizeof C / sizeof C[0]);
+        dic_moe_dec_config(-1, -1, -1), dic_moe_dec_one(8);
+        for (int ci = 0; ci < nc; ci++) {
+            dic_moe_dec_flags(C[ci].fl);
+            const int w = C[ci].sh == 0; /* the reference without shared */
+            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
+            CUDA_SYNC_CHECK(cudaMemset(dy, 0xFF, (size_t)M * d * 4));
+            if (C[ci].sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(dout, dsh, (size_t)M * ldo * 2, cudaMemcpyDeviceToDevice));
+            else CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
+            const uint16_t *shp = C[ci].sh == 0 ? NULL : C[ci].sh == 1 ? dsh : dout;
+            ctx.join = C[ci].join ? md_nojoin : NULL, ctx.join_arg = NULL;
+            const int n0 = dic_moe_dec_one_count();
+            if (C[ci].graph) { /* captured once, replayed 3 times (the barrier and counters survive replays) */
+                cudaGraph_t gr;
+                cudaGraphExec_t ge;
+                CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal)); /* no sync inside */
+                cudaError_t e1 = dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
+                                                    (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo);
+                CUDA_SYNC_CHECK(cudaStreamEndCapture(ctx.stream, &gr));
+                CUDA_SYNC_CHECK(e1);
+                CUDA_SYNC_CHECK(cudaGraphInstantiate(&ge, gr, 0));
+                for (int rep = 0; rep < 3; rep++) CUDA_SYNC_CHECK(cudaGraphLaunch(ge, ctx.stream));
+                CUDA_SYNC_CHECK(cudaStreamSynchronize(ctx.stream));
+                cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+            } else {
+                CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
+                                                   (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo));
+            }
+            ctx.join = NULL;
+            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout, (size_t)M * ldo * 2);
+            float *Yv = gt_d2h(dy, (size_t)M * d * 4);
+            CHECK(Hv && Ov && Yv);
+            CHECK_MSG(dic_moe_dec_one_count() == n0 + 1, "moe_dec_one M=%d case %d: k_mo not taken", M, ci);
+            size_t nh = gt_count_diff_u16(Hv, Hr[w], (size_t)R * I), no = 0;
+            size_t ny = C[ci].y ? gt_count_diff_u32(Yv, Yr[w], (size_t)M * d) : 0;
+            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or[w] + mm * ldo, (size_t)d);
+            CHECK_MSG(nh == 0 && no == 0 && ny == 0,
+                      "moe_dec_one E=%d k=%d d=%d I=%d M=%d case %d: differs from variant 0 in %zu h / %zu y / %zu out",
+                      E, k, d, I, M, ci, nh, ny, no);
+            free(Hv), free(Ov), free(Yv);
+        }
+        for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
+        fprintf(stderr, "  moe_dec_one E=%d k=%d d=%d I=%d ab=%d M=%d: %d cases bitwise equal to variant 0\n", E, k,
+                d, I, ab, M, nc);
+    }
+    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    CHECK(!dic_moe_dec_broken());
+    cudaFree(dsel), cudaFree(drw), cudaFree(dxn), cudaFree(dsh), cudaFree(dh), cudaFree(dout), cudaFree(dy);
+    cudaStreamDestroy(ctx.stream);
+    free(sel), free(rw), free(xn), free(sh), free(g1), free(g3), free(g2);
+    md_mats_free(&m1), md_mats_free(&m3), md_mats_free(&m2);
+}
+
+TEST(gpu_moe_dec_one) {
+    md_one_shape(256, 6, 4096, 2048, 128, 10.0f, 8, 7300); /* V4-Flash */
+    md_one_shape(16, 2, 256, 128, 128, 0.0f, 8, 7310);
+    md_one_shape(64, 6, 1024, 512, 32, 7.0f, 8, 7320);
+    md_one_shape(24, 5, 640, 384, 64, 3.0f, 8, 7330); /* odd top-k, d / 16 and I / 16 odd multiples */
 }

@@ -12,7 +12,8 @@
  * tested tolerance; every knob back to its default when a set is chosen):
  * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
  * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
- * (routed experts), isel=MODE (index selection), headcw=32|64 (fused head),
+ * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
+ * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ static void knobs_reset(void) {
     dic_gemm_dec_tune(-1, 0);
     dic_moe_dec_config(-1, -1, -1);
     dic_moe_dec_flags(-1);
+    dic_moe_dec_one(-1);
     dic_index_select_tune(-2);
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
@@ -59,7 +61,8 @@ static void knob(const char *t) {
     else if (n == 3 && !strncmp(t, "moe", 3)) {
         dic_moe_dec_config(v[0], v[1], v[2]);
         if (v[3] >= 0) dic_moe_dec_flags(v[3]);
-    } else if (n == 4 && !strncmp(t, "isel", 4)) dic_index_select_tune(v[0]);
+    } else if (n == 6 && !strncmp(t, "moeone", 6)) dic_moe_dec_one(v[0]);
+    else if (n == 4 && !strncmp(t, "isel", 4)) dic_index_select_tune(v[0]);
     else if (n == 6 && !strncmp(t, "headcw", 6)) dic_hc_head_cw(v[0]);
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);

@@ -206,6 +206,13 @@ void dic_moe_dec_config(int up, int down, int nst);
 #define DIC_MD_EMPTY 0x400  /* diag: return at entry (an empty launch of the same grid / cluster shape) */
 #define DIC_MD_LIN 0x800    /* diag: the same bytes read as one contiguous 1 KB run per warp chunk */
 void dic_moe_dec_flags(int fl);
+/* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
+ * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):
+ * taken by the default variant (1,1,2, no diagnostic flag) for M <= maxm. dic_moe_dec_one(maxm):
+ * 0 = off, negative = the default ($DEEPINFER_MOE_ONE read once, else 8). Falls back to the two
+ * launches when the grid cannot be co-resident. _count: launches of k_mo so far (tests). */
+void dic_moe_dec_one(int maxm);
+int dic_moe_dec_one_count(void);
 int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,

@@ -54,6 +54,7 @@ typedef struct md_args {
     int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
     int ab;
     int fl; /* DIC_MD_* (dic_model.h): option and diagnostic flags of the FP4 variants */
+    int pf; /* k_mo: down items whose w2 tile is prefetched into L2 at the start (v < pf) */
     float limit;
     const int *sel;
     const float *rw;
@@ -870,6 +871,274 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     mv_cluster_sync(); /* no CTA leaves while its eo may still be read */
 }
 
+/* ---- one launch (k_mo, FP4, small M): up, grid barrier, down ------------------
+ *
+ * The arithmetic of k_mv_up (CL = 1, NST 2) and k_mv_down (NST 4) item by item, hence the same
+ * bits (h, eo, y, out): an "up item" is k_mv_up's CTA (entry r, 16-column tile of h: 4 warps = the 4
+ * K-chains, w1 and w3), a "down item" two k_mv_down CTAs (entry r, 32 output columns: the two
+ * 16-column tiles of w2 ride the chain as its two matrices, as w1 / w3 do in the up item, on one h
+ * quantisation; per tile eo = bf16(((C0 + C1) + C2) + C3)). One persistent, co-resident grid of G CTAs (occupancy x SMs,
+ * sized by the launcher) takes up items u = b, b + G, ..., then a grid barrier (h complete), then
+ * down items v = b, b + G, ... The combine that k_mv_down did through DSMEM in a cluster: eo goes to
+ * a device scratch (g_mo_eo), and the last of the token's k items of a 32-column tile to arrive
+ * (integer counter, self-resetting) adds the k eo in increasing (expert, slot) from 0, + shared,
+ * y, out (di_moe_combine's order, as k_mv_down). With `tail` (a line to join before `shared` may be
+ * read: dic_ctx.join) the kernel stores the routed sum y (fp32) and k_mo_tail adds shared after
+ * the join: the same fp32 order.
+ * Overlap: after the PDL wait every CTA prefetches the w2 tiles of its down items into L2
+ * (at most a.pf items: the bytes that fit beside the up stream; a normal L2 priority), the up
+ * weights stream with an L2 evict_first policy, and a CTA issues its first down item's w2 ring
+ * before it arrives at the barrier. Barrier: cooperative groups' scheme, no reset between graph
+ * replays: one counter, each CTA adds 1 (CTA 0 adds 2^31 - (G - 1)), so every barrier adds 2^31 and
+ * flips the top bit once; a CTA waits until the bit differs from the value its own atomic saw. All
+ * atomics on the counters come after the PDL wait, i.e. after every earlier kernel of the stream
+ * completed: one call at a time per device (the model's routed experts run on its main line).
+ * Deterministic, no float atomics; a row's bits do not depend on M (= k_mv_up / k_mv_down's). */
+
+#define MO_MAXM 8
+#define MO_DMAX 8192
+static __device__ unsigned int g_mo_bar;                          /* grid barrier (top bit flips per barrier) */
+static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals per (token, 32-column tile); reset by the last */
+static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
+static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
+
+static __device__ __forceinline__ uint64_t mo_policy_first() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+static __device__ __forceinline__ void mo_cp16(void *dst, const void *src, uint64_t pol) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol));
+}
+static __device__ __forceinline__ void mo_cp4(void *dst, const void *src, uint64_t pol) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "l"(pol));
+}
+
+/* mv_issue (the same bytes to the same places) with an L2 cache policy */
+template <int NM>
+static __device__ __forceinline__ void mo_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
+                                                size_t wrow, size_t srow, int c, int g, int t, uint64_t pol) {
+#pragma unroll
+    for (int j = 0; j < NM; j++) {
+        uint8_t *b = st + j * MV_MATB;
+        const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+        mo_cp16(b + g * MV_ROWB + 16 * t, p, pol);
+        mo_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow, pol);
+        if (t < 2) mo_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c, pol);
+    }
+}
+
+template <int NST, int NM>
+static __device__ __forceinline__ void mo_prologue(uint8_t *ring, const uint8_t *const W[NM],
+                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                   int nch, int g, int t, uint64_t pol) {
+#pragma unroll
+    for (int i = 0; i < NST; i++) {
+        const int c = c0 + 4 * i;
+        if (c < nch) mo_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, pol);
+        mv_commit();
+    }
+}
+
+/* mv_chain without the diagnostics (cvt: DIC_MD_CVT's mv_chunk_c, else mv_chunk: the same values) */
+template <int NST, int NM>
+static __device__ __forceinline__ void mo_chain(uint8_t *ring, const uint8_t *const W[NM],
+                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
+                                                float acc[NM][2], int cvt, uint64_t pol) {
+    const int n = (nch - c0 + 3) / 4;
+    for (int i = 0; i < n; i++) {
+        mv_wait<NST - 1>();
+        __syncwarp();
+        const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
+        if (cvt) {
+#pragma unroll
+            for (int j = 0; j < NM; j++)
+                mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NM; j++)
+                mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+        }
+        __syncwarp();
+        if (i + NST < n) mo_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t, pol);
+        mv_commit();
+    }
+}
+
+#define MO_NSTU 2 /* ring stages (x 2 matrices: up w1, w3; down two 16-column tiles of w2), one ring per warp */
+#define MO_RINGW (MO_NSTU * 2 * MV_MATB)
+
+static __device__ __forceinline__ void mo_grid_barrier(unsigned int *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned int nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        unsigned int old, cur;
+        __threadfence();
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(nb) : "memory");
+        for (;;) {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(cur) : "l"(bar) : "memory");
+            if ((old ^ cur) & 0x80000000u) break;
+            __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
+    k_mo(const md_args a, const __grid_constant__ md_tab t1, const __grid_constant__ md_tab t3,
+         const __grid_constant__ md_tab t2, int tail) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    __shared__ int last_s;
+    const int fl = a.fl, hw = fl & DIC_MD_QHW, cvt = fl & DIC_MD_CVT;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int G = (int)gridDim.x, b = (int)blockIdx.x, k = a.k;
+    const int TU = a.I / 16, TD = a.d / 32, R = a.M * k, NU = R * TU, ND = R * TD; /* down items: 32 columns */
+    const int KX = a.d > a.I ? a.d : a.I;
+    uint8_t *ring = smem + (size_t)warp * MO_RINGW;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)KX * 2);
+    const uint64_t pol = mo_policy_first();
+    /* up geometry (k_mv_up): K = d; down (k_mv_down): K = I */
+    const int nchu = a.d / MD_CK, nchd = a.I / MD_CK;
+    const size_t wrowu = (size_t)a.d / 2, srowu = (size_t)a.d / 32, wrowd = (size_t)a.I / 2, srowd = (size_t)a.I / 32;
+    int qm = -1; /* the token whose xn is quantised in a16 */
+    if ((fl & DIC_MD_XPRE) && b < NU) { /* xn is not written by the launch just before (DIC_MD_XPRE's contract) */
+        const int m = (b / TU) / k;
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        qm = m;
+    }
+    DIC_PDL_ENTER();
+    /* the w2 tiles of this CTA's down items into L2 (sel is read after the wait: the router wrote it) */
+    for (int v = b; v < ND && v < a.pf; v += G) {
+        const int r = v / TD, n0 = (v - r * TD) * 32, e = a.sel[r];
+        if (e < 0 || e >= a.E) continue;
+        const uint8_t *p = t2.w[e] + (size_t)n0 * wrowd, *q = t2.s[e] + (size_t)n0 * srowd;
+        for (size_t o = (size_t)tid * 128; o < 32 * wrowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+        for (size_t o = (size_t)tid * 128; o < 32 * srowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + o));
+    }
+    /* ---- up items: k_mv_up<2, 1> ---- */
+    for (int u = b; u < NU; u += G) {
+        const int r = u / TU, n0 = (u - r * TU) * 16, m = r / k, ra = n0 + g;
+        const int e = a.sel[r];
+        if (e < 0 || e >= a.E) continue; /* uniform over the CTA; h row r stays unwritten (as k_mv_up) */
+        const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrowu, t3.w[e] + (size_t)ra * wrowu};
+        const uint8_t *S[2] = {t1.s[e] + (size_t)ra * srowu, t3.s[e] + (size_t)ra * srowu};
+        mo_prologue<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, pol);
+        if (qm != m) {
+            __syncthreads(); /* a16 may still be read by a previous item's warps */
+            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+            qm = m;
+        }
+        __syncthreads();
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        mo_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt, pol);
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
+        __syncthreads();
+        if (tid < 16) {
+            float gv = part[0][0][tid], uv = part[0][1][tid];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+            gv = dic_round_bf16(gv), uv = dic_round_bf16(uv);
+            if (a.limit > 0.0f) {
+                uv = fminf(fmaxf(uv, -a.limit), a.limit);
+                gv = fminf(gv, a.limit);
+            }
+            float hv = gv / (1.0f + dic_expf(-gv)) * uv;
+            hv = a.rw[r] * hv;
+            a.h[(size_t)r * a.ldh + n0 + tid] = dic_f32_to_bf16(hv);
+        }
+        __syncthreads(); /* part is written again by the next item */
+    }
+    /* the first down item's w2 ring before the barrier (weights and sel are not written by this grid) */
+    if (b < ND) {
+        const int r = b / TD, n0 = (b - r * TD) * 32, e = a.sel[r];
+        if (e >= 0 && e < a.E) {
+            const uint8_t *W[2] = {t2.w[e] + (size_t)(n0 + g) * wrowd, t2.w[e] + (size_t)(n0 + 16 + g) * wrowd};
+            const uint8_t *S[2] = {t2.s[e] + (size_t)(n0 + g) * srowd, t2.s[e] + (size_t)(n0 + 16 + g) * srowd};
+            mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+        }
+    }
+    mo_grid_barrier(&g_mo_bar); /* every h row complete and visible */
+    /* ---- down items: two k_mv_down CTAs (column tiles n0, n0 + 16 as the chain's two matrices, one
+     * h quantisation) + the combine of their cluster rank 0 ---- */
+    for (int v = b; v < ND; v += G) {
+        const int r = v / TD, tile = v - r * TD, n0 = tile * 32, m = r / k;
+        const int e = a.sel[r], valid = e >= 0 && e < a.E, ev = valid ? e : 0;
+        const uint8_t *W[2] = {t2.w[ev] + (size_t)(n0 + g) * wrowd, t2.w[ev] + (size_t)(n0 + 16 + g) * wrowd};
+        const uint8_t *S[2] = {t2.s[ev] + (size_t)(n0 + g) * srowd, t2.s[ev] + (size_t)(n0 + 16 + g) * srowd};
+        if (valid && v != b) mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+        if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, a.I, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        __syncthreads();
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        if (valid) mo_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt, pol);
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
+        __syncthreads();
+        if (tid < 32 && valid) { /* k_mv_down: eo = bf16(((C0 + C1) + C2) + C3) per 16-column tile */
+            const int j = tid >> 4, i = tid & 15;
+            float x = part[0][j][i];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) x = __fadd_rn(x, part[w][j][i]);
+            g_mo_eo[(size_t)r * a.d + n0 + tid] = dic_f32_to_bf16(x);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            unsigned int *cnt = &g_mo_cnt[m * TD + tile];
+            __threadfence();
+            const unsigned int old = atomicAdd(cnt, 1u);
+            const int last = old == (unsigned int)(k - 1);
+            if (last) {
+                atomicExch(cnt, 0u); /* ready for the next call (which starts after this grid completes) */
+                __threadfence();
+            }
+            last_s = last;
+        }
+        __syncthreads();
+        if (last_s && tid < 32) {
+            int es[MD_KMAX], ord[MD_KMAX];
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) es[s] = s < k ? a.sel[(size_t)m * k + s] : -1;
+            const int n = md_order(es, k, a.E, ord);
+            const int col = n0 + tid;
+            float y = 0.0f;
+            for (int i = 0; i < n; i++)
+                y = __fadd_rn(y, dic_bf16_to_f32(__ldcg(&g_mo_eo[(size_t)(m * k + ord[i]) * a.d + col])));
+            if (tail) {
+                (a.y ? a.y : g_mo_y)[(size_t)m * a.d + col] = y;
+            } else {
+                if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+                if (a.y) a.y[(size_t)m * a.d + col] = y;
+                a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+            }
+        }
+    }
+}
+
+/* k_mo's tail after the join: y = routed y + shared (k_mv_down's last add), out = bf16(y). */
+static __global__ void k_mo_tail(int M, int d, const float *yr, const uint16_t *shared, size_t lds, float *y,
+                                 uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= M * d) return;
+    const int m = i / d, col = i - m * d;
+    float v = (yr ? yr : g_mo_y)[i]; /* yr NULL: k_mo stored the routed y in g_mo_y */
+    if (shared) v = __fadd_rn(v, dic_bf16_to_f32(shared[(size_t)m * lds + col]));
+    if (y) y[i] = v;
+    out[(size_t)m * ldo + col] = dic_f32_to_bf16(v);
+}
+
 /* ---- launcher ------------------------------------------------------------------ */
 
 static int md_pow2(int v) { return v > 0 && !(v & (v - 1)); }
@@ -1040,6 +1309,75 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     DIC_LAUNCH_CHECK();
 }
 
+/* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
+
+#define MO_MAXM_DEF 8 /* default: every M the path takes (predicted to win at M = 1..8: MOE-DEC-NOTES.md round 5; $DEEPINFER_MOE_ONE / dic_moe_dec_one; 1 = M = 1 only) */
+#define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
+#define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
+static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */
+
+extern "C" void dic_moe_dec_one(int maxm) { g_mo_maxm = maxm < 0 ? -2 : maxm; }
+extern "C" int dic_moe_dec_one_count(void) { return g_mo_count; }
+
+static int mo_maxm(void) {
+    if (g_mo_maxm == -2) {
+        const char *v = getenv("DEEPINFER_MOE_ONE");
+        g_mo_maxm = v && *v ? atoi(v) : MO_MAXM_DEF;
+        if (g_mo_maxm < 0) g_mo_maxm = MO_MAXM_DEF;
+    }
+    return g_mo_maxm;
+}
+
+static size_t mo_smem(int d, int I, int ab) {
+    const int kx = d > I ? d : I;
+    return (size_t)MD_WARPS * MO_RINGW + (size_t)kx * 2 + (size_t)(kx / ab) * 4;
+}
+
+/* -1: not launched (the caller takes the two launches); else the launch's error */
+static int mo_try(const dic_ctx *c, md_args a, const md_tab *t1, const md_tab *t3, const md_tab *t2, cudaError_t *err) {
+    if (a.M > MO_MAXM || a.d > MO_DMAX || a.k > MD_KMAX) return -1;
+    static int nsm, occ;
+    static size_t occ_smem;
+    const size_t sm = mo_smem(a.d, a.I, a.ab);
+    if (!nsm) {
+        nsm = c->num_sms;
+        if (nsm <= 0) {
+            int dev = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+                nsm = 0;
+        }
+        if (nsm <= 0) return (void)cudaGetLastError(), nsm = 0, -1;
+    }
+    if (occ_smem != sm) {
+        occ = 0;
+        if (cudaFuncSetAttribute(k_mo, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_mo, MD_WARPS * 32, sm) != cudaSuccess)
+            occ = 0;
+        (void)cudaGetLastError();
+        occ_smem = sm;
+    }
+    if (occ <= 0) return -1;
+    const int R = a.M * a.k, NU = R * (a.I / 16), ND = R * (a.d / 32);
+    /* co-resident: at most occ CTAs per SM (the grid barrier needs every CTA resident at once) */
+    int G = occ * nsm, need = NU > ND ? NU : ND;
+    if (G > need) G = need;
+    const size_t item = 32 * ((size_t)a.I / 2 + (size_t)a.I / 32); /* w2 bytes of a down item */
+    const size_t pf = MO_PF_BYTES / item;
+    a.pf = pf < (size_t)ND ? (int)pf : ND;
+    const int tail = c->join != NULL; /* shared may be written on a line joined only now: added by k_mo_tail */
+    cudaError_t e = mv_launch(k_mo, dim3((unsigned)G), sm, dim3(1, 1, 1), c->stream, a, *t1, *t3, *t2, tail);
+    if (e != cudaSuccess) return (void)cudaGetLastError(), -1;
+    g_mo_count++;
+    if (tail) {
+        c->join(c->join_arg);
+        const int n = a.M * a.d;
+        DIC_LAUNCH(k_mo_tail, dim3((unsigned)((n + 255) / 256)), 256, 0, c->stream, a.M, a.d, (const float *)a.y,
+                   a.shared, a.lds, a.y, a.out, a.ldo);
+    }
+    *err = cudaGetLastError();
+    return 0;
+}
+
 static void md_fill(md_tab *t, const dic_wmat *W, int E) {
     for (int e = 0; e < E; e++) t->w[e] = (const uint8_t *)W[e].w, t->s[e] = W[e].scale;
 }
@@ -1060,6 +1398,7 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
     a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
+    a.pf = 0;
     static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
     int up, down, nst, fl;
@@ -1071,6 +1410,11 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
         if (up == 2 && (act_block > MD_CK || I % 64)) up = 1; /* a quantisation block inside a chunk */
         if (M * k > 65535 || mv_down_smem(I, act_block) > 200 * 1024) down = 0;
         if (up && mv_up_smem(nst, d, act_block) > 200 * 1024) up = 0;
+        if (sok && up == 1 && down == 1 && nst == MV_NST_DEF && !(fl & MO_DIAG) && !g_mv_broken && M <= mo_maxm()) {
+            cudaError_t e = cudaSuccess;
+            a.pf = 0;
+            if (mo_try(c, a, &t1, &t3, &t2, &e) == 0) return e;
+        }
         return md_launch<1>(c, a, &t1, &t3, &t2, up, down, nst);
     }
     return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0, 0);
