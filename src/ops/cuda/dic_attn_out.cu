@@ -47,6 +47,7 @@
 #define AO_T 512       /* 16 warps: one CTA per SM shares one quantised z */
 #define AO_SLOT 512    /* k per slot: 32 lanes x 16 */
 #define AO_CPS 1       /* CTAs per SM */
+#define AO_SMEM_MAX (200 * 1024) /* dynamic shared bytes at most (z rows + scales) */
 #define AO_EPOCH 4096u /* counter advance per launch (grid <= AO_EPOCH) */
 
 static __device__ unsigned int g_ao_bar; /* the grid barrier's monotonic counter */
@@ -443,7 +444,9 @@ static int ao_occ(ao_fn fn, size_t smem) {
     static int co[8], n;
     for (int i = 0; i < n; i++)
         if (cf[i] == (const void *)fn && cs[i] == smem) return co[i];
-    if (smem > 48 * 1024 && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+    /* always the same (largest) limit: a smaller value set later would break a cached larger launch */
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, AO_SMEM_MAX) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -484,7 +487,7 @@ static int ao_prep(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G
     pl->fn = MR == 1 ? k_attn_out<1, 4, 4> : MR == 2 ? k_attn_out<2, 2, 2> : MR == 4 ? k_attn_out<4, 2, 2>
                                                                                     : k_attn_out<8, 1, 1>;
     pl->smem = (size_t)MR * (size_t)K2 * 2 + (size_t)MR * (size_t)(K2 / ab) * 4;
-    if (pl->smem > 200 * 1024) return 0;
+    if (pl->smem > AO_SMEM_MAX) return 0;
     int dev = 0, nsm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
         (void)cudaGetLastError();
