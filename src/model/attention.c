@@ -43,7 +43,8 @@ static void write_ring(const di_fwd *f, int layer) {
     di_scatter_rows(f->x, n, f->ws->t.src_row, f->ws->kv, (size_t)hd, f->ws->t.dst, hd);
 }
 
-/* q from the projected ws->qr = wq_a xn: q_norm, wq_b, head norm + RoPE. */
+/* q from the projected ws->qr = wq_a xn: q_norm (into ws->qrn, which the indexer reads), wq_b,
+ * head norm + RoPE: one di_q_proj (the three ops; one launch in fast mode on CUDA). */
 static void query_from_qr(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
@@ -51,9 +52,8 @@ static void query_from_qr(di_fwd *f, const di_attn_w *aw, const float *cs, const
     int ql = (int)c->q_lora_rank, rd = (int)c->qk_rope_head_dim, ab = c->act_block;
     float eps = (float)c->rms_norm_eps;
     size_t qld = (size_t)H * hd;
-    di_rmsnorm(f->x, M, ws->qr, (size_t)ql, aw->q_norm, ql, eps, ws->qr, (size_t)ql);
-    di_gemm(f->x, M, ws->qr, (size_t)ql, &aw->wq_b, ab, NULL, ws->q, qld);
-    di_q_post(f->x, M, ws->q, qld, H, hd, c->arch == DI_ARCH_V4, eps, rd, cs, sn);
+    di_q_proj(f->x, M, ws->qr, (size_t)ql, aw->q_norm, eps, ws->qrn, (size_t)ql, &aw->wq_b, ab, ws->q, qld, H, hd,
+              c->arch == DI_ARCH_V4, rd, cs, sn);
 }
 
 /* The projected kv rows: norm, RoPE, QAT (and the ring write, ring_layer >= 0). */
@@ -131,7 +131,7 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     kv_from_proj(f, aw, cs, sn, M, ws->kv, early ? layer : -1);
     di_exec_branch(f->x, 0);
     query_from_qr(f, aw, cs, sn);
-    if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qr); /* continues the lines, joins them */
+    if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qrn); /* continues the lines, joins them */
     di_exec_join(f->x);
 
     attn_tabs(f, L, layer);

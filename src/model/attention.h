@@ -33,7 +33,7 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
 
 /* The pieces, shared with the DSpark stages (cs/sn: the rows' RoPE table). */
 
-/* ws->qr = q_norm(wq_a.xn); ws->q = RoPE(wq_b.qr) (V4: per-head norm first). */
+/* ws->qr = wq_a.xn, ws->qrn = q_norm(ws->qr); ws->q = RoPE(wq_b.qrn) (V4: per-head norm first). */
 void di_attn_query(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, const uint16_t *xn);
 
 /* kv[M][head_dim] = QAT(RoPE(kv_norm(wkv.x))) for M rows of x (one fused

@@ -59,7 +59,7 @@ typedef struct di_tabs {
 typedef struct di_ws {
     int max_rows;
     /* bf16 */
-    uint16_t *x, *xn, *qr, *q, *kv, *o, *z, *sub, *qi, *xe, *g, *u, *h, *eo, *emit16;
+    uint16_t *x, *xn, *qr, *qrn, *q, *kv, *o, *z, *sub, *qi, *xe, *g, *u, *h, *eo, *emit16;
     uint16_t *sg, *su, *sh, *seo; /* the shared expert: gate, up, hidden [M][I], output [M][dim] */
     uint16_t *emitk;            /* V4.1 index keys of emitted latents [M][index_head_dim] */
     uint16_t *eng_e, *eng_kv;   /* V4.1 Engram: gathered rows [M][cols*head_dim], wkv out [M][(hc+1)*dim] */

@@ -44,6 +44,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->xe = take(b, (size_t)mk * (size_t)d * 2);
     ws->eo = take(b, (size_t)mk * (size_t)d * 2);
     ws->qr = take(b, m * (size_t)c->q_lora_rank * 2);
+    ws->qrn = take(b, m * (size_t)c->q_lora_rank * 2); /* q_norm(qr): apart from qr (di_q_proj's fused kernel) */
     ws->q = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
     ws->o = take(b, m * (size_t)(c->num_attention_heads * hd) * 2);
     ws->kv = take(b, m * (size_t)hd * 2);

@@ -80,6 +80,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(f32_to_bf16_x);
     DI_DEV_OP(attn_dec);
     DI_DEV_OP(q_post);
+    DI_DEV_OP(q_proj);
     DI_DEV_OP(attn_kv_post);
 } di_dev_ops;
 

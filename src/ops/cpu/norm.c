@@ -111,6 +111,15 @@ void di_q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, in
     di_rope_tab(x, M, q, ld, nheads, hd, rd, cs, sn, 0);
 }
 
+void di_q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const float *q_norm, float eps, uint16_t *qrn,
+               size_t ldqrn, const di_wmat *W, int act_block, uint16_t *q, size_t ldq, int nheads, int hd, int norm,
+               int rd, const float *cs, const float *sn) {
+    DI_DEV_CALL(x, q_proj, M, qr, ldqr, q_norm, eps, qrn, ldqrn, W, act_block, q, ldq, nheads, hd, norm, rd, cs, sn);
+    di_rmsnorm(x, M, qr, ldqr, q_norm, W->k, eps, qrn, ldqrn);
+    di_gemm(x, M, qrn, ldqrn, W, act_block, NULL, q, ldq);
+    di_q_post(x, M, q, ldq, nheads, hd, norm, eps, rd, cs, sn);
+}
+
 void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
                      const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
                      uint16_t *const *dst) {

@@ -1,0 +1,129 @@
+/* q_proj_bench.c — the attention's query projection at decode (V4-Flash: q_lora 1024, wq_b FP8
+ * 32768 x 1024, 64 heads x 512, rd 64), fast mode: CUDA-graph µs per call of
+ *   seq   = dic_rmsnorm + dic_gemm + dic_q_post (the three launches of today),
+ *   gemm  = dic_gemm alone (the sequence's middle launch),
+ *   fused = dic_q_proj (one launch: dic_q_proj.cu k_q_proj; V4 head norm: clusters of 8),
+ *   st3   = fused with 3 ring stages (4 CTAs per SM instead of 5),
+ *   v41   = fused without the head norm (V4.1: no cluster),
+ * at M = 1, 2, 4, 8, weights rotated over >= 256 MB (gemm_dec_bench.c make_w) so L2 does not serve
+ * them; the floor is the weight bytes at the d2d copy ceiling measured in the same run.
+ * Usage: q_proj_bench (about 10 s). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "ops/cuda/dic_model.h"
+
+#define GR 50 /* calls per graph */
+#define NC_MAX 64
+
+enum { QK = 1024, QH = 64, QHD = 512, QRD = 64, QN = QH * QHD };
+
+static dic_wmat g_w[NC_MAX];
+static int g_nc;
+static size_t g_wbytes;
+
+static void make_w(void) {
+    size_t wb = (size_t)QN * QK, sb = (size_t)(QN / 128) * (QK / 128);
+    g_wbytes = wb + sb;
+    g_nc = (int)(((size_t)256 << 20) / g_wbytes) + 1;
+    if (g_nc > NC_MAX) g_nc = NC_MAX;
+    unsigned char *h = malloc(wb);
+    for (size_t i = 0; i < wb; i++) {
+        unsigned char b = (unsigned char)rnd();
+        if ((b & 0x7F) == 0x7F) b ^= 1;
+        h[i] = b;
+    }
+    for (int i = 0; i < g_nc; i++) {
+        void *dw, *ds;
+        CK(cudaMalloc(&dw, wb));
+        CK(cudaMalloc(&ds, sb));
+        CK(cudaMemcpy(dw, h, wb, cudaMemcpyHostToDevice));
+        CK(cudaMemset(ds, 118, sb));
+        g_w[i] = (dic_wmat){2, QN, QK, 128, dw, ds};
+    }
+    free(h);
+}
+
+static cudaEvent_t e0, e1;
+static unsigned short *d_qr, *d_qrn, *d_q;
+static float *d_g, *d_cs, *d_sn;
+
+enum { V_SEQ, V_GEMM, V_FUSED, V_ST3, V_V41 };
+
+static void call(dic_ctx *c, int v, int M, const dic_wmat *w) {
+    const float eps = 1e-6f;
+    switch (v) {
+    case V_SEQ:
+        CK(dic_rmsnorm(c, M, d_qr, QK, d_g, QK, eps, d_qrn, QK));
+        CK(dic_gemm(c, M, d_qrn, QK, w, 128, NULL, d_q, QN));
+        CK(dic_q_post(c, M, d_q, QN, QH, QHD, 1, eps, QRD, d_cs, d_sn));
+        break;
+    case V_GEMM: CK(dic_gemm(c, M, d_qrn, QK, w, 128, NULL, d_q, QN)); break;
+    default:
+        CK(dic_q_proj(c, M, d_qr, QK, d_g, eps, d_qrn, QK, w, 128, d_q, QN, QH, QHD, v != V_V41, QRD, d_cs, d_sn));
+        break;
+    }
+}
+
+static double time_calls(dic_ctx *c, int v, int M) {
+    dic_q_proj_config(v == V_ST3 ? 3 : 0);
+    for (int i = 0; i < 2; i++) call(c, v, M, &g_w[i % g_nc]); /* eager warm-up (attributes) */
+    CK(cudaStreamSynchronize(c->stream));
+    cudaGraph_t gr;
+    CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+    for (int r = 0; r < GR; r++) call(c, v, M, &g_w[r % g_nc]);
+    CK(cudaStreamEndCapture(c->stream, &gr));
+    double us = graph_median_ms(c->stream, gr, e0, e1) * 1e3 / GR;
+    dic_q_proj_config(0);
+    return us;
+}
+
+int main(void) {
+    dic_ctx c;
+    bench_ctx_init(&c, dic_gemm_scratch(8, QN, QK));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const double gbs = copy_ceiling_gbs(c.stream, e0, e1);
+    make_w();
+    {
+        unsigned short h[8 * QK];
+        for (int i = 0; i < 8 * QK; i++) h[i] = (unsigned short)((rnd() & 0x807F) | ((0x78 + rnd() % 8) << 7));
+        CK(cudaMalloc((void **)&d_qr, sizeof h));
+        CK(cudaMemcpy(d_qr, h, sizeof h, cudaMemcpyHostToDevice));
+        float g[QK], t[8 * QRD / 2], u[8 * QRD / 2];
+        for (int i = 0; i < QK; i++) g[i] = 0.5f + (float)(rnd() % 1000) * 1e-3f;
+        for (int i = 0; i < 8 * QRD / 2; i++) {
+            float a = (float)(rnd() % 6283) * 1e-3f;
+            t[i] = cosf(a), u[i] = sinf(a);
+        }
+        CK(cudaMalloc((void **)&d_g, sizeof g));
+        CK(cudaMemcpy(d_g, g, sizeof g, cudaMemcpyHostToDevice));
+        CK(cudaMalloc((void **)&d_cs, sizeof t));
+        CK(cudaMemcpy(d_cs, t, sizeof t, cudaMemcpyHostToDevice));
+        CK(cudaMalloc((void **)&d_sn, sizeof u));
+        CK(cudaMemcpy(d_sn, u, sizeof u, cudaMemcpyHostToDevice));
+        CK(cudaMalloc((void **)&d_qrn, (size_t)8 * QK * 2));
+        CK(cudaMalloc((void **)&d_q, (size_t)8 * QN * 2));
+    }
+    const double floor_us = (double)g_wbytes / gbs / 1e3;
+    printf("wq_b FP8 %dx%d, %d copies (%.0f MB), floor %.2f us per call at the copy ceiling\n", QN, QK, g_nc,
+           g_nc * g_wbytes / 1e6, floor_us);
+    static const char *vn[] = {"seq", "gemm", "fused", "st3", "v41"};
+    for (int M = 1; M <= 8; M *= 2) {
+        printf("q_proj M=%d:", M);
+        double us[5];
+        for (int v = 0; v < 5; v++) {
+            us[v] = time_calls(&c, v, M);
+            printf(" %s %.2f", vn[v], us[v]);
+        }
+        printf(" | fused/floor %.2f (floor/fused %.2f), seq - fused %.2f us\n", us[V_FUSED] / floor_us,
+               floor_us / us[V_FUSED], us[V_SEQ] - us[V_FUSED]);
+        fflush(stdout);
+    }
+    for (int i = 0; i < g_nc; i++) cudaFree((void *)g_w[i].w), cudaFree((void *)g_w[i].scale);
+    return 0;
+}
