@@ -252,6 +252,7 @@ static const int AO_MS[] = {1, 2, 3, 4, 8};
 
 TEST(gpu_attn_out_v4) { /* V4-Flash: G = 8, R = 1024, K = 4096, d = 4096, blocks 128, act_block 128 */
     uint64_t s = 7101;
+    dic_attn_out_enable(1); /* opt-in path (off by default: slower than the two launches, GEMM-FLOAT-NOTES) */
     ao_set t;
     ao_make(&t, 8, 1024, 4096, 4096, 128, 128, 128, &s);
     for (int i = 0; i < 5; i++) ao_case(&t, AO_MS[i], AO_MS[i] != 2 && AO_MS[i] != 4, &s);
@@ -260,6 +261,7 @@ TEST(gpu_attn_out_v4) { /* V4-Flash: G = 8, R = 1024, K = 4096, d = 4096, blocks
 
 TEST(gpu_attn_out_odd) { /* small odd shape: K2 = 288 (a 512-k slot's tail), 3 groups, N = 200 */
     uint64_t s = 7102;
+    dic_attn_out_enable(1);
     ao_set t;
     ao_make(&t, 3, 96, 192, 200, 64, 32, 32, &s);
     for (int i = 0; i < 5; i++) ao_case(&t, AO_MS[i], 1, &s);

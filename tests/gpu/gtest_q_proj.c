@@ -1,7 +1,7 @@
 /* gtest_q_proj.c — the fused query projection (dic_q_proj.cu k_q_proj; ops.h di_q_proj) in fast mode:
  *  - the fused launch applies (dic_q_proj_ok) on the V4-Flash shape (q_lora 1024, 64 heads x 512,
  *    rd 64), the tiny golden models' shapes (V4: K 128, 4 x 128; V4.1: K 64, act / wblock 32) and odd
- *    ones (5 heads x 192: clusters of 3; 7 x 64: no cluster; act 64), M = 1, 2, 3, 8, with the head
+ *    ones (5 heads x 192: clusters of 3; 7 x 64: no cluster; act 64), M = 1, 2, 3, 4, with the head
  *    norm (V4) and without (V4.1);
  *  - against the fast-mode three-launch sequence (dic_rmsnorm, dic_gemm, dic_q_post): qrn bitwise,
  *    q bitwise where the sequence's GEMM has one K split (K <= 512 or a grid over 2 CTAs per SM),
@@ -177,9 +177,10 @@ static void qp_case(int M, int K, int H, int hd, int rd, int wb, int act, int no
     free(qr), free(g), free(w), free(sc), free(cs), free(sn);
 }
 
-static const int qp_ms[] = {1, 2, 3, 8};
+static const int qp_ms[] = {1, 2, 3, 4}; /* the fused range (Q_FUSE_MAXM = 4) */
 
 TEST(gpu_q_proj_flash) { /* V4-Flash: q_lora 1024, 64 heads x 512, rd 64; V4 (norm) and V4.1 */
+    dic_q_proj_enable(1); /* opt-in path ($DEEPINFER_Q_PROJ_FUSE=1) */
     for (int norm = 1; norm >= 0; norm--)
         for (unsigned j = 0; j < sizeof qp_ms / sizeof *qp_ms; j++) {
             qp_case(qp_ms[j], 1024, 64, 512, 64, 128, 128, norm, 7000 + 10 * norm + j);
@@ -188,6 +189,7 @@ TEST(gpu_q_proj_flash) { /* V4-Flash: q_lora 1024, 64 heads x 512, rd 64; V4 (no
 }
 
 TEST(gpu_q_proj_small) {
+    dic_q_proj_enable(1);
     static const struct { int K, H, hd, rd, wb, act, norm; } cs[] = {
         {128, 4, 128, 64, 128, 128, 1}, /* v4-tiny-a */
         {64, 4, 128, 64, 32, 32, 0},    /* v41-tiny-a */
@@ -210,6 +212,7 @@ TEST(gpu_q_proj_switch) { /* dic_q_proj_enable(0): the fused kernel never applie
     void *w = gt_dev_poison(64 * 256), *s = gt_dev_poison(64);
     CHECK(a && b && c && w && s);
     dic_wmat dw = {2, 128, 128, 128, w, s};
+    dic_q_proj_enable(1);
     CHECK(dic_q_proj_ok(&ctx, 1, a, 128, b, 128, &dw, 128, c, 128, 2, 64, 16));
     dic_q_proj_enable(0);
     CHECK(!dic_q_proj_ok(&ctx, 1, a, 128, b, 128, &dw, 128, c, 128, 2, 64, 16));

@@ -417,15 +417,16 @@ static __global__ void __launch_bounds__(AO_T, AO_CPS) k_attn_out(const __grid_c
 
 /* ---------------------------------------------------------------------------------------- */
 
-static int g_ao_on = -1;  /* -1: read $DEEPINFER_ATTN_OUT_FUSE once */
+static int g_ao_on = -1;  /* -1: read $DEEPINFER_ATTN_OUT_FUSE once; off unless it is 1 (measured slower than the
+                           * two launches: GEMM-FLOAT-NOTES.md 2026-11-30 session 7) */
 static int g_ao_maxm = 0; /* 0: DIC_AO_MAXM */
 static int g_ao_flags = 0;
 
-extern "C" void dic_attn_out_enable(int on) { g_ao_on = on ? 1 : 0; }
+extern "C" void dic_attn_out_enable(int on) { g_ao_on = on < 0 ? -1 : on ? 1 : 0; } /* < 0: the environment's */
 extern "C" int dic_attn_out_enabled(void) {
     if (g_ao_on < 0) {
         const char *e = getenv("DEEPINFER_ATTN_OUT_FUSE");
-        g_ao_on = !(e && e[0] == '0' && e[1] == 0);
+        g_ao_on = e && e[0] == '1' && e[1] == 0;
     }
     return g_ao_on;
 }

@@ -887,7 +887,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  * the join: the same fp32 order.
  * Overlap: after the PDL wait every CTA prefetches the w2 tiles of its down items into L2
  * (at most a.pf items: the bytes that fit beside the up stream; a normal L2 priority), the up
- * weights stream with an L2 evict_first policy, and a CTA issues its first down item's w2 ring
+ * weights stream at normal L2 priority (the evict_first hint on cp.async faulted), and a CTA issues its first down item's w2 ring
  * before it arrives at the barrier. Barrier: cooperative groups' scheme, no reset between graph
  * replays: one counter, each CTA adds 1 (CTA 0 adds 2^31 - (G - 1)), so every barrier adds 2^31 and
  * flips the top bit once; a CTA waits until the bit differs from the value its own atomic saw. All
@@ -902,18 +902,16 @@ static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals p
 static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
 static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
 
-static __device__ __forceinline__ uint64_t mo_policy_first() {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
 static __device__ __forceinline__ void mo_cp16(void *dst, const void *src, uint64_t pol) {
     const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol));
+    (void)pol; /* cp.async with .L2::cache_hint built but raised "illegal instruction" on the H200 (compute-sanitizer,
+                * 2026-11-30): plain cp.async, the up stream at normal priority */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
 }
 static __device__ __forceinline__ void mo_cp4(void *dst, const void *src, uint64_t pol) {
     const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "l"(pol));
+    (void)pol;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 
 /* mv_issue (the same bytes to the same places) with an L2 cache policy */
@@ -1002,7 +1000,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
     uint8_t *ring = smem + (size_t)warp * MO_RINGW;
     uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
     float *sa = (float *)((uint8_t *)a16 + (size_t)KX * 2);
-    const uint64_t pol = mo_policy_first();
+    const uint64_t pol = 0; /* no L2 policy (see mo_cp16) */
     /* up geometry (k_mv_up): K = d; down (k_mv_down): K = I */
     const int nchu = a.d / MD_CK, nchd = a.I / MD_CK;
     const size_t wrowu = (size_t)a.d / 2, srowu = (size_t)a.d / 32, wrowd = (size_t)a.I / 2, srowd = (size_t)a.I / 32;
@@ -1311,7 +1309,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
 
 /* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
 
-#define MO_MAXM_DEF 8 /* default: every M the path takes (predicted to win at M = 1..8: MOE-DEC-NOTES.md round 5; $DEEPINFER_MOE_ONE / dic_moe_dec_one; 1 = M = 1 only) */
+#define MO_MAXM_DEF 0 /* default: off (opt-in $DEEPINFER_MOE_ONE=N / dic_moe_dec_one: up to M = N); predicted to win at M = 1..8 (MOE-DEC-NOTES.md round 5) but no gain measured in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
 #define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
 #define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
 static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */

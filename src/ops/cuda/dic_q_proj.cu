@@ -357,13 +357,21 @@ static int q_pow2(int v) { return v > 0 && !(v & (v - 1)); }
 static int q_ilog2(int v) { return __builtin_ctz((unsigned)v); }
 
 static int g_qp_on = -1, g_qp_stmax = 0, g_qp_broken = 0;
+/* fused only up to this M: measured 2026-11-30 (q_proj_bench, graph us, fused vs the three launches):
+ * M=1 15.1 vs 20.4, M=2 17.1 vs 21.9, M=4 20.6 vs 23.6, M=8 29.0 vs 24.0 */
+#define Q_FUSE_MAXM 4
+
 static void qp_init(void) {
     if (g_qp_on >= 0) return;
     const char *e = getenv("DEEPINFER_Q_PROJ_FUSE");
-    g_qp_on = !(e && e[0] == '0');
+    g_qp_on = e && e[0] == '1'; /* opt-in: no gain in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
 }
-extern "C" void dic_q_proj_enable(int on) {
-    qp_init();
+extern "C" void dic_q_proj_enable(int on) { /* on < 0: back to the environment's choice */
+    if (on < 0) {
+        g_qp_on = -1;
+        qp_init();
+        return;
+    }
     g_qp_on = on ? 1 : 0;
 }
 extern "C" int dic_q_proj_enabled(void) {
@@ -380,7 +388,7 @@ static int q_disjoint(const void *p, size_t pb, const void *q, size_t qb) {
 extern "C" int dic_q_proj_ok(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const uint16_t *qrn,
                              size_t ldqrn, const dic_wmat *W, int act_block, const uint16_t *q, size_t ldq, int nheads,
                              int hd, int rd) {
-    if (c->batch_invariant || !dic_q_proj_enabled() || M < 1 || M > 8 || !W || W->fmt != 2) return 0;
+    if (c->batch_invariant || !dic_q_proj_enabled() || M < 1 || M > Q_FUSE_MAXM || !W || W->fmt != 2) return 0;
     const int K = W->k, wbl = W->wblock, kb = act_block < wbl ? act_block : wbl;
     if (K < 32 || K > Q_MAXK || !q_pow2(act_block) || act_block < 32 || act_block > Q_CK || !q_pow2(wbl) ||
         wbl < 32 || kb > Q_CK || K % act_block || K % 32)
@@ -424,14 +432,16 @@ extern "C" cudaError_t dic_q_proj(const dic_ctx *c, int M, const uint16_t *qr, s
     a.A = qr, a.lda = ldqr, a.gw = q_norm, a.An = qrn, a.ldan = ldqrn;
     a.w = (const uint8_t *)W->w, a.s = W->scale, a.C = q, a.ldc = ldq, a.cs = cs, a.sn = sn;
     const size_t smem = q_smem(a.nst, a.kper);
-    static int attr_done;
-    if (!attr_done) {
-        if (cudaFuncSetAttribute(k_q_proj, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
+    /* the dynamic shared memory this launch needs (the static arrays count against the same 227 KB,
+     * so asking for the whole opt-in size fails) */
+    static size_t attr_smem;
+    if (smem > 48 * 1024 && smem > attr_smem) {
+        if (cudaFuncSetAttribute(k_q_proj, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
             (void)cudaGetLastError();
             g_qp_broken = 1;
             return q_seq(c, M, qr, ldqr, q_norm, eps, qrn, ldqrn, W, act_block, q, ldq, nheads, hd, norm, rd, cs, sn);
         }
-        attr_done = 1;
+        attr_smem = smem;
     }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
