@@ -31,7 +31,7 @@ NVCC_ARCH  := -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,c
 # -fmad=false: no implicit FMA contraction, so element-wise kernels round
 # exactly as the C11 CPU ops do (gcc -std=c11 does not contract either);
 # explicit fmaf() and the tensor cores are unaffected.
-NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -fmad=false -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) -Iinclude -Isrc
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -fmad=false -Xcompiler -fPIC -Werror all-warnings $(NVCC_ARCH) $(NVCC_EXTRA) -Iinclude -Isrc
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -ldl -lstdc++
 CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
 

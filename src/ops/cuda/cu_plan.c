@@ -148,7 +148,9 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
     if (c->tab_off)
         cu_check(c, cudaMemcpyAsync(c->dtab, p->host[p->cur], c->tab_off, cudaMemcpyHostToDevice, st), "step plan copy");
     cu_check(c, cudaEventRecord(p->copied[p->cur], st), "plan copied event");
+    dic_stamps_before(st, p->nreplayed + replay);
     cu_check(c, cudaGraphLaunch(g->exec, st), "cudaGraphLaunch");
+    dic_stamps_after(st, p->nreplayed + replay);
     if (timed) cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps + 1], st), "step end event");
     if (timed) p->nsteps++;
     p->nrecorded++;

@@ -38,6 +38,10 @@ extern "C" {
  * next kernel then launches without programmatic dependent launch (see
  * dic_common.cuh DIC_LAUNCH). */
 void dic_pdl_disarm(void);
+/* Timeline builds (-DDIC_STAMPS, dic_stamps.cu): around a step graph's replay number `replay`; no-ops in
+ * the default build. */
+void dic_stamps_before(cudaStream_t st, int replay);
+void dic_stamps_after(cudaStream_t st, int replay);
 /* The arm state itself (1: the next kernel may launch with PDL): the
  * concurrent lines (cu_lines.c) keep one per line, since a kernel may take a
  * programmatic edge from the previous kernel of its own stream only. */

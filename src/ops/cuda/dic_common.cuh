@@ -23,7 +23,50 @@
  * ~270 of them per step). In CUDA graphs the edges become programmatic.
  * $DEEPINFER_CUDA_PDL=0 launches without the attribute (the wait is then a
  * no-op), for A/B measurements. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(DIC_STAMPS)
+/* Timeline builds only (make ... NVCC_EXTRA=-DDIC_STAMPS; never the default build): block 0 of every
+ * kernel records the global timer before and after its PDL wait, its grid size and block size, in
+ * launch-completion order (dic_stamps.cu; $DEEPINFER_CUDA_STAMPS=FILE dumps one replayed step). The
+ * buffer pointer is a __constant__ per translation unit (no relocatable device code), set through a
+ * host-side registration each unit makes at load time. */
+typedef struct dic_stamp {
+    unsigned long long t_enter, t_go;
+    unsigned grid, block;
+} dic_stamp;
+static __constant__ dic_stamp *dic_stamp_buf_;
+static __constant__ unsigned *dic_stamp_cnt_;
+#define DIC_STAMP_MAX 4096
+extern "C" int dic_stamp_register(void (*set)(void *buf, void *cnt));
+static void dic_stamp_set_(void *buf, void *cnt) {
+    (void)cudaMemcpyToSymbol(dic_stamp_buf_, &buf, sizeof buf);
+    (void)cudaMemcpyToSymbol(dic_stamp_cnt_, &cnt, sizeof cnt);
+}
+static int dic_stamp_reg_ __attribute__((unused)) = dic_stamp_register(dic_stamp_set_);
+static __device__ __forceinline__ unsigned long long dic_gtime(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DIC_STAMPS)
+#define DIC_PDL_ENTER()                                                                                   \
+    do {                                                                                                  \
+        const unsigned long long dic_t0_ = dic_gtime();                                                   \
+        asm volatile("griddepcontrol.wait;" ::: "memory");                                                \
+        asm volatile("griddepcontrol.launch_dependents;" :::);                                            \
+        if (dic_stamp_buf_ && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && \
+            blockIdx.z == 0) {                                                                            \
+            const unsigned dic_s_ = atomicAdd(dic_stamp_cnt_, 1u);                                        \
+            if (dic_s_ < DIC_STAMP_MAX) {                                                                 \
+                dic_stamp_buf_[dic_s_].t_enter = dic_t0_;                                                 \
+                dic_stamp_buf_[dic_s_].t_go = dic_gtime();                                                \
+                dic_stamp_buf_[dic_s_].grid = gridDim.x * gridDim.y * gridDim.z;                          \
+                dic_stamp_buf_[dic_s_].block = blockDim.x * blockDim.y * blockDim.z;                      \
+            }                                                                                             \
+        }                                                                                                 \
+    } while (0)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DIC_PDL_ENTER()                                         \
     do {                                                        \
         asm volatile("griddepcontrol.wait;" ::: "memory");      \
