@@ -87,9 +87,8 @@ static void attn_out_proj(di_fwd *f, const di_attn_w *aw, uint16_t *out) {
     int M = f->M, d = (int)c->hidden_size, H = (int)c->num_attention_heads, hd = (int)c->head_dim;
     size_t qld = (size_t)H * hd;
     int G = aw->groups, R = (int)c->o_lora_rank, gk = H * hd / G;
-    /* di_gemm_blockdiag then di_gemm (the CPU's bits; fast-mode CUDA: one launch at small M) */
-    di_attn_out_gemm(f->x, M, ws->o, qld, G, aw->wo_a, gk, &aw->wo_b, c->act_block, ws->z, (size_t)G * R, out,
-                     (size_t)d);
+    di_gemm_blockdiag(f->x, M, ws->o, qld, G, aw->wo_a, gk, 0, NULL, ws->z, (size_t)G * R);
+    di_gemm(f->x, M, ws->z, (size_t)G * R, &aw->wo_b, c->act_block, NULL, out, (size_t)d);
 }
 
 void di_attn_out(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn, uint16_t *out) {

@@ -31,7 +31,6 @@ typedef struct di_dev_ops {
     DI_DEV_OP(gemm2);
     DI_DEV_OP(gemm_blockdiag);
     DI_DEV_OP(gemm_multi);
-    DI_DEV_OP(attn_out_gemm);
     DI_DEV_OP(rmsnorm);
     DI_DEV_OP(head_rmsnorm_bf16);
     DI_DEV_OP(rope);

@@ -172,15 +172,6 @@ void di_gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, con
 void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *W, int gk, int act_block,
                        float *C32, uint16_t *C16, size_t ldc);
 
-/* The attention output projection (wo_b after the grouped wo_a): exactly
- *   di_gemm_blockdiag(x, M, A, lda, G, Wa, gk, 0, NULL, Z, ldz);
- *   di_gemm(x, M, Z, ldz, Wb, act_block, NULL, C, ldc);
- * (Z: bf16 [M][ldz], the G * Wa[0].n intermediate values, written). A device
- * backend may run both in one launch in its fast mode (CUDA dic_attn_out_gemm:
- * within the GEMM tolerance of the two calls, deterministic). */
-void di_attn_out_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *Wa, int gk,
-                      const di_wmat *Wb, int act_block, uint16_t *Z, size_t ldz, uint16_t *C, size_t ldc);
-
 /* Bytes of scratch di_gemm uses per row (quantised row + scales). The
  * di_exec must hold at least one row of the largest K; more rows let a call
  * quantise more rows at once (results do not depend on it). */

@@ -289,13 +289,6 @@ void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, 
     }
 }
 
-void di_attn_out_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *Wa, int gk,
-                      const di_wmat *Wb, int act_block, uint16_t *Z, size_t ldz, uint16_t *C, size_t ldc) {
-    DI_DEV_CALL(x, attn_out_gemm, M, A, lda, G, Wa, gk, Wb, act_block, Z, ldz, C, ldc);
-    di_gemm_blockdiag(x, M, A, lda, G, Wa, gk, 0, NULL, Z, ldz);
-    di_gemm(x, M, Z, ldz, Wb, act_block, NULL, C, ldc);
-}
-
 void di_gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
                    uint16_t *const *C16, const size_t *ldc) {
     DI_DEV_CALL(x, gemm_multi, M, A, lda, nw, W, act_block, C16, ldc);

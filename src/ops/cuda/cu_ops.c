@@ -66,30 +66,6 @@ static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw,
     CU_CHECK(x, dic_gemm_multi(DC(x), M, A, lda, nw, w, act_block, C16, ldc), "dic_gemm_multi");
 }
 
-/* wo_a then wo_b (ops.h di_attn_out_gemm): mode 1, or where the fused launch does not apply, the
- * two glue calls above (today's launches and bits); fast mode: dic_attn_out_gemm's one launch
- * (it falls back to the same two launches itself when the kernel refuses the shapes) */
-static void attn_out_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *Wa, int gk,
-                          const di_wmat *Wb, int act_block, uint16_t *Z, size_t ldz, uint16_t *C, size_t ldc) {
-    dic_wmat wa[DIC_GV_MAXG], wb;
-    if (M <= 0 || G <= 0) return;
-    cu_exec *c = cu_of(x);
-    if (!c->dc.batch_invariant && G <= DIC_GV_MAXG && M <= dic_attn_out_maxm() && dic_attn_out_enabled() &&
-        Wa[0].raw_fp8_block && Wb->fmt == DI_WFMT_FP8) {
-        int ok = cu_wmat(c, Wb, &wb);
-        for (int g = 0; g < G && ok; g++) ok = cu_wmat(c, &Wa[g], &wa[g]);
-        if (!ok) return;
-        if (dic_attn_out_fusable(&c->dc, M, A, lda, G, wa, gk, &wb, act_block, Z, ldz, ldc)) {
-            cu_prof_tag(c, "G=%d M=%d R=%d K=%d N=%d", G, M, Wa[0].n, Wa[0].k, Wb->n);
-            CU_CHECK(x, dic_attn_out_fused(&c->dc, M, A, lda, G, wa, gk, &wb, act_block, Z, ldz, C, ldc),
-                     "dic_attn_out_fused");
-            return;
-        }
-    }
-    gemm_blockdiag(x, M, A, lda, G, Wa, gk, 0, NULL, Z, ldz);
-    gemm(x, M, Z, ldz, Wb, act_block, NULL, C, ldc);
-}
-
 static void rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,
                     uint16_t *out, size_t ldy) {
     if (M > 0) CU_CHECK(x, dic_rmsnorm(DC(x), M, in, ldx, w, D, eps, out, ldy), "dic_rmsnorm");
@@ -227,7 +203,6 @@ void cu_fill_dense_ops(di_dev_ops *t) {
     t->gemm2 = gemm2;
     t->gemm_blockdiag = gemm_blockdiag;
     t->gemm_multi = gemm_multi;
-    t->attn_out_gemm = attn_out_gemm;
     t->rmsnorm = rmsnorm;
     t->head_rmsnorm_bf16 = head_rmsnorm;
     t->rope = rope;

@@ -13,7 +13,7 @@
  * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
  * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
  * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
- * qproj=0|1 (fused q projection), aofuse=0|1 (fused attention output projection),
+ * qproj=0|1 (fused q projection),
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back). */
 #include <stdio.h>
@@ -47,7 +47,6 @@ static void knobs_reset(void) {
     dic_moe_dec_flags(-1);
     dic_moe_dec_one(-1);
     dic_q_proj_enable(-1);
-    dic_attn_out_enable(-1);
     dic_index_select_tune(-2);
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
@@ -67,7 +66,6 @@ static void knob(const char *t) {
     } else if (n == 6 && !strncmp(t, "moeone", 6)) dic_moe_dec_one(v[0]);
     else if (n == 4 && !strncmp(t, "isel", 4)) dic_index_select_tune(v[0]);
     else if (n == 5 && !strncmp(t, "qproj", 5)) dic_q_proj_enable(v[0]);
-    else if (n == 6 && !strncmp(t, "aofuse", 6)) dic_attn_out_enable(v[0]);
     else if (n == 6 && !strncmp(t, "headcw", 6)) dic_hc_head_cw(v[0]);
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);

@@ -114,33 +114,6 @@ cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, con
 cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *W, int gk,
                                int act_block, float *C32, uint16_t *C16, size_t ldc);
 
-/* The attention output projection (ops.h di_attn_out_gemm): Z = bf16 blockdiag(A, Wa) (G groups,
- * dic_gemm_blockdiag with act_block 0), then C = bf16(Z Wb^T) (dic_gemm with act_block). Mode 1,
- * and fast mode where the fused kernel does not apply: exactly those two calls (same bits). Fast
- * mode at M <= dic_attn_out_maxm() with FP8B wo_a groups (dic_gemm_fp8w_gemv_g's conditions), FP8
- * wo_b with K = G * R, even N, act_block a power of two in [16, 256], 16-byte aligned Z with
- * ldz % 8 == 0: one launch (dic_attn_out.cu: a co-resident grid, wo_a, a grid barrier, wo_b over
- * z quantised by every CTA), Z written as well; within the GEMM tolerance of the two calls,
- * deterministic, a row's bits independent of M and of the other rows. $DEEPINFER_ATTN_OUT_FUSE=0
- * (read once) or dic_attn_out_enable(0): always the two calls. One fused launch at a time per
- * device (a device-global barrier counter; the decode graph runs it on the main line only). */
-#define DIC_AO_MAXM 4
-cudaError_t dic_attn_out_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *Wa, int gk,
-                              const dic_wmat *Wb, int act_block, uint16_t *Z, size_t ldz, uint16_t *C, size_t ldc);
-/* The fused launch alone: cudaErrorNotSupported (nothing launched) where it does not apply (any mode). */
-cudaError_t dic_attn_out_fused(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *Wa,
-                               int gk, const dic_wmat *Wb, int act_block, uint16_t *Z, size_t ldz, uint16_t *C,
-                               size_t ldc);
-/* 1 when dic_attn_out_fused would launch for these arguments (any mode; launches nothing) */
-int dic_attn_out_fusable(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *Wa, int gk,
-                         const dic_wmat *Wb, int act_block, const uint16_t *Z, size_t ldz, size_t ldc);
-void dic_attn_out_enable(int on);
-int dic_attn_out_enabled(void);
-/* bench / tests: maxm (1..8; 0 = DIC_AO_MAXM) = largest M fused; flags (bench): 1 = wo_b L2 prefetch after
- * phase 1 instead of before the PDL wait, 2 = no prefetch, 4 = no evict_first policy on wo_a; 0 = defaults */
-void dic_attn_out_tune(int maxm, int flags);
-int dic_attn_out_maxm(void);
-
 /* Grouped GEMM for routed experts (FP4 or FP8 weights, all of one shape):
  * for every expert e < E, rows A[rows[off[e] .. off[e+1])] times W[e]^T into
  * C at the same rows. `off` [E+1] and `rows` live on the device (written by
