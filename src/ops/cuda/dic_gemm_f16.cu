@@ -550,7 +550,6 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
          * y = x * (1 / s) with s a power of two: the reciprocal is exact, so x * (1 / s) is the correctly
          * rounded x / s (dic_gemm_quant's __fdiv_rn) bit for bit; the block max is the same max. */
         const int gsz = 1 << (a.lab - 3), kp8 = kl >> 3, np = M * kp8;
-        const float inv448 = (float)(1.0 / 448.0);
         for (int u0 = 0; u0 < np; u0 += 4 * 128) {
             uint4 v[4];
 #pragma unroll
@@ -576,20 +575,14 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                     if (tt > amax) amax = tt;
                 }
                 if (u >= np) continue;
-                if (!(amax >= 1e-4f)) amax = 1e-4f;
-                const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+                const float sc = dic_act_scale(amax), rc = __frcp_rn(sc);
                 if ((tid & (gsz - 1)) == 0) {
                     const int kq = (8 * p) & ~((1 << a.lab) - 1);
                     for (int j = 0; j < (1 << a.lab) >> 5; j++) ssa[m * kps + (kq >> 5) + j] = sc;
                 }
                 uint32_t h[8];
 #pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    float y = __fmul_rn(x[i], rc);
-                    if (y > 448.0f) y = 448.0f;
-                    if (y < -448.0f) y = -448.0f;
-                    h[i] = __half_as_ushort(__float2half_rn(round_e4m3(y)));
-                }
+                for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(x[i], rc));
                 uint4 o;
                 if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
                     o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
@@ -600,7 +593,6 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
         }
     } else if (a.qf) {
         const int ab = 1 << a.lab, vpl = ab >> 5, nbk = kl >> a.lab, nb = M * nbk;
-        const float inv448 = (float)(1.0 / 448.0);
         for (int b0 = warp; b0 < nb; b0 += 4 * 8) {
             float x[8][4];
 #pragma unroll
@@ -636,19 +628,15 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                     float tt = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
                     if (tt > amax) amax = tt;
                 }
-                if (!(amax >= 1e-4f)) amax = 1e-4f;
-                const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448));
+                const float sc = dic_act_scale(amax);
                 if (lane < (ab >> 5)) ssa[m * kps + (kq >> 5) + lane] = sc;
                 uint16_t *row = (uint16_t *)(a16 + m * a16s);
 #pragma unroll
                 for (int v = 0; v < 4; v++) {
                     if (v >= vpl) break;
-                    float y = __fdiv_rn(x[r][v], sc);
-                    if (y > 448.0f) y = 448.0f;
-                    if (y < -448.0f) y = -448.0f;
                     const int k = kq + lane * vpl + v;
                     const int pos = FP4 ? ((k & ~7) | ((k & 3) << 1) | ((k >> 2) & 1)) : k;
-                    row[pos] = __half_as_ushort(__float2half_rn(round_e4m3(y)));
+                    row[pos] = (uint16_t)dic_e4m3_f16(__fdiv_rn(x[r][v], sc));
                 }
             }
         }

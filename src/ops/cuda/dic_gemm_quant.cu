@@ -31,16 +31,12 @@ static __global__ void k_act_quant(const uint16_t *A, size_t lda, int M, int K, 
         float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
         if (t > amax) amax = t; /* max is exact in any order */
     }
-    if (!(amax >= 1e-4f)) amax = 1e-4f;
-    const float inv448 = (float)(1.0 / 448.0);
-    float sc = dic_pow2_ceil(__fmul_rn(amax, inv448));
+    const float sc = dic_act_scale(amax);
     if (lane == 0) s[(size_t)i * nsa + b] = sc;
     uint8_t *qb = q + (size_t)i * ldq + (size_t)b * blk;
     for (int j = lane; j < blk; j += 32) {
-        float v = __fdiv_rn(dic_bf16_to_f32(x[j]), sc); /* exact unless subnormal; RNE either way */
-        if (v > 448.0f) v = 448.0f;
-        if (v < -448.0f) v = -448.0f;
-        qb[j] = dic_f32_to_e4m3(round_e4m3(v)); /* exact: the value is on the e4m3 grid */
+        /* x / s: exact unless subnormal; RNE either way; then on the e4m3 grid, so the byte is exact */
+        qb[j] = dic_f32_to_e4m3(dic_e4m3_clamp_round(__fdiv_rn(dic_bf16_to_f32(x[j]), sc)));
     }
 }
 

@@ -7,6 +7,8 @@
 #ifndef DI_OPS_CUDA_DIC_GEMM_QUANT_CUH
 #define DI_OPS_CUDA_DIC_GEMM_QUANT_CUH
 
+#include <cuda_fp16.h>
+
 /* gemm.c round_e4m3: RNE to the e4m3 grid of |v| <= 448, as fp32. */
 static __device__ __forceinline__ float round_e4m3(float v) {
     float a = fabsf(v), r;
@@ -19,6 +21,25 @@ static __device__ __forceinline__ float round_e4m3(float v) {
         r = __uint_as_float(u);
     }
     return copysignf(r, v);
+}
+
+/* gemm.c's act-block scale from the block's largest |x|: max(amax, 1e-4) / 448 rounded up to a power
+ * of two (so 1 / s is exact and x * (1 / s) is the correctly rounded x / s). */
+static __device__ __forceinline__ float dic_act_scale(float amax) {
+    if (!(amax >= 1e-4f)) amax = 1e-4f;
+    return dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 448.0)));
+}
+
+/* y = x / s clamped to +-448 and rounded to the e4m3 grid (round_e4m3), as an fp32. */
+static __device__ __forceinline__ float dic_e4m3_clamp_round(float y) {
+    if (y > 448.0f) y = 448.0f;
+    if (y < -448.0f) y = -448.0f;
+    return round_e4m3(y);
+}
+
+/* The same value as the f16 bit pattern the HMMA kernels take (exact: e4m3 values are f16 values). */
+static __device__ __forceinline__ uint32_t dic_e4m3_f16(float y) {
+    return __half_as_ushort(__float2half_rn(dic_e4m3_clamp_round(y)));
 }
 
 #endif

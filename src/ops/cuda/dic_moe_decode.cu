@@ -124,7 +124,6 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
-    const float inv448 = (float)(1.0 / 448.0);
     for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
         uint4 v[4];
 #pragma unroll
@@ -153,8 +152,7 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                 if (t > amax) amax = t;
             }
             if (u >= total) continue;
-            if (!(amax >= 1e-4f)) amax = 1e-4f;
-            const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+            const float sc = dic_act_scale(amax), rc = __frcp_rn(sc);
             const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
             if (cu % G == 0) sa[(size_t)row * nsa + cu / G] = sc;
             if (hw) {
@@ -171,12 +169,7 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
             }
             uint32_t hq[8];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                float t = __fmul_rn(x[j], rc);
-                if (t > 448.0f) t = 448.0f;
-                if (t < -448.0f) t = -448.0f;
-                hq[j] = __half_as_ushort(__float2half_rn(round_e4m3(t)));
-            }
+            for (int j = 0; j < 8; j++) hq[j] = dic_e4m3_f16(__fmul_rn(x[j], rc));
             uint4 o;
             if (fp4) o = make_uint4(hq[0] | hq[4] << 16, hq[1] | hq[5] << 16, hq[2] | hq[6] << 16, hq[3] | hq[7] << 16);
             else o = make_uint4(hq[0] | hq[1] << 16, hq[2] | hq[3] << 16, hq[4] | hq[5] << 16, hq[6] | hq[7] << 16);
@@ -902,70 +895,6 @@ static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals p
 static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
 static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
 
-static __device__ __forceinline__ void mo_cp16(void *dst, const void *src, uint64_t pol) {
-    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    (void)pol; /* cp.async with .L2::cache_hint built but raised "illegal instruction" on the H200 (compute-sanitizer,
-                * 2026-11-30): plain cp.async, the up stream at normal priority */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-static __device__ __forceinline__ void mo_cp4(void *dst, const void *src, uint64_t pol) {
-    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    (void)pol;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
-}
-
-/* mv_issue (the same bytes to the same places) with an L2 cache policy */
-template <int NM>
-static __device__ __forceinline__ void mo_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
-                                                size_t wrow, size_t srow, int c, int g, int t, uint64_t pol) {
-#pragma unroll
-    for (int j = 0; j < NM; j++) {
-        uint8_t *b = st + j * MV_MATB;
-        const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
-        mo_cp16(b + g * MV_ROWB + 16 * t, p, pol);
-        mo_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow, pol);
-        if (t < 2) mo_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c, pol);
-    }
-}
-
-template <int NST, int NM>
-static __device__ __forceinline__ void mo_prologue(uint8_t *ring, const uint8_t *const W[NM],
-                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                   int nch, int g, int t, uint64_t pol) {
-#pragma unroll
-    for (int i = 0; i < NST; i++) {
-        const int c = c0 + 4 * i;
-        if (c < nch) mo_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, pol);
-        mv_commit();
-    }
-}
-
-/* mv_chain without the diagnostics (cvt: DIC_MD_CVT's mv_chunk_c, else mv_chunk: the same values) */
-template <int NST, int NM>
-static __device__ __forceinline__ void mo_chain(uint8_t *ring, const uint8_t *const W[NM],
-                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
-                                                float acc[NM][2], int cvt, uint64_t pol) {
-    const int n = (nch - c0 + 3) / 4;
-    for (int i = 0; i < n; i++) {
-        mv_wait<NST - 1>();
-        __syncwarp();
-        const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
-        if (cvt) {
-#pragma unroll
-            for (int j = 0; j < NM; j++)
-                mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
-        } else {
-#pragma unroll
-            for (int j = 0; j < NM; j++)
-                mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
-        }
-        __syncwarp();
-        if (i + NST < n) mo_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t, pol);
-        mv_commit();
-    }
-}
-
 #define MO_NSTU 2 /* ring stages (x 2 matrices: up w1, w3; down two 16-column tiles of w2), one ring per warp */
 #define MO_RINGW (MO_NSTU * 2 * MV_MATB)
 
@@ -1000,7 +929,6 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
     uint8_t *ring = smem + (size_t)warp * MO_RINGW;
     uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
     float *sa = (float *)((uint8_t *)a16 + (size_t)KX * 2);
-    const uint64_t pol = 0; /* no L2 policy (see mo_cp16) */
     /* up geometry (k_mv_up): K = d; down (k_mv_down): K = I */
     const int nchu = a.d / MD_CK, nchd = a.I / MD_CK;
     const size_t wrowu = (size_t)a.d / 2, srowu = (size_t)a.d / 32, wrowd = (size_t)a.I / 2, srowd = (size_t)a.I / 32;
@@ -1028,7 +956,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
         if (e < 0 || e >= a.E) continue; /* uniform over the CTA; h row r stays unwritten (as k_mv_up) */
         const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrowu, t3.w[e] + (size_t)ra * wrowu};
         const uint8_t *S[2] = {t1.s[e] + (size_t)ra * srowu, t3.s[e] + (size_t)ra * srowu};
-        mo_prologue<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, pol);
+        mv_prologue<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, 1);
         if (qm != m) {
             __syncthreads(); /* a16 may still be read by a previous item's warps */
             md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
@@ -1036,7 +964,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
         }
         __syncthreads();
         float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-        mo_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt, pol);
+        mv_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt);
         if (t == 0) {
             part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
             part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
@@ -1063,7 +991,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
         if (e >= 0 && e < a.E) {
             const uint8_t *W[2] = {t2.w[e] + (size_t)(n0 + g) * wrowd, t2.w[e] + (size_t)(n0 + 16 + g) * wrowd};
             const uint8_t *S[2] = {t2.s[e] + (size_t)(n0 + g) * srowd, t2.s[e] + (size_t)(n0 + 16 + g) * srowd};
-            mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+            mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
         }
     }
     mo_grid_barrier(&g_mo_bar); /* every h row complete and visible */
@@ -1074,11 +1002,11 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
         const int e = a.sel[r], valid = e >= 0 && e < a.E, ev = valid ? e : 0;
         const uint8_t *W[2] = {t2.w[ev] + (size_t)(n0 + g) * wrowd, t2.w[ev] + (size_t)(n0 + 16 + g) * wrowd};
         const uint8_t *S[2] = {t2.s[ev] + (size_t)(n0 + g) * srowd, t2.s[ev] + (size_t)(n0 + 16 + g) * srowd};
-        if (valid && v != b) mo_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, pol);
+        if (valid && v != b) mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
         if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, a.I, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
         __syncthreads();
         float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-        if (valid) mo_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt, pol);
+        if (valid) mv_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt);
         if (t == 0) {
             part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
             part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];

@@ -4,6 +4,7 @@
  * bit-identical to src/ops/cpu/{norm,rope}.c (architecture.md §3.4, §4.3).
  */
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_head_norm.cuh"
 
 /* ---------------------------------------------------------------------------
  * RMSNorm. The CPU sums x_i^2 in double in index order (norm.c). Each bf16
@@ -226,13 +227,6 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
  * mode). */
 #include "ops/cuda/dic_model.h"
 
-/* The rotation of one pair (k_rope_tab's formula). */
-static __device__ __forceinline__ void np_rot(float *a, float *b, float cc, float ss) {
-    float re = fmaf(*a, cc, -__fmul_rn(*b, ss));
-    float im = fmaf(*a, ss, __fmul_rn(*b, cc));
-    *a = dic_round_bf16(re);
-    *b = dic_round_bf16(im);
-}
 
 /* q_post: one warp per (row, head); lane L holds the 8-value chunks L and
  * L + 32 (hd <= 512, hd % 8 == 0). The V4 norm: bf16(q_i^2) summed in fp32
@@ -254,25 +248,10 @@ static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         int ch = lane + 32 * k;
-        uint4 u = ch < nc ? *(const uint4 *)(v + 8 * ch) : make_uint4(0u, 0u, 0u, 0u);
-        uint32_t p[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            x[k][2 * e] = dic_bf16_to_f32((uint16_t)(p[e] & 0xFFFFu));
-            x[k][2 * e + 1] = dic_bf16_to_f32((uint16_t)(p[e] >> 16));
-        }
+        dic_bf16x8_to_f32(ch < nc ? *(const uint4 *)(v + 8 * ch) : make_uint4(0u, 0u, 0u, 0u), x[k]);
     }
     if (norm) {
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-#pragma unroll
-            for (int e = 0; e < 8; e++) s = __fadd_rn(s, dic_round_bf16(__fmul_rn(x[k][e], x[k][e])));
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, o));
-        float mean = dic_round_bf16(__fdiv_rn(s, (float)hd));
-        float tt = dic_round_bf16(__fadd_rn(mean, eps));
-        float r = dic_round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(tt)));
+        const float r = dic_head_rrms(x, hd, eps);
 #pragma unroll
         for (int k = 0; k < 2; k++)
 #pragma unroll
@@ -288,7 +267,7 @@ static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t
             int col = 8 * ch + e;
             if (col >= r0) {
                 int i = (col - r0) / 2;
-                np_rot(&x[k][e], &x[k][e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
+                dic_rot_bf16(&x[k][e], &x[k][e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
             }
         }
         uint32_t p[4];
@@ -362,7 +341,7 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     for (int e = 0; e < 8; e += 2)
         if (c0 + e >= r0) {
             int i = (c0 + e - r0) / 2;
-            np_rot(&y[e], &y[e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
+            dic_rot_bf16(&y[e], &y[e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
         }
     float amax = 0.0f;
 #pragma unroll

@@ -30,6 +30,7 @@
 #include "ops/cuda/dic_f16_widen.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_gemm_quant.cuh"
+#include "ops/cuda/dic_head_norm.cuh"
 #include "ops/cuda/dic_model.h"
 
 #define Q_BN 64   /* output columns per CTA */
@@ -93,13 +94,6 @@ static __device__ __forceinline__ uint4 q_ld_dsmem4(const void *p, int rank) {
     return v;
 }
 /* k_q_post's rotation of one pair (np_rot) */
-static __device__ __forceinline__ void q_rot(float *a, float *b, float cc, float ss) {
-    float re = fmaf(*a, cc, -__fmul_rn(*b, ss));
-    float im = fmaf(*a, ss, __fmul_rn(*b, cc));
-    *a = dic_round_bf16(re);
-    *b = dic_round_bf16(im);
-}
-
 static size_t q_smem(int nst, int kper) {
     return (size_t)nst * 64 * Q_WRS + 8 * (size_t)Q_A16S(kper) + 8 * (size_t)(kper / 32) * 4 + 64 * (size_t)(kper / 32);
 }
@@ -191,7 +185,6 @@ static __global__ void __launch_bounds__(128) k_q_proj(const __grid_constant__ q
      * ab / 8 consecutive lanes per act block, y * (1 / s) (s a power of two: the correctly rounded y / s) */
     {
         const int gsz = 1 << (a.lab - 3);
-        const float inv448 = (float)(1.0 / 448.0);
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             if (m >= M) break; /* CTA-uniform */
@@ -218,20 +211,14 @@ static __global__ void __launch_bounds__(128) k_q_proj(const __grid_constant__ q
                 if (tt > amax) amax = tt;
             }
             if (!act) continue;
-            if (!(amax >= 1e-4f)) amax = 1e-4f;
-            const float sc = dic_pow2_ceil(__fmul_rn(amax, inv448)), rc = __frcp_rn(sc);
+            const float sc = dic_act_scale(amax), rc = __frcp_rn(sc);
             if ((tid & (gsz - 1)) == 0) {
                 const int kq = (8 * tid) & ~((1 << a.lab) - 1);
                 for (int j = 0; j < (1 << a.lab) >> 5; j++) ssa[m * kps + (kq >> 5) + j] = sc;
             }
             uint32_t h[8];
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                float q = __fmul_rn(y[i], rc);
-                if (q > 448.0f) q = 448.0f;
-                if (q < -448.0f) q = -448.0f;
-                h[i] = __half_as_ushort(__float2half_rn(round_e4m3(q)));
-            }
+            for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(y[i], rc));
             *(uint4 *)(a16 + m * a16s + 16 * tid) =
                 make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
         }
@@ -309,23 +296,10 @@ static __global__ void __launch_bounds__(128) k_q_proj(const __grid_constant__ q
                     const uint16_t *src = ot + m * 64 + (col & 63);
                     u = cl > 1 ? q_ld_dsmem4(src, col >> 6) : *(const uint4 *)src;
                 }
-                const uint32_t p[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    x[k][2 * e] = dic_bf16_to_f32((uint16_t)(p[e] & 0xFFFFu));
-                    x[k][2 * e + 1] = dic_bf16_to_f32((uint16_t)(p[e] >> 16));
-                }
+                dic_bf16x8_to_f32(u, x[k]);
             }
-            float s = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-#pragma unroll
-                for (int e = 0; e < 8; e++) s = __fadd_rn(s, dic_round_bf16(__fmul_rn(x[k][e], x[k][e])));
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, o));
-            const float mean = dic_round_bf16(__fdiv_rn(s, (float)hd));
-            const float tt = dic_round_bf16(__fadd_rn(mean, a.eps));
-            if (lane == 0) r_sh[m] = dic_round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(tt)));
+            const float r = dic_head_rrms(x, hd, a.eps);
+            if (lane == 0) r_sh[m] = r;
         }
         if (cl > 1) q_cluster_arrive(); /* this CTA's reads of the others' tiles are done */
         __syncthreads();
@@ -343,7 +317,7 @@ static __global__ void __launch_bounds__(128) k_q_proj(const __grid_constant__ q
         }
         if (hc >= rs) {
             const int i = (hc - rs) / 2;
-            q_rot(&x0, &x1, a.cs[(size_t)m * half + i], a.sn[(size_t)m * half + i]);
+            dic_rot_bf16(&x0, &x1, a.cs[(size_t)m * half + i], a.sn[(size_t)m * half + i]);
         }
         *(uint32_t *)(a.C + (size_t)m * a.ldc + n0 + c2) =
             (uint32_t)dic_f32_to_bf16(x0) | ((uint32_t)dic_f32_to_bf16(x1) << 16);
