@@ -51,6 +51,21 @@ void di_test_fail(const char *file, int line, const char *fmt, ...) {
     g_failed_current = 1;
 }
 
+int di_test_sibling(const char *rel, char *out, size_t n) {
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return 0;
+    exe[k] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return 0;
+    *slash = '\0';
+    snprintf(out, n, "%s/%s", exe, rel);
+    FILE *f = fopen(out, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
 int di_test_failed(void) { return g_failed_current; }
 
 const char *di_test_data(const char *rel) {

@@ -31,6 +31,10 @@ const char *di_test_data(const char *rel);
  * Static rotating buffers as di_test_data. */
 const char *di_test_gen_data(const char *rel);
 
+/* The path of a binary next to the test runner (rel: "deepinfer", "examples/x") into out;
+ * 1 when that file exists. */
+int di_test_sibling(const char *rel, char *out, size_t n);
+
 /* 1 if the current test has failed a check. */
 int di_test_failed(void);
 

@@ -93,13 +93,7 @@ static char g_out[1 << 16];
 static char g_err[1 << 14];
 static int run_bench(const char *args) {
     char exe[PATH_MAX], cmd[2 * PATH_MAX], errf[] = "/tmp/di-bench-engine-err-XXXXXX";
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return -1;
-    snprintf(slash + 1, sizeof exe - (size_t)(slash + 1 - exe), "deepinfer");
-    if (!di_is_file(exe)) return snprintf(g_out, sizeof g_out, "CLI not built: %s", exe), -1;
+    if (!di_test_sibling("deepinfer", exe, sizeof exe)) return snprintf(g_out, sizeof g_out, "CLI not built: %s", exe), -1;
     int fd = mkstemp(errf);
     if (fd < 0) return -1;
     close(fd);

@@ -12,19 +12,6 @@
 #include "io/json.h"
 #include "util/file.h"
 
-/* The path of a binary next to the test runner (rel: "deepinfer", "examples/x"). */
-static int sibling(const char *rel, char *out, size_t n) {
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) return 0;
-    exe[k] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return 0;
-    *slash = '\0';
-    snprintf(out, n, "%s/%s", exe, rel);
-    return di_is_file(out);
-}
-
 static int sh(const char *cmd) {
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -40,7 +27,7 @@ static const char *JSONL =
 
 TEST(cli_generate_jsonl_matches_the_library) {
     char exe[PATH_MAX + 64];
-    CHECK(sibling("deepinfer", exe, sizeof exe));
+    CHECK(di_test_sibling("deepinfer", exe, sizeof exe));
     char dir[] = "/tmp/di_gen_XXXXXX";
     CHECK(mkdtemp(dir));
     char in[256], out[256], err[256], cmd[8192];
@@ -138,7 +125,7 @@ TEST(cli_generate_jsonl_matches_the_library) {
 
 TEST(example_offline_inference_runs) {
     char exe[PATH_MAX + 64], cmd[PATH_MAX * 3];
-    CHECK(sibling("examples/offline_inference", exe, sizeof exe));
+    CHECK(di_test_sibling("examples/offline_inference", exe, sizeof exe));
     snprintf(cmd, sizeof cmd, "'%s' %s %s >/dev/null", exe, di_test_data(ENGINE_GOLDEN), di_test_data("engine/tokenizer.json"));
     CHECK_EQ_INT(sh(cmd), 0);
 }

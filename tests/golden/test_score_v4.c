@@ -109,13 +109,7 @@ TEST(v4_forward_rejects_bad_batches_before_changing_state) {
 /* Run the deepinfer binary next to the test runner; returns its exit status. */
 static int run_cli(const char *args) {
     char exe[PATH_MAX], cmd[PATH_MAX + 65536];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return -1;
-    snprintf(slash + 1, sizeof exe - (size_t)(slash + 1 - exe), "deepinfer");
-    if (!di_is_file(exe)) return -1;
+    if (!di_test_sibling("deepinfer", exe, sizeof exe)) return -1;
     snprintf(cmd, sizeof cmd, "'%s' score %s", exe, args);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -17,13 +17,7 @@ static char g_out[1 << 16];
 /* Run `deepinfer inspect ARGS`, capture stdout+stderr into g_out; return the exit status. */
 static int run_inspect(const char *args) {
     char exe[PATH_MAX], cmd[2 * PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return -1;
-    snprintf(slash + 1, sizeof exe - (size_t)(slash + 1 - exe), "deepinfer");
-    if (!di_is_file(exe)) {
+    if (!di_test_sibling("deepinfer", exe, sizeof exe)) {
         snprintf(g_out, sizeof g_out, "CLI not built: %s", exe);
         return -1;
     }
