@@ -19,6 +19,19 @@
 #define F_BM 16
 #define F_BK 64
 
+/* One tile's k range of rows mg and mg + 8 against column n: the products of each (odd, even) k pair
+ * added odd first, rounded at every step (the CPU's pairwise order, see above). */
+static __device__ __forceinline__ void f_pair_chain(const float (*ws)[F_BK + 1], const float (*as)[F_BK], int n, int mg,
+                                                    int klen, float *c0, float *c1) {
+    for (int kk = 0; kk < klen; kk += 2) {
+        const float wo = ws[n][kk + 1], we = ws[n][kk];
+        *c0 = __fadd_rn(*c0, __fmul_rn(as[mg][kk + 1], wo));
+        *c0 = __fadd_rn(*c0, __fmul_rn(as[mg][kk], we));
+        *c1 = __fadd_rn(*c1, __fmul_rn(as[mg + 8][kk + 1], wo));
+        *c1 = __fadd_rn(*c1, __fmul_rn(as[mg + 8][kk], we));
+    }
+}
+
 static __global__ void __launch_bounds__(256) k_gemm_float(int fmt, int M, int N, int K, const uint16_t *A,
                                                            size_t lda, const void *Wv, const uint8_t *Ws, int wb,
                                                            float *C32, uint16_t *C16, size_t ldc) {
@@ -56,13 +69,7 @@ static __global__ void __launch_bounds__(256) k_gemm_float(int fmt, int M, int N
                 c1 = fmaf(as[mg + 8][kk], w, c1);
             }
         } else {
-            for (int kk = 0; kk < klen; kk += 2) {
-                float wo = ws[n][kk + 1], we = ws[n][kk];
-                c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk + 1], wo));
-                c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk], we));
-                c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk + 1], wo));
-                c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk], we));
-            }
+            f_pair_chain(ws, as, n, mg, klen, &c0, &c1);
         }
     }
     if (n0 + n >= N) return;
@@ -306,13 +313,7 @@ static __global__ void __launch_bounds__(256) k_gemm_fp8w_float(int M, int N, in
             as[r][kk] = (m0 + r < M && kk < klen) ? dic_bf16_to_f32(A[(size_t)(m0 + r) * lda + kc + kk]) : 0.0f;
         }
         __syncthreads();
-        for (int kk = 0; kk < klen; kk += 2) {
-            float wo = ws[n][kk + 1], we = ws[n][kk];
-            c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk + 1], wo));
-            c0 = __fadd_rn(c0, __fmul_rn(as[mg][kk], we));
-            c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk + 1], wo));
-            c1 = __fadd_rn(c1, __fmul_rn(as[mg + 8][kk], we));
-        }
+        f_pair_chain(ws, as, n, mg, klen, &c0, &c1);
     }
     if (n0 + n >= N) return;
     const int ma = m0 + mg, mb = m0 + mg + 8;
