@@ -66,6 +66,23 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
             }                                                                                             \
         }                                                                                                 \
     } while (0)
+/* A phase mark inside a kernel (timeline builds only): thread 0 of block 0 records the global timer as
+ * a stamp with grid 0 and block = tag, so the dump shows where block 0's time goes between its go and
+ * its exit. Use after the work of a phase is issued AND consumed (a value read, a barrier passed). */
+#define DIC_STAMP_PHASE(tag)                                                                              \
+    do {                                                                                                  \
+        if (dic_stamp_buf_ && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && \
+            blockIdx.z == 0) {                                                                            \
+            const unsigned dic_s_ = atomicAdd(dic_stamp_cnt_, 1u);                                        \
+            if (dic_s_ < DIC_STAMP_MAX) {                                                                 \
+                const unsigned long long dic_t_ = dic_gtime();                                            \
+                dic_stamp_buf_[dic_s_].t_enter = dic_t_;                                                  \
+                dic_stamp_buf_[dic_s_].t_go = dic_t_;                                                     \
+                dic_stamp_buf_[dic_s_].grid = 0u;                                                         \
+                dic_stamp_buf_[dic_s_].block = (unsigned)(tag);                                           \
+            }                                                                                             \
+        }                                                                                                 \
+    } while (0)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DIC_PDL_ENTER()                                         \
     do {                                                        \
@@ -75,6 +92,11 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
 #else
 #define DIC_PDL_ENTER() \
     do {                \
+    } while (0)
+#endif
+#ifndef DIC_STAMP_PHASE
+#define DIC_STAMP_PHASE(tag) \
+    do {                     \
     } while (0)
 #endif
 
