@@ -129,8 +129,19 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     di_exec_branch(f->x, 1);
     kv_from_proj(f, aw, cs, sn, M, ws->kv, early ? layer : -1);
     di_exec_branch(f->x, 0);
-    query_from_qr(f, aw, cs, sn);
-    if (aw->has_idx) di_indexer_run(f, &aw->idx, L, layer, xn, ws->qrn); /* continues the lines, joins them */
+    if (aw->has_idx) {
+        /* the indexer's query reads only qrn: its lines (keys, head weights, query) run beside wq_b and
+         * the query's post-processing; the same ops as di_q_proj's sequence, in the same order per buffer */
+        int ql = (int)c->q_lora_rank;
+        di_rmsnorm(f->x, M, ws->qr, (size_t)ql, aw->q_norm, aw->wq_b.k, (float)c->rms_norm_eps, ws->qrn, (size_t)ql);
+        di_indexer_begin(f, &aw->idx, L, layer, xn, ws->qrn);
+        di_gemm(f->x, M, ws->qrn, (size_t)ql, &aw->wq_b, c->act_block, NULL, ws->q, qld);
+        di_q_post(f->x, M, ws->q, qld, H, hd, c->arch == DI_ARCH_V4, (float)c->rms_norm_eps,
+                  (int)c->qk_rope_head_dim, cs, sn);
+        di_indexer_select(f, &aw->idx, L, layer); /* joins every line */
+    } else {
+        query_from_qr(f, aw, cs, sn);
+    }
     di_exec_join(f->x);
 
     attn_tabs(f, L, layer);
