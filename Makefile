@@ -142,7 +142,13 @@ GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
 $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
-cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
+# standalone CUDA benches (bench/gpu/*.cu: no library code), one binary each
+GPU_BENCH_CU_BIN := $(patsubst bench/gpu/%.cu,$(BUILD)/gpubench/%,$(sort $(wildcard bench/gpu/*.cu)))
+$(BUILD)/gpubench/%: bench/gpu/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $<
+
+cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(GPU_BENCH_CU_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
 
 # The CUDA kernels go into one shared object (their device code once, not
 # once per binary); the GPU test runner and benches link it with the static

@@ -107,6 +107,7 @@ void cu_lines_join(di_exec *x);
 void cu_lines_join_all(cu_exec *c);
 /* Bench knobs (cu_skip.c): lines on / off, PDL after a switch back; < 0: the environment's. */
 void cu_lines_tune(int lines, int line_pdl);
+void cu_lines_mask(int mask); /* bit b: side line b in use (-1: all; a line off runs on the main line) */
 void cu_lines_free(cu_exec *c);
 
 /* 1 while a plan step is open (tables go to the plan, no per-op copy). */

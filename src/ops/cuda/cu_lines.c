@@ -24,6 +24,7 @@
 #include "ops/cuda/cu_glue.h"
 
 static int g_lines_on = -1, g_line_pdl_on = -1; /* -1: read the environment */
+static unsigned g_line_mask = ~0u;                /* side lines in use (bit b: line b); others run on the main line */
 
 static int env_on(const char *name) {
     const char *e = getenv(name);
@@ -44,6 +45,8 @@ void cu_lines_tune(int lines, int line_pdl_on) {
     g_lines_on = lines < 0 ? env_on("DEEPINFER_CUDA_LINES") : lines != 0;
     g_line_pdl_on = line_pdl_on < 0 ? env_on("DEEPINFER_CUDA_LINE_PDL") : line_pdl_on != 0;
 }
+
+void cu_lines_mask(int mask) { g_line_mask = mask < 0 ? ~0u : (unsigned)mask; }
 
 static int capturing(const cu_exec *c) { return c->plan && c->plan->open && c->plan->capturing; }
 
@@ -74,6 +77,7 @@ static int make_line(cu_exec *c, int b) {
 
 void cu_lines_branch(di_exec *x, int b) {
     cu_exec *c = cu_of(x);
+    if (b > 0 && !((g_line_mask >> b) & 1u)) b = 0; /* a line switched off (cu_skip's linemask knob) */
     if (!capturing(c) || !lines_enabled() || b == c->line) return;
     if (b > 0) {
         if (!make_line(c, b)) return;

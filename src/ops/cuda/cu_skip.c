@@ -15,7 +15,8 @@
  * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
  * qproj=0|1 (fused q projection),
  * isel=MODE (index selection), headcw=32|64 (fused head),
- * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back). */
+ * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
+ * line b in use; a line switched off runs on the main line). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ static void knobs_reset(void) {
     dic_index_select_tune(-2);
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
+    cu_lines_mask(-1);
 }
 
 static void knob(const char *t) {
@@ -69,6 +71,7 @@ static void knob(const char *t) {
     else if (n == 6 && !strncmp(t, "headcw", 6)) dic_hc_head_cw(v[0]);
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
+    else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }
 

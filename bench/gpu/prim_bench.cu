@@ -1,0 +1,286 @@
+/*
+ * prim_bench.cu — the H200's costs of the primitives the decode kernels are built from, measured
+ * the way a decode step sees them (a CUDA graph of dependent launches, programmatic dependent
+ * launch on every edge). Standalone (no library code): `make ... cuda-tests` builds
+ * $(BUILD)/gpubench/prim_bench. Each row prints µs per unit (per launch, per barrier, per load).
+ *
+ *   pdl_empty G      a chain of launches that only wait (griddepcontrol.wait) and exit: the cost
+ *                    of one kernel boundary on the critical path, G CTAs of 128 threads;
+ *   nopdl_empty G    the same without the PDL attribute (full launch latency per kernel);
+ *   pdl_dep G        every CTA reads one word the previous launch wrote, adds 1, writes it:
+ *                    boundary + one dependent L2 round trip + a store;
+ *   pdl_last G       every CTA writes a partial, threadfence, atomic on a counter; the last CTA
+ *                    reads the G partials and writes their sum (the last-arriver handoff);
+ *   flag_chain G     launches that do NOT use griddepcontrol.wait: CTA 0 of launch i spins
+ *                    (ld.acquire) on a counter until launch i-1's G CTAs have each released it,
+ *                    then releases the next (a flag handoff in place of grid completion);
+ *   gridbar G        one persistent launch of G co-resident CTAs crossing N grid barriers
+ *                    (one counter, arrive with a release atomic, spin with ld.acquire): µs per barrier;
+ *   chase_l2 / chase_hbm  one thread's dependent loads (pointer chase) in a 4 MB / 2 GB buffer:
+ *                    µs per load.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                          \
+    do {                                                                               \
+        cudaError_t e_ = (x);                                                          \
+        if (e_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            return 1;                                                                  \
+        }                                                                              \
+    } while (0)
+
+#define NCHAIN 64 /* launches per graph */
+#define NREP 30
+
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void pdl_go(void) { asm volatile("griddepcontrol.launch_dependents;" :::); }
+static __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void red_release(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+static __global__ void k_empty(void) {
+    pdl_wait();
+    pdl_go();
+}
+
+static __global__ void k_dep(unsigned *w) {
+    pdl_wait();
+    pdl_go();
+    if (threadIdx.x == 0) {
+        unsigned v = *(volatile unsigned *)&w[blockIdx.x * 32];
+        w[blockIdx.x * 32] = v + 1;
+    }
+}
+
+static __global__ void k_last(float *part, unsigned *cnt, float *out) {
+    pdl_wait();
+    pdl_go();
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = (float)blockIdx.x;
+        __threadfence();
+        last = atomicAdd(cnt, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) s += *(volatile float *)&part[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+    if (threadIdx.x == 0) {
+        out[0] = s;
+        *cnt = 0;
+    }
+}
+
+/* launch i (of the graph's chain, i = 1..): wait until the counter reached i * G (launch i-1's CTAs
+ * each added 1 after their work), then add 1. The counter is reset by a memset node at the graph start. */
+static __global__ void k_flag(unsigned *cnt, unsigned target) {
+    pdl_go();
+    if (threadIdx.x == 0) {
+        while (ld_acquire(cnt) < target) {
+        }
+        red_release(cnt, 1u);
+    }
+}
+
+static __global__ void k_gridbar(unsigned *cnt, int nbar, unsigned long long *t) {
+    unsigned long long t0 = 0, t1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (int b = 1; b <= nbar; b++) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            red_release(cnt, 1u);
+            const unsigned target = (unsigned)b * gridDim.x;
+            while (ld_acquire(cnt) < target) {
+            }
+        }
+        __syncthreads();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+        *t = t1 - t0;
+    }
+}
+
+static __global__ void k_chase(const unsigned *buf, int n, unsigned *out, unsigned long long *t) {
+    unsigned i = 0;
+    unsigned long long t0, t1;
+    for (int k = 0; k < 64; k++) i = buf[i]; /* warm the first lines of the chain */
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (int k = 0; k < n; k++) i = buf[i];
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    *out = i;
+    *t = t1 - t0;
+}
+
+static int launch(void (*kern)(void), int g, int pdl, cudaStream_t st) {
+    cudaLaunchConfig_t c = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.gridDim = dim3(g);
+    c.blockDim = dim3(128);
+    c.stream = st;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&c, kern) != cudaSuccess;
+}
+
+/* median µs per launch of a graph holding NCHAIN launches made by mk(i) (after a memset node) */
+typedef int (*mk_fn)(int i, int g, cudaStream_t st, void *ctx);
+
+static int time_chain(const char *name, mk_fn mk, int g, void *ctx, unsigned *reset, cudaStream_t st) {
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    if (reset) CK(cudaMemsetAsync(reset, 0, 64, st));
+    for (int i = 0; i < NCHAIN; i++)
+        if (mk(i, g, st, ctx)) {
+            fprintf(stderr, "%s: launch failed\n", name);
+            cudaGraph_t dummy;
+            cudaStreamEndCapture(st, &dummy);
+            return 1;
+        }
+    CK(cudaStreamEndCapture(st, &gr));
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float ms[NREP];
+    for (int r = 0; r < NREP; r++) {
+        CK(cudaEventRecord(a, st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    for (int i = 0; i < NREP; i++)
+        for (int j = i + 1; j < NREP; j++)
+            if (ms[j] < ms[i]) {
+                float x = ms[i];
+                ms[i] = ms[j], ms[j] = x;
+            }
+    printf("%-12s G=%-4d %7.2f us per launch (graph of %d, median of %d)\n", name, g, ms[NREP / 2] * 1e3f / NCHAIN,
+           NCHAIN, NREP);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(gr));
+    return 0;
+}
+
+typedef struct {
+    unsigned *w, *cnt;
+    float *part, *out;
+} bctx;
+
+static int mk_empty(int i, int g, cudaStream_t st, void *c) { return (void)c, launch(k_empty, g, i > 0, st); }
+static int mk_nopdl(int i, int g, cudaStream_t st, void *c) { return (void)i, (void)c, launch(k_empty, g, 0, st); }
+static int mk_dep(int i, int g, cudaStream_t st, void *c) {
+    (void)i;
+    k_dep<<<g, 128, 0, st>>>(((bctx *)c)->w); /* first launch after the memset: no PDL edge needed */
+    return cudaGetLastError() != cudaSuccess;
+}
+static int mk_dep_pdl(int i, int g, cudaStream_t st, void *vc) {
+    bctx *c = (bctx *)vc;
+    if (i == 0) return mk_dep(i, g, st, vc);
+    cudaLaunchConfig_t cf = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = 1;
+    return cudaLaunchKernelEx(&cf, k_dep, c->w) != cudaSuccess;
+}
+static int mk_last(int i, int g, cudaStream_t st, void *vc) {
+    bctx *c = (bctx *)vc;
+    cudaLaunchConfig_t cf = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = i ? 1 : 0;
+    return cudaLaunchKernelEx(&cf, k_last, c->part, c->cnt, c->out) != cudaSuccess;
+}
+static int mk_flag(int i, int g, cudaStream_t st, void *vc) {
+    bctx *c = (bctx *)vc;
+    cudaLaunchConfig_t cf = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = i ? 1 : 0;
+    return cudaLaunchKernelEx(&cf, k_flag, c->cnt, (unsigned)(i * g)) != cudaSuccess;
+}
+
+int main(int argc, char **argv) {
+    (void)argc, (void)argv;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    bctx c;
+    CK(cudaMalloc(&c.w, 1 << 20));
+    CK(cudaMalloc(&c.cnt, 256));
+    CK(cudaMalloc(&c.part, 1 << 16));
+    CK(cudaMalloc(&c.out, 256));
+    CK(cudaMemset(c.w, 0, 1 << 20));
+    CK(cudaMemset(c.cnt, 0, 256));
+    const int gs[] = {1, 32, sms, 2 * sms, 6 * sms};
+    printf("# prim_bench: %d SMs\n", sms);
+    for (int k = 0; k < 5; k++) time_chain("pdl_empty", mk_empty, gs[k], &c, NULL, st);
+    for (int k = 0; k < 3; k++) time_chain("nopdl_empty", mk_nopdl, gs[k], &c, NULL, st);
+    for (int k = 0; k < 4; k++) time_chain("pdl_dep", mk_dep_pdl, gs[k], &c, NULL, st);
+    for (int k = 0; k < 4; k++) time_chain("pdl_last", mk_last, gs[k], &c, NULL, st);
+    for (int k = 0; k < 3; k++) time_chain("flag_chain", mk_flag, gs[k], &c, c.cnt, st);
+
+    unsigned long long *dt, ht;
+    CK(cudaMalloc(&dt, 8));
+    const int gbs[] = {32, sms, 2 * sms};
+    for (int k = 0; k < 3; k++) {
+        const int nbar = 200;
+        CK(cudaMemset(c.cnt, 0, 4));
+        k_gridbar<<<gbs[k], 128, 0, st>>>(c.cnt, nbar, dt);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemset(c.cnt, 0, 4));
+        k_gridbar<<<gbs[k], 128, 0, st>>>(c.cnt, nbar, dt);
+        CK(cudaMemcpy(&ht, dt, 8, cudaMemcpyDeviceToHost));
+        printf("%-12s G=%-4d %7.2f us per barrier (%d barriers)\n", "gridbar", gbs[k], ht / 1e3 / nbar, nbar);
+    }
+    /* pointer chases: a random cycle over n words of stride 64 B */
+    const size_t sizes[] = {4u << 20, (size_t)2 << 30};
+    const char *nm[] = {"chase_l2", "chase_hbm"};
+    for (int k = 0; k < 2; k++) {
+        size_t nw = sizes[k] / 4, nl = sizes[k] / 64;
+        unsigned *h = (unsigned *)malloc(nl * sizeof(unsigned)), *hb;
+        for (size_t i = 0; i < nl; i++) h[i] = (unsigned)i;
+        srand(7);
+        for (size_t i = nl - 1; i > 0; i--) {
+            size_t j = ((size_t)rand() * 2654435761u + (size_t)rand()) % (i + 1);
+            unsigned x = h[i];
+            h[i] = h[j], h[j] = x;
+        }
+        hb = (unsigned *)calloc(nw, sizeof(unsigned));
+        for (size_t i = 0; i < nl; i++) hb[(size_t)h[i] * 16] = h[(i + 1) % nl] * 16;
+        unsigned *db, *dout;
+        CK(cudaMalloc(&db, nw * 4));
+        CK(cudaMalloc(&dout, 4));
+        CK(cudaMemcpy(db, hb, nw * 4, cudaMemcpyHostToDevice));
+        const int n = 2000;
+        k_chase<<<1, 1, 0, st>>>(db, n, dout, dt);
+        k_chase<<<1, 1, 0, st>>>(db, n, dout, dt);
+        CK(cudaMemcpy(&ht, dt, 8, cudaMemcpyDeviceToHost));
+        printf("%-12s %zu MB %7.3f us per dependent load\n", nm[k], sizes[k] >> 20, ht / 1e3 / n);
+        CK(cudaFree(db));
+        CK(cudaFree(dout));
+        free(h);
+        free(hb);
+    }
+    printf("# done\n");
+    return 0;
+}
