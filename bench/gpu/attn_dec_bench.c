@@ -6,9 +6,12 @@
  *          scatter_rows into the ring), attention (attn_list + the
  *          three-phase sparse_attn + inverse rope of o): 10 launches;
  *   fused: dic_q_post, dic_attn_kv_post (ring write included), dic_attn_dec
- *          (variant 0: 2 launches; 1, 2: one launch, dic_attn_dec_tune):
+ *          (variant 0: 2 launches; 1, 2: one launch, dic_attn_dec_tune;
+ *          3: 2 launches with the short chain, 4: its one-launch fold):
  *          3-4 launches. "attn vM/P" rows: the attention alone per variant
- *          (mode M, P CTAs per row and 16 heads).
+ *          (mode M, P CTAs per row and 16 heads for 1 / 2, P column slices
+ *          for 3 / 4); "a128 vM/P" rows (M = 1): layer 0's window-only
+ *          attention, n = 128 entries.
  *   index_select (the indexer's selection, 64 heads x 128, top-512) at
  *   1024 keys (ctx 4096, ratio 4) and 8192 keys (ctx 32768), variant 0 (two
  *   kernels) and 1 (one launch), dic_index_select_tune.
@@ -151,13 +154,18 @@ static void today(const dic_ctx *c, const dev_case *d, int part) {
     }
 }
 
+static int g_win_only; /* attention rows of the window-only layer (n = 128) */
+
 static void fused(const dic_ctx *c, const dev_case *d, int part) {
     int M = d->M;
     float eps = 1e-6f, scale = 1.0f / sqrtf((float)HD);
     if (part == P_Q || part == P_ALL) CK(dic_q_post(c, M, d->q, d->ldq, H, HD, 1, eps, RD, d->cs, d->sn));
     if (part == P_KV || part == P_ALL)
         CK(dic_attn_kv_post(c, M, d->kv, HD, d->kvw, HD, eps, RD, d->cs, d->sn, HD - RD, 64, M, d->src, d->dst));
-    if (part == P_ATTN || part == P_ALL)
+    if ((part == P_ATTN || part == P_ALL) && g_win_only) /* layer 0: the 128 window entries only */
+        CK(dic_attn_dec(c, M, d->pos, d->seg, d->row0, d->pos0, d->ring, WIN, d->kv, HD, NULL, d->prs, 0, NULL, 0, NULL,
+                        d->stride, d->nidx, d->q, d->ldq, H, d->sink, scale, RD, d->cs, d->sn, d->o, d->ldq));
+    else if (part == P_ATTN || part == P_ALL)
         CK(dic_attn_dec(c, M, d->pos, d->seg, d->row0, d->pos0, d->ring, WIN, d->kv, HD, d->ckv, d->prs, RATIO, d->topk,
                         TOPK, d->ntopk, d->stride, d->nidx, d->q, d->ldq, H, d->sink, scale, RD, d->cs, d->sn, d->o,
                         d->ldq));
@@ -178,7 +186,7 @@ static double graph_us(const dic_ctx *c, const dev_case *d, int part, int fuse) 
     return graph_median_ms(st, gr, e0, e1) * 1e3 / REPS;
 }
 
-static const int avm[] = {0, 1, 1, 1, 1, 2, 2, 2}, avc[] = {8, 4, 6, 8, 11, 4, 6, 8};
+static const int avm[] = {0, 1, 1, 2, 3, 3, 3, 4, 4, 4, 4}, avc[] = {8, 8, 11, 8, 1, 4, 8, 1, 2, 4, 8};
 
 static double graph_attn_variant(const dic_ctx *c, const dev_case *d, int v) {
     dic_attn_dec_tune(avm[v], avc[v]);
@@ -270,6 +278,17 @@ int main(void) {
                     snprintf(nm, sizeof nm, "attn v%d/%d", avm[v], avc[v]);
                     printf("%-3d %-10s %10.2f %10.2f %7.2fx %10.3f %7.1fx\n", M, nm, tt, tv, tt / tv, fl, tv / fl);
                 }
+        }
+        if (M == 1) { /* layer 0's attention: n = 128 (2 blocks) */
+            g_win_only = 1;
+            double f0 = (double)((double)WIN * HD * 2 + 2.0 * H * HD * 2) / (copy_gbs * 1e9) * 1e6;
+            for (int v = 0; v < (int)(sizeof avm / sizeof avm[0]); v++) {
+                double tv = graph_attn_variant(&c, &d, v);
+                char nm[32];
+                snprintf(nm, sizeof nm, "a128 v%d/%d", avm[v], avc[v]);
+                printf("%-3d %-10s %10s %10.2f %8s %10.3f %7.1fx\n", M, nm, "-", tv, "-", f0, tv / f0);
+            }
+            g_win_only = 0;
         }
         CK(cudaDeviceSynchronize());
     }

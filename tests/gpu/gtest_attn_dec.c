@@ -133,7 +133,10 @@ static void dec_case(dcase d) {
     int *dn = gt_dev_poison((size_t)M * 4);
     CHECK(dpos && dpos0 && dseg && drow0 && dprs && dringt && dq && dout && dsink && dcs && dsn && dn);
     /* every variant (dic_attn_dec_tune), twice each (determinism), then the default */
-    static const int vm[] = {0, 1, 1, 1, 1, 2, 2, 2, -2}, vc[] = {8, 2, 4, 8, 16, 3, 4, 8, -2};
+    /* variants 3 and 4 (CS / CC column slices) compute variant 0's values in its order: bitwise equal to it */
+    static const int vm[] = {0, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, -2},
+                     vc[] = {8, 2, 4, 8, 16, 3, 4, 8, 1, 2, 4, 1, 2, 4, 8, -2};
+    uint16_t *v0out = malloc((size_t)M * ldo * 2);
     for (int vi = 0; vi < (int)(sizeof vm / sizeof vm[0]); vi++) {
     dic_attn_dec_tune(vm[vi], vc[vi]); /* -2: the default (environment) */
     uint16_t *prev = NULL;
@@ -168,6 +171,12 @@ static void dec_case(dcase d) {
                100.0 * (double)same / (double)tot, worst);
     CHECK_MSG(badh == 0, "attn_dec v%d/%d M=%d H=%d hd=%d: %zu heads beyond 2^-6 (worst %.3e)", vm[vi], vc[vi], M, H, hd,
               badh, worst);
+    if (vm[vi] == 0 && rep == 0) memcpy(v0out, got, (size_t)M * ldo * 2);
+    if (vm[vi] >= 3 && hd % 32 == 0) {
+        size_t nd = 0;
+        for (int m = 0; m < M; m++) nd += gt_count_diff_u16(got + (size_t)m * ldo, v0out + (size_t)m * ldo, (size_t)H * hd);
+        CHECK_MSG(nd == 0, "attn_dec v%d/%d M=%d H=%d hd=%d: %zu values differ from variant 0", vm[vi], vc[vi], M, H, hd, nd);
+    }
     if (rep == 0) {
         prev = malloc((size_t)M * ldo * 2);
         memcpy(prev, got, (size_t)M * ldo * 2);
@@ -186,7 +195,7 @@ static void dec_case(dcase d) {
     }
     free(hring); free(dring); free(hckv); free(dckv_h); free(hpool); free(dpool);
     free(pos); free(pos0); free(seg); free(row0); free(prs); free(kv); free(topk); free(ntopk); free(q); free(sink);
-    free(cs); free(sn); free(list); free(nidx); free(ref); free(got);
+    free(cs); free(sn); free(list); free(nidx); free(ref); free(got); free(v0out);
 }
 
 TEST(gpu_attn_dec_v4_flash) { /* 64 heads x 512, window 128, top-512 of the ratio-4 rows */
@@ -204,6 +213,17 @@ TEST(gpu_attn_dec_layers) {
     dec_case((dcase){2, 64, 512, 64, 128, 128, 0, 0, 16, 1, 20000, 112});
     dec_case((dcase){8, 64, 512, 64, 128, 0, 0, 0, 64, 1, 5, 113});      /* window only, before position win */
     dec_case((dcase){1, 64, 512, 64, 128, 0, 0, 0, 64, 1, 1000, 114});   /* window only, ring wrapped */
+}
+TEST(gpu_attn_dec_step_counts) { /* the b1 step's entry counts: 128 (window), 160 (ratio 128), 640, odd */
+    dec_case((dcase){1, 64, 512, 64, 128, 0, 0, 0, 64, 1, 4095, 131});    /* n = 128 */
+    dec_case((dcase){2, 64, 512, 64, 128, 0, 0, 0, 64, 1, 4095, 132});
+    dec_case((dcase){8, 64, 512, 64, 128, 0, 0, 0, 64, 1, 4095, 133});
+    dec_case((dcase){1, 64, 512, 64, 128, 128, 0, 0, 64, 1, 4095, 134});  /* n = 160 */
+    dec_case((dcase){2, 64, 512, 64, 128, 128, 0, 0, 64, 1, 4095, 135});
+    dec_case((dcase){8, 64, 512, 64, 128, 128, 0, 0, 64, 1, 4095, 136});  /* n = 160 .. 160 */
+    dec_case((dcase){8, 64, 512, 64, 128, 128, 0, 0, 64, 1, 5000, 137});  /* n = 167: odd */
+    dec_case((dcase){2, 64, 512, 64, 128, 4, 0, 0, 64, 1, 700, 138});     /* n = 303: odd, not indexed */
+    dec_case((dcase){8, 64, 512, 64, 128, 4, 1, 512, 64, 1, 1300, 139}); /* n = 453 .. 454 (< K) */
 }
 TEST(gpu_attn_dec_odd_shapes) {
     dec_case((dcase){3, 16, 128, 64, 64, 4, 1, 100, 8, 1, 1000, 121});  /* golden checkpoints' head dim */

@@ -135,6 +135,7 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
     }
     if (tid < AD_E) ptrs[tid] = b0 + tid < n ? ad_entry(L, m, b0 + tid) : NULL;
     __syncthreads();
+    DIC_STAMP_PHASE(101);
     for (int i = tid; i < AD_E * c8; i += AD_T) {
         int j = i / c8, off = (i - j * c8) * 8;
         const uint16_t *p = ptrs[j];
@@ -142,6 +143,7 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
+    DIC_STAMP_PHASE(102);
 
     const int w = tid >> 5, ln = tid & 31, g = ln >> 2, t = ln & 3;
     /* logits: warp w owns entries 16w .. 16w + 15 (two n tiles) */
@@ -169,6 +171,7 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
             }
     }
     __syncthreads();
+    DIC_STAMP_PHASE(103);
     /* softmax of the block: 8 threads per head, 8 entries each */
     {
         const int h = tid >> 3, sub = tid & 7;
@@ -199,6 +202,7 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
         }
     }
     __syncthreads();
+    DIC_STAMP_PHASE(104);
     /* P.V: warp w owns the column tiles w, w + 4, ... (8 columns each) */
     {
         float o[AD_MAXHD / 32][4];
@@ -230,6 +234,7 @@ static __global__ void __launch_bounds__(AD_T) k_ad_part(ad_list L, const uint16
             *(float2 *)(pm + (size_t)(g + 8) * hd + cb + 2 * t) = make_float2(o[i][2], o[i][3]);
         }
     }
+    DIC_STAMP_PHASE(105);
 }
 
 #define AD_CT 256    /* combine threads: one column pair each at hd = 512 */
@@ -263,6 +268,7 @@ static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, 
         gm_sh = g;
     }
     __syncthreads();
+    DIC_STAMP_PHASE(201);
     const float gm = gm_sh;
     for (int s = tid; s < nb; s += AD_CT) { /* block weights exp(mx_s - M) */
         float v = wsh[s];
@@ -275,6 +281,7 @@ static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, 
         d_sh = __fadd_rn(den, dic_expf(__fsub_rn(sink[h], gm)));
     }
     __syncthreads();
+    DIC_STAMP_PHASE(202);
     const float d = d_sh;
     const int half = rd / 2, r0 = hd - rd;
     uint16_t *y = out + (size_t)m * ldo + (size_t)h * hd;
@@ -298,6 +305,7 @@ static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, 
         }
         *(uint32_t *)(y + 2 * c) = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
     }
+    DIC_STAMP_PHASE(203);
 }
 
 static size_t ad_al(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -333,7 +341,7 @@ static void ad_mode_init(void) {
     if (g_ad_mode >= 0) return;
     const char *e = getenv("DEEPINFER_ATTN_DEC");
     g_ad_mode = e && *e ? atoi(e) : AD_DEF_MODE;
-    if (g_ad_mode < 0 || g_ad_mode > 2) g_ad_mode = AD_DEF_MODE;
+    if (g_ad_mode < 0 || g_ad_mode > 4) g_ad_mode = AD_DEF_MODE;
     const char *p = getenv("DEEPINFER_ATTN_DEC_CTAS");
     if (p && *p) g_ad_ctas = atoi(p);
     if (g_ad_ctas < 1) g_ad_ctas = 1;
@@ -346,7 +354,7 @@ extern "C" void dic_attn_dec_tune(int mode, int ctas) {
         g_ad_ctas = AD_DEF_CTAS;
     }
     ad_mode_init();
-    if (mode >= 0 && mode <= 2) g_ad_mode = mode;
+    if (mode >= 0 && mode <= 4) g_ad_mode = mode;
     if (ctas >= 1) g_ad_ctas = ctas > AD_PMAX ? AD_PMAX : ctas;
 }
 
@@ -631,6 +639,403 @@ static __global__ void __launch_bounds__(AD_T) k_ad_one(ad_list L, ad1_args a) {
     }
 }
 
+/* ---------------------------------------------------------------------------
+ * Variants 3 and 4 (session 8): the two-launch design with a short
+ * dependent chain. CTA = (64-entry block s, 16 heads, column slice cs of
+ * CS, row m), 256 threads:
+ *   before the PDL wait (host-staged tables only: pos, segments, ring and
+ *   page-table pointers): the window entries' pointers (and the compressed
+ *   ones of a non-indexed layer), an L2 prefetch of those KV rows (a cache
+ *   hint only: the data are read after the wait), the row's page table
+ *   into shared memory for the top-k entries;
+ *   after the wait: q (cp.async) at once, then top-k indices and ntopk in
+ *   one round trip, the KV rows (one warp per row, no division), logits
+ *   (ldmatrix + mma, each warp one 8-entry tile over the full head dim in
+ *   k0 order: k_ad_part's accumulation order), the block softmax (k_ad_part's
+ *   code), P.V of the slice's columns (ldmatrix.trans B fragments, kk order
+ *   as k_ad_part), fp32 partials as k_ad_part.
+ * Variant 3: a second kernel k_ad_c2, CTA = (16 heads, column slice of
+ *   CC, row): k_ad_comb's formula with every load issued up front.
+ * Variant 4: the last-arriving CTA of (row, head group, column slice)
+ *   combines the same way (self-resetting counter g_ad2_cnt; one attn_dec
+ *   at a time on the device, as variant 1).
+ * Same values and order per output as variant 0 (block split 64, logits /
+ * P.V / softmax / combine in the same order): bitwise equal to variant 0,
+ * hence deterministic, and a row's bits do not depend on M, CS or CC.
+ * Needs hd % 32 == 0 and at most AD2_SMAX blocks per row (else variant 0).
+ * Timeline builds mark block 0's phases: 111 pointers, 112 KV landed,
+ * 113 logits, 114 softmax, 115 partials written, 116 arrival counted,
+ * 117 combine weights, 118 output written; k_ad_c2: 211 weights, 212 output.
+ * --------------------------------------------------------------------------- */
+#define AD2_T 256
+#define AD2_PT 256   /* page-table entries cached in shared memory */
+#define AD2_SMAX 256 /* 64-entry blocks per row at most */
+#define AD2_MAXC 1024
+
+static __device__ unsigned int g_ad2_cnt[AD2_MAXC];
+
+typedef struct ad2_args {
+    const uint16_t *q;
+    size_t ldq;
+    int H, S, CS, CC;
+    float scale;
+    float *part, *pmx, *psum;
+    int *n_idx;
+    const float *sink;
+    int rd;
+    const float *cs, *sn;
+    uint16_t *out;
+    size_t ldo;
+    int kreg; /* bytes of the K region (also the fold's combine tables) */
+} ad2_args;
+
+static __device__ __forceinline__ void ad_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+static __device__ __forceinline__ void ad_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+
+/* window entry i < win of row m (ad_entry's rule; host-staged tables only) */
+static __device__ __forceinline__ const uint16_t *ad_win_entry(const ad_list &L, int sg, int64_t p, int i) {
+    const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[sg];
+    if (t > p) return NULL;
+    return t >= pos0 ? L.kv + (size_t)(L.seg_row0[sg] + (t - pos0)) * (size_t)L.hd
+                     : L.ring[sg] + (size_t)(t % L.win) * (size_t)L.hd;
+}
+
+/* out columns 2c, 2c+1 of head h (k_ad_comb's rounding and inverse rotation); cc, ss: the rotation (ss = -sn) */
+static __device__ __forceinline__ void ad2_store(const ad2_args &a, int hd, int m, int h, int c, float o0, float o1,
+                                                 float d, float cc, float ss) {
+    float x = dic_round_bf16(__fdiv_rn(o0, d)), y = dic_round_bf16(__fdiv_rn(o1, d));
+    if (2 * c >= hd - a.rd && a.rd > 0) {
+        float re = fmaf(x, cc, -__fmul_rn(y, ss));
+        float im = fmaf(x, ss, __fmul_rn(y, cc));
+        x = re, y = im;
+    }
+    *(uint32_t *)(a.out + (size_t)m * a.ldo + (size_t)h * hd + 2 * c) =
+        (uint32_t)dic_f32_to_bf16(x) | ((uint32_t)dic_f32_to_bf16(y) << 16);
+}
+
+/* Combine of (row m, heads h0 .. h0+15, column slice cs of CC) over blocks 0 .. nb-1 (nb >= 1), AD2_T
+ * threads; wsh / ssh: shared [16][nb] floats each. k_ad_comb's arithmetic in its order. The partial
+ * loads of the first 4 column pairs per thread are issued with the maxima / sums; rcs: shared [AD_MAXHD]
+ * (the row's cos, then -sin). */
+static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, int m, int h0, int cs, int CC, int nb,
+                                                   float *wsh, float *ssh, float *gsh, float *dsh, float *rcs, int tg) {
+    (void)tg;
+    const int tid = threadIdx.x, H = a.H, S = a.S;
+    const int npc = hd / (2 * CC), npairs = AD_HG * npc, cp0 = cs * npc, r0 = hd - a.rd, half = a.rd / 2;
+    const size_t bst = (size_t)H * hd; /* block stride of the partials */
+    float2 pre[4][8] = {};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int f = tid + AD2_T * k;
+        if (f < npairs) {
+            const int hl = f / npc, c = cp0 + f - hl * npc;
+            const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
+#pragma unroll
+            for (int s = 0; s < 8; s++)
+                if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+        }
+    }
+    for (int i = tid; i < half; i += AD2_T) { /* the row's rotation (ss = -sn) */
+        rcs[i] = __ldcg(a.cs + (size_t)m * half + i);
+        rcs[AD_MAXHD / 2 + i] = -__ldcg(a.sn + (size_t)m * half + i);
+    }
+    for (int i = tid; i < AD_HG * nb; i += AD2_T) {
+        const int hl = i & (AD_HG - 1), s = i >> 4;
+        const size_t ix = ((size_t)m * S + s) * H + h0 + hl;
+        wsh[hl * nb + s] = __ldcg(a.pmx + ix);
+        ssh[hl * nb + s] = __ldcg(a.psum + ix);
+    }
+    float sk = 0.0f;
+    if (tid < AD_HG) sk = a.sink[h0 + tid];
+    __syncthreads();
+    { /* M per head: warp w heads w, w + 8 (max: order-free) */
+        const int w = tid >> 5, ln = tid & 31;
+        for (int hl = w; hl < AD_HG; hl += AD2_T / 32) {
+            float lm = -INFINITY;
+            for (int s = ln; s < nb; s += 32) lm = fmaxf(lm, wsh[hl * nb + s]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) lm = fmaxf(lm, __shfl_xor_sync(0xFFFFFFFFu, lm, o));
+            if (ln == 0) gsh[hl] = lm;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < AD_HG * nb; i += AD2_T) { /* block weights exp(mx_s - M) */
+        const int hl = i / nb;
+        const float v = wsh[i];
+        wsh[i] = v == -INFINITY ? 0.0f : dic_expf(__fsub_rn(v, gsh[hl]));
+    }
+    __syncthreads();
+    if (tid < AD_HG) { /* the denominator in block order */
+        float den = 0.0f;
+        for (int s = 0; s < nb; s++) den = __fadd_rn(den, __fmul_rn(ssh[tid * nb + s], wsh[tid * nb + s]));
+        dsh[tid] = __fadd_rn(den, dic_expf(__fsub_rn(sk, gsh[tid])));
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(tg);
+    for (int k0 = 0; k0 * AD2_T < npairs; k0 += 4) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int f = tid + AD2_T * (k0 + k);
+            if (f >= npairs) break;
+            const int hl = f / npc, c = cp0 + f - hl * npc;
+            const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
+            const float *wt = wsh + hl * nb;
+            float o0 = 0.0f, o1 = 0.0f;
+            if (k0 == 0) {
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s < nb) {
+                        o0 = __fadd_rn(o0, __fmul_rn(pre[k][s].x, wt[s]));
+                        o1 = __fadd_rn(o1, __fmul_rn(pre[k][s].y, wt[s]));
+                    }
+            } else {
+                float2 v[8];
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s < nb) {
+                        o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s]));
+                        o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s]));
+                    }
+            }
+            for (int s0 = 8; s0 < nb; s0 += 8) { /* more than 8 blocks: 8 loads in flight at a time */
+                float2 v[8];
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s0 + s < nb) {
+                        o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s0 + s]));
+                        o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s0 + s]));
+                    }
+            }
+            float cc = 1.0f, ss = 0.0f;
+            if (2 * c >= r0 && a.rd > 0) cc = rcs[(2 * c - r0) / 2], ss = rcs[AD_MAXHD / 2 + (2 * c - r0) / 2];
+            ad2_store(a, hd, m, h0 + hl, c, o0, o1, dsh[hl], cc, ss);
+        }
+    }
+    DIC_STAMP_PHASE(tg + 1);
+}
+
+template <int FOLD>
+static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a) {
+    extern __shared__ __align__(16) unsigned char ad_sm[];
+    __shared__ float gsh[AD_HG], dsh[AD_HG], rcs[AD_MAXHD];
+    __shared__ int last_sh;
+    const int hd = L.hd, kst = hd + 8, CS = a.CS, S = a.S;
+    uint16_t *ks = (uint16_t *)ad_sm;
+    uint16_t *qs = (uint16_t *)(ad_sm + a.kreg);
+    float *lg = (float *)(qs + (size_t)AD_HG * kst);
+    uint16_t *ps = (uint16_t *)(lg + AD_HG * AD_E);
+    const uint16_t **ptrs = (const uint16_t **)(ps + AD_HG * AD_PST);
+    uint16_t **ptab = (uint16_t **)(ptrs + AD_E);
+
+    const int tid = threadIdx.x, s = blockIdx.x, hg = blockIdx.y / CS, cs = blockIdx.y - hg * CS, h0 = hg * AD_HG;
+    const int m = blockIdx.z, b0 = s * AD_E, w = tid >> 5, ln = tid & 31, g = ln >> 2, t = ln & 3;
+    const int sg = L.row_seg[m];
+    const int64_t p = L.pos[m];
+    const bool idx = L.ratio > 0 && L.topk;
+
+    /* before the wait: host-staged tables only (the step's table copy precedes every kernel) */
+    if (tid < AD_E) {
+        const int i = b0 + tid;
+        const uint16_t *ptr = NULL;
+        if (i < L.win) {
+            ptr = ad_win_entry(L, sg, p, i);
+        } else if (L.ratio > 0 && !L.topk && i < L.win + (int)((p + 1) / L.ratio)) {
+            const int64_t j = i - L.win;
+            const int pr = L.page_rows[sg];
+            ptr = L.ckv[sg][j / pr] + (size_t)(j % pr) * (size_t)hd;
+        }
+        ptrs[tid] = ptr;
+        if (ptr && ((uintptr_t)ptr & 15) == 0) /* a cache hint: the rows are read after the wait */
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ptr), "r"((unsigned)hd * 2u) : "memory");
+    }
+    int npt = 0, pr = 1;
+    if (idx && b0 + AD_E > L.win) { /* the row's page table (pointers) for the top-k entries */
+        pr = L.page_rows[sg];
+        const int64_t vis = (p + 1) / L.ratio, np = (vis + pr - 1) / pr;
+        npt = np < AD2_PT ? (int)np : AD2_PT;
+        uint16_t *const *pt = L.ckv[sg];
+        for (int k = tid; k < npt; k += AD2_T) ptab[k] = pt[k];
+    }
+    DIC_PDL_ENTER();
+
+    int n;
+    int jv = 0;
+    const int ie = b0 + tid; /* this thread's entry (tid < AD_E) */
+    if (idx) {
+        if (tid < AD_E && ie >= L.win && ie - L.win < L.K) jv = L.topk[(size_t)m * L.K + (ie - L.win)];
+        n = L.win + L.ntopk[m];
+    } else {
+        n = ad_count(L, m);
+    }
+    if (s == 0 && blockIdx.y == 0 && tid == 0) a.n_idx[m] = n;
+    int nb = (n + AD_E - 1) / AD_E;
+    if (nb > S) nb = S;
+    if (nb < 1) nb = 1; /* no entries: block 0 still runs (zeros), the combine gives k_ad_comb's result */
+    if (s >= nb) return;
+    const int c8 = hd / 8;
+    { /* q: in flight while the top-k pointers resolve */
+        const uint16_t *qm = a.q + (size_t)m * a.ldq + (size_t)h0 * hd;
+        for (int i = tid; i < AD_HG * c8; i += AD2_T) {
+            int h = i / c8, off = (i - h * c8) * 8;
+            ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
+        }
+    }
+    __syncthreads(); /* ptab */
+    if (idx && tid < AD_E && ie >= L.win) {
+        const uint16_t *ptr = NULL;
+        if (ie < n) {
+            const int pg = jv / pr;
+            const uint16_t *base = pg < npt ? ptab[pg] : L.ckv[sg][pg];
+            ptr = base + (size_t)(jv - pg * pr) * (size_t)hd;
+        }
+        ptrs[tid] = ptr;
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(111);
+    for (int j = w; j < AD_E; j += AD2_T / 32) { /* KV rows: a warp per row */
+        const uint16_t *pj = ptrs[j];
+        uint16_t *dst = ks + (size_t)j * kst;
+        for (int off = ln * 8; off < hd; off += 256) ad_copy8(dst + off, pj ? pj + off : NULL);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    DIC_STAMP_PHASE(112);
+
+    { /* logits: warp w owns entries 8w .. 8w + 7 over the whole head dim, k0 in order (as k_ad_part) */
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int lr = ln & 7, lq = ln >> 3;
+        const uint16_t *qa = qs + (size_t)(lr + 8 * (lq & 1)) * kst + 8 * (lq >> 1);
+        const uint16_t *kb = ks + (size_t)(8 * w + lr) * kst + 8 * lq;
+#pragma unroll 2
+        for (int k0 = 0; k0 < hd; k0 += 32) {
+            uint32_t a0, a1, a2, a3, e0, e1, e2, e3, b0r, b1r, b2r, b3r;
+            ad_ldsm4(b0r, b1r, b2r, b3r, kb + k0);
+            ad_ldsm4(a0, a1, a2, a3, qa + k0);
+            ad_ldsm4(e0, e1, e2, e3, qa + k0 + 16);
+            ad_mma(c, a0, a1, a2, a3, b0r, b1r);
+            ad_mma(c, e0, e1, e2, e3, b2r, b3r);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int h = g + (e >> 1) * 8, j = 8 * w + 2 * t + (e & 1);
+            lg[h * AD_E + j] = ptrs[j] ? __fmul_rn(c[e], a.scale) : -INFINITY;
+        }
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(113);
+    if (tid < AD_HG * 8) { /* softmax of the block: k_ad_part's code (8 threads per head) */
+        const int h = tid >> 3, sub = tid & 7;
+        float l[8], mx = -INFINITY;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            l[e] = lg[h * AD_E + sub * 8 + e];
+            mx = fmaxf(mx, l[e]);
+        }
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+        float sum = 0.0f;
+        uint32_t pk[4];
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            float pa = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e], mx));
+            float pb = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e + 1], mx));
+            sum = __fadd_rn(__fadd_rn(sum, pa), pb);
+            pk[e / 2] = (uint32_t)dic_f32_to_bf16(pa) | ((uint32_t)dic_f32_to_bf16(pb) << 16);
+        }
+        *(uint4 *)(ps + h * AD_PST + sub * 8) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o));
+        if (sub == 0) { /* every column slice writes the same values */
+            size_t i = ((size_t)m * S + s) * a.H + h0 + h;
+            a.pmx[i] = mx;
+            a.psum[i] = sum;
+        }
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(114);
+    { /* P.V of the slice: warp w owns the 16-column pairs w, w + 8, ...; kk in order (as k_ad_part) */
+        const int sw = hd / CS, npr = sw / 16, cb0 = cs * sw;
+        uint32_t pa[AD_E / 16][4];
+#pragma unroll
+        for (int kq = 0; kq < AD_E / 16; kq++) {
+            const uint16_t *pp = ps + g * AD_PST + 16 * kq + 2 * t;
+            pa[kq][0] = *(const uint32_t *)pp, pa[kq][1] = *(const uint32_t *)(pp + 8 * AD_PST);
+            pa[kq][2] = *(const uint32_t *)(pp + 8), pa[kq][3] = *(const uint32_t *)(pp + 8 * AD_PST + 8);
+        }
+        float *pm = a.part + (((size_t)m * S + s) * a.H + h0) * hd;
+#pragma unroll
+        for (int i = 0; i < AD_MAXHD / 128; i++) {
+            const int pr2 = w + 8 * i;
+            if (pr2 >= npr) break; /* warp-uniform */
+            const int cb = cb0 + 16 * pr2;
+            float o[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+            const uint16_t *vb = ks + (size_t)((ln & 7) + 8 * ((ln >> 3) & 1)) * kst + cb + 8 * (ln >> 4);
+#pragma unroll
+            for (int kq = 0; kq < AD_E / 16; kq++) {
+                uint32_t b0r, b1r, b2r, b3r;
+                ad_ldsm4t(b0r, b1r, b2r, b3r, vb + (size_t)(16 * kq) * kst);
+                ad_mma(o[0], pa[kq][0], pa[kq][1], pa[kq][2], pa[kq][3], b0r, b1r);
+                ad_mma(o[1], pa[kq][0], pa[kq][1], pa[kq][2], pa[kq][3], b2r, b3r);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int col = cb + 8 * u + 2 * t;
+                *(float2 *)(pm + (size_t)g * hd + col) = make_float2(o[u][0], o[u][1]);
+                *(float2 *)(pm + (size_t)(g + 8) * hd + col) = make_float2(o[u][2], o[u][3]);
+            }
+        }
+    }
+    DIC_STAMP_PHASE(115);
+    if (FOLD) {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            unsigned int *ctr = &g_ad2_cnt[(m * (a.H / AD_HG) + hg) * CS + cs];
+            const unsigned prev = atomicAdd(ctr, 1u);
+            last_sh = prev == (unsigned)nb - 1;
+            if (last_sh) *ctr = 0; /* ready for the next launch */
+        }
+        __syncthreads();
+        DIC_STAMP_PHASE(116);
+        if (!last_sh) return;
+        __threadfence();
+        float *wsh = (float *)ad_sm; /* the K region is free: [16][nb] weights, [16][nb] sums */
+        ad2_combine(a, hd, m, h0, cs, CS, nb, wsh, wsh + AD_HG * nb, gsh, dsh, rcs, 117);
+    }
+}
+
+/* Variant 3's combine: CTA = (16 heads x column slice of CC, row). n from the list inputs (ntopk was written
+ * before k_ad_p2 waited: complete and visible once k_ad_p2's CTAs let this grid start; read through L2). */
+static __global__ void __launch_bounds__(AD2_T) k_ad_c2(ad_list L, ad2_args a) {
+    extern __shared__ __align__(16) unsigned char ad_sm[];
+    __shared__ float gsh[AD_HG], dsh[AD_HG], rcs[AD_MAXHD];
+    const int CC = a.CC, hg = blockIdx.x / CC, cs = blockIdx.x - hg * CC, m = blockIdx.y;
+    int n = L.win;
+    if (L.ratio > 0) n += L.topk ? __ldcg(L.ntopk + m) : (int)((L.pos[m] + 1) / L.ratio);
+    int nb = (n + AD_E - 1) / AD_E;
+    if (nb > a.S) nb = a.S;
+    if (nb < 1) nb = 1;
+    DIC_PDL_ENTER();
+    float *wsh = (float *)ad_sm;
+    ad2_combine(a, L.hd, m, hg * AD_HG, cs, CC, nb, wsh, wsh + AD_HG * nb, gsh, dsh, rcs, 211);
+}
+
 extern "C" size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride) {
     size_t S = (stride + AD_E - 1) / AD_E, msh = (size_t)M * S * nheads;
     return ad_al(msh * hd * 4) + 2 * ad_al(msh * 4);
@@ -658,7 +1063,36 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
     float *psum = (float *)((char *)pmx + ad_al(msh * 4));
     ad_mode_init();
     const int mode = g_ad_mode == 2 && g_ad_cl_broken ? 1 : g_ad_mode;
-    if (mode != 0 && M * (nheads / AD_HG) <= AD_MAXG) {
+    if ((mode == 3 || mode == 4) && hd % 32 == 0 && S <= AD2_SMAX) {
+        int CS = g_ad_ctas >= 8 ? 8 : g_ad_ctas >= 4 ? 4 : g_ad_ctas >= 2 ? 2 : 1; /* column slices of P.V */
+        while (CS > 1 && hd % (16 * CS)) CS /= 2;
+        int CC = mode == 4 ? CS : 8; /* column slices of the combine */
+        while (CC > 1 && hd % (2 * CC)) CC /= 2;
+        const int HG = nheads / AD_HG;
+        if (mode == 3 || (size_t)M * HG * CS <= AD2_MAXC) {
+            const int kst = hd + 8;
+            size_t kreg = (size_t)AD_E * kst * 2, creg = (size_t)2 * AD_HG * S * 4;
+            if (mode == 4 && creg > kreg) kreg = creg;
+            kreg = (kreg + 15) & ~(size_t)15;
+            const size_t sm2 = kreg + (size_t)AD_HG * kst * 2 + (size_t)AD_HG * AD_E * 4 + (size_t)AD_HG * AD_PST * 2 +
+                               (size_t)AD_E * sizeof(void *) + (size_t)AD2_PT * sizeof(void *);
+            ad2_args a2 = {q, ldq, nheads, S, CS, CC, scale, part, pmx, psum, n_idx, sink, rd, cs, sn, out, ldo, (int)kreg};
+            const void *fn = mode == 4 ? (const void *)k_ad_p2<1> : (const void *)k_ad_p2<0>;
+            cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
+            if (e != cudaSuccess) return e;
+            const dim3 grid((unsigned)S, (unsigned)(HG * CS), (unsigned)M);
+            if (mode == 4) DIC_LAUNCH(k_ad_p2<1>, grid, AD2_T, sm2, c->stream, L, a2);
+            else DIC_LAUNCH(k_ad_p2<0>, grid, AD2_T, sm2, c->stream, L, a2);
+            if ((e = cudaGetLastError()) != cudaSuccess || mode == 4) return e;
+            const size_t smc = creg;
+            if (smc > 48 * 1024 &&
+                (e = cudaFuncSetAttribute(k_ad_c2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc)) != cudaSuccess)
+                return e;
+            DIC_LAUNCH(k_ad_c2, dim3((unsigned)(HG * CC), (unsigned)M), AD2_T, smc, c->stream, L, a2);
+            DIC_LAUNCH_CHECK();
+        }
+    }
+    if ((mode == 1 || mode == 2) && M * (nheads / AD_HG) <= AD_MAXG) {
         int P = g_ad_ctas < S ? g_ad_ctas : S;
         if (mode == 2 && P > 8) P = 8; /* portable cluster size */
         int E = (int)((stride + (size_t)P - 1) / (size_t)P);
