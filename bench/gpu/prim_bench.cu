@@ -220,6 +220,7 @@ static int mk_flag(int i, int g, cudaStream_t st, void *vc) {
 
 int main(int argc, char **argv) {
     (void)argc, (void)argv;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they finish (a run cut by a time limit keeps them) */
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int sms = 0;
@@ -231,6 +232,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&c.out, 256));
     CK(cudaMemset(c.w, 0, 1 << 20));
     CK(cudaMemset(c.cnt, 0, 256));
+    CK(cudaDeviceSynchronize());
     const int gs[] = {1, 32, sms, 2 * sms, 6 * sms};
     printf("# prim_bench: %d SMs\n", sms);
     for (int k = 0; k < 5; k++) time_chain("pdl_empty", mk_empty, gs[k], &c, NULL, st);
@@ -244,11 +246,13 @@ int main(int argc, char **argv) {
     const int gbs[] = {32, sms, 2 * sms};
     for (int k = 0; k < 3; k++) {
         const int nbar = 200;
-        CK(cudaMemset(c.cnt, 0, 4));
+        /* the counter reset on the same stream as the kernel (a legacy-stream memset is not ordered
+         * with a non-blocking stream: a reset landing mid-run would leave the barrier waiting) */
+        CK(cudaMemsetAsync(c.cnt, 0, 4, st));
+        k_gridbar<<<gbs[k], 128, 0, st>>>(c.cnt, nbar, dt);
+        CK(cudaMemsetAsync(c.cnt, 0, 4, st));
         k_gridbar<<<gbs[k], 128, 0, st>>>(c.cnt, nbar, dt);
         CK(cudaStreamSynchronize(st));
-        CK(cudaMemset(c.cnt, 0, 4));
-        k_gridbar<<<gbs[k], 128, 0, st>>>(c.cnt, nbar, dt);
         CK(cudaMemcpy(&ht, dt, 8, cudaMemcpyDeviceToHost));
         printf("%-12s G=%-4d %7.2f us per barrier (%d barriers)\n", "gridbar", gbs[k], ht / 1e3 / nbar, nbar);
     }
@@ -274,6 +278,7 @@ int main(int argc, char **argv) {
         const int n = 2000;
         k_chase<<<1, 1, 0, st>>>(db, n, dout, dt);
         k_chase<<<1, 1, 0, st>>>(db, n, dout, dt);
+        CK(cudaStreamSynchronize(st));
         CK(cudaMemcpy(&ht, dt, 8, cudaMemcpyDeviceToHost));
         printf("%-12s %zu MB %7.3f us per dependent load\n", nm[k], sizes[k] >> 20, ht / 1e3 / n);
         CK(cudaFree(db));
