@@ -977,6 +977,19 @@ static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
 static int ht8_mt(int M) { return M <= 4 ? 1 : M <= 8 ? 2 : 4; }
 #define HT8_STASH 32768
 
+/* The stash cap in bytes: HT8_STASH, or $DEEPINFER_HC_STASH (read once; 0 = variant 8 without ET, for an A/B
+ * of the 32 KB of dynamic shared memory per CTA, which may keep the kernel from starting beside its
+ * predecessor; at most HT8_STASH: static + dynamic shared memory stay under 48 KB). */
+static size_t ht8_stash_cap(void) {
+    static long cap = -1;
+    if (cap < 0) {
+        const char *e = getenv("DEEPINFER_HC_STASH");
+        cap = e && *e ? atol(e) : HT8_STASH;
+        if (cap < 0 || cap > HT8_STASH) cap = HT8_STASH;
+    }
+    return (size_t)cap;
+}
+
 extern "C" int dic_hc_transition_variant(int v) {
     if (g_ht_variant < 0) {
         const char *e = getenv("DEEPINFER_HC_TRANSITION");
@@ -1013,7 +1026,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
     const int mtr = ht_var[v].mt > 0 ? ht_var[v].mt : ht_var[v].mt < 0 ? ht8_mt(M) : ht_auto_mt(M);
     const int S = d / cw;
     const size_t stash = (size_t)mtr * HC * (size_t)d * 2;
-    const int et = ht_var[v].et && stash <= HT8_STASH;
+    const int et = ht_var[v].et && stash <= ht8_stash_cap();
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
     for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
