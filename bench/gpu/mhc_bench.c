@@ -162,7 +162,8 @@ int main(int argc, char **argv) {
     printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
            D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
     printf("-- fused variants (dic_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "
-           "Sinkhorn beside collapse): v1 32,4,y v2 32,4,n v3 16,4,y v4 64,4,y v5 32,2,y v6 32,1,y v7 32,by M,y\n");
+           "Sinkhorn beside collapse): v1 32,4,y v2 32,4,n v3 16,4,y v4 64,4,y v5 32,2,y v6 32,1,y v7 32,by M,y; "
+           "v8 32,1 (M<=4),y + shorter tail (R stash, one-thread fences, early norm weights)\n");
     printf("%-28s %3s %9s %9s %9s %8s %8s %8s\n", "case", "var", "fused", "unf.m0", with_m1 ? "unf.m1" : "-", "floor",
            "f/floor", "unf0/f");
     static const int Ms[] = {1, 2, 4, 8};

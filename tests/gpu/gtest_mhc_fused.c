@@ -19,8 +19,13 @@
  *    a row's bits do not depend on M (row 0 alone = row 0 of the launch);
  *  - every kernel variant (dic_hc_transition_variant 0 .. DIC_HT_NVAR - 1) on
  *    every case; the variants with 32 columns per CTA of k_transition2 (1, 2,
- *    5, 6, 7) bitwise equal. One line per case for the default variant, then the
- *    worst mixes errors per variant. */
+ *    5, 6, 7, 8) bitwise equal. One line per case for the default variant, then the
+ *    worst mixes errors per variant.
+ * Variant 8 (the shorter tail, ET: R stash in shared memory, one-thread
+ * fences, early norm weights) takes its stash path at d = 4096 for M <= 4 (one
+ * row per tile) and at d = 256 / 192 for every M here (2 rows per tile at
+ * M = 5..8, 4 above: the multi-row stash), the plain k_transition2 path at
+ * d = 4096, M >= 8. */
 #include <stdio.h>
 #include <string.h>
 
@@ -244,7 +249,7 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         }
         /* variants with the same columns per CTA (1, 2, 5, 6, 7) give the same bits */
         if (v == 1) o32 = o, o = (mf_out){0};
-        else if (v == 2 || v == 5 || v == 6 || v == 7) {
+        else if (v == 2 || v == 5 || v == 6 || v == 7 || v == 8) {
             size_t bV = gt_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
                         gt_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
                         gt_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +
@@ -266,7 +271,7 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
 }
 
 TEST(gpu_mhc_fused_v4_dims) {
-    static const int Ms[] = {1, 2, 8, 33};
+    static const int Ms[] = {1, 2, 4, 8, 33};
     uint64_t seed = 0xC0FFEEull;
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
         for (int chain = 0; chain < 2; chain++)
@@ -275,7 +280,7 @@ TEST(gpu_mhc_fused_v4_dims) {
 }
 
 TEST(gpu_mhc_fused_small) {
-    static const int Ms[] = {1, 2, 8, 33, 70};
+    static const int Ms[] = {1, 2, 4, 8, 33, 70};
     uint64_t seed = 0xBEEFull;
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
         for (int chain = 0; chain < 2; chain++)
@@ -289,4 +294,15 @@ TEST(gpu_mhc_fused_small) {
     CHECK(!dic_hc_transition_ok(&ctx, 1, p, 4 * 256, 256, 4, 4 * 256, p, p, p, 256));
     CHECK(dic_hc_transition_ok(&ctx, 1, p, 4 * 256, 256, 24, 4 * 256, p, p, p, 256));
     cudaFree(p), cudaFree(ctx.scratch), cudaStreamDestroy(ctx.stream);
+}
+
+/* d = 192 (3 x 64: S = 6 slices at 32 columns, an odd count), M = 1, 2, 4 (one row per tile in variant 8) and
+ * 5 (two rows per tile, one of them short: the multi-row R stash with a partial tile). */
+TEST(gpu_mhc_fused_odd) {
+    static const int Ms[] = {1, 2, 4, 5};
+    uint64_t seed = 0xD1CEull;
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+        for (int chain = 0; chain < 2; chain++)
+            for (int first = 0; first < 2; first++) mf_case(192, Ms[i], chain, first, Ms[i] == 5, seed++);
+    mf_report();
 }

@@ -68,11 +68,12 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
     } while (0)
 /* A phase mark inside a kernel (timeline builds only): thread 0 of block 0 records the global timer as
  * a stamp with grid 0 and block = tag, so the dump shows where block 0's time goes between its go and
- * its exit. Use after the work of a phase is issued AND consumed (a value read, a barrier passed). */
-#define DIC_STAMP_PHASE(tag)                                                                              \
+ * its exit. Use after the work of a phase is issued AND consumed (a value read, a barrier passed).
+ * DIC_STAMP_MARK(tag) records the same stamp from whichever thread calls it (the caller picks one
+ * thread of one CTA, e.g. thread 0 of a last-arriving CTA, so its phases show too). */
+#define DIC_STAMP_MARK(tag)                                                                               \
     do {                                                                                                  \
-        if (dic_stamp_buf_ && threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && \
-            blockIdx.z == 0) {                                                                            \
+        if (dic_stamp_buf_) {                                                                             \
             const unsigned dic_s_ = atomicAdd(dic_stamp_cnt_, 1u);                                        \
             if (dic_s_ < DIC_STAMP_MAX) {                                                                 \
                 const unsigned long long dic_t_ = dic_gtime();                                            \
@@ -82,6 +83,11 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
                 dic_stamp_buf_[dic_s_].block = (unsigned)(tag);                                           \
             }                                                                                             \
         }                                                                                                 \
+    } while (0)
+#define DIC_STAMP_PHASE(tag)                                                                              \
+    do {                                                                                                  \
+        if (threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) \
+            DIC_STAMP_MARK(tag);                                                                          \
     } while (0)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DIC_PDL_ENTER()                                         \
@@ -97,6 +103,9 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
 #ifndef DIC_STAMP_PHASE
 #define DIC_STAMP_PHASE(tag) \
     do {                     \
+    } while (0)
+#define DIC_STAMP_MARK(tag) \
+    do {                    \
     } while (0)
 #endif
 

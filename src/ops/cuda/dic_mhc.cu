@@ -105,6 +105,19 @@ static __device__ __forceinline__ float sk_sum4(float v, unsigned mask, int base
     return s;
 }
 
+/* The same sum without the leading 0.0f + a0: equal bits whenever a0 is not -0 (0 + -0 = +0). The Sinkhorn's
+ * values are exp(.) / s + eps and their quotients by positive sums: never -0 (NaN stays NaN), so sk_group(nz = 1)
+ * gives k_sinkhorn's bits one dependent add shorter per sum (41 sums on the chain). */
+static __device__ __forceinline__ float sk_sum4n(float v, unsigned mask, int base, int stride) {
+    float a0 = __shfl_sync(mask, v, base, 16), a1 = __shfl_sync(mask, v, base + stride, 16);
+    float a2 = __shfl_sync(mask, v, base + 2 * stride, 16), a3 = __shfl_sync(mask, v, base + 3 * stride, 16);
+    float s = a0;
+    s += a1;
+    s += a2;
+    s += a3;
+    return s;
+}
+
 /* pre_k = sigmoid(mix_k * s0 + base_k) + eps (mhc.c), k < 4. */
 static __device__ __forceinline__ float sk_pre1(const float *mx, int k, float s0, const float *base, float eps) {
     float e0 = dic_expf(-(mx[k] * s0 + base[k]));
@@ -117,7 +130,7 @@ static __device__ __forceinline__ float sk_pre1(const float *mx, int k, float s0
  * (not written). */
 static __device__ __forceinline__ void sk_group(int lane, const float *mx, const float *scale3, const float *base,
                                                 int iters, float eps, int write, float *pre, float *post,
-                                                float *comb) {
+                                                float *comb, int nz = 0) {
     const int j = lane >> 2, k = lane & 3;
     const unsigned mask = 0xFFFFFFFFu; /* whole warps run every shuffle */
     const float s0 = scale3[0], s1 = scale3[1], s2 = scale3[2];
@@ -133,12 +146,12 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
         float a2 = __shfl_sync(mask, c, 4 * j + 2, 16), a3 = __shfl_sync(mask, c, 4 * j + 3, 16);
         float mxv = fmaxf(fmaxf(fmaxf(a0, a1), a2), a3);
         c = dic_expf(c - mxv);
-        float s = sk_sum4(c, mask, 4 * j, 1);
+        float s = nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1);
         c = c / s + eps;
     }
     for (int it = 0; it < iters; it++) {
-        if (it > 0) c = c / (sk_sum4(c, mask, 4 * j, 1) + eps); /* rows */
-        c = c / (sk_sum4(c, mask, k, 4) + eps);                  /* columns */
+        if (it > 0) c = c / ((nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1)) + eps); /* rows */
+        c = c / ((nz ? sk_sum4n(c, mask, k, 4) : sk_sum4(c, mask, k, 4)) + eps);                  /* columns */
     }
     if (write) comb[lane] = c;
 }
@@ -602,7 +615,24 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * head_pre in place of the Sinkhorn; pre written; collapse with it). NMIX = 0: the V4.1 output head (no mixes:
  * collapse with the carried a.pre_in, nothing written but R, x and xn). The head variants take the whole
  * block of E (no Sinkhorn warps). */
-template <int CW, int NMIX>
+/* ET = 1 (variant 8, the transition only, NMIX = HT_NMIX; MHC-NOTES.md session 8): the same arithmetic with a
+ * shorter dependent chain after the PDL wait:
+ *   - before the wait, each CTA prefetches its slice of the norm weights into L2 (weights);
+ *   - the arrival is cooperative_groups' grid-sync pattern: __syncthreads, then thread 0 alone fences, adds and
+ *     (last CTA) fences again, __syncthreads (bar.sync orders the other threads' partial stores before thread
+ *     0's fence: cumulativity), instead of a fence in every thread before and after;
+ *   - the last CTA issues the tile's R rows (the collapse's input, written by every CTA's expand) into dynamic
+ *     shared memory with cp.async.cg right at the handoff, in flight together with the partial loads (one L2
+ *     round trip for both instead of two in a row); the host takes ET only when mt * HC * d * 2 <= 32 KB, so
+ *     E always runs in one pass;
+ *   - E loads its norm weights into registers at its start (beside the collapse) instead of after the
+ *     RMSNorm's scale (one dependent round trip less at the end);
+ *   - the Sinkhorn's sums skip the leading 0 + (sk_sum4n: same bits).
+ * Bits: the same as ET = 0 with CW = 32 (the mixes' order, pre, post, comb, x, xn), so variant 8 equals 1, 2, 5,
+ * 6, 7 bit for bit. */
+extern __shared__ __align__(16) uint8_t h2_dsm[];
+
+template <int CW, int NMIX, int ET = 0>
 static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a) {
     constexpr bool HEAD = NMIX != HT_NMIX;
     constexpr int LPM = CW < 32 ? CW : 32; /* lanes per mix in B */
@@ -637,6 +667,8 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                                                             4 * (e % CV)))
                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+    if (ET && a.norm_w && t == 0 && tile == 0) /* this slice of the norm weights into L2 (CW * 4 bytes) */
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a.norm_w + i0));
     DIC_PDL_ENTER();
 
     /* A: thread = (row t / CW, column t % CW): expand in place, bf16 values to shared, sum of squares */
@@ -662,6 +694,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
     }
     __syncthreads();
+    DIC_STAMP_PHASE(301); /* block 0: expand done (R written, values in shared) */
     if (NMIX > 0 && t < mt) { /* the row's sum of squares over its CW columns */
         const double v = CW > 32 ? __dadd_rn(sss[2 * t], sss[2 * t + 1]) : sss[t];
         a.ssp[(size_t)(r0 + t) * S + s] = v;
@@ -690,16 +723,46 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     }
 
     /* arrival: the last CTA of the tile goes on */
-    __threadfence();
-    __syncthreads();
-    if (t == 0) {
-        const unsigned prev = atomicAdd(&g_ht2_cnt[tile], 1u);
-        last_sh = prev == (unsigned)S - 1;
-        if (last_sh) g_ht2_cnt[tile] = 0; /* ready for the next launch */
+    DIC_STAMP_PHASE(302); /* block 0: partials issued */
+    if (ET) { /* cooperative_groups' grid-sync pattern: one fence on each side, by thread 0 */
+        __syncthreads();
+        if (t == 0) {
+            __threadfence();
+            const unsigned prev = atomicAdd(&g_ht2_cnt[tile], 1u);
+            last_sh = prev == (unsigned)S - 1;
+            if (last_sh) {
+                g_ht2_cnt[tile] = 0; /* ready for the next launch */
+                __threadfence();
+            }
+        }
+        __syncthreads();
+        DIC_STAMP_PHASE(303); /* block 0: arrival counted */
+        if (!last_sh) return;
+    } else {
+        __threadfence();
+        __syncthreads();
+        if (t == 0) {
+            const unsigned prev = atomicAdd(&g_ht2_cnt[tile], 1u);
+            last_sh = prev == (unsigned)S - 1;
+            if (last_sh) g_ht2_cnt[tile] = 0; /* ready for the next launch */
+        }
+        __syncthreads();
+        DIC_STAMP_PHASE(303); /* block 0: arrival counted */
+        if (!last_sh) return;
+        __threadfence();
     }
-    __syncthreads();
-    if (!last_sh) return;
-    __threadfence();
+    if (t == 0) DIC_STAMP_MARK(311); /* the last CTA: handoff passed */
+    if (ET) { /* the tile's R rows into shared memory (16-byte cp.async.cg: L2, as __ldcg), beside the partials */
+        const int rch = HC * d / 8, nch = mt * rch;
+        const uint32_t sb = (uint32_t)__cvta_generic_to_shared(h2_dsm);
+        for (int c = t; c < nch; c += H2_T) {
+            const int mm = c / rch, j = c - mm * rch;
+            const uint16_t *src = a.R + (size_t)(m0 + mm) * a.ldr + 8 * (size_t)j;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sb + 16u * (uint32_t)c), "l"(src)
+                         : "memory");
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
 
     /* C: all partials of the tile in flight at once, then the fixed-order sums */
     if (NMIX > 0) {
@@ -751,7 +814,9 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             smix[mm][n] = v2;
             a.mixes[(size_t)(m0 + mm) * NMIX + n] = v2;
         }
+        if (ET) asm volatile("cp.async.wait_all;\n" ::: "memory"); /* this thread's R copies (barrier below) */
         __syncthreads();
+        if (t == 0) DIC_STAMP_MARK(312); /* the last CTA: mixes summed and scaled */
     }
 
     /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row); not in the head */
@@ -761,7 +826,8 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int g = t >> 4, mm = g < mt ? g : mt - 1;
         const size_t m = (size_t)(m0 + mm);
         sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, NULL, a.post + m * HC,
-                 a.comb + m * HC * HC);
+                 a.comb + m * HC * HC, ET);
+        if (t == 0) DIC_STAMP_MARK(313); /* the last CTA: Sinkhorn done (post / comb stores issued) */
         if (ovl) return;
     }
     if (!HEAD && !ovl) __syncthreads();
@@ -789,16 +855,28 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     const int one = ni <= nE * H2_EV; /* all items in one pass: x stays in registers */
     double ssq[HT_MT] = {0.0, 0.0, 0.0, 0.0};
     uint4 keep[H2_EV] = {};
+    float wk[ET ? H2_EV : 1][8]; /* ET: the norm weights of the thread's items, loaded now (one pass) */
+    if (ET && one && a.norm_w) {
+#pragma unroll
+        for (int e = 0; e < H2_EV; e++) {
+            const int it = te + e * nE;
+            if (it < ni) {
+                const int iv = it % nv;
+#pragma unroll
+                for (int q = 0; q < 8; q++) wk[ET ? e : 0][q] = __ldg(a.norm_w + 8 * iv + q);
+            }
+        }
+    }
     for (int b = te; b < ni; b += nE * H2_EV) {
-        uint4 rq[H2_EV][HC];
+        uint4 rq[ET ? 1 : H2_EV][HC];
 #pragma unroll
         for (int e = 0; e < H2_EV; e++) {
             const int it = b + e * nE;
-            if (it < ni) {
+            if (!ET && it < ni) {
                 const int mm = it / nv, iv = it - mm * nv;
                 const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
 #pragma unroll
-                for (int k = 0; k < HC; k++) rq[e][k] = __ldcg((const uint4 *)(r + (size_t)k * d));
+                for (int k = 0; k < HC; k++) rq[ET ? 0 : e][k] = __ldcg((const uint4 *)(r + (size_t)k * d));
             }
         }
 #pragma unroll
@@ -809,8 +887,9 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                 const int mm = it / nv, iv = it - mm * nv;
                 const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
                 float rr[HC][8], o[8];
+                const uint4 *st = (const uint4 *)h2_dsm + ((size_t)mm * HC * d + 8 * (size_t)iv) / 8; /* ET: stash */
 #pragma unroll
-                for (int k = 0; k < HC; k++) unpack8(rq[e][k], rr[k]);
+                for (int k = 0; k < HC; k++) unpack8(ET ? st[(size_t)k * d / 8] : rq[ET ? 0 : e][k], rr[k]);
 #pragma unroll
                 for (int q = 0; q < 8; q++) o[q] = collapse1(p, rr[0][q], rr[1][q], rr[2][q], rr[3][q]);
                 const uint4 pk = pack8(o);
@@ -837,6 +916,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         if (lane == 0) sred[we][mm] = v;
     }
     h2_bar(nE);
+    if (te == 0) DIC_STAMP_MARK(314); /* the last CTA: collapse done (x stored, sums of squares in shared) */
     if (te < mt) { /* k_rmsnorm's thread 0, row te */
         const int mm = te;
         double sum = sred[0][mm];
@@ -844,6 +924,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     h2_bar(nE);
+    if (te == 0) DIC_STAMP_MARK(315); /* the last CTA: RMSNorm scale */
     const float *w = a.norm_w;
     for (int b = te; b < ni; b += nE * H2_EV) {
         uint4 xq[H2_EV];
@@ -867,25 +948,47 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             for (int h = 0; h < 4; h++) {
                 float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
                 float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
-                if (w) lo = __fmul_rn(__ldg(w + 8 * iv + 2 * h), lo), hi = __fmul_rn(__ldg(w + 8 * iv + 2 * h + 1), hi);
+                if (w && ET && one) lo = __fmul_rn(wk[ET ? e : 0][2 * h], lo), hi = __fmul_rn(wk[ET ? e : 0][2 * h + 1], hi);
+                else if (w) lo = __fmul_rn(__ldg(w + 8 * iv + 2 * h), lo), hi = __fmul_rn(__ldg(w + 8 * iv + 2 * h + 1), hi);
                 o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
             }
             *(uint4 *)(a.xn + (size_t)(m0 + mm) * a.ldx + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
         }
     }
+    if (te == 0) DIC_STAMP_MARK(316); /* the last CTA: xn stores issued (the kernel's end, with 313) */
 }
 
 /* Variants (dic_hc_transition_variant, $DEEPINFER_HC_TRANSITION): 0 = k_transition (the first version);
- * else k_transition2 with (columns per CTA, rows per tile, Sinkhorn beside the collapse). */
+ * else k_transition2 with (columns per CTA, rows per tile, Sinkhorn beside the collapse, ET). */
 static const struct {
-    int cw, mt, ovl;
-} ht_var[DIC_HT_NVAR] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 0}, {16, 4, 1},
-                          {64, 4, 1}, {32, 2, 1}, {32, 1, 1}, {32, 0, 1}}; /* mt 0: by M (ht_auto_mt) */
+    int cw, mt, ovl, et;
+} ht_var[DIC_HT_NVAR] = {{32, 4, 0, 0}, {32, 4, 1, 0}, {32, 4, 0, 0}, {16, 4, 1, 0}, {64, 4, 1, 0},
+                          {32, 2, 1, 0}, {32, 1, 1, 0}, {32, 0, 1, 0}, {32, -1, 1, 1}};
+/* mt 0: by M (ht_auto_mt); -1: ht8_mt */
 static int g_ht_variant = -1;
 
 /* Variant 7's rows per tile: one wave of at most 2 * (d / 32) CTAs (2 CTAs per SM fit: 128 registers) while
  * the last CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4. */
 static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
+
+/* Variant 8's rows per tile: 1 up to M = 4 (v6 measured 13.9 us at M = 4 against v7's 15.1: 512 CTAs, but each
+ * last CTA's tail covers one row and its R stash fits), 2 up to 8 (v5 18.1 vs v7 20.8), else 4. ET (the R stash
+ * in dynamic shared memory) when the tile's R rows take <= HT8_STASH bytes, else the same kernel without it. */
+static int ht8_mt(int M) { return M <= 4 ? 1 : M <= 8 ? 2 : 4; }
+#define HT8_STASH 32768
+
+/* The stash cap in bytes: HT8_STASH, or $DEEPINFER_HC_STASH (read once; 0 = variant 8 without ET, for an A/B
+ * of the 32 KB of dynamic shared memory per CTA, which may keep the kernel from starting beside its
+ * predecessor; at most HT8_STASH: static + dynamic shared memory stay under 48 KB). */
+static size_t ht8_stash_cap(void) {
+    static long cap = -1;
+    if (cap < 0) {
+        const char *e = getenv("DEEPINFER_HC_STASH");
+        cap = e && *e ? atol(e) : HT8_STASH;
+        if (cap < 0 || cap > HT8_STASH) cap = HT8_STASH;
+    }
+    return (size_t)cap;
+}
 
 extern "C" int dic_hc_transition_variant(int v) {
     if (g_ht_variant < 0) {
@@ -919,8 +1022,11 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
                                          int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
                                          float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
                                          uint16_t *xn, size_t ldx) {
-    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw, mtr = ht_var[v].mt ? ht_var[v].mt : ht_auto_mt(M);
+    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw;
+    const int mtr = ht_var[v].mt > 0 ? ht_var[v].mt : ht_var[v].mt < 0 ? ht8_mt(M) : ht_auto_mt(M);
     const int S = d / cw;
+    const size_t stash = (size_t)mtr * HC * (size_t)d * 2;
+    const int et = ht_var[v].et && stash <= ht8_stash_cap();
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
     for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
@@ -939,6 +1045,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
         if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
         else if (cw == 16) DIC_LAUNCH((k_transition2<16, HT_NMIX>), grid, H2_T, 0, c->stream, a);
+        else if (cw == 32 && et) DIC_LAUNCH((k_transition2<32, HT_NMIX, 1>), grid, H2_T, stash, c->stream, a);
         else if (cw == 32) DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();

@@ -245,9 +245,10 @@ cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size
 /* The kernel dic_hc_transition launches (tests / bench; else $DEEPINFER_HC_TRANSITION, read once, default
  * DIC_HT_DEFAULT): 0 = the first version (k_transition); 1..7 = k_transition2 with (columns per CTA, rows per
  * tile, Sinkhorn beside the collapse + RMSNorm) = 1 (32, 4, yes), 2 (32, 4, no), 3 (16, 4, yes), 4 (64, 4, yes),
- * 5 (32, 2, yes), 6 (32, 1, yes), 7 (32, 1 / 2 / 4 for M <= 2 / <= 4 / more, yes). Variants of k_transition2 with
- * the same columns per CTA give the same bits (1, 2, 5, 6, 7). v >= 0 sets it; returns the variant in force. */
-#define DIC_HT_NVAR 8
+ * 5 (32, 2, yes), 6 (32, 1, yes), 7 (32, 1 / 2 / 4 for M <= 2 / <= 4 / more, yes), 8 (32, 1 / 2 / 4 for
+ * M <= 4 / <= 8 / more, yes, and the shorter tail: ET, MHC-NOTES.md session 8). Variants of k_transition2 with
+ * the same columns per CTA give the same bits (1, 2, 5, 6, 7, 8). v >= 0 sets it; returns the variant in force. */
+#define DIC_HT_NVAR 9
 #define DIC_HT_DEFAULT 7
 int dic_hc_transition_variant(int v);
 
