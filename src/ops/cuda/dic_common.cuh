@@ -83,6 +83,21 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
             }                                                                                             \
         }                                                                                                 \
     } while (0)
+/* The same mark from the calling thread, whatever its block (a kernel whose later phases run in one
+ * CTA chosen at run time, e.g. the last to arrive: call it from one thread of that CTA). */
+#define DIC_STAMP_PHASE_ANY(tag)                                                                          \
+    do {                                                                                                  \
+        if (dic_stamp_buf_) {                                                                             \
+            const unsigned dic_s_ = atomicAdd(dic_stamp_cnt_, 1u);                                        \
+            if (dic_s_ < DIC_STAMP_MAX) {                                                                 \
+                const unsigned long long dic_t_ = dic_gtime();                                            \
+                dic_stamp_buf_[dic_s_].t_enter = dic_t_;                                                  \
+                dic_stamp_buf_[dic_s_].t_go = dic_t_;                                                     \
+                dic_stamp_buf_[dic_s_].grid = 0u;                                                         \
+                dic_stamp_buf_[dic_s_].block = (unsigned)(tag);                                           \
+            }                                                                                             \
+        }                                                                                                 \
+    } while (0)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DIC_PDL_ENTER()                                         \
     do {                                                        \
@@ -97,6 +112,11 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
 #ifndef DIC_STAMP_PHASE
 #define DIC_STAMP_PHASE(tag) \
     do {                     \
+    } while (0)
+#endif
+#ifndef DIC_STAMP_PHASE_ANY
+#define DIC_STAMP_PHASE_ANY(tag) \
+    do {                         \
     } while (0)
 #endif
 
