@@ -245,6 +245,7 @@ static __global__ void __launch_bounds__(GV_T) k_route_gate2(int M, int E, int K
         }
         __syncthreads();
         if (!last_sh) return;
+#pragma unroll 4
         for (int i = threadIdx.x; i < nb; i += GV_T) rg_sh[i] = __ldcg(i < n ? g_rg_s + i : g_rg_b + (i - n));
     }
     __syncthreads();
