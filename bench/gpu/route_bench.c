@@ -4,7 +4,10 @@
  *           the fp32 logits, then dic_route_rows
  *   seqgv   the same with the GEMV forced at every M (the fused kernel's sums)
  *   gemm    the gate GEMM alone (auto dispatch); route: dic_route_rows alone
- *   fused   dic_route_gate (dic_route_gate.cu: one launch)
+ *   fused   dic_route_gate (dic_route_gate.cu: one launch) in the default variant
+ *   f0 f1 f2 dic_route_gate in variant 0 (session 5), 1 (session 8, last-arriver handoff),
+ *           2 (session 8, tagged slots polled by CTA 0) (dic_route_gate_tune; same bits)
+ *   h0 h1 h2 the same variants on a hash layer (V4 layers 0-2: ids from tid2eid[token], no bias)
  * against the floor: the gate's bytes / the d2d copy ceiling of the same run. Each graph
  * replays GR calls cycling NS gate matrices (NS * 3 MB > L2, so the weights come from DRAM
  * as in a decode step, where every layer has its own gate). Runs in a few seconds. */
@@ -25,8 +28,8 @@
 #define MMAX 8
 #define EMAX 384
 
-enum { V_SEQ, V_SEQGV, V_GEMM, V_ROUTE, V_FUSED, NV };
-static const char *vname[NV] = {"seq", "seqgv", "gemm", "route", "fused"};
+enum { V_SEQ, V_SEQGV, V_GEMM, V_ROUTE, V_FUSED, V_F0, V_F1, V_F2, V_H0, V_H1, V_H2, NV };
+static const char *vname[NV] = {"seq", "seqgv", "gemm", "route", "fused", "f0", "f1", "f2", "h0", "h1", "h2"};
 
 
 int main(void) {
@@ -58,6 +61,14 @@ int main(void) {
     CK(cudaMemcpy(dbias, hb, sizeof hb, cudaMemcpyHostToDevice));
     CK(cudaMalloc((void **)&dw, MMAX * TOPK * 4));
     CK(cudaMalloc((void **)&ds, MMAX * TOPK * 4));
+    int32_t ht2e[1000 * TOPK], htok[MMAX];
+    for (int i = 0; i < 1000 * TOPK; i++) ht2e[i] = (int32_t)(rnd() % 256);
+    for (int i = 0; i < MMAX; i++) htok[i] = (int32_t)(rnd() % 1000);
+    int32_t *dt2e, *dtok;
+    CK(cudaMalloc((void **)&dt2e, sizeof ht2e));
+    CK(cudaMemcpy(dt2e, ht2e, sizeof ht2e, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dtok, sizeof htok));
+    CK(cudaMemcpy(dtok, htok, sizeof htok, cudaMemcpyHostToDevice));
 
     static const int Es[] = {256, 384};
     static const int Ms[] = {1, 2, 4, 8};
@@ -85,13 +96,16 @@ int main(void) {
                                                       DIC_GEMMF_PATH_GEMV));
                     if (v == V_SEQ || v == V_SEQGV || v == V_ROUTE)
                         CK(dic_route_rows(&c, M, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
-                    if (v == V_FUSED) {
+                    if (v >= V_FUSED) {
+                        const int hash = v >= V_H0;
                         if (!dic_route_gate_ok(&c, M, dx, K, &W, E, TOPK, NULL, NULL)) {
                             fprintf(stderr, "dic_route_gate_ok refused E=%d M=%d\n", E, M);
                             exit(1);
                         }
-                        CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1,
-                                          ds, dw));
+                        dic_route_gate_tune(v == V_FUSED ? -1 : hash ? v - V_H0 : v - V_F0);
+                        CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, hash ? NULL : dbias, hash ? dt2e : NULL,
+                                          hash ? dtok : NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+                        dic_route_gate_tune(-1);
                     }
                 }
                 CK(cudaStreamEndCapture(c.stream, &gr));

@@ -7,8 +7,11 @@
  * E = 256, 384, 72, 75 (not a multiple of 4, with K = 1000: a partial chunk)
  * and 1024 (64 KB of scores: the shared-memory opt-in), M = 1, 2, 3, 8,
  * k = 6 and 8, temp 1 / 0.7, biased top-k and hash routing (tid2eid by device
- * tokens), normalised or not. Each fused case runs twice (the arrival counter
- * resets itself: a stale counter leaves sel / w at their poison). Mode 1
+ * tokens), normalised or not. Each fused case runs twice in each kernel
+ * variant (dic_route_gate_tune 0: session 5, 1: session 8 with the last-arriver
+ * handoff, 2: session 8 with tagged slots polled by CTA 0; the arrival counter
+ * and the slots reset themselves: a stale one leaves sel / w at their poison
+ * or hangs). Mode 1
  * (batch_invariant = 1) takes the sequence: bitwise the two calls. One case
  * also checks the logits against the CPU di_route_gate (GEMM tolerance). */
 #include <stdio.h>
@@ -21,10 +24,12 @@
 
 #define RG_K 4096
 #define RG_V 1000 /* vocabulary of the hash table */
+#define RG_NR 7   /* the sequence, then two fused runs of each variant 0, 1, 2 */
 
 typedef struct rg_case {
     int M, E, K, k, hash, normalize;
     float temp;
+    int ties; /* gate rows and bias equal in pairs (2i, 2i+1): exact ties, broken by the lower index */
 } rg_case;
 
 /* Today's sequence (mode picked by c) or the fused op; outputs copied back. */
@@ -70,6 +75,11 @@ static size_t rg_case_run(const rg_case *t, int mode1, int cpu_check, uint64_t s
     gt_fill_f32(bias, (size_t)E, 0.1f, &s);
     for (size_t i = 0; i < (size_t)RG_V * k; i++) t2e[i] = (int32_t)(gt_rand_u64(&s) % (uint64_t)E);
     for (int m = 0; m < M; m++) tok[m] = (int32_t)(gt_rand_u64(&s) % RG_V);
+    if (t->ties)
+        for (int e = 1; e < E; e += 2) {
+            memcpy(gw + (size_t)e * K, gw + (size_t)(e - 1) * K, (size_t)K * 2);
+            bias[e] = bias[e - 1];
+        }
 
     dic_ctx c;
     size_t bad = 0;
@@ -81,9 +91,9 @@ static size_t rg_case_run(const rg_case *t, int mode1, int cpu_check, uint64_t s
     int32_t *dt2e = gt_to_dev(t2e, (size_t)RG_V * k * 4), *dtok = gt_to_dev(tok, (size_t)M * 4);
     float *dlg = gt_dev_poison((size_t)M * E * 4), *dwt = gt_dev_poison((size_t)M * k * 4);
     int *dsel = gt_dev_poison((size_t)M * k * 4);
-    float *lg[3], *w[3];
-    int *sel[3];
-    for (int i = 0; i < 3; i++) {
+    float *lg[RG_NR], *w[RG_NR];
+    int *sel[RG_NR];
+    for (int i = 0; i < RG_NR; i++) {
         lg[i] = malloc((size_t)M * E * 4), w[i] = malloc((size_t)M * k * 4), sel[i] = malloc((size_t)M * k * 4);
     }
     dic_wmat dw = {0, E, K, 0, dW, NULL};
@@ -93,18 +103,27 @@ static size_t rg_case_run(const rg_case *t, int mode1, int cpu_check, uint64_t s
         bad++;
     }
     if (!dx || !dW || !db || !dt2e || !dtok || !dlg || !dwt || !dsel ||
-        !rg_run(&c, 0, t, dx, lda, &dw, db, dt2e, dtok, dlg, dsel, dwt, lg[0], sel[0], w[0]) ||
-        !rg_run(&c, 1, t, dx, lda, &dw, db, dt2e, dtok, dlg, dsel, dwt, lg[1], sel[1], w[1]) ||
-        !rg_run(&c, 1, t, dx, lda, &dw, db, dt2e, dtok, dlg, dsel, dwt, lg[2], sel[2], w[2])) {
+        !rg_run(&c, 0, t, dx, lda, &dw, db, dt2e, dtok, dlg, dsel, dwt, lg[0], sel[0], w[0])) {
         bad++;
         goto out;
     }
-    for (int r = 1; r <= 2; r++) {
+    for (int r = 1; r < RG_NR; r++) { /* variants 0, 1, 2 (dic_route_gate_tune), each run twice */
+        dic_route_gate_tune((r - 1) / 2);
+        const int okr = rg_run(&c, 1, t, dx, lda, &dw, db, dt2e, dtok, dlg, dsel, dwt, lg[r], sel[r], w[r]);
+        dic_route_gate_tune(-1);
+        if (!okr) {
+            fprintf(stderr, "  variant %d run failed\n", (r - 1) / 2);
+            bad++;
+            goto out;
+        }
+    }
+    for (int r = 1; r < RG_NR; r++) {
         size_t dl = gt_count_diff_u32(lg[r], lg[0], (size_t)M * E), ds = gt_count_diff_u32(sel[r], sel[0], (size_t)M * k),
                dwd = gt_count_diff_u32(w[r], w[0], (size_t)M * k);
         if (dl + ds + dwd)
-            fprintf(stderr, "  run %d M=%d E=%d K=%d k=%d hash=%d norm=%d temp=%g mode1=%d: %zu logits, %zu sel, %zu w "
-                    "differ\n", r, M, E, K, k, t->hash, t->normalize, t->temp, mode1, dl, ds, dwd);
+            fprintf(stderr, "  variant %d run %d M=%d E=%d K=%d k=%d hash=%d norm=%d temp=%g mode1=%d: %zu logits, "
+                    "%zu sel, %zu w differ\n", (r - 1) / 2, r, M, E, K, k, t->hash, t->normalize, t->temp, mode1, dl,
+                    ds, dwd);
         bad += dl + ds + dwd;
     }
     /* sanity: ids in range, distinct when selected by score */
@@ -139,7 +158,7 @@ out:
     cudaFree(dx), cudaFree(dW), cudaFree(db), cudaFree(dt2e), cudaFree(dtok), cudaFree(dlg), cudaFree(dwt);
     cudaFree(dsel), cudaFree(c.scratch);
     cudaStreamDestroy(c.stream);
-    for (int i = 0; i < 3; i++) free(lg[i]), free(w[i]), free(sel[i]);
+    for (int i = 0; i < RG_NR; i++) free(lg[i]), free(w[i]), free(sel[i]);
     free(x), free(gw), free(bias), free(t2e), free(tok);
     return bad;
 }
@@ -153,7 +172,7 @@ TEST(gpu_route_gate) {
         for (unsigned im = 0; im < 4; im++)
             for (int k = 6; k <= 8; k += 2)
                 for (int v = 0; v < 3; v++) { /* plain, temperature, hash (+ unnormalised) */
-                    rg_case t = {Ms[im], Es[ie], RG_K, k, v == 2, v != 2, v == 1 ? 0.7f : 1.0f};
+                    rg_case t = {Ms[im], Es[ie], RG_K, k, v == 2, v != 2, v == 1 ? 0.7f : 1.0f, 0};
                     bad += rg_case_run(&t, 0, 0, seed++);
                     n++;
                 }
@@ -163,18 +182,21 @@ TEST(gpu_route_gate) {
 
 TEST(gpu_route_gate_edges) {
     static const rg_case cs[] = {
-        {8, 1024, RG_K, 8, 0, 1, 1.0f}, /* 64 KB of scores */
-        {5, 1024, RG_K, 6, 1, 0, 1.3f},
-        {3, 75, 1000, 6, 0, 1, 0.7f}, /* E % 4 != 0, K tail inside a chunk */
-        {1, 75, 1000, 8, 0, 1, 1.0f},
-        {8, 256, RG_K, 32, 0, 1, 1.0f}, /* k = 32 */
-        {6, 384, RG_K, 6, 0, 1, 1.0f},
+        {8, 1024, RG_K, 8, 0, 1, 1.0f, 0}, /* 64 KB of scores */
+        {5, 1024, RG_K, 6, 1, 0, 1.3f, 0},
+        {3, 75, 1000, 6, 0, 1, 0.7f, 0}, /* E % 4 != 0, K tail inside a chunk */
+        {1, 75, 1000, 8, 0, 1, 1.0f, 0},
+        {8, 256, RG_K, 32, 0, 1, 1.0f, 0}, /* k = 32 */
+        {6, 384, RG_K, 6, 0, 1, 1.0f, 0},
+        {1, 256, RG_K, 6, 0, 1, 1.0f, 1}, /* exact ties */
+        {8, 256, RG_K, 8, 0, 1, 0.7f, 1},
+        {2, 384, RG_K, 6, 0, 0, 1.0f, 1},
     };
     size_t bad = 0;
     for (unsigned i = 0; i < sizeof cs / sizeof *cs; i++) bad += rg_case_run(&cs[i], 0, i == 0, 777 + i);
     CHECK_MSG(bad == 0, "route_gate edges: %zu values differ", bad);
     /* mode 1: dic_route_gate runs the two calls (bitwise the sequence) */
-    static const rg_case m1[] = {{1, 256, RG_K, 6, 0, 1, 1.0f}, {3, 384, RG_K, 6, 1, 0, 0.7f}};
+    static const rg_case m1[] = {{1, 256, RG_K, 6, 0, 1, 1.0f, 0}, {3, 384, RG_K, 6, 1, 0, 0.7f, 0}};
     for (unsigned i = 0; i < 2; i++) bad += rg_case_run(&m1[i], 1, i == 0, 900 + i);
     CHECK_MSG(bad == 0, "route_gate mode 1: %zu values differ", bad);
 }

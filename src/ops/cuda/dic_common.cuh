@@ -89,6 +89,8 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
         if (threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) \
             DIC_STAMP_MARK(tag);                                                                          \
     } while (0)
+/* The same mark from the calling thread, whatever its block (another name of DIC_STAMP_MARK). */
+#define DIC_STAMP_PHASE_ANY(tag) DIC_STAMP_MARK(tag)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DIC_PDL_ENTER()                                         \
     do {                                                        \
@@ -106,6 +108,11 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
     } while (0)
 #define DIC_STAMP_MARK(tag) \
     do {                    \
+    } while (0)
+#endif
+#ifndef DIC_STAMP_PHASE_ANY
+#define DIC_STAMP_PHASE_ANY(tag) \
+    do {                         \
     } while (0)
 #endif
 

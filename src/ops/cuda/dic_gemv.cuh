@@ -30,10 +30,12 @@ static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_flo
  * time (cu_exec.c dev_upload), never written by a kernel of the forward, so their DRAM
  * latency overlaps the previous kernel's tail; the activations (the previous kernel's
  * output) are read only after the wait. None of the variants changes a sum's order. */
-template <int MR, int F32, int PRE, int PIPE, int F8>
+/* EPI (the fused router, CY == 1, G * 4 * MR <= GV_T): nothing is stored; thread idx receives its
+ * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones. */
+template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0>
 static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                  const dic_gv_tab &tab, int R, int gk, float *C32, uint16_t *C16,
-                                                 size_t ldc, int WPC, int CY, int flags) {
+                                                 size_t ldc, int WPC, int CY, int flags, float *ev = NULL) {
     __shared__ float red[8][4][MR];
     __shared__ float part[32 * MR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -202,6 +204,9 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
             }
         }
         cl.sync(); /* keep this CTA's part alive until every rank has read it */
+    } else if constexpr (EPI) {
+        __syncthreads();
+        if ((int)threadIdx.x < nout) *ev = part[threadIdx.x];
     } else {
         __syncthreads();
         for (int idx = threadIdx.x; idx < nout; idx += GV_T) {
@@ -213,6 +218,15 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
             }
         }
     }
+}
+
+/* Output idx of a CY == 1 tile (gemv_tile's store order): row *row, column *col; whether it exists. */
+template <int MR>
+static __device__ __forceinline__ bool gemv_out(int idx, int M, int N, int WPC, int *row, int *col) {
+    const int G = 8 / WPC, m = idx % MR, cq = (idx / MR) % 4, gg = idx / (4 * MR);
+    *row = (int)blockIdx.z * MR + m;
+    *col = ((int)blockIdx.x * G + gg) * 4 + cq;
+    return idx < G * 4 * MR && *row < M && *col < N;
 }
 
 #endif

@@ -143,6 +143,12 @@ int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, co
 cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *logits,
                            int E, float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
                            float route_scale, float norm_eps, int normalize, int *sel, float *w);
+/* The one-launch kernel's variant (same bits; $DEEPINFER_ROUTE_GATE sets it at first use):
+ * 0 the session-5 kernel, 1 (default) the shorter chain with the last-arriver handoff,
+ * 2 the same with tagged score slots polled by CTA 0; -1: back to the environment / default.
+ * The hash rows' token ids (tokens) are read before the PDL wait in 1 and 2: they must not be
+ * written by the launch just before (the forward writes them at the step's start). */
+void dic_route_gate_tune(int variant);
 /* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows.
  * off [E+1], rows / inv [M*k] device. */
 cudaError_t dic_moe_dispatch_inv(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows,
