@@ -13,7 +13,7 @@
  * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
  * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
  * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
- * qproj=0|1 (fused q projection),
+ * qproj=0|1 (fused q projection), rgate=V (router variant),
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
  * line b in use; a line switched off runs on the main line). */
@@ -52,6 +52,7 @@ static void knobs_reset(void) {
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
     cu_lines_mask(-1);
+    dic_route_gate_tune(-1);
 }
 
 static void knob(const char *t) {
@@ -72,6 +73,7 @@ static void knob(const char *t) {
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
+    else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }
 
