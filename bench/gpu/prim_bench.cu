@@ -112,6 +112,34 @@ static __global__ void k_gridbar(unsigned *cnt, int nbar, unsigned long long *t)
     }
 }
 
+/* Code-size probe: a straight-line body of NF fused multiply-adds on 8 independent accumulators
+ * (16 bytes of SASS each: NF = 2048 is ~32 KB of code), executed once per launch. */
+#define BIG_BODY(NF)                                                                                   \
+    pdl_wait();                                                                                        \
+    pdl_go();                                                                                          \
+    float a0 = threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5, a6 = a0 + 6, \
+          a7 = a0 + 7;                                                                                 \
+    _Pragma("unroll") for (int i = 0; i < (NF) / 8; i++) {                                             \
+        const float c = 1.0f + (float)i * 1e-7f;                                                       \
+        a0 = fmaf(a0, c, 0.5f), a1 = fmaf(a1, c, 0.25f), a2 = fmaf(a2, c, 0.125f), a3 = fmaf(a3, c, 1.5f); \
+        a4 = fmaf(a4, c, 0.75f), a5 = fmaf(a5, c, 2.5f), a6 = fmaf(a6, c, 3.5f), a7 = fmaf(a7, c, 4.5f);   \
+    }                                                                                                  \
+    if (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 == 12345.0f) out[0] = 1.0f;
+static __global__ void k_big2k(float *out) { BIG_BODY(2048) }
+static __global__ void k_big8k(float *out) { BIG_BODY(8192) }
+
+/* streams n float4 through L2 (default caching) and exits: evicts the previous kernel's code from L2 */
+static __global__ void k_thrash(const float4 *p, size_t n, float *out) {
+    pdl_wait();
+    pdl_go();
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = p[i];
+        acc += v.x + v.w;
+    }
+    if (acc == 12345.0f) out[0] = acc;
+}
+
 static __global__ void k_chase(const unsigned *buf, int n, unsigned *out, unsigned long long *t) {
     unsigned i = 0;
     unsigned long long t0, t1;
@@ -180,6 +208,9 @@ static int time_chain(const char *name, mk_fn mk, int g, void *ctx, unsigned *re
 typedef struct {
     unsigned *w, *cnt;
     float *part, *out;
+    const float4 *thr;
+    size_t nthr;
+    int mode; /* big probes: 0 big2k, 1 big8k, 2 thrash alone, 3 thrash + big2k, 4 thrash + big8k */
 } bctx;
 
 static int mk_empty(int i, int g, cudaStream_t st, void *c) { return (void)c, launch(k_empty, g, i > 0, st); }
@@ -218,6 +249,24 @@ static int mk_flag(int i, int g, cudaStream_t st, void *vc) {
     return cudaLaunchKernelEx(&cf, k_flag, c->cnt, (unsigned)(i * g)) != cudaSuccess;
 }
 
+static int launch_pdl(const void *kern, void **args, int g, int pdl, cudaStream_t st) {
+    cudaLaunchConfig_t cf = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelExC(&cf, kern, args) != cudaSuccess;
+}
+static int mk_big(int i, int g, cudaStream_t st, void *vc) {
+    bctx *c = (bctx *)vc;
+    void *a1[] = {&c->out};
+    void *a3[] = {(void *)&c->thr, &c->nthr, &c->out};
+    if (c->mode >= 2 && launch_pdl((const void *)k_thrash, a3, 2 * 132, i > 0, st)) return 1;
+    if (c->mode == 0 || c->mode == 3) return launch_pdl((const void *)k_big2k, a1, g, 1, st);
+    if (c->mode == 1 || c->mode == 4) return launch_pdl((const void *)k_big8k, a1, g, 1, st);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     (void)argc, (void)argv;
     setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they finish (a run cut by a time limit keeps them) */
@@ -241,6 +290,20 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++) time_chain("pdl_last", mk_last, gs[k], &c, NULL, st);
     for (int k = 0; k < 3; k++) time_chain("flag_chain", mk_flag, gs[k], &c, c.cnt, st);
 
+    /* code fetch: a big kernel hot (the same code every launch) vs after a 256 MB stream through L2 */
+    {
+        float4 *thr;
+        const size_t nb = (size_t)256 << 20;
+        CK(cudaMalloc(&thr, nb));
+        CK(cudaMemset(thr, 0, nb));
+        c.thr = thr, c.nthr = nb / 16;
+        const char *nm[] = {"big2k_hot", "big8k_hot", "thrash", "thrash+2k", "thrash+8k"};
+        for (int m = 0; m < 5; m++) {
+            c.mode = m;
+            time_chain(nm[m], mk_big, sms, &c, NULL, st);
+        }
+        CK(cudaFree(thr));
+    }
     unsigned long long *dt, ht;
     CK(cudaMalloc(&dt, 8));
     const int gbs[] = {32, sms, 2 * sms};

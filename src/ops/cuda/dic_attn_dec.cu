@@ -333,8 +333,8 @@ static size_t ad_al(size_t b) { return (b + 255) & ~(size_t)255; }
 
 static __device__ unsigned int g_ad_cnt[AD_MAXG];
 
-#define AD_DEF_MODE 0 /* the default variant (measured 2026-11-30: v0 18.3 us at M=1, v1/8 57.7, v2/8 30.4) ($DEEPINFER_ATTN_DEC overrides) */
-#define AD_DEF_CTAS 8 /* the default CTAs per row ($DEEPINFER_ATTN_DEC_CTAS overrides) */
+#define AD_DEF_MODE 3 /* the default variant (measured 2026-11-30 session 8, attn_dec_bench graph us at M=1/2/8: v0/8 18.2/21.2/36.5, v3/1 12.7/14.6/30.7, v3/4 14.4/23.9/58.0, v4/4 18.1/28.1/66.5; in the b1 step v3/4 -23 us vs v0) ($DEEPINFER_ATTN_DEC overrides) */
+#define AD_DEF_CTAS 1 /* the default CTAs per row (v1/v2) or column slices (v3/v4) ($DEEPINFER_ATTN_DEC_CTAS overrides) */
 static int g_ad_mode = -1, g_ad_ctas = AD_DEF_CTAS, g_ad_cl_broken = 0;
 
 static void ad_mode_init(void) {
