@@ -139,11 +139,12 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                 v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
             }
         }
-#pragma unroll
+#pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
         for (int i = 0; i < 4; i++) {
             const int u = u0 + i * MD_WARPS * 32 + tid;
             if (u0 + i * MD_WARPS * 32 >= total) break; /* uniform over the CTA */
-            const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            const uint32_t w[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+            v[0] = v[1], v[1] = v[2], v[2] = v[3];
             float x[8], amax = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
