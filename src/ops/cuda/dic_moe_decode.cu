@@ -607,7 +607,7 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
 
 /* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
  * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
-template <int NST, int NM>
+template <int NST, int NM, int RJ = 0>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
                                                 const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                 int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
@@ -619,7 +619,18 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
         if (!(fl & DIC_MD_NOMMA)) {
-if (fl & DIC_MD_CVT) {
+            if (RJ && NM == 2 && (fl & DIC_MD_CVT)) {
+                /* code size: the two matrices through one body, their accumulators swapped after each
+                 * (the same operations on the same values as the unrolled loop below) */
+                float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
+#pragma unroll 1
+                for (int j = 0; j < 2; j++) {
+                    mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
+                    const float s0 = x0, s1 = x1;
+                    x0 = y0, x1 = y1, y0 = s0, y1 = s1;
+                }
+                acc[0][0] = x0, acc[0][1] = x1, acc[NM - 1][0] = y0, acc[NM - 1][1] = y1;
+            } else if (fl & DIC_MD_CVT) {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
                     mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
@@ -700,7 +711,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     }
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (valid) mv_chain<NST, 2, FST>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
     if (CL == 1) {
         if (t == 0) {
             part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
