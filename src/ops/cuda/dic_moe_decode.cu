@@ -43,6 +43,10 @@
 #define MD_WARPS 4
 #define MD_CK 128 /* k per chunk */
 #define MD_KMAX 8 /* top-k bound of the fused path */
+/* The default flags of the FP4 variants (MV_FL_DEF below): k_mv_up / k_mv_down with FST = 1 are
+ * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
+ * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
+#define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
 
 typedef struct md_tab {
     const uint8_t *w[DIC_GEMM_MAXE];
@@ -135,11 +139,12 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                 v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
             }
         }
-#pragma unroll
+#pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
         for (int i = 0; i < 4; i++) {
             const int u = u0 + i * MD_WARPS * 32 + tid;
             if (u0 + i * MD_WARPS * 32 >= total) break; /* uniform over the CTA */
-            const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            const uint32_t w[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+            v[0] = v[1], v[1] = v[2], v[2] = v[3];
             float x[8], amax = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -602,18 +607,30 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
 
 /* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
  * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
-template <int NST, int NM>
+template <int NST, int NM, int RJ = 0>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
                                                 const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                 int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
                                                 float acc[NM][2], int fl = 0) {
     const int n = (nch - c0 + 3) / 4;
+#pragma unroll 1 /* code size: one chunk's body (NM matrices) is large */
     for (int i = 0; i < n; i++) {
         mv_wait<NST - 1>();
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
         if (!(fl & DIC_MD_NOMMA)) {
-if (fl & DIC_MD_CVT) {
+            if (RJ && NM == 2 && (fl & DIC_MD_CVT)) {
+                /* code size: the two matrices through one body, their accumulators swapped after each
+                 * (the same operations on the same values as the unrolled loop below) */
+                float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
+#pragma unroll 1
+                for (int j = 0; j < 2; j++) {
+                    mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
+                    const float s0 = x0, s1 = x1;
+                    x0 = y0, x1 = y1, y0 = s0, y1 = s1;
+                }
+                acc[0][0] = x0, acc[0][1] = x1, acc[NM - 1][0] = y0, acc[NM - 1][1] = y1;
+            } else if (fl & DIC_MD_CVT) {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
                     mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
@@ -645,12 +662,12 @@ static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t 
 
 /* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
  * rank = chain). */
-template <int NST, int CL>
+template <int NST, int CL, int FST = 0>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
                                                                 const __grid_constant__ md_tab t3) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][2][16];
-    const int fl = a.fl;
+    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -694,7 +711,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     }
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (valid) mv_chain<NST, 2, FST>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
     if (CL == 1) {
         if (t == 0) {
             part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
@@ -738,14 +755,14 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
 }
 
 /* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
-template <int NST>
+template <int NST, int FST = 0>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][16];
     __shared__ float eo[16];
     __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
                                                          * token's sel it was made from, before the wait */
-    const int fl = a.fl;
+    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     if (fl & DIC_MD_EXIT) { /* diagnostic: launch + wait only */
         DIC_PDL_ENTER();
@@ -1104,7 +1121,7 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-#define MV_FL_DEF (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE) /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
+#define MV_FL_DEF MV_FL_FAST /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
 
 extern "C" void dic_moe_dec_config(int up, int down, int nst) {
@@ -1175,7 +1192,9 @@ static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, c
     if (up == 1) {
         const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
         switch (nst) {
-        case 2: return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        case 2:
+            if (a.fl == MV_FL_FAST) return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+            return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         default: return mv_launch(k_mv_up<4, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
@@ -1226,8 +1245,11 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     }
     if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
     if (FP4 && down && !g_mv_broken) {
-        e = mv_launch(k_mv_down<MV_DOWN_NST>, dim3((unsigned)(a.d / 16), (unsigned)(a.M * a.k)),
-                      mv_down_smem(a.I, a.ab), dim3(1, (unsigned)a.k, 1), c->stream, a, *t2);
+        const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
+        if (a.fl == MV_FL_FAST)
+            e = mv_launch(k_mv_down<MV_DOWN_NST, 1>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
+        else
+            e = mv_launch(k_mv_down<MV_DOWN_NST>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     }
     if (e != cudaSuccess)
