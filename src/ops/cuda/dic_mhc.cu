@@ -149,6 +149,7 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
         float s = nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1);
         c = c / s + eps;
     }
+#pragma unroll 1
     for (int it = 0; it < iters; it++) {
         if (it > 0) c = c / ((nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1)) + eps); /* rows */
         c = c / ((nz ? sk_sum4n(c, mask, k, 4) : sk_sum4(c, mask, k, 4)) + eps);                  /* columns */
