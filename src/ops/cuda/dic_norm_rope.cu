@@ -40,9 +40,15 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
             int i = threadIdx.x + j * RMS_THREADS;
             xv[j] = i < D / 8 ? x4[i] : make_uint4(0, 0, 0, 0);
         }
-#pragma unroll
+        /* one vector per rolled step (code size); the vectors past D / 8 added only +0 */
+#pragma unroll 1
         for (int j = 0; j < RMS_VMAX; j++) {
-            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
+            if (threadIdx.x + j * RMS_THREADS >= D / 8) break;
+            uint4 q4;
+#pragma unroll
+            for (int x = 0; x < RMS_VMAX; x++)
+                if (x == j) q4 = xv[x]; /* a register array: selected, not indexed */
+            uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
             for (int h = 0; h < 4; h++) {
                 double a = (double)dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu));
@@ -52,10 +58,16 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
             }
         }
     } else {
+#pragma unroll 1
         for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
             double v = (double)dic_bf16_to_f32(x[i]);
             ss = __dadd_rn(ss, __dmul_rn(v, v));
         }
+    }
+    float wn[8]; /* vec: the weights of the thread's first vector, loaded before the reduction */
+    if (vec && w && (int)threadIdx.x < D / 8) {
+#pragma unroll
+        for (int q = 0; q < 8; q++) wn[q] = w[8 * threadIdx.x + q];
     }
     for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
@@ -69,22 +81,37 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     float r = r_sh;
     /* y may alias x: every read of x above precedes this barrier */
     if (vec) {
-#pragma unroll
+        /* one vector per rolled step; the next vector's weights loaded one step ahead */
+#pragma unroll 1
         for (int j = 0; j < RMS_VMAX; j++) {
             int i = threadIdx.x + j * RMS_THREADS;
             if (i >= D / 8) break;
-            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w}, o[4];
+            float wv[8];
+            if (w) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) wv[q] = wn[q];
+                if (i + RMS_THREADS < D / 8) {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) wn[q] = w[8 * (i + RMS_THREADS) + q];
+                }
+            }
+            uint4 q4;
+#pragma unroll
+            for (int x = 0; x < RMS_VMAX; x++)
+                if (x == j) q4 = xv[x];
+            uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w}, o[4];
 #pragma unroll
             for (int h = 0; h < 4; h++) {
                 float a = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu)), r);
                 float b = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] >> 16)), r);
-                if (w) a = __fmul_rn(w[8 * i + 2 * h], a), b = __fmul_rn(w[8 * i + 2 * h + 1], b);
+                if (w) a = __fmul_rn(wv[2 * h], a), b = __fmul_rn(wv[2 * h + 1], b);
                 o[h] = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
             }
             ((uint4 *)y)[i] = make_uint4(o[0], o[1], o[2], o[3]);
         }
         return;
     }
+#pragma unroll 1
     for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
         float v = __fmul_rn(dic_bf16_to_f32(x[i]), r);
         if (w) v = __fmul_rn(w[i], v);
