@@ -352,6 +352,7 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     __syncthreads();
     if (tid == 0) {
         double s = red[0];
+#pragma unroll 1
         for (int i = 1; i < nw; i++) s = __dadd_rn(s, red[i]);
         r_sh = dic_rms_scale(s, x, D, eps);
     }
@@ -377,11 +378,19 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     if (c0 < qn) {
         amax = fmaxf(amax, 1e-4f);
         float s = dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 448.0)));
-#pragma unroll
+        /* one value per rolled step (code size); y is a register array: selected, not indexed */
+#pragma unroll 1
         for (int e = 0; e < 8; e++) {
-            float qv = __fdiv_rn(y[e], s);
+            float ye = 0.0f;
+#pragma unroll
+            for (int x = 0; x < 8; x++)
+                if (x == e) ye = y[x];
+            float qv = __fdiv_rn(ye, s);
             qv = fminf(fmaxf(qv, -448.0f), 448.0f);
-            y[e] = dic_round_bf16(__fmul_rn(dic_e4m3_to_f32(dic_f32_to_e4m3(qv)), s));
+            ye = dic_round_bf16(__fmul_rn(dic_e4m3_to_f32(dic_f32_to_e4m3(qv)), s));
+#pragma unroll
+            for (int x = 0; x < 8; x++)
+                if (x == e) y[x] = ye;
         }
     }
 #pragma unroll
@@ -390,8 +399,20 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     const uint4 o4 = make_uint4(p[0], p[1], p[2], p[3]);
     __syncthreads(); /* the fallback's reads of x are done */
     ((uint4 *)x)[tid] = o4;
-    for (int i = 0; i < n; i++)
-        if ((src_row ? src_row[i] : i) == m) ((uint4 *)dst[i])[tid] = o4;
+    /* the scatter table read 32 entries at a time (one load per lane, all in flight), then walked by shuffles
+     * (compact code; whole warps: blockDim is a multiple of 32) */
+    for (int i0 = 0; i0 < n; i0 += 32) {
+        const int il = i0 + (tid & 31), nl = n - i0 < 32 ? n - i0 : 32;
+        int srl = -1;
+        unsigned long long dl = 0;
+        if (il < n) srl = src_row ? src_row[il] : il, dl = (unsigned long long)(uintptr_t)dst[il];
+#pragma unroll 1
+        for (int l = 0; l < nl; l++) {
+            const int sr = __shfl_sync(0xFFFFFFFFu, srl, l);
+            const unsigned long long dp = __shfl_sync(0xFFFFFFFFu, dl, l);
+            if (sr == m) ((uint4 *)(uintptr_t)dp)[tid] = o4;
+        }
+    }
 }
 
 extern "C" int dic_attn_kv_post_ok(const dic_ctx *c, int M, const uint16_t *kv, size_t ld, int D, int rd, int qn,
