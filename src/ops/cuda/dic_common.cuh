@@ -150,19 +150,21 @@ static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf1
  * `s`, the fp64 sum of the squares in any order: when the fp32 rounding of the
  * mean could differ from the CPU's sequential-order sum (norm.c), the row is
  * summed again in that order, so the result is the CPU's bit for bit. */
+/* The rare ambiguous case out of line (code size: the hot path stays short and contiguous). */
+static inline __device__ __noinline__ float dic_rms_seq_mean(const uint16_t *x, int D) {
+    double s = 0.0;
+    for (int i = 0; i < D; i++) {
+        const double v = (double)dic_bf16_to_f32(x[i]);
+        s = __dadd_rn(s, __dmul_rn(v, v));
+    }
+    return __double2float_rn(__ddiv_rn(s, (double)D));
+}
 static __device__ __forceinline__ float dic_rms_scale(double s, const uint16_t *x, int D, float eps) {
     const double qd = __ddiv_rn(s, (double)D);
     const double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
     float f = __double2float_rn(qd);
     const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
-    if (!(f == lo && f == hi)) { /* ambiguous (or NaN): the CPU's sequential order */
-        s = 0.0;
-        for (int i = 0; i < D; i++) {
-            const double v = (double)dic_bf16_to_f32(x[i]);
-            s = __dadd_rn(s, __dmul_rn(v, v));
-        }
-        f = __double2float_rn(__ddiv_rn(s, (double)D));
-    }
+    if (!(f == lo && f == hi)) f = dic_rms_seq_mean(x, D); /* ambiguous (or NaN): the CPU's sequential order */
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
 }
 

@@ -149,6 +149,7 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
         float s = nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1);
         c = c / s + eps;
     }
+#pragma unroll 1
     for (int it = 0; it < iters; it++) {
         if (it > 0) c = c / ((nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1)) + eps); /* rows */
         c = c / ((nz ? sk_sum4n(c, mask, k, 4) : sk_sum4(c, mask, k, 4)) + eps);                  /* columns */
@@ -776,28 +777,32 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
         const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * NMIX;
         const int ol = t / L, ll = t % L;
-        for (int ob = 0; ob < nout; ob += 3 * P) {
-            float x[3][16];
+        /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
+         * round's sums (at M = 1 the 24 outputs take one round) */
+        float x[16], xn[16];
 #pragma unroll
-            for (int p = 0; p < 3; p++) {
-                const int o = ob + p * P + ol;
-                const float *pp = a.part + ((size_t)r0 * NMIX + o) * S;
+        for (int c = 0; c < 16; c++) {
+            const int j = ll + L * c;
+            x[c] = ol < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + ol) * S + j) : 0.0f;
+        }
+#pragma unroll 1
+        for (int ob = 0; ob < nout; ob += P) {
+            const int o = ob + ol, on = o + P;
+            if (ob + P < nout) {
 #pragma unroll
                 for (int c = 0; c < 16; c++) {
                     const int j = ll + L * c;
-                    x[p][c] = o < nout && j < S ? __ldcg(pp + j) : 0.0f;
+                    xn[c] = on < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + on) * S + j) : 0.0f;
                 }
             }
+            float v = 0.0f;
 #pragma unroll
-            for (int p = 0; p < 3; p++) {
-                const int o = ob + p * P + ol;
-                float v = 0.0f;
+            for (int c = 0; c < 16; c++)
+                if (ll + L * c < S) v = __fadd_rn(v, x[c]);
+            for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
+            if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
 #pragma unroll
-                for (int c = 0; c < 16; c++)
-                    if (ll + L * c < S) v = __fadd_rn(v, x[p][c]);
-                for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
-                if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
-            }
+            for (int c = 0; c < 16; c++) x[c] = xn[c];
         }
         double v = 0.0;
 #pragma unroll
@@ -867,45 +872,55 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
     }
+    /* one item (8 columns of a row) per rolled step (code size, codesize.md); without ET the next item's four R
+     * loads are issued before this item's arithmetic, so two items' loads are in flight */
     for (int b = te; b < ni; b += nE * H2_EV) {
-        uint4 rq[ET ? 1 : H2_EV][HC];
+        uint4 rq[HC], rn[HC];
+        if (!ET) {
+            const int mm = b / nv, iv = b - mm * nv;
+            const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
 #pragma unroll
-        for (int e = 0; e < H2_EV; e++) {
-            const int it = b + e * nE;
-            if (!ET && it < ni) {
-                const int mm = it / nv, iv = it - mm * nv;
-                const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
-#pragma unroll
-                for (int k = 0; k < HC; k++) rq[ET ? 0 : e][k] = __ldcg((const uint4 *)(r + (size_t)k * d));
-            }
+            for (int k = 0; k < HC; k++) rq[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
         }
-#pragma unroll
+#pragma unroll 1
         for (int e = 0; e < H2_EV; e++) {
             const int it = b + e * nE;
-            keep[e] = make_uint4(0, 0, 0, 0);
-            if (it < ni) {
-                const int mm = it / nv, iv = it - mm * nv;
-                const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
-                float rr[HC][8], o[8];
-                const uint4 *st = (const uint4 *)h2_dsm + ((size_t)mm * HC * d + 8 * (size_t)iv) / 8; /* ET: stash */
+            if (it >= ni) break;
+            if (!ET && e + 1 < H2_EV && it + nE < ni) {
+                const int mn = (it + nE) / nv, ivn = it + nE - mn * nv;
+                const uint16_t *r = a.R + (size_t)(m0 + mn) * a.ldr + 8 * ivn;
 #pragma unroll
-                for (int k = 0; k < HC; k++) unpack8(ET ? st[(size_t)k * d / 8] : rq[ET ? 0 : e][k], rr[k]);
+                for (int k = 0; k < HC; k++) rn[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
+            }
+            const int mm = it / nv, iv = it - mm * nv;
+            const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
+            float rr[HC][8], o[8];
+            const uint4 *st = (const uint4 *)h2_dsm + ((size_t)mm * HC * d + 8 * (size_t)iv) / 8; /* ET: stash */
 #pragma unroll
-                for (int q = 0; q < 8; q++) o[q] = collapse1(p, rr[0][q], rr[1][q], rr[2][q], rr[3][q]);
-                const uint4 pk = pack8(o);
-                keep[e] = pk;
-                *(uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv) = pk;
-                float xf[8];
-                unpack8(pk, xf);
-                double sq = 0.0;
+            for (int k = 0; k < HC; k++) unpack8(ET ? st[(size_t)k * d / 8] : rq[k], rr[k]);
 #pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const double v = xf[q];
-                    sq = __dadd_rn(sq, __dmul_rn(v, v));
-                }
+            for (int q = 0; q < 8; q++) o[q] = collapse1(p, rr[0][q], rr[1][q], rr[2][q], rr[3][q]);
+            const uint4 pk = pack8(o);
 #pragma unroll
-                for (int r = 0; r < HT_MT; r++)
-                    if (r == mm) ssq[r] = __dadd_rn(ssq[r], sq);
+            for (int x = 0; x < H2_EV; x++)
+                if (x == e) keep[x] = pk; /* a register array: selected, not indexed */
+            if (!ET && a.norm_w) /* this item's norm weights into L2 for the RMSNorm below (32 bytes) */
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(a.norm_w + 8 * iv));
+            *(uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv) = pk;
+            float xf[8];
+            unpack8(pk, xf);
+            double sq = 0.0;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const double v = xf[q];
+                sq = __dadd_rn(sq, __dmul_rn(v, v));
+            }
+#pragma unroll
+            for (int r = 0; r < HT_MT; r++)
+                if (r == mm) ssq[r] = __dadd_rn(ssq[r], sq);
+            if (!ET) {
+#pragma unroll
+                for (int k = 0; k < HC; k++) rq[k] = rn[k];
             }
         }
     }
@@ -915,45 +930,64 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sred[we][mm] = v;
     }
+    const float *w = a.norm_w;
+    float wn[8]; /* without ET's wk: the weights of this thread's first RMSNorm item, loaded before the scale */
+    if (!(ET && one) && w && te < ni) {
+        const int iv = te % nv;
+#pragma unroll
+        for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * iv + q);
+    }
     h2_bar(nE);
     if (te == 0) DIC_STAMP_MARK(314); /* the last CTA: collapse done (x stored, sums of squares in shared) */
     if (te < mt) { /* k_rmsnorm's thread 0, row te */
         const int mm = te;
         double sum = sred[0][mm];
-        for (int w = 1; w < nE / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
+        for (int wi = 1; wi < nE / 32; wi++) sum = __dadd_rn(sum, sred[wi][mm]);
         srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     h2_bar(nE);
     if (te == 0) DIC_STAMP_MARK(315); /* the last CTA: RMSNorm scale */
-    const float *w = a.norm_w;
-    for (int b = te; b < ni; b += nE * H2_EV) {
-        uint4 xq[H2_EV];
+    /* items it = te, te + nE, ... (the order of the passes above; k: the pass slot of keep / wk), one per rolled
+     * step; without ET's wk the next item's weights are loaded one step ahead (the first before the scale) */
+#pragma unroll 1
+    for (int it = te, k = 0; it < ni; it += nE, k++) {
+        const int mm = it / nv, iv = it - mm * nv;
+        float wv[8];
+        if (ET && one) {
 #pragma unroll
-        for (int e = 0; e < H2_EV; e++) {
-            const int it = b + e * nE;
-            if (it < ni) {
-                const int mm = it / nv, iv = it - mm * nv;
-                xq[e] = one ? keep[e] : *(const uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv);
+            for (int x = 0; x < H2_EV; x++)
+                if (x == k) {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) wv[q] = wk[ET ? x : 0][q];
+                }
+        } else if (w) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) wv[q] = wn[q];
+            if (it + nE < ni) {
+                const int ivn = (it + nE) % nv;
+#pragma unroll
+                for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * ivn + q);
             }
         }
+        uint4 xq;
+        if (one) {
 #pragma unroll
-        for (int e = 0; e < H2_EV; e++) {
-            const int it = b + e * nE;
-            if (it >= ni) continue;
-            const int mm = it / nv, iv = it - mm * nv;
-            const float rsq = srs[mm];
-            const uint32_t qq[4] = {xq[e].x, xq[e].y, xq[e].z, xq[e].w};
-            uint32_t o[4];
-#pragma unroll
-            for (int h = 0; h < 4; h++) {
-                float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
-                float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
-                if (w && ET && one) lo = __fmul_rn(wk[ET ? e : 0][2 * h], lo), hi = __fmul_rn(wk[ET ? e : 0][2 * h + 1], hi);
-                else if (w) lo = __fmul_rn(__ldg(w + 8 * iv + 2 * h), lo), hi = __fmul_rn(__ldg(w + 8 * iv + 2 * h + 1), hi);
-                o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
-            }
-            *(uint4 *)(a.xn + (size_t)(m0 + mm) * a.ldx + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
+            for (int x = 0; x < H2_EV; x++)
+                if (x == k) xq = keep[x];
+        } else {
+            xq = *(const uint4 *)(a.xo + (size_t)(m0 + mm) * a.ldx + 8 * iv);
         }
+        const float rsq = srs[mm];
+        const uint32_t qq[4] = {xq.x, xq.y, xq.z, xq.w};
+        uint32_t o[4];
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
+            float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
+            if (w) lo = __fmul_rn(wv[2 * h], lo), hi = __fmul_rn(wv[2 * h + 1], hi);
+            o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
+        }
+        *(uint4 *)(a.xn + (size_t)(m0 + mm) * a.ldx + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
     }
     if (te == 0) DIC_STAMP_MARK(316); /* the last CTA: xn stores issued (the kernel's end, with 313) */
 }

@@ -40,9 +40,15 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
             int i = threadIdx.x + j * RMS_THREADS;
             xv[j] = i < D / 8 ? x4[i] : make_uint4(0, 0, 0, 0);
         }
-#pragma unroll
+        /* one vector per rolled step (code size); the vectors past D / 8 added only +0 */
+#pragma unroll 1
         for (int j = 0; j < RMS_VMAX; j++) {
-            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
+            if (threadIdx.x + j * RMS_THREADS >= D / 8) break;
+            uint4 q4;
+#pragma unroll
+            for (int x = 0; x < RMS_VMAX; x++)
+                if (x == j) q4 = xv[x]; /* a register array: selected, not indexed */
+            uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
             for (int h = 0; h < 4; h++) {
                 double a = (double)dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu));
@@ -52,10 +58,16 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
             }
         }
     } else {
+#pragma unroll 1
         for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
             double v = (double)dic_bf16_to_f32(x[i]);
             ss = __dadd_rn(ss, __dmul_rn(v, v));
         }
+    }
+    float wn[8]; /* vec: the weights of the thread's first vector, loaded before the reduction */
+    if (vec && w && (int)threadIdx.x < D / 8) {
+#pragma unroll
+        for (int q = 0; q < 8; q++) wn[q] = w[8 * threadIdx.x + q];
     }
     for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
@@ -69,22 +81,37 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     float r = r_sh;
     /* y may alias x: every read of x above precedes this barrier */
     if (vec) {
-#pragma unroll
+        /* one vector per rolled step; the next vector's weights loaded one step ahead */
+#pragma unroll 1
         for (int j = 0; j < RMS_VMAX; j++) {
             int i = threadIdx.x + j * RMS_THREADS;
             if (i >= D / 8) break;
-            uint32_t q[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w}, o[4];
+            float wv[8];
+            if (w) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) wv[q] = wn[q];
+                if (i + RMS_THREADS < D / 8) {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) wn[q] = w[8 * (i + RMS_THREADS) + q];
+                }
+            }
+            uint4 q4;
+#pragma unroll
+            for (int x = 0; x < RMS_VMAX; x++)
+                if (x == j) q4 = xv[x];
+            uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w}, o[4];
 #pragma unroll
             for (int h = 0; h < 4; h++) {
                 float a = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu)), r);
                 float b = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] >> 16)), r);
-                if (w) a = __fmul_rn(w[8 * i + 2 * h], a), b = __fmul_rn(w[8 * i + 2 * h + 1], b);
+                if (w) a = __fmul_rn(wv[2 * h], a), b = __fmul_rn(wv[2 * h + 1], b);
                 o[h] = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
             }
             ((uint4 *)y)[i] = make_uint4(o[0], o[1], o[2], o[3]);
         }
         return;
     }
+#pragma unroll 1
     for (int i = threadIdx.x; i < D; i += RMS_THREADS) {
         float v = __fmul_rn(dic_bf16_to_f32(x[i]), r);
         if (w) v = __fmul_rn(w[i], v);
@@ -325,6 +352,7 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     __syncthreads();
     if (tid == 0) {
         double s = red[0];
+#pragma unroll 1
         for (int i = 1; i < nw; i++) s = __dadd_rn(s, red[i]);
         r_sh = dic_rms_scale(s, x, D, eps);
     }
@@ -350,11 +378,19 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     if (c0 < qn) {
         amax = fmaxf(amax, 1e-4f);
         float s = dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 448.0)));
-#pragma unroll
+        /* one value per rolled step (code size); y is a register array: selected, not indexed */
+#pragma unroll 1
         for (int e = 0; e < 8; e++) {
-            float qv = __fdiv_rn(y[e], s);
+            float ye = 0.0f;
+#pragma unroll
+            for (int x = 0; x < 8; x++)
+                if (x == e) ye = y[x];
+            float qv = __fdiv_rn(ye, s);
             qv = fminf(fmaxf(qv, -448.0f), 448.0f);
-            y[e] = dic_round_bf16(__fmul_rn(dic_e4m3_to_f32(dic_f32_to_e4m3(qv)), s));
+            ye = dic_round_bf16(__fmul_rn(dic_e4m3_to_f32(dic_f32_to_e4m3(qv)), s));
+#pragma unroll
+            for (int x = 0; x < 8; x++)
+                if (x == e) y[x] = ye;
         }
     }
 #pragma unroll
@@ -363,8 +399,20 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
     const uint4 o4 = make_uint4(p[0], p[1], p[2], p[3]);
     __syncthreads(); /* the fallback's reads of x are done */
     ((uint4 *)x)[tid] = o4;
-    for (int i = 0; i < n; i++)
-        if ((src_row ? src_row[i] : i) == m) ((uint4 *)dst[i])[tid] = o4;
+    /* the scatter table read 32 entries at a time (one load per lane, all in flight), then walked by shuffles
+     * (compact code; whole warps: blockDim is a multiple of 32) */
+    for (int i0 = 0; i0 < n; i0 += 32) {
+        const int il = i0 + (tid & 31), nl = n - i0 < 32 ? n - i0 : 32;
+        int srl = -1;
+        unsigned long long dl = 0;
+        if (il < n) srl = src_row ? src_row[il] : il, dl = (unsigned long long)(uintptr_t)dst[il];
+#pragma unroll 1
+        for (int l = 0; l < nl; l++) {
+            const int sr = __shfl_sync(0xFFFFFFFFu, srl, l);
+            const unsigned long long dp = __shfl_sync(0xFFFFFFFFu, dl, l);
+            if (sr == m) ((uint4 *)(uintptr_t)dp)[tid] = o4;
+        }
+    }
 }
 
 extern "C" int dic_attn_kv_post_ok(const dic_ctx *c, int M, const uint16_t *kv, size_t ld, int D, int rd, int qn,
