@@ -464,6 +464,7 @@ static size_t d_smem(int nst, int kper, int fp4) {
 template <int FP4, int VAR>
 static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__ dargs a) {
     constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
+    constexpr int D_QV2_UNR = VAR == D_FULL ? 4 : 1; /* QV2 rounds unrolled (full: as before, no spills) */
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int K = a.K, M = a.M, fl = VAR == D_FULL ? a.fl : (a.fl & DIC_DEC_ET); /* lean: the others fold away */
@@ -567,11 +568,12 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                 v[r] = make_uint4(0, 0, 0, 0);
                 if (u < np) v[r] = *(const uint4 *)(a.A + (size_t)m * a.lda + kbeg + 8 * p);
             }
-#pragma unroll
+#pragma unroll(D_QV2_UNR) /* lean: one copy of the round (code size); v[] shifts down: registers */
             for (int r = 0; r < 4; r++) {
                 if (u0 + 128 * r >= np) break; /* CTA-uniform */
                 const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
-                const uint32_t w4[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
+                const uint32_t w4[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+                v[0] = v[1], v[1] = v[2], v[2] = v[3];
                 float x[8], amax = 0.0f;
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
