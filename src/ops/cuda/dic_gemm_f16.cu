@@ -754,7 +754,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     red[ib * 64 + r0 + 8] = acc[3];
     cluster_sync_all();
     const int ns = gridDim.z, rank = blockIdx.z;
-#pragma unroll
+#pragma unroll 1 /* code size: one copy of the 8-load fold */
     for (int i = 0; i < 4; i++) {
         const int o = tid + 128 * i, tok = o >> 6, col = o & 63;
         if (o % ns != rank || tok >= M || n0 + col >= N) continue;
