@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
         {"fused", 3, 0, 0, 0, 0, 1},
         {"dec+q", 1, 0, 0, 0, 0, 1},
         {"qv2", 3, 0, 0, Q, 0, 1},
+        {"qv2full", 3, 0, 0, Q | DIC_DEC_FULL, 0, 1}, /* qv2 on the full instantiation (code-size A/B) */
         {"et", 3, 0, 0, E, 0, 0},
         {"qv2+et", 3, 0, 0, Q | E, 0, 1},
         {"dq+et", 1, 0, 0, E, 0, 1},
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
         {"s4", 3, 0, 4, 0, 0, 0},
         {"s8", 3, 0, 8, 0, 0, 0},
     };
-    const int nv = quick ? 7 : (int)(sizeof vs / sizeof *vs);
+    const int nv = quick ? 8 : (int)(sizeof vs / sizeof *vs);
     if (argc > 1 && !strcmp(argv[1], "hot")) {
         /* the default kernel with its weights rotated through DRAM vs one copy hot in L2
          * (what an L2 prefetch ahead of the call could buy) */

@@ -452,17 +452,27 @@ static size_t d_smem(int nst, int kper, int fp4) {
     return (size_t)nst * 64 * F_WRS(fp4) + 8 * (size_t)D_A16S(kper) + 8 * (size_t)(kper / 32) * 4 + 64 * (size_t)(kper / 32);
 }
 
-template <int FP4>
+/* Instantiations (VAR). The b1 step runs each decode kernel once with a cold instruction cache
+ * (codesize.md: every KB of code executed costs ~0.2 us), so the default path has lean copies that
+ * hold only what it executes: D_LEAN_Q (qf = 0: dic_gemm_quant's e4m3 rows) and D_LEAN_QV2 (qf = 1
+ * with QV2), flags QV2 / ET only, one column tile per CTA. D_FULL keeps every flag and both qf
+ * paths (PERS, L2PF, WPOST, diagnostics, the plain qf pass when A does not allow QV2's loads).
+ * Every output is the same in all three (the same operations in the same order). */
+#define D_LEAN_Q 0
+#define D_LEAN_QV2 1
+#define D_FULL 2
+template <int FP4, int VAR>
 static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__ dargs a) {
     constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
+    constexpr int D_QV2_UNR = VAR == D_FULL ? 4 : 1; /* QV2 rounds unrolled (full: as before, no spills) */
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int K = a.K, M = a.M, fl = a.fl;
+    const int K = a.K, M = a.M, fl = VAR == D_FULL ? a.fl : (a.fl & DIC_DEC_ET); /* lean: the others fold away */
     const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
     const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
     const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
     /* column tiles: one per CTA, or (PERS) tile, tile + gridDim.x, ... with the activations converted once */
-    for (int tile = blockIdx.x, it = 0; tile < a.tx[a.nw]; tile += gridDim.x, it++) {
+    for (int tile = blockIdx.x, it = 0; VAR == D_FULL ? tile < a.tx[a.nw] : it < 1; tile += gridDim.x, it++) {
     int wi = 0;
 #pragma unroll
     for (int i = 1; i < D_MAXW; i++)
@@ -487,7 +497,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (it == 0 && (fl & DIC_DEC_ET)) asm volatile("griddepcontrol.launch_dependents;" :::); /* the wait below still waits */
-    if ((fl & DIC_DEC_L2PF) && tid < 64) { /* L2 prefetch: this tile's chunks past the ring (first tile), the next tile */
+    if (VAR == D_FULL && (fl & DIC_DEC_L2PF) && tid < 64) { /* L2 prefetch: this tile's chunks past the ring (first tile), the next tile */
         const int nx = tile + (int)gridDim.x;
         if (it == 0 && nch > nst && n0 + tid < N) {
             const size_t o = (size_t)(kbeg + nst * F_CK) / (FP4 ? 2 : 1);
@@ -544,7 +554,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     /* 2. activations of rows < M, k in [kbeg, kend) -> f16 (in the fragment order) + scales */
     if (fl & DIC_DEC_NOQ) {
         /* diagnostic: no activation pass (wrong results, timing only) */
-    } else if (a.qf && (fl & DIC_DEC_QV2)) {
+    } else if (VAR == D_LEAN_QV2 || (VAR == D_FULL && a.qf && (fl & DIC_DEC_QV2))) {
         /* QV2: 8 consecutive values per thread (one 16-byte load), ab / 8 threads per act block (lane
          * groups aligned to the block), all loads of a round (4 per thread) issued before any math;
          * y = x * (1 / s) with s a power of two: the reciprocal is exact, so x * (1 / s) is the correctly
@@ -558,11 +568,12 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                 v[r] = make_uint4(0, 0, 0, 0);
                 if (u < np) v[r] = *(const uint4 *)(a.A + (size_t)m * a.lda + kbeg + 8 * p);
             }
-#pragma unroll
+#pragma unroll(D_QV2_UNR) /* lean: one copy of the round (code size); v[] shifts down: registers */
             for (int r = 0; r < 4; r++) {
                 if (u0 + 128 * r >= np) break; /* CTA-uniform */
                 const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
-                const uint32_t w4[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
+                const uint32_t w4[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+                v[0] = v[1], v[1] = v[2], v[2] = v[3];
                 float x[8], amax = 0.0f;
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
@@ -591,7 +602,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                 *(uint4 *)(a16 + m * a16s + 16 * p) = o;
             }
         }
-    } else if (a.qf) {
+    } else if (VAR == D_FULL && a.qf) {
         const int ab = 1 << a.lab, vpl = ab >> 5, nbk = kl >> a.lab, nb = M * nbk;
         for (int b0 = warp; b0 < nb; b0 += 4 * 8) {
             float x[8][4];
@@ -727,7 +738,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
             if (ia < M && nb < N) D_STORE(ia, nb, acc[2]);
             if (ib < M && nb < N) D_STORE(ib, nb, acc[3]);
         }
-        if (tile + (int)gridDim.x < a.tx[a.nw]) { /* PERS: the ring and the scales are reused */
+        if (VAR == D_FULL && tile + (int)gridDim.x < a.tx[a.nw]) { /* PERS: the ring and the scales are reused */
             asm volatile("cp.async.wait_all;\n" ::);
             __syncthreads();
         }
@@ -743,7 +754,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     red[ib * 64 + r0 + 8] = acc[3];
     cluster_sync_all();
     const int ns = gridDim.z, rank = blockIdx.z;
-#pragma unroll
+#pragma unroll 1 /* code size: one copy of the 8-load fold */
     for (int i = 0; i < 4; i++) {
         const int o = tid + 128 * i, tok = o >> 6, col = o & 63;
         if (o % ns != rank || tok >= M || n0 + col >= N) continue;
@@ -865,15 +876,19 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         const size_t want = (size_t)233472 / (size_t)g_dec_cps - 1024;
         if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
     }
-    const void *fn = fp4 ? (const void *)k_gemm_dec<1> : (const void *)k_gemm_dec<0>;
-    static int attr_done[2];
-    if (!attr_done[fp4]) {
-        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
+    /* the lean instantiations where the flags allow (D_LEAN_*: the default), else the full one */
+    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) ? D_FULL /* incl. DIC_DEC_FULL */ : !qf ? D_LEAN_Q : (a.fl & DIC_DEC_QV2) ? D_LEAN_QV2 : D_FULL;
+    void (*const kf[2][3])(dargs) = {{k_gemm_dec<0, D_LEAN_Q>, k_gemm_dec<0, D_LEAN_QV2>, k_gemm_dec<0, D_FULL>},
+                                    {k_gemm_dec<1, D_LEAN_Q>, k_gemm_dec<1, D_LEAN_QV2>, k_gemm_dec<1, D_FULL>}};
+    void (*const fn)(dargs) = kf[fp4][var];
+    static int attr_done[2][3];
+    if (!attr_done[fp4][var]) {
+        if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
             (void)cudaGetLastError();
             g_dec_broken = 1;
             return cudaErrorNotSupported;
         }
-        attr_done[fp4] = 1;
+        attr_done[fp4][var] = 1;
     }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
@@ -899,7 +914,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     cfg.stream = st;
     cfg.attrs = at;
     cfg.numAttrs = na;
-    cudaError_t e = fp4 ? cudaLaunchKernelEx(&cfg, k_gemm_dec<1>, a) : cudaLaunchKernelEx(&cfg, k_gemm_dec<0>, a);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, fn, a);
     if (e != cudaSuccess) { /* e.g. clusters refused: this process falls back to k_gemm_f16 */
         (void)cudaGetLastError();
         g_dec_broken = 1;

@@ -132,7 +132,10 @@ int dic_gemm_dec_status(void);
 #define DIC_DEC_NOW 64
 #define DIC_DEC_PERS 128
 #define DIC_DEC_L2PF 256
-#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST | DIC_DEC_PERS | DIC_DEC_L2PF)
+/* FULL (same bits) = run the full instantiation even where a lean one applies (code-size A/B:
+ * DEEPINFER_GEMM_DEC=0x201 is the default flags on the full kernel) */
+#define DIC_DEC_FULL 512
+#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST | DIC_DEC_PERS | DIC_DEC_L2PF | DIC_DEC_FULL)
 /* flags < 0: back to the defaults; cps > 0 caps the decode kernel's CTAs per SM (dynamic shared
  * memory padding; bitwise the same). $DEEPINFER_GEMM_DEC="flags[,cps]" sets the safe flags once. */
 void dic_gemm_dec_tune(int flags, int cps);
