@@ -95,8 +95,8 @@ static __global__ void __launch_bounds__(W8_T, 2)
 
     /* batch t: pair pw0 + t / nb, slots (t % nb) * U .. + U - 1 */
     auto ld = [&](uint4 (&w)[2][U], uint32_t (&sc)[U], int t) {
-#pragma unroll
-        for (int u = 0; u < U; u++) w[0][u] = w[1][u] = make_uint4(0, 0, 0, 0), sc[u] = 127;
+        /* slots past K (and batches past T) keep stale registers: comp reads only slots with k < K
+         * of batches t < T, all loaded here */
         if (t >= T) return;
         const int i = w8_q(t, dnb), h = t - i * nb;
         const int n = 2 * (pw0 + i), grp = w8_q(n, dR), nl = n - grp * R;
@@ -209,8 +209,8 @@ static __global__ void __launch_bounds__(W8_T, 2)
         }
     };
 
-    uint4 wa[2][U], wbuf[2][U];
-    uint32_t sa[U], sbuf[U];
+    uint4 wa[2][U] = {}, wbuf[2][U] = {};
+    uint32_t sa[U] = {}, sbuf[U] = {};
     ld(wa, sa, 0);
     ld(wbuf, sbuf, 1);
     DIC_PDL_ENTER();
