@@ -745,10 +745,12 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
                 if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
         }
     }
+    #pragma unroll 1
     for (int i = tid; i < half; i += AD2_T) { /* the row's rotation (ss = -sn) */
         rcs[i] = __ldcg(a.cs + (size_t)m * half + i);
         rcs[AD_MAXHD / 2 + i] = -__ldcg(a.sn + (size_t)m * half + i);
     }
+    #pragma unroll 1
     for (int i = tid; i < AD_HG * nb; i += AD2_T) {
         const int hl = i & (AD_HG - 1), s = i >> 4;
         const size_t ix = ((size_t)m * S + s) * H + h0 + hl;
@@ -760,8 +762,10 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     __syncthreads();
     { /* M per head: warp w heads w, w + 8 (max: order-free) */
         const int w = tid >> 5, ln = tid & 31;
+        #pragma unroll 1
         for (int hl = w; hl < AD_HG; hl += AD2_T / 32) {
             float lm = -INFINITY;
+            #pragma unroll 1
             for (int s = ln; s < nb; s += 32) lm = fmaxf(lm, wsh[hl * nb + s]);
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) lm = fmaxf(lm, __shfl_xor_sync(0xFFFFFFFFu, lm, o));
@@ -769,6 +773,7 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
         }
     }
     __syncthreads();
+    #pragma unroll 1
     for (int i = tid; i < AD_HG * nb; i += AD2_T) { /* block weights exp(mx_s - M) */
         const int hl = i / nb;
         const float v = wsh[i];
@@ -777,13 +782,18 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     __syncthreads();
     if (tid < AD_HG) { /* the denominator in block order */
         float den = 0.0f;
+        #pragma unroll 1
         for (int s = 0; s < nb; s++) den = __fadd_rn(den, __fmul_rn(ssh[tid * nb + s], wsh[tid * nb + s]));
         dsh[tid] = __fadd_rn(den, dic_expf(__fsub_rn(sk, gsh[tid])));
     }
     __syncthreads();
     DIC_STAMP_PHASE(tg);
+    /* Code size (cold instruction cache in the decode step): the k loop is rolled; the first chunk's
+     * values come from pre[k] (selected), later chunks' from loads; one accumulation body, the same
+     * __fadd_rn / __fmul_rn sequence per output as before. */
+    #pragma unroll 1
     for (int k0 = 0; k0 * AD2_T < npairs; k0 += 4) {
-#pragma unroll
+#pragma unroll 1
         for (int k = 0; k < 4; k++) {
             const int f = tid + AD2_T * (k0 + k);
             if (f >= npairs) break;
@@ -791,25 +801,28 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
             const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
             const float *wt = wsh + hl * nb;
             float o0 = 0.0f, o1 = 0.0f;
+            float2 v[8];
             if (k0 == 0) {
 #pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s < nb) {
-                        o0 = __fadd_rn(o0, __fmul_rn(pre[k][s].x, wt[s]));
-                        o1 = __fadd_rn(o1, __fmul_rn(pre[k][s].y, wt[s]));
+                for (int s = 0; s < 8; s++) v[s] = pre[0][s];
+#pragma unroll
+                for (int kk = 1; kk < 4; kk++)
+                    if (k == kk) {
+#pragma unroll
+                        for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
                     }
             } else {
-                float2 v[8];
 #pragma unroll
                 for (int s = 0; s < 8; s++)
                     if (s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
-#pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s < nb) {
-                        o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s]));
-                        o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s]));
-                    }
             }
+#pragma unroll
+            for (int s = 0; s < 8; s++)
+                if (s < nb) {
+                    o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s]));
+                    o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s]));
+                }
+            #pragma unroll 1
             for (int s0 = 8; s0 < nb; s0 += 8) { /* more than 8 blocks: 8 loads in flight at a time */
                 float2 v[8];
 #pragma unroll
@@ -870,6 +883,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         const int64_t vis = (p + 1) / L.ratio, np = (vis + pr - 1) / pr;
         npt = np < AD2_PT ? (int)np : AD2_PT;
         uint16_t *const *pt = L.ckv[sg];
+#pragma unroll 1
         for (int k = tid; k < npt; k += AD2_T) ptab[k] = pt[k];
     }
     DIC_PDL_ENTER();
@@ -891,6 +905,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     const int c8 = hd / 8;
     { /* q: in flight while the top-k pointers resolve */
         const uint16_t *qm = a.q + (size_t)m * a.ldq + (size_t)h0 * hd;
+#pragma unroll 1
         for (int i = tid; i < AD_HG * c8; i += AD2_T) {
             int h = i / c8, off = (i - h * c8) * 8;
             ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
@@ -908,6 +923,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     }
     __syncthreads();
     DIC_STAMP_PHASE(111);
+#pragma unroll 1
     for (int j = w; j < AD_E; j += AD2_T / 32) { /* KV rows: a warp per row */
         const uint16_t *pj = ptrs[j];
         uint16_t *dst = ks + (size_t)j * kst;
@@ -941,24 +957,22 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     DIC_STAMP_PHASE(113);
     if (tid < AD_HG * 8) { /* softmax of the block: k_ad_part's code (8 threads per head) */
         const int h = tid >> 3, sub = tid & 7;
-        float l[8], mx = -INFINITY;
+        const float *l = lg + h * AD_E + sub * 8; /* read again below (code size: a rolled exp loop) */
+        float mx = -INFINITY;
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            l[e] = lg[h * AD_E + sub * 8 + e];
-            mx = fmaxf(mx, l[e]);
-        }
+        for (int e = 0; e < 8; e++) mx = fmaxf(mx, l[e]);
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
         float sum = 0.0f;
-        uint32_t pk[4];
-#pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-            float pa = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e], mx));
-            float pb = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e + 1], mx));
-            sum = __fadd_rn(__fadd_rn(sum, pa), pb);
-            pk[e / 2] = (uint32_t)dic_f32_to_bf16(pa) | ((uint32_t)dic_f32_to_bf16(pb) << 16);
+        uint32_t *pk = (uint32_t *)(ps + h * AD_PST + sub * 8), lo = 0;
+#pragma unroll 1
+        for (int e = 0; e < 8; e++) { /* sum: ((sum + p0) + p1) + ... in e order, as the pair form */
+            const float pe = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(l[e], mx));
+            sum = __fadd_rn(sum, pe);
+            const uint32_t b = (uint32_t)dic_f32_to_bf16(pe);
+            if (e & 1) pk[e >> 1] = lo | (b << 16); /* the pair's word: low half entry e - 1 */
+            else lo = b;
         }
-        *(uint4 *)(ps + h * AD_PST + sub * 8) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o));
         if (sub == 0) { /* every column slice writes the same values */
@@ -979,7 +993,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
             pa[kq][2] = *(const uint32_t *)(pp + 8), pa[kq][3] = *(const uint32_t *)(pp + 8 * AD_PST + 8);
         }
         float *pm = a.part + (((size_t)m * S + s) * a.H + h0) * hd;
-#pragma unroll
+#pragma unroll 1
         for (int i = 0; i < AD_MAXHD / 128; i++) {
             const int pr2 = w + 8 * i;
             if (pr2 >= npr) break; /* warp-uniform */

@@ -62,13 +62,22 @@ static __device__ __forceinline__ void w8_e4m3x16(const uint4 v, float *o) {
         o[4 * j + 3] = fp8w_h2f(p1 >> 16);
     }
 }
-/* the same bytes as the BF16 matrix's weights, any scale (the host's sequence) */
-static __device__ __forceinline__ void w8_exact16(const uint4 v, uint32_t s, float *o) {
-    const uint32_t x[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) o[4 * j + i] = fp8w_one((x[j] >> (8 * i)) & 0xFFu, s);
+/* Division by a runtime divisor d (1 <= d <= INT32_MAX) of 0 <= n < 2^31 with a host-made magic
+ * (the multiply-high method, e.g. PyTorch's IntDivider): q = (umulhi(n, m) + n) >> s. Index
+ * arithmetic only (a div.s32 is ~20 SASS instructions; the kernel had ~30 of them). */
+typedef struct w8_div {
+    uint32_t m, s;
+} w8_div;
+static w8_div w8_div_make(int d) {
+    w8_div r;
+    uint32_t sh = 0;
+    while (sh < 31 && (1u << sh) < (uint32_t)d) sh++;
+    r.s = sh;
+    r.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << sh) - (uint64_t)d)) / (uint64_t)d + 1u);
+    return r;
+}
+static __device__ __forceinline__ int w8_q(int n, w8_div d) {
+    return (int)((__umulhi((uint32_t)n, d.m) + (uint32_t)n) >> d.s);
 }
 
 /* MR: rows computed (M <= MR); U: slots per batch. P pairs in all; warp gw takes pairs
@@ -76,7 +85,8 @@ static __device__ __forceinline__ void w8_exact16(const uint4 v, uint32_t s, flo
 template <int MR, int U>
 static __global__ void __launch_bounds__(W8_T, 2)
     k_gemv_fp8w(int M, int K, const uint16_t *__restrict__ A, size_t lda, const __grid_constant__ dic_gv_tab tab,
-                int R, int gk, int P, int ppw, float *C32, uint16_t *C16, size_t ldc) {
+                int R, int gk, int P, int ppw, float *C32, uint16_t *C16, size_t ldc, w8_div dnb,
+                w8_div dR, w8_div dwb) {
     const int lane = threadIdx.x & 31;
     const int gw = blockIdx.x * (W8_T / 32) + (threadIdx.x >> 5);
     const int pw0 = gw * ppw, np = max(0, min(ppw, P - pw0));
@@ -85,20 +95,20 @@ static __global__ void __launch_bounds__(W8_T, 2)
 
     /* batch t: pair pw0 + t / nb, slots (t % nb) * U .. + U - 1 */
     auto ld = [&](uint4 (&w)[2][U], uint32_t (&sc)[U], int t) {
-#pragma unroll
-        for (int u = 0; u < U; u++) w[0][u] = w[1][u] = make_uint4(0, 0, 0, 0), sc[u] = 127;
+        /* slots past K (and batches past T) keep stale registers: comp reads only slots with k < K
+         * of batches t < T, all loaded here */
         if (t >= T) return;
-        const int i = t / nb, h = t - i * nb;
-        const int n = 2 * (pw0 + i), grp = n / R, nl = n - grp * R;
+        const int i = w8_q(t, dnb), h = t - i * nb;
+        const int n = 2 * (pw0 + i), grp = w8_q(n, dR), nl = n - grp * R;
         const uint8_t *w0 = (const uint8_t *)tab.w[grp] + (size_t)nl * (size_t)K;
-        const uint8_t *srow = tab.s[grp] + (size_t)(nl / wb) * (size_t)kb; /* nl, nl + 1: one scale row */
+        const uint8_t *srow = tab.s[grp] + (size_t)w8_q(nl, dwb) * (size_t)kb; /* nl, nl + 1: one scale row */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int k = (h * U + u) * W8_SLOT + lane * 16;
             if (k < K) {
                 w[0][u] = w8_ld16(w0 + k);
                 w[1][u] = w8_ld16(w0 + K + k);
-                sc[u] = __ldg(srow + k / wb);
+                sc[u] = __ldg(srow + w8_q(k, dwb));
             }
         }
     };
@@ -109,42 +119,72 @@ static __global__ void __launch_bounds__(W8_T, 2)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[c][m] = 0.0f;
 
+    /* Code size (decode steps run this kernel with a cold instruction cache): the slot loop is
+     * rolled (slot u's registers are selected), and a slow-scale slot takes a rolled
+     * per-element loop. Every chain performs the same fmaf sequence as the unrolled form:
+     * p = fmaf(a_e, w_e, p) for e = 0..15, then acc = fmaf(p, mul, acc). */
     auto comp = [&](const uint4 (&w)[2][U], const uint32_t (&sc)[U], int t) {
-        const int i = t / nb, h = t - i * nb;
-        const int n = 2 * (pw0 + i), grp = n / R;
+        const int i = w8_q(t, dnb), h = t - i * nb;
+        const int n = 2 * (pw0 + i), grp = w8_q(n, dR);
         const uint16_t *Ag = A + (size_t)grp * (size_t)gk;
-#pragma unroll
+#pragma unroll 1
         for (int u = 0; u < U; u++) {
             const int k = (h * U + u) * W8_SLOT + lane * 16;
             if (k < K) { /* lane-divergent only at a K tail */
-                const uint32_t s = sc[u];
-                float wf[2][16], mul;
+                uint4 x0 = w[0][0], x1 = w[1][0];
+                uint32_t s = sc[0];
+#pragma unroll
+                for (int v = 1; v < U; v++)
+                    if (u == v) x0 = w[0][v], x1 = w[1][v], s = sc[v];
                 if (fp8w_fast(s)) {
-                    mul = __uint_as_float(s << 23); /* 2^(s-127), normal */
-                    w8_e4m3x16(w[0][u], wf[0]);
-                    w8_e4m3x16(w[1][u], wf[1]);
-                } else {
-                    mul = 1.0f;
-                    w8_exact16(w[0][u], s, wf[0]);
-                    w8_exact16(w[1][u], s, wf[1]);
-                }
+                    const float mul = __uint_as_float(s << 23); /* 2^(s-127), normal */
+                    float wf[2][16];
+                    w8_e4m3x16(x0, wf[0]);
+                    w8_e4m3x16(x1, wf[1]);
 #pragma unroll
-                for (int m = 0; m < MR; m++) {
-                    if (m < M) {
-                        const uint16_t *ar = Ag + (size_t)m * lda + k;
-                        const uint4 a0 = __ldg((const uint4 *)ar), a1 = __ldg((const uint4 *)(ar + 8));
-                        const uint32_t aw[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                    for (int m = 0; m < MR; m++) {
+                        if (m < M) {
+                            const uint16_t *ar = Ag + (size_t)m * lda + k;
+                            const uint4 a0 = __ldg((const uint4 *)ar), a1 = __ldg((const uint4 *)(ar + 8));
+                            const uint32_t aw[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
 #pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            float p = 0.0f;
+                            for (int c = 0; c < 2; c++) {
+                                float p = 0.0f;
 #pragma unroll
-                            for (int e = 0; e < 8; e++) {
-                                p = fmaf(w8_lo(aw[e]), wf[c][2 * e], p);
-                                p = fmaf(w8_hi(aw[e]), wf[c][2 * e + 1], p);
+                                for (int e = 0; e < 8; e++) {
+                                    p = fmaf(w8_lo(aw[e]), wf[c][2 * e], p);
+                                    p = fmaf(w8_hi(aw[e]), wf[c][2 * e + 1], p);
+                                }
+                                acc[c][m] = fmaf(p, mul, acc[c][m]);
                             }
-                            acc[c][m] = fmaf(p, mul, acc[c][m]);
                         }
                     }
+                } else { /* rare: the host's sequence per weight (fp8w_one), multiplier 1 */
+                    float p[2][MR];
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+#pragma unroll
+                        for (int m = 0; m < MR; m++) p[c][m] = 0.0f;
+#pragma unroll 1
+                    for (int e = 0; e < 16; e++) {
+                        const int j = e >> 2, sh = 8 * (e & 3);
+                        const uint32_t d0 = j == 0 ? x0.x : j == 1 ? x0.y : j == 2 ? x0.z : x0.w;
+                        const uint32_t d1 = j == 0 ? x1.x : j == 1 ? x1.y : j == 2 ? x1.z : x1.w;
+                        const float wv[2] = {fp8w_one((d0 >> sh) & 0xFFu, s), fp8w_one((d1 >> sh) & 0xFFu, s)};
+#pragma unroll
+                        for (int m = 0; m < MR; m++) {
+                            if (m < M) {
+                                const float a = __uint_as_float((uint32_t)__ldg(Ag + (size_t)m * lda + k + e) << 16);
+#pragma unroll
+                                for (int c = 0; c < 2; c++) p[c][m] = fmaf(a, wv[c], p[c][m]);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+#pragma unroll
+                        for (int m = 0; m < MR; m++)
+                            if (m < M) acc[c][m] = fmaf(p[c][m], 1.0f, acc[c][m]);
                 }
             }
         }
@@ -169,8 +209,8 @@ static __global__ void __launch_bounds__(W8_T, 2)
         }
     };
 
-    uint4 wa[2][U], wbuf[2][U];
-    uint32_t sa[U], sbuf[U];
+    uint4 wa[2][U] = {}, wbuf[2][U] = {};
+    uint32_t sa[U] = {}, sbuf[U] = {};
     ld(wa, sa, 0);
     ld(wbuf, sbuf, 1);
     DIC_PDL_ENTER();
@@ -203,7 +243,9 @@ extern "C" cudaError_t dic_gemm_fp8w_gemv_g(cudaStream_t st, int num_sms, int M,
     const int ppw = (P + target - 1) / target;
     const unsigned grid = (unsigned)((P + (W8_T / 32) * ppw - 1) / ((W8_T / 32) * ppw));
     void (*fn)(int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, int, int, float *, uint16_t *,
-               size_t) = M == 1 ? k_gemv_fp8w<1, 4> : M == 2 ? k_gemv_fp8w<2, 2> : k_gemv_fp8w<4, 2>;
-    DIC_LAUNCH(fn, grid, W8_T, 0, st, M, K, A, lda, tab, R, gk, P, ppw, C32, C16, ldc);
+               size_t, w8_div, w8_div, w8_div) = M == 1 ? k_gemv_fp8w<1, 4> : M == 2 ? k_gemv_fp8w<2, 2> : k_gemv_fp8w<4, 2>;
+    const int U = M == 1 ? 4 : 2, nb = ((K + W8_SLOT - 1) / W8_SLOT + U - 1) / U; /* the kernel's nb */
+    DIC_LAUNCH(fn, grid, W8_T, 0, st, M, K, A, lda, tab, R, gk, P, ppw, C32, C16, ldc, w8_div_make(nb),
+               w8_div_make(R), w8_div_make(wb));
     DIC_LAUNCH_CHECK();
 }

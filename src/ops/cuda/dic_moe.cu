@@ -136,18 +136,23 @@ static __global__ void k_swiglu(const uint16_t *gate, const uint16_t *up, size_t
     const uint16_t *g = gate + (size_t)m * ld, *u = up + (size_t)m * ld;
     uint16_t *o = out + (size_t)m * ldo;
     if (vec) {
-        uint4 gq = *(const uint4 *)(g + i0), uq = *(const uint4 *)(u + i0);
-        uint32_t gw[4] = {gq.x, gq.y, gq.z, gq.w}, uw[4] = {uq.x, uq.y, uq.z, uq.w}, ow[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float h0 = swiglu1(dic_bf16_to_f32((uint16_t)(gw[j] & 0xFFFFu)), dic_bf16_to_f32((uint16_t)(uw[j] & 0xFFFFu)),
-                               limit, rw, m);
-            float h1 = swiglu1(dic_bf16_to_f32((uint16_t)(gw[j] >> 16)), dic_bf16_to_f32((uint16_t)(uw[j] >> 16)), limit,
-                               rw, m);
-            ow[j] = (uint32_t)dic_f32_to_bf16(h0) | ((uint32_t)dic_f32_to_bf16(h1) << 16);
+        /* code size (a cold instruction cache in the decode step): one rolled loop over the 8 values;
+         * g / u shift down 16 bits per value, the outputs shift in from the top (same values, same bytes) */
+        uint4 gq = *(const uint4 *)(g + i0), uq = *(const uint4 *)(u + i0), oq = make_uint4(0, 0, 0, 0);
+#pragma unroll 1
+        for (int e = 0; e < 8; e++) {
+            const float h = swiglu1(dic_bf16_to_f32((uint16_t)(gq.x & 0xFFFFu)), dic_bf16_to_f32((uint16_t)(uq.x & 0xFFFFu)),
+                                    limit, rw, m);
+            gq = make_uint4(__funnelshift_r(gq.x, gq.y, 16), __funnelshift_r(gq.y, gq.z, 16),
+                            __funnelshift_r(gq.z, gq.w, 16), gq.w >> 16);
+            uq = make_uint4(__funnelshift_r(uq.x, uq.y, 16), __funnelshift_r(uq.y, uq.z, 16),
+                            __funnelshift_r(uq.z, uq.w, 16), uq.w >> 16);
+            oq = make_uint4(__funnelshift_r(oq.x, oq.y, 16), __funnelshift_r(oq.y, oq.z, 16),
+                            __funnelshift_r(oq.z, oq.w, 16), (oq.w >> 16) | ((uint32_t)dic_f32_to_bf16(h) << 16));
         }
-        *(uint4 *)(o + i0) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        *(uint4 *)(o + i0) = oq;
     } else {
+#pragma unroll 1
         for (int i = i0; i < i0 + 8 && i < I; i++)
             o[i] = dic_f32_to_bf16(swiglu1(dic_bf16_to_f32(g[i]), dic_bf16_to_f32(u[i]), limit, rw, m));
     }
