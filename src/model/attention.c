@@ -113,15 +113,17 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
         if (f->segs[s].nrows > 1) early = 0;
 
     /* wq_a and wkv read xn: one launch (di_gemm_multi; the bits of two di_gemm).
-     * Recorded steps run the KV source's compressor (line 2) and the kv rows'
-     * post-processing (line 1) beside the query path (ops.h di_exec_branch):
-     * they write disjoint buffers. The indexer reads the query's qr and puts its
-     * own compressor on line 2 after this one (they share buffers). */
+     * Recorded steps run the KV source's compressor (line 2), V4's index
+     * compressor (line 3, own buffers) and the kv rows' post-processing (line 1)
+     * beside the query path (ops.h di_exec_branch): they write disjoint buffers.
+     * The indexer's head weights continue line 1, its query (it reads qrn) runs
+     * on line 4 beside wq_b and the query's post-processing. */
     if (aw->has_cmp) {
         di_exec_branch(f->x, 2);
         di_compressor_run(f, &aw->cmp, L, layer, c->arch == DI_ARCH_V4 ? DI_CMP_MAIN : DI_CMP_LATENT, xn);
         di_exec_branch(f->x, 0);
     }
+    if (aw->has_idx) di_indexer_keys(f, &aw->idx, L, layer, xn); /* line 3, beside the compressor above */
     const di_wmat proj[2] = {aw->wq_a, aw->wkv};
     uint16_t *const proj_out[2] = {ws->qr, ws->kv};
     const size_t proj_ld[2] = {(size_t)c->q_lora_rank, (size_t)hd};

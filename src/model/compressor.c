@@ -1,6 +1,18 @@
 /* compressor.c — the KV compressors (compressor.h). */
 #include "model/compressor.h"
 
+/* The step buffers of one compressor run. V4's index compressor has its own (ws->icproj_*, iemit*), so that
+ * it can run beside the attention's compressor on another line of a recorded step (attention.c). */
+typedef struct cmp_bufs {
+    float *proj_kv, *proj_sc, *e32;
+    uint16_t *e16;
+} cmp_bufs;
+
+static cmp_bufs bufs_of(const di_ws *ws, di_cmp_kind kind) {
+    if (kind == DI_CMP_INDEX) return (cmp_bufs){ws->icproj_kv, ws->icproj_sc, ws->iemit32, ws->iemit16};
+    return (cmp_bufs){ws->cproj_kv, ws->cproj_sc, ws->emit32, ws->emit16};
+}
+
 /* Gated compressor: feed every token to its sequence's state in position
  * order; completed groups are pooled into ws->emit16 (bf16, not yet
  * normalised). The emissions follow from the positions alone, so the host
@@ -13,7 +25,8 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     int d = (int)c->hidden_size, hd = cw->hd, r = cw->ratio, ov = cw->overlap;
     int width = (ov ? 2 : 1) * hd;
     /* fp32 projections (the reference promotes the BF16 weights and input) */
-    di_gemm2(f->x, f->M, xn, (size_t)d, &cw->wkv, &cw->wgate, 0, ws->cproj_kv, NULL, ws->cproj_sc, NULL, (size_t)width);
+    const cmp_bufs B = bufs_of(ws, kind);
+    di_gemm2(f->x, f->M, xn, (size_t)d, &cw->wkv, &cw->wgate, 0, B.proj_kv, NULL, B.proj_sc, NULL, (size_t)width);
     int ne = 0;
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
@@ -31,8 +44,8 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
             ne++;
         }
     }
-    di_cmp_gated_rows(f->x, f->M, t->row_seg, t->emit, f->pos, t->skv, t->ssc, ws->cproj_kv, ws->cproj_sc, cw->ape, r, ov,
-                      hd, ws->emit32);
+    di_cmp_gated_rows(f->x, f->M, t->row_seg, t->emit, f->pos, t->skv, t->ssc, B.proj_kv, B.proj_sc, cw->ape, r, ov,
+                      hd, B.e32);
     return ne;
 }
 
@@ -106,21 +119,22 @@ void di_compressor_run(di_fwd *f, const di_compressor_w *cw, const di_layer_cfg 
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
     int hd = cw->hd, rd = (int)c->qk_rope_head_dim;
+    const cmp_bufs B = bufs_of(ws, kind);
     int ne = cw->gated ? run_gated(f, cw, layer, kind, xn) : run_plain(f, cw, xn);
     ne = pad_emissions(f, ne);
-    if (cw->gated) di_f32_to_bf16_x(f->x, ws->emit32, ws->emit16, (size_t)ne * hd);
+    if (cw->gated) di_f32_to_bf16_x(f->x, B.e32, B.e16, (size_t)ne * hd);
     if (!ne) return;
-    di_rmsnorm(f->x, ne, ws->emit16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, ws->emit16, (size_t)hd);
+    di_rmsnorm(f->x, ne, B.e16, (size_t)hd, cw->norm, hd, (float)c->rms_norm_eps, B.e16, (size_t)hd);
     if (kind == DI_CMP_LATENT) {
         latent_rows(f, cw, L, layer, ne);
         return;
     }
-    di_rope(f->x, ne, ws->emit16, (size_t)hd, 1, hd, rd, ws->t.emit_pos, di_fwd_inv_freq(f, L), 0);
+    di_rope(f->x, ne, B.e16, (size_t)hd, 1, hd, rd, ws->t.emit_pos, di_fwd_inv_freq(f, L), 0);
     if (kind == DI_CMP_MAIN) {
-        di_qat_fp8(f->x, ne, ws->emit16, (size_t)hd, hd - rd, 64);
+        di_qat_fp8(f->x, ne, B.e16, (size_t)hd, hd - rd, 64);
     } else {
-        di_hadamard128(f->x, ne, ws->emit16, (size_t)hd, hd / 128);
-        di_qat_fp4(f->x, ne, ws->emit16, (size_t)hd, hd, 32);
+        di_hadamard128(f->x, ne, B.e16, (size_t)hd, hd / 128);
+        di_qat_fp4(f->x, ne, B.e16, (size_t)hd, hd, 32);
     }
-    store_rows(f, layer, ne, ws->emit16, hd, kind == DI_CMP_INDEX);
+    store_rows(f, layer, ne, B.e16, hd, kind == DI_CMP_INDEX);
 }

@@ -62,12 +62,14 @@ typedef struct di_ws {
     uint16_t *x, *xn, *qr, *qrn, *q, *kv, *o, *z, *sub, *qi, *xe, *g, *u, *h, *eo, *emit16;
     uint16_t *sg, *su, *sh, *seo; /* the shared expert: gate, up, hidden [M][I], output [M][dim] */
     uint16_t *emitk;            /* V4.1 index keys of emitted latents [M][index_head_dim] */
+    uint16_t *iemit16;          /* V4 index compressor's own emit16 [M][index_head_dim] (it runs beside the main one) */
     uint16_t *eng_e, *eng_kv;   /* V4.1 Engram: gathered rows [M][cols*head_dim], wkv out [M][(hc+1)*dim] */
     uint16_t *mainx;            /* V4.1 DSpark main_x [M][dim] */
     /* fp32 */
     float *rope_cs[2], *rope_sn[2]; /* per-row cos/sin of the step: [0] main RoPE, [1] compress RoPE */
     float *mixes, *pre, *post, *comb, *cproj_kv, *cproj_sc, *iw, *logits_gate, *rw, *erw, *y, *emit32, *iscore;
     float *pre_in;              /* V4.1 single-pass mHC: the pre carried to the next site [M][4] */
+    float *icproj_kv, *icproj_sc, *iemit32; /* V4 index compressor's own projections [M][2 ihd], emit32 [M][ihd] */
     /* int / pointers */
     int *sel, *topk, *ntopk, *nidx;
     int32_t *tok;               /* [M] the step's tokens in backend memory (device backends) */

@@ -30,25 +30,29 @@ static void index_query(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L
     di_qat_fp4(f->x, M, ws->qi, (size_t)nh * ihd, nh * ihd, 32);
 }
 
+void di_indexer_keys(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, int layer, const uint16_t *xn) {
+    if (!iw->cmp.ratio) return; /* V4.1: the keys come from a KV source's compressor */
+    /* V4: this step's keys, on line 3 of a recorded step (own buffers: beside the attention's compressor) */
+    di_exec_branch(f->x, 3);
+    di_compressor_run(f, &iw->cmp, L, layer, DI_CMP_INDEX, xn);
+    di_exec_branch(f->x, 0);
+}
+
 void di_indexer_begin(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, int layer, const uint16_t *xn,
                       const uint16_t *qr) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;
     int M = f->M, d = (int)c->hidden_size, nh = (int)c->index_n_heads, ihd = (int)c->index_head_dim;
-    /* Recorded steps (ops.h di_exec_branch): this step's keys on line 2 (after the
-     * attention's own compressor there: they share its buffers), the head weights
-     * on line 1, the query on line 3 (it reads only qr: it runs beside the caller's
-     * wq_b and query post-processing on the main line); di_indexer_select joins them. */
-    if (iw->cmp.ratio) { /* V4: this step's keys */
-        di_exec_branch(f->x, 2);
-        di_compressor_run(f, &iw->cmp, L, layer, DI_CMP_INDEX, xn);
-    }
+    (void)layer;
+    /* Recorded steps (ops.h di_exec_branch): the head weights on line 1, the query on
+     * line 4 (it reads only qr: it runs beside the caller's wq_b and query
+     * post-processing on the main line); di_indexer_select joins them. */
     /* head weights (bf16 linear, then the bf16 product with the scale) */
     di_exec_branch(f->x, 1);
     di_gemm(f->x, M, xn, (size_t)d, &iw->wproj, 0, ws->iw, NULL, (size_t)nh);
     float scale = (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh));
     di_scale_bf16_f32(f->x, ws->iw, (size_t)M * nh, scale);
-    di_exec_branch(f->x, 3);
+    di_exec_branch(f->x, 4);
     index_query(f, iw, L, qr);
     di_exec_branch(f->x, 0);
 }

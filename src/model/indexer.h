@@ -33,12 +33,14 @@
 #include "model/forward.h"
 #include "model/weights.h"
 
-/* The indexer in two calls, so that its query path runs beside the caller's: di_indexer_begin issues
- * this step's keys (V4's compressor), the head weights and the query (qr = the normalised q_lora rows
- * of the step) on side lines of a recorded step (ops.h di_exec_branch: lines 2, 1, 3) and returns on
- * the main line; di_indexer_select joins every line and selects into ws->topk / ws->ntopk. Outside a
- * recorded step both run in call order. Between them the caller may run ops that neither write qr, xn
- * nor the indexer's buffers (ws->qi, ws->iw, the key stores). */
+/* The indexer in three calls, so that its parts run beside the caller's: di_indexer_keys runs V4's
+ * index compressor (this step's keys; its own buffers) on side line 3 of a recorded step and may be
+ * called as soon as xn exists; di_indexer_begin issues the head weights (line 1) and the query (line 4;
+ * qr = the normalised q_lora rows of the step) and returns on the main line; di_indexer_select joins
+ * every line and selects into ws->topk / ws->ntopk. Outside a recorded step they run in call order.
+ * Between them the caller may run ops that neither write qr, xn nor the indexer's buffers (ws->qi,
+ * ws->iw, ws->icproj_*, ws->iemit*, the key stores). */
+void di_indexer_keys(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, int layer, const uint16_t *xn);
 void di_indexer_begin(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, int layer, const uint16_t *xn,
                       const uint16_t *qr);
 void di_indexer_select(di_fwd *f, const di_indexer_w *iw, const di_layer_cfg *L, int layer);

@@ -61,6 +61,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->seo = take(b, m * (size_t)d * 2);
     ws->emit16 = take(b, m * (size_t)rowmax * 2);
     ws->emitk = take(b, m * (size_t)ihd * 2);
+    ws->iemit16 = take(b, m * (size_t)ihd * 2);
     if (c->n_engram_layer_ids) {
         ws->eng_e = take(b, m * (size_t)c->engram_cols * (size_t)c->engram_head_dim * 2);
         ws->eng_kv = take(b, m * (size_t)((c->hc_mult + 1) * d) * 2);
@@ -89,6 +90,9 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     ws->erw = take(b, (size_t)mk * 4);
     ws->y = take(b, m * (size_t)d * 4);
     ws->emit32 = take(b, m * (size_t)rowmax * 4);
+    ws->icproj_kv = take(b, m * (size_t)(2 * ihd) * 4);
+    ws->icproj_sc = take(b, m * (size_t)(2 * ihd) * 4);
+    ws->iemit32 = take(b, m * (size_t)ihd * 4);
     ws->nthreads = nthreads;
     ws->iscore_stride = min_ratio_idx ? (size_t)(max_context / min_ratio_idx + 16) : 16;
     ws->iscore = take(b, (size_t)nthreads * ws->iscore_stride * 4);

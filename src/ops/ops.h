@@ -70,7 +70,7 @@ int di_exec_fixed_shapes(const di_exec *x);
  * memory that another line writes. Nothing happens on the CPU and in steps
  * that are not recorded (every op then runs in call order), so the results
  * never depend on the lines. */
-#define DI_EXEC_BRANCHES 3
+#define DI_EXEC_BRANCHES 4
 void di_exec_branch(di_exec *x, int b);
 void di_exec_join(di_exec *x);
 

@@ -96,7 +96,9 @@ int cu_wmat(cu_exec *c, const di_wmat *w, dic_wmat *out) {
 static void *ctx_new(size_t scratch_bytes) {
     cu_exec *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    size_t sc = scratch_bytes * 4 > MIN_SCRATCH ? scratch_bytes * 4 : MIN_SCRATCH;
+    /* one slice of the model's scratch size per concurrent line (cu_lines.c: main + DI_EXEC_BRANCHES) */
+    const size_t lines = DI_EXEC_BRANCHES + 1;
+    size_t sc = scratch_bytes * lines > MIN_SCRATCH ? scratch_bytes * lines : MIN_SCRATCH;
     int dev = 0;
     cudaGetDevice(&dev);
     c->dc.stream = g_stream;
