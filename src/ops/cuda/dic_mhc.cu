@@ -28,6 +28,25 @@ static __device__ __forceinline__ float hc_mix_rs(double ss, int hcd, float eps)
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
 }
 
+/* Out-of-line copies of the long fp32 / fp64 sequences (code size, codesize.md: the transition kernels'
+ * .text; each call site of an inline IEEE division or of dic_expf carries its own copy and slow path). The
+ * same operations: a call only moves where the instructions live. */
+#ifndef H2_OOL
+#define H2_OOL 15
+#endif
+static __device__ __noinline__ float h2_fdiv_ool(float x, float y) { return __fdiv_rn(x, y); }
+static __device__ __noinline__ float h2_expf_ool(float x) { return dic_expf(x); }
+#if H2_OOL & 1
+#define H2_FDIV(x, y) h2_fdiv_ool((x), (y))
+#else
+#define H2_FDIV(x, y) __fdiv_rn((x), (y))
+#endif
+#if H2_OOL & 2
+#define H2_EXPF(x) h2_expf_ool(x)
+#else
+#define H2_EXPF(x) dic_expf(x)
+#endif
+
 /* ---- scale_mixes: one CTA per row ------------------------------------- */
 
 #define SM_THREADS 256
@@ -120,8 +139,8 @@ static __device__ __forceinline__ float sk_sum4n(float v, unsigned mask, int bas
 
 /* pre_k = sigmoid(mix_k * s0 + base_k) + eps (mhc.c), k < 4. */
 static __device__ __forceinline__ float sk_pre1(const float *mx, int k, float s0, const float *base, float eps) {
-    float e0 = dic_expf(-(mx[k] * s0 + base[k]));
-    return 1.0f / (1.0f + e0) + eps;
+    float e0 = H2_EXPF(-(mx[k] * s0 + base[k]));
+    return H2_FDIV(1.0f, 1.0f + e0) + eps;
 }
 
 /* One row's Sinkhorn split on a 16-lane group (lane = 4j + k); mx: the row's
@@ -136,8 +155,8 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
     const float s0 = scale3[0], s1 = scale3[1], s2 = scale3[2];
     if (write && lane < HC) {
         if (pre) pre[lane] = sk_pre1(mx, lane, s0, base, eps);
-        float e1 = dic_expf(-(mx[lane + HC] * s1 + base[lane + HC]));
-        post[lane] = 2.0f * (1.0f / (1.0f + e1));
+        float e1 = H2_EXPF(-(mx[lane + HC] * s1 + base[lane + HC]));
+        post[lane] = 2.0f * H2_FDIV(1.0f, 1.0f + e1);
     }
     float c = mx[lane + 2 * HC] * s2 + base[lane + 2 * HC];
     /* row softmax + eps: max and sum over k in order */
@@ -145,14 +164,14 @@ static __device__ __forceinline__ void sk_group(int lane, const float *mx, const
         float a0 = __shfl_sync(mask, c, 4 * j, 16), a1 = __shfl_sync(mask, c, 4 * j + 1, 16);
         float a2 = __shfl_sync(mask, c, 4 * j + 2, 16), a3 = __shfl_sync(mask, c, 4 * j + 3, 16);
         float mxv = fmaxf(fmaxf(fmaxf(a0, a1), a2), a3);
-        c = dic_expf(c - mxv);
+        c = H2_EXPF(c - mxv);
         float s = nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1);
-        c = c / s + eps;
+        c = H2_FDIV(c, s) + eps;
     }
 #pragma unroll 1
     for (int it = 0; it < iters; it++) {
-        if (it > 0) c = c / ((nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1)) + eps); /* rows */
-        c = c / ((nz ? sk_sum4n(c, mask, k, 4) : sk_sum4(c, mask, k, 4)) + eps);                  /* columns */
+        if (it > 0) c = H2_FDIV(c, (nz ? sk_sum4n(c, mask, 4 * j, 1) : sk_sum4(c, mask, 4 * j, 1)) + eps); /* rows */
+        c = H2_FDIV(c, (nz ? sk_sum4n(c, mask, k, 4) : sk_sum4(c, mask, k, 4)) + eps);                  /* columns */
     }
     if (write) comb[lane] = c;
 }
@@ -633,9 +652,13 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * 6, 7 bit for bit. */
 extern __shared__ __align__(16) uint8_t h2_dsm[];
 
-template <int CW, int NMIX, int ET = 0>
+/* LEAN = 1: the decode step's instantiation (code size, codesize.md): at most 2 rows per tile (the host's
+ * mtr <= 2: ht_auto_mt at M <= 4) and, in the transition, the Sinkhorn beside the collapse (a.ovl) fixed at
+ * compile time; the same operations in the same order as LEAN = 0 (the same bits). */
+template <int CW, int NMIX, int ET = 0, int LEAN = 0>
 static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a) {
     constexpr bool HEAD = NMIX != HT_NMIX;
+    constexpr int MTX = LEAN ? 2 : HT_MT; /* rows per tile at most */
     constexpr int LPM = CW < 32 ? CW : 32; /* lanes per mix in B */
     constexpr int G = CW / LPM;            /* float4 of fn per lane and mix */
     constexpr int MPR = H2_T / LPM;        /* mixes per round */
@@ -689,7 +712,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                 ss = __dadd_rn(ss, __dmul_rn(v, v));
             }
         }
-        if (t < HT_MT * CW) { /* whole groups of SG lanes */
+        if (t < MTX * CW) { /* whole groups of SG lanes */
             for (int o = SG / 2; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
             if (t % SG == 0) sss[t / SG] = ss;
         }
@@ -707,6 +730,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int n = u * MPR + ng;
         if (u * MPR >= NMIX || (NU * MPR > NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= NMIX))
             continue; /* whole warps past the last mix */
+#pragma unroll 1
         for (int mm = 0; mm < mt; mm++) {
             float acc = 0.0f;
 #pragma unroll
@@ -756,6 +780,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     if (ET) { /* the tile's R rows into shared memory (16-byte cp.async.cg: L2, as __ldcg), beside the partials */
         const int rch = HC * d / 8, nch = mt * rch;
         const uint32_t sb = (uint32_t)__cvta_generic_to_shared(h2_dsm);
+#pragma unroll 1
         for (int c = t; c < nch; c += H2_T) {
             const int mm = c / rch, j = c - mm * rch;
             const uint16_t *src = a.R + (size_t)(m0 + mm) * a.ldr + 8 * (size_t)j;
@@ -799,6 +824,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
             for (int c = 0; c < 16; c++)
                 if (ll + L * c < S) v = __fadd_rn(v, x[c]);
+#pragma unroll 1
             for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
             if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
 #pragma unroll
@@ -813,6 +839,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         __syncthreads();
         if (t < mt) srs[t] = hc_mix_rs(__dadd_rn(sss[2 * t], sss[2 * t + 1]), hcd, a.rms_eps); /* k_scale_mixes' */
         __syncthreads();
+#pragma unroll 1
         for (int o = t; o < mt * NMIX; o += H2_T) {
             const int mm = o / NMA, n = o % NMA;
             const float v2 = __fmul_rn(smix[mm][n], srs[mm]);
@@ -825,7 +852,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     }
 
     /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row); not in the head */
-    const int ovl = !HEAD && a.ovl;
+    const int ovl = !HEAD && (LEAN || a.ovl);
     const int nE = ovl ? H2_T - 64 : H2_T;
     if (!HEAD && t < 64) {
         const int g = t >> 4, mm = g < mt ? g : mt - 1;
@@ -858,7 +885,9 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     h2_bar(nE);
     const int nv = d / 8, ni = mt * nv;
     const int one = ni <= nE * H2_EV; /* all items in one pass: x stays in registers */
-    double ssq[HT_MT] = {0.0, 0.0, 0.0, 0.0};
+    double ssq[MTX];
+#pragma unroll
+    for (int r = 0; r < MTX; r++) ssq[r] = 0.0;
     uint4 keep[H2_EV] = {};
     float wk[ET ? H2_EV : 1][8]; /* ET: the norm weights of the thread's items, loaded now (one pass) */
     if (ET && one && a.norm_w) {
@@ -874,6 +903,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     }
     /* one item (8 columns of a row) per rolled step (code size, codesize.md); without ET the next item's four R
      * loads are issued before this item's arithmetic, so two items' loads are in flight */
+#pragma unroll 1
     for (int b = te; b < ni; b += nE * H2_EV) {
         uint4 rq[HC], rn[HC];
         if (!ET) {
@@ -916,7 +946,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
                 sq = __dadd_rn(sq, __dmul_rn(v, v));
             }
 #pragma unroll
-            for (int r = 0; r < HT_MT; r++)
+            for (int r = 0; r < MTX; r++)
                 if (r == mm) ssq[r] = __dadd_rn(ssq[r], sq);
             if (!ET) {
 #pragma unroll
@@ -925,7 +955,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
     }
 #pragma unroll
-    for (int mm = 0; mm < HT_MT; mm++) {
+    for (int mm = 0; mm < MTX; mm++) {
         double v = ssq[mm];
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sred[we][mm] = v;
@@ -942,6 +972,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     if (te < mt) { /* k_rmsnorm's thread 0, row te */
         const int mm = te;
         double sum = sred[0][mm];
+#pragma unroll 1
         for (int wi = 1; wi < nE / 32; wi++) sum = __dadd_rn(sum, sred[wi][mm]);
         srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
@@ -1080,6 +1111,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
         else if (cw == 16) DIC_LAUNCH((k_transition2<16, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32 && et) DIC_LAUNCH((k_transition2<32, HT_NMIX, 1>), grid, H2_T, stash, c->stream, a);
+        else if (cw == 32 && a.ovl && mtr <= 2) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32) DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();
@@ -1142,6 +1174,7 @@ extern "C" cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub,
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
         if (cw == 32 && fn) DIC_LAUNCH((k_transition2<32, HC>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32) DIC_LAUNCH((k_transition2<32, 0>), grid, H2_T, 0, c->stream, a);
+        else if (fn && mtr <= 2) DIC_LAUNCH((k_transition2<64, HC, 0, 1>), grid, H2_T, 0, c->stream, a);
         else if (fn) DIC_LAUNCH((k_transition2<64, HC>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, 0>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();

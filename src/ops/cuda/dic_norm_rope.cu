@@ -262,46 +262,69 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
  * mean, eps and the reciprocal root rounded as k_head_rmsnorm_warp; then
  * the rotation of the last rd values. A row's bits do not depend on M. */
 #define QP_WARPS 4
+/* Code size (codesize.md): the two chunks are kept as raw bf16 words (selected, not indexed) and walked by
+ * rolled loops of one bf16 pair each, the pair taken from the front of a word queue (constant register
+ * indices: no local memory); grid (head groups, rows): no index division. Same operations in the same order
+ * as the unrolled version. */
 static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t *q, size_t ld, int nheads, int hd,
                                                                  int norm, float eps, int rd, const float *cs,
                                                                  const float *sn) {
     DIC_PDL_ENTER();
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const long long t = (long long)blockIdx.x * QP_WARPS + w;
-    if (t >= (long long)M * nheads) return;
-    const int m = (int)(t / nheads), h = (int)(t % nheads), nc = hd / 8;
+    (void)M; /* rows: gridDim.y */
+    const int m = blockIdx.y, h = (int)blockIdx.x * QP_WARPS + w, nc = hd / 8;
+    if (h >= nheads) return;
     uint16_t *v = q + (size_t)m * ld + (size_t)h * hd;
-    float x[2][8];
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        int ch = lane + 32 * k;
-        dic_bf16x8_to_f32(ch < nc ? *(const uint4 *)(v + 8 * ch) : make_uint4(0u, 0u, 0u, 0u), x[k]);
-    }
-    if (norm) {
-        const float r = dic_head_rrms(x, hd, eps);
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-#pragma unroll
-            for (int e = 0; e < 8; e++) x[k][e] = dic_round_bf16(__fmul_rn(x[k][e], r));
+    const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
+    const uint4 raw0 = lane < nc ? *(const uint4 *)(v + 8 * lane) : z4;
+    const uint4 raw1 = lane + 32 < nc ? *(const uint4 *)(v + 8 * (lane + 32)) : z4;
+    float r = 0.0f;
+    if (norm) { /* dic_head_rrms: the same sum in the same order (chunk 0's 8 values, then chunk 1's) */
+        float s = 0.0f;
+        uint4 u = raw0;
+#pragma unroll 1
+        for (int j = 0; j < 8; j++) {
+            if (j == 4) u = raw1;
+            const uint32_t wd = u.x;
+            u.x = u.y, u.y = u.z, u.z = u.w;
+            const float lo = dic_bf16_to_f32((uint16_t)(wd & 0xFFFFu)), hi = dic_bf16_to_f32((uint16_t)(wd >> 16));
+            s = __fadd_rn(s, dic_round_bf16(__fmul_rn(lo, lo)));
+            s = __fadd_rn(s, dic_round_bf16(__fmul_rn(hi, hi)));
+        }
+        r = dic_head_rrms_fin(s, hd, eps);
     }
     const int half = rd / 2, r0 = hd - rd;
-#pragma unroll
+    const float *csm = cs + (size_t)m * half, *snm = sn + (size_t)m * half;
+#pragma unroll 1
     for (int k = 0; k < 2; k++) {
-        int ch = lane + 32 * k;
+        const int ch = lane + 32 * k;
         if (ch >= nc) break;
+        float4 c4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s4 = c4; /* the chunk's rotation factors */
 #pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-            int col = 8 * ch + e;
+        for (int e = 0; e < 4; e++) {
+            const int col = 8 * ch + 2 * e;
             if (col >= r0) {
-                int i = (col - r0) / 2;
-                dic_rot_bf16(&x[k][e], &x[k][e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
+                const int i = (col - r0) / 2;
+                const float cc = csm[i], ss = snm[i];
+                if (e == 0) c4.x = cc, s4.x = ss;
+                if (e == 1) c4.y = cc, s4.y = ss;
+                if (e == 2) c4.z = cc, s4.z = ss;
+                if (e == 3) c4.w = cc, s4.w = ss;
             }
         }
-        uint32_t p[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            p[e] = (uint32_t)dic_f32_to_bf16(x[k][2 * e]) | ((uint32_t)dic_f32_to_bf16(x[k][2 * e + 1]) << 16);
-        *(uint4 *)(v + 8 * ch) = make_uint4(p[0], p[1], p[2], p[3]);
+        uint4 u = k ? raw1 : raw0; /* pair e leaves the front of the queue, its result enters at the back */
+#pragma unroll 1
+        for (int e = 0; e < 4; e++) {
+            const uint32_t wd = u.x;
+            const float cc = c4.x, ss = s4.x;
+            u.x = u.y, u.y = u.z, u.z = u.w;
+            c4.x = c4.y, c4.y = c4.z, c4.z = c4.w, s4.x = s4.y, s4.y = s4.z, s4.z = s4.w;
+            float lo = dic_bf16_to_f32((uint16_t)(wd & 0xFFFFu)), hi = dic_bf16_to_f32((uint16_t)(wd >> 16));
+            if (norm) lo = dic_round_bf16(__fmul_rn(lo, r)), hi = dic_round_bf16(__fmul_rn(hi, r));
+            if (8 * ch + 2 * e >= r0) dic_rot_bf16(&lo, &hi, cc, ss);
+            u.w = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
+        }
+        *(uint4 *)(v + 8 * ch) = u;
     }
 }
 
@@ -315,7 +338,7 @@ extern "C" cudaError_t dic_q_post(const dic_ctx *c, int M, uint16_t *q, size_t l
     long long n = (long long)M * nheads;
     if (n <= 0) return cudaSuccess;
     if (!dic_q_post_ok(c, M, q, ld, hd, rd)) return cudaErrorInvalidValue;
-    DIC_LAUNCH(k_q_post, (unsigned)((n + QP_WARPS - 1) / QP_WARPS), 32 * QP_WARPS, 0, c->stream, M, q, ld, nheads, hd,
+    DIC_LAUNCH(k_q_post, dim3((unsigned)((nheads + QP_WARPS - 1) / QP_WARPS), (unsigned)M), 32 * QP_WARPS, 0, c->stream, M, q, ld, nheads, hd,
                norm, eps, rd, cs, sn);
     DIC_LAUNCH_CHECK();
 }
