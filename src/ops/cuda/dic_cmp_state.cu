@@ -40,6 +40,7 @@ static __global__ void __launch_bounds__(CS_THREADS)
         const float *pk = pk0 + (size_t)row * width, *ps = ps0 + (size_t)row * width;
         float *sk = kv + (size_t)slot * width, *ss = sc + (size_t)slot * width;
         const float *ap = ape ? ape + (size_t)o * width : NULL;
+#pragma unroll 1
         for (int j = threadIdx.x; j < width; j += CS_THREADS) {
             sk[j] = pk[j];
             ss[j] = ap ? __fadd_rn(ps[j], ap[j]) : ps[j];
@@ -48,12 +49,16 @@ static __global__ void __launch_bounds__(CS_THREADS)
         if (e < 0) continue; /* uniform over the CTA */
         __syncthreads();
         float *o_row = out + (size_t)e * hd;
+#pragma unroll 1
         for (int d = threadIdx.x; d < hd; d += CS_THREADS) {
             float mx = -INFINITY;
+#pragma unroll 1
             for (int s = 0; s < S; s++) mx = fmaxf(mx, cs_slot(sc, s, width, r, ov, hd, d));
             float sum = 0.0f;
+#pragma unroll 1
             for (int s = 0; s < S; s++) sum = __fadd_rn(sum, dic_expf(__fsub_rn(cs_slot(sc, s, width, r, ov, hd, d), mx)));
             float acc = 0.0f;
+#pragma unroll 1
             for (int s = 0; s < S; s++) {
                 float ex = dic_expf(__fsub_rn(cs_slot(sc, s, width, r, ov, hd, d), mx));
                 acc = __fadd_rn(acc, __fmul_rn(cs_slot(kv, s, width, r, ov, hd, d), __fdiv_rn(ex, sum)));
@@ -63,6 +68,7 @@ static __global__ void __launch_bounds__(CS_THREADS)
         if (ov) { /* the completed group becomes the previous one */
             __syncthreads();
             const size_t n = (size_t)r * width;
+#pragma unroll 1
             for (size_t j = threadIdx.x; j < n; j += CS_THREADS) {
                 kv[j] = kv[n + j];
                 sc[j] = sc[n + j];

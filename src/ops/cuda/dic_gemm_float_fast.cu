@@ -74,6 +74,17 @@ static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const
     gemv_tile<MR, F32, PRE, PIPE, F8>(M, N, K, A, lda, tab, R, gk, C32, C16, ldc, WPC, CY, flags);
 }
 
+/* The lean copy of k_gemv<1, 0, 1, 0, 0> for decode-sized BF16 launches at M = 1 (gemv_tile ONE:
+ * CY == 1, no DIC_GV_LATE, one batch of GV_U chunks per warp; e.g. the KV compressors' wkv / wgate,
+ * N = 128..1024, K = 4096): the same loads and sums, less code (lm_head and other multi-batch
+ * launches keep k_gemv). */
+static __global__ void __launch_bounds__(GV_T) k_gemv1_one(int M, int N, int K, const uint16_t *__restrict__ A,
+                                                           size_t lda, const __grid_constant__ dic_gv_tab tab, int R,
+                                                           int gk, float *C32, uint16_t *C16, size_t ldc, int WPC,
+                                                           int CY, int flags) {
+    gemv_tile<1, 0, 1, 0, 0, 0, 1>(M, N, K, A, lda, tab, R, gk, C32, C16, ldc, WPC, CY, flags);
+}
+
 /* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
  * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
  * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
@@ -142,6 +153,10 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     cudaError_t pe = dic_gemv_plan(f32, M, N, W->k, &wpc, &cy, &flags, &mr);
     if (pe != cudaSuccess) return pe;
     gemv_fn fn = gemv_pick(f32, f8, mr, flags);
+    /* one batch per warp (the K split over WPC warps only): the lean copy of the same kernel */
+    if (fn == (gemv_fn)k_gemv<1, 0, 1, 0, 0> && cy == 1 && !(flags & DIC_GV_LATE) &&
+        (W->k + 63) / 64 <= wpc * GV_U)
+        fn = k_gemv1_one;
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
     if (gz > 65535) return cudaErrorInvalidConfiguration;

@@ -31,8 +31,11 @@ static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_flo
  * latency overlaps the previous kernel's tail; the activations (the previous kernel's
  * output) are read only after the wait. None of the variants changes a sum's order. */
 /* EPI (the fused router, CY == 1, G * 4 * MR <= GV_T): nothing is stored; thread idx receives its
- * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones. */
-template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0>
+ * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones.
+ * ONE (a lean instantiation for decode-sized launches: less code to fetch cold): the launch has
+ * CY == 1, no DIC_GV_LATE and at most one batch per warp (nch <= WPC * GV_U); the late load, the
+ * batch reload and the cluster reduction are compiled out. Same loads, same sums. */
+template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0, int ONE = 0>
 static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                  const dic_gv_tab &tab, int R, int gk, float *C32, uint16_t *C16,
                                                  size_t ldc, int WPC, int CY, int flags, float *ev = NULL) {
@@ -76,7 +79,7 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
     };
     uint4 w[GV_U];
     uint32_t sw[GV_U];
-    const bool late = (flags & DIC_GV_LATE) != 0;
+    const bool late = !ONE && (flags & DIC_GV_LATE) != 0;
     if (!late) ldw(w, sw, cb0);
     DIC_PDL_ENTER();
     if (late) ldw(w, sw, cb0);
@@ -163,9 +166,10 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
         if constexpr (PIPE) {
 #pragma unroll
             for (int u = 0; u < GV_U; u++) w[u] = wn[u], sw[u] = swn[u];
-        } else if (cb + step < c1) {
+        } else if (!ONE && cb + step < c1) {
             ldw(w, sw, cb + step);
         }
+        if constexpr (ONE) break; /* one batch per warp */
     }
     /* 8-lane butterfly: every lane of the column group ends with the same sum */
 #pragma unroll
@@ -186,10 +190,11 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
     for (int idx = threadIdx.x; idx < nout; idx += GV_T) {
         int m = idx % MR, cq = (idx / MR) % 4, gg = idx / (4 * MR);
         float v = red[gg * WPC][cq][m];
+#pragma unroll 1
         for (int jj = 1; jj < WPC; jj++) v += red[gg * WPC + jj][cq][m];
         part[idx] = v;
     }
-    if (CY > 1) {
+    if (!ONE && CY > 1) {
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
         cl.sync();
         const int r = (int)cl.block_rank();

@@ -222,9 +222,12 @@ static __device__ __forceinline__ void id_cx(unsigned long long &x, unsigned lon
 static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) {
     const int E = P >= ID_T ? P / ID_T : 1, nt = P / E; /* threads holding pairs (a multiple of 32) */
     unsigned long long r[4];
+    #pragma unroll 1
     for (int size = 2; size <= P; size <<= 1) {
         int stride = size >> 1;
+        #pragma unroll 1
         for (; stride >= 32 * E; stride >>= 1) { /* across warps: the shared-memory step */
+            #pragma unroll 1
             for (int i = tid; i < P / 2; i += ID_T) {
                 const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
                 const int desc = (lo & size) == 0;
@@ -237,6 +240,7 @@ static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) 
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 if (e < E) r[e] = buf[tid * E + e];
+            #pragma unroll 1
             for (; stride >= E; stride >>= 1) { /* partner: the same register of lane ^ (stride / E) */
                 const int lm = stride / E;
 #pragma unroll
@@ -248,6 +252,7 @@ static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) 
                     r[e] = keep_max ? (r[e] > y ? r[e] : y) : (r[e] < y ? r[e] : y);
                 }
             }
+            #pragma unroll 1
             for (; stride > 0; stride >>= 1) { /* partner in this thread's registers (E = 2 or 4) */
                 if (stride == 2) id_cx(r[0], r[2], (tid * E) & size), id_cx(r[1], r[3], (tid * E + 1) & size);
                 else {
@@ -281,6 +286,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     int *out = a.topk + (size_t)m * K;
     if (n == 0) { /* nothing scored: CTA 0 writes the empty selection */
         if (blockIdx.x == 0) {
+            #pragma unroll 1
             for (int i = tid; i < K; i += ID_T) out[i] = -1;
             if (tid == 0) a.ntopk[m] = 0;
         }
@@ -292,6 +298,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     {
         const int nh = a.nh;
         const uint16_t *qm = a.q + (size_t)m * nh * IHD;
+        #pragma unroll 1
         for (int i = tid; i < nh * IHD; i += ID_T) qs[i] = dic_bf16_to_f32(qm[i]);
         __syncthreads();
         const int64_t j = jb + kl;
@@ -302,6 +309,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
             const int nc = a.ncand_in[m];
             const int64_t b = j / a.bs;
             bool in = false;
+            #pragma unroll 1
             for (int i = 0; i < nc; i++) in |= (int64_t)__ldg(cand + i) == b;
             if (!in) what = 0;
         }
@@ -320,6 +328,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
             else if (what == 1) v = 0.0f;
             else {
                 float sum = 0.0f;
+                #pragma unroll 1
                 for (int h = 0; h < nh; h++) sum = __fadd_rn(sum, terms[kl][h]);
                 v = dic_round_bf16(sum);
             }
@@ -342,6 +351,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     unsigned long long *buf = (unsigned long long *)((char *)qs4 + ((lds * 4 + 15) & ~(size_t)15));
     const int cnt = K < n ? K : n;
     int ok = 1;
+    #pragma unroll 1
     for (int i = tid; i < n; i += ID_T) {
         uint32_t key = topk_key(__ldcg(sc + i)), lo = key & 0xFFFFu;
         ks[i] = key;
@@ -351,10 +361,12 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     /* radix select */
     uint32_t prefix = 0u;
     int kk = cnt, sh = 24;
+    #pragma unroll 1
     for (;; sh -= 8) {
         hist[tid] = 0; /* ID_T == 256 */
         __syncthreads();
         const uint32_t hmask = sh == 24 ? 0u : (0xFFFFFFFFu << (sh + 8));
+        #pragma unroll 1
         for (int i0 = 0; i0 < n; i0 += ID_T) {
             const int i = i0 + tid;
             uint32_t key = i < n ? ks[i] : 0u;
@@ -380,6 +392,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
             const int exc = inc - loc;
             if (exc < kk && kk <= inc) {
                 int above = exc, j = 0;
+                #pragma unroll 1
                 for (; j < 7; j++) {
                     if (above + v[j] >= kk) break;
                     above += v[j];
@@ -401,6 +414,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     const int per = ((n + ID_T / 32 - 1) / (ID_T / 32) + 31) & ~31, ws0 = wid * per, ws1 = min(n, ws0 + per);
     const unsigned lt = (1u << lane) - 1u;
     int cg = 0, ce = 0;
+    #pragma unroll 1
     for (int b = ws0; b < ws1; b += 32) {
         const int i = b + lane;
         const uint32_t hv = i < ws1 ? ks[i] >> sh : 0u;
@@ -410,7 +424,9 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     if (lane == 0) wsum[wid][0] = cg, wsum[wid][1] = ce;
     __syncthreads();
     int gb = 0, eb = 0;
+    #pragma unroll 1
     for (int w2 = 0; w2 < wid; w2++) gb += wsum[w2][0], eb += wsum[w2][1];
+    #pragma unroll 1
     for (int b = ws0; b < ws1; b += 32) {
         const int i = b + lane;
         const uint32_t key = i < ws1 ? ks[i] : 0u, hv = key >> sh;
@@ -425,15 +441,20 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     __syncthreads();
     if (!a.sort_sel && (int)id_p2(cnt) >= 64 && (int)id_p2(cnt) <= 4 * ID_T) { /* the same sort, in registers */
         const int P = (int)id_p2(cnt);
+        #pragma unroll 1
         for (int i = cnt + tid; i < P; i += ID_T) buf[i] = 0ull;
         __syncthreads();
         id_bitonic_desc(buf, P, tid);
     } else if (!a.sort_sel) { /* dic_topk_desc's order: bitonic sort, descending */
         const int P = (int)id_p2(cnt);
+        #pragma unroll 1
         for (int i = cnt + tid; i < P; i += ID_T) buf[i] = 0ull;
         __syncthreads();
+        #pragma unroll 1
         for (int size = 2; size <= P; size <<= 1)
+            #pragma unroll 1
             for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                #pragma unroll 1
                 for (int i = tid; i < P / 2; i += ID_T) {
                     int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
                     int desc = (lo & size) == 0;
@@ -446,6 +467,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
                 __syncthreads();
             }
     }
+    #pragma unroll 1
     for (int i = tid; i < K; i += ID_T) out[i] = i < cnt ? (int)(0xFFFFFFFFu - (uint32_t)(buf[i] & 0xFFFFFFFFull)) : -1;
     if (tid == 0) a.ntopk[m] = cnt;
 }

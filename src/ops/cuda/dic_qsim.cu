@@ -8,8 +8,10 @@
 
 enum { QS_FP8 = 0, QS_FP4 = 1, QS_FP4_E4M3 = 2 };
 
-/* One warp per block of `blk` values of one row. */
-static __global__ void k_qat(int M, uint16_t *v, size_t ld, int n, int blk, int kind) {
+/* One warp per block of `blk` values of one row. One instantiation per kind and rolled loops
+ * (less code to fetch cold in the decode step; the same operations). */
+template <int kind>
+static __global__ void k_qat(int M, uint16_t *v, size_t ld, int n, int blk) {
     DIC_PDL_ENTER();
     int nb = n / blk;
     long long wid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -17,14 +19,15 @@ static __global__ void k_qat(int M, uint16_t *v, size_t ld, int n, int blk, int 
     if (wid >= (long long)M * nb) return;
     uint16_t *x = v + (size_t)(wid / nb) * ld + (size_t)(wid % nb) * blk;
     float amax = 0.0f;
+#pragma unroll 1
     for (int i = lane; i < blk; i += 32) amax = fmaxf(amax, fabsf(dic_bf16_to_f32(x[i])));
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     float s, lim;
-    if (kind == QS_FP8) {
+    if constexpr (kind == QS_FP8) {
         amax = fmaxf(amax, 1e-4f);
         s = dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 448.0)));
         lim = 448.0f;
-    } else if (kind == QS_FP4) {
+    } else if constexpr (kind == QS_FP4) {
         amax = fmaxf(amax, 6.0f * 0x1p-126f);
         s = dic_pow2_ceil(__fmul_rn(amax, (float)(1.0 / 6.0)));
         lim = 6.0f;
@@ -33,6 +36,7 @@ static __global__ void k_qat(int M, uint16_t *v, size_t ld, int n, int blk, int 
         s = dic_e4m3_to_f32(dic_f32_to_e4m3(__fdiv_rn(amax, 6.0f)));
         lim = 6.0f;
     }
+#pragma unroll 1
     for (int i = lane; i < blk; i += 32) {
         float q = __fdiv_rn(dic_bf16_to_f32(x[i]), s);
         q = fminf(fmaxf(q, -lim), lim);
@@ -45,7 +49,10 @@ static cudaError_t qat(const dic_ctx *c, int M, uint16_t *v, size_t ld, int n, i
     if (blk <= 0) return cudaErrorInvalidValue;
     long long warps = (long long)M * (n / blk);
     if (warps <= 0) return cudaSuccess;
-    DIC_LAUNCH(k_qat, (unsigned)((warps + 7) / 8), 256, 0, c->stream, M, v, ld, n, blk, kind);
+    const unsigned nb = (unsigned)((warps + 7) / 8);
+    if (kind == QS_FP8) DIC_LAUNCH(k_qat<QS_FP8>, nb, 256, 0, c->stream, M, v, ld, n, blk);
+    else if (kind == QS_FP4) DIC_LAUNCH(k_qat<QS_FP4>, nb, 256, 0, c->stream, M, v, ld, n, blk);
+    else DIC_LAUNCH(k_qat<QS_FP4_E4M3>, nb, 256, 0, c->stream, M, v, ld, n, blk);
     DIC_LAUNCH_CHECK();
 }
 
