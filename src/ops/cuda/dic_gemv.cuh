@@ -31,8 +31,11 @@ static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_flo
  * latency overlaps the previous kernel's tail; the activations (the previous kernel's
  * output) are read only after the wait. None of the variants changes a sum's order. */
 /* EPI (the fused router, CY == 1, G * 4 * MR <= GV_T): nothing is stored; thread idx receives its
- * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones. */
-template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0>
+ * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones.
+ * ONEB (PIPE == 0; the caller guarantees that a warp's chunks fit one batch: CY == 1 and
+ * ceil(nch / WPC) <= GV_U): the batch loop is compiled as one pass with no reload (smaller code,
+ * the same sums: the general loop would also run once). */
+template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0, int ONEB = 0>
 static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                  const dic_gv_tab &tab, int R, int gk, float *C32, uint16_t *C16,
                                                  size_t ldc, int WPC, int CY, int flags, float *ev = NULL) {
@@ -160,7 +163,10 @@ static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint
                 }
             }
         }
-        if constexpr (PIPE) {
+        if constexpr (ONEB) {
+            static_assert(!PIPE, "ONEB: no pipelined batch");
+            break;
+        } else if constexpr (PIPE) {
 #pragma unroll
             for (int u = 0; u < GV_U; u++) w[u] = wn[u], sw[u] = swn[u];
         } else if (cb + step < c1) {
