@@ -657,6 +657,21 @@ TEST(gpu_sample_rows_match_cpu) {
                 total += mm;
                 free(g2);
             }
+            if (mc->temp == 0.0f && mc->rep == 1.0f && mc->pres == 0.0f && mc->freq == 0.0f)
+                for (int mm = 1; mm <= M; mm += mm < 3 ? 2 : M - 3) { /* the greedy-only kernel: M = 1, 3, all */
+                    CUDA_SYNC_CHECK(dic_sample_rows_greedy(&c, mm, dl, (size_t)V, V, dP, dids));
+                    int32_t *g3 = gt_d2h(dids, (size_t)mm * 4);
+                    CHECK(g3);
+                    for (int m = 0; m < mm; m++)
+                        if (g3[m] != ref[m]) {
+                            if (bad < 12)
+                                fprintf(stderr, "  sample_greedy '%s' V=%d M=%d row %d: gpu %d cpu %d\n", mc->name, V,
+                                        mm, m, g3[m], ref[m]);
+                            bad++;
+                        }
+                    total += mm;
+                    free(g3);
+                }
             cudaFree(dl), cudaFree(dprompt), cudaFree(doutput), cudaFree(dP), cudaFree(dids);
             free(P), free(ref), free(g);
         }

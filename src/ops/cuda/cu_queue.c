@@ -211,7 +211,13 @@ deepinfer_status di_cuda_dq_sample(di_backend_dq *q, uint64_t seq, const float *
     dc.scratch_cap = q->scratch_cap;
     dc.join = NULL;
     dic_pdl_disarm(); /* after a copy */
-    cu_check(c, dic_sample_rows(&dc, M, dlogits, (size_t)q->V, q->V, (const dic_sample_params *)s->d_stage, s->d_ids),
+    int greedy = 1; /* every row greedy without penalties: the small kernel (same ids) */
+    for (int i = 0; i < M; i++)
+        greedy = greedy && P[i].temperature == 0.0f && P[i].repetition_penalty == 1.0f &&
+                 P[i].presence_penalty == 0.0f && P[i].frequency_penalty == 0.0f;
+    cu_check(c,
+             (greedy ? dic_sample_rows_greedy : dic_sample_rows)(&dc, M, dlogits, (size_t)q->V, q->V,
+                                                                 (const dic_sample_params *)s->d_stage, s->d_ids),
              "dic_sample_rows");
     cu_check(c, cudaMemcpyAsync(s->h_ids, s->d_ids, (size_t)M * 4, cudaMemcpyDeviceToHost, st), "device queue: ids copy");
     dic_pdl_disarm();

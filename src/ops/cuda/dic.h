@@ -276,6 +276,11 @@ typedef struct dic_sample_params {
 size_t dic_sample_rows_scratch(int M, int V);
 cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
                             const dic_sample_params *params, int32_t *ids);
+/* dic_sample_rows for a launch whose rows all have temperature 0, repetition_penalty 1 and
+ * presence / frequency penalties 0 (the caller checks its host copy of the params): the same ids
+ * by a small kernel (the greedy pass alone); no scratch. Other rows: not supported. */
+cudaError_t dic_sample_rows_greedy(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
+                                   const dic_sample_params *params, int32_t *ids);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,8 @@ static __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_flo
  * output's sum in *ev (gemv_out says which output that is); the same sums as the stored ones.
  * ONE (a lean instantiation for decode-sized launches: less code to fetch cold): the launch has
  * CY == 1, no DIC_GV_LATE and at most one batch per warp (nch <= WPC * GV_U); the late load, the
- * batch reload and the cluster reduction are compiled out. Same loads, same sums. */
+ * batch reload and the cluster reduction are compiled out. Same loads, same sums (the general
+ * loop would also run once). The fused router's lean copy (dic_route_gate.cu k_route_gate2l) uses it too. */
 template <int MR, int F32, int PRE, int PIPE, int F8, int EPI = 0, int ONE = 0>
 static __device__ __forceinline__ void gemv_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
                                                  const dic_gv_tab &tab, int R, int gk, float *C32, uint16_t *C16,

@@ -258,10 +258,73 @@ static __global__ void __launch_bounds__(GV_T) k_route_gate2(int M, int E, int K
     if (threadIdx.x == 0) DIC_STAMP_PHASE_ANY(405);
 }
 
+/* k_route_gate2l: k_route_gate2's code for the default decode launch only, compiled lean (session 8,
+ * code size: every decode kernel starts with a cold instruction cache, so the instantiation the step
+ * launches should be small in total): variant 1 (last-arriver handoff), E <= 256 (rg_topk<8>), the
+ * default GEMV flags (no LATE / NOPRE / PIPE: PRE for MR <= 2, as rg2_pick), a warp's chunks in one
+ * batch (gemv_tile ONE; rg_lean checks it). The same statements in the same order as k_route_gate2
+ * for these launches: same logits, scores, selection and weights, bit for bit. */
+template <int MR>
+static __global__ void __launch_bounds__(GV_T) k_route_gate2l(int M, int E, int K, const uint16_t *__restrict__ A,
+                                                              size_t lda, const __grid_constant__ dic_gv_tab tab,
+                                                              float *logits, int WPC, float temp, const float *bias,
+                                                              const int *fixed, const int32_t *tokens, int k,
+                                                              float route_scale, float norm_eps, int normalize,
+                                                              int *sel, float *w) {
+    extern __shared__ __align__(16) float rg_sh[]; /* scores [M][E], then biased scores [M][E] */
+    __shared__ float sw_sh[GV_T / 32][32];
+    __shared__ unsigned last_sh;
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    int orow, ocol;
+    const bool own = gemv_out<MR>((int)threadIdx.x, M, E, WPC, &orow, &ocol);
+    const float bv = own && bias && !fixed ? __ldg(bias + ocol) : 0.0f;
+    int hsel = -1;
+    if (fixed && wp < M && lane < k) hsel = fixed[(size_t)(tokens ? tokens[wp] : wp) * k + lane];
+    float v = 0.0f;
+    gemv_tile<MR, 0, (MR <= 2), 0, 0, 1, 1>(M, E, K, A, lda, tab, 0, 0, logits, NULL, (size_t)E, WPC, 1, 0, &v);
+    DIC_STAMP_PHASE(401);
+    const int n = M * E;
+    if (own) {
+        const int at = orow * E + ocol;
+        if (temp != 1.0f) v = __fdiv_rn(v, temp);
+        logits[at] = v;
+        const float sv = route_score(v), bb = bias ? sv + bv : sv;
+        g_rg_s[at] = sv;
+        if (!fixed) g_rg_b[at] = bb;
+    }
+    DIC_STAMP_PHASE(402);
+    __syncthreads(); /* every output of the CTA stored */
+    if (threadIdx.x == 0) {
+        unsigned prev;
+        asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(&g_rg_cnt) : "memory");
+        const unsigned last = prev == gridDim.x * gridDim.y * gridDim.z - 1;
+        if (last) g_rg_cnt = 0; /* ready for the next launch */
+        last_sh = last;
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    float *s = rg_sh, *b = rg_sh + (size_t)n;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < n; i += GV_T) { /* both loads of an index in flight together */
+        s[i] = __ldcg(g_rg_s + i);
+        if (!fixed) b[i] = __ldcg(g_rg_b + i);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) DIC_STAMP_PHASE_ANY(403);
+    if (wp >= M) return;
+    int e = hsel; /* hash rows: the table's ids */
+    if (!fixed) e = rg_topk<8>(b + (size_t)wp * E, E, k);
+    if (threadIdx.x == 0) DIC_STAMP_PHASE_ANY(404);
+    rg_weights(wp, e, s + (size_t)wp * E, E, k, route_scale, norm_eps, normalize, sw_sh[wp], sel, w);
+    if (threadIdx.x == 0) DIC_STAMP_PHASE_ANY(405);
+}
+
 typedef void (*rg_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, float *, int, int, float,
                       const float *, const int *, const int32_t *, int, float, float, int, int *, float *);
 typedef void (*rg2_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, float *, int, int, float,
                        const float *, const int *, const int32_t *, int, float, float, int, int *, float *, int);
+typedef void (*rgl_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, float *, int, float, const float *,
+                       const int *, const int32_t *, int, float, float, int, int *, float *);
 
 /* dic_gemm_float_fast.cu gemv_pick_bf<0>'s variants for mr <= 8 */
 static rg_fn rg_pick(int mr, int flags) {
@@ -277,6 +340,17 @@ static rg2_fn rg2_pick(int mr, int flags) {
         return nopre ? (pipe ? k_route_gate2<1, 0, 1> : k_route_gate2<1, 0, 0>)
                      : (pipe ? k_route_gate2<1, 1, 1> : k_route_gate2<1, 1, 0>);
     return mr == 2 ? k_route_gate2<2, 1, 0> : mr == 4 ? k_route_gate2<4, 0, 0> : k_route_gate2<8, 0, 0>;
+}
+
+/* k_route_gate2l for variant 1 when the launch is one it covers (else NULL): E <= 256, no variant
+ * flags at MR = 1 (rg2_pick's <1, 1, 0>) and no LATE at any MR, cluster-free K split with a warp's
+ * chunks in one GEMV batch. */
+static rgl_fn rg_lean(int mr, int flags, int E, int K, int wpc, int cy) {
+    const int nch = (K + 63) / 64; /* BF16 chunks of 64 k */
+    if (E > 256 || cy != 1 || nch > GV_U * wpc) return NULL;
+    if (mr == 1) return flags & (DIC_GV_LATE | DIC_GV_NOPRE | DIC_GV_PIPE) ? NULL : k_route_gate2l<1>;
+    if (flags & DIC_GV_LATE) return NULL;
+    return mr == 2 ? k_route_gate2l<2> : mr == 4 ? k_route_gate2l<4> : mr == 8 ? k_route_gate2l<8> : NULL;
 }
 
 /* The variant ($DEEPINFER_ROUTE_GATE, dic_route_gate_tune): 0 the session-5 kernel (k_route_gate),
@@ -337,6 +411,14 @@ extern "C" cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A
         DIC_LAUNCH(fn, gx, GV_T, smem, c->stream, M, E, W->k, A, lda, tab, logits, wpc, flags, temp, bias,
                    (const int *)tid2eid, tid2eid ? tokens : NULL, k, route_scale, norm_eps, normalize, sel, w);
         DIC_LAUNCH_CHECK();
+    }
+    if (var == 1) {
+        rgl_fn lf = rg_lean(mr, flags, E, W->k, wpc, cy);
+        if (lf) { /* smem <= 2 * 8 * 256 * 4 = 16 KB */
+            DIC_LAUNCH(lf, gx, GV_T, smem, c->stream, M, E, W->k, A, lda, tab, logits, wpc, temp, bias,
+                       (const int *)tid2eid, tid2eid ? tokens : NULL, k, route_scale, norm_eps, normalize, sel, w);
+            DIC_LAUNCH_CHECK();
+        }
     }
     rg2_fn fn = rg2_pick(mr, flags);
     if (smem > 32768) {

@@ -150,19 +150,31 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
     if (vec) { /* each thread's ids ascend, so strict > keeps the lowest */
         int g0, g1;
         sp_slice(V / 4, slice, ns, &g0, &g1);
-        for (int j = g0 + threadIdx.x; j < g1; j += SP_T) {
-            float4 q = ((const float4 *)l)[j];
-            float a[4] = {q.x, q.y, q.z, q.w};
+        /* 4 groups in flight per thread, then taken in ascending j (the one-group loop's order);
+         * the outer loop rolled (small code) */
+#pragma unroll 1
+        for (int j0 = g0 + threadIdx.x; j0 < g1; j0 += 4 * SP_T) {
+            float4 q[4];
 #pragma unroll
-            for (int t = 0; t < 4; t++) {
-                float x = a[t] != a[t] ? -INFINITY : a[t];
-                if (bi < 0 || x > bv) {
-                    bv = x;
-                    bi = 4 * j + t;
+            for (int u = 0; u < 4; u++)
+                if (j0 + u * SP_T < g1) q[u] = ((const float4 *)l)[j0 + u * SP_T];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int j = j0 + u * SP_T;
+                if (j >= g1) break;
+                const float a[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    float x = a[t] != a[t] ? -INFINITY : a[t];
+                    if (bi < 0 || x > bv) {
+                        bv = x;
+                        bi = 4 * j + t;
+                    }
                 }
             }
         }
         if (slice == ns - 1)
+#pragma unroll 1
             for (int j = V / 4 * 4 + threadIdx.x; j < V; j += SP_T) {
                 float x = l[j] != l[j] ? -INFINITY : l[j];
                 if (better(x, j, bv, bi)) {
@@ -171,6 +183,7 @@ static __global__ void __launch_bounds__(SP_T) k_argmax(const float *logits, siz
                 }
             }
     } else { /* unaligned rows: one slice */
+#pragma unroll 1
         for (int j = threadIdx.x; j < V; j += SP_T) {
             float x = l[j] != l[j] ? -INFINITY : l[j];
             if (bi < 0 || x > bv) {
@@ -281,6 +294,7 @@ static __device__ __forceinline__ bool is_cand(float x, int v, const dic_sample_
     bool cand = x != -INFINITY && (!P.allow_mask || ((P.allow_mask[v >> 5] >> (v & 31)) & 1u));
     if (cand && block_stop) {
         if (v == P.eos_id) cand = false;
+#pragma unroll 1 /* rare (min_tokens): keep each inlined copy small */
         for (int i = 0; i < P.n_stop_ids; i++) cand = cand && P.stop_ids[i] != v;
     }
     return cand;
@@ -289,9 +303,12 @@ static __device__ __forceinline__ bool is_cand(float x, int v, const dic_sample_
 /* Temperature 0 without penalties: the candidate with the largest logit, ties to the lowest id (the
  * host's strict > over ascending ids), -1 without candidates. The same candidates and order as the
  * general path below; 16-byte loads, 4 in flight per thread. Slice `slice` of `ns` of the row
- * (sp_slice); with ns > 1 the row's last CTA to finish writes the id (sp_combine). */
-static __device__ void greedy_row(const float *lg, int V, const dic_sample_params &P, bool block_stop, int32_t *id,
-                                  sp_shared *sh, int m, int slice, int ns) {
+ * (sp_slice); with ns > 1 the row's last CTA to finish writes the id (sp_combine).
+ * LEAN (k_sample_greedy): the same (id, count) with less code (see the branch). */
+template <int LEAN>
+static __device__ __forceinline__ void greedy_row(const float *lg, int V, const dic_sample_params &P,
+                                                  bool block_stop, int32_t *id, int *sint, float *sv, int *si, int m,
+                                                  int slice, int ns) {
     const int t = threadIdx.x;
     float bv = -INFINITY;
     int bi = -1, ncand = 0;
@@ -300,6 +317,60 @@ static __device__ void greedy_row(const float *lg, int V, const dic_sample_param
     const float4 *l4 = (const float4 *)lg;
     int g0 = 0, g1 = nv;
     if (ns > 1) sp_slice(nv, slice, ns, &g0, &g1);
+    if constexpr (LEAN) {
+    /* better() is a total order and ncand a count: any visiting order gives the same (bi, ncand).
+     * Common rows (no allow_mask, no stop ids to block): the candidates are the ids whose logit is
+     * not -inf (NaN counts as -inf), 4 groups in flight per thread; other rows: is_cand per id, one
+     * group at a time (rare, kept small). */
+    if (!P.allow_mask && !block_stop) {
+#pragma unroll 1
+        for (int j0 = g0 + t; j0 < g1; j0 += 4 * SP_T) {
+            float4 q[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (j0 + u * SP_T < g1) q[u] = __ldg(l4 + j0 + u * SP_T);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int j = j0 + u * SP_T;
+                if (j >= g1) break;
+                const float a[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float x = a[k] != a[k] ? -INFINITY : a[k];
+                    const int v = 4 * j + k;
+                    if (x != -INFINITY) {
+                        ncand++;
+                        if (better(x, v, bv, bi)) bv = x, bi = v;
+                    }
+                }
+            }
+        }
+    } else {
+#pragma unroll 1
+        for (int j = g0 + t; j < g1; j += SP_T) {
+            const float4 q = __ldg(l4 + j);
+            const float a[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float x = a[k] != a[k] ? -INFINITY : a[k];
+                const int v = 4 * j + k;
+                if (is_cand(x, v, P, block_stop)) {
+                    ncand++;
+                    if (better(x, v, bv, bi)) bv = x, bi = v;
+                }
+            }
+        }
+    }
+    if (slice == ns - 1)
+#pragma unroll 1
+        for (int v = 4 * nv + t; v < V; v += SP_T) {
+            const float x = lg[v] != lg[v] ? -INFINITY : lg[v];
+            if (is_cand(x, v, P, block_stop)) {
+                ncand++;
+                if (better(x, v, bv, bi)) bv = x, bi = v;
+            }
+        }
+    } else {
     for (int j0 = g0 + t; j0 < g1; j0 += 4 * SP_T) {
         float4 q[4];
 #pragma unroll
@@ -329,8 +400,9 @@ static __device__ void greedy_row(const float *lg, int V, const dic_sample_param
                 if (better(x, v, bv, bi)) bv = x, bi = v;
             }
         }
-    ncand = block_sum_int(ncand, sh->sint);
-    block_argmax(&bv, &bi, sh->sv, sh->si);
+    }
+    ncand = block_sum_int(ncand, sint);
+    block_argmax(&bv, &bi, sv, si);
     if (ns > 1 && !sp_combine(m, slice, ns, &bv, &bi, &ncand)) return;
     if (t == 0) *id = ncand == 0 ? -1 : bi;
 }
@@ -351,7 +423,7 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
     const bool greedy = P.temperature == 0.0f;
 
     if (greedy && !rep && !pf) { /* the best candidate in one pass over the row, nothing stored */
-        greedy_row(lg, V, P, block_stop, ids + m, &sh, m, slice, ns);
+        greedy_row<0>(lg, V, P, block_stop, ids + m, sh.sint, sh.sv, sh.si, m, slice, ns);
         return;
     }
     if (slice) return; /* the general path: one CTA per row */
@@ -515,6 +587,28 @@ static __global__ void __launch_bounds__(SP_T) k_sample(const float *logits, siz
     }
     block_argmax(&bv, &bi, sh.sv, sh.si);
     if (t == 0) ids[m] = bi;
+}
+
+/* k_sample for launches whose rows are all greedy without penalties (the host knows the params:
+ * dic_sample_rows_greedy): greedy_row alone, the code k_sample runs for such rows, so the same ids;
+ * a small kernel (the step starts every kernel with a cold instruction cache). */
+static __global__ void __launch_bounds__(SP_T) k_sample_greedy(const float *logits, size_t ld, int V,
+                                                               const dic_sample_params *params, int32_t *ids) {
+    DIC_PDL_ENTER();
+    __shared__ float sv[32];
+    __shared__ int si[32], sint[32];
+    const int m = blockIdx.y, slice = blockIdx.x, ns = gridDim.x;
+    const dic_sample_params P = params[m];
+    greedy_row<1>(logits + (size_t)m * ld, V, P, P.min_tokens > P.n_output, ids + m, sint, sv, si, m, slice, ns);
+}
+
+extern "C" cudaError_t dic_sample_rows_greedy(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
+                                              const dic_sample_params *params, int32_t *ids) {
+    if (M <= 0) return cudaSuccess;
+    if (V <= 0) return cudaErrorInvalidValue;
+    const dim3 grid((unsigned)sp_slices(M), (unsigned)M);
+    DIC_LAUNCH(k_sample_greedy, grid, SP_T, 0, c->stream, logits, ld, V, params, ids);
+    DIC_LAUNCH_CHECK();
 }
 
 extern "C" cudaError_t dic_sample_rows(const dic_ctx *c, int M, const float *logits, size_t ld, int V,
