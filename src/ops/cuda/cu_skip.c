@@ -13,7 +13,8 @@
  * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
  * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
  * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
- * qproj=0|1 (fused q projection), rgate=V (router variant),
+ * qproj=0|1 (fused q projection), rgate=V (router variant), lean=0|1 (the lean code-size
+ * instantiations of the decode kernels or the full ones; dic_lean_set),
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
  * line b in use; a line switched off runs on the main line). */
@@ -53,6 +54,7 @@ static void knobs_reset(void) {
     cu_lines_tune(-1, -1);
     cu_lines_mask(-1);
     dic_route_gate_tune(-1);
+    dic_lean_set(1);
 }
 
 static void knob(const char *t) {
@@ -74,6 +76,7 @@ static void knob(const char *t) {
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
     else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
+    else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }
 

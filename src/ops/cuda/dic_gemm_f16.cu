@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_gemm_quant.cuh"
 #include "ops/cuda/dic_gemm_tiles.cuh"
@@ -877,7 +878,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
     }
     /* the lean instantiations where the flags allow (D_LEAN_*: the default), else the full one */
-    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) ? D_FULL /* incl. DIC_DEC_FULL */ : !qf ? D_LEAN_Q : (a.fl & DIC_DEC_QV2) ? D_LEAN_QV2 : D_FULL;
+    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) || dic_lean_off() ? D_FULL /* incl. DIC_DEC_FULL */ : !qf ? D_LEAN_Q : (a.fl & DIC_DEC_QV2) ? D_LEAN_QV2 : D_FULL;
     void (*const kf[2][3])(dargs) = {{k_gemm_dec<0, D_LEAN_Q>, k_gemm_dec<0, D_LEAN_QV2>, k_gemm_dec<0, D_FULL>},
                                     {k_gemm_dec<1, D_LEAN_Q>, k_gemm_dec<1, D_LEAN_QV2>, k_gemm_dec<1, D_FULL>}};
     void (*const fn)(dargs) = kf[fp4][var];

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_fp8w.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_gemv.cuh"
@@ -155,7 +156,7 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     gemv_fn fn = gemv_pick(f32, f8, mr, flags);
     /* one batch per warp (the K split over WPC warps only): the lean copy of the same kernel */
     if (fn == (gemv_fn)k_gemv<1, 0, 1, 0, 0> && cy == 1 && !(flags & DIC_GV_LATE) &&
-        (W->k + 63) / 64 <= wpc * GV_U)
+        (W->k + 63) / 64 <= wpc * GV_U && !dic_lean_off())
         fn = k_gemv1_one;
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);

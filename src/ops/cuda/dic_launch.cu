@@ -12,6 +12,13 @@
 static int g_armed = 1;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
+
+/* The lean (code-size) instantiations of the decode kernels (docs/DEVICE-FORWARD.md §7 sixth round): on by
+ * default; off selects the full instantiations of the same kernels (the same bits), the per-process A/B of
+ * what the smaller code is worth in a step (cu_skip's lean=0|1 knob). */
+static int g_lean_off;
+extern "C" void dic_lean_set(int on) { g_lean_off = !on; }
+extern "C" int dic_lean_off(void) { return g_lean_off; }
 extern "C" int dic_pdl_armed(void) { return g_armed; }
 extern "C" void dic_pdl_set_armed(int a) { g_armed = a != 0; }
 

@@ -1111,7 +1111,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
         else if (cw == 16) DIC_LAUNCH((k_transition2<16, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32 && et) DIC_LAUNCH((k_transition2<32, HT_NMIX, 1>), grid, H2_T, stash, c->stream, a);
-        else if (cw == 32 && a.ovl && mtr <= 2) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
+        else if (cw == 32 && a.ovl && mtr <= 2 && !dic_lean_off()) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32) DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();
@@ -1174,7 +1174,7 @@ extern "C" cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub,
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
         if (cw == 32 && fn) DIC_LAUNCH((k_transition2<32, HC>), grid, H2_T, 0, c->stream, a);
         else if (cw == 32) DIC_LAUNCH((k_transition2<32, 0>), grid, H2_T, 0, c->stream, a);
-        else if (fn && mtr <= 2) DIC_LAUNCH((k_transition2<64, HC, 0, 1>), grid, H2_T, 0, c->stream, a);
+        else if (fn && mtr <= 2 && !dic_lean_off()) DIC_LAUNCH((k_transition2<64, HC, 0, 1>), grid, H2_T, 0, c->stream, a);
         else if (fn) DIC_LAUNCH((k_transition2<64, HC>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, 0>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();

@@ -1193,7 +1193,7 @@ static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, c
         const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
         switch (nst) {
         case 2:
-            if (a.fl == MV_FL_FAST) return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+            if (a.fl == MV_FL_FAST && !dic_lean_off()) return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
             return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
@@ -1246,7 +1246,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
     if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
-        if (a.fl == MV_FL_FAST)
+        if (a.fl == MV_FL_FAST && !dic_lean_off())
             e = mv_launch(k_mv_down<MV_DOWN_NST, 1>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
         else
             e = mv_launch(k_mv_down<MV_DOWN_NST>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);

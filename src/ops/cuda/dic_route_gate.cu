@@ -347,7 +347,7 @@ static rg2_fn rg2_pick(int mr, int flags) {
  * chunks in one GEMV batch. */
 static rgl_fn rg_lean(int mr, int flags, int E, int K, int wpc, int cy) {
     const int nch = (K + 63) / 64; /* BF16 chunks of 64 k */
-    if (E > 256 || cy != 1 || nch > GV_U * wpc) return NULL;
+    if (E > 256 || cy != 1 || nch > GV_U * wpc || dic_lean_off()) return NULL;
     if (mr == 1) return flags & (DIC_GV_LATE | DIC_GV_NOPRE | DIC_GV_PIPE) ? NULL : k_route_gate2l<1>;
     if (flags & DIC_GV_LATE) return NULL;
     return mr == 2 ? k_route_gate2l<2> : mr == 4 ? k_route_gate2l<4> : mr == 8 ? k_route_gate2l<8> : NULL;
