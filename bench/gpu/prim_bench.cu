@@ -140,6 +140,24 @@ static __global__ void k_thrash(const float4 *p, size_t n, float *out) {
     if (acc == 12345.0f) out[0] = acc;
 }
 
+/* k_thrash with an L2 evict-first policy on every load (createpolicy + ld.global.L2::cache_hint): does a
+ * weight stream that marks its lines evict-first leave the next kernel's code in L2? */
+static __global__ void k_thrash_ef(const float4 *p, size_t n, float *out) {
+    pdl_wait();
+    pdl_go();
+    unsigned long long pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v;
+        asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "l"(p + i), "l"(pol));
+        acc += v.x + v.w;
+    }
+    if (acc == 12345.0f) out[0] = acc;
+}
+
 static __global__ void k_chase(const unsigned *buf, int n, unsigned *out, unsigned long long *t) {
     unsigned i = 0;
     unsigned long long t0, t1;
@@ -210,7 +228,8 @@ typedef struct {
     float *part, *out;
     const float4 *thr;
     size_t nthr;
-    int mode; /* big probes: 0 big2k, 1 big8k, 2 thrash alone, 3 thrash + big2k, 4 thrash + big8k */
+    int mode; /* big probes: 0 big2k, 1 big8k, 2 thrash alone, 3 thrash + big2k, 4 thrash + big8k,
+               * 5 evict-first thrash alone, 6 evict-first thrash + big8k */
 } bctx;
 
 static int mk_empty(int i, int g, cudaStream_t st, void *c) { return (void)c, launch(k_empty, g, i > 0, st); }
@@ -261,9 +280,10 @@ static int mk_big(int i, int g, cudaStream_t st, void *vc) {
     bctx *c = (bctx *)vc;
     void *a1[] = {&c->out};
     void *a3[] = {(void *)&c->thr, &c->nthr, &c->out};
-    if (c->mode >= 2 && launch_pdl((const void *)k_thrash, a3, 2 * 132, i > 0, st)) return 1;
+    if (c->mode >= 2 && c->mode <= 4 && launch_pdl((const void *)k_thrash, a3, 2 * 132, i > 0, st)) return 1;
+    if (c->mode >= 5 && launch_pdl((const void *)k_thrash_ef, a3, 2 * 132, i > 0, st)) return 1;
     if (c->mode == 0 || c->mode == 3) return launch_pdl((const void *)k_big2k, a1, g, 1, st);
-    if (c->mode == 1 || c->mode == 4) return launch_pdl((const void *)k_big8k, a1, g, 1, st);
+    if (c->mode == 1 || c->mode == 4 || c->mode == 6) return launch_pdl((const void *)k_big8k, a1, g, 1, st);
     return 0;
 }
 
@@ -297,7 +317,7 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&thr, nb));
         CK(cudaMemset(thr, 0, nb));
         c.thr = thr, c.nthr = nb / 16;
-        const char *nm[] = {"big2k_hot", "big8k_hot", "thrash", "thrash+2k", "thrash+8k"};
+        const char *nm[] = {"big2k_hot", "big8k_hot", "thrash", "thrash+2k", "thrash+8k", "thrash_ef", "thrash_ef+8k"};
         for (int m = 0; m < 5; m++) {
             c.mode = m;
             time_chain(nm[m], mk_big, sms, &c, NULL, st);
@@ -348,6 +368,22 @@ int main(int argc, char **argv) {
         CK(cudaFree(dout));
         free(h);
         free(hb);
+    }
+    /* last: the evict-first stream (a cache-hinted cp.async faulted on this machine once: if this load
+     * faults too, every row above is already printed) */
+    {
+        float4 *thr;
+        const size_t nb = (size_t)256 << 20;
+        CK(cudaMalloc(&thr, nb));
+        CK(cudaMemset(thr, 0, nb));
+        CK(cudaDeviceSynchronize());
+        c.thr = thr, c.nthr = nb / 16;
+        const char *nm[] = {"thrash_ef", "thrash_ef+8k"};
+        for (int m = 5; m < 7; m++) {
+            c.mode = m;
+            time_chain(nm[m - 5], mk_big, sms, &c, NULL, st);
+        }
+        CK(cudaFree(thr));
     }
     printf("# done\n");
     return 0;
