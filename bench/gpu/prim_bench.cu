@@ -169,19 +169,6 @@ static __global__ void k_chase(const unsigned *buf, int n, unsigned *out, unsign
     *t = t1 - t0;
 }
 
-static int launch(void (*kern)(void), int g, int pdl, cudaStream_t st) {
-    cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    c.gridDim = dim3(g);
-    c.blockDim = dim3(128);
-    c.stream = st;
-    c.attrs = at;
-    c.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&c, kern) != cudaSuccess;
-}
-
 /* median µs per launch of a graph holding NCHAIN launches made by mk(i) (after a memset node) */
 typedef int (*mk_fn)(int i, int g, cudaStream_t st, void *ctx);
 
@@ -232,42 +219,6 @@ typedef struct {
                * 5 evict-first thrash alone, 6 evict-first thrash + big8k */
 } bctx;
 
-static int mk_empty(int i, int g, cudaStream_t st, void *c) { return (void)c, launch(k_empty, g, i > 0, st); }
-static int mk_nopdl(int i, int g, cudaStream_t st, void *c) { return (void)i, (void)c, launch(k_empty, g, 0, st); }
-static int mk_dep(int i, int g, cudaStream_t st, void *c) {
-    (void)i;
-    k_dep<<<g, 128, 0, st>>>(((bctx *)c)->w); /* first launch after the memset: no PDL edge needed */
-    return cudaGetLastError() != cudaSuccess;
-}
-static int mk_dep_pdl(int i, int g, cudaStream_t st, void *vc) {
-    bctx *c = (bctx *)vc;
-    if (i == 0) return mk_dep(i, g, st, vc);
-    cudaLaunchConfig_t cf = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = 1;
-    return cudaLaunchKernelEx(&cf, k_dep, c->w) != cudaSuccess;
-}
-static int mk_last(int i, int g, cudaStream_t st, void *vc) {
-    bctx *c = (bctx *)vc;
-    cudaLaunchConfig_t cf = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = i ? 1 : 0;
-    return cudaLaunchKernelEx(&cf, k_last, c->part, c->cnt, c->out) != cudaSuccess;
-}
-static int mk_flag(int i, int g, cudaStream_t st, void *vc) {
-    bctx *c = (bctx *)vc;
-    cudaLaunchConfig_t cf = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = i ? 1 : 0;
-    return cudaLaunchKernelEx(&cf, k_flag, c->cnt, (unsigned)(i * g)) != cudaSuccess;
-}
-
 static int launch_pdl(const void *kern, void **args, int g, int pdl, cudaStream_t st) {
     cudaLaunchConfig_t cf = {};
     cudaLaunchAttribute at[1];
@@ -276,6 +227,25 @@ static int launch_pdl(const void *kern, void **args, int g, int pdl, cudaStream_
     cf.gridDim = dim3(g), cf.blockDim = dim3(128), cf.stream = st, cf.attrs = at, cf.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelExC(&cf, kern, args) != cudaSuccess;
 }
+
+static int mk_empty(int i, int g, cudaStream_t st, void *c) { return (void)c, launch_pdl((const void *)k_empty, NULL, g, i > 0, st); }
+static int mk_nopdl(int i, int g, cudaStream_t st, void *c) { return (void)i, (void)c, launch_pdl((const void *)k_empty, NULL, g, 0, st); }
+/* the first launch of a graph follows its memset node: no programmatic edge */
+static int mk_dep_pdl(int i, int g, cudaStream_t st, void *vc) {
+    void *a[] = {&((bctx *)vc)->w};
+    return launch_pdl((const void *)k_dep, a, g, i > 0, st);
+}
+static int mk_last(int i, int g, cudaStream_t st, void *vc) {
+    bctx *c = (bctx *)vc;
+    void *a[] = {&c->part, &c->cnt, &c->out};
+    return launch_pdl((const void *)k_last, a, g, i > 0, st);
+}
+static int mk_flag(int i, int g, cudaStream_t st, void *vc) {
+    unsigned target = (unsigned)(i * g);
+    void *a[] = {&((bctx *)vc)->cnt, &target};
+    return launch_pdl((const void *)k_flag, a, g, i > 0, st);
+}
+
 static int mk_big(int i, int g, cudaStream_t st, void *vc) {
     bctx *c = (bctx *)vc;
     void *a1[] = {&c->out};
