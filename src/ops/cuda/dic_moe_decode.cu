@@ -279,6 +279,29 @@ static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R,
 
 /* ---- up: w1, w3, SwiGLU ------------------------------------------------------- */
 
+/* The up kernels' end (k_md_up, k_mv_up, k_mo's up items): a warp's two chain sums (w1, w3) of rows g, g + 8
+ * into part[warp], the warps' sums in warp order, and the SwiGLU of the bf16 g, u (dic_swiglu_n's arithmetic)
+ * times the routing weight, as bf16 h[r][col]. */
+static __device__ __forceinline__ void md_up_part(float part[MD_WARPS][2][16], int warp, int g, const float acc[2][2]) {
+    part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+    part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+}
+static __device__ __forceinline__ void md_up_warp_sum(const float part[MD_WARPS][2][16], int tid, float &gv, float &uv) {
+    gv = part[0][0][tid], uv = part[0][1][tid];
+#pragma unroll
+    for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+}
+static __device__ __forceinline__ void md_up_swiglu_store(const md_args &a, int r, int col, float gv, float uv) {
+    gv = dic_round_bf16(gv), uv = dic_round_bf16(uv); /* the bf16 g, u of di_gemm2_grouped */
+    if (a.limit > 0.0f) {                             /* dic_swiglu_n's arithmetic */
+        uv = fminf(fmaxf(uv, -a.limit), a.limit);
+        gv = fminf(gv, a.limit);
+    }
+    float hv = gv / (1.0f + dic_expf(-gv)) * uv;
+    hv = a.rw[r] * hv;
+    a.h[(size_t)r * a.ldh + col] = dic_f32_to_bf16(hv);
+}
+
 template <int FP4>
 static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a, const __grid_constant__ md_tab t1,
                                                                 const __grid_constant__ md_tab t3) {
@@ -310,23 +333,12 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a,
         if (c0 >= nch) break;
         md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
     }
-    if (t == 0) {
-        part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-        part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-    }
+    if (t == 0) md_up_part(part, warp, g, acc);
     __syncthreads();
     if (tid < 16) {
-        float gv = part[0][0][tid], uv = part[0][1][tid];
-#pragma unroll
-        for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
-        gv = dic_round_bf16(gv), uv = dic_round_bf16(uv); /* the bf16 g, u of di_gemm2_grouped */
-        if (a.limit > 0.0f) {                             /* dic_swiglu_n's arithmetic */
-            uv = fminf(fmaxf(uv, -a.limit), a.limit);
-            gv = fminf(gv, a.limit);
-        }
-        float hv = gv / (1.0f + dic_expf(-gv)) * uv;
-        hv = a.rw[r] * hv;
-        a.h[(size_t)r * a.ldh + n0 + tid] = dic_f32_to_bf16(hv);
+        float gv, uv;
+        md_up_warp_sum(part, tid, gv, uv);
+        md_up_swiglu_store(a, r, n0 + tid, gv, uv);
     }
 }
 
@@ -712,26 +724,13 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     if (valid) mv_chain<NST, 2, FST>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
-    if (CL == 1) {
-        if (t == 0) {
-            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-        }
-        __syncthreads();
-    } else {
-        /* part[row tile][matrix][row]: this CTA's chain sums, read by rank = row tile */
-        if (t == 0) {
-            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-        }
-        mv_cluster_sync();
-    }
+    if (t == 0) md_up_part(part, warp, g, acc); /* CL > 1: part[row tile][matrix][row], read by rank = row tile */
+    if (CL == 1) __syncthreads();
+    else mv_cluster_sync();
     if (tid < 16 && valid) {
         float gv, uv;
         if (CL == 1) {
-            gv = part[0][0][tid], uv = part[0][1][tid];
-#pragma unroll
-            for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+            md_up_warp_sum(part, tid, gv, uv);
         } else {
             const int rt = chain; /* this CTA finishes row tile rt of the cluster's 64 columns */
             float pg[4], pu[4];
@@ -741,15 +740,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
 #pragma unroll
             for (int j = 1; j < 4; j++) gv = __fadd_rn(gv, pg[j]), uv = __fadd_rn(uv, pu[j]);
         }
-        gv = dic_round_bf16(gv), uv = dic_round_bf16(uv);
-        if (a.limit > 0.0f) {
-            uv = fminf(fmaxf(uv, -a.limit), a.limit);
-            gv = fminf(gv, a.limit);
-        }
-        float hv = gv / (1.0f + dic_expf(-gv)) * uv;
-        hv = a.rw[r] * hv;
-        const int col = CL == 1 ? n0 + tid : (blockIdx.x >> 2) * 64 + 16 * chain + tid;
-        a.h[(size_t)r * a.ldh + col] = dic_f32_to_bf16(hv);
+        md_up_swiglu_store(a, r, CL == 1 ? n0 + tid : (blockIdx.x >> 2) * 64 + 16 * chain + tid, gv, uv);
     }
     if (CL != 1) mv_cluster_sync(); /* no CTA leaves while its partials may still be read */
 }
@@ -982,23 +973,12 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
         __syncthreads();
         float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
         mv_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt);
-        if (t == 0) {
-            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-        }
+        if (t == 0) md_up_part(part, warp, g, acc);
         __syncthreads();
         if (tid < 16) {
-            float gv = part[0][0][tid], uv = part[0][1][tid];
-#pragma unroll
-            for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
-            gv = dic_round_bf16(gv), uv = dic_round_bf16(uv);
-            if (a.limit > 0.0f) {
-                uv = fminf(fmaxf(uv, -a.limit), a.limit);
-                gv = fminf(gv, a.limit);
-            }
-            float hv = gv / (1.0f + dic_expf(-gv)) * uv;
-            hv = a.rw[r] * hv;
-            a.h[(size_t)r * a.ldh + n0 + tid] = dic_f32_to_bf16(hv);
+            float gv, uv;
+            md_up_warp_sum(part, tid, gv, uv);
+            md_up_swiglu_store(a, r, n0 + tid, gv, uv);
         }
         __syncthreads(); /* part is written again by the next item */
     }
