@@ -550,6 +550,32 @@ static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, 
     }
 }
 
+/* mv_chunk with the q loop rolled (code size: the rare fallback of mv_chunk_c below, one copy of the
+ * block body; wa / wb loaded per block from the same stage buffer): the same operations in the same
+ * order on the same values. */
+static __device__ __forceinline__ void mv_chunk_r(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+#pragma unroll 1
+    for (int q = 0; q < 4; q++) {
+        const uint32_t wa = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        const uint32_t wb = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+        uint32_t pa[4], pb[4];
+        e2m1x8_f16(wa, pa);
+        e2m1x8_f16(wb, pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
+        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
 static __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -571,7 +597,7 @@ static __device__ __forceinline__ void md_e2m1x8_p(uint32_t w, uint32_t p[4]) {
 /* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
  * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
  * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
- * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk. */
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
 static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                   const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
@@ -579,7 +605,7 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
     const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
                          0x80808080u; /* a byte >= 241 */
     if (big) {
-        mv_chunk(b, c, g, t, a16, sa, lab, acc0, acc1);
+        mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
         return;
     }
     uint32_t wa[4], wb[4];
