@@ -522,6 +522,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
 #endif
     /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
     if (it > 0 || !(fl & (DIC_DEC_WPOST | DIC_DEC_NOW)))
+#pragma unroll 1 /* code size: one copy of the chunk issue */
         for (int c = 0; c < nst; c++) {
             D_ISSUE(c);
             cp_commit();
