@@ -801,33 +801,25 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
             const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
             const float *wt = wsh + hl * nb;
             float o0 = 0.0f, o1 = 0.0f;
-            float2 v[8];
-            if (k0 == 0) {
-#pragma unroll
-                for (int s = 0; s < 8; s++) v[s] = pre[0][s];
-#pragma unroll
-                for (int kk = 1; kk < 4; kk++)
-                    if (k == kk) {
-#pragma unroll
-                        for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
-                    }
-            } else {
-#pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
-            }
-#pragma unroll
-            for (int s = 0; s < 8; s++)
-                if (s < nb) {
-                    o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s]));
-                    o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s]));
-                }
+            /* blocks s0 .. s0 + 7 per round (nb >= 1: at least one), 8 loads in flight at a time; the first
+             * round of the first chunk from pre[k] (code size: one load and one accumulation body) */
             #pragma unroll 1
-            for (int s0 = 8; s0 < nb; s0 += 8) { /* more than 8 blocks: 8 loads in flight at a time */
+            for (int s0 = 0; s0 < nb; s0 += 8) {
                 float2 v[8];
+                if (s0 == 0 && k0 == 0) {
 #pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+                    for (int s = 0; s < 8; s++) v[s] = pre[0][s];
+#pragma unroll
+                    for (int kk = 1; kk < 4; kk++)
+                        if (k == kk) {
+#pragma unroll
+                            for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
+                        }
+                } else {
+#pragma unroll
+                    for (int s = 0; s < 8; s++)
+                        if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+                }
 #pragma unroll
                 for (int s = 0; s < 8; s++)
                     if (s0 + s < nb) {
