@@ -853,6 +853,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     const int sg = L.row_seg[m];
     const int64_t p = L.pos[m];
     const bool idx = L.ratio > 0 && L.topk;
+    const int64_t vis = L.ratio > 0 ? (p + 1) / L.ratio : 0; /* compressed entries visible (one division site) */
 
     /* before the wait: host-staged tables only (the step's table copy precedes every kernel) */
     if (tid < AD_E) {
@@ -860,8 +861,8 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         const uint16_t *ptr = NULL;
         if (i < L.win) {
             ptr = ad_win_entry(L, sg, p, i);
-        } else if (L.ratio > 0 && !L.topk && i < L.win + (int)((p + 1) / L.ratio)) {
-            const int64_t j = i - L.win;
+        } else if (L.ratio > 0 && !L.topk && i < L.win + (int)vis) {
+            const int j = i - L.win; /* int: 0 <= i - win < i (32-bit division, the same quotient) */
             const int pr = L.page_rows[sg];
             ptr = L.ckv[sg][j / pr] + (size_t)(j % pr) * (size_t)hd;
         }
@@ -872,7 +873,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     int npt = 0, pr = 1;
     if (idx && b0 + AD_E > L.win) { /* the row's page table (pointers) for the top-k entries */
         pr = L.page_rows[sg];
-        const int64_t vis = (p + 1) / L.ratio, np = (vis + pr - 1) / pr;
+        const int64_t np = (vis + pr - 1) / pr;
         npt = np < AD2_PT ? (int)np : AD2_PT;
         uint16_t *const *pt = L.ckv[sg];
 #pragma unroll 1
