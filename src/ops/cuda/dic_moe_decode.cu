@@ -677,7 +677,7 @@ template <int NST, int NM>
 static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
                                                    const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                    int nch, int g, int t, int valid, int fl = 0) {
-#pragma unroll
+#pragma unroll 1 /* code size: one copy of the issue (the same requests in the same order) */
     for (int i = 0; i < NST; i++) {
         const int c = c0 + 4 * i;
         if (valid && c < nch && !(fl & DIC_MD_NOW)) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, fl);
