@@ -603,14 +603,27 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                     const int kq = (8 * p) & ~((1 << a.lab) - 1);
                     for (int j = 0; j < (1 << a.lab) >> 5; j++) ssa[m * kps + (kq >> 5) + j] = sc;
                 }
-                uint32_t h[8];
-#pragma unroll
-                for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(x[i], rc));
                 uint4 o;
-                if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
-                    o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
-                else
-                    o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                if (VAR != D_FULL) { /* lean: the hardware e4m3 conversion (dic_e4m3x2_f16x2: the same f16 values
+                                      * as dic_e4m3_f16 for every non-NaN y; code size, as DIC_MD_QHW) */
+                    float y[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) y[i] = __fmul_rn(x[i], rc);
+                    if (FP4)
+                        o = make_uint4(dic_e4m3x2_f16x2(y[0], y[4]), dic_e4m3x2_f16x2(y[1], y[5]),
+                                       dic_e4m3x2_f16x2(y[2], y[6]), dic_e4m3x2_f16x2(y[3], y[7]));
+                    else
+                        o = make_uint4(dic_e4m3x2_f16x2(y[0], y[1]), dic_e4m3x2_f16x2(y[2], y[3]),
+                                       dic_e4m3x2_f16x2(y[4], y[5]), dic_e4m3x2_f16x2(y[6], y[7]));
+                } else {
+                    uint32_t h[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(x[i], rc));
+                    if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
+                        o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
+                    else
+                        o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                }
                 *(uint4 *)(a16 + m * a16s + 16 * p) = o;
             }
         }

@@ -113,16 +113,8 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
  * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
  * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
  * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
-/* hw (DIC_MD_QHW): e4m3 by cvt.rn.satfinite.e4m3x2.f32 (RNE with subnormals, saturating to +-448:
- * the same value as the clamp + round_e4m3 below for every finite input), then
- * cvt.rn.f16x2.e4m3x2 (exact): 2 instructions per value pair instead of ~20 per value. */
-static __device__ __forceinline__ uint32_t md_e4m3x2_f16x2(float lo, float hi) {
-    unsigned short b;
-    uint32_t r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(b) : "f"(hi), "f"(lo));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(b));
-    return r;
-}
+/* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
+ * below for every finite input. */
 
 static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
@@ -165,10 +157,10 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
 #pragma unroll
                 for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
                 uint4 o;
-                if (fp4) o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[4]), md_e4m3x2_f16x2(tq[1], tq[5]),
-                                        md_e4m3x2_f16x2(tq[2], tq[6]), md_e4m3x2_f16x2(tq[3], tq[7]));
-                else o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[1]), md_e4m3x2_f16x2(tq[2], tq[3]),
-                                    md_e4m3x2_f16x2(tq[4], tq[5]), md_e4m3x2_f16x2(tq[6], tq[7]));
+                if (fp4) o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[4]), dic_e4m3x2_f16x2(tq[1], tq[5]),
+                                        dic_e4m3x2_f16x2(tq[2], tq[6]), dic_e4m3x2_f16x2(tq[3], tq[7]));
+                else o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[1]), dic_e4m3x2_f16x2(tq[2], tq[3]),
+                                    dic_e4m3x2_f16x2(tq[4], tq[5]), dic_e4m3x2_f16x2(tq[6], tq[7]));
                 ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
                 continue;
             }
