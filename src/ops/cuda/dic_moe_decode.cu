@@ -120,16 +120,20 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
+    const int qst = MD_WARPS * 32 / upr, cst = MD_WARPS * 32 - qst * upr; /* u += 128: q += qst, cu += cst (carry) */
     for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
         uint4 v[4];
+        int q = lu >= 0 ? (u0 + tid) >> lu : (u0 + tid) / upr, cu = u0 + tid - q * upr; /* u = q upr + cu */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int u = u0 + i * MD_WARPS * 32 + tid;
             v[i] = make_uint4(0, 0, 0, 0);
             if (u < total) {
-                const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+                const int row = slot ? slot[q] : q;
                 v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
             }
+            q += qst, cu += cst;
+            if (cu >= upr) cu -= upr, q++;
         }
 #pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
         for (int i = 0; i < 4; i++) {
