@@ -734,15 +734,20 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     const int npc = hd / (2 * CC), npairs = AD_HG * npc, cp0 = cs * npc, r0 = hd - a.rd, half = a.rd / 2;
     const size_t bst = (size_t)H * hd; /* block stride of the partials */
     float2 pre[4][8] = {};
+    { /* f = tid + AD2_T k = hl npc + cl: one division, then (hl, cl) stepped (code size; the same values) */
+        const int hst = AD2_T / npc, cst = AD2_T - hst * npc;
+        int hl = tid / npc, cl = tid - hl * npc;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int f = tid + AD2_T * k;
-        if (f < npairs) {
-            const int hl = f / npc, c = cp0 + f - hl * npc;
-            const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
+        for (int k = 0; k < 4; k++) {
+            const int f = tid + AD2_T * k;
+            if (f < npairs) {
+                const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * (cp0 + cl);
 #pragma unroll
-            for (int s = 0; s < 8; s++)
-                if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+                for (int s = 0; s < 8; s++)
+                    if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+            }
+            hl += hst, cl += cst;
+            if (cl >= npc) cl -= npc, hl++;
         }
     }
     #pragma unroll 1
