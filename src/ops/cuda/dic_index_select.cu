@@ -321,17 +321,17 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
         else if (a.cand_in) {
             const int *cand = a.cand_in + (size_t)m * a.KB;
             const int nc = a.ncand_in[m];
-            const int64_t b = j / a.bs;
+            const int b = (int)j / a.bs; /* 0 <= j < n (an int): the same quotient in 32 bits */
             bool in = false;
             #pragma unroll 1
-            for (int i = 0; i < nc; i++) in |= (int64_t)__ldg(cand + i) == b;
+            for (int i = 0; i < nc; i++) in |= __ldg(cand + i) == b;
             if (!in) what = 0;
         }
         if (what == 2 && j >= a.kcap[m]) what = 1;
         const uint16_t *kj = NULL;
         if (what == 2) {
-            const int64_t pr = a.page_rows[m];
-            kj = a.kpages[m][j / pr] + (size_t)(j % pr) * IHD;
+            const int jj = (int)j, pr = a.page_rows[m]; /* 0 <= j < n (an int): 32-bit division, the same quotient */
+            kj = a.kpages[m][jj / pr] + (size_t)(jj % pr) * IHD;
         }
         /* qs visible; any key of the CTA not 16-byte aligned (never in the engine's pools): the CTA
          * stages its keys in terms (free until the heads' terms are written), the same 16-bit values */
