@@ -20,6 +20,7 @@
  *                    µs per load.
  */
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,56 @@ static __global__ void k_thrash_ef(const float4 *p, size_t n, float *out) {
     if (acc == 12345.0f) out[0] = acc;
 }
 
+/* the policy descriptors createpolicy makes (0x12f0... / 0x16f0... / 0x14f0... on the H200, 2026-11-30) */
+static __global__ void k_policies(unsigned long long *o) {
+    unsigned long long a, b, c;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(a));
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(b));
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(c));
+    o[0] = a, o[1] = b, o[2] = c;
+}
+
+/* k_thrash through cp.async with .L2::cache_hint, the policy from constant memory (cp_pol): in this small
+ * kernel the hinted cp.async runs and keeps the next kernel's code in L2 (cp_ef+8k); in the decode kernels
+ * ptxas 13.0 miscompiled it (illegal instruction in the FP4 / diagnostic k_gemm_dec instantiations and the
+ * routed-expert kernels, DEVICE-FORWARD.md §7 seventh round) */
+static __constant__ unsigned long long cp_pol;
+static __global__ void k_thrash_cp(const float4 *p, size_t n, float *out) {
+    __shared__ float4 sb[128];
+    pdl_wait();
+    pdl_go();
+    float acc = 0.0f;
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(&sb[threadIdx.x]);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(p + i), "l"(cp_pol));
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        acc += sb[threadIdx.x].x + sb[threadIdx.x].w;
+    }
+    if (acc == 12345.0f) out[0] = acc;
+}
+
+/* a weight stream as the decode kernels read it: CTA b streams its own contiguous slice of [p, p + n)
+ * through plain cp.async, then (demote) one thread re-marks the slice evict_first with a bulk L2 prefetch
+ * carrying the policy. Measured: no effect (blk_dem+8k - blk_dem = blk_nodem+8k - blk_nodem = 37 us) */
+static __global__ void k_thrash_blk(const float4 *p, size_t n, float *out, int demote) {
+    __shared__ float4 sb[128];
+    pdl_wait();
+    pdl_go();
+    const size_t per = n / gridDim.x, b0 = blockIdx.x * per;
+    float acc = 0.0f;
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(&sb[threadIdx.x]);
+    for (size_t i = b0 + threadIdx.x; i < b0 + per; i += blockDim.x) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(p + i));
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        acc += sb[threadIdx.x].x + sb[threadIdx.x].w;
+    }
+    __syncthreads();
+    if (demote && threadIdx.x == 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n" ::"l"(p + b0),
+                     "r"((unsigned)(per * 16)), "l"(0x12F0000000000000ull) : "memory");
+    if (acc == 12345.0f) out[0] = acc;
+}
+
 static __global__ void k_chase(const unsigned *buf, int n, unsigned *out, unsigned long long *t) {
     unsigned i = 0;
     unsigned long long t0, t1;
@@ -216,7 +267,9 @@ typedef struct {
     const float4 *thr;
     size_t nthr;
     int mode; /* big probes: 0 big2k, 1 big8k, 2 thrash alone, 3 thrash + big2k, 4 thrash + big8k,
-               * 5 evict-first thrash alone, 6 evict-first thrash + big8k */
+               * 5 evict-first thrash alone, 6 evict-first thrash + big8k, 7 / 8 cp.async thrash (evict_normal /
+               * evict_first policy from constant memory) + big8k, 9 / 10 16 x 16 MB cp.async kernels (demoted /
+               * not) + big8k, 11 / 12 the same without big8k */
 } bctx;
 
 static int launch_pdl(const void *kern, void **args, int g, int pdl, cudaStream_t st) {
@@ -251,9 +304,20 @@ static int mk_big(int i, int g, cudaStream_t st, void *vc) {
     void *a1[] = {&c->out};
     void *a3[] = {(void *)&c->thr, &c->nthr, &c->out};
     if (c->mode >= 2 && c->mode <= 4 && launch_pdl((const void *)k_thrash, a3, 2 * 132, i > 0, st)) return 1;
-    if (c->mode >= 5 && launch_pdl((const void *)k_thrash_ef, a3, 2 * 132, i > 0, st)) return 1;
+    if ((c->mode == 5 || c->mode == 6) && launch_pdl((const void *)k_thrash_ef, a3, 2 * 132, i > 0, st)) return 1;
+    if ((c->mode == 7 || c->mode == 8) && launch_pdl((const void *)k_thrash_cp, a3, 2 * 132, i > 0, st)) return 1;
+    if (c->mode >= 9) { /* 16 kernels of 16 MB each (demoted: modes 9 / 11) */
+        for (int k = 0; k < 16; k++) {
+            const float4 *q = c->thr + (size_t)k * (c->nthr / 16);
+            size_t nq = c->nthr / 16;
+            int dm = c->mode == 9 || c->mode == 11;
+            void *a4[] = {(void *)&q, &nq, &c->out, &dm};
+            if (launch_pdl((const void *)k_thrash_blk, a4, 2 * 132, i > 0 || k > 0, st)) return 1;
+        }
+        if (c->mode >= 11) return 0;
+    }
     if (c->mode == 0 || c->mode == 3) return launch_pdl((const void *)k_big2k, a1, g, 1, st);
-    if (c->mode == 1 || c->mode == 4 || c->mode == 6) return launch_pdl((const void *)k_big8k, a1, g, 1, st);
+    if (c->mode == 1 || c->mode == 4 || (c->mode >= 6 && c->mode <= 10)) return launch_pdl((const void *)k_big8k, a1, g, 1, st);
     return 0;
 }
 
@@ -348,8 +412,26 @@ int main(int argc, char **argv) {
         CK(cudaMemset(thr, 0, nb));
         CK(cudaDeviceSynchronize());
         c.thr = thr, c.nthr = nb / 16;
-        const char *nm[] = {"thrash_ef", "thrash_ef+8k"};
+        const char *nm[] = {"thrash_ef", "thrash_ef+8k", "cp_norm+8k", "cp_ef+8k", "blk_dem+8k", "blk_nodem+8k",
+                            "blk_dem", "blk_nodem"};
         for (int m = 5; m < 7; m++) {
+            c.mode = m;
+            time_chain(nm[m - 5], mk_big, sms, &c, NULL, st);
+        }
+        unsigned long long *dp, hp[3];
+        CK(cudaMalloc(&dp, sizeof hp));
+        k_policies<<<1, 1, 0, st>>>(dp);
+        CK(cudaMemcpy(hp, dp, sizeof hp, cudaMemcpyDeviceToHost));
+        printf("createpolicy fractional 1.0: evict_first 0x%016llx evict_normal 0x%016llx evict_last 0x%016llx\n", hp[0],
+               hp[1], hp[2]);
+        CK(cudaFree(dp));
+        const unsigned long long pols[2] = {0x16F0000000000000ull, 0x12F0000000000000ull}; /* normal, first */
+        for (int m = 7; m < 9; m++) {
+            CK(cudaMemcpyToSymbol(cp_pol, &pols[m - 7], sizeof pols[0]));
+            c.mode = m;
+            time_chain(nm[m - 5], mk_big, sms, &c, NULL, st);
+        }
+        for (int m = 9; m < 13; m++) {
             c.mode = m;
             time_chain(nm[m - 5], mk_big, sms, &c, NULL, st);
         }

@@ -334,7 +334,10 @@ TEST(gpu_cmp_gated_rows) {
 /* ---------------------------------------------------- index select ---- */
 
 /* mode: 0 every key (V4), 1 candidate source (cand_out), 2 restricted to
- * candidate blocks (cand_in), 3 both. */
+ * candidate blocks (cand_in), 3 both. g_is_koff: the pages start g_is_koff
+ * bf16 values into their pool (1: keys 2 bytes off 16-byte alignment, the
+ * kernels' unaligned-key path). */
+static int g_is_koff;
 static size_t index_select_case(int M, int nh, int maxvis, int K, int bs, int KB, int mode, int sort_sel, int pr,
                                 int coarse, uint64_t *s) {
     const int IHD = 128;
@@ -358,18 +361,18 @@ static size_t index_select_case(int M, int nh, int maxvis, int K, int bs, int KB
         prs[m] = pr;
         int np = (int)((nvis[m] + pr - 1) / pr) + 1;
         size_t pb = (size_t)pr * IHD * 2;
-        hpool[m] = malloc((size_t)np * pb);
-        for (size_t i = 0; i < (size_t)np * pr * IHD; i++) {
+        hpool[m] = malloc((size_t)np * pb + 16);
+        for (size_t i = 0; i < (size_t)np * pr * IHD + 8; i++) {
             float v = gt_normal(s);
             if (coarse) v = roundf(v * 2.0f) * 0.5f; /* many equal scores: ties */
             hpool[m][i] = di_f32_to_bf16(v);
         }
-        dpool[m] = gt_to_dev(hpool[m], (size_t)np * pb);
+        dpool[m] = gt_to_dev(hpool[m], (size_t)np * pb + 16);
         hpages[m] = malloc((size_t)np * sizeof **hpages);
         uint16_t **dp = malloc((size_t)np * sizeof *dp);
         for (int g = 0; g < np; g++) { /* pages in reverse order in the pool */
-            hpages[m][g] = hpool[m] + (size_t)(np - 1 - g) * pr * IHD;
-            dp[g] = dpool[m] + (size_t)(np - 1 - g) * pr * IHD;
+            hpages[m][g] = hpool[m] + g_is_koff + (size_t)(np - 1 - g) * pr * IHD;
+            dp[g] = dpool[m] + g_is_koff + (size_t)(np - 1 - g) * pr * IHD;
         }
         dpages_h[m] = gt_to_dev(dp, (size_t)np * sizeof *dp);
         free(dp);
@@ -489,6 +492,10 @@ TEST(gpu_index_select_dec) {
         bad += index_select_case(3, 64, 9000, 1024, 128, 32, 2, 1, 64, 0, &s); /* restricted (cand_in) */
         bad += index_select_case(5, 32, 2000, 100, 64, 8, 0, 0, 96, 1, &s);   /* odd K, nh 32 */
         bad += index_select_case(16, 64, 700, 512, 64, 8, 0, 0, 64, 0, &s);   /* M = 16 */
+        g_is_koff = 1; /* keys 2 bytes off 16-byte alignment (k_isel_dec stages them in shared memory) */
+        bad += index_select_case(1, 64, 1024, 512, 64, 16, 0, 0, 64, 0, &s);
+        bad += index_select_case(3, 64, 2000, 512, 64, 16, 2, 1, 64, 1, &s);  /* restricted (cand_in), sorted, ties */
+        g_is_koff = 0;
         printf("  index_select_dec variant %d: %zu differ so far\n", v, bad);
     }
     dic_index_select_tune(-2);

@@ -734,15 +734,20 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     const int npc = hd / (2 * CC), npairs = AD_HG * npc, cp0 = cs * npc, r0 = hd - a.rd, half = a.rd / 2;
     const size_t bst = (size_t)H * hd; /* block stride of the partials */
     float2 pre[4][8] = {};
+    { /* f = tid + AD2_T k = hl npc + cl: one division, then (hl, cl) stepped (code size; the same values) */
+        const int hst = AD2_T / npc, cst = AD2_T - hst * npc;
+        int hl = tid / npc, cl = tid - hl * npc;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int f = tid + AD2_T * k;
-        if (f < npairs) {
-            const int hl = f / npc, c = cp0 + f - hl * npc;
-            const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
+        for (int k = 0; k < 4; k++) {
+            const int f = tid + AD2_T * k;
+            if (f < npairs) {
+                const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * (cp0 + cl);
 #pragma unroll
-            for (int s = 0; s < 8; s++)
-                if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+                for (int s = 0; s < 8; s++)
+                    if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+            }
+            hl += hst, cl += cst;
+            if (cl >= npc) cl -= npc, hl++;
         }
     }
     #pragma unroll 1
@@ -801,33 +806,25 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
             const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
             const float *wt = wsh + hl * nb;
             float o0 = 0.0f, o1 = 0.0f;
-            float2 v[8];
-            if (k0 == 0) {
-#pragma unroll
-                for (int s = 0; s < 8; s++) v[s] = pre[0][s];
-#pragma unroll
-                for (int kk = 1; kk < 4; kk++)
-                    if (k == kk) {
-#pragma unroll
-                        for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
-                    }
-            } else {
-#pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
-            }
-#pragma unroll
-            for (int s = 0; s < 8; s++)
-                if (s < nb) {
-                    o0 = __fadd_rn(o0, __fmul_rn(v[s].x, wt[s]));
-                    o1 = __fadd_rn(o1, __fmul_rn(v[s].y, wt[s]));
-                }
+            /* blocks s0 .. s0 + 7 per round (nb >= 1: at least one), 8 loads in flight at a time; the first
+             * round of the first chunk from pre[k] (code size: one load and one accumulation body) */
             #pragma unroll 1
-            for (int s0 = 8; s0 < nb; s0 += 8) { /* more than 8 blocks: 8 loads in flight at a time */
+            for (int s0 = 0; s0 < nb; s0 += 8) {
                 float2 v[8];
+                if (s0 == 0 && k0 == 0) {
 #pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+                    for (int s = 0; s < 8; s++) v[s] = pre[0][s];
+#pragma unroll
+                    for (int kk = 1; kk < 4; kk++)
+                        if (k == kk) {
+#pragma unroll
+                            for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
+                        }
+                } else {
+#pragma unroll
+                    for (int s = 0; s < 8; s++)
+                        if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+                }
 #pragma unroll
                 for (int s = 0; s < 8; s++)
                     if (s0 + s < nb) {
@@ -861,6 +858,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     const int sg = L.row_seg[m];
     const int64_t p = L.pos[m];
     const bool idx = L.ratio > 0 && L.topk;
+    const int64_t vis = L.ratio > 0 ? (p + 1) / L.ratio : 0; /* compressed entries visible (one division site) */
 
     /* before the wait: host-staged tables only (the step's table copy precedes every kernel) */
     if (tid < AD_E) {
@@ -868,8 +866,8 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         const uint16_t *ptr = NULL;
         if (i < L.win) {
             ptr = ad_win_entry(L, sg, p, i);
-        } else if (L.ratio > 0 && !L.topk && i < L.win + (int)((p + 1) / L.ratio)) {
-            const int64_t j = i - L.win;
+        } else if (L.ratio > 0 && !L.topk && i < L.win + (int)vis) {
+            const int j = i - L.win; /* int: 0 <= i - win < i (32-bit division, the same quotient) */
             const int pr = L.page_rows[sg];
             ptr = L.ckv[sg][j / pr] + (size_t)(j % pr) * (size_t)hd;
         }
@@ -880,7 +878,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     int npt = 0, pr = 1;
     if (idx && b0 + AD_E > L.win) { /* the row's page table (pointers) for the top-k entries */
         pr = L.page_rows[sg];
-        const int64_t vis = (p + 1) / L.ratio, np = (vis + pr - 1) / pr;
+        const int64_t np = (vis + pr - 1) / pr;
         npt = np < AD2_PT ? (int)np : AD2_PT;
         uint16_t *const *pt = L.ckv[sg];
 #pragma unroll 1

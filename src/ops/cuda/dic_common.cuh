@@ -150,21 +150,34 @@ static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf1
  * `s`, the fp64 sum of the squares in any order: when the fp32 rounding of the
  * mean could differ from the CPU's sequential-order sum (norm.c), the row is
  * summed again in that order, so the result is the CPU's bit for bit. */
-/* The rare ambiguous case out of line (code size: the hot path stays short and contiguous). */
-static inline __device__ __noinline__ float dic_rms_seq_mean(const uint16_t *x, int D) {
+/* Out-of-line copies of the IEEE divisions and the square root (code size, codesize.md: each inline
+ * div.rn / sqrt.rn carries its own fast path and slow-path subroutine, ~0.5-1.7 KB of SASS; a kernel with
+ * several call sites keeps one copy). The same operation: a call only moves where the instructions live. */
+static __device__ __noinline__ double dic_ddiv_ool(double x, double y) { return __ddiv_rn(x, y); }
+static __device__ __noinline__ float dic_fdiv_ool(float x, float y) { return __fdiv_rn(x, y); }
+static __device__ __noinline__ float dic_fsqrt_ool(float x) { return __fsqrt_rn(x); }
+
+/* The rare ambiguous case out of line (code size: the hot path stays short and contiguous). OOL: its
+ * division through dic_ddiv_ool (shared with the caller's). */
+template <int OOL = 0> static inline __device__ __noinline__ float dic_rms_seq_mean(const uint16_t *x, int D) {
     double s = 0.0;
+#pragma unroll 1
     for (int i = 0; i < D; i++) {
         const double v = (double)dic_bf16_to_f32(x[i]);
         s = __dadd_rn(s, __dmul_rn(v, v));
     }
-    return __double2float_rn(__ddiv_rn(s, (double)D));
+    return __double2float_rn(OOL ? dic_ddiv_ool(s, (double)D) : __ddiv_rn(s, (double)D));
 }
+/* OOL = 1: the division, square root and reciprocal through the out-of-line copies above (kernels with
+ * other call sites of them: one copy each in the kernel's code); the same operations in the same order. */
+template <int OOL = 0>
 static __device__ __forceinline__ float dic_rms_scale(double s, const uint16_t *x, int D, float eps) {
-    const double qd = __ddiv_rn(s, (double)D);
+    const double qd = OOL ? dic_ddiv_ool(s, (double)D) : __ddiv_rn(s, (double)D);
     const double del = __dadd_rn(__dmul_rn((double)(2 * D), 0x1p-53), 0x1p-51);
     float f = __double2float_rn(qd);
     const float lo = __double2float_rn(__dmul_rn(qd, 1.0 - del)), hi = __double2float_rn(__dmul_rn(qd, 1.0 + del));
-    if (!(f == lo && f == hi)) f = dic_rms_seq_mean(x, D); /* ambiguous (or NaN): the CPU's sequential order */
+    if (!(f == lo && f == hi)) f = dic_rms_seq_mean<OOL>(x, D); /* ambiguous (or NaN): the CPU's sequential order */
+    if (OOL) return dic_fdiv_ool(1.0f, dic_fsqrt_ool(__fadd_rn(f, eps)));
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(f, eps)));
 }
 

@@ -462,13 +462,16 @@ static size_t d_smem(int nst, int kper, int fp4) {
 #define D_LEAN_Q 0
 #define D_LEAN_QV2 1
 #define D_FULL 2
+#define D_LEAN_QV2_M1 3 /* D_LEAN_QV2 for M == 1 (the b1 step): row 0 only folded in; the same per-column arithmetic */
+#define D_NVAR 4
 template <int FP4, int VAR>
 static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__ dargs a) {
     constexpr int WRS = F_WRS(FP4), WB = FP4 ? 64 : 128;
     constexpr int D_QV2_UNR = VAR == D_FULL ? 4 : 1; /* QV2 rounds unrolled (full: as before, no spills) */
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int K = a.K, M = a.M, fl = VAR == D_FULL ? a.fl : (a.fl & DIC_DEC_ET); /* lean: the others fold away */
+    constexpr bool M1 = VAR == D_LEAN_QV2_M1;
+    const int K = a.K, M = M1 ? 1 : a.M, fl = VAR == D_FULL ? a.fl : (a.fl & DIC_DEC_ET); /* lean: the others fold away */
     const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper), kl = kend - kbeg;
     const int nch = (kl + F_CK - 1) / F_CK, nsb = (kl + 31) / 32, nst = min(a.nst, nch);
     const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
@@ -519,26 +522,34 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
 #endif
     /* 1. before the PDL wait: weights of the first nst chunks, all weight scales (constant data) */
     if (it > 0 || !(fl & (DIC_DEC_WPOST | DIC_DEC_NOW)))
+#pragma unroll 1 /* code size: one copy of the chunk issue */
         for (int c = 0; c < nst; c++) {
             D_ISSUE(c);
             cp_commit();
         }
+    /* u = u0 + tid + 128 i = r nsb + sb: one division per round, then (r, sb) stepped by 128 = q128 nsb
+     * + r128 (code size: no division per load); u < 64 nsb <=> r < 64 */
+    const int q128 = 128 / nsb, r128 = 128 - q128 * nsb;
     for (int u0 = 0; u0 < 64 * nsb; u0 += 8 * 128) {
         uint8_t b[8];
+        int off[8];
+        int r = (u0 + tid) / nsb, sb = u0 + tid - r * nsb;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const int u = u0 + tid + 128 * i, r = u / nsb, sb = u - r * nsb, k = kbeg + 32 * sb;
+            const int k = kbeg + 32 * sb;
             b[i] = 0;
-            if (u < 64 * nsb && n0 + r < N) {
-                if (FP4) b[i] = __ldg(S + (size_t)(n0 + r) * (K / 32) + (k >> 5));
-                else b[i] = __ldg(S + (size_t)((n0 + r) >> a.lwb) * a.nwb + (k >> a.lwb));
+            off[i] = r < 64 ? r * kps + sb : -1;
+            if (r < 64 && n0 + r < N) {
+                /* 32-bit offsets (code size): a scale table is far below 4 GB (N K / 32 bytes at most) */
+                b[i] = __ldg(S + (FP4 ? (uint32_t)(n0 + r) * (uint32_t)(K / 32) + (uint32_t)(k >> 5)
+                                      : (uint32_t)((n0 + r) >> a.lwb) * (uint32_t)a.nwb + (uint32_t)(k >> a.lwb)));
             }
+            r += q128, sb += r128;
+            if (sb >= nsb) sb -= nsb, r++;
         }
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int u = u0 + tid + 128 * i, r = u / nsb, sb = u - r * nsb;
-            if (u < 64 * nsb) ssw[r * kps + sb] = b[i];
-        }
+        for (int i = 0; i < 8; i++)
+            if (off[i] >= 0) ssw[off[i]] = b[i];
     }
     if (it == 0) { /* the PDL wait and the activations: once per CTA */
     DIC_PDL_ENTER();
@@ -555,7 +566,7 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     /* 2. activations of rows < M, k in [kbeg, kend) -> f16 (in the fragment order) + scales */
     if (fl & DIC_DEC_NOQ) {
         /* diagnostic: no activation pass (wrong results, timing only) */
-    } else if (VAR == D_LEAN_QV2 || (VAR == D_FULL && a.qf && (fl & DIC_DEC_QV2))) {
+    } else if (VAR == D_LEAN_QV2 || M1 || (VAR == D_FULL && a.qf && (fl & DIC_DEC_QV2))) {
         /* QV2: 8 consecutive values per thread (one 16-byte load), ab / 8 threads per act block (lane
          * groups aligned to the block), all loads of a round (4 per thread) issued before any math;
          * y = x * (1 / s) with s a power of two: the reciprocal is exact, so x * (1 / s) is the correctly
@@ -565,14 +576,14 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
             uint4 v[4];
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
+                const int u = u0 + tid + 128 * r, m = M1 ? 0 : u / kp8, p = u - m * kp8; /* M1: u < np = kp8 where used */
                 v[r] = make_uint4(0, 0, 0, 0);
                 if (u < np) v[r] = *(const uint4 *)(a.A + (size_t)m * a.lda + kbeg + 8 * p);
             }
 #pragma unroll(D_QV2_UNR) /* lean: one copy of the round (code size); v[] shifts down: registers */
             for (int r = 0; r < 4; r++) {
                 if (u0 + 128 * r >= np) break; /* CTA-uniform */
-                const int u = u0 + tid + 128 * r, m = u / kp8, p = u - m * kp8;
+                const int u = u0 + tid + 128 * r, m = M1 ? 0 : u / kp8, p = u - m * kp8;
                 const uint32_t w4[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
                 v[0] = v[1], v[1] = v[2], v[2] = v[3];
                 float x[8], amax = 0.0f;
@@ -592,14 +603,27 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
                     const int kq = (8 * p) & ~((1 << a.lab) - 1);
                     for (int j = 0; j < (1 << a.lab) >> 5; j++) ssa[m * kps + (kq >> 5) + j] = sc;
                 }
-                uint32_t h[8];
-#pragma unroll
-                for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(x[i], rc));
                 uint4 o;
-                if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
-                    o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
-                else
-                    o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                if (VAR != D_FULL) { /* lean: the hardware e4m3 conversion (dic_e4m3x2_f16x2: the same f16 values
+                                      * as dic_e4m3_f16 for every non-NaN y; code size, as DIC_MD_QHW) */
+                    float y[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) y[i] = __fmul_rn(x[i], rc);
+                    if (FP4)
+                        o = make_uint4(dic_e4m3x2_f16x2(y[0], y[4]), dic_e4m3x2_f16x2(y[1], y[5]),
+                                       dic_e4m3x2_f16x2(y[2], y[6]), dic_e4m3x2_f16x2(y[3], y[7]));
+                    else
+                        o = make_uint4(dic_e4m3x2_f16x2(y[0], y[1]), dic_e4m3x2_f16x2(y[2], y[3]),
+                                       dic_e4m3x2_f16x2(y[4], y[5]), dic_e4m3x2_f16x2(y[6], y[7]));
+                } else {
+                    uint32_t h[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) h[i] = dic_e4m3_f16(__fmul_rn(x[i], rc));
+                    if (FP4) /* in-row position of k = 8p + i: 8p + 2 (i & 3) + (i >> 2) */
+                        o = make_uint4(h[0] | h[4] << 16, h[1] | h[5] << 16, h[2] | h[6] << 16, h[3] | h[7] << 16);
+                    else
+                        o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                }
                 *(uint4 *)(a16 + m * a16s + 16 * p) = o;
             }
         }
@@ -749,14 +773,18 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     asm volatile("cp.async.wait_all;\n" ::);
     __syncthreads();
     float *red = (float *)smem;
-    red[ia * 64 + r0] = acc[0];
-    red[ib * 64 + r0] = acc[1];
-    red[ia * 64 + r0 + 8] = acc[2];
-    red[ib * 64 + r0 + 8] = acc[3];
+    if (!M1 || ia < 1) { /* M1: only token 0's entries are read below */
+        red[ia * 64 + r0] = acc[0];
+        red[ia * 64 + r0 + 8] = acc[2];
+    }
+    if (!M1) {
+        red[ib * 64 + r0] = acc[1];
+        red[ib * 64 + r0 + 8] = acc[3];
+    }
     cluster_sync_all();
     const int ns = gridDim.z, rank = blockIdx.z;
 #pragma unroll 1 /* code size: one copy of the 8-load fold */
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (M1 ? 1 : 4); i++) { /* M1: outputs o >= 64 are tokens >= 1 */
         const int o = tid + 128 * i, tok = o >> 6, col = o & 63;
         if (o % ns != rank || tok >= M || n0 + col >= N) continue;
         float pv[8];
@@ -878,11 +906,15 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
     }
     /* the lean instantiations where the flags allow (D_LEAN_*: the default), else the full one */
-    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) || dic_lean_off() ? D_FULL /* incl. DIC_DEC_FULL */ : !qf ? D_LEAN_Q : (a.fl & DIC_DEC_QV2) ? D_LEAN_QV2 : D_FULL;
-    void (*const kf[2][3])(dargs) = {{k_gemm_dec<0, D_LEAN_Q>, k_gemm_dec<0, D_LEAN_QV2>, k_gemm_dec<0, D_FULL>},
-                                    {k_gemm_dec<1, D_LEAN_Q>, k_gemm_dec<1, D_LEAN_QV2>, k_gemm_dec<1, D_FULL>}};
+    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) || dic_lean_off() ? D_FULL /* incl. DIC_DEC_FULL */
+                    : !qf                    ? D_LEAN_Q
+                    : (a.fl & DIC_DEC_QV2)   ? (M == 1 ? D_LEAN_QV2_M1 : D_LEAN_QV2)
+                                             : D_FULL;
+    void (*const kf[2][D_NVAR])(dargs) = {
+        {k_gemm_dec<0, D_LEAN_Q>, k_gemm_dec<0, D_LEAN_QV2>, k_gemm_dec<0, D_FULL>, k_gemm_dec<0, D_LEAN_QV2_M1>},
+        {k_gemm_dec<1, D_LEAN_Q>, k_gemm_dec<1, D_LEAN_QV2>, k_gemm_dec<1, D_FULL>, k_gemm_dec<1, D_LEAN_QV2_M1>}};
     void (*const fn)(dargs) = kf[fp4][var];
-    static int attr_done[2][3];
+    static int attr_done[2][D_NVAR];
     if (!attr_done[fp4][var]) {
         if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
             (void)cudaGetLastError();

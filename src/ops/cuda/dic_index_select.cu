@@ -268,10 +268,25 @@ static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) 
     }
 }
 
+/* dic_idx_key for a 16-byte aligned key (global or shared memory): the same values (k_isel_dec stages
+ * unaligned keys in shared memory first: code size, one loader) */
+static __device__ __forceinline__ void id_key_a16(const uint16_t *kj, float kv[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; i += 8) {
+        uint4 u = *(const uint4 *)(kj + i);
+        uint32_t w4[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            kv[i + 2 * e] = __uint_as_float(w4[e] << 16);
+            kv[i + 2 * e + 1] = __uint_as_float(w4[e] & 0xFFFF0000u);
+        }
+    }
+}
+
 static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_args a, float *score, size_t lds) {
     DIC_PDL_ENTER();
     extern __shared__ float4 qs4[]; /* [nh][128] fp32; then the select's keys and pairs */
-    __shared__ float terms[ID_KEYS][ISS_MAXH + 1];
+    __shared__ __align__(16) float terms[ID_KEYS][ISS_MAXH + 1]; /* also the staging of unaligned keys (4 KB) */
     __shared__ int hist[256];
     __shared__ int wsum[ID_T / 32][2];
     __shared__ uint32_t pre_sh;
@@ -300,24 +315,40 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
         const uint16_t *qm = a.q + (size_t)m * nh * IHD;
         #pragma unroll 1
         for (int i = tid; i < nh * IHD; i += ID_T) qs[i] = dic_bf16_to_f32(qm[i]);
-        __syncthreads();
         const int64_t j = jb + kl;
         int what = 2; /* k_isel_scores_split's cases */
         if (j >= n) what = -1;
         else if (a.cand_in) {
             const int *cand = a.cand_in + (size_t)m * a.KB;
             const int nc = a.ncand_in[m];
-            const int64_t b = j / a.bs;
+            const int b = (int)j / a.bs; /* 0 <= j < n (an int): the same quotient in 32 bits */
             bool in = false;
             #pragma unroll 1
-            for (int i = 0; i < nc; i++) in |= (int64_t)__ldg(cand + i) == b;
+            for (int i = 0; i < nc; i++) in |= __ldg(cand + i) == b;
             if (!in) what = 0;
         }
         if (what == 2 && j >= a.kcap[m]) what = 1;
+        const uint16_t *kj = NULL;
         if (what == 2) {
-            const int64_t pr = a.page_rows[m];
-            float kv[128];
-            dic_idx_key(a.kpages[m][j / pr] + (size_t)(j % pr) * IHD, kv);
+            const int jj = (int)j, pr = a.page_rows[m]; /* 0 <= j < n (an int): 32-bit division, the same quotient */
+            kj = a.kpages[m][jj / pr] + (size_t)(jj % pr) * IHD;
+        }
+        /* qs visible; any key of the CTA not 16-byte aligned (never in the engine's pools): the CTA
+         * stages its keys in terms (free until the heads' terms are written), the same 16-bit values */
+        const int un = __syncthreads_or(kj != NULL && ((uintptr_t)kj & 15) != 0);
+        if (un) {
+            uint16_t *stg = (uint16_t *)&terms[0][0] + kl * IHD;
+            if (kj) {
+                #pragma unroll 1
+                for (int i = g; i < IHD; i += ID_G) stg[i] = kj[i];
+            }
+            __syncthreads();
+            if (kj) kj = stg;
+        }
+        float kv[128];
+        if (what == 2) id_key_a16(kj, kv);
+        if (un) __syncthreads(); /* staged keys read before terms are written */
+        if (what == 2) {
             const float *w = a.w + (size_t)m * nh;
             for (int h = g; h < nh; h += ID_G) terms[kl][h] = dic_idx_head(qs4 + h * 32, kv, w[h]);
         }

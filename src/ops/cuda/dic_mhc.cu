@@ -23,8 +23,11 @@
 
 /* mhc.c's mixes scale from the fp64 sum of squares of a row's hc * d stream
  * values: rs = 1 / sqrtf((float)(ss / hcd) + eps). */
-static __device__ __forceinline__ float hc_mix_rs(double ss, int hcd, float eps) {
-    const float ms = __double2float_rn(__ddiv_rn(ss, (double)hcd));
+/* OOL = 1: the division, square root and reciprocal through dic_common.cuh's out-of-line copies (the lean
+ * transition: one copy each, shared with its RMSNorm scale); the same operations. */
+template <int OOL = 0> static __device__ __forceinline__ float hc_mix_rs(double ss, int hcd, float eps) {
+    const float ms = __double2float_rn(OOL ? dic_ddiv_ool(ss, (double)hcd) : __ddiv_rn(ss, (double)hcd));
+    if (OOL) return dic_fdiv_ool(1.0f, dic_fsqrt_ool(__fadd_rn(ms, eps)));
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
 }
 
@@ -34,10 +37,9 @@ static __device__ __forceinline__ float hc_mix_rs(double ss, int hcd, float eps)
 #ifndef H2_OOL
 #define H2_OOL 15
 #endif
-static __device__ __noinline__ float h2_fdiv_ool(float x, float y) { return __fdiv_rn(x, y); }
 static __device__ __noinline__ float h2_expf_ool(float x) { return dic_expf(x); }
 #if H2_OOL & 1
-#define H2_FDIV(x, y) h2_fdiv_ool((x), (y))
+#define H2_FDIV(x, y) dic_fdiv_ool((x), (y))
 #else
 #define H2_FDIV(x, y) __fdiv_rn((x), (y))
 #endif
@@ -837,7 +839,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
         __syncthreads();
-        if (t < mt) srs[t] = hc_mix_rs(__dadd_rn(sss[2 * t], sss[2 * t + 1]), hcd, a.rms_eps); /* k_scale_mixes' */
+        if (t < mt) srs[t] = hc_mix_rs<LEAN>(__dadd_rn(sss[2 * t], sss[2 * t + 1]), hcd, a.rms_eps); /* k_scale_mixes' */
         __syncthreads();
 #pragma unroll 1
         for (int o = t; o < mt * NMIX; o += H2_T) {
@@ -974,7 +976,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         double sum = sred[0][mm];
 #pragma unroll 1
         for (int wi = 1; wi < nE / 32; wi++) sum = __dadd_rn(sum, sred[wi][mm]);
-        srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
+        srs[mm] = dic_rms_scale<LEAN>(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     h2_bar(nE);
     if (te == 0) DIC_STAMP_MARK(315); /* the last CTA: RMSNorm scale */

@@ -113,31 +113,27 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
  * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
  * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
  * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
-/* hw (DIC_MD_QHW): e4m3 by cvt.rn.satfinite.e4m3x2.f32 (RNE with subnormals, saturating to +-448:
- * the same value as the clamp + round_e4m3 below for every finite input), then
- * cvt.rn.f16x2.e4m3x2 (exact): 2 instructions per value pair instead of ~20 per value. */
-static __device__ __forceinline__ uint32_t md_e4m3x2_f16x2(float lo, float hi) {
-    unsigned short b;
-    uint32_t r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(b) : "f"(hi), "f"(lo));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(b));
-    return r;
-}
+/* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
+ * below for every finite input. */
 
 static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
+    const int qst = MD_WARPS * 32 / upr, cst = MD_WARPS * 32 - qst * upr; /* u += 128: q += qst, cu += cst (carry) */
     for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
         uint4 v[4];
+        int q = lu >= 0 ? (u0 + tid) >> lu : (u0 + tid) / upr, cu = u0 + tid - q * upr; /* u = q upr + cu */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int u = u0 + i * MD_WARPS * 32 + tid;
             v[i] = make_uint4(0, 0, 0, 0);
             if (u < total) {
-                const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+                const int row = slot ? slot[q] : q;
                 v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
             }
+            q += qst, cu += cst;
+            if (cu >= upr) cu -= upr, q++;
         }
 #pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
         for (int i = 0; i < 4; i++) {
@@ -165,10 +161,10 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
 #pragma unroll
                 for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
                 uint4 o;
-                if (fp4) o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[4]), md_e4m3x2_f16x2(tq[1], tq[5]),
-                                        md_e4m3x2_f16x2(tq[2], tq[6]), md_e4m3x2_f16x2(tq[3], tq[7]));
-                else o = make_uint4(md_e4m3x2_f16x2(tq[0], tq[1]), md_e4m3x2_f16x2(tq[2], tq[3]),
-                                    md_e4m3x2_f16x2(tq[4], tq[5]), md_e4m3x2_f16x2(tq[6], tq[7]));
+                if (fp4) o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[4]), dic_e4m3x2_f16x2(tq[1], tq[5]),
+                                        dic_e4m3x2_f16x2(tq[2], tq[6]), dic_e4m3x2_f16x2(tq[3], tq[7]));
+                else o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[1]), dic_e4m3x2_f16x2(tq[2], tq[3]),
+                                    dic_e4m3x2_f16x2(tq[4], tq[5]), dic_e4m3x2_f16x2(tq[6], tq[7]));
                 ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
                 continue;
             }
@@ -562,6 +558,32 @@ static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, 
     }
 }
 
+/* mv_chunk with the q loop rolled (code size: the rare fallback of mv_chunk_c below, one copy of the
+ * block body; wa / wb loaded per block from the same stage buffer): the same operations in the same
+ * order on the same values. */
+static __device__ __forceinline__ void mv_chunk_r(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+#pragma unroll 1
+    for (int q = 0; q < 4; q++) {
+        const uint32_t wa = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        const uint32_t wb = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+        uint32_t pa[4], pb[4];
+        e2m1x8_f16(wa, pa);
+        e2m1x8_f16(wb, pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
+        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
 static __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -583,7 +605,7 @@ static __device__ __forceinline__ void md_e2m1x8_p(uint32_t w, uint32_t p[4]) {
 /* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
  * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
  * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
- * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk. */
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
 static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                   const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
@@ -591,7 +613,7 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
     const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
                          0x80808080u; /* a byte >= 241 */
     if (big) {
-        mv_chunk(b, c, g, t, a16, sa, lab, acc0, acc1);
+        mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
         return;
     }
     uint32_t wa[4], wb[4];
@@ -663,7 +685,7 @@ template <int NST, int NM>
 static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
                                                    const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                    int nch, int g, int t, int valid, int fl = 0) {
-#pragma unroll
+#pragma unroll 1 /* code size: one copy of the issue (the same requests in the same order) */
     for (int i = 0; i < NST; i++) {
         const int c = c0 + 4 * i;
         if (valid && c < nch && !(fl & DIC_MD_NOW)) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, fl);

@@ -5,6 +5,7 @@
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_head_norm.cuh"
+#include "ops/cuda/dic_model.h"
 
 /* ---------------------------------------------------------------------------
  * RMSNorm. The CPU sums x_i^2 in double in index order (norm.c). Each bf16
@@ -119,12 +120,68 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     }
 }
 
+/* The lean copy for the decode shapes (code size, codesize.md): k_rmsnorm's vec path when the row is at most one
+ * 16-byte vector per thread (D <= 8 * RMS_THREADS): the same loads, the same sums in the same order (thread i adds
+ * the 8 squares of vector i, threads past D / 8 add nothing), the same tree and scale (the divisions and the
+ * square root out of line, one copy), the same products; the same bits. */
+static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm1(const uint16_t *in, size_t ldx, const float *w, int D,
+                                                                  float eps, uint16_t *out, size_t ldy) {
+    DIC_PDL_ENTER();
+    __shared__ double red[RMS_THREADS / 32];
+    __shared__ float r_sh;
+    const uint16_t *x = in + (size_t)blockIdx.x * ldx;
+    uint16_t *y = out + (size_t)blockIdx.x * ldy;
+    const int i = threadIdx.x, on = i < D / 8;
+    double ss = 0.0;
+    const uint4 q4 = on ? ((const uint4 *)x)[i] : make_uint4(0, 0, 0, 0);
+    const uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w};
+    if (on) {
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            double a = (double)dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu));
+            double b = (double)dic_bf16_to_f32((uint16_t)(q[h] >> 16));
+            ss = __dadd_rn(ss, __dmul_rn(a, a));
+            ss = __dadd_rn(ss, __dmul_rn(b, b));
+        }
+    }
+    float wv[8];
+    if (on && w) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) wv[k] = w[8 * i + k];
+    }
+    for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_down_sync(0xFFFFFFFFu, ss, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = red[0];
+#pragma unroll 1
+        for (int k = 1; k < RMS_THREADS / 32; k++) s = __dadd_rn(s, red[k]);
+        r_sh = dic_rms_scale<1>(s, x, D, eps);
+    }
+    __syncthreads();
+    const float r = r_sh;
+    /* y may alias x: every read of x above precedes this barrier */
+    if (!on) return;
+    uint32_t o[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+        float a = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] & 0xFFFFu)), r);
+        float b = __fmul_rn(dic_bf16_to_f32((uint16_t)(q[h] >> 16)), r);
+        if (w) a = __fmul_rn(wv[2 * h], a), b = __fmul_rn(wv[2 * h + 1], b);
+        o[h] = (uint32_t)dic_f32_to_bf16(a) | ((uint32_t)dic_f32_to_bf16(b) << 16);
+    }
+    ((uint4 *)y)[i] = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, size_t ldx, const float *w, int D,
                                    float eps, uint16_t *out, size_t ldy) {
     if (M <= 0) return cudaSuccess;
     int vec = D % 8 == 0 && D <= 8 * RMS_VMAX * RMS_THREADS && ldx % 8 == 0 && ldy % 8 == 0 &&
               (((uintptr_t)in | (uintptr_t)out) & 15) == 0;
-    DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy, vec);
+    if (vec && D <= 8 * RMS_THREADS && !dic_lean_off())
+        DIC_LAUNCH(k_rmsnorm1, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy);
+    else
+        DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy, vec);
     DIC_LAUNCH_CHECK();
 }
 
@@ -252,7 +309,6 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
 /* ---------------------------------------------------------------------------
  * Fused post-processing at decode (ops.h di_q_post, di_attn_kv_post, fast
  * mode). */
-#include "ops/cuda/dic_model.h"
 
 
 /* q_post: one warp per (row, head); lane L holds the 8-value chunks L and
@@ -388,12 +444,12 @@ static __global__ void __launch_bounds__(1024) k_kv_post(uint16_t *kv, size_t ld
         if (w) a = __fmul_rn(w[c0 + e], a);
         y[e] = dic_round_bf16(a);
     }
+    /* pair e: index (c0 + e - r0) / 2 = (c0 - r0) / 2 + e / 2 (c0, r0, e even; >= 0 where used): one base,
+     * immediate offsets (code size) */
+    const long long ib = (long long)m * half + (c0 - r0) / 2;
 #pragma unroll
     for (int e = 0; e < 8; e += 2)
-        if (c0 + e >= r0) {
-            int i = (c0 + e - r0) / 2;
-            dic_rot_bf16(&y[e], &y[e + 1], cs[(size_t)m * half + i], sn[(size_t)m * half + i]);
-        }
+        if (c0 + e >= r0) dic_rot_bf16(&y[e], &y[e + 1], cs[ib + e / 2], sn[ib + e / 2]);
     float amax = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(y[e]));
