@@ -654,6 +654,12 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * 6, 7 bit for bit. */
 extern __shared__ __align__(16) uint8_t h2_dsm[];
 
+/* The tile row of item it < mt * nv (nv items per row): with at most 2 rows per tile (LEAN) a compare instead of
+ * the integer division by the run-time nv (code size: ~20 instructions per division site); the same value. */
+template <int MTX> static __device__ __forceinline__ int h2_row(int it, int nv) {
+    return MTX == 2 ? (int)(it >= nv) : it / nv;
+}
+
 /* LEAN = 1: the decode step's instantiation (code size, codesize.md): at most 2 rows per tile (the host's
  * mtr <= 2: ht_auto_mt at M <= 4) and, in the transition, the Sinkhorn beside the collapse (a.ovl) fixed at
  * compile time; the same operations in the same order as LEAN = 0 (the same bits). */
@@ -806,29 +812,27 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int ol = t / L, ll = t % L;
         /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
          * round's sums (at M = 1 the 24 outputs take one round) */
-        float x[16], xn[16];
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            const int j = ll + L * c;
-            x[c] = ol < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + ol) * S + j) : 0.0f;
-        }
+        /* the loop is rotated so that one copy of the 16 loads serves every round (code size): step ob issues
+         * round ob + P's loads (none past the last round) and sums round ob (none at ob = -P) */
+        float x[16];
 #pragma unroll 1
-        for (int ob = 0; ob < nout; ob += P) {
+        for (int ob = -P; ob < nout; ob += P) {
             const int o = ob + ol, on = o + P;
-            if (ob + P < nout) {
+            float xn[16];
 #pragma unroll
-                for (int c = 0; c < 16; c++) {
-                    const int j = ll + L * c;
-                    xn[c] = on < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + on) * S + j) : 0.0f;
-                }
+            for (int c = 0; c < 16; c++) {
+                const int j = ll + L * c;
+                xn[c] = on < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + on) * S + j) : 0.0f;
             }
-            float v = 0.0f;
+            if (ob >= 0) {
+                float v = 0.0f;
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                if (ll + L * c < S) v = __fadd_rn(v, x[c]);
+                for (int c = 0; c < 16; c++)
+                    if (ll + L * c < S) v = __fadd_rn(v, x[c]);
 #pragma unroll 1
-            for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
-            if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
+                for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
+                if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
+            }
 #pragma unroll
             for (int c = 0; c < 16; c++) x[c] = xn[c];
         }
@@ -909,7 +913,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     for (int b = te; b < ni; b += nE * H2_EV) {
         uint4 rq[HC], rn[HC];
         if (!ET) {
-            const int mm = b / nv, iv = b - mm * nv;
+            const int mm = h2_row<MTX>(b, nv), iv = b - mm * nv;
             const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
 #pragma unroll
             for (int k = 0; k < HC; k++) rq[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
@@ -919,12 +923,12 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             const int it = b + e * nE;
             if (it >= ni) break;
             if (!ET && e + 1 < H2_EV && it + nE < ni) {
-                const int mn = (it + nE) / nv, ivn = it + nE - mn * nv;
+                const int mn = h2_row<MTX>(it + nE, nv), ivn = it + nE - mn * nv;
                 const uint16_t *r = a.R + (size_t)(m0 + mn) * a.ldr + 8 * ivn;
 #pragma unroll
                 for (int k = 0; k < HC; k++) rn[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
             }
-            const int mm = it / nv, iv = it - mm * nv;
+            const int mm = h2_row<MTX>(it, nv), iv = it - mm * nv;
             const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
             float rr[HC][8], o[8];
             const uint4 *st = (const uint4 *)h2_dsm + ((size_t)mm * HC * d + 8 * (size_t)iv) / 8; /* ET: stash */
@@ -965,7 +969,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     const float *w = a.norm_w;
     float wn[8]; /* without ET's wk: the weights of this thread's first RMSNorm item, loaded before the scale */
     if (!(ET && one) && w && te < ni) {
-        const int iv = te % nv;
+        const int iv = te - h2_row<MTX>(te, nv) * nv;
 #pragma unroll
         for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * iv + q);
     }
@@ -984,7 +988,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
      * step; without ET's wk the next item's weights are loaded one step ahead (the first before the scale) */
 #pragma unroll 1
     for (int it = te, k = 0; it < ni; it += nE, k++) {
-        const int mm = it / nv, iv = it - mm * nv;
+        const int mm = h2_row<MTX>(it, nv), iv = it - mm * nv;
         float wv[8];
         if (ET && one) {
 #pragma unroll
@@ -997,7 +1001,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
             for (int q = 0; q < 8; q++) wv[q] = wn[q];
             if (it + nE < ni) {
-                const int ivn = (it + nE) % nv;
+                const int ivn = it + nE - h2_row<MTX>(it + nE, nv) * nv;
 #pragma unroll
                 for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * ivn + q);
             }
