@@ -721,6 +721,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
         if (t < MTX * CW) { /* whole groups of SG lanes */
+#pragma unroll 1
             for (int o = SG / 2; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
             if (t % SG == 0) sss[t / SG] = ss;
         }
@@ -732,12 +733,20 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         a.ssp[(size_t)(r0 + t) * S + s] = v;
     }
 
-    /* B: partial mixes, fmaf chain over the lane's 4 G values, fixed xor tree over LPM lanes */
-#pragma unroll
+    /* B: partial mixes, fmaf chain over the lane's 4 G values, fixed xor tree over LPM lanes; the rounds u rolled
+     * (code size), their fn values selected from the register array (not indexed: no local memory) */
+#pragma unroll 1
     for (int u = 0; u < NU; u++) {
         const int n = u * MPR + ng;
         if (u * MPR >= NMIX || (NU * MPR > NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= NMIX))
             continue; /* whole warps past the last mix */
+        float4 wu[G];
+#pragma unroll
+        for (int x = 0; x < NUA; x++)
+            if (x == u) {
+#pragma unroll
+                for (int g = 0; g < G; g++) wu[g] = wv[x][g];
+            }
 #pragma unroll 1
         for (int mm = 0; mm < mt; mm++) {
             float acc = 0.0f;
@@ -745,11 +754,12 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             for (int g = 0; g < G; g++) {
                 const int e = li * G + g;
                 const float4 r4 = *(const float4 *)&sr[mm][(e / CV) * CW + 4 * (e % CV)];
-                acc = g == 0 ? __fmul_rn(wv[u][g].x, r4.x) : fmaf(wv[u][g].x, r4.x, acc);
-                acc = fmaf(wv[u][g].y, r4.y, acc);
-                acc = fmaf(wv[u][g].z, r4.z, acc);
-                acc = fmaf(wv[u][g].w, r4.w, acc);
+                acc = g == 0 ? __fmul_rn(wu[g].x, r4.x) : fmaf(wu[g].x, r4.x, acc);
+                acc = fmaf(wu[g].y, r4.y, acc);
+                acc = fmaf(wu[g].z, r4.z, acc);
+                acc = fmaf(wu[g].w, r4.w, acc);
             }
+#pragma unroll 1
             for (int o = LPM / 2; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
             if (li == 0 && n < NMIX) a.part[((size_t)(r0 + mm) * NMIX + n) * S + s] = acc;
         }
@@ -840,6 +850,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
         for (int c = 0; c < 8; c++)
             if (sl + 64 * c < S) v = __dadd_rn(v, sv[c]);
+#pragma unroll 1
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
         __syncthreads();
@@ -963,6 +974,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
     for (int mm = 0; mm < MTX; mm++) {
         double v = ssq[mm];
+#pragma unroll 1
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sred[we][mm] = v;
     }
