@@ -811,15 +811,20 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     /* C: all partials of the tile in flight at once, then the fixed-order sums */
     if (NMIX > 0) {
         /* sums of squares: 64 lanes per row, lane l adds slices l, l + 64, ... (S <= 512: 8 each) */
+        /* (code size: the slice tests j = l + stride * c < S as c < a per-lane count, the loads through a running
+         * pointer: the same loads and adds) */
         double sv[8];
         const int sm = t >> 6, sl = t & 63;
+        const int ns = (S - sl + 63) >> 6; /* sl + 64 c < S  <=>  c < ns */
+        {
+            const double *ps = a.ssp + (size_t)(r0 + sm) * S + sl;
+            const int nsl = sm < mt ? ns : 0;
 #pragma unroll
-        for (int c = 0; c < 8; c++) {
-            const int j = sl + 64 * c;
-            sv[c] = sm < mt && j < S ? __ldcg(a.ssp + (size_t)(r0 + sm) * S + j) : 0.0;
+            for (int c = 0; c < 8; c++) sv[c] = c < nsl ? __ldcg(ps + 64 * c) : 0.0;
         }
-        const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * NMIX;
-        const int ol = t / L, ll = t % L;
+        const int lg = S <= 128 ? 3 : S <= 256 ? 4 : 5, L = 1 << lg, P = H2_T / L, nout = mt * NMIX;
+        const int ol = t >> lg, ll = t & (L - 1);
+        const int nc = (S - ll + L - 1) >> lg; /* ll + L c < S  <=>  c < nc */
         /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
          * round's sums (at M = 1 the 24 outputs take one round) */
         /* the loop is rotated so that one copy of the 16 loads serves every round (code size): step ob issues
@@ -828,17 +833,19 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll 1
         for (int ob = -P; ob < nout; ob += P) {
             const int o = ob + ol, on = o + P;
+            const int ncl = on < nout ? nc : 0;
+            const float *pp = a.part + ((size_t)r0 * NMIX + on) * S + ll;
             float xn[16];
 #pragma unroll
             for (int c = 0; c < 16; c++) {
-                const int j = ll + L * c;
-                xn[c] = on < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + on) * S + j) : 0.0f;
+                xn[c] = c < ncl ? __ldcg(pp) : 0.0f;
+                pp += L;
             }
             if (ob >= 0) {
                 float v = 0.0f;
 #pragma unroll
                 for (int c = 0; c < 16; c++)
-                    if (ll + L * c < S) v = __fadd_rn(v, x[c]);
+                    if (c < nc) v = __fadd_rn(v, x[c]);
 #pragma unroll 1
                 for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
                 if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
@@ -849,7 +856,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         double v = 0.0;
 #pragma unroll
         for (int c = 0; c < 8; c++)
-            if (sl + 64 * c < S) v = __dadd_rn(v, sv[c]);
+            if (c < ns) v = __dadd_rn(v, sv[c]);
 #pragma unroll 1
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
