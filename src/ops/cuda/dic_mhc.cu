@@ -626,11 +626,14 @@ static __device__ __forceinline__ void h2_bar(int n) { asm volatile("bar.sync 1,
 /* libm expf stand-in of dic_hc_head_pre (dic_elem_model.cu): exp in double, rounded once. */
 static __device__ __forceinline__ float h2_expf_cr(float x) { return __double2float_rn(exp((double)x)); }
 
-/* The head's pre_k = sigmoid(mix_k * scale0 + base_k) + eps: k_hc_head_pre's expression. */
+/* The head's pre_k = sigmoid(mix_k * scale0 + base_k) + eps: k_hc_head_pre's expression. OOL = 1: the division
+ * through dic_fdiv_ool (code size: the lean head's one copy); the same operation. */
+template <int OOL = 0>
 static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, float scale0, const float *base,
                                                      float eps) {
     const float z = __fadd_rn(__fmul_rn(mx[k], scale0), base[k]);
-    return __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, h2_expf_cr(-z))), eps);
+    const float den = __fadd_rn(1.0f, h2_expf_cr(-z));
+    return __fadd_rn(OOL ? dic_fdiv_ool(1.0f, den) : __fdiv_rn(1.0f, den), eps);
 }
 
 /* NMIX = HT_NMIX (24): the transition. NMIX = HC (4): the V4 output head (dic_hc_head: mixes, scale_mixes,
@@ -896,7 +899,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     } else if (NMIX > 0 && te < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
         const int mm = te / HC, k = te % HC;
         const size_t i = (size_t)(m0 + mm) * HC + k;
-        const float p = HEAD ? h2_head_pre1(smix[mm], k, a.scale0, a.base, a.hc_eps)
+        const float p = HEAD ? h2_head_pre1<LEAN>(smix[mm], k, a.scale0, a.base, a.hc_eps)
                              : sk_pre1(smix[mm], k, a.scale3[0], a.base, a.hc_eps);
         a.pre[i] = p;
         if (!HEAD && a.pre_in) {
