@@ -626,11 +626,14 @@ static __device__ __forceinline__ void h2_bar(int n) { asm volatile("bar.sync 1,
 /* libm expf stand-in of dic_hc_head_pre (dic_elem_model.cu): exp in double, rounded once. */
 static __device__ __forceinline__ float h2_expf_cr(float x) { return __double2float_rn(exp((double)x)); }
 
-/* The head's pre_k = sigmoid(mix_k * scale0 + base_k) + eps: k_hc_head_pre's expression. */
+/* The head's pre_k = sigmoid(mix_k * scale0 + base_k) + eps: k_hc_head_pre's expression. OOL = 1: the division
+ * through dic_fdiv_ool (code size: the lean head's one copy); the same operation. */
+template <int OOL = 0>
 static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, float scale0, const float *base,
                                                      float eps) {
     const float z = __fadd_rn(__fmul_rn(mx[k], scale0), base[k]);
-    return __fadd_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, h2_expf_cr(-z))), eps);
+    const float den = __fadd_rn(1.0f, h2_expf_cr(-z));
+    return __fadd_rn(OOL ? dic_fdiv_ool(1.0f, den) : __fdiv_rn(1.0f, den), eps);
 }
 
 /* NMIX = HT_NMIX (24): the transition. NMIX = HC (4): the V4 output head (dic_hc_head: mixes, scale_mixes,
@@ -653,6 +656,12 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * Bits: the same as ET = 0 with CW = 32 (the mixes' order, pre, post, comb, x, xn), so variant 8 equals 1, 2, 5,
  * 6, 7 bit for bit. */
 extern __shared__ __align__(16) uint8_t h2_dsm[];
+
+/* The tile row of item it < mt * nv (nv items per row): with at most 2 rows per tile (LEAN) a compare instead of
+ * the integer division by the run-time nv (code size: ~20 instructions per division site); the same value. */
+template <int MTX> static __device__ __forceinline__ int h2_row(int it, int nv) {
+    return MTX == 2 ? (int)(it >= nv) : it / nv;
+}
 
 /* LEAN = 1: the decode step's instantiation (code size, codesize.md): at most 2 rows per tile (the host's
  * mtr <= 2: ht_auto_mt at M <= 4) and, in the transition, the Sinkhorn beside the collapse (a.ovl) fixed at
@@ -715,6 +724,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
         if (t < MTX * CW) { /* whole groups of SG lanes */
+#pragma unroll 1
             for (int o = SG / 2; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
             if (t % SG == 0) sss[t / SG] = ss;
         }
@@ -726,12 +736,20 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         a.ssp[(size_t)(r0 + t) * S + s] = v;
     }
 
-    /* B: partial mixes, fmaf chain over the lane's 4 G values, fixed xor tree over LPM lanes */
-#pragma unroll
+    /* B: partial mixes, fmaf chain over the lane's 4 G values, fixed xor tree over LPM lanes; the rounds u rolled
+     * (code size), their fn values selected from the register array (not indexed: no local memory) */
+#pragma unroll 1
     for (int u = 0; u < NU; u++) {
         const int n = u * MPR + ng;
         if (u * MPR >= NMIX || (NU * MPR > NMIX && u == NU - 1 && (u * MPR + (t & ~31) / LPM) >= NMIX))
             continue; /* whole warps past the last mix */
+        float4 wu[G];
+#pragma unroll
+        for (int x = 0; x < NUA; x++)
+            if (x == u) {
+#pragma unroll
+                for (int g = 0; g < G; g++) wu[g] = wv[x][g];
+            }
 #pragma unroll 1
         for (int mm = 0; mm < mt; mm++) {
             float acc = 0.0f;
@@ -739,11 +757,12 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             for (int g = 0; g < G; g++) {
                 const int e = li * G + g;
                 const float4 r4 = *(const float4 *)&sr[mm][(e / CV) * CW + 4 * (e % CV)];
-                acc = g == 0 ? __fmul_rn(wv[u][g].x, r4.x) : fmaf(wv[u][g].x, r4.x, acc);
-                acc = fmaf(wv[u][g].y, r4.y, acc);
-                acc = fmaf(wv[u][g].z, r4.z, acc);
-                acc = fmaf(wv[u][g].w, r4.w, acc);
+                acc = g == 0 ? __fmul_rn(wu[g].x, r4.x) : fmaf(wu[g].x, r4.x, acc);
+                acc = fmaf(wu[g].y, r4.y, acc);
+                acc = fmaf(wu[g].z, r4.z, acc);
+                acc = fmaf(wu[g].w, r4.w, acc);
             }
+#pragma unroll 1
             for (int o = LPM / 2; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
             if (li == 0 && n < NMIX) a.part[((size_t)(r0 + mm) * NMIX + n) * S + s] = acc;
         }
@@ -795,47 +814,53 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     /* C: all partials of the tile in flight at once, then the fixed-order sums */
     if (NMIX > 0) {
         /* sums of squares: 64 lanes per row, lane l adds slices l, l + 64, ... (S <= 512: 8 each) */
+        /* (code size: the slice tests j = l + stride * c < S as c < a per-lane count, the loads through a running
+         * pointer: the same loads and adds) */
         double sv[8];
         const int sm = t >> 6, sl = t & 63;
+        const int ns = (S - sl + 63) >> 6; /* sl + 64 c < S  <=>  c < ns */
+        {
+            const double *ps = a.ssp + (size_t)(r0 + sm) * S + sl;
+            const int nsl = sm < mt ? ns : 0;
 #pragma unroll
-        for (int c = 0; c < 8; c++) {
-            const int j = sl + 64 * c;
-            sv[c] = sm < mt && j < S ? __ldcg(a.ssp + (size_t)(r0 + sm) * S + j) : 0.0;
+            for (int c = 0; c < 8; c++) sv[c] = c < nsl ? __ldcg(ps + 64 * c) : 0.0;
         }
-        const int L = S <= 128 ? 8 : S <= 256 ? 16 : 32, P = H2_T / L, nout = mt * NMIX;
-        const int ol = t / L, ll = t % L;
+        const int lg = S <= 128 ? 3 : S <= 256 ? 4 : 5, L = 1 << lg, P = H2_T / L, nout = mt * NMIX;
+        const int ol = t >> lg, ll = t & (L - 1);
+        const int nc = (S - ll + L - 1) >> lg; /* ll + L c < S  <=>  c < nc */
         /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
          * round's sums (at M = 1 the 24 outputs take one round) */
-        float x[16], xn[16];
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            const int j = ll + L * c;
-            x[c] = ol < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + ol) * S + j) : 0.0f;
-        }
+        /* the loop is rotated so that one copy of the 16 loads serves every round (code size): step ob issues
+         * round ob + P's loads (none past the last round) and sums round ob (none at ob = -P) */
+        float x[16];
 #pragma unroll 1
-        for (int ob = 0; ob < nout; ob += P) {
+        for (int ob = -P; ob < nout; ob += P) {
             const int o = ob + ol, on = o + P;
-            if (ob + P < nout) {
+            const int ncl = on < nout ? nc : 0;
+            const float *pp = a.part + ((size_t)r0 * NMIX + on) * S + ll;
+            float xn[16];
 #pragma unroll
-                for (int c = 0; c < 16; c++) {
-                    const int j = ll + L * c;
-                    xn[c] = on < nout && j < S ? __ldcg(a.part + ((size_t)r0 * NMIX + on) * S + j) : 0.0f;
-                }
+            for (int c = 0; c < 16; c++) {
+                xn[c] = c < ncl ? __ldcg(pp) : 0.0f;
+                pp += L;
             }
-            float v = 0.0f;
+            if (ob >= 0) {
+                float v = 0.0f;
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                if (ll + L * c < S) v = __fadd_rn(v, x[c]);
+                for (int c = 0; c < 16; c++)
+                    if (c < nc) v = __fadd_rn(v, x[c]);
 #pragma unroll 1
-            for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
-            if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
+                for (int o2 = L / 2; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
+                if (ll == 0 && o < nout) smix[o / NMA][o % NMA] = v;
+            }
 #pragma unroll
             for (int c = 0; c < 16; c++) x[c] = xn[c];
         }
         double v = 0.0;
 #pragma unroll
         for (int c = 0; c < 8; c++)
-            if (sl + 64 * c < S) v = __dadd_rn(v, sv[c]);
+            if (c < ns) v = __dadd_rn(v, sv[c]);
+#pragma unroll 1
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sss[t >> 5] = v;
         __syncthreads();
@@ -874,7 +899,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     } else if (NMIX > 0 && te < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
         const int mm = te / HC, k = te % HC;
         const size_t i = (size_t)(m0 + mm) * HC + k;
-        const float p = HEAD ? h2_head_pre1(smix[mm], k, a.scale0, a.base, a.hc_eps)
+        const float p = HEAD ? h2_head_pre1<LEAN>(smix[mm], k, a.scale0, a.base, a.hc_eps)
                              : sk_pre1(smix[mm], k, a.scale3[0], a.base, a.hc_eps);
         a.pre[i] = p;
         if (!HEAD && a.pre_in) {
@@ -909,7 +934,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     for (int b = te; b < ni; b += nE * H2_EV) {
         uint4 rq[HC], rn[HC];
         if (!ET) {
-            const int mm = b / nv, iv = b - mm * nv;
+            const int mm = h2_row<MTX>(b, nv), iv = b - mm * nv;
             const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr + 8 * iv;
 #pragma unroll
             for (int k = 0; k < HC; k++) rq[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
@@ -919,12 +944,12 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             const int it = b + e * nE;
             if (it >= ni) break;
             if (!ET && e + 1 < H2_EV && it + nE < ni) {
-                const int mn = (it + nE) / nv, ivn = it + nE - mn * nv;
+                const int mn = h2_row<MTX>(it + nE, nv), ivn = it + nE - mn * nv;
                 const uint16_t *r = a.R + (size_t)(m0 + mn) * a.ldr + 8 * ivn;
 #pragma unroll
                 for (int k = 0; k < HC; k++) rn[k] = __ldcg((const uint4 *)(r + (size_t)k * d));
             }
-            const int mm = it / nv, iv = it - mm * nv;
+            const int mm = h2_row<MTX>(it, nv), iv = it - mm * nv;
             const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
             float rr[HC][8], o[8];
             const uint4 *st = (const uint4 *)h2_dsm + ((size_t)mm * HC * d + 8 * (size_t)iv) / 8; /* ET: stash */
@@ -959,13 +984,14 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
     for (int mm = 0; mm < MTX; mm++) {
         double v = ssq[mm];
+#pragma unroll 1
         for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
         if (lane == 0) sred[we][mm] = v;
     }
     const float *w = a.norm_w;
     float wn[8]; /* without ET's wk: the weights of this thread's first RMSNorm item, loaded before the scale */
     if (!(ET && one) && w && te < ni) {
-        const int iv = te % nv;
+        const int iv = te - h2_row<MTX>(te, nv) * nv;
 #pragma unroll
         for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * iv + q);
     }
@@ -984,7 +1010,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
      * step; without ET's wk the next item's weights are loaded one step ahead (the first before the scale) */
 #pragma unroll 1
     for (int it = te, k = 0; it < ni; it += nE, k++) {
-        const int mm = it / nv, iv = it - mm * nv;
+        const int mm = h2_row<MTX>(it, nv), iv = it - mm * nv;
         float wv[8];
         if (ET && one) {
 #pragma unroll
@@ -997,7 +1023,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
 #pragma unroll
             for (int q = 0; q < 8; q++) wv[q] = wn[q];
             if (it + nE < ni) {
-                const int ivn = (it + nE) % nv;
+                const int ivn = it + nE - h2_row<MTX>(it + nE, nv) * nv;
 #pragma unroll
                 for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * ivn + q);
             }
