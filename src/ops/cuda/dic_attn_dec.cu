@@ -702,12 +702,16 @@ static __device__ __forceinline__ void ad_ldsm4t(uint32_t &r0, uint32_t &r1, uin
                  : "r"(s));
 }
 
+/* a / b of int64 (C's truncating quotient) out of line: code size (each inline 64-bit division site is
+ * ~1.4 KB of SASS; k_ad_p2 has three). The same value; a % b as a - (a / b) * b (C's identity). */
+static __device__ __noinline__ int64_t ad_div64(int64_t a, int64_t b) { return a / b; }
+
 /* window entry i < win of row m (ad_entry's rule; host-staged tables only) */
 static __device__ __forceinline__ const uint16_t *ad_win_entry(const ad_list &L, int sg, int64_t p, int i) {
     const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[sg];
     if (t > p) return NULL;
     return t >= pos0 ? L.kv + (size_t)(L.seg_row0[sg] + (t - pos0)) * (size_t)L.hd
-                     : L.ring[sg] + (size_t)(t % L.win) * (size_t)L.hd;
+                     : L.ring[sg] + (size_t)(t - ad_div64(t, L.win) * L.win) * (size_t)L.hd; /* t % win */
 }
 
 /* out columns 2c, 2c+1 of head h (k_ad_comb's rounding and inverse rotation); cc, ss: the rotation (ss = -sn) */
@@ -858,7 +862,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     const int sg = L.row_seg[m];
     const int64_t p = L.pos[m];
     const bool idx = L.ratio > 0 && L.topk;
-    const int64_t vis = L.ratio > 0 ? (p + 1) / L.ratio : 0; /* compressed entries visible (one division site) */
+    const int64_t vis = L.ratio > 0 ? ad_div64(p + 1, L.ratio) : 0; /* compressed entries visible (one division site) */
 
     /* before the wait: host-staged tables only (the step's table copy precedes every kernel) */
     if (tid < AD_E) {
@@ -878,7 +882,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     int npt = 0, pr = 1;
     if (idx && b0 + AD_E > L.win) { /* the row's page table (pointers) for the top-k entries */
         pr = L.page_rows[sg];
-        const int64_t np = (vis + pr - 1) / pr;
+        const int64_t np = ad_div64(vis + pr - 1, pr);
         npt = np < AD2_PT ? (int)np : AD2_PT;
         uint16_t *const *pt = L.ckv[sg];
 #pragma unroll 1
@@ -893,7 +897,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         if (tid < AD_E && ie >= L.win && ie - L.win < L.K) jv = L.topk[(size_t)m * L.K + (ie - L.win)];
         n = L.win + L.ntopk[m];
     } else {
-        n = ad_count(L, m);
+        n = L.win + (int)vis; /* ad_count's value (vis = 0 without compressed rows; code size: no second division) */
     }
     if (s == 0 && blockIdx.y == 0 && tid == 0) a.n_idx[m] = n;
     int nb = (n + AD_E - 1) / AD_E;
