@@ -671,6 +671,8 @@ static __global__ void __launch_bounds__(AD_T) k_ad_one(ad_list L, ad1_args a) {
 #define AD2_PT 256   /* page-table entries cached in shared memory */
 #define AD2_SMAX 256 /* 64-entry blocks per row at most */
 #define AD2_MAXC 1024
+#define AD2_PF 2 /* column pairs per thread whose first 8 blocks ad2_combine loads up front: all of them in
+                     * k_ad_c2 at hd 512 (CC 8: 512 pairs, 256 threads); each more costs ~1.5-2 KB of SASS */
 
 static __device__ unsigned int g_ad2_cnt[AD2_MAXC];
 
@@ -702,13 +704,20 @@ static __device__ __forceinline__ void ad_ldsm4t(uint32_t &r0, uint32_t &r1, uin
                  : "r"(s));
 }
 
+/* a / b of int64 (C's truncating quotient) out of line: code size (each inline 64-bit division site is
+ * ~1.4 KB of SASS; k_ad_p2 has three). The same value; a % b as a - (a / b) * b (C's identity). */
+static __device__ __noinline__ int64_t ad_div64(int64_t a, int64_t b) { return a / b; }
+
 /* window entry i < win of row m (ad_entry's rule; host-staged tables only) */
 static __device__ __forceinline__ const uint16_t *ad_win_entry(const ad_list &L, int sg, int64_t p, int i) {
     const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[sg];
     if (t > p) return NULL;
     return t >= pos0 ? L.kv + (size_t)(L.seg_row0[sg] + (t - pos0)) * (size_t)L.hd
-                     : L.ring[sg] + (size_t)(t % L.win) * (size_t)L.hd;
+                     : L.ring[sg] + (size_t)(t - ad_div64(t, L.win) * L.win) * (size_t)L.hd; /* t % win */
 }
+
+/* dic_expf out of line (code size: ad2_combine's two call sites share one copy; the same operations) */
+static __device__ __noinline__ float ad_expf_ool(float x) { return dic_expf(x); }
 
 /* out columns 2c, 2c+1 of head h (k_ad_comb's rounding and inverse rotation); cc, ss: the rotation (ss = -sn) */
 static __device__ __forceinline__ void ad2_store(const ad2_args &a, int hd, int m, int h, int c, float o0, float o1,
@@ -733,18 +742,18 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     const int tid = threadIdx.x, H = a.H, S = a.S;
     const int npc = hd / (2 * CC), npairs = AD_HG * npc, cp0 = cs * npc, r0 = hd - a.rd, half = a.rd / 2;
     const size_t bst = (size_t)H * hd; /* block stride of the partials */
-    float2 pre[4][8] = {};
+    float2 pre[AD2_PF][8]; /* read only where s < nb (no zero fill: code size); addresses stepped by bst */
     { /* f = tid + AD2_T k = hl npc + cl: one division, then (hl, cl) stepped (code size; the same values) */
         const int hst = AD2_T / npc, cst = AD2_T - hst * npc;
         int hl = tid / npc, cl = tid - hl * npc;
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < AD2_PF; k++) {
             const int f = tid + AD2_T * k;
             if (f < npairs) {
                 const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * (cp0 + cl);
 #pragma unroll
-                for (int s = 0; s < 8; s++)
-                    if (s < nb) pre[k][s] = __ldcg((const float2 *)(pp + (size_t)s * bst));
+                for (int s = 0; s < 8; s++, pp += bst)
+                    if (s < nb) pre[k][s] = __ldcg((const float2 *)pp);
             }
             hl += hst, cl += cst;
             if (cl >= npc) cl -= npc, hl++;
@@ -782,14 +791,14 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     for (int i = tid; i < AD_HG * nb; i += AD2_T) { /* block weights exp(mx_s - M) */
         const int hl = i / nb;
         const float v = wsh[i];
-        wsh[i] = v == -INFINITY ? 0.0f : dic_expf(__fsub_rn(v, gsh[hl]));
+        wsh[i] = v == -INFINITY ? 0.0f : ad_expf_ool(__fsub_rn(v, gsh[hl]));
     }
     __syncthreads();
     if (tid < AD_HG) { /* the denominator in block order */
         float den = 0.0f;
         #pragma unroll 1
         for (int s = 0; s < nb; s++) den = __fadd_rn(den, __fmul_rn(ssh[tid * nb + s], wsh[tid * nb + s]));
-        dsh[tid] = __fadd_rn(den, dic_expf(__fsub_rn(sk, gsh[tid])));
+        dsh[tid] = __fadd_rn(den, ad_expf_ool(__fsub_rn(sk, gsh[tid])));
     }
     __syncthreads();
     DIC_STAMP_PHASE(tg);
@@ -797,9 +806,9 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
      * values come from pre[k] (selected), later chunks' from loads; one accumulation body, the same
      * __fadd_rn / __fmul_rn sequence per output as before. */
     #pragma unroll 1
-    for (int k0 = 0; k0 * AD2_T < npairs; k0 += 4) {
+    for (int k0 = 0; k0 * AD2_T < npairs; k0 += AD2_PF) {
 #pragma unroll 1
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < AD2_PF; k++) {
             const int f = tid + AD2_T * (k0 + k);
             if (f >= npairs) break;
             const int hl = f / npc, c = cp0 + f - hl * npc;
@@ -815,15 +824,16 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
 #pragma unroll
                     for (int s = 0; s < 8; s++) v[s] = pre[0][s];
 #pragma unroll
-                    for (int kk = 1; kk < 4; kk++)
+                    for (int kk = 1; kk < AD2_PF; kk++)
                         if (k == kk) {
 #pragma unroll
                             for (int s = 0; s < 8; s++) v[s] = pre[kk][s];
                         }
                 } else {
+                    const float *ps = pp + (size_t)s0 * bst;
 #pragma unroll
-                    for (int s = 0; s < 8; s++)
-                        if (s0 + s < nb) v[s] = __ldcg((const float2 *)(pp + (size_t)(s0 + s) * bst));
+                    for (int s = 0; s < 8; s++, ps += bst)
+                        if (s0 + s < nb) v[s] = __ldcg((const float2 *)ps);
                 }
 #pragma unroll
                 for (int s = 0; s < 8; s++)
@@ -858,7 +868,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     const int sg = L.row_seg[m];
     const int64_t p = L.pos[m];
     const bool idx = L.ratio > 0 && L.topk;
-    const int64_t vis = L.ratio > 0 ? (p + 1) / L.ratio : 0; /* compressed entries visible (one division site) */
+    const int64_t vis = L.ratio > 0 ? ad_div64(p + 1, L.ratio) : 0; /* compressed entries visible (one division site) */
 
     /* before the wait: host-staged tables only (the step's table copy precedes every kernel) */
     if (tid < AD_E) {
@@ -878,7 +888,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
     int npt = 0, pr = 1;
     if (idx && b0 + AD_E > L.win) { /* the row's page table (pointers) for the top-k entries */
         pr = L.page_rows[sg];
-        const int64_t np = (vis + pr - 1) / pr;
+        const int64_t np = ad_div64(vis + pr - 1, pr);
         npt = np < AD2_PT ? (int)np : AD2_PT;
         uint16_t *const *pt = L.ckv[sg];
 #pragma unroll 1
@@ -893,7 +903,7 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         if (tid < AD_E && ie >= L.win && ie - L.win < L.K) jv = L.topk[(size_t)m * L.K + (ie - L.win)];
         n = L.win + L.ntopk[m];
     } else {
-        n = ad_count(L, m);
+        n = L.win + (int)vis; /* ad_count's value (vis = 0 without compressed rows; code size: no second division) */
     }
     if (s == 0 && blockIdx.y == 0 && tid == 0) a.n_idx[m] = n;
     int nb = (n + AD_E - 1) / AD_E;
