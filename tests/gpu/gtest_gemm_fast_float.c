@@ -258,7 +258,7 @@ TEST(gpu_gemm_fast_rows_independent) {
     static const int mf[] = {8, 16, 17, 64, 1024};
     rows_case(0, 1024, 4096, mb, 3, 1000);
     rows_case(0, 131, 136, mb, 3, 1001);
-    rows_case(0, 8192, 4096, mb, 3, 1004); /* M = 1: the lean multi-batch GEMV (k_gemv1_lean, as lm_head) vs k_gemv<8/16> */
+    rows_case(0, 8192, 4096, mb, 3, 1004); /* lm_head-like: several GV_U batches per warp at M = 1 */
     rows_case(1, 24, 16384, mf, 5, 1002);
     rows_case(1, 4, 16384, mf, 5, 1003);
 }
