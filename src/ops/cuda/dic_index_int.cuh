@@ -14,18 +14,22 @@
  * weights. score = bf16(sum_h bf16(relu(bf16(q_h . k)) * w_h)), heads in
  * order; the dot product in di_vdot_bf16's lane order (dic_indexer.cu). */
 /* The key's 128 bf16 values as fp32 (kv[128]). */
+/* The same for a 16-byte aligned key (global or shared memory): 16-byte loads. */
+static __device__ __forceinline__ void dic_idx_key_a16(const uint16_t *kj, float kv[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; i += 8) {
+        uint4 u = *(const uint4 *)(kj + i);
+        uint32_t w4[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            kv[i + 2 * e] = __uint_as_float(w4[e] << 16);
+            kv[i + 2 * e + 1] = __uint_as_float(w4[e] & 0xFFFF0000u);
+        }
+    }
+}
 static __device__ __forceinline__ void dic_idx_key(const uint16_t *kj, float kv[128]) {
     if (((uintptr_t)kj & 15) == 0) { /* 16-byte loads */
-#pragma unroll
-        for (int i = 0; i < 128; i += 8) {
-            uint4 u = *(const uint4 *)(kj + i);
-            uint32_t w4[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                kv[i + 2 * e] = __uint_as_float(w4[e] << 16);
-                kv[i + 2 * e + 1] = __uint_as_float(w4[e] & 0xFFFF0000u);
-            }
-        }
+        dic_idx_key_a16(kj, kv);
     } else {
 #pragma unroll
         for (int i = 0; i < 128; i += 2) {

@@ -268,20 +268,6 @@ static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) 
     }
 }
 
-/* dic_idx_key for a 16-byte aligned key (global or shared memory): the same values (k_isel_dec stages
- * unaligned keys in shared memory first: code size, one loader) */
-static __device__ __forceinline__ void id_key_a16(const uint16_t *kj, float kv[128]) {
-#pragma unroll
-    for (int i = 0; i < 128; i += 8) {
-        uint4 u = *(const uint4 *)(kj + i);
-        uint32_t w4[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            kv[i + 2 * e] = __uint_as_float(w4[e] << 16);
-            kv[i + 2 * e + 1] = __uint_as_float(w4[e] & 0xFFFF0000u);
-        }
-    }
-}
 
 static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_args a, float *score, size_t lds) {
     DIC_PDL_ENTER();
@@ -346,7 +332,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
             if (kj) kj = stg;
         }
         float kv[128];
-        if (what == 2) id_key_a16(kj, kv);
+        if (what == 2) dic_idx_key_a16(kj, kv); /* k_isel_dec stages unaligned keys in shared memory first (code size: one loader) */
         if (un) __syncthreads(); /* staged keys read before terms are written */
         if (what == 2) {
             const float *w = a.w + (size_t)m * nh;

@@ -529,6 +529,25 @@ static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *cons
     }
 }
 
+/* Block q of chunk c: rows g / g + 8's weight words wa / wb, scale words sA / sB (md_compute's FP4
+ * arithmetic; shared by mv_chunk and its rolled copy mv_chunk_r). */
+static __device__ __forceinline__ void mv_block(uint32_t wa, uint32_t wb, uint32_t sA, uint32_t sB, int c, int q,
+                                                int t, const uint4 *a16, const float *sa, int lab, float &acc0,
+                                                float &acc1) {
+        uint32_t pa[4], pb[4];
+        e2m1x8_f16(wa, pa);
+        e2m1x8_f16(wb, pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
+        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+}
+
 /* One chunk c of one matrix from stage buffer b: acc0 / acc1 rows g / g + 8 (md_compute's FP4
  * arithmetic on the same values). */
 static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
@@ -543,18 +562,7 @@ static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, 
     const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        uint32_t pa[4], pb[4];
-        e2m1x8_f16(wa[q], pa);
-        e2m1x8_f16(wb[q], pb);
-        const uint4 qv = a16[(4 * c + q) * 4 + t];
-        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
-        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
-        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
-        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
-        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
-        acc0 = fmaf(P[0], s_act * sw_a, acc0);
-        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+        mv_block(wa[q], wb[q], sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
     }
 }
 
@@ -569,18 +577,7 @@ static __device__ __forceinline__ void mv_chunk_r(const uint8_t *b, int c, int g
     for (int q = 0; q < 4; q++) {
         const uint32_t wa = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
         const uint32_t wb = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
-        uint32_t pa[4], pb[4];
-        e2m1x8_f16(wa, pa);
-        e2m1x8_f16(wb, pb);
-        const uint4 qv = a16[(4 * c + q) * 4 + t];
-        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
-        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
-        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
-        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
-        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
-        acc0 = fmaf(P[0], s_act * sw_a, acc0);
-        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+        mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
     }
 }
 
