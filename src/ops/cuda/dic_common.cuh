@@ -26,13 +26,21 @@
 #if defined(DIC_STAMPS)
 /* Timeline builds only (make ... NVCC_EXTRA=-DDIC_STAMPS; never the default build): block 0 of every
  * kernel records the global timer before and after its PDL wait, its grid size and block size, in
- * launch-completion order (dic_stamps.cu; $DEEPINFER_CUDA_STAMPS=FILE dumps one replayed step). The
+ * launch-completion order, and where in the sources the stamp sits (file and line: tools/stamps_timeline.py
+ * names the kernels) (dic_stamps.cu; $DEEPINFER_CUDA_STAMPS=FILE dumps one replayed step). The
  * buffer pointer is a __constant__ per translation unit (no relocatable device code), set through a
  * host-side registration each unit makes at load time. */
 typedef struct dic_stamp {
     unsigned long long t_enter, t_go;
     unsigned grid, block;
+    unsigned site; /* DIC_STAMP_SITE: the stamp's source file (hash of its base name) and line */
 } dic_stamp;
+/* 32-bit FNV-1a of the base name of a path (the hash restarts after each '/'), at compile time; the
+ * stamp keeps its low 16 bits beside the line (tools/stamps_timeline.py hashes the sources' names alike) */
+static __host__ __device__ constexpr unsigned dic_fnv_base(const char *s, unsigned h) {
+    return *s ? dic_fnv_base(s + 1, *s == '/' ? 2166136261u : (h ^ (unsigned char)*s) * 16777619u) : h;
+}
+#define DIC_STAMP_SITE ((dic_fnv_base(__FILE__, 2166136261u) & 0xFFFFu) << 16 | ((unsigned)__LINE__ & 0xFFFFu))
 static __constant__ dic_stamp *dic_stamp_buf_;
 static __constant__ unsigned *dic_stamp_cnt_;
 #define DIC_STAMP_MAX 4096
@@ -63,6 +71,8 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
                 dic_stamp_buf_[dic_s_].t_go = dic_gtime();                                                \
                 dic_stamp_buf_[dic_s_].grid = gridDim.x * gridDim.y * gridDim.z;                          \
                 dic_stamp_buf_[dic_s_].block = blockDim.x * blockDim.y * blockDim.z;                      \
+                constexpr unsigned dic_site_ = DIC_STAMP_SITE;                                            \
+                dic_stamp_buf_[dic_s_].site = dic_site_;                                                  \
             }                                                                                             \
         }                                                                                                 \
     } while (0)
@@ -81,6 +91,8 @@ static __device__ __forceinline__ unsigned long long dic_gtime(void) {
                 dic_stamp_buf_[dic_s_].t_go = dic_t_;                                                     \
                 dic_stamp_buf_[dic_s_].grid = 0u;                                                         \
                 dic_stamp_buf_[dic_s_].block = (unsigned)(tag);                                           \
+                constexpr unsigned dic_site_ = DIC_STAMP_SITE;                                            \
+                dic_stamp_buf_[dic_s_].site = dic_site_;                                                  \
             }                                                                                             \
         }                                                                                                 \
     } while (0)

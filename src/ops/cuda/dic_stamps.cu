@@ -4,7 +4,7 @@
  * runs DIC_PDL_ENTER records the global timer before and after its PDL wait (dic_common.cuh); with
  * $DEEPINFER_CUDA_STAMPS=FILE the stamps of the 8th replayed graph are written to FILE, one line per
  * kernel in the order the stamps were taken: enter and go times in µs from the first stamp, the wait
- * (go - enter), grid and block size. A kernel's go time is when its predecessor on the same line
+ * (go - enter), grid and block size, the stamp's source site (tools/stamps_timeline.py). A kernel's go time is when its predecessor on the same line
  * completed, so the gaps between consecutive go times on a line are the kernels' critical-path
  * costs. In the default build every function here does nothing.
  */
@@ -57,10 +57,12 @@ extern "C" void dic_stamps_after(cudaStream_t st, int replay) {
     unsigned long long t0 = n ? h[0].t_enter : 0;
     for (unsigned i = 0; i < n; i++)
         if (h[i].t_enter < t0) t0 = h[i].t_enter;
-    fprintf(f, "# i enter_us go_us wait_us grid block (DIC_STAMPS, replay %d)\n", replay);
+    fprintf(f, "# i enter_us go_us wait_us grid block site (DIC_STAMPS, replay %d; grid 0: a phase mark, block = its\n"
+               "# tag; site: file-name hash:line, tools/stamps_timeline.py names the kernels)\n", replay);
     for (unsigned i = 0; i < n; i++)
-        fprintf(f, "%u %.2f %.2f %.2f %u %u\n", i, (double)(h[i].t_enter - t0) / 1e3, (double)(h[i].t_go - t0) / 1e3,
-                (double)(h[i].t_go - h[i].t_enter) / 1e3, h[i].grid, h[i].block);
+        fprintf(f, "%u %.2f %.2f %.2f %u %u %04x:%u\n", i, (double)(h[i].t_enter - t0) / 1e3,
+                (double)(h[i].t_go - t0) / 1e3, (double)(h[i].t_go - h[i].t_enter) / 1e3, h[i].grid, h[i].block,
+                h[i].site >> 16, h[i].site & 0xFFFFu);
     fclose(f);
 }
 #else
