@@ -1,7 +1,8 @@
 /* cu_skip.c — timing-only ablation of launch sites in captured steps
  * (docs/DEVICE-FORWARD.md §7). $DEEPINFER_CUDA_SKIP = "op[#n][,op[#n]...]"
  * leaves the n-th call (0-based, counted per step; every call without #n)
- * of launch site `op` (the CU_CHECK name, e.g. dic_moe_routed_dec) out of
+ * of launch site `op` (the CU_CHECK name, e.g. dic_moe_routed_dec; `*` any
+ * site; a suffix `@L` only the calls on concurrent line L, e.g. `*@1`) out of
  * the graphs being captured: a replayed step then runs without it and the
  * step time drops by what that launch costs on the step's critical path.
  * The skipped op's outputs keep the values of the eager steps before the
@@ -32,7 +33,8 @@
 static struct {
     int parsed, list, n;
     char name[SKIP_MAX][48];
-    int idx[SKIP_MAX]; /* -1: every call */
+    int idx[SKIP_MAX];  /* -1: every call */
+    int line[SKIP_MAX]; /* -1: any line */
     const char *seen[SEEN_MAX];
     int count[SEEN_MAX], nseen;
 } g_skip;
@@ -97,6 +99,9 @@ static void skip_parse_str(const char *s) {
             continue;
         }
         if (g_skip.n >= SKIP_MAX) break;
+        char *at = strchr(t, '@');
+        g_skip.line[g_skip.n] = at ? atoi(at + 1) : -1;
+        if (at) *at = 0;
         char *h = strchr(t, '#');
         g_skip.idx[g_skip.n] = h ? atoi(h + 1) : -1;
         if (h) *h = 0;
@@ -156,7 +161,9 @@ int cu_skip(cu_exec *c, const char *op) {
     int n = g_skip.count[k]++;
     int skip = 0;
     for (int i = 0; i < g_skip.n; i++)
-        if (!strcmp(g_skip.name[i], op) && (g_skip.idx[i] < 0 || g_skip.idx[i] == n)) skip = 1;
+        if ((!strcmp(g_skip.name[i], op) || !strcmp(g_skip.name[i], "*")) && (g_skip.idx[i] < 0 || g_skip.idx[i] == n) &&
+            (g_skip.line[i] < 0 || g_skip.line[i] == c->line))
+            skip = 1;
     if (g_skip.list) fprintf(stderr, "capture launch %s#%d%s (line %d)\n", op, n, skip ? " SKIPPED" : "", c->line);
     return skip;
 }
