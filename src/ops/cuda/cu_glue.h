@@ -98,6 +98,10 @@ void cu_plan_note(cu_exec *c, const char *op);
  * launch out of the graph being captured; reset per step. */
 int cu_skip(cu_exec *c, const char *op);
 void cu_skip_step_begin(void);
+/* Timing-only knob l1gdec=FLAGS:CPS (cu_skip.c): decode-GEMM flags for the launches on line 1 only
+ * (the shared expert's GEMMs); begin returns 1 when it switched them, end switches them back. */
+int cu_line_gemm_begin(const cu_exec *c);
+void cu_line_gemm_end(int switched);
 void cu_plan_mix(cu_exec *c, uint64_t v);
 void cu_plan_free(cu_exec *c);
 /* Concurrent lines (cu_lines.c): the vtable's branch / join; join every

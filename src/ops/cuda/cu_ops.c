@@ -13,7 +13,9 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
     dic_wmat w;
     if (M <= 0 || !cu_wmat(cu_of(x), W, &w)) return;
     cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? (W->raw_fp8_block ? "fp8b" : "bf16") : "f32", M, W->n, W->k);
+    const int ov = cu_line_gemm_begin(cu_of(x));
     CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
+    cu_line_gemm_end(ov);
 }
 
 static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
@@ -63,7 +65,9 @@ static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw,
     for (int i = 0; i < nw; i++)
         if (!cu_wmat(cu_of(x), &W[i], &w[i])) return;
     cu_prof_tag(cu_of(x), "%s x%d M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : "float", nw, M, W[0].n, W[0].k);
+    const int ov = cu_line_gemm_begin(cu_of(x));
     CU_CHECK(x, dic_gemm_multi(DC(x), M, A, lda, nw, w, act_block, C16, ldc), "dic_gemm_multi");
+    cu_line_gemm_end(ov);
 }
 
 static void rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,

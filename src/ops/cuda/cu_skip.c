@@ -18,7 +18,8 @@
  * instantiations of the decode kernels or the full ones; dic_lean_set),
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
- * line b in use; a line switched off runs on the main line). */
+ * line b in use; a line switched off runs on the main line), l1gdec=FLAGS[:CPS] (decode-GEMM
+ * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,17 @@ static struct {
 } g_skip;
 
 static int g_hct_default = -1;
+static int g_l1_flags = -1, g_l1_cps, g_l1_save_flags, g_l1_save_cps; /* l1gdec knob */
+
+int cu_line_gemm_begin(const cu_exec *c) {
+    if (g_l1_flags < 0 || c->line != 1) return 0;
+    g_l1_save_flags = dic_gemm_dec_flags(), g_l1_save_cps = dic_gemm_dec_cps();
+    dic_gemm_dec_tune(g_l1_flags, g_l1_cps);
+    return 1;
+}
+void cu_line_gemm_end(int switched) {
+    if (switched) dic_gemm_dec_tune(g_l1_save_flags, g_l1_save_cps);
+}
 
 /* Every knob back to its default (the environment's where it has one). */
 static void knobs_reset(void) {
@@ -57,6 +69,7 @@ static void knobs_reset(void) {
     cu_lines_mask(-1);
     dic_route_gate_tune(-1);
     dic_lean_set(1);
+    g_l1_flags = -1;
 }
 
 static void knob(const char *t) {
@@ -79,6 +92,7 @@ static void knob(const char *t) {
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
     else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
+    else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }
 

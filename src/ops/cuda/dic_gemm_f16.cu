@@ -832,6 +832,10 @@ extern "C" int dic_gemm_dec_flags(void) {
     dec_tune_init();
     return g_dec_flags;
 }
+extern "C" int dic_gemm_dec_cps(void) {
+    dec_tune_init();
+    return g_dec_cps;
+}
 extern "C" int dic_gemm_dec_status(void) { return g_dec_broken ? -1 : g_dec_mode; }
 
 /* k_gemm_f16's split rule for a plain launch (dic_gemm_f16_launch: one token tile) */

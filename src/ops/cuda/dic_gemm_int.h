@@ -140,6 +140,7 @@ int dic_gemm_dec_status(void);
  * memory padding; bitwise the same). $DEEPINFER_GEMM_DEC="flags[,cps]" sets the safe flags once. */
 void dic_gemm_dec_tune(int flags, int cps);
 int dic_gemm_dec_flags(void);
+int dic_gemm_dec_cps(void);
 
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
  * these shapes; the launch over quantised activations q (row stride ldq). */
