@@ -1391,6 +1391,10 @@ static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2
     if (!attr) {
         cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         if (e != cudaSuccess) return e;
+        /* the whole unified L1 as shared memory (2 CTAs of ~115 KB per SM at V4-Flash dims); a hint */
+        if (cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+            (void)cudaGetLastError();
         attr = 1;
     }
     cudaLaunchConfig_t cfg = {};
