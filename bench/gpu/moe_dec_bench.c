@@ -11,7 +11,10 @@
  * call: > 600 MB cycled, so L2 does not serve the weights).
  * `moe_dec_bench one`: only the one-launch rows (k_mo, dic_moe_dec_one) next to the default two
  * launches at M = 1, 2, 4, 8 (a few seconds); the full run prints them last. The variant table
- * and the decomposition run with the one-launch path off (dic_moe_dec_one(0)). */
+ * and the decomposition run with the one-launch path off (dic_moe_dec_one(0)).
+ * `moe_dec_bench down2`: only the down variant 2 rows (k_mv_down2: a CTA per token and 16 columns
+ * with all k entries, no cluster) next to the default at M = 1, 2, 4, 8, and the two down kernels
+ * alone (DIC_MD_DNONLY) with parts removed at M = 1 and 8 (a few seconds). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,9 +85,61 @@ static void one_rows(dic_ctx *c, const double floor_us[4], int *const dsel[NS], 
     if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed\n");
 }
 
+/* the down variant 2 rows: up,down,nst 1,2,2 (qcxl) vs the default 1,1,2 (qcxl), then the down kernels
+ * alone with parts removed (timing-only diagnostics) */
+static void down2_rows(dic_ctx *c, const double floor_us[4], int *const dsel[NS], const float *drw, const dic_wmat *w1,
+                       const dic_wmat *w3, const dic_wmat *w2, const uint16_t *dxn, uint16_t *dh, const uint16_t *dsh,
+                       float *dy, uint16_t *dout, cudaEvent_t e0, cudaEvent_t e1) {
+    enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L, DN = DIC_MD_DNONLY,
+           NOW = DIC_MD_NOW, NOQ = DIC_MD_NOQ, NOM = DIC_MD_NOMMA, EX = DIC_MD_EXIT, EM = DIC_MD_EMPTY };
+    static const int Ms[] = {1, 2, 4, 8};
+    static const struct { const char *nm; int down, fl; } RW[] = {{"1,1,2,qcxl", 1, -1}, {"1,2,2,qcxl", 2, -1}};
+    const int NR = (int)(sizeof RW / sizeof RW[0]);
+    double us[4][4];
+    dic_moe_dec_one(0);
+    for (int v = 0; v < NR; v++)
+        for (int mi = 0; mi < 4; mi++) {
+            dic_moe_dec_config(1, RW[v].down, 2), dic_moe_dec_flags(RW[v].fl);
+            const int n0 = dic_moe_dec_down2_count();
+            us[v][mi] = time_calls(c, Ms[mi], dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+            if (RW[v].down == 2 && dic_moe_dec_down2_count() == n0)
+                printf("WARNING: row %s M=%d: k_mv_down2 not taken\n", RW[v].nm, Ms[mi]);
+            fprintf(stderr, "down2 row %s M=%d: %.1f us\n", RW[v].nm, Ms[mi], us[v][mi]);
+        }
+    static const struct { const char *nm; int down, fl; } DX[] = {
+        {"down1", 1, DN | A},           {"down1 stream", 1, DN | A | NOQ | NOM}, {"down1 bare", 1, DN | A | NOW | NOQ | NOM},
+        {"down2", 2, DN | A},           {"down2 noq", 2, DN | A | NOQ},          {"down2 nomma", 2, DN | A | NOM},
+        {"down2 now", 2, DN | A | NOW}, {"down2 stream", 2, DN | A | NOQ | NOM}, {"down2 bare", 2, DN | A | NOW | NOQ | NOM},
+        {"down2 exit", 2, DN | A | EX}, {"down2 empty", 2, DN | A | EM}};
+    const int ND = (int)(sizeof DX / sizeof DX[0]);
+    static const int Md[] = {1, 8};
+    double du[16][2];
+    for (int mi = 0; mi < 2; mi++)
+        for (int v = 0; v < ND; v++) {
+            dic_moe_dec_config(1, DX[v].down, 2), dic_moe_dec_flags(DX[v].fl);
+            du[v][mi] = time_calls(c, Md[mi], dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+            fprintf(stderr, "down2 decomposition %s M=%d: %.1f us\n", DX[v].nm, Md[mi], du[v][mi]);
+        }
+    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    printf("down variant 2 (k_mv_down2) vs the default (up,down,nst 1,1,2, flags qcxl), graph us per call (GR=%d over %d "
+           "routing sets)\n",
+           GR, NS);
+    printf("%-14s %9s %9s %9s %9s   %s\n", "variant", "M=1", "M=2", "M=4", "M=8", "floor/us at M=1,2,4,8");
+    printf("%-14s %9.1f %9.1f %9.1f %9.1f\n", "floor", floor_us[0], floor_us[1], floor_us[2], floor_us[3]);
+    for (int v = 0; v < NR; v++)
+        printf("%-14s %9.1f %9.1f %9.1f %9.1f   %.2f %.2f %.2f %.2f\n", RW[v].nm, us[v][0], us[v][1], us[v][2],
+               us[v][3], floor_us[0] / us[v][0], floor_us[1] / us[v][1], floor_us[2] / us[v][2], floor_us[3] / us[v][3]);
+    printf("the down kernel alone (DIC_MD_DNONLY, flags qcxl; TIMING ONLY: noq / nomma / now / stream / bare / exit /\n"
+           "empty as in the decomposition below). Floor of the down bytes M=1: %.1f us, M=8: %.1f us\n",
+           floor_us[0] / 3, floor_us[3] / 3);
+    printf("%-14s %9s %9s\n", "part", "M=1", "M=8");
+    for (int v = 0; v < ND; v++) printf("%-14s %9.1f %9.1f\n", DX[v].nm, du[v][0], du[v][1]);
+    if (dic_moe_dec_broken()) printf("WARNING: a variant launch failed\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const int only_one = argc > 1 && !strcmp(argv[1], "one");
+    const int only_one = argc > 1 && !strcmp(argv[1], "one"), only_down2 = argc > 1 && !strcmp(argv[1], "down2");
     dic_ctx c;
     bench_ctx_init(&c, (size_t)64 << 20);
     cudaEvent_t e0, e1;
@@ -171,6 +226,11 @@ int main(int argc, char **argv) {
             floor_us[mi] = fl / NS / (copy_gbs * 1e9) * 1e6;
         }
     }
+    if (only_down2) {
+        down2_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+        CK(cudaGetLastError());
+        return 0;
+    }
     if (only_one) {
         one_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
         CK(cudaGetLastError());
@@ -181,7 +241,8 @@ int main(int argc, char **argv) {
     enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
     static const int V[][4] = {{-1, -1, -1, -1}, {0, 0, 0, 0}, {1, 1, 2, 0},     {1, 1, 2, Q},     {2, 1, 2, Q},
                                {1, 1, 2, Q | C}, {2, 1, 2, Q | C}, {1, 1, 2, Q | X}, {2, 1, 2, Q | X}, {1, 1, 2, Q | L},
-                               {1, 1, 2, A},     {1, 1, 3, A},     {1, 1, 4, A},     {2, 1, 2, A},     {2, 1, 3, A}};
+                               {1, 1, 2, A},     {1, 1, 3, A},     {1, 1, 4, A},     {2, 1, 2, A},     {2, 1, 3, A},
+                               {1, 2, 2, A}};
     const int NV = (int)(sizeof V / sizeof V[0]);
     static const int Ms[] = {1, 2, 4, 8};
     double us[32][4];
@@ -351,6 +412,7 @@ int main(int argc, char **argv) {
                graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR);
     }
     one_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
+    down2_rows(&c, floor_us, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout, e0, e1);
     CK(cudaGetLastError());
     return 0;
 }

@@ -12,6 +12,10 @@
  *    down 0/1; dic_moe_dec_flags DIC_MD_QHW, _CVT, _XPRE, _DLITE; the one-launch k_mo,
  *    dic_moe_dec_one) bitwise equal to variant 0 in h, y and out (the DIC_MD_ diagnostics are
  *    timing-only: not tested);
+ *  - gpu_moe_dec_down2: the down variant 2 (k_mv_down2: a CTA per token and 16 columns, all k
+ *    entries) bitwise equal to variant 0 at M = 1, 2, 8 (several first tokens), with repeated and
+ *    invalid expert ids (-1, >= E, a token without any valid entry), shared given / not given /
+ *    aliasing out, y NULL, flags, a CUDA graph;
  *  - gpu_moe_dec_one: k_mo (one launch, grid barrier) bitwise equal to variant 0 at every M in
  *    1..8 (V4-Flash dims and small odd shapes), with and without the shared add, with y NULL, with
  *    shared aliasing out, with a line join (k_mo_tail), and replayed from a CUDA graph;
@@ -175,7 +179,8 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
                                    {1, 1, 2, C, 0}, {1, 1, 2, Q | C, 0}, {2, 1, 2, Q | C, 0}, {1, 1, 2, Q | X, 0},
                                    {2, 1, 2, Q | X, 0}, {1, 1, 2, Q | L, 0}, {1, 1, 2, L, 0}, {1, 1, 2, A, 0},
                                    {1, 1, 3, A, 0}, {2, 1, 2, A, 0}, {2, 1, 4, A, 0}, {0, 1, 4, A, 0}, {1, 0, 2, A, 0},
-                                   {1, 1, 2, A, 8}, {1, 1, 2, Q | C, 8}, {1, 1, 2, 0, 8}, {-1, -1, -1, -1, 8}};
+                                   {1, 1, 2, A, 8}, {1, 1, 2, Q | C, 8}, {1, 1, 2, 0, 8}, {-1, -1, -1, -1, 8},
+                                   {1, 2, 2, A, 0}, {1, 2, 2, 0, 0}, {0, 2, 4, Q | C, 0}, {2, 2, 2, Q, 0}};
         const int nv = (int)(sizeof V / sizeof V[0]);
         uint16_t *Hr = NULL, *Or = NULL;
         float *Yr = NULL;
@@ -384,4 +389,130 @@ TEST(gpu_moe_dec_one) {
     md_one_shape(16, 2, 256, 128, 128, 0.0f, 8, 7310);
     md_one_shape(64, 6, 1024, 512, 32, 7.0f, 8, 7320);
     md_one_shape(24, 5, 640, 384, 64, 3.0f, 8, 7330); /* odd top-k, d / 16 and I / 16 odd multiples */
+}
+
+/* ---- down variant 2 (k_mv_down2) against variant 0, bitwise ----------------------------------- */
+
+static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint64_t seed) {
+    enum { MM = 8 };
+    uint64_t s = seed;
+    md_mats m1, m3, m2;
+    md_mats_make(&m1, DI_WFMT_FP4, I, d, 32, &s);
+    md_mats_make(&m3, DI_WFMT_FP4, I, d, 32, &s);
+    md_mats_make(&m2, DI_WFMT_FP4, d, I, 32, &s);
+    dic_wmat *g1 = malloc((size_t)E * sizeof *g1), *g3 = malloc((size_t)E * sizeof *g3), *g2 = malloc((size_t)E * sizeof *g2);
+    for (int e = 0; e < E; e++) g1[e] = m1.dev[e % MD_POOL], g3[e] = m3.dev[e % MD_POOL], g2[e] = m2.dev[e % MD_POOL];
+    const int RM = MM * k;
+    const size_t ldx = (size_t)d + 8, ldo = (size_t)d + 16;
+    int *sel = malloc((size_t)RM * sizeof(int));
+    float *rw = malloc((size_t)RM * sizeof(float));
+    uint16_t *xn = malloc((size_t)MM * ldx * 2), *sh = malloc((size_t)MM * ldo * 2);
+    fill_act(xn, MM, d, ldx, ab, &s);
+    for (size_t i = 0; i < (size_t)MM * ldo; i++) sh[i] = di_f32_to_bf16(gt_rand_unit(&s) * 0.05f);
+    for (int t = 0; t < MM; t++)
+        for (int j = 0; j < k; j++) {
+            int e, dup;
+            do { /* tokens 3, 7, ...: a few shared experts */
+                e = (int)(gt_rand_u64(&s) % (uint64_t)(t % 4 == 3 ? (k + 2 < E ? k + 2 : E) : E));
+                dup = 0;
+                for (int j2 = 0; j2 < j; j2++) dup |= sel[t * k + j2] == e;
+            } while (dup);
+            sel[t * k + j] = e;
+            rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(&s) * 0.5f + 0.5f);
+        }
+    for (int t = 1; t < MM; t += 4) sel[t * k + 1] = sel[t * k]; /* an expert twice in one token */
+    for (int t = 2; t < MM; t += 4) {                            /* invalid slots: -1, >= E */
+        sel[t * k + k - 1] = -1;
+        if (k >= 3) sel[t * k + 1] = E + 3;
+    }
+    for (int j = 0; j < k; j++) sel[(MM - 2) * k + j] = j & 1 ? -1 : E; /* token 6: no valid entry */
+    dic_ctx ctx;
+    CHECK(gt_ctx(&ctx, 0));
+    int *dsel = gt_to_dev(sel, (size_t)RM * sizeof(int));
+    float *drw = gt_to_dev(rw, (size_t)RM * 4);
+    uint16_t *dxn = gt_to_dev(xn, (size_t)MM * ldx * 2), *dsh = gt_to_dev(sh, (size_t)MM * ldo * 2);
+    uint16_t *dh = gt_dev_poison((size_t)RM * I * 2), *dout = gt_dev_poison((size_t)MM * ldo * 2);
+    float *dy = gt_dev_poison((size_t)MM * d * 4);
+    CHECK(dsel && drw && dxn && dsh && dh && dout && dy);
+    /* (M, first token) */
+    static const int RUNS[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 6}, {2, 0}, {2, 2}, {8, 0}};
+    for (int ri = 0; ri < (int)(sizeof RUNS / sizeof RUNS[0]); ri++) {
+        const int M = RUNS[ri][0], off = RUNS[ri][1], R = M * k;
+        const int *psel = dsel + (size_t)off * k;
+        const float *prw = drw + (size_t)off * k;
+        const uint16_t *pxn = dxn + (size_t)off * ldx;
+        /* reference: variant 0 (0,0,0), with shared (w = 0) and without (w = 1) */
+        uint16_t *Hr[2], *Or[2];
+        float *Yr[2];
+        dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
+        for (int w = 0; w < 2; w++) {
+            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
+            CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
+            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
+                                               (size_t)I, w ? NULL : dsh, ldo, dy, dout, ldo));
+            Hr[w] = gt_d2h(dh, (size_t)R * I * 2), Or[w] = gt_d2h(dout, (size_t)M * ldo * 2), Yr[w] = gt_d2h(dy, (size_t)M * d * 4);
+            CHECK(Hr[w] && Or[w] && Yr[w]);
+        }
+        /* cases: up variant, flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, graph */
+        static const struct { int up, fl, sh, y, graph; } C[] = {
+            {-1, -1, 1, 1, 0}, {-1, -1, 0, 1, 0}, {-1, -1, 2, 0, 0}, {-1, DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0},
+            {-1, 0, 0, 1, 0},  {0, -1, 1, 1, 0},  {-1, -1, 1, 1, 1}};
+        const int nc = (int)(sizeof C / sizeof C[0]);
+        for (int ci = 0; ci < nc; ci++) {
+            dic_moe_dec_config(C[ci].up, 2, -1), dic_moe_dec_flags(C[ci].fl), dic_moe_dec_one(0);
+            const int w = C[ci].sh == 0;
+            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
+            CUDA_SYNC_CHECK(cudaMemset(dy, 0xFF, (size_t)M * d * 4));
+            if (C[ci].sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(dout, dsh, (size_t)M * ldo * 2, cudaMemcpyDeviceToDevice));
+            else CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
+            const uint16_t *shp = C[ci].sh == 0 ? NULL : C[ci].sh == 1 ? dsh : dout;
+            const int n0 = dic_moe_dec_down2_count();
+            if (C[ci].graph) { /* captured once, replayed 3 times */
+                cudaGraph_t gr;
+                cudaGraphExec_t ge;
+                CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal));
+                cudaError_t e1 = dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
+                                                    (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo);
+                CUDA_SYNC_CHECK(cudaStreamEndCapture(ctx.stream, &gr));
+                CUDA_SYNC_CHECK(e1);
+                CUDA_SYNC_CHECK(cudaGraphInstantiate(&ge, gr, 0));
+                for (int rep = 0; rep < 3; rep++) CUDA_SYNC_CHECK(cudaGraphLaunch(ge, ctx.stream));
+                CUDA_SYNC_CHECK(cudaStreamSynchronize(ctx.stream));
+                cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+            } else {
+                CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
+                                                   (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo));
+            }
+            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout, (size_t)M * ldo * 2);
+            float *Yv = gt_d2h(dy, (size_t)M * d * 4);
+            CHECK(Hv && Ov && Yv);
+            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec_down2 M=%d case %d: a launch failed (fell back to variant 0)", M, ci);
+            CHECK_MSG(dic_moe_dec_down2_count() == n0 + 1, "moe_dec_down2 M=%d case %d: k_mv_down2 not taken", M, ci);
+            size_t nh = gt_count_diff_u16(Hv, Hr[w], (size_t)R * I), no = 0;
+            size_t ny = C[ci].y ? gt_count_diff_u32(Yv, Yr[w], (size_t)M * d) : 0;
+            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or[w] + mm * ldo, (size_t)d);
+            CHECK_MSG(nh == 0 && no == 0 && ny == 0,
+                      "moe_dec_down2 E=%d k=%d d=%d I=%d M=%d (from token %d) case %d: differs from variant 0 in %zu h / "
+                      "%zu y / %zu out",
+                      E, k, d, I, M, off, ci, nh, ny, no);
+            free(Hv), free(Ov), free(Yv);
+        }
+        for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
+        fprintf(stderr, "  moe_dec_down2 E=%d k=%d d=%d I=%d ab=%d M=%d from token %d: %d cases bitwise equal to variant 0\n",
+                E, k, d, I, ab, M, off, nc);
+    }
+    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    CHECK(!dic_moe_dec_broken());
+    cudaFree(dsel), cudaFree(drw), cudaFree(dxn), cudaFree(dsh), cudaFree(dh), cudaFree(dout), cudaFree(dy);
+    cudaStreamDestroy(ctx.stream);
+    free(sel), free(rw), free(xn), free(sh), free(g1), free(g3), free(g2);
+    md_mats_free(&m1), md_mats_free(&m3), md_mats_free(&m2);
+}
+
+TEST(gpu_moe_dec_down2) {
+    md_down2_shape(256, 6, 4096, 2048, 128, 10.0f, 7400); /* V4-Flash */
+    md_down2_shape(16, 2, 256, 128, 128, 0.0f, 7410);
+    md_down2_shape(64, 6, 1024, 512, 32, 7.0f, 7420);
+    md_down2_shape(24, 5, 640, 384, 64, 3.0f, 7430); /* odd top-k, d / 16 and I / 16 odd multiples */
+    md_down2_shape(32, 8, 512, 640, 64, 0.0f, 7440); /* top-8 (MD_KMAX), I / 128 = 5 chunks */
 }

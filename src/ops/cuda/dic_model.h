@@ -195,7 +195,8 @@ int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wma
                           int act_block);
 /* Variant knobs of dic_moe_routed_dec (bench / test; $DEEPINFER_MOE_DEC="up,down,nst" is read once
  * otherwise): up 0 = k_md_up, 1 = ring per warp, 2 = ring + cluster of 4 K-chains; down 0 = k_md_down,
- * 1 = one CTA per (token, slot), cluster over the slots; nst = ring stages of up 1 / 2 (2, 3, 4, 8);
+ * 1 = one CTA per (token, slot), cluster over the slots, 2 = one CTA per (token, 16 columns) with all
+ * k entries, no cluster (k_mv_down2; down 1 where its shared memory exceeds 200 KB); nst = ring stages of up 1 / 2 (2, 3, 4, 8);
  * negative = the default. FP8 experts always take 0. Every variant gives the same bits. */
 void dic_moe_dec_config(int up, int down, int nst);
 /* Option / diagnostic flags of the FP4 variants (up 1 / 2, down 1), $DEEPINFER_MOE_DEC's 4th field
@@ -223,6 +224,7 @@ void dic_moe_dec_flags(int fl);
  * launches when the grid cannot be co-resident. _count: launches of k_mo so far (tests). */
 void dic_moe_dec_one(int maxm);
 int dic_moe_dec_one_count(void);
+int dic_moe_dec_down2_count(void); /* launches of k_mv_down2 so far (tests) */
 int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,

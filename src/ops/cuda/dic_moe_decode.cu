@@ -116,17 +116,19 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
 /* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
  * below for every finite input. */
 
+/* NTH: the CTA's threads (k_mv_down2: 256; the default: MD_WARPS * 32, the other kernels). */
+template <int NTH = MD_WARPS * 32>
 static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
-    const int qst = MD_WARPS * 32 / upr, cst = MD_WARPS * 32 - qst * upr; /* u += 128: q += qst, cu += cst (carry) */
-    for (int u0 = 0; u0 < total; u0 += MD_WARPS * 32 * 4) {
+    const int qst = NTH / upr, cst = NTH - qst * upr; /* u += NTH: q += qst, cu += cst (carry) */
+    for (int u0 = 0; u0 < total; u0 += NTH * 4) {
         uint4 v[4];
         int q = lu >= 0 ? (u0 + tid) >> lu : (u0 + tid) / upr, cu = u0 + tid - q * upr; /* u = q upr + cu */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int u = u0 + i * MD_WARPS * 32 + tid;
+            const int u = u0 + i * NTH + tid;
             v[i] = make_uint4(0, 0, 0, 0);
             if (u < total) {
                 const int row = slot ? slot[q] : q;
@@ -137,8 +139,8 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
         }
 #pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
         for (int i = 0; i < 4; i++) {
-            const int u = u0 + i * MD_WARPS * 32 + tid;
-            if (u0 + i * MD_WARPS * 32 >= total) break; /* uniform over the CTA */
+            const int u = u0 + i * NTH + tid;
+            if (u0 + i * NTH >= total) break; /* uniform over the CTA */
             const uint32_t w[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
             v[0] = v[1], v[1] = v[2], v[2] = v[3];
             float x[8], amax = 0.0f;
@@ -891,6 +893,225 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     mv_cluster_sync(); /* no CTA leaves while its eo may still be read */
 }
 
+/* ---- down, variant 2 (FP4): one CTA per (16-column tile, token), all k entries, no cluster ------
+ *
+ * k_mv_down2, grid (d / 16, M), 8 warps: a CTA owns the 16 output columns n0.. of token m and ALL its
+ * k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave (d / 16 = 256 CTAs
+ * at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in increasing k) of the
+ * valid entries of index parity w >> 2 (the valid slots in slot order: entries 0, 2, 4 / 1, 3, 5 at
+ * k = 6). Its items (entry, chunk) stream through a private ring of MD2_NST stages (cp.async 16 B as
+ * mv_issue: the lane copies block t of rows g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE
+ * the PDL wait from sel read before the wait (written two launches back: the up kernel waited for it
+ * before this grid could start; the DLITE reasoning of k_mv_down): at V4-Flash dims 10 of a warp's 12
+ * items (85 KB of the CTA's 102 KB) are in flight before the wait. After the wait each warp re-reads
+ * sel; a warp whose entries changed (never expected) drains its copies and re-issues. Stage layout
+ * (1088 B, no padding): row r's 16-byte block q at r * 64 + 16 (q ^ ((r >> 1) & 3)), the 16 scale
+ * words at 1024: the reads of word t of block q of rows g (and g + 8) hit 32 distinct banks.
+ * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_rows (all k rows of the token, the
+ * invalid ones unused), per entry and chain C_j = the fma chain of mv_chunk_c (md2_chunk: the same
+ * operations on the same values, only the shared-memory addresses differ), eo = bf16(((C0 + C1) + C2)
+ * + C3) (a chain without chunks adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in
+ * increasing (expert, slot) (md_order's order), + shared when given, y and out. Hence the same bits
+ * (h, y, out) as k_mv_down and variant 0; a row's bits do not depend on M. */
+
+#define MD2_WARPS 8
+#define MD2_NST 10                 /* ring stages per warp (V4-Flash: 8 x 10 x 1088 + 6 x 4 KB a16 = 112 KB: 2 CTAs per SM) */
+#define MD2_STB (16 * 64 + 16 * 4) /* one chunk of one entry: 16 rows x 64 B (swizzled) + 16 scale words */
+
+/* byte offset of row r's 16-byte block q in a stage */
+static __device__ __forceinline__ int md2_woff(int r, int q) { return r * 64 + 16 * (q ^ ((r >> 1) & 3)); }
+
+/* the position of the n-th (from 0) set bit of vm */
+static __device__ __forceinline__ int md2_nth(unsigned vm, int n) {
+#pragma unroll 1
+    for (int x = 0; x < n; x++) vm &= vm - 1;
+    return __ffs((int)vm) - 1;
+}
+
+/* mv_issue<1> into the swizzled stage: chunk c of the tile (W: row n0 + g's first byte, S: its first
+ * scale byte) */
+static __device__ __forceinline__ void md2_issue(uint8_t *st, const uint8_t *W, const uint8_t *S, size_t wrow,
+                                                 size_t srow, int c, int g, int t) {
+    const uint8_t *p = W + (size_t)c * 64 + 16 * t;
+    mv_cp16(st + md2_woff(g, t), p);
+    mv_cp16(st + md2_woff(g + 8, t), p + 8 * wrow);
+    if (t < 2) mv_cp4(st + 1024 + 4 * (g + 8 * t), S + (size_t)t * 8 * srow + 4 * c);
+}
+
+/* mv_chunk_c on the swizzled stage: the same operations in the same order on the same values (the
+ * rare scale byte >= 241 through mv_block, as mv_chunk_r) */
+static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                 const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 1024 + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 1024 + 4 * (g + 8));
+    const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
+                         0x80808080u; /* a byte >= 241 */
+    if (big) {
+#pragma unroll 1
+        for (int q = 0; q < 4; q++) {
+            const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
+            const uint32_t wb = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
+            mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
+        }
+        return;
+    }
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
+        wb[q] = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        uint32_t pa[4], pb[4];
+        md_e2m1x8_p(wa[q], pa);
+        md_e2m1x8_p(wb[q], pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = __uint_as_float(md_prmt(sA, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float sw_b = __uint_as_float(md_prmt(sB, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
+/* A warp's items (entry index q of its parity, chunk index ci): the entry's slot and chunk. */
+struct md2_it {
+    int q, ci;
+};
+
+/* Issue the ring's first MD2_NST items (one commit group each, issued or not) from the lane's sel
+ * value e (-1: invalid or lane >= k) and the valid mask vm. */
+static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
+                                                    int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
+                                                    int t, int now) {
+    md2_it it = {0, 0};
+    int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
+#pragma unroll 1
+    for (int i = 0; i < MD2_NST; i++) {
+        if (i < nit && !now) {
+            const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
+            md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
+            if (++it.ci == npc) {
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
+            }
+        }
+        mv_commit();
+    }
+}
+
+template <int FST = 0>
+static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_args a, const __grid_constant__ md_tab t2) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
+    __shared__ int ord_s[MD_KMAX];
+    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
+    if (fl & DIC_MD_EMPTY) return;          /* diagnostic */
+    if (fl & DIC_MD_EXIT) {                 /* diagnostic: launch + wait only */
+        DIC_PDL_ENTER();
+        return;
+    }
+    const int now = fl & DIC_MD_NOW;
+    const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int j = warp & 3, par = warp >> 2; /* chain, entry parity */
+    const int nch = K / MD_CK, npc = (nch - j + 3) / 4; /* chunks of this chain per entry (0 when j >= nch) */
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * MD2_NST * MD2_STB;
+    uint8_t *a16b = smem + (size_t)MD2_WARPS * MD2_NST * MD2_STB;
+    const size_t a16_bytes = (size_t)K * 2;
+    const int nsa = K / a.ab;
+    float *sa = (float *)(a16b + (size_t)k * a16_bytes);
+    const int *selm = a.sel + (size_t)m * k;
+    /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for it
+     * before this grid could start); every warp reads it again after the wait */
+    int e = lane < k ? selm[lane] : -1;
+    if (e < 0 || e >= a.E) e = -1;
+    unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+    int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
+    md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    DIC_PDL_ENTER();
+    float shv = 0.0f; /* warp 0's shared values, requested early */
+    if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
+    {
+        int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
+        if (e2 < 0 || e2 >= a.E) e2 = -1;
+        if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
+            asm volatile("cp.async.wait_all;\n" ::);
+            __syncwarp();
+            e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+            nit = ((__popc(vm) - par + 1) >> 1) * npc;
+            md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+        }
+    }
+    if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
+        md_quant_rows<MD2_WARPS * 32>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
+                                      nsa, fl & DIC_MD_QHW);
+    __syncthreads();
+    DIC_STAMP_PHASE(601);
+    {
+        md2_it it = {0, 0}, is = {0, 0}; /* the item computed, the item issued next (MD2_NST ahead) */
+        for (int x = 0; x < MD2_NST && x < nit; x++)
+            if (++is.ci == npc) is.ci = 0, is.q++;
+        int s = md2_nth(vm, par);
+        float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 1
+        for (int i = 0; i < nit; i++) {
+            mv_wait<MD2_NST - 1>();
+            __syncwarp();
+            const uint8_t *b = ring + (i % MD2_NST) * MD2_STB;
+            if (!(fl & DIC_MD_NOMMA))
+                md2_chunk(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
+                          a.lab, acc0, acc1);
+            if (++it.ci == npc) { /* the entry's chain sum done */
+                if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
+                acc0 = acc1 = 0.0f;
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q);
+            }
+            __syncwarp();
+            if (i + MD2_NST < nit && !now) {
+                const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
+                const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
+                md2_issue(ring + (i % MD2_NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
+                if (++is.ci == npc) is.ci = 0, is.q++;
+            }
+            mv_commit();
+        }
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(602);
+    if (warp == 0) {
+        /* the valid entries in increasing (expert, slot) (md_order's order): lane s's rank */
+        int rank = 0;
+#pragma unroll
+        for (int s2 = 0; s2 < MD_KMAX; s2++) {
+            const int x = __shfl_sync(0xFFFFFFFFu, e, s2);
+            rank += s2 < k && x >= 0 && (x < e || (x == e && s2 < lane));
+        }
+        if (e >= 0) ord_s[rank] = lane;
+        __syncwarp();
+        if (lane < 16) {
+            const int n = __popc(vm), col = n0 + lane;
+            float y = 0.0f;
+            for (int i = 0; i < n; i++) {
+                const int s = ord_s[i];
+                float v = part[s][0][lane];
+#pragma unroll
+                for (int w = 1; w < 4; w++) v = __fadd_rn(v, w < nch ? part[s][w][lane] : 0.0f);
+                y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
+            }
+            if (a.shared) y = __fadd_rn(y, shv);
+            if (a.y) a.y[(size_t)m * a.d + col] = y;
+            a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+        }
+    }
+}
+
 /* ---- one launch (k_mo, FP4, small M): up, grid barrier, down ------------------
  *
  * The arithmetic of k_mv_up (CL = 1, NST 2) and k_mv_down (NST 4) item by item, hence the same
@@ -1115,13 +1336,17 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 
 /* Variant knobs (dic_model.h dic_moe_dec_config; $DEEPINFER_MOE_DEC="up,down,nst" read once):
  * up 0 = k_md_up, 1 = k_mv_up<.., 1>, 2 = k_mv_up<.., 4> (cluster of 4 chains); down 0 = k_md_down,
- * 1 = k_mv_down (cluster of k slots); nst = ring stages of k_mv_up (2, 3, 4, 8). Variants 1 / 2
+ * 1 = k_mv_down (cluster of k slots), 2 = k_mv_down2 (a CTA per token and 16 columns, all k entries,
+ * no cluster; down 1 when its shared memory exceeds 200 KB); nst = ring stages of k_mv_up (2, 3, 4, 8). Variants 1 / 2
  * are FP4 only (FP8 experts take variant 0); all variants give the same bits. */
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
+#define MD2_MAXM_DEF 0 /* the default down kernel (knob unset) is k_mv_down2 for M <= this (0: never; set from moe_dec_bench down2) */
 #define MV_FL_DEF MV_FL_FAST /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
+static int g_md2_count; /* launches of k_mv_down2 (tests) */
+extern "C" int dic_moe_dec_down2_count(void) { return g_md2_count; }
 
 extern "C" void dic_moe_dec_config(int up, int down, int nst) {
     g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
@@ -1143,7 +1368,7 @@ static void mv_knobs(int *up, int *down, int *nst, int *fl) {
     }
     *fl = g_mv_fl >= 0 ? g_mv_fl : MV_FL_DEF;
     *up = g_mv_up >= 0 && g_mv_up <= 2 ? g_mv_up : MV_UP_DEF;
-    *down = g_mv_down >= 0 && g_mv_down <= 1 ? g_mv_down : MV_DOWN_DEF;
+    *down = g_mv_down >= 0 && g_mv_down <= 2 ? g_mv_down : MV_DOWN_DEF;
     *nst = g_mv_nst == 2 || g_mv_nst == 3 || g_mv_nst == 4 || g_mv_nst == 8 ? g_mv_nst : MV_NST_DEF;
     if (g_mv_broken) *up = 0, *down = 0;
 }
@@ -1154,6 +1379,39 @@ static size_t mv_up_smem(int nst, int d, int ab) {
 #define MV_DOWN_NST 4
 static size_t mv_down_smem(int I, int ab) {
     return (size_t)MD_WARPS * MV_DOWN_NST * MV_MATB + (size_t)I * 2 + (size_t)(I / ab) * 4;
+}
+
+static size_t md2_smem(int k, int I, int ab) {
+    return (size_t)MD2_WARPS * MD2_NST * MD2_STB + (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4);
+}
+
+/* down variant 2: grid (d / 16, M) x 256 threads, no cluster */
+template <int FST>
+static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2) {
+    static int attr; /* per instance: the dynamic shared-memory limit raised once */
+    if (!attr) {
+        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        /* the whole unified L1 as shared memory (2 CTAs of ~115 KB per SM at V4-Flash dims); a hint */
+        if (cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+            (void)cudaGetLastError();
+        attr = 1;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    int na = 0;
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = dim3((unsigned)(a.d / 16), (unsigned)a.M), cfg.blockDim = dim3(MD2_WARPS * 32);
+    cfg.dynamicSmemBytes = md2_smem(a.k, a.I, a.ab), cfg.stream = c->stream;
+    cfg.attrs = at, cfg.numAttrs = (unsigned)na;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<FST>, a, *t2);
+    if (e == cudaSuccess) g_md2_count++;
+    return e;
 }
 
 template <typename F, typename... A>
@@ -1243,7 +1501,10 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
         DIC_LAUNCH_CHECK();
     }
     if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
-    if (FP4 && down && !g_mv_broken) {
+    if (FP4 && down == 2 && !g_mv_broken) {
+        e = a.fl == MV_FL_FAST && !dic_lean_off() ? mv_down2<1>(c, a, t2) : mv_down2<0>(c, a, t2);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
+    } else if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
         if (a.fl == MV_FL_FAST && !dic_lean_off())
             e = mv_launch(k_mv_down<MV_DOWN_NST, 1>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
@@ -1355,6 +1616,7 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
         const int sok = mv_scales_ok(W1, E) && mv_scales_ok(W3, E) && mv_scales_ok(W2, E);
         if (!sok) up = 0, down = 0;
         if (up == 2 && (act_block > MD_CK || I % 64)) up = 1; /* a quantisation block inside a chunk */
+        if (down == 2 && md2_smem(k, I, act_block) > 200 * 1024) down = 1; /* k_mv_down2 does not fit */
         if (M * k > 65535 || mv_down_smem(I, act_block) > 200 * 1024) down = 0;
         if (up && mv_up_smem(nst, d, act_block) > 200 * 1024) up = 0;
         if (sok && up == 1 && down == 1 && nst == MV_NST_DEF && !(fl & MO_DIAG) && !g_mv_broken && M <= mo_maxm()) {
@@ -1362,6 +1624,8 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
             a.pf = 0;
             if (mo_try(c, a, &t1, &t3, &t2, &e) == 0) return e;
         }
+        if (down == 1 && g_mv_down < 0 && M <= MD2_MAXM_DEF && md2_smem(k, I, act_block) <= 200 * 1024)
+            down = 2; /* the default down kernel at small M (after k_mo, which takes down 1) */
         return md_launch<1>(c, a, &t1, &t3, &t2, up, down, nst);
     }
     return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0, 0);
