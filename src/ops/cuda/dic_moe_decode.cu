@@ -1342,7 +1342,7 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
 #define MV_UP_DEF 1
 #define MV_DOWN_DEF 1
 #define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-#define MD2_MAXM_DEF 0 /* the default down kernel (knob unset) is k_mv_down2 for M <= this (0: never; set from moe_dec_bench down2) */
+#define MD2_MAXM_DEF 2 /* the default down kernel (knob unset) is k_mv_down2 for M <= this: measured 2026-11-30 (moe_dec_bench down2, up + down, µs at M = 1 / 2 / 4 / 8): down2 43.7 / 80.5 / 157.8 / 308.3, down1 47.3 / 83.2 / 157.8 / 303.9; b1 step -14 µs */
 #define MV_FL_DEF MV_FL_FAST /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
 static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
 static int g_md2_count; /* launches of k_mv_down2 (tests) */
