@@ -611,7 +611,8 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
     const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
     const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
                          0x80808080u; /* a byte >= 241 */
-    if (big) {
+    if (__any_sync(0xFFFFFFFFu, big != 0)) { /* warp-uniform: mma.sync is .aligned (the other lanes' values are the
+                                              * same through either path) */
         mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
         return;
     }
