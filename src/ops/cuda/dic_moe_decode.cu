@@ -116,18 +116,21 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
 /* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
  * below for every finite input. */
 
-/* NTH: the CTA's threads (k_mv_down2: 256; the default: MD_WARPS * 32, the other kernels). */
-template <int NTH = MD_WARPS * 32>
+/* NTH: the CTA's threads (k_mv_down2: 256; the default: MD_WARPS * 32, the other kernels). NLD: the loads
+ * in flight per thread (one round = NTH x NLD uint4, all issued before any math; k_mv_down2: 8, so the k
+ * h rows of a token at V4-Flash dims (6 x 2048 values = 6 per thread) are one round: one L2 round trip);
+ * the same values and stores for any NLD. */
+template <int NTH = MD_WARPS * 32, int NLD = 4>
 static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
                                      int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
     const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
     const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
     const int qst = NTH / upr, cst = NTH - qst * upr; /* u += NTH: q += qst, cu += cst (carry) */
-    for (int u0 = 0; u0 < total; u0 += NTH * 4) {
-        uint4 v[4];
+    for (int u0 = 0; u0 < total; u0 += NTH * NLD) {
+        uint4 v[NLD];
         int q = lu >= 0 ? (u0 + tid) >> lu : (u0 + tid) / upr, cu = u0 + tid - q * upr; /* u = q upr + cu */
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < NLD; i++) {
             const int u = u0 + i * NTH + tid;
             v[i] = make_uint4(0, 0, 0, 0);
             if (u < total) {
@@ -138,11 +141,16 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
             if (cu >= upr) cu -= upr, q++;
         }
 #pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < NLD; i++) {
             const int u = u0 + i * NTH + tid;
             if (u0 + i * NTH >= total) break; /* uniform over the CTA */
             const uint32_t w[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
-            v[0] = v[1], v[1] = v[2], v[2] = v[3];
+            if constexpr (NLD == 4) {
+                v[0] = v[1], v[1] = v[2], v[2] = v[3]; /* (the existing instantiations' code, unchanged) */
+            } else {
+#pragma unroll
+                for (int r = 0; r + 1 < NLD; r++) v[r] = v[r + 1];
+            }
             float x[8], amax = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -917,6 +925,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
 #define MD2_WARPS 8
 #define MD2_NST 10                 /* ring stages per warp (V4-Flash: 8 x 10 x 1088 + 6 x 4 KB a16 = 112 KB: 2 CTAs per SM) */
 #define MD2_STB (16 * 64 + 16 * 4) /* one chunk of one entry: 16 rows x 64 B (swizzled) + 16 scale words */
+#define MD2_QLD 8                  /* md_quant_rows' loads per thread per round: k x I / 8 / 256 = 6 at V4-Flash (one round) */
 
 /* byte offset of row r's 16-byte block q in a stage */
 static __device__ __forceinline__ int md2_woff(int r, int q) { return r * 64 + 16 * (q ^ ((r >> 1) & 3)); }
@@ -1049,7 +1058,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
         }
     }
     if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
-        md_quant_rows<MD2_WARPS * 32>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
+        md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
                                       nsa, fl & DIC_MD_QHW);
     __syncthreads();
     DIC_STAMP_PHASE(601);
