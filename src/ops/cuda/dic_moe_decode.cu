@@ -1055,6 +1055,12 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     const int *selm = a.sel + (size_t)m * k;
     /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for it
      * before this grid could start); every warp reads it again after the wait */
+    if (now) { /* diagnostic without weight loads: a zero ring (the stale shared memory could hold any scale
+                * byte; zeros take md2_fast on defined values) */
+#pragma unroll 1
+        for (int o = lane * 16; o < MD2_NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+    }
     int e = lane < k ? selm[lane] : -1;
     if (e < 0 || e >= a.E) e = -1;
     unsigned vm;
