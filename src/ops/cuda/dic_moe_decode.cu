@@ -934,15 +934,12 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
 /* byte offset of row r's 16-byte block q in a stage */
 static __device__ __forceinline__ int md2_woff(int r, int q) { return r * 64 + 16 * (q ^ ((r >> 1) & 3)); }
 
-/* the slots of a warp's entries, 4 bits each: entry q (from 0) = the (par + 2 q)-th valid slot (bit of vm) */
-static __device__ __forceinline__ uint32_t md2_slots(unsigned vm, int par) {
-    uint32_t pk = 0;
+/* the position of the n-th (from 0) set bit of vm */
+static __device__ __forceinline__ int md2_nth(unsigned vm, int n) {
 #pragma unroll 1
-    for (int n = 0; vm; n++, vm &= vm - 1)
-        if ((n & 1) == par) pk |= (uint32_t)(__ffs((int)vm) - 1) << (4 * (n >> 1));
-    return pk;
+    for (int x = 0; x < n; x++) vm &= vm - 1;
+    return __ffs((int)vm) - 1;
 }
-static __device__ __forceinline__ int md2_slot(uint32_t pk, int q) { return (int)(pk >> (4 * q)) & 15; }
 
 /* mv_issue<1> into the swizzled stage: chunk c of the tile (W: row n0 + g's first byte, S: its first
  * scale byte) */
@@ -954,17 +951,23 @@ static __device__ __forceinline__ void md2_issue(uint8_t *st, const uint8_t *W, 
     if (t < 2) mv_cp4(st + 1024 + 4 * (g + 8 * t), S + (size_t)t * 8 * srow + 4 * c);
 }
 
-/* mv_chunk_c on the swizzled stage, split so that two chunks share one branch: md2_big (a scale byte
- * >= 241 among the lane's words), md2_fast (mv_chunk_c's fast path: the same operations in the same
- * order on the same values), md2_slow (mv_chunk_r's rolled mv_block path: the same values as md2_fast for
- * every byte <= 240, so a lane may take either; the caller makes the choice warp-uniform: mma.sync is
- * .aligned, a warp split between the two paths is undefined). */
-static __device__ __forceinline__ uint32_t md2_big(uint32_t sA, uint32_t sB) {
-    return ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) & 0x80808080u;
-}
-
-static __device__ __forceinline__ void md2_fast(const uint8_t *b, uint32_t sA, uint32_t sB, int c, int g, int t,
-                                                const uint4 *a16, const float *sa, int lab, float &acc0, float &acc1) {
+/* mv_chunk_c on the swizzled stage: the same operations in the same order on the same values (the
+ * rare scale byte >= 241 through mv_block, as mv_chunk_r) */
+static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                 const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 1024 + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 1024 + 4 * (g + 8));
+    const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
+                         0x80808080u; /* a byte >= 241 */
+    if (big) {
+#pragma unroll 1
+        for (int q = 0; q < 4; q++) {
+            const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
+            const uint32_t wb = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
+            mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
+        }
+        return;
+    }
     uint32_t wa[4], wb[4];
 #pragma unroll
     for (int q = 0; q < 4; q++) {
@@ -988,47 +991,27 @@ static __device__ __forceinline__ void md2_fast(const uint8_t *b, uint32_t sA, u
     }
 }
 
-static __device__ __forceinline__ void md2_slow(const uint8_t *b, uint32_t sA, uint32_t sB, int c, int g, int t,
-                                                const uint4 *a16, const float *sa, int lab, float &acc0, float &acc1) {
-#pragma unroll 1
-    for (int q = 0; q < 4; q++) {
-        const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
-        const uint32_t wb = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
-        mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
-    }
-}
-
-/* A warp's item iterator. The warp's nq entries (index parity par: entry q = its (par + 2 q)-th valid
- * slot) go in groups: pairs (q, q + 1) for q = 0, 2, ... while q + 1 < nq, then an odd last entry
- * alone. A pair's items interleave chunk by chunk ((q, c0) (q + 1, c0) (q, c1) (q + 1, c1) ...: two
- * independent chains in flight), the lone entry's are its chunks in order. Chunk index ci: chunk
- * j + 4 ci of the warp's chain j. g0: the group's first entry, sub: 0 / 1 the pair member. */
+/* A warp's items (entry index q of its parity, chunk index ci): the entry's slot and chunk. */
 struct md2_it {
-    int g0, sub, ci;
+    int q, ci;
 };
-static __device__ __forceinline__ void md2_next(md2_it &it, int nq, int npc) {
-    const int pr = it.g0 + 1 < nq;
-    if (pr && !it.sub) {
-        it.sub = 1;
-    } else {
-        it.sub = 0;
-        if (++it.ci == npc) it.ci = 0, it.g0 += pr ? 2 : 1;
-    }
-}
 
 /* Issue the ring's first MD2_NST items (one commit group each, issued or not) from the lane's sel
- * value e (-1: invalid or lane >= k) and the warp's entry slots pk (md2_slots). */
-static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, uint32_t pk, int j,
-                                                    int npc, int nq, int nit, int n0, size_t wrow, size_t srow, int g,
+ * value e (-1: invalid or lane >= k) and the valid mask vm. */
+static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
+                                                    int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
                                                     int t, int now) {
-    md2_it it = {0, 0, 0};
+    md2_it it = {0, 0};
+    int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
 #pragma unroll 1
     for (int i = 0; i < MD2_NST; i++) {
         if (i < nit && !now) {
-            const int ex = __shfl_sync(0xFFFFFFFFu, e, md2_slot(pk, it.g0 + it.sub));
             const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
             md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
-            md2_next(it, nq, npc);
+            if (++it.ci == npc) {
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
+            }
         }
         mv_commit();
     }
@@ -1067,24 +1050,22 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     }
     int e = lane < k ? selm[lane] : -1;
     if (e < 0 || e >= a.E) e = -1;
-    unsigned vm;
-    uint32_t pk;
-    int nq, nit;
+    unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+    int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
+    md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    DIC_PDL_ENTER();
     float shv = 0.0f; /* warp 0's shared values, requested early */
-#pragma unroll 1 /* code size: one copy of the prologue; pass 1 only when sel changed across the wait */
-    for (int pass = 0;; pass++) {
-        vm = __ballot_sync(0xFFFFFFFFu, e >= 0), pk = md2_slots(vm, par);
-        nq = (__popc(vm) - par + 1) >> 1, nit = nq * npc; /* the warp's entries, items (entries x its chunks) */
-        md2_prologue(ring, t2, e, pk, j, npc, nq, nit, n0, wrow, srow, g, t, now);
-        if (pass) break;
-        DIC_PDL_ENTER();
-        if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
+    if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
+    {
         int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
         if (e2 < 0 || e2 >= a.E) e2 = -1;
-        if (!__any_sync(0xFFFFFFFFu, e2 != e)) break;
-        asm volatile("cp.async.wait_all;\n" ::); /* not expected: drain and re-issue from the current values */
-        __syncwarp();
-        e = e2;
+        if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
+            asm volatile("cp.async.wait_all;\n" ::);
+            __syncwarp();
+            e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+            nit = ((__popc(vm) - par + 1) >> 1) * npc;
+            md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+        }
     }
     if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
         md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
@@ -1092,71 +1073,33 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     __syncthreads();
     DIC_STAMP_PHASE(601);
     {
-        /* two items per step (the pair's two chains, or two consecutive chunks of the lone entry: their
-         * loads, converts and MMAs overlap, the fma chain of each entry keeps its order); items i, i + 1
-         * at stages i % MD2_NST, (i + 1) % MD2_NST, one commit group each (2 committed per step) */
-        md2_it it = {0, 0, 0}, is = {0, 0, 0}; /* the step's first item, the item issued next (MD2_NST ahead) */
-        for (int x = 0; x < MD2_NST && x < nit; x++) md2_next(is, nq, npc);
-        int sx = md2_slot(pk, 0), sy = md2_slot(pk, 1); /* the group's slots (sy: a pair's second) */
-        float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;    /* the group's (first, second) entry sums */
+        md2_it it = {0, 0}, is = {0, 0}; /* the item computed, the item issued next (MD2_NST ahead) */
+        for (int x = 0; x < MD2_NST && x < nit; x++)
+            if (++is.ci == npc) is.ci = 0, is.q++;
+        int s = md2_nth(vm, par);
+        float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll 1
-        for (int i = 0; i < nit; i += 2) {
-            mv_wait<MD2_NST - 2>();
+        for (int i = 0; i < nit; i++) {
+            mv_wait<MD2_NST - 1>();
             __syncwarp();
-            const int pr = it.g0 + 1 < nq, has2 = i + 1 < nit; /* a pair; the lone entry: a second chunk */
-            const int cx = j + 4 * it.ci, sY = pr ? sy : sx, cy = pr || !has2 ? cx : cx + 4;
-            const uint8_t *bx = ring + (i % MD2_NST) * MD2_STB, *by = has2 ? ring + ((i + 1) % MD2_NST) * MD2_STB : bx;
-            float x0 = a0, x1 = a1, y0 = b0, y1 = b1;
-            if (!(fl & DIC_MD_NOMMA)) {
-                const uint4 *qx = (const uint4 *)(a16b + (size_t)sx * a16_bytes), *qy = (const uint4 *)(a16b + (size_t)sY * a16_bytes);
-                const float *fx = sa + (size_t)sx * nsa, *fy = sa + (size_t)sY * nsa;
-                const uint32_t xA = *(const uint32_t *)(bx + 1024 + 4 * g), xB = *(const uint32_t *)(bx + 1024 + 4 * (g + 8));
-                const uint32_t yA = *(const uint32_t *)(by + 1024 + 4 * g), yB = *(const uint32_t *)(by + 1024 + 4 * (g + 8));
-                if (__any_sync(0xFFFFFFFFu, md2_big(xA, xB) | md2_big(yA, yB))) { /* never with real scales */
-                    float c0 = x0, c1 = x1;
-#pragma unroll 1 /* code size: one copy */
-                    for (int h = 0; h < 2; h++) {
-                        md2_slow(h ? by : bx, h ? yA : xA, h ? yB : xB, h ? cy : cx, g, t, h ? qy : qx, h ? fy : fx,
-                                 a.lab, c0, c1);
-                        if (!h) {
-                            x0 = c0, x1 = c1;
-                            if (pr) c0 = y0, c1 = y1;
-                        }
-                    }
-                    y0 = c0, y1 = c1;
-                } else {
-                    md2_fast(bx, xA, xB, cx, g, t, qx, fx, a.lab, x0, x1);
-                    if (!pr) y0 = x0, y1 = x1;
-                    md2_fast(by, yA, yB, cy, g, t, qy, fy, a.lab, y0, y1);
-                }
-            }
-            /* the lone entry without a second chunk computed it again: discarded */
-            if (pr || !has2) a0 = x0, a1 = x1;
-            else a0 = y0, a1 = y1;
-            b0 = y0, b1 = y1;
-            const int last = pr || !has2 ? it.ci + 1 == npc : it.ci + 2 == npc; /* the group's sums done */
-            if (last) {
-                if (t == 0) {
-                    part[sx][j][g] = a0, part[sx][j][g + 8] = a1;
-                    if (pr) part[sy][j][g] = b0, part[sy][j][g + 8] = b1;
-                }
-                a0 = a1 = b0 = b1 = 0.0f;
-                it.ci = 0, it.g0 += pr ? 2 : 1;
-                sx = md2_slot(pk, it.g0), sy = md2_slot(pk, it.g0 + 1);
-            } else {
-                it.ci += pr ? 1 : 2;
+            const uint8_t *b = ring + (i % MD2_NST) * MD2_STB;
+            if (!(fl & DIC_MD_NOMMA))
+                md2_chunk(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
+                          a.lab, acc0, acc1);
+            if (++it.ci == npc) { /* the entry's chain sum done */
+                if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
+                acc0 = acc1 = 0.0f;
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q);
             }
             __syncwarp();
-#pragma unroll 1
-            for (int h = 0; h < 2; h++) {
-                if (i + h + MD2_NST < nit && !now) {
-                    const int ex = __shfl_sync(0xFFFFFFFFu, e, md2_slot(pk, is.g0 + is.sub));
-                    const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
-                    md2_issue(ring + ((i + h) % MD2_NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
-                    md2_next(is, nq, npc);
-                }
-                mv_commit();
+            if (i + MD2_NST < nit && !now) {
+                const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
+                const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
+                md2_issue(ring + (i % MD2_NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
+                if (++is.ci == npc) is.ci = 0, is.q++;
             }
+            mv_commit();
         }
     }
     __syncthreads();
