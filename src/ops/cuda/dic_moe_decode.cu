@@ -959,7 +959,7 @@ static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g,
     const uint32_t sB = *(const uint32_t *)(b + 1024 + 4 * (g + 8));
     const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
                          0x80808080u; /* a byte >= 241 */
-    if (big) {
+    if (__any_sync(0xFFFFFFFFu, big != 0)) { /* warp-uniform: mma.sync is .aligned (the same values through either path) */
 #pragma unroll 1
         for (int q = 0; q < 4; q++) {
             const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
