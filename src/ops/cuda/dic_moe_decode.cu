@@ -908,9 +908,9 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  * k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave (d / 16 = 256 CTAs
  * at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in increasing k) of the
  * valid entries of index parity w >> 2 (the valid slots in slot order: entries 0, 2, 4 / 1, 3, 5 at
- * k = 6). Its items (entry, chunk) go two per step: the entries in pairs (0, 2) interleaved chunk by chunk,
- * then the odd last one (4) two consecutive chunks per step, so two chains' loads / converts / MMAs are in
- * flight (md2_it). They stream through a private ring of MD2_NST stages (cp.async 16 B as
+ * k = 6), one item (entry, chunk) per step, entry by entry. (Two items per step, the entries' chains
+ * interleaved, measured 3-5 us slower in the b1 step: bench/gpu/MOE-DEC-NOTES.md, session 10.) The items
+ * stream through a private ring of MD2_NST stages (cp.async 16 B as
  * mv_issue: the lane copies block t of rows g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE
  * the PDL wait from sel read before the wait (written two launches back: the up kernel waited for it
  * before this grid could start; the DLITE reasoning of k_mv_down): at V4-Flash dims 10 of a warp's 12
@@ -920,8 +920,8 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  * words at 1024: the reads of word t of block q of rows g (and g + 8) hit 32 distinct banks.
  * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_rows (all k rows of the token, the
  * invalid ones unused; one round of loads at V4-Flash dims, MD2_QLD), per entry and chain C_j = the fma
- * chain of mv_chunk_c (md2_fast / md2_slow: the same operations on the same values, only the
- * shared-memory addresses differ; the slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2)
+ * chain of mv_chunk_c (md2_chunk: the same operations on the same values, only the shared-memory
+ * addresses differ; the rare slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2)
  * + C3) (a chain without chunks adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in
  * increasing (expert, slot) (md_order's order), + shared when given, y and out. Hence the same bits
  * (h, y, out) as k_mv_down and variant 0; a row's bits do not depend on M. */
