@@ -1043,7 +1043,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for it
      * before this grid could start); every warp reads it again after the wait */
     if (now) { /* diagnostic without weight loads: a zero ring (the stale shared memory could hold any scale
-                * byte; zeros take md2_fast on defined values) */
+                * byte; zeros take md2_chunk's fast path on defined values) */
 #pragma unroll 1
         for (int o = lane * 16; o < MD2_NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
         __syncwarp();
