@@ -609,27 +609,20 @@ static __device__ __forceinline__ void md_e2m1x8_p(uint32_t w, uint32_t p[4]) {
     p[1] = md_prmt(od, 0u, 0x2404u), p[3] = md_prmt(od, 0u, 0x3414u);
 }
 
-/* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
- * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
- * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
- * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
-static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
-                                                  const float *sa, int lab, float &acc0, float &acc1) {
-    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
-    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+/* A scale word pair holding a byte >= 241 (inf / NaN products) anywhere in the warp: such a chunk takes
+ * the exact decode (mv_block); warp-uniform because mma.sync is .aligned (the other lanes' values are
+ * the same through either path). */
+static __device__ __forceinline__ int mv_scale_big(uint32_t sA, uint32_t sB) {
     const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
-                         0x80808080u; /* a byte >= 241 */
-    if (__any_sync(0xFFFFFFFFu, big != 0)) { /* warp-uniform: mma.sync is .aligned (the other lanes' values are the
-                                              * same through either path) */
-        mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
-        return;
-    }
-    uint32_t wa[4], wb[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
-        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
-    }
+                         0x80808080u;
+    return __any_sync(0xFFFFFFFFu, big != 0);
+}
+
+/* mv_chunk_c's arithmetic on the loaded words of one chunk (wa / wb: rows g / g + 8, blocks q = 0..3;
+ * sA / sB their scale words), shared by mv_chunk_c and k_mv_down2's md2_chunk (their stage layouts differ). */
+static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], const uint32_t wb[4], uint32_t sA,
+                                                      uint32_t sB, int c, int t, const uint4 *a16, const float *sa,
+                                                      int lab, float &acc0, float &acc1) {
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         uint32_t pa[4], pb[4];
@@ -645,6 +638,27 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
         acc0 = fmaf(P[0], s_act * sw_a, acc0);
         acc1 = fmaf(P[2], s_act * sw_b, acc1);
     }
+}
+
+/* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
+ * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
+ * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
+static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+    if (mv_scale_big(sA, sB)) {
+        mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
+        return;
+    }
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+    }
+    mv_chunk_words(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
 }
 
 /* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
@@ -957,9 +971,7 @@ static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g,
                                                  const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 1024 + 4 * g);
     const uint32_t sB = *(const uint32_t *)(b + 1024 + 4 * (g + 8));
-    const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
-                         0x80808080u; /* a byte >= 241 */
-    if (__any_sync(0xFFFFFFFFu, big != 0)) { /* warp-uniform: mma.sync is .aligned (the same values through either path) */
+    if (mv_scale_big(sA, sB)) {
 #pragma unroll 1
         for (int q = 0; q < 4; q++) {
             const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
@@ -974,21 +986,7 @@ static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g,
         wa[q] = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
         wb[q] = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
     }
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        uint32_t pa[4], pb[4];
-        md_e2m1x8_p(wa[q], pa);
-        md_e2m1x8_p(wb[q], pb);
-        const uint4 qv = a16[(4 * c + q) * 4 + t];
-        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
-        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
-        const float sw_a = __uint_as_float(md_prmt(sA, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
-        const float sw_b = __uint_as_float(md_prmt(sB, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
-        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
-        acc0 = fmaf(P[0], s_act * sw_a, acc0);
-        acc1 = fmaf(P[2], s_act * sw_b, acc1);
-    }
+    mv_chunk_words(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
 }
 
 /* A warp's items (entry index q of its parity, chunk index ci): the entry's slot and chunk. */
