@@ -274,59 +274,153 @@ TEST(gpu_moe_dec_fp8) {
     md_case(DI_WFMT_FP8, 16, 3, 640, 384, 64, 128, 5.0f, 5, 0, 7211);
 }
 
+/* ---- a bitwise-variant fixture: FP4 experts from the pool, MM tokens of inputs, device buffers ---------
+ * (md_one_shape, md_down2_shape). md_fx_make draws the weights, xn and shared in that order; the caller
+ * fills sel / rw (the next draws) and calls md_fx_upload. */
+
+typedef struct md_fx {
+    int E, k, d, I, ab, MM;
+    float limit;
+    size_t ldx, ldo;
+    md_mats m1, m3, m2;
+    dic_wmat *g1, *g3, *g2;
+    int *sel;
+    float *rw;
+    uint16_t *xn, *sh;
+    dic_ctx ctx;
+    int *dsel;
+    float *drw, *dy;
+    uint16_t *dxn, *dsh, *dh, *dout;
+} md_fx;
+
+static void md_fx_make(md_fx *f, int E, int k, int d, int I, int ab, float limit, int MM, uint64_t *s) {
+    memset(f, 0, sizeof *f);
+    f->E = E, f->k = k, f->d = d, f->I = I, f->ab = ab, f->MM = MM, f->limit = limit;
+    md_mats_make(&f->m1, DI_WFMT_FP4, I, d, 32, s);
+    md_mats_make(&f->m3, DI_WFMT_FP4, I, d, 32, s);
+    md_mats_make(&f->m2, DI_WFMT_FP4, d, I, 32, s);
+    f->g1 = malloc((size_t)E * sizeof *f->g1), f->g3 = malloc((size_t)E * sizeof *f->g3);
+    f->g2 = malloc((size_t)E * sizeof *f->g2);
+    for (int e = 0; e < E; e++)
+        f->g1[e] = f->m1.dev[e % MD_POOL], f->g3[e] = f->m3.dev[e % MD_POOL], f->g2[e] = f->m2.dev[e % MD_POOL];
+    f->ldx = (size_t)d + 8, f->ldo = (size_t)d + 16;
+    f->sel = malloc((size_t)MM * k * sizeof(int));
+    f->rw = malloc((size_t)MM * k * sizeof(float));
+    f->xn = malloc((size_t)MM * f->ldx * 2), f->sh = malloc((size_t)MM * f->ldo * 2);
+    fill_act(f->xn, MM, d, f->ldx, ab, s);
+    for (size_t i = 0; i < (size_t)MM * f->ldo; i++) f->sh[i] = di_f32_to_bf16(gt_rand_unit(s) * 0.05f);
+}
+
+/* token t's k distinct experts (from the first `few` experts when few > 0) and weights in [0.1, 1) */
+static void md_fx_route(md_fx *f, int t, int few, uint64_t *s) {
+    const int k = f->k, E = f->E;
+    for (int j = 0; j < k; j++) {
+        int e, dup;
+        do {
+            e = (int)(gt_rand_u64(s) % (uint64_t)(few > 0 ? (few < E ? few : E) : E));
+            dup = 0;
+            for (int j2 = 0; j2 < j; j2++) dup |= f->sel[t * k + j2] == e;
+        } while (dup);
+        f->sel[t * k + j] = e;
+        f->rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(s) * 0.5f + 0.5f);
+    }
+}
+
+static void md_fx_upload(md_fx *f) {
+    const size_t RM = (size_t)f->MM * f->k;
+    CHECK(gt_ctx(&f->ctx, 0));
+    f->dsel = gt_to_dev(f->sel, RM * sizeof(int));
+    f->drw = gt_to_dev(f->rw, RM * 4);
+    f->dxn = gt_to_dev(f->xn, (size_t)f->MM * f->ldx * 2), f->dsh = gt_to_dev(f->sh, (size_t)f->MM * f->ldo * 2);
+    f->dh = gt_dev_poison(RM * f->I * 2), f->dout = gt_dev_poison((size_t)f->MM * f->ldo * 2);
+    f->dy = gt_dev_poison((size_t)f->MM * f->d * 4);
+    CHECK(f->dsel && f->drw && f->dxn && f->dsh && f->dh && f->dout && f->dy);
+}
+
+static void md_fx_free(md_fx *f) {
+    cudaFree(f->dsel), cudaFree(f->drw), cudaFree(f->dxn), cudaFree(f->dsh), cudaFree(f->dh), cudaFree(f->dout);
+    cudaFree(f->dy);
+    cudaStreamDestroy(f->ctx.stream);
+    free(f->sel), free(f->rw), free(f->xn), free(f->sh), free(f->g1), free(f->g3), free(f->g2);
+    md_mats_free(&f->m1), md_mats_free(&f->m3), md_mats_free(&f->m2);
+}
+
+/* One call of the op at M tokens from token `off`, eager or captured once and replayed 3 times. */
+static cudaError_t md_fx_call(md_fx *f, int M, int off, const uint16_t *shp, float *y, int graph) {
+    const size_t k = (size_t)f->k;
+    const int *psel = f->dsel + (size_t)off * k;
+    const float *prw = f->drw + (size_t)off * k;
+    const uint16_t *pxn = f->dxn + (size_t)off * f->ldx;
+    if (!graph)
+        return dic_moe_routed_dec(&f->ctx, M, f->k, psel, prw, f->E, f->g1, f->g3, f->g2, pxn, f->ldx, f->d, f->ab,
+                                  f->limit, f->dh, (size_t)f->I, shp, f->ldo, y, f->dout, f->ldo);
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    cudaError_t e = cudaStreamBeginCapture(f->ctx.stream, cudaStreamCaptureModeGlobal); /* no sync inside */
+    if (e != cudaSuccess) return e;
+    cudaError_t e1 = dic_moe_routed_dec(&f->ctx, M, f->k, psel, prw, f->E, f->g1, f->g3, f->g2, pxn, f->ldx, f->d,
+                                        f->ab, f->limit, f->dh, (size_t)f->I, shp, f->ldo, y, f->dout, f->ldo);
+    e = cudaStreamEndCapture(f->ctx.stream, &gr);
+    if (e != cudaSuccess) return e;
+    if (e1 != cudaSuccess) return cudaGraphDestroy(gr), e1;
+    e = cudaGraphInstantiate(&ge, gr, 0);
+    for (int rep = 0; rep < 3 && e == cudaSuccess; rep++) e = cudaGraphLaunch(ge, f->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(f->ctx.stream);
+    cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+    return e;
+}
+
+/* Variant 0 (0, 0, 0)'s h, out, y at M tokens from token `off`: w = 0 with shared, w = 1 without. */
+static void md_fx_ref(md_fx *f, int M, int off, uint16_t *Hr[2], uint16_t *Or[2], float *Yr[2]) {
+    const size_t R = (size_t)M * f->k;
+    dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
+    for (int w = 0; w < 2; w++) {
+        CUDA_SYNC_CHECK(cudaMemset(f->dh, 0xFF, R * f->I * 2));
+        CUDA_SYNC_CHECK(cudaMemset(f->dout, 0xFF, (size_t)M * f->ldo * 2));
+        CUDA_SYNC_CHECK(md_fx_call(f, M, off, w ? NULL : f->dsh, f->dy, 0));
+        Hr[w] = gt_d2h(f->dh, R * f->I * 2), Or[w] = gt_d2h(f->dout, (size_t)M * f->ldo * 2);
+        Yr[w] = gt_d2h(f->dy, (size_t)M * f->d * 4);
+        CHECK(Hr[w] && Or[w] && Yr[w]);
+    }
+}
+
+/* One case against reference w: poison h, y (out = shared when sh == 2), the call, the differing values
+ * of h, y (when given) and the d columns of out. */
+static void md_fx_case(md_fx *f, int M, int off, int sh, int ygiven, int graph, uint16_t *Hr, uint16_t *Or,
+                       float *Yr, size_t *nh, size_t *ny, size_t *no) {
+    const size_t R = (size_t)M * f->k;
+    CUDA_SYNC_CHECK(cudaMemset(f->dh, 0xFF, R * f->I * 2));
+    CUDA_SYNC_CHECK(cudaMemset(f->dy, 0xFF, (size_t)M * f->d * 4));
+    if (sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(f->dout, f->dsh, (size_t)M * f->ldo * 2, cudaMemcpyDeviceToDevice));
+    else CUDA_SYNC_CHECK(cudaMemset(f->dout, 0xFF, (size_t)M * f->ldo * 2));
+    const uint16_t *shp = sh == 0 ? NULL : sh == 1 ? f->dsh : f->dout;
+    CUDA_SYNC_CHECK(md_fx_call(f, M, off, shp, ygiven ? f->dy : NULL, graph));
+    uint16_t *Hv = gt_d2h(f->dh, R * f->I * 2), *Ov = gt_d2h(f->dout, (size_t)M * f->ldo * 2);
+    float *Yv = gt_d2h(f->dy, (size_t)M * f->d * 4);
+    CHECK(Hv && Ov && Yv);
+    *nh = gt_count_diff_u16(Hv, Hr, R * f->I), *no = 0;
+    *ny = ygiven ? gt_count_diff_u32(Yv, Yr, (size_t)M * f->d) : 0;
+    for (int mm = 0; mm < M; mm++) *no += gt_count_diff_u16(Ov + mm * f->ldo, Or + mm * f->ldo, (size_t)f->d);
+    free(Hv), free(Ov), free(Yv);
+}
+
 /* ---- the one-launch path (k_mo) against variant 0, bitwise, every M in 1..Mmax ------------------ */
 
 static void md_nojoin(void *p) { (void)p; }
 
 static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mmax, uint64_t seed) {
     uint64_t s = seed;
-    md_mats m1, m3, m2;
-    md_mats_make(&m1, DI_WFMT_FP4, I, d, 32, &s);
-    md_mats_make(&m3, DI_WFMT_FP4, I, d, 32, &s);
-    md_mats_make(&m2, DI_WFMT_FP4, d, I, 32, &s);
-    dic_wmat *g1 = malloc((size_t)E * sizeof *g1), *g3 = malloc((size_t)E * sizeof *g3), *g2 = malloc((size_t)E * sizeof *g2);
-    for (int e = 0; e < E; e++) g1[e] = m1.dev[e % MD_POOL], g3[e] = m3.dev[e % MD_POOL], g2[e] = m2.dev[e % MD_POOL];
-    const int RM = Mmax * k;
-    const size_t ldx = (size_t)d + 8, ldo = (size_t)d + 16;
-    int *sel = malloc((size_t)RM * sizeof(int));
-    float *rw = malloc((size_t)RM * sizeof(float));
-    uint16_t *xn = malloc((size_t)Mmax * ldx * 2), *sh = malloc((size_t)Mmax * ldo * 2);
-    fill_act(xn, Mmax, d, ldx, ab, &s);
-    for (size_t i = 0; i < (size_t)Mmax * ldo; i++) sh[i] = di_f32_to_bf16(gt_rand_unit(&s) * 0.05f);
-    for (int t = 0; t < Mmax; t++)
-        for (int j = 0; j < k; j++) {
-            int e, dup;
-            do { /* odd tokens share a few experts (several entries on one expert across tokens) */
-                e = (int)(gt_rand_u64(&s) % (uint64_t)(t & 1 ? (k + 2 < E ? k + 2 : E) : E));
-                dup = 0;
-                for (int j2 = 0; j2 < j; j2++) dup |= sel[t * k + j2] == e;
-            } while (dup);
-            sel[t * k + j] = e;
-            rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(&s) * 0.5f + 0.5f);
-        }
-    if (Mmax >= 3) sel[2 * k + 1] = -1; /* an invalid slot (no expert) in token 2 */
-    dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, 0));
-    int *dsel = gt_to_dev(sel, (size_t)RM * sizeof(int));
-    float *drw = gt_to_dev(rw, (size_t)RM * 4);
-    uint16_t *dxn = gt_to_dev(xn, (size_t)Mmax * ldx * 2), *dsh = gt_to_dev(sh, (size_t)Mmax * ldo * 2);
-    uint16_t *dh = gt_dev_poison((size_t)RM * I * 2), *dout = gt_dev_poison((size_t)Mmax * ldo * 2);
-    float *dy = gt_dev_poison((size_t)Mmax * d * 4);
-    CHECK(dsel && drw && dxn && dsh && dh && dout && dy);
+    md_fx f;
+    md_fx_make(&f, E, k, d, I, ab, limit, Mmax, &s);
+    for (int t = 0; t < Mmax; t++) /* odd tokens share a few experts (several entries on one expert across tokens) */
+        md_fx_route(&f, t, t & 1 ? k + 2 : 0, &s);
+    if (Mmax >= 3) f.sel[2 * k + 1] = -1; /* an invalid slot (no expert) in token 2 */
+    md_fx_upload(&f);
     for (int M = 1; M <= Mmax; M++) {
-        const int R = M * k;
         /* reference: variant 0 (0,0,0), with shared (sr) and without (nr) */
         uint16_t *Hr[2], *Or[2];
         float *Yr[2];
-        dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
-        for (int w = 0; w < 2; w++) {
-            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
-            CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
-            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
-                                               (size_t)I, w ? NULL : dsh, ldo, dy, dout, ldo));
-            Hr[w] = gt_d2h(dh, (size_t)R * I * 2), Or[w] = gt_d2h(dout, (size_t)M * ldo * 2), Yr[w] = gt_d2h(dy, (size_t)M * d * 4);
-            CHECK(Hr[w] && Or[w] && Yr[w]);
-        }
+        md_fx_ref(&f, M, 0, Hr, Or, Yr);
         /* cases: flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, join, graph */
         static const struct { int fl, sh, y, join, graph; } C[] = {
             {-1, 1, 1, 0, 0}, {-1, 0, 1, 0, 0}, {-1, 2, 1, 0, 0}, {-1, 1, 0, 1, 0}, {-1, 0, 1, 1, 0},
@@ -336,41 +430,15 @@ static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mm
         for (int ci = 0; ci < nc; ci++) {
             dic_moe_dec_flags(C[ci].fl);
             const int w = C[ci].sh == 0; /* the reference without shared */
-            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
-            CUDA_SYNC_CHECK(cudaMemset(dy, 0xFF, (size_t)M * d * 4));
-            if (C[ci].sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(dout, dsh, (size_t)M * ldo * 2, cudaMemcpyDeviceToDevice));
-            else CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
-            const uint16_t *shp = C[ci].sh == 0 ? NULL : C[ci].sh == 1 ? dsh : dout;
-            ctx.join = C[ci].join ? md_nojoin : NULL, ctx.join_arg = NULL;
+            f.ctx.join = C[ci].join ? md_nojoin : NULL, f.ctx.join_arg = NULL;
             const int n0 = dic_moe_dec_one_count();
-            if (C[ci].graph) { /* captured once, replayed 3 times (the barrier and counters survive replays) */
-                cudaGraph_t gr;
-                cudaGraphExec_t ge;
-                CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal)); /* no sync inside */
-                cudaError_t e1 = dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
-                                                    (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo);
-                CUDA_SYNC_CHECK(cudaStreamEndCapture(ctx.stream, &gr));
-                CUDA_SYNC_CHECK(e1);
-                CUDA_SYNC_CHECK(cudaGraphInstantiate(&ge, gr, 0));
-                for (int rep = 0; rep < 3; rep++) CUDA_SYNC_CHECK(cudaGraphLaunch(ge, ctx.stream));
-                CUDA_SYNC_CHECK(cudaStreamSynchronize(ctx.stream));
-                cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
-            } else {
-                CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
-                                                   (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo));
-            }
-            ctx.join = NULL;
-            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout, (size_t)M * ldo * 2);
-            float *Yv = gt_d2h(dy, (size_t)M * d * 4);
-            CHECK(Hv && Ov && Yv);
+            size_t nh, ny, no;
+            md_fx_case(&f, M, 0, C[ci].sh, C[ci].y, C[ci].graph, Hr[w], Or[w], Yr[w], &nh, &ny, &no);
+            f.ctx.join = NULL;
             CHECK_MSG(dic_moe_dec_one_count() == n0 + 1, "moe_dec_one M=%d case %d: k_mo not taken", M, ci);
-            size_t nh = gt_count_diff_u16(Hv, Hr[w], (size_t)R * I), no = 0;
-            size_t ny = C[ci].y ? gt_count_diff_u32(Yv, Yr[w], (size_t)M * d) : 0;
-            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or[w] + mm * ldo, (size_t)d);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
                       "moe_dec_one E=%d k=%d d=%d I=%d M=%d case %d: differs from variant 0 in %zu h / %zu y / %zu out",
                       E, k, d, I, M, ci, nh, ny, no);
-            free(Hv), free(Ov), free(Yv);
         }
         for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
         fprintf(stderr, "  moe_dec_one E=%d k=%d d=%d I=%d ab=%d M=%d: %d cases bitwise equal to variant 0\n", E, k,
@@ -378,10 +446,7 @@ static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mm
     }
     dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
     CHECK(!dic_moe_dec_broken());
-    cudaFree(dsel), cudaFree(drw), cudaFree(dxn), cudaFree(dsh), cudaFree(dh), cudaFree(dout), cudaFree(dy);
-    cudaStreamDestroy(ctx.stream);
-    free(sel), free(rw), free(xn), free(sh), free(g1), free(g3), free(g2);
-    md_mats_free(&m1), md_mats_free(&m3), md_mats_free(&m2);
+    md_fx_free(&f);
 }
 
 TEST(gpu_moe_dec_one) {
@@ -396,63 +461,26 @@ TEST(gpu_moe_dec_one) {
 static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint64_t seed) {
     enum { MM = 8 };
     uint64_t s = seed;
-    md_mats m1, m3, m2;
-    md_mats_make(&m1, DI_WFMT_FP4, I, d, 32, &s);
-    md_mats_make(&m3, DI_WFMT_FP4, I, d, 32, &s);
-    md_mats_make(&m2, DI_WFMT_FP4, d, I, 32, &s);
-    dic_wmat *g1 = malloc((size_t)E * sizeof *g1), *g3 = malloc((size_t)E * sizeof *g3), *g2 = malloc((size_t)E * sizeof *g2);
-    for (int e = 0; e < E; e++) g1[e] = m1.dev[e % MD_POOL], g3[e] = m3.dev[e % MD_POOL], g2[e] = m2.dev[e % MD_POOL];
-    const int RM = MM * k;
-    const size_t ldx = (size_t)d + 8, ldo = (size_t)d + 16;
-    int *sel = malloc((size_t)RM * sizeof(int));
-    float *rw = malloc((size_t)RM * sizeof(float));
-    uint16_t *xn = malloc((size_t)MM * ldx * 2), *sh = malloc((size_t)MM * ldo * 2);
-    fill_act(xn, MM, d, ldx, ab, &s);
-    for (size_t i = 0; i < (size_t)MM * ldo; i++) sh[i] = di_f32_to_bf16(gt_rand_unit(&s) * 0.05f);
-    for (int t = 0; t < MM; t++)
-        for (int j = 0; j < k; j++) {
-            int e, dup;
-            do { /* tokens 3, 7, ...: a few shared experts */
-                e = (int)(gt_rand_u64(&s) % (uint64_t)(t % 4 == 3 ? (k + 2 < E ? k + 2 : E) : E));
-                dup = 0;
-                for (int j2 = 0; j2 < j; j2++) dup |= sel[t * k + j2] == e;
-            } while (dup);
-            sel[t * k + j] = e;
-            rw[t * k + j] = 0.1f + 0.9f * (gt_rand_unit(&s) * 0.5f + 0.5f);
-        }
+    md_fx f;
+    md_fx_make(&f, E, k, d, I, ab, limit, MM, &s);
+    for (int t = 0; t < MM; t++) /* tokens 3, 7, ...: a few shared experts */
+        md_fx_route(&f, t, t % 4 == 3 ? k + 2 : 0, &s);
+    int *sel = f.sel;
     for (int t = 1; t < MM; t += 4) sel[t * k + 1] = sel[t * k]; /* an expert twice in one token */
     for (int t = 2; t < MM; t += 4) {                            /* invalid slots: -1, >= E */
         sel[t * k + k - 1] = -1;
         if (k >= 3) sel[t * k + 1] = E + 3;
     }
     for (int j = 0; j < k; j++) sel[(MM - 2) * k + j] = j & 1 ? -1 : E; /* token 6: no valid entry */
-    dic_ctx ctx;
-    CHECK(gt_ctx(&ctx, 0));
-    int *dsel = gt_to_dev(sel, (size_t)RM * sizeof(int));
-    float *drw = gt_to_dev(rw, (size_t)RM * 4);
-    uint16_t *dxn = gt_to_dev(xn, (size_t)MM * ldx * 2), *dsh = gt_to_dev(sh, (size_t)MM * ldo * 2);
-    uint16_t *dh = gt_dev_poison((size_t)RM * I * 2), *dout = gt_dev_poison((size_t)MM * ldo * 2);
-    float *dy = gt_dev_poison((size_t)MM * d * 4);
-    CHECK(dsel && drw && dxn && dsh && dh && dout && dy);
+    md_fx_upload(&f);
     /* (M, first token) */
     static const int RUNS[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 6}, {2, 0}, {2, 2}, {8, 0}};
     for (int ri = 0; ri < (int)(sizeof RUNS / sizeof RUNS[0]); ri++) {
-        const int M = RUNS[ri][0], off = RUNS[ri][1], R = M * k;
-        const int *psel = dsel + (size_t)off * k;
-        const float *prw = drw + (size_t)off * k;
-        const uint16_t *pxn = dxn + (size_t)off * ldx;
+        const int M = RUNS[ri][0], off = RUNS[ri][1];
         /* reference: variant 0 (0,0,0), with shared (w = 0) and without (w = 1) */
         uint16_t *Hr[2], *Or[2];
         float *Yr[2];
-        dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
-        for (int w = 0; w < 2; w++) {
-            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
-            CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
-            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
-                                               (size_t)I, w ? NULL : dsh, ldo, dy, dout, ldo));
-            Hr[w] = gt_d2h(dh, (size_t)R * I * 2), Or[w] = gt_d2h(dout, (size_t)M * ldo * 2), Yr[w] = gt_d2h(dy, (size_t)M * d * 4);
-            CHECK(Hr[w] && Or[w] && Yr[w]);
-        }
+        md_fx_ref(&f, M, off, Hr, Or, Yr);
         /* cases: up variant, flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, graph */
         static const struct { int up, fl, sh, y, graph; } C[] = {
             {-1, -1, 1, 1, 0}, {-1, -1, 0, 1, 0}, {-1, -1, 2, 0, 0}, {-1, DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0},
@@ -461,41 +489,15 @@ static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint
         for (int ci = 0; ci < nc; ci++) {
             dic_moe_dec_config(C[ci].up, 2, -1), dic_moe_dec_flags(C[ci].fl), dic_moe_dec_one(0);
             const int w = C[ci].sh == 0;
-            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
-            CUDA_SYNC_CHECK(cudaMemset(dy, 0xFF, (size_t)M * d * 4));
-            if (C[ci].sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(dout, dsh, (size_t)M * ldo * 2, cudaMemcpyDeviceToDevice));
-            else CUDA_SYNC_CHECK(cudaMemset(dout, 0xFF, (size_t)M * ldo * 2));
-            const uint16_t *shp = C[ci].sh == 0 ? NULL : C[ci].sh == 1 ? dsh : dout;
             const int n0 = dic_moe_dec_down2_count();
-            if (C[ci].graph) { /* captured once, replayed 3 times */
-                cudaGraph_t gr;
-                cudaGraphExec_t ge;
-                CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal));
-                cudaError_t e1 = dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
-                                                    (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo);
-                CUDA_SYNC_CHECK(cudaStreamEndCapture(ctx.stream, &gr));
-                CUDA_SYNC_CHECK(e1);
-                CUDA_SYNC_CHECK(cudaGraphInstantiate(&ge, gr, 0));
-                for (int rep = 0; rep < 3; rep++) CUDA_SYNC_CHECK(cudaGraphLaunch(ge, ctx.stream));
-                CUDA_SYNC_CHECK(cudaStreamSynchronize(ctx.stream));
-                cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
-            } else {
-                CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, psel, prw, E, g1, g3, g2, pxn, ldx, d, ab, limit, dh,
-                                                   (size_t)I, shp, ldo, C[ci].y ? dy : NULL, dout, ldo));
-            }
-            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout, (size_t)M * ldo * 2);
-            float *Yv = gt_d2h(dy, (size_t)M * d * 4);
-            CHECK(Hv && Ov && Yv);
+            size_t nh, ny, no;
+            md_fx_case(&f, M, off, C[ci].sh, C[ci].y, C[ci].graph, Hr[w], Or[w], Yr[w], &nh, &ny, &no);
             CHECK_MSG(!dic_moe_dec_broken(), "moe_dec_down2 M=%d case %d: a launch failed (fell back to variant 0)", M, ci);
             CHECK_MSG(dic_moe_dec_down2_count() == n0 + 1, "moe_dec_down2 M=%d case %d: k_mv_down2 not taken", M, ci);
-            size_t nh = gt_count_diff_u16(Hv, Hr[w], (size_t)R * I), no = 0;
-            size_t ny = C[ci].y ? gt_count_diff_u32(Yv, Yr[w], (size_t)M * d) : 0;
-            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or[w] + mm * ldo, (size_t)d);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
                       "moe_dec_down2 E=%d k=%d d=%d I=%d M=%d (from token %d) case %d: differs from variant 0 in %zu h / "
                       "%zu y / %zu out",
                       E, k, d, I, M, off, ci, nh, ny, no);
-            free(Hv), free(Ov), free(Yv);
         }
         for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
         fprintf(stderr, "  moe_dec_down2 E=%d k=%d d=%d I=%d ab=%d M=%d from token %d: %d cases bitwise equal to variant 0\n",
@@ -503,10 +505,7 @@ static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint
     }
     dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
     CHECK(!dic_moe_dec_broken());
-    cudaFree(dsel), cudaFree(drw), cudaFree(dxn), cudaFree(dsh), cudaFree(dh), cudaFree(dout), cudaFree(dy);
-    cudaStreamDestroy(ctx.stream);
-    free(sel), free(rw), free(xn), free(sh), free(g1), free(g3), free(g2);
-    md_mats_free(&m1), md_mats_free(&m3), md_mats_free(&m2);
+    md_fx_free(&f);
 }
 
 TEST(gpu_moe_dec_down2) {
