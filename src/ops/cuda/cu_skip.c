@@ -19,7 +19,8 @@
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
  * line b in use; a line switched off runs on the main line), l1gdec=FLAGS[:CPS] (decode-GEMM
- * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs). */
+ * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
+ * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ static void knobs_reset(void) {
     dic_gemm_dec_tune(-1, 0);
     dic_moe_dec_config(-1, -1, -1);
     dic_moe_dec_flags(-1);
+    dic_moe_dec_probe(0);
     dic_moe_dec_one(-1);
     dic_q_proj_enable(-1);
     dic_index_select_tune(-2);
@@ -92,6 +94,7 @@ static void knob(const char *t) {
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
     else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
+    else if (n == 7 && !strncmp(t, "mvprobe", 7)) dic_moe_dec_probe(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }

@@ -47,6 +47,10 @@
  * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
  * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
 #define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
+/* Timing probes (dic_moe_dec_probe): FST = 2 instantiations = the FST = 1 code with these two diagnostic
+ * flags read at run time (results wrong; measurements of a part's cost in the step only). */
+#define MV_PROBE_FL (DIC_MD_NOQ | DIC_MD_NOMMA)
+#define MV_FL(FST, f) ((FST) == 1 ? MV_FL_FAST : (FST) == 2 ? (MV_FL_FAST | ((f) & MV_PROBE_FL)) : (f))
 
 typedef struct md_tab {
     const uint8_t *w[DIC_GEMM_MAXE];
@@ -723,7 +727,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
                                                                 const __grid_constant__ md_tab t3) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][2][16];
-    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -797,7 +801,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     __shared__ float eo[16];
     __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
                                                          * token's sel it was made from, before the wait */
-    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
     if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     if (fl & DIC_MD_EXIT) { /* diagnostic: launch + wait only */
         DIC_PDL_ENTER();
@@ -1020,7 +1024,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
     __shared__ int ord_s[MD_KMAX];
-    const int fl = FST ? MV_FL_FAST : a.fl; /* FST: launched only when a.fl == MV_FL_FAST */
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
     if (fl & DIC_MD_EMPTY) return;          /* diagnostic */
     if (fl & DIC_MD_EXIT) {                 /* diagnostic: launch + wait only */
         DIC_PDL_ENTER();
@@ -1373,6 +1377,8 @@ extern "C" void dic_moe_dec_flags(int fl) {
     g_mv_fl = fl;
 }
 extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
+static int g_mv_probe; /* dic_moe_dec_probe: DIC_MD_NOQ / NOMMA bits of the up kernel, << 16 of the down kernel */
+extern "C" void dic_moe_dec_probe(int bits) { g_mv_probe = bits < 0 ? 0 : bits; }
 
 static void mv_knobs(int *up, int *down, int *nst, int *fl) {
     if (!g_mv_env) {
@@ -1468,6 +1474,7 @@ static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, c
         switch (nst) {
         case 2:
             if (a.fl == MV_FL_FAST && !dic_lean_off()) return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+            if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST) return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
             return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
@@ -1503,7 +1510,9 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     }
     cudaError_t e = cudaErrorNotSupported;
     if (FP4 && up && !(a.fl & DIC_MD_DNONLY)) {
-        e = mv_up(c, a, t1, t3, up, nst);
+        md_args au = a;
+        if (g_mv_probe && a.fl == MV_FL_FAST) au.fl |= g_mv_probe & MV_PROBE_FL; /* timing probe of the up kernel */
+        e = mv_up(c, au, t1, t3, up, nst);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1; /* e.g. clusters refused */
     }
     if (a.fl & DIC_MD_DNONLY) e = cudaSuccess; /* diagnostic: no up launch */
@@ -1519,7 +1528,10 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     }
     if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
     if (FP4 && down == 2 && !g_mv_broken) {
-        e = a.fl == MV_FL_FAST && !dic_lean_off() ? mv_down2<1>(c, a, t2) : mv_down2<0>(c, a, t2);
+        md_args ad = a;
+        if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
+        e = ad.fl == MV_FL_FAST && !dic_lean_off() ? mv_down2<1>(c, ad, t2)
+            : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     } else if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
