@@ -20,7 +20,8 @@
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
  * line b in use; a line switched off runs on the main line), l1gdec=FLAGS[:CPS] (decode-GEMM
  * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
- * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math). */
+ * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math; any bit: with
+ * md_quant_rows instead of md_quant_lean). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

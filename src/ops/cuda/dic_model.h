@@ -217,9 +217,10 @@ void dic_moe_dec_config(int up, int down, int nst);
 #define DIC_MD_EMPTY 0x400  /* diag: return at entry (an empty launch of the same grid / cluster shape) */
 #define DIC_MD_LIN 0x800    /* diag: the same bytes read as one contiguous 1 KB run per warp chunk */
 void dic_moe_dec_flags(int fl);
-/* Timing probe (results WRONG; DEEPINFER_CUDA_SKIP_SETS knob mvprobe=BITS): the default FP4 kernels
- * with DIC_MD_NOQ / DIC_MD_NOMMA set at run time, bits 0..15 for the up kernel, << 16 for the down
- * kernel (k_mv_down2); 0 off. */
+/* Timing probe (DEEPINFER_CUDA_SKIP_SETS knob mvprobe=BITS; 0 off): any bit set launches the default
+ * FP4 kernels' FST = 2 copies (md_quant_rows instead of md_quant_lean: an A/B of the same bits) with
+ * DIC_MD_NOQ / DIC_MD_NOMMA set at run time (results WRONG), bits 0..15 for the up kernel, << 16 for the
+ * down kernel (k_mv_down2); e.g. 0x40000000: the A/B only. */
 void dic_moe_dec_probe(int bits);
 /* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
  * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):

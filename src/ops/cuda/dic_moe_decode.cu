@@ -47,8 +47,9 @@
  * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
  * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
 #define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
-/* Timing probes (dic_moe_dec_probe): FST = 2 instantiations = the FST = 1 code with these two diagnostic
- * flags read at run time (results wrong; measurements of a part's cost in the step only). */
+/* Timing probes (dic_moe_dec_probe, any bit set): FST = 2 instantiations = the FST = 1 code before
+ * md_quant_lean (md_quant_rows) with these two diagnostic flags read at run time (results wrong when set;
+ * measurements of a part's cost in the step only). */
 #define MV_PROBE_FL (DIC_MD_NOQ | DIC_MD_NOMMA)
 #define MV_FL(FST, f) ((FST) == 1 ? MV_FL_FAST : (FST) == 2 ? (MV_FL_FAST | ((f) & MV_PROBE_FL)) : (f))
 
@@ -191,6 +192,73 @@ static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int 
             ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
         }
     }
+}
+
+/* 1 / s for an activation scale s = dic_act_scale(..) (a power of two 2^-126..2^127, or inf): the bits
+ * __frcp_rn(s) gives (2^-e exact, 2^-127 subnormal, 1 / inf = 0) without the reciprocal's iterations. */
+static __device__ __forceinline__ float md_rcp_pow2(float s) {
+    const int be = (int)(__float_as_uint(s) >> 23); /* s > 0 */
+    return be < 254 ? __uint_as_float((uint32_t)(254 - be) << 23) : be == 254 ? __uint_as_float(0x00400000u) : 0.0f;
+}
+
+/* md_quant_rows (FP4 fragment order, the dic_e4m3x2_f16x2 path: DIC_MD_QHW), the same values at fewer
+ * instructions for the lean (FST) kernels: the raw bf16 rows are first copied into the a16 buffer (the same
+ * 16 bytes per 8 values: NLD loads in flight per thread, no registers carried across units), then each
+ * thread quantises its units in place, one unit per iteration (measured: md_quant_rows' rolled register
+ * queue and index divisions were ~30 % of k_mv_down2's instructions in ncu; the b1 step -4 us). Rows of base: nrows at stride ld
+ * (no slot table). Whole CTA; ends with __syncthreads. */
+template <int NTH, int NLD>
+static __device__ void md_quant_lean(const uint16_t *base, size_t ld, int nrows, int K, int ab, uint8_t *a16,
+                                     size_t a16_bytes, float *sa, int nsa) {
+    const int tid = threadIdx.x, upr = K / 8, total = nrows * upr;
+    const int qst = NTH / upr, cst = NTH - qst * upr; /* u += NTH: q += qst, cu += cst (carry) */
+    for (int u0 = 0; u0 < total; u0 += NTH * NLD) {
+        uint4 v[NLD];
+        int q = (u0 + tid) / upr, cu = u0 + tid - q * upr;
+        int qs[NLD], cus[NLD];
+#pragma unroll
+        for (int i = 0; i < NLD; i++) {
+            qs[i] = q, cus[i] = cu;
+            if (u0 + i * NTH + tid < total) v[i] = *(const uint4 *)(base + (size_t)q * ld + (size_t)cu * 8);
+            q += qst, cu += cst;
+            if (cu >= upr) cu -= upr, q++;
+        }
+#pragma unroll
+        for (int i = 0; i < NLD; i++)
+            if (u0 + i * NTH + tid < total) ((uint4 *)(a16 + (size_t)qs[i] * a16_bytes))[cus[i]] = v[i];
+    }
+    __syncthreads();
+    const int G = ab / 8;
+#pragma unroll 1
+    for (int q = 0; q < nrows; q++) {
+        uint4 *row = (uint4 *)(a16 + (size_t)q * a16_bytes);
+#pragma unroll 1
+        for (int cu0 = 0; cu0 < upr; cu0 += NTH) { /* warp-uniform bounds: every lane takes the shuffles */
+            const int cu = cu0 + tid, ok = cu < upr;
+            const uint4 r = ok ? row[cu] : make_uint4(0, 0, 0, 0);
+            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+            float x[8], amax = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                x[j] = dic_bf16_to_f32((uint16_t)(j & 1 ? w[j >> 1] >> 16 : w[j >> 1] & 0xFFFFu));
+                float a = fabsf(x[j]);
+                if (a > amax) amax = a;
+            }
+            for (int o = G >> 1; o; o >>= 1) { /* groups of G lanes: one row, one block (upr % G == 0) */
+                float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                if (t > amax) amax = t;
+            }
+            if (!ok) continue;
+            const float sc = dic_act_scale(amax), rc = md_rcp_pow2(sc);
+            if (cu % G == 0) sa[(size_t)q * nsa + cu / G] = sc;
+            float tq[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
+            row[cu] = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[4]), dic_e4m3x2_f16x2(tq[1], tq[5]),
+                                 dic_e4m3x2_f16x2(tq[2], tq[6]), dic_e4m3x2_f16x2(tq[3], tq[7]));
+        }
+    }
+    __syncthreads();
 }
 
 /* ---- one warp's chunks of up to two matrices ---------------------------------- */
@@ -743,7 +811,9 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
      * this op: see dic_model.h); otherwise after the wait, behind the first weight requests */
     const int xpre = (fl & DIC_MD_XPRE) && !(fl & (DIC_MD_NOQ | DIC_MD_EXIT));
     if (xpre) {
-        if (CL == 1)
+        if (CL == 1 && FST == 1)
+            md_quant_lean<MD_WARPS * 32, 4>(a.xn + (size_t)m * a.ldx, a.ldx, 1, K, a.ab, (uint8_t *)a16, 0, sa, 0);
+        else if (CL == 1)
             md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
         else
             md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4,
@@ -1069,7 +1139,9 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
         }
     }
-    if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
+    if (FST == 1 && !(fl & DIC_MD_NOQ))
+        md_quant_lean<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, k, K, a.ab, a16b, a16_bytes, sa, nsa);
+    else if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
         md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
                                       nsa, fl & DIC_MD_QHW);
     __syncthreads();
@@ -1473,8 +1545,10 @@ static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, c
         const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
         switch (nst) {
         case 2:
-            if (a.fl == MV_FL_FAST && !dic_lean_off()) return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-            if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST) return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
+            if (a.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe)
+                return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+            if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off())
+                return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
             return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
         case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
@@ -1530,8 +1604,8 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (FP4 && down == 2 && !g_mv_broken) {
         md_args ad = a;
         if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
-        e = ad.fl == MV_FL_FAST && !dic_lean_off() ? mv_down2<1>(c, ad, t2)
-            : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
+        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe ? mv_down2<1>(c, ad, t2)
+            : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off() ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     } else if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
