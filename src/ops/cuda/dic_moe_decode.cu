@@ -47,9 +47,10 @@
  * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
  * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
 #define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
-/* Timing probes (dic_moe_dec_probe, any bit set): FST = 2 instantiations = the FST = 1 code before
- * md_quant_lean (md_quant_rows) with these two diagnostic flags read at run time (results wrong when set;
- * measurements of a part's cost in the step only). */
+/* FST = 1 is launched only at act_block == MD_CK (its chunks load their one activation scale once: L7).
+ * FST = 2: the same lean code for any act_block with md_quant_rows (the fallback at act_block != MD_CK, and
+ * the timing probe dic_moe_dec_probe, any bit set: then these two diagnostic flags are read at run time;
+ * results wrong when one is set: measurements of a part's cost in the step only). */
 #define MV_PROBE_FL (DIC_MD_NOQ | DIC_MD_NOMMA)
 #define MV_FL(FST, f) ((FST) == 1 ? MV_FL_FAST : (FST) == 2 ? (MV_FL_FAST | ((f) & MV_PROBE_FL)) : (f))
 
@@ -692,9 +693,11 @@ static __device__ __forceinline__ int mv_scale_big(uint32_t sA, uint32_t sB) {
 
 /* mv_chunk_c's arithmetic on the loaded words of one chunk (wa / wb: rows g / g + 8, blocks q = 0..3;
  * sA / sB their scale words), shared by mv_chunk_c and k_mv_down2's md2_chunk (their stage layouts differ). */
+template <int L7 = 0> /* L7: act_block == MD_CK (lab == 7): the chunk's one activation scale sa[c], loaded once */
 static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], const uint32_t wb[4], uint32_t sA,
                                                       uint32_t sB, int c, int t, const uint4 *a16, const float *sa,
                                                       int lab, float &acc0, float &acc1) {
+    const float s_c = L7 ? sa[c] : 0.0f; /* = sa[(c * MD_CK + 32 q) >> 7] for every q < 4 */
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         uint32_t pa[4], pb[4];
@@ -706,7 +709,7 @@ static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], cons
         md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
         const float sw_a = __uint_as_float(md_prmt(sA, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
         const float sw_b = __uint_as_float(md_prmt(sB, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
-        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        const float s_act = L7 ? s_c : sa[(c * MD_CK + 32 * q) >> lab];
         acc0 = fmaf(P[0], s_act * sw_a, acc0);
         acc1 = fmaf(P[2], s_act * sw_b, acc1);
     }
@@ -716,6 +719,7 @@ static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], cons
  * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
  * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
  * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
+template <int L7 = 0>
 static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                   const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
@@ -730,12 +734,12 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
         wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
         wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
     }
-    mv_chunk_words(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
+    mv_chunk_words<L7>(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
 }
 
 /* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
  * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
-template <int NST, int NM, int RJ = 0>
+template <int NST, int NM, int RJ = 0, int L7 = 0>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
                                                 const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                 int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
@@ -753,7 +757,7 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
                 float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
 #pragma unroll 1
                 for (int j = 0; j < 2; j++) {
-                    mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
+                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
                     const float s0 = x0, s1 = x1;
                     x0 = y0, x1 = y1, y0 = s0, y1 = s1;
                 }
@@ -761,7 +765,7 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
             } else if (fl & DIC_MD_CVT) {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
-                    mv_chunk_c(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
             } else {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
@@ -841,7 +845,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     }
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2, FST>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (valid) mv_chain<NST, 2, FST, FST == 1>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
     if (t == 0) md_up_part(part, warp, g, acc); /* CL > 1: part[row tile][matrix][row], read by rank = row tile */
     if (CL == 1) __syncthreads();
     else mv_cluster_sync();
@@ -1041,6 +1045,7 @@ static __device__ __forceinline__ void md2_issue(uint8_t *st, const uint8_t *W, 
 
 /* mv_chunk_c on the swizzled stage: the same operations in the same order on the same values (the
  * rare scale byte >= 241 through mv_block, as mv_chunk_r) */
+template <int L7 = 0>
 static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                  const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 1024 + 4 * g);
@@ -1060,7 +1065,7 @@ static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g,
         wa[q] = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
         wb[q] = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
     }
-    mv_chunk_words(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
+    mv_chunk_words<L7>(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
 }
 
 /* A warp's items (entry index q of its parity, chunk index ci): the entry's slot and chunk. */
@@ -1158,7 +1163,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             __syncwarp();
             const uint8_t *b = ring + (i % MD2_NST) * MD2_STB;
             if (!(fl & DIC_MD_NOMMA))
-                md2_chunk(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
+                md2_chunk<FST == 1>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
                           a.lab, acc0, acc1);
             if (++it.ci == npc) { /* the entry's chain sum done */
                 if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
@@ -1545,7 +1550,7 @@ static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, c
         const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
         switch (nst) {
         case 2:
-            if (a.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe)
+            if (a.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK) /* FST 1: L7 */
                 return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
             if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off())
                 return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
@@ -1604,7 +1609,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (FP4 && down == 2 && !g_mv_broken) {
         md_args ad = a;
         if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
-        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe ? mv_down2<1>(c, ad, t2)
+        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK ? mv_down2<1>(c, ad, t2)
             : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off() ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     } else if (FP4 && down && !g_mv_broken) {
