@@ -4,11 +4,12 @@
  * 256 calls, each on other weights rotating over 256 MB so L2 does not serve them: us per
  * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick | woa | chain]; woa: only the grouped wo_a (G = 8 x
+ * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg]; woa: only the grouped wo_a (G = 8 x
  * N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
  * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
  * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1; chain: the mode-1
- * F32 GEMM (dic_gemm_f32_chain.cu) against the old k_gemm_float at the mHC shapes. */
+ * F32 GEMM (dic_gemm_f32_chain.cu) against the old k_gemm_float at the mHC shapes; lmarg: the
+ * lm_head with the greedy argmax, unfused (dic_gemm + dic_argmax) vs fused (dic_gemm_argmax). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,74 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
     return gms;
 }
 
+/* lm_head + greedy argmax at decode (V4: N = 129280, K = 4096, BF16, fp32 logits): graph us per
+ * call of the GEMM alone, the GEMM then dic_argmax (today's decode step), the fused launch
+ * (dic_gemm_argmax) and dic_argmax alone; 12 calls per graph on one 1.06 GB weight (HBM each
+ * call). The fused ids are checked against the unfused ones once. */
+typedef struct amcase {
+    int M, N, K, what; /* 0 gemm, 1 gemm + argmax, 2 fused, 3 argmax */
+    dic_wmat w;
+    void *A;
+    float *C;
+    int32_t *ids;
+    dic_ctx *ctx;
+} amcase;
+
+static void am_body(void *p, int i) {
+    amcase *a = p;
+    (void)i;
+    if (a->what == 0 || a->what == 1)
+        CK(dic_gemm_float_fast_launch(st, a->M, a->A, (size_t)a->K, &a->w, a->C, NULL, (size_t)a->N,
+                                      DIC_GEMMF_PATH_AUTO));
+    if (a->what == 1 || a->what == 3) CK(dic_argmax(a->ctx, a->M, a->C, (size_t)a->N, a->N, a->ids));
+    if (a->what == 2) CK(dic_gemm_argmax(a->ctx, a->M, a->A, (size_t)a->K, &a->w, a->C, (size_t)a->N, a->ids));
+}
+
+static void lmarg_rows(void) {
+    const int N = 129280, K = 4096, ms[3] = {1, 2, 8};
+    static dic_ctx ctx;
+    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 0;
+    void *W;
+    CK(cudaMalloc(&W, (size_t)N * K * 2));
+    fill_w(W, (size_t)N * K, 0, 5);
+    const double floor_us = (double)N * K * 2 / (copy_gbs * 1e9) * 1e6;
+    printf("-- lm_head N=%d K=%d bf16 + greedy argmax: graph us per call (12 calls per graph), floor = weight bytes /"
+           " copy ceiling = %.1f us\n", N, K, floor_us);
+    for (int t = 0; t < 3; t++) {
+        amcase a = {ms[t], N, K, 0, {0, N, K, 0, W, NULL}, NULL, NULL, NULL, &ctx};
+        CK(cudaMalloc(&a.A, (size_t)a.M * K * 2));
+        fill_w(a.A, (size_t)a.M * K, 0, 77);
+        CK(cudaMalloc((void **)&a.C, (size_t)a.M * N * 4));
+        CK(cudaMalloc((void **)&a.ids, 2 * DIC_AM_MAXM * 4));
+        if (!dic_gemm_argmax_ok(&ctx, a.M, a.A, (size_t)K, &a.w, (size_t)N)) {
+            printf("lm_head+argmax M=%d: the fused launch does not apply\n", a.M);
+            cudaFree(a.A), cudaFree(a.C), cudaFree(a.ids);
+            continue;
+        }
+        int32_t h[2 * DIC_AM_MAXM];
+        a.what = 1;
+        am_body(&a, 0);
+        CK(cudaMemcpyAsync(a.ids + DIC_AM_MAXM, a.ids, (size_t)a.M * 4, cudaMemcpyDeviceToDevice, st));
+        a.what = 2;
+        am_body(&a, 0);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(h, a.ids, sizeof h, cudaMemcpyDeviceToHost));
+        const int same = !memcmp(h, h + DIC_AM_MAXM, (size_t)a.M * 4);
+        double us[4];
+        for (int w = 0; w < 4; w++) {
+            a.what = w;
+            for (int i = 0; i < 2; i++) am_body(&a, i); /* warm-up */
+            us[w] = graph_ms(am_body, &a, 12) * 1e3;
+        }
+        printf("lm_head+argmax M=%d | gemm %8.2f us | gemm+argmax %8.2f us | fused %8.2f us | argmax alone %6.2f us |"
+               " fused saves %6.2f us | ids %s\n",
+               a.M, us[0], us[1], us[2], us[3], us[1] - us[2], same ? "equal" : "DIFFER");
+        fflush(stdout);
+        cudaFree(a.A), cudaFree(a.C), cudaFree(a.ids);
+    }
+    cudaFree(W);
+}
+
 /* Mode-1 F32 chain rows (dic_gemm_f32_chain.cu) against the old k_gemm_float
  * (dic_gemm_f32_chain_enable(0)), same bits: graph us per call, `calls` calls per graph on
  * weights rotating over the pool (L2 does not hold them), fp32 out. Floors: the serial
@@ -291,6 +360,11 @@ int main(int argc, char **argv) {
         chain_row("mHC head prefill", 1024, 4, 16384, 16, 4);
         chain_row("N=64 prefill", 1024, 64, 16384, 16, 2);
         chain_row("K=4096", 1, 24, 4096, 64, 16);
+        cudaFree(pool);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "lmarg")) { /* lm_head + argmax: unfused vs fused */
+        lmarg_rows();
         cudaFree(pool);
         return 0;
     }

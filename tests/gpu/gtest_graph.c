@@ -6,7 +6,9 @@
  * device argmax feeding the next step). The graph's logits must be
  * bit-identical to the eager GPU path's, every trajectory identical to the
  * CPU's, and one graph captured per shape. A failure names the first
- * (step, sequence) that differs. */
+ * (step, sequence) that differs. Fast mode also runs the graph with the greedy argmax as its
+ * own launch (dic_gemm_argmax_enable(0)): the same logits and ids as with the argmax fused
+ * into the lm_head. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "model/dsv41.h"
 #include "ops/backend.h"
 #include "ops/cuda/cu_step.h"
+#include "ops/cuda/dic_gemm_int.h"
 
 #define STEPS 20
 
@@ -125,7 +128,7 @@ static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
         di_json_free(man);
         return;
     }
-    run_out cpu = {0}, eager = {0}, graph = {0};
+    run_out cpu = {0}, eager = {0}, graph = {0}, sep = {0};
     fprintf(stderr, "  %s: %d sequences, prompt %d, %d greedy steps%s\n", dir, nseq, N, STEPS,
             fast ? ", fast mode (batch_invariant 0)" : "");
     if (fast) di_backend_set_batch_invariant(0);
@@ -141,9 +144,20 @@ static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
                 s.mean_abs, s.max_abs, s.nonfinite, graph.ngraphs);
         CHECK(!s.nonfinite);
         CHECK_EQ_INT(graph.ngraphs, 1);
+        if (fast) { /* the greedy argmax fused into the lm_head (dic_gemm_argmax) vs its own launch */
+            dic_gemm_argmax_enable(0);
+            if (run(dir, v41, DI_BACKEND_CUDA, 1, prompt, N, nseq, &sep)) {
+                CHECK_MSG(same_bits("graph, argmax fused vs separate", &graph, &sep, nseq),
+                          "%s: logits differ with the separate argmax", dir);
+                CHECK_MSG(same_ids("graph, argmax fused vs separate", &graph, &sep, nseq),
+                          "%s: ids differ with the separate argmax", dir);
+            }
+            dic_gemm_argmax_enable(-1);
+        }
     }
     if (fast) di_backend_set_batch_invariant(-1);
     free(cpu.logits), free(cpu.ids), free(eager.logits), free(eager.ids), free(graph.logits), free(graph.ids);
+    free(sep.logits), free(sep.ids);
     free(prompt);
     di_json_free(man);
 }

@@ -65,8 +65,9 @@ deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err) {
                          .logits = lbuf, .tokens_on_device = L->graph && !host_ids, .logits_on_device = L->graph};
         if (L->graph) {
             if ((st = di_cuda_step_begin(x, (uint64_t)n, err))) break;
+            di_cuda_argmax_fuse(x, n, core->dlogits, V, core->ws.tok); /* the lm_head may write the ids */
             st = forward(L, &b, err);
-            di_cuda_argmax(x, n, core->dlogits, V, core->ws.tok);
+            di_cuda_argmax_rest(x, n, core->dlogits, V, core->ws.tok);
             deepinfer_status e2 = di_cuda_step_end(x, err);
             if (!st) st = e2;
             if (st) break;

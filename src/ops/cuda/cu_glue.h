@@ -38,6 +38,12 @@ typedef struct cu_exec {
     int line_armed[DI_EXEC_BRANCHES + 1]; /* per line: its last operation was a kernel (PDL may follow) */
     void *scratch_all;      /* the whole scratch (dc.scratch points into it) */
     size_t scratch_cap_all;
+    /* Fused greedy argmax (cu_step.h di_cuda_argmax_fuse): the GEMM writing am_m rows of am_v
+     * fp32 logits at am_logits (row stride am_v) also writes their argmax to am_ids where
+     * dic_gemm_argmax applies; am_taken says it did (read and cleared by the caller). */
+    const float *am_logits;
+    int32_t *am_ids;
+    int am_m, am_v, am_taken;
 } cu_exec;
 
 /* The step plan (cu_plan.c, docs/DEVICE-FORWARD.md §6). While a plan step

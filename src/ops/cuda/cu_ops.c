@@ -13,8 +13,18 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
     dic_wmat w;
     if (M <= 0 || !cu_wmat(cu_of(x), W, &w)) return;
     cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? (W->raw_fp8_block ? "fp8b" : "bf16") : "f32", M, W->n, W->k);
-    const int ov = cu_line_gemm_begin(cu_of(x));
-    CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
+    cu_exec *c = cu_of(x);
+    const int ov = cu_line_gemm_begin(c);
+    /* the decode loop's lm_head (cu_step.h di_cuda_argmax_fuse): the product and the argmax in one
+     * launch; decided on the host from shapes only, so captured and plan-only steps agree */
+    if (c->am_ids && C32 && C32 == c->am_logits && M == c->am_m && W->n == c->am_v && ldc == (size_t)c->am_v &&
+        dic_gemm_argmax_ok(DC(x), M, A, lda, &w, ldc)) {
+        int32_t *ids = c->am_ids;
+        c->am_ids = NULL, c->am_taken = 1;
+        CU_CHECK(x, dic_gemm_argmax(DC(x), M, A, lda, &w, C32, ldc, ids), "dic_gemm_am");
+    } else {
+        CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
+    }
     cu_line_gemm_end(ov);
 }
 

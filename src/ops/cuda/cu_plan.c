@@ -190,6 +190,20 @@ void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids)
     if (M > 0) CU_CHECK(x, dic_argmax(&cu_of(x)->dc, M, logits, (size_t)V, V, ids), "dic_argmax");
 }
 
+void di_cuda_argmax_fuse(di_exec *x, int M, const float *logits, int V, int32_t *ids) {
+    if (!di_exec_on_device(x)) return;
+    cu_exec *c = cu_of(x);
+    c->am_logits = logits, c->am_ids = M > 0 ? ids : NULL, c->am_m = M, c->am_v = V, c->am_taken = 0;
+}
+
+void di_cuda_argmax_rest(di_exec *x, int M, const float *logits, int V, int32_t *ids) {
+    if (!di_exec_on_device(x)) return;
+    cu_exec *c = cu_of(x);
+    const int taken = c->am_taken && c->am_logits == logits && c->am_m == M && c->am_v == V;
+    c->am_logits = NULL, c->am_ids = NULL, c->am_m = c->am_v = c->am_taken = 0;
+    if (!taken) di_cuda_argmax(x, M, logits, V, ids);
+}
+
 int di_cuda_step_times(di_exec *x, float *busy_ms, float *start_ms, int n) {
     cu_exec *c = di_exec_on_device(x) ? cu_of(x) : NULL;
     cu_plan *p = c ? c->plan : NULL;

@@ -42,6 +42,14 @@ void di_cuda_mark(di_exec *x, int end);
 
 /* ids[m] = argmax of logits row m (ties to the lowest id), on the stream. */
 void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids);
+/* The same argmax fused into the GEMM that writes those logits (the lm_head): _fuse before the
+ * forward asks the GEMM whose fp32 output is `logits` (M rows of V, row stride V) to write ids
+ * too (fast mode, dic_gemm_int.h dic_gemm_argmax: BF16 weights, M <= 8; the choice depends on
+ * shapes only, so a step's capture and its replays agree); _rest after it runs di_cuda_argmax
+ * unless the GEMM did, and clears the request. The ids are dic_argmax's. Switched off by
+ * $DEEPINFER_LM_ARGMAX=0 or the lmarg=0 knob of $DEEPINFER_CUDA_SKIP_SETS. */
+void di_cuda_argmax_fuse(di_exec *x, int M, const float *logits, int V, int32_t *ids);
+void di_cuda_argmax_rest(di_exec *x, int M, const float *logits, int V, int32_t *ids);
 
 /* After the steps: busy_ms[i] = GPU time from step i's start to its end,
  * start_ms[i] = its start after step 0's. Synchronises. Returns the

@@ -47,6 +47,7 @@
  * mode-1 kernels (dic_gemm_float_launch).
  */
 #include <cooperative_groups.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
@@ -214,10 +215,14 @@ static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)
 /* F8 (FP8B weights): a stage holds the A tile and the 128 x 64 e4m3 bytes of the weight tile
  * (rows of 64 bytes); after the stage lands, the CTA writes the exact BF16 weights into one
  * BF16 tile past the stages (same layout as a BF16 stage's), which the k-step then reads. */
-template <int BM, int F8>
-static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
-                                                     const __grid_constant__ dic_gv_tab tab, int R, int gk,
-                                                     float *C32, uint16_t *C16, size_t ldc, int S) {
+/* AM (k_mma_am, fused greedy argmax: S == 1, fp32 out): the stores as below, then each row's best
+ * (value, column) of the tile goes to am_finish (the fused argmax section further down). */
+static __device__ __forceinline__ unsigned long long am_key(float v, int col);
+static __device__ __forceinline__ void am_finish(unsigned long long k, int row, int M, int32_t *ids);
+template <int BM, int F8, int AM>
+static __device__ __forceinline__ void mma_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
+                                                const dic_gv_tab &tab, int R, int gk, float *C32, uint16_t *C16,
+                                                size_t ldc, int S, int32_t *ids) {
     DIC_PDL_ENTER();
     extern __shared__ __align__(128) uint8_t sm[];
     const int STAGE = BM * 128 + MM_BN * (F8 ? 64 : 128);
@@ -345,7 +350,10 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
 
-    if (S == 1) {
+    if (AM || S == 1) {
+        unsigned long long kk[MI][2]; /* AM: this thread's best key of row (i, h) */
+#pragma unroll
+        for (int i = 0; i < MI; i++) kk[i][0] = kk[i][1] = 0ull;
 #pragma unroll
         for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -356,14 +364,34 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
                     int n = n0 + wn + jn * 8 + (lane & 3) * 2;
                     if (m >= M) continue;
                     float v0 = acc[i][jn][2 * h], v1 = acc[i][jn][2 * h + 1];
-                    if (C32) {
+                    if (AM || C32) {
                         if (n < N) C32[(size_t)m * ldc + n] = v0;
                         if (n + 1 < N) C32[(size_t)m * ldc + n + 1] = v1;
+                        if constexpr (AM) {
+                            if (n < N) kk[i][h] = max(kk[i][h], am_key(v0, n));
+                            if (n + 1 < N) kk[i][h] = max(kk[i][h], am_key(v1, n + 1));
+                        }
                     } else {
                         if (n < N) C16[(size_t)m * ldc + n] = dic_f32_to_bf16(v0);
                         if (n + 1 < N) C16[(size_t)m * ldc + n + 1] = dic_f32_to_bf16(v1);
                     }
                 }
+        if constexpr (AM) { /* a row's 4 lanes (xor 1, 2), then the 2 warps of its wm through shared memory */
+            __shared__ unsigned long long skey[BM];
+            if (tid < BM) skey[tid] = 0ull;
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    unsigned long long k = kk[i][h];
+                    k = max(k, __shfl_xor_sync(0xFFFFFFFFu, k, 1));
+                    k = max(k, __shfl_xor_sync(0xFFFFFFFFu, k, 2));
+                    if ((lane & 3) == 0 && k) atomicMax(&skey[wm + i * 16 + (lane >> 2) + h * 8], k);
+                }
+            __syncthreads();
+            am_finish(tid < BM && m0 + tid < M ? skey[tid] : 0ull, m0 + tid, M, ids);
+        }
         return;
     }
     /* split K over the cluster: partial tiles through shared memory, added in rank order */
@@ -394,10 +422,24 @@ static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const 
     cl.sync();
 }
 
+template <int BM, int F8>
+static __global__ void __launch_bounds__(MM_T) k_mma(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
+                                                     const __grid_constant__ dic_gv_tab tab, int R, int gk,
+                                                     float *C32, uint16_t *C16, size_t ldc, int S) {
+    mma_tile<BM, F8, 0>(M, N, K, A, lda, tab, R, gk, C32, C16, ldc, S, NULL);
+}
+
 static size_t mma_smem(int bm, int f8) {
     size_t pipe = f8 ? (size_t)MM_ST * (bm * 128 + MM_BN * 64) + MM_BN * 128 : (size_t)MM_ST * (bm * 128 + MM_BN * 128);
     size_t redb = (size_t)bm * MM_LD * 4;
     return pipe > redb ? pipe : redb;
+}
+
+/* The K split S (CTAs of a cluster) of `tiles` output tiles over nkt k-steps: from the tile count (so from M). */
+static int mma_split(long long tiles, int nkt) {
+    int S = 1;
+    while (tiles * S < 132 && S < 8 && nkt / (2 * S) >= 4) S *= 2;
+    return S;
 }
 
 /* G > 1: block-diagonal launch over W[0..G) (N = G * W->n, W->n % MM_BN == 0; A offset gk per group). */
@@ -413,9 +455,7 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
     int bm = (M <= 64 || t128 < 66) ? 64 : 128;
     if (force_bm) bm = force_bm;
     const long long tiles = (long long)((M + bm - 1) / bm) * ((N + MM_BN - 1) / MM_BN);
-    const int nkt = (K + MM_BK - 1) / MM_BK;
-    int S = 1;
-    while (tiles * S < 132 && S < 8 && nkt / (2 * S) >= 4) S *= 2;
+    int S = mma_split(tiles, (K + MM_BK - 1) / MM_BK);
     if (force_s) S = force_s;
     if ((M + bm - 1) / bm > 65535) return cudaErrorInvalidConfiguration;
     const size_t smem = mma_smem(bm, f8);
@@ -476,6 +516,147 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
         return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, 0);
+}
+
+/* ------------------------------------------------------------------ fused greedy argmax */
+/* dic_gemm_argmax (dic_gemm_int.h): the decode lm_head's GEMM (BF16 weights, fp32 logits,
+ * M <= DIC_AM_MAXM) also writes each row's greedy argmax, replacing the dic_argmax launch
+ * after it. The logits are the AUTO dispatch's kernels' bits (the same tile code, split and
+ * summation order: k_gemv with EPI, k_mma at BM = 64 with S == 1). Each CTA folds the
+ * (value, column) pairs it stored into one 64-bit key per row, ordered like dic_argmax's
+ * "better" (dic_sample.cu): NaN counts as -inf, equal values (+0 == -0) go to the lowest
+ * column. The CTA's key goes into the row's global key by an INTEGER atomicMax (the maximum
+ * of a set: the same bits in any arrival order), then the CTA takes a ticket; the last one
+ * (threadfence + counter, reset by it, so a graph replays) writes the ids and clears the keys.
+ * The keys and the counter are one set per device: launches of this kernel must not overlap
+ * (the decode step runs one lm_head at a time on one stream). */
+static __device__ unsigned long long g_am_key[DIC_AM_MAXM];
+static __device__ unsigned g_am_cnt;
+
+/* (value, column) -> key: unsigned order = value order (NaN -> -inf, -0 -> +0), then lower column. */
+static __device__ __forceinline__ unsigned long long am_key(float v, int col) {
+    uint32_t u = __float_as_uint(v);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0xFF800000u; /* NaN: -inf */
+    if (u == 0x80000000u) u = 0u;                           /* -0: +0 */
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);         /* never 0: key 0 = no value */
+    return (unsigned long long)u << 32 | (uint32_t)~(uint32_t)col;
+}
+
+/* Every thread of the CTA, after its stores: k = its key of row `row` (0: none). */
+static __device__ __forceinline__ void am_finish(unsigned long long k, int row, int M, int32_t *ids) {
+    __shared__ int am_last;
+    if (k) {
+        atomicMax(&g_am_key[row], k);
+        __threadfence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) am_last = atomicAdd(&g_am_cnt, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
+    __syncthreads();
+    if (!am_last) return;
+    __threadfence();
+    if ((int)threadIdx.x < M) {
+        const unsigned long long b = atomicExch(&g_am_key[threadIdx.x], 0ull);
+        ids[threadIdx.x] = b ? (int32_t)~(uint32_t)b : 0;
+    }
+    if (threadIdx.x == 0) g_am_cnt = 0u;
+}
+
+/* The GEMV tile with EPI (thread idx gets output idx's sum: the stored bits), stored here, then the
+ * argmax. MR = 1 (M = 1: the CTA's <= 32 outputs lie in warp 0, a shuffle reduction) or 8
+ * (M = 2..4 on the GEMV: shared-memory atomics per row). */
+template <int MR, int PRE>
+static __global__ void __launch_bounds__(GV_T) k_gemv_am(int M, int N, int K, const uint16_t *__restrict__ A,
+                                                         size_t lda, const __grid_constant__ dic_gv_tab tab,
+                                                         float *C32, size_t ldc, int WPC, int flags, int32_t *ids) {
+    float v = 0.0f;
+    gemv_tile<MR, 0, PRE, 0, 0, 1, 0>(M, N, K, A, lda, tab, 0, 0, C32, NULL, ldc, WPC, 1, flags, &v);
+    int row, col;
+    const bool ok = gemv_out<MR>((int)threadIdx.x, M, N, WPC, &row, &col);
+    if (ok) C32[(size_t)row * ldc + col] = v;
+    const unsigned long long key = ok ? am_key(v, col) : 0ull;
+    if constexpr (MR == 1) {
+        unsigned long long k = key;
+        if (threadIdx.x < 32)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) k = max(k, __shfl_xor_sync(0xFFFFFFFFu, k, o));
+        am_finish(threadIdx.x == 0 ? k : 0ull, (int)blockIdx.z, M, ids);
+    } else {
+        __shared__ unsigned long long skey[MR];
+        if (threadIdx.x < MR) skey[threadIdx.x] = 0ull;
+        __syncthreads();
+        if (ok) atomicMax(&skey[row - (int)blockIdx.z * MR], key);
+        __syncthreads();
+        const int t = (int)threadIdx.x, r = (int)blockIdx.z * MR + t;
+        am_finish(t < MR && r < M ? skey[t] : 0ull, r, M, ids);
+    }
+}
+
+static __global__ void __launch_bounds__(MM_T) k_mma_am(int M, int N, int K, const uint16_t *__restrict__ A,
+                                                        size_t lda, const __grid_constant__ dic_gv_tab tab,
+                                                        float *C32, size_t ldc, int32_t *ids) {
+    mma_tile<64, 0, 1>(M, N, K, A, lda, tab, 0, 0, C32, NULL, ldc, 1, ids);
+}
+
+static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX (default on; "0" off) */
+extern "C" void dic_gemm_argmax_enable(int on) { g_am_on = on; }
+static int am_enabled(void) {
+    if (g_am_on >= 0) return g_am_on;
+    const char *e = getenv("DEEPINFER_LM_ARGMAX");
+    return !(e && e[0] == '0' && !e[1]);
+}
+
+/* The fused kernel for this call: 1 the GEMV (wpc, flags of dic_gemv_plan), 2 k_mma at BM = 64,
+ * 0 none. The AUTO dispatch's choice of dic_gemm_float_fast_launch, with its split. */
+static int am_plan(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc, int *wpc,
+                   int *flags) {
+    const int N = W->n, K = W->k;
+    if (c->batch_invariant || !am_enabled() || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
+        ldc < (size_t)N || !(K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w)))
+        return 0;
+    if (M == 1 || (M <= GV_BF16_MAXM && (long long)N * K <= (1LL << 24))) {
+        int cy = 0, mr = 0;
+        return dic_gemv_plan(0, M, N, K, wpc, &cy, flags, &mr) == cudaSuccess && cy == 1 ? 1 : 0;
+    }
+    return mma_split((N + MM_BN - 1) / MM_BN, (K + MM_BK - 1) / MM_BK) == 1 ? 2 : 0; /* M <= 64: one row tile */
+}
+
+extern "C" int dic_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                  size_t ldc) {
+    int wpc, flags;
+    return am_plan(c, M, A, lda, W, ldc, &wpc, &flags) != 0;
+}
+
+extern "C" cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                       float *C32, size_t ldc, int32_t *ids) {
+    int wpc = 1, flags = 0;
+    const int kind = C32 && ids ? am_plan(c, M, A, lda, W, ldc, &wpc, &flags) : 0;
+    if (!kind) return cudaErrorNotSupported;
+    const int N = W->n, K = W->k;
+    dic_gv_tab tab;
+    memset(&tab, 0, sizeof tab);
+    tab.w[0] = W->w;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = dic_pdl_take() ? 1 : 0;
+    if (kind == 1) {
+        const int CG = 8 / wpc; /* column groups of 4 per CTA */
+        cfg.gridDim = dim3((unsigned)((N + 4 * CG - 1) / (4 * CG)), 1, 1); /* M <= 8: one row tile */
+        cfg.blockDim = dim3(GV_T, 1, 1);
+        return cudaLaunchKernelEx(&cfg, M == 1 ? k_gemv_am<1, 1> : k_gemv_am<8, 0>, M, N, K, A, lda, tab, C32, ldc,
+                                  wpc, flags, ids);
+    }
+    const size_t smem = mma_smem(64, 0);
+    cudaError_t e = cudaFuncSetAttribute(k_mma_am, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    cfg.gridDim = dim3((unsigned)((N + MM_BN - 1) / MM_BN), 1, 1);
+    cfg.blockDim = dim3(MM_T, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    return cudaLaunchKernelEx(&cfg, k_mma_am, M, N, K, A, lda, tab, C32, ldc, ids);
 }
 
 /* Block-diagonal BF16 / F32 / FP8B product (ops.h di_gemm_blockdiag) in one launch in fast mode

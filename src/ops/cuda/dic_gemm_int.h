@@ -218,6 +218,22 @@ void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
  * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
 cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
+/* The decode lm_head with its greedy argmax (dic_gemm_float_fast.cu, fast mode only): C32 = the
+ * AUTO dispatch's fp32 product of dic_gemm_float_fast_launch (the same kernel family, split and
+ * bits), and ids[m] = the argmax of row m over its N columns, exactly dic_argmax's (NaN counts as
+ * -inf, ties to the lowest column), in one launch. Applies to BF16 weights (fmt 0), 1 <= M <=
+ * DIC_AM_MAXM, ldc >= N, the fast kernels' alignment, where the AUTO dispatch takes the GEMV with
+ * CY == 1 or the tensor-core tiles without a K split (the lm_head shapes at M <= 8); else
+ * cudaErrorNotSupported and nothing is launched (dic_gemm_argmax_ok says which, launching
+ * nothing). Off in mode 1 (batch_invariant) and when switched off: dic_gemm_argmax_enable(0)
+ * or $DEEPINFER_LM_ARGMAX=0 (enable(-1): back to the environment's choice). Launches must not
+ * overlap each other (one set of per-row keys and one counter per device). */
+#define DIC_AM_MAXM 8
+int dic_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
+cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
+                            size_t ldc, int32_t *ids);
+void dic_gemm_argmax_enable(int on);
+
 /* Fast-mode block-diagonal GEMV over FP8B weights (dic_gemm_fp8w_gemv.cu; wo_a at decode):
  * M <= 4, G <= DIC_GV_MAXG groups of the same R x K (R even, wblock % 16 == 0, K % wblock
  * == 0), activations 16-byte aligned with lda % 8 == 0 and gk % 8 == 0 (else
