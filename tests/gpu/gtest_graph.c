@@ -144,8 +144,9 @@ static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
                 s.mean_abs, s.max_abs, s.nonfinite, graph.ngraphs);
         CHECK(!s.nonfinite);
         CHECK_EQ_INT(graph.ngraphs, 1);
-        if (fast) { /* the greedy argmax fused into the lm_head (dic_gemm_argmax) vs its own launch */
-            dic_gemm_argmax_enable(0);
+        if (fast) { /* the greedy argmax fused into the lm_head (dic_gemm_argmax) vs its own launch (the
+                     * default fuses at M >= DIC_AM_MINM_DEF: below it the other run is the fused one) */
+            dic_gemm_argmax_enable(nseq < DIC_AM_MINM_DEF ? 1 : 0);
             if (run(dir, v41, DI_BACKEND_CUDA, 1, prompt, N, nseq, &sep)) {
                 CHECK_MSG(same_bits("graph, argmax fused vs separate", &graph, &sep, nseq),
                           "%s: logits differ with the separate argmax", dir);

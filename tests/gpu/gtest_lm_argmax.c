@@ -52,6 +52,7 @@ static void am_case(int M, int V, int K, int pat, size_t pad, uint64_t seed) {
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, 0));
     ctx.batch_invariant = 0;
+    dic_gemm_argmax_enable(1); /* every M (the default starts at DIC_AM_MINM_DEF) */
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(W, (size_t)V * K * 2);
     float *dC = gt_dev_poison((size_t)M * ldc * 4), *dR = gt_dev_poison((size_t)M * ldc * 4);
     int32_t *dids = gt_dev_poison((size_t)M * 4), *dref = gt_dev_poison((size_t)M * 4);
@@ -105,6 +106,7 @@ static void am_case(int M, int V, int K, int pat, size_t pad, uint64_t seed) {
     cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
     free(C), free(R), free(ids), free(ref);
 out:
+    dic_gemm_argmax_enable(-1);
     cudaFree(dA), cudaFree(dW), cudaFree(dC), cudaFree(dR), cudaFree(dids), cudaFree(dref);
     cudaStreamDestroy(ctx.stream);
     free(A), free(W);
@@ -137,6 +139,7 @@ TEST(gpu_lm_argmax_refusals) {
     int32_t *dids = gt_dev_poison(16 * 4);
     CHECK(dA && dW && dC && dids);
     dic_wmat dw = {0, 1000, 256, 0, dW, NULL};
+    dic_gemm_argmax_enable(1);
     CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
     ctx.batch_invariant = 1;
     CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
@@ -144,13 +147,17 @@ TEST(gpu_lm_argmax_refusals) {
     ctx.batch_invariant = 0;
     dic_gemm_argmax_enable(0);
     CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
-    dic_gemm_argmax_enable(-1);
+    dic_gemm_argmax_enable(-1); /* the default: from M = DIC_AM_MINM_DEF */
+    CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000) == (1 >= DIC_AM_MINM_DEF));
+    CHECK(dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000) == (2 >= DIC_AM_MINM_DEF));
+    dic_gemm_argmax_enable(1);
     CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
     CHECK(!dic_gemm_argmax_ok(&ctx, DIC_AM_MAXM + 1, dA, 256, &dw, 1000));
     dw.k = 4096; /* M = 8: 8 column tiles of 64 k-steps: the mma splits K (S > 1) */
     CHECK(!dic_gemm_argmax_ok(&ctx, 8, dA, 4096, &dw, 1000));
     dw.k = 256, dw.fmt = 1;
     CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
+    dic_gemm_argmax_enable(-1);
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     CUDA_CHECK(cudaGetLastError());
     cudaFree(dA), cudaFree(dW), cudaFree(dC), cudaFree(dids);

@@ -22,7 +22,8 @@
  * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
  * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math; any bit: with
  * md_quant_rows instead of md_quant_lean), lmarg=0|1 (the decode loop's greedy argmax fused into the
- * lm_head launch, dic_gemm_argmax, or the separate dic_argmax launch; default $DEEPINFER_LM_ARGMAX, on). */
+ * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
+ * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

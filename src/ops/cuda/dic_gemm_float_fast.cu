@@ -597,12 +597,13 @@ static __global__ void __launch_bounds__(MM_T) k_mma_am(int M, int N, int K, con
     mma_tile<64, 0, 1>(M, N, K, A, lda, tab, 0, 0, C32, NULL, ldc, 1, ids);
 }
 
-static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX (default on; "0" off) */
+static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX ("0" off, "1" every M; unset: M >= DIC_AM_MINM_DEF) */
 extern "C" void dic_gemm_argmax_enable(int on) { g_am_on = on; }
-static int am_enabled(void) {
+static int am_enabled(int M) {
     if (g_am_on >= 0) return g_am_on;
     const char *e = getenv("DEEPINFER_LM_ARGMAX");
-    return !(e && e[0] == '0' && !e[1]);
+    if (e && e[0] && !e[1] && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+    return M >= DIC_AM_MINM_DEF;
 }
 
 /* The fused kernel for this call: 1 the GEMV (wpc, flags of dic_gemv_plan), 2 k_mma at BM = 64,
@@ -610,7 +611,7 @@ static int am_enabled(void) {
 static int am_plan(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc, int *wpc,
                    int *flags) {
     const int N = W->n, K = W->k;
-    if (c->batch_invariant || !am_enabled() || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
+    if (c->batch_invariant || !am_enabled(M) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
         ldc < (size_t)N || !(K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w)))
         return 0;
     if (M == 1 || (M <= GV_BF16_MAXM && (long long)N * K <= (1LL << 24))) {

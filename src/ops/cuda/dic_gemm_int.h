@@ -226,9 +226,15 @@ cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *
  * CY == 1 or the tensor-core tiles without a K split (the lm_head shapes at M <= 8); else
  * cudaErrorNotSupported and nothing is launched (dic_gemm_argmax_ok says which, launching
  * nothing). Off in mode 1 (batch_invariant) and when switched off: dic_gemm_argmax_enable(0)
- * or $DEEPINFER_LM_ARGMAX=0 (enable(-1): back to the environment's choice). Launches must not
+ * or $DEEPINFER_LM_ARGMAX=0 (enable(-1): back to the environment's choice, by default from M =
+ * DIC_AM_MINM_DEF). Launches must not
  * overlap each other (one set of per-row keys and one counter per device). */
 #define DIC_AM_MAXM 8
+/* The default (switch -1, $DEEPINFER_LM_ARGMAX unset) fuses only at M >= DIC_AM_MINM_DEF: measured
+ * 2026-11-30 (H200, gemm_float_bench lmarg, lm_head 129280 x 4096): M = 1 fused 284.8 us vs gemm + argmax
+ * 256.7 (the GEMV's ~4000 CTAs each pay the fence + tickets in their tail), M = 2 289.6 vs 290.0, M = 8
+ * 292.9 vs 301.5; the b1 step +5 us fused. Switch 1 (or $DEEPINFER_LM_ARGMAX=1) fuses at every M. */
+#define DIC_AM_MINM_DEF 2
 int dic_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
 cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
                             size_t ldc, int32_t *ids);
