@@ -1133,22 +1133,22 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     DIC_PDL_ENTER();
     float shv = 0.0f; /* warp 0's shared values, requested early */
     if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
-    {
-        int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
-        if (e2 < 0 || e2 >= a.E) e2 = -1;
-        if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
-            asm volatile("cp.async.wait_all;\n" ::);
-            __syncwarp();
-            e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
-            nit = ((__popc(vm) - par + 1) >> 1) * npc;
-            md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
-        }
-    }
+    /* sel again after the wait, requested here and compared after the h quantisation (which does not
+     * depend on it): its L2 round trip overlaps the h loads instead of preceding them */
+    int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
     if (FST == 1 && !(fl & DIC_MD_NOQ))
         md_quant_lean<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, k, K, a.ab, a16b, a16_bytes, sa, nsa);
     else if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
         md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
                                       nsa, fl & DIC_MD_QHW);
+    if (e2 < 0 || e2 >= a.E) e2 = -1;
+    if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
+        asm volatile("cp.async.wait_all;\n" ::);
+        __syncwarp();
+        e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+        nit = ((__popc(vm) - par + 1) >> 1) * npc;
+        md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    }
     __syncthreads();
     DIC_STAMP_PHASE(601);
     {
