@@ -482,12 +482,15 @@ static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint
         float *Yr[2];
         md_fx_ref(&f, M, off, Hr, Or, Yr);
         /* cases: up variant, flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, graph */
-        static const struct { int up, fl, sh, y, graph; } C[] = {
-            {-1, -1, 1, 1, 0}, {-1, -1, 0, 1, 0}, {-1, -1, 2, 0, 0}, {-1, DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0},
-            {-1, 0, 0, 1, 0},  {0, -1, 1, 1, 0},  {-1, -1, 1, 1, 1}};
+        /* nst: dic_moe_dec_down2_nst (the lean kernel's ring stages; -1 the default: 4 at M = 1, 10 at M = 2) */
+        static const struct { int up, fl, sh, y, graph, nst; } C[] = {
+            {-1, -1, 1, 1, 0, -1}, {-1, -1, 0, 1, 0, -1}, {-1, -1, 2, 0, 0, -1}, {-1, DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0, -1},
+            {-1, 0, 0, 1, 0, -1},  {0, -1, 1, 1, 0, -1},  {-1, -1, 1, 1, 1, -1}, {-1, -1, 1, 1, 0, 4},
+            {-1, -1, 0, 1, 0, 4},  {-1, -1, 2, 0, 0, 4},  {-1, -1, 1, 1, 1, 4},  {-1, -1, 1, 1, 0, 10}, {-1, -1, 1, 1, 0, 6}};
         const int nc = (int)(sizeof C / sizeof C[0]);
         for (int ci = 0; ci < nc; ci++) {
             dic_moe_dec_config(C[ci].up, 2, -1), dic_moe_dec_flags(C[ci].fl), dic_moe_dec_one(0);
+            dic_moe_dec_down2_nst(C[ci].nst);
             const int w = C[ci].sh == 0;
             const int n0 = dic_moe_dec_down2_count();
             size_t nh, ny, no;
@@ -503,7 +506,7 @@ static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint
         fprintf(stderr, "  moe_dec_down2 E=%d k=%d d=%d I=%d ab=%d M=%d from token %d: %d cases bitwise equal to variant 0\n",
                 E, k, d, I, ab, M, off, nc);
     }
-    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1), dic_moe_dec_down2_nst(-1);
     CHECK(!dic_moe_dec_broken());
     md_fx_free(&f);
 }

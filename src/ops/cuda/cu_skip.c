@@ -21,7 +21,8 @@
  * line b in use; a line switched off runs on the main line), l1gdec=FLAGS[:CPS] (decode-GEMM
  * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
  * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math; any bit: with
- * md_quant_rows instead of md_quant_lean), lmarg=0|1 (the decode loop's greedy argmax fused into the
+ * md_quant_rows instead of md_quant_lean), md2nst=4|6|10 (dic_moe_dec_down2_nst: the lean k_mv_down2's ring
+ * stages), lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2). */
 #include <stdio.h>
@@ -66,6 +67,7 @@ static void knobs_reset(void) {
     dic_moe_dec_config(-1, -1, -1);
     dic_moe_dec_flags(-1);
     dic_moe_dec_probe(0);
+    dic_moe_dec_down2_nst(-1);
     dic_moe_dec_one(-1);
     dic_q_proj_enable(-1);
     dic_index_select_tune(-2);
@@ -99,6 +101,7 @@ static void knob(const char *t) {
     else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
     else if (n == 7 && !strncmp(t, "mvprobe", 7)) dic_moe_dec_probe(v[0]);
+    else if (n == 6 && !strncmp(t, "md2nst", 6)) dic_moe_dec_down2_nst(v[0]);
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);

@@ -222,6 +222,9 @@ void dic_moe_dec_flags(int fl);
  * DIC_MD_NOQ / DIC_MD_NOMMA set at run time (results WRONG), bits 0..15 for the up kernel, << 16 for the
  * down kernel (k_mv_down2); e.g. 0x40000000: the A/B only. */
 void dic_moe_dec_probe(int bits);
+/* Ring stages per warp of the lean k_mv_down2 (the default down kernel at M <= 2): 4, 6 or 10; -1 the default
+ * (4 at M = 1, 10 at M = 2; DEEPINFER_CUDA_SKIP_SETS knob md2nst=N). Same bits. */
+void dic_moe_dec_down2_nst(int nst);
 /* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
  * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):
  * taken by the default variant (1,1,2, no diagnostic flag) for M <= maxm. dic_moe_dec_one(maxm):

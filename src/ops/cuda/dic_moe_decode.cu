@@ -1075,13 +1075,14 @@ struct md2_it {
 
 /* Issue the ring's first MD2_NST items (one commit group each, issued or not) from the lane's sel
  * value e (-1: invalid or lane >= k) and the valid mask vm. */
+template <int NST = MD2_NST>
 static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
                                                     int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
                                                     int t, int now) {
     md2_it it = {0, 0};
     int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
 #pragma unroll 1
-    for (int i = 0; i < MD2_NST; i++) {
+    for (int i = 0; i < NST; i++) {
         if (i < nit && !now) {
             const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
             md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
@@ -1094,7 +1095,9 @@ static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab 
     }
 }
 
-template <int FST = 0>
+/* NST: ring stages per warp (MD2_NST by default; dic_moe_dec_down2_nst: 4 or 6 for FST 1, a smaller prologue
+ * before the wait and 60 / 77 KB of shared memory instead of 112 at V4-Flash dims) */
+template <int FST = 0, int NST = MD2_NST>
 static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
@@ -1111,8 +1114,8 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     const int j = warp & 3, par = warp >> 2; /* chain, entry parity */
     const int nch = K / MD_CK, npc = (nch - j + 3) / 4; /* chunks of this chain per entry (0 when j >= nch) */
     const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
-    uint8_t *ring = smem + (size_t)warp * MD2_NST * MD2_STB;
-    uint8_t *a16b = smem + (size_t)MD2_WARPS * MD2_NST * MD2_STB;
+    uint8_t *ring = smem + (size_t)warp * NST * MD2_STB;
+    uint8_t *a16b = smem + (size_t)MD2_WARPS * NST * MD2_STB;
     const size_t a16_bytes = (size_t)K * 2;
     const int nsa = K / a.ab;
     float *sa = (float *)(a16b + (size_t)k * a16_bytes);
@@ -1122,14 +1125,14 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     if (now) { /* diagnostic without weight loads: a zero ring (the stale shared memory could hold any scale
                 * byte; zeros take md2_chunk's fast path on defined values) */
 #pragma unroll 1
-        for (int o = lane * 16; o < MD2_NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
+        for (int o = lane * 16; o < NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
         __syncwarp();
     }
     int e = lane < k ? selm[lane] : -1;
     if (e < 0 || e >= a.E) e = -1;
     unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
     int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
-    md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
     DIC_PDL_ENTER();
     float shv = 0.0f; /* warp 0's shared values, requested early */
     if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
@@ -1147,21 +1150,21 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
         __syncwarp();
         e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
         nit = ((__popc(vm) - par + 1) >> 1) * npc;
-        md2_prologue(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
     }
     __syncthreads();
     DIC_STAMP_PHASE(601);
     {
-        md2_it it = {0, 0}, is = {0, 0}; /* the item computed, the item issued next (MD2_NST ahead) */
-        for (int x = 0; x < MD2_NST && x < nit; x++)
+        md2_it it = {0, 0}, is = {0, 0}; /* the item computed, the item issued next (NST ahead) */
+        for (int x = 0; x < NST && x < nit; x++)
             if (++is.ci == npc) is.ci = 0, is.q++;
         int s = md2_nth(vm, par);
         float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll 1
         for (int i = 0; i < nit; i++) {
-            mv_wait<MD2_NST - 1>();
+            mv_wait<NST - 1>();
             __syncwarp();
-            const uint8_t *b = ring + (i % MD2_NST) * MD2_STB;
+            const uint8_t *b = ring + (i % NST) * MD2_STB;
             if (!(fl & DIC_MD_NOMMA))
                 md2_chunk<FST == 1>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
                           a.lab, acc0, acc1);
@@ -1172,10 +1175,10 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
                 s = md2_nth(vm, par + 2 * it.q);
             }
             __syncwarp();
-            if (i + MD2_NST < nit && !now) {
+            if (i + NST < nit && !now) {
                 const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
                 const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
-                md2_issue(ring + (i % MD2_NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
+                md2_issue(ring + (i % NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
                 if (++is.ci == npc) is.ci = 0, is.q++;
             }
             mv_commit();
@@ -1454,6 +1457,12 @@ extern "C" void dic_moe_dec_flags(int fl) {
     g_mv_fl = fl;
 }
 extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
+/* the lean k_mv_down2's ring stages at M = 1 (dic_moe_dec_down2_nst: 4, 6 or MD2_NST; M = 2 keeps MD2_NST, not
+ * measured with fewer): measured 2026-11-30 (b1 step, one process): 10 964.5 / 963.7 / 962.7 us, 6 958.5 / 959.6,
+ * 4 956.3 / 957.4 (a smaller ring issued before the wait lets the h quantisation after it start sooner) */
+#define MD2_NST_DEF 4
+static int g_md2_nst = -1;
+extern "C" void dic_moe_dec_down2_nst(int nst) { g_md2_nst = nst == 4 || nst == 6 || nst == MD2_NST ? nst : -1; }
 static int g_mv_probe; /* dic_moe_dec_probe: DIC_MD_NOQ / NOMMA bits of the up kernel, << 16 of the down kernel */
 extern "C" void dic_moe_dec_probe(int bits) { g_mv_probe = bits < 0 ? 0 : bits; }
 
@@ -1481,19 +1490,19 @@ static size_t mv_down_smem(int I, int ab) {
     return (size_t)MD_WARPS * MV_DOWN_NST * MV_MATB + (size_t)I * 2 + (size_t)(I / ab) * 4;
 }
 
-static size_t md2_smem(int k, int I, int ab) {
-    return (size_t)MD2_WARPS * MD2_NST * MD2_STB + (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4);
+static size_t md2_smem(int k, int I, int ab, int nst = MD2_NST) {
+    return (size_t)MD2_WARPS * nst * MD2_STB + (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4);
 }
 
 /* down variant 2: grid (d / 16, M) x 256 threads, no cluster */
-template <int FST>
+template <int FST, int NST = MD2_NST>
 static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2) {
     static int attr; /* per instance: the dynamic shared-memory limit raised once */
     if (!attr) {
-        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         if (e != cudaSuccess) return e;
         /* the whole unified L1 as shared memory (2 CTAs of ~115 KB per SM at V4-Flash dims); a hint */
-        if (cudaFuncSetAttribute(k_mv_down2<FST>, cudaFuncAttributePreferredSharedMemoryCarveout,
+        if (cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared) != cudaSuccess)
             (void)cudaGetLastError();
         attr = 1;
@@ -1507,11 +1516,20 @@ static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2
         na++;
     }
     cfg.gridDim = dim3((unsigned)(a.d / 16), (unsigned)a.M), cfg.blockDim = dim3(MD2_WARPS * 32);
-    cfg.dynamicSmemBytes = md2_smem(a.k, a.I, a.ab), cfg.stream = c->stream;
+    cfg.dynamicSmemBytes = md2_smem(a.k, a.I, a.ab, NST), cfg.stream = c->stream;
     cfg.attrs = at, cfg.numAttrs = (unsigned)na;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<FST>, a, *t2);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<FST, NST>, a, *t2);
     if (e == cudaSuccess) g_md2_count++;
     return e;
+}
+
+/* the lean k_mv_down2 with nst ring stages per warp */
+static cudaError_t md2_lean(const dic_ctx *c, const md_args &a, const md_tab *t2, int nst) {
+    switch (nst) {
+    case 4: return mv_down2<1, 4>(c, a, t2);
+    case 6: return mv_down2<1, 6>(c, a, t2);
+    default: return mv_down2<1>(c, a, t2);
+    }
 }
 
 template <typename F, typename... A>
@@ -1609,7 +1627,8 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (FP4 && down == 2 && !g_mv_broken) {
         md_args ad = a;
         if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
-        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK ? mv_down2<1>(c, ad, t2)
+        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK
+                ? md2_lean(c, ad, t2, g_md2_nst >= 0 ? g_md2_nst : a.M == 1 ? MD2_NST_DEF : MD2_NST)
             : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off() ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     } else if (FP4 && down && !g_mv_broken) {
