@@ -867,6 +867,17 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     if (CL != 1) mv_cluster_sync(); /* no CTA leaves while its partials may still be read */
 }
 
+/* The down kernels' diagnostic entries: DIC_MD_EMPTY leaves at once, DIC_MD_EXIT after the PDL wait
+ * (launch + wait only); 1 = the kernel returns now. */
+static __device__ __forceinline__ int mv_diag_leave(int fl) {
+    if (fl & DIC_MD_EMPTY) return 1;
+    if (fl & DIC_MD_EXIT) {
+        DIC_PDL_ENTER();
+        return 1;
+    }
+    return 0;
+}
+
 /* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
 template <int NST, int FST = 0>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
@@ -876,11 +887,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
                                                          * token's sel it was made from, before the wait */
     const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
-    if (fl & DIC_MD_EMPTY) return; /* diagnostic */
-    if (fl & DIC_MD_EXIT) { /* diagnostic: launch + wait only */
-        DIC_PDL_ENTER();
-        return;
-    }
+    if (mv_diag_leave(fl)) return;
     const int lite = fl & DIC_MD_DLITE;
     const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1103,11 +1110,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
     __shared__ int ord_s[MD_KMAX];
     const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
-    if (fl & DIC_MD_EMPTY) return;          /* diagnostic */
-    if (fl & DIC_MD_EXIT) {                 /* diagnostic: launch + wait only */
-        DIC_PDL_ENTER();
-        return;
-    }
+    if (mv_diag_leave(fl)) return;
     const int now = fl & DIC_MD_NOW;
     const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
