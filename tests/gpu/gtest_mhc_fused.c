@@ -19,7 +19,8 @@
  *    a row's bits do not depend on M (row 0 alone = row 0 of the launch);
  *  - every kernel variant (dic_hc_transition_variant 0 .. DIC_HT_NVAR - 1) on
  *    every case; the variants with 32 columns per CTA of k_transition2 (1, 2,
- *    5, 6, 7, 8) bitwise equal. One line per case for the default variant, then the
+ *    5, 6, 7, 8) and the grid-synchronised kernel (9: k_transition_gs at
+ *    M <= 2, variant 7 above) bitwise equal. One line per case for the default variant, then the
  *    worst mixes errors per variant.
  * Variant 8 (the shorter tail, ET: R stash in shared memory, one-thread
  * fences, early norm weights) takes its stash path at d = 4096 for M <= 4 (one
@@ -249,7 +250,7 @@ static void mf_case(int d, int M, int chain, int first, int pad, uint64_t seed) 
         }
         /* variants with the same columns per CTA (1, 2, 5, 6, 7) give the same bits */
         if (v == 1) o32 = o, o = (mf_out){0};
-        else if (v == 2 || v == 5 || v == 6 || v == 7 || v == 8) {
+        else if (v == 2 || v == 5 || v == 6 || v == 7 || v == 8 || v == 9) {
             size_t bV = gt_bits("R(v1)", o.R, o32.R, (size_t)M, h.ldr, (size_t)hcd, 2) +
                         gt_bits("mixes(v1)", o.mixes, o32.mixes, (size_t)M, 24, 24, 4) +
                         gt_bits("comb(v1)", o.comb, o32.comb, (size_t)M, 16, 16, 4) +

@@ -267,8 +267,10 @@ cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size
  * tile, Sinkhorn beside the collapse + RMSNorm) = 1 (32, 4, yes), 2 (32, 4, no), 3 (16, 4, yes), 4 (64, 4, yes),
  * 5 (32, 2, yes), 6 (32, 1, yes), 7 (32, 1 / 2 / 4 for M <= 2 / <= 4 / more, yes), 8 (32, 1 / 2 / 4 for
  * M <= 4 / <= 8 / more, yes, and the shorter tail: ET, MHC-NOTES.md session 8). Variants of k_transition2 with
- * the same columns per CTA give the same bits (1, 2, 5, 6, 7, 8). v >= 0 sets it; returns the variant in force. */
-#define DIC_HT_NVAR 9
+ * the same columns per CTA give the same bits (1, 2, 5, 6, 7, 8); 9 = k_transition_gs (dic_mhc_gridsync.cu: the
+ * collapse and RMSNorm spread over the column CTAs between two grid barriers) at M <= 2, variant 7 above, the
+ * same bits as 1, 2, 5-8. v >= 0 sets it; returns the variant in force. */
+#define DIC_HT_NVAR 10
 #define DIC_HT_DEFAULT 7
 int dic_hc_transition_variant(int v);
 
