@@ -223,8 +223,12 @@ void dic_moe_dec_flags(int fl);
  * down kernel (k_mv_down2); e.g. 0x40000000: the A/B only. */
 void dic_moe_dec_probe(int bits);
 /* Ring stages per warp of the lean k_mv_down2 (the default down kernel at M <= 2): 4, 6 or 10; -1 the default
- * (4 at M = 1, 10 at M = 2; DEEPINFER_CUDA_SKIP_SETS knob md2nst=N). Same bits. */
+ * (4 at M <= 2; DEEPINFER_CUDA_SKIP_SETS knob md2nst=N). Same bits. */
 void dic_moe_dec_down2_nst(int nst);
+/* With a line to join before `shared` is read (dic_ctx.join: the shared expert on a side line), launch k_mv_down2
+ * before the join (routed y only) and add `shared` in a tail kernel after it: 1 on, 0 off, -1 the default
+ * ($DEEPINFER_MOE_TAIL=0|1, else MD_TAIL_DEF; DEEPINFER_CUDA_SKIP_SETS knob mdtail=N). Same bits. */
+void dic_moe_dec_tail(int on);
 /* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
  * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):
  * taken by the default variant (1,1,2, no diagnostic flag) for M <= maxm. dic_moe_dec_one(maxm):

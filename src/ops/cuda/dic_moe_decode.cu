@@ -1211,7 +1211,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             }
             if (a.shared) y = __fadd_rn(y, shv);
             if (a.y) a.y[(size_t)m * a.d + col] = y;
-            a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+            if (a.out) a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y); /* NULL: k_mo_tail writes it */
         }
     }
 }
@@ -1460,12 +1460,26 @@ extern "C" void dic_moe_dec_flags(int fl) {
     g_mv_fl = fl;
 }
 extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
-/* the lean k_mv_down2's ring stages at M = 1 (dic_moe_dec_down2_nst: 4, 6 or MD2_NST; M = 2 keeps MD2_NST, not
- * measured with fewer): measured 2026-11-30 (b1 step, one process): 10 964.5 / 963.7 / 962.7 us, 6 958.5 / 959.6,
- * 4 956.3 / 957.4 (a smaller ring issued before the wait lets the h quantisation after it start sooner) */
+/* the lean k_mv_down2's ring stages at M <= 2 (dic_moe_dec_down2_nst: 4, 6 or MD2_NST): measured 2026-11-30 (b1 step,
+ * one process): 10 964.5 / 963.7 / 962.7 us, 6 958.5 / 959.6, 4 956.3 / 957.4 (a smaller ring issued before the wait
+ * lets the h quantisation after it start sooner); 2026-12-01 b2: 4 1157.9 / 1160.1 us vs 10 1164.0 / 1168.0 */
 #define MD2_NST_DEF 4
 static int g_md2_nst = -1;
 extern "C" void dic_moe_dec_down2_nst(int nst) { g_md2_nst = nst == 4 || nst == 6 || nst == MD2_NST ? nst : -1; }
+/* dic_moe_dec_tail: with a side line to join (the shared expert), k_mv_down2 runs before the join and k_mo_tail
+ * adds `shared` after it (the same fp32 adds: the same bits), so the down kernel no longer waits for the shared
+ * expert's line. */
+#define MD_TAIL_DEF 1 /* measured 2026-12-01 (one process, b1 V4-Flash 4 layers): 944.3 / 941.3 us vs 960.4 / 957.1 off; b2 1154.9 / 1161.3 vs 1167.0 / 1168.8 */
+static int g_md_tail = -1;
+extern "C" void dic_moe_dec_tail(int on) { g_md_tail = on < 0 ? -1 : on != 0; }
+static int md_tail_on(void) {
+    static int env = -2; /* $DEEPINFER_MOE_TAIL=0|1, read once */
+    if (env == -2) {
+        const char *e = getenv("DEEPINFER_MOE_TAIL");
+        env = e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+    }
+    return g_md_tail >= 0 ? g_md_tail : env >= 0 ? env : MD_TAIL_DEF;
+}
 static int g_mv_probe; /* dic_moe_dec_probe: DIC_MD_NOQ / NOMMA bits of the up kernel, << 16 of the down kernel */
 extern "C" void dic_moe_dec_probe(int bits) { g_mv_probe = bits < 0 ? 0 : bits; }
 
@@ -1626,14 +1640,31 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (a.fl & DIC_MD_UPONLY) { /* diagnostic: no down launch */
         DIC_LAUNCH_CHECK();
     }
-    if (c->join) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
+    /* early: the down kernel runs before the join (its routed y to y, or to g_mo_y), k_mo_tail adds `shared`
+     * after it (dic_moe_dec_tail) */
+    float *ytail = NULL;
+    if (c->join && md_tail_on() && FP4 && down == 2 && !g_mv_broken && a.M <= MO_MAXM && a.d <= MO_DMAX) {
+        ytail = a.y;
+        if (!ytail && cudaGetSymbolAddress((void **)&ytail, g_mo_y) != cudaSuccess) (void)cudaGetLastError(), ytail = NULL;
+    }
+    if (c->join && !ytail) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
     if (FP4 && down == 2 && !g_mv_broken) {
         md_args ad = a;
+        if (ytail) ad.shared = NULL, ad.y = ytail, ad.out = NULL; /* the routed y only; out is written by the tail */
         if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
         e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK
-                ? md2_lean(c, ad, t2, g_md2_nst >= 0 ? g_md2_nst : a.M == 1 ? MD2_NST_DEF : MD2_NST)
+                ? md2_lean(c, ad, t2, g_md2_nst >= 0 ? g_md2_nst : a.M <= 2 ? MD2_NST_DEF : MD2_NST)
             : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off() ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
+        if (ytail) {
+            c->join(c->join_arg);
+            if (e == cudaSuccess) {
+                const int n = a.M * a.d;
+                DIC_LAUNCH(k_mo_tail, dim3((unsigned)((n + 255) / 256)), 256, 0, c->stream, a.M, a.d,
+                           (const float *)ytail, a.shared, a.lds, a.y, a.out, a.ldo);
+                return cudaGetLastError();
+            }
+        }
     } else if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
         if (a.fl == MV_FL_FAST && !dic_lean_off())
