@@ -32,6 +32,8 @@ typedef struct cu_exec {
      * forked every line uses its own 1/(DI_EXEC_BRANCHES+1) of the scratch. */
     cudaStream_t main_stream;
     cudaStream_t side[DI_EXEC_BRANCHES];
+    cudaStream_t side_hi[DI_EXEC_BRANCHES]; /* the same lines at the device's greatest stream priority (cu_lines_prio) */
+    unsigned side_used;     /* bit b-1: the stream line b uses in this capture is side_hi[b-1] */
     cudaEvent_t fork_ev[DI_EXEC_BRANCHES], join_ev[DI_EXEC_BRANCHES];
     unsigned forked;        /* bit b-1: side line b forked since the last join */
     int line;               /* where ops go now (0 = main) */
@@ -118,6 +120,12 @@ void cu_lines_join_all(cu_exec *c);
 /* Bench knobs (cu_skip.c): lines on / off, PDL after a switch back; < 0: the environment's. */
 void cu_lines_tune(int lines, int line_pdl);
 void cu_lines_mask(int mask); /* bit b: side line b in use (-1: all; a line off runs on the main line) */
+/* bit b: side line b runs at the greatest stream priority (its captured kernels' node priority; graphs are
+ * instantiated with cudaGraphInstantiateFlagUseNodePriority); -1: $DEEPINFER_CUDA_LINE_PRIO, else 0 */
+void cu_lines_prio(int mask);
+/* 1: the main line's first kernel after a join keeps PDL on its own line (-1: $DEEPINFER_CUDA_JOIN_PDL, else the
+ * default JOIN_PDL_DEF of cu_lines.c) */
+void cu_lines_join_pdl(int on);
 void cu_lines_free(cu_exec *c);
 
 /* 1 while a plan step is open (tables go to the plan, no per-op copy). */

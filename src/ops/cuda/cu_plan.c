@@ -124,7 +124,7 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
         p->capturing = 0;
         cudaGraph_t graph = NULL;
         cu_check(c, cudaStreamEndCapture(c->dc.stream, &graph), "cudaStreamEndCapture");
-        if (c->err == cudaSuccess) cu_check(c, cudaGraphInstantiate(&g->exec, graph, 0), "cudaGraphInstantiate");
+        if (c->err == cudaSuccess) cu_check(c, cudaGraphInstantiate(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority), "cudaGraphInstantiate");
         g->g = graph;
         g->sig = p->sig;
         g->bytes = c->tab_off;

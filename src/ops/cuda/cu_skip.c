@@ -18,11 +18,12 @@
  * instantiations of the decode kernels or the full ones; dic_lean_set),
  * isel=MODE (index selection), headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
- * line b in use; a line switched off runs on the main line), l1gdec=FLAGS[:CPS] (decode-GEMM
+ * line b in use; a line switched off runs on the main line), lprio=BITS (bit b: side line b at the greatest
+ * stream priority), joinpdl=0|1 (PDL for the main line's first kernel after a join), l1gdec=FLAGS[:CPS] (decode-GEMM
  * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
  * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math; any bit: with
  * md_quant_rows instead of md_quant_lean), md2nst=4|6|10 (dic_moe_dec_down2_nst: the lean k_mv_down2's ring
- * stages), lmarg=0|1 (the decode loop's greedy argmax fused into the
+ * stages), mdtail=0|1 (dic_moe_dec_tail: the routed down kernel before the shared expert's join), lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2). */
 #include <stdio.h>
@@ -68,12 +69,15 @@ static void knobs_reset(void) {
     dic_moe_dec_flags(-1);
     dic_moe_dec_probe(0);
     dic_moe_dec_down2_nst(-1);
+    dic_moe_dec_tail(-1);
     dic_moe_dec_one(-1);
     dic_q_proj_enable(-1);
     dic_index_select_tune(-2);
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
     cu_lines_mask(-1);
+    cu_lines_prio(-1);
+    cu_lines_join_pdl(-1);
     dic_route_gate_tune(-1);
     dic_lean_set(1);
     dic_gemm_argmax_enable(-1);
@@ -98,10 +102,13 @@ static void knob(const char *t) {
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
+    else if (n == 5 && !strncmp(t, "lprio", 5)) cu_lines_prio(v[0]);
+    else if (n == 7 && !strncmp(t, "joinpdl", 7)) cu_lines_join_pdl(v[0]);
     else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
     else if (n == 7 && !strncmp(t, "mvprobe", 7)) dic_moe_dec_probe(v[0]);
     else if (n == 6 && !strncmp(t, "md2nst", 6)) dic_moe_dec_down2_nst(v[0]);
+    else if (n == 6 && !strncmp(t, "mdtail", 6)) dic_moe_dec_tail(v[0]);
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
