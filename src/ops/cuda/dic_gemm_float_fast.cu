@@ -513,6 +513,10 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
      * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
      * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
+    /* the lm_head-sized BF16 matrices at M <= DIC_GS_MAXM with fp32 out: the bulk-copy stream
+     * (dic_gemv_stream.cu; 2026-12-01 stream_bench: 4310 vs 4077 GB/s for the GEMV's load pattern) */
+    if (W->fmt == 0 && C32 && !C16 && dic_gemv_stream_auto(M, A, lda, W, ldc))
+        return dic_gemv_stream_launch(st, 0, M, A, lda, W, C32, ldc, NULL);
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
         return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, 0);
@@ -599,21 +603,24 @@ static __global__ void __launch_bounds__(MM_T) k_mma_am(int M, int N, int K, con
 
 static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX ("0" off, "1" every M; unset: M >= DIC_AM_MINM_DEF) */
 extern "C" void dic_gemm_argmax_enable(int on) { g_am_on = on; }
-static int am_enabled(int M) {
+static int am_enabled(int M, int stream) {
     if (g_am_on >= 0) return g_am_on;
     const char *e = getenv("DEEPINFER_LM_ARGMAX");
     if (e && e[0] && !e[1] && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
-    return M >= DIC_AM_MINM_DEF;
+    return M >= DIC_AM_MINM_DEF || stream; /* the stream kernel's argmax costs one ticket per SM */
 }
 
 /* The fused kernel for this call: 1 the GEMV (wpc, flags of dic_gemv_plan), 2 k_mma at BM = 64,
- * 0 none. The AUTO dispatch's choice of dic_gemm_float_fast_launch, with its split. */
+ * 3 the bulk-copy stream (dic_gemv_stream.cu), 0 none. The AUTO dispatch's choice of
+ * dic_gemm_float_fast_launch, with its split. */
 static int am_plan(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc, int *wpc,
                    int *flags) {
     const int N = W->n, K = W->k;
-    if (c->batch_invariant || !am_enabled(M) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
+    const int gs = !c->batch_invariant && dic_gemv_stream_auto(M, A, lda, W, ldc);
+    if (c->batch_invariant || !am_enabled(M, gs) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
         ldc < (size_t)N || !(K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w)))
         return 0;
+    if (gs) return 3;
     if (M == 1 || (M <= GV_BF16_MAXM && (long long)N * K <= (1LL << 24))) {
         int cy = 0, mr = 0;
         return dic_gemv_plan(0, M, N, K, wpc, &cy, flags, &mr) == cudaSuccess && cy == 1 ? 1 : 0;
@@ -632,6 +639,7 @@ extern "C" cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *
     int wpc = 1, flags = 0;
     const int kind = C32 && ids ? am_plan(c, M, A, lda, W, ldc, &wpc, &flags) : 0;
     if (!kind) return cudaErrorNotSupported;
+    if (kind == 3) return dic_gemv_stream_launch(c->stream, c->num_sms, M, A, lda, W, C32, ldc, ids);
     const int N = W->n, K = W->k;
     dic_gv_tab tab;
     memset(&tab, 0, sizeof tab);

@@ -223,7 +223,8 @@ cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *
  * bits), and ids[m] = the argmax of row m over its N columns, exactly dic_argmax's (NaN counts as
  * -inf, ties to the lowest column), in one launch. Applies to BF16 weights (fmt 0), 1 <= M <=
  * DIC_AM_MAXM, ldc >= N, the fast kernels' alignment, where the AUTO dispatch takes the GEMV with
- * CY == 1 or the tensor-core tiles without a K split (the lm_head shapes at M <= 8); else
+ * CY == 1, the tensor-core tiles without a K split, or the bulk-copy stream (dic_gemv_stream_auto:
+ * the lm_head shapes at M <= 8; fused at every M by default, its argmax costs one ticket per SM); else
  * cudaErrorNotSupported and nothing is launched (dic_gemm_argmax_ok says which, launching
  * nothing). Off in mode 1 (batch_invariant) and when switched off: dic_gemm_argmax_enable(0)
  * or $DEEPINFER_LM_ARGMAX=0 (enable(-1): back to the environment's choice, by default from M =
@@ -239,6 +240,24 @@ int dic_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, c
 cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
                             size_t ldc, int32_t *ids);
 void dic_gemm_argmax_enable(int on);
+
+/* The streamed BF16 GEMV (dic_gemv_stream.cu, fast mode): fp32 C32 = A W^T for M <= DIC_GS_MAXM rows,
+ * one CTA per SM, each walking its own contiguous rows of W through shared memory with TMA bulk copies
+ * (the V4-Flash lm_head at M = 1: 232 us vs 247 for k_gemv, 2026-12-01);
+ * ids != NULL: also ids[m] = row m's greedy argmax (dic_argmax's: NaN = -inf, ties to the lowest
+ * column; launches with ids must not overlap). A row's bits depend on K only (not on M or N); they are
+ * not k_gemv's (another summation order, within the GEMM tolerance). fits: BF16 weights (fmt 0), K % 8
+ * == 0 split evenly over a stage geometry's warps (e.g. K = 4096, 5120, 16384), lda % 8 == 0, A and W
+ * 16-byte aligned, ldc >= N. auto: fits, N * K >=
+ * 2^26 (the lm_head) and not switched off (dic_gemv_stream_enable(0) or $DEEPINFER_LM_STREAM=0;
+ * enable(-1): back to the environment): then dic_gemm_float_fast_launch's AUTO dispatch (fp32 out) and
+ * dic_gemm_argmax take it. num_sms <= 0: the current device's count. */
+#define DIC_GS_MAXM 2
+int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
+int dic_gemv_stream_auto(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
+cudaError_t dic_gemv_stream_launch(cudaStream_t st, int num_sms, int M, const uint16_t *A, size_t lda,
+                                   const dic_wmat *W, float *C32, size_t ldc, int32_t *ids);
+void dic_gemv_stream_enable(int on);
 
 /* Fast-mode block-diagonal GEMV over FP8B weights (dic_gemm_fp8w_gemv.cu; wo_a at decode):
  * M <= 4, G <= DIC_GV_MAXG groups of the same R x K (R even, wblock % 16 == 0, K % wblock
