@@ -992,3 +992,61 @@ TEST(gpu_engram_gate_rows) {
     CHECK_MSG(bad == 0 && near * 100 <= ngates, "engram_gate_rows: %zu values differ from the CPU (%zu 1-ulp gates "
               "of %zu)", bad, near, ngates);
 }
+
+/* The gate kernel's variant 1 (one CTA per (token, copy), dic_engram_gate.cu) gives variant 0's bits:
+ * R and gates bitwise, M = 1, 2, 8, 64, dims below / across / not a multiple of its chunk, odd hc. */
+TEST(gpu_engram_gate_rows_variants) {
+    static const int cases[][4] = {/* M, dim, hc, rmap */ {1, 5120, 4, 0}, {2, 5120, 4, 1}, {8, 4096, 4, 1},
+                                   {64, 5120, 4, 1}, {5, 1000, 3, 0}, {3, 517, 4, 1}, {1, 8, 4, 0}, {2, 1029, 1, 0}};
+    dic_ctx c;
+    CHECK(gt_ctx(&c, 0));
+    uint64_t s = 4242;
+    size_t bad = 0;
+    const int v_save = dic_engram_gate_variant(-1);
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int M = cases[t][0], dim = cases[t][1], hc = cases[t][2], T = M + 4;
+        size_t ldkv = (size_t)(hc + 1) * dim + 8, nR = (size_t)T * hc * dim;
+        int64_t *rmap = NULL;
+        if (cases[t][3]) { /* distinct rows, shuffled */
+            rmap = malloc((size_t)M * 8);
+            for (int i = 0; i < M; i++) rmap[i] = (int64_t)(T - 1 - i);
+        }
+        uint16_t *kv = malloc((size_t)M * ldkv * 2), *R = malloc(nR * 2);
+        float *qk = malloc((size_t)hc * dim * 4);
+        for (size_t i = 0; i < (size_t)M * ldkv; i++) kv[i] = di_f32_to_bf16(gt_normal(&s));
+        for (size_t i = 0; i < nR; i++) R[i] = di_f32_to_bf16(gt_normal(&s) * 2.0f);
+        for (size_t i = 0; i < (size_t)hc * dim; i++) qk[i] = 1.0f + 0.2f * gt_rand_unit(&s);
+        uint16_t *dkv = gt_to_dev(kv, (size_t)M * ldkv * 2), *dR0 = gt_to_dev(R, nR * 2), *dR1 = gt_to_dev(R, nR * 2);
+        float *dqk = gt_to_dev(qk, (size_t)hc * dim * 4), *dg0 = gt_dev_poison((size_t)T * hc * 4),
+              *dg1 = gt_dev_poison((size_t)T * hc * 4);
+        int64_t *drm = rmap ? gt_to_dev(rmap, (size_t)M * 8) : NULL;
+        CHECK(dkv && dR0 && dR1 && dqk && dg0 && dg1 && (!rmap || drm));
+        dic_engram_gate_variant(0);
+        CUDA_SYNC_CHECK(dic_engram_gate_rows(&c, M, drm, dkv, ldkv, dR0, dqk, dim, hc, 1e-6f, dg0));
+        dic_engram_gate_variant(1);
+        CUDA_SYNC_CHECK(dic_engram_gate_rows(&c, M, drm, dkv, ldkv, dR1, dqk, dim, hc, 1e-6f, dg1));
+        uint16_t *r0 = gt_d2h(dR0, nR * 2), *r1 = gt_d2h(dR1, nR * 2);
+        float *g0 = gt_d2h(dg0, (size_t)T * hc * 4), *g1 = gt_d2h(dg1, (size_t)T * hc * 4);
+        CHECK(r0 && r1 && g0 && g1);
+        size_t b = 0, moved = 0;
+        for (size_t i = 0; i < (size_t)T * hc; i++)
+            if (memcmp(&g0[i], &g1[i], 4)) {
+                if (b < 4) fprintf(stderr, "  gate M=%d dim=%d [%zu]: v0 %.9g v1 %.9g\n", M, dim, i, g0[i], g1[i]);
+                b++;
+            }
+        for (size_t i = 0; i < nR; i++) {
+            moved += r0[i] != R[i];
+            if (r0[i] != r1[i]) {
+                if (b < 8) fprintf(stderr, "  R M=%d dim=%d [%zu]: v0 %04x v1 %04x\n", M, dim, i, r0[i], r1[i]);
+                b++;
+            }
+        }
+        if (b) fprintf(stderr, "engram gate variants M=%d dim=%d hc=%d: %zu differ\n", M, dim, hc, b);
+        if (!moved) fprintf(stderr, "engram gate variants M=%d dim=%d hc=%d: R unchanged (test inputs?)\n", M, dim, hc);
+        bad += b + (moved == 0);
+        cudaFree(dkv), cudaFree(dR0), cudaFree(dR1), cudaFree(dqk), cudaFree(dg0), cudaFree(dg1), cudaFree(drm);
+        free(rmap), free(kv), free(R), free(qk), free(r0), free(r1), free(g0), free(g1);
+    }
+    dic_engram_gate_variant(v_save);
+    CHECK_MSG(bad == 0, "engram gate variant 1: %zu values differ from variant 0", bad);
+}

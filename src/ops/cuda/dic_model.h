@@ -304,6 +304,10 @@ cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int64_t *ids, 
 /* kvf / h scratch of the CPU op are not needed on the device (pass NULL). */
 cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv,
                                  uint16_t *R, const float *qk, int dim, int hc, float eps, float *gates);
+/* The gate kernel: 0 = one warp per (token, copy) (default), 1 = one CTA per (token, copy) with the loads
+ * off the serial sums (same bits; dic_engram_gate.cu); v < 0: back to $DEEPINFER_ENGRAM_GATE (read then).
+ * Returns the variant in force. Knob egate=V of $DEEPINFER_CUDA_SKIP_SETS. */
+int dic_engram_gate_variant(int v);
 
 #ifdef __cplusplus
 }
