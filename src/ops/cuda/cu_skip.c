@@ -25,7 +25,9 @@
  * md_quant_rows instead of md_quant_lean), md2nst=4|6|10 (dic_moe_dec_down2_nst: the lean k_mv_down2's ring
  * stages), mdtail=0|1 (dic_moe_dec_tail: the routed down kernel before the shared expert's join), lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
- * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2). */
+ * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2), egate=0|1 (dic_engram_gate_variant: the Engram gate's
+ * one-CTA-per-copy kernel, same bits), gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its own
+ * rows: act blocks (0) or values (1) per CTA; same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,8 @@ static void knobs_reset(void) {
     dic_route_gate_tune(-1);
     dic_lean_set(1);
     dic_gemm_argmax_enable(-1);
+    dic_engram_gate_variant(-1);
+    dic_gemm_dec_qrule(-1);
     g_l1_flags = -1;
 }
 
@@ -110,6 +114,8 @@ static void knob(const char *t) {
     else if (n == 6 && !strncmp(t, "md2nst", 6)) dic_moe_dec_down2_nst(v[0]);
     else if (n == 6 && !strncmp(t, "mdtail", 6)) dic_moe_dec_tail(v[0]);
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
+    else if (n == 5 && !strncmp(t, "egate", 5)) dic_engram_gate_variant(v[0]);
+    else if (n == 6 && !strncmp(t, "gqrule", 6)) dic_gemm_dec_qrule(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }

@@ -856,9 +856,27 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
 /* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
  * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
  * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
+/* The rule counts values, not act blocks (V41-NOTES.md 2026-12-01): the QV2 pass (the default flags) costs a
+ * round per 4096 values of the CTA's rows, whatever the block size, so V4.1's 32-value blocks (wq_b k 1280,
+ * wo_b k 1408 per CTA at M = 1: 40 / 44 blocks) took the extra quantisation launch that V4's 128-value blocks
+ * (10 / 11) do not. Rule 1 (default): M * kper <= 16 * 128 values, the same decisions as rule 0 at act_block
+ * 128; rule 0: M * kper / act_block <= 16 (the first version). Both paths give the same bits (gtest_gemm_dec).
+ * $DEEPINFER_GEMM_DEC_QRULE (read once), dic_gemm_dec_qrule (knob gqrule of $DEEPINFER_CUDA_SKIP_SETS). */
+static int g_dec_qrule = -1;
+extern "C" int dic_gemm_dec_qrule(int rule) {
+    if (rule >= 0) {
+        g_dec_qrule = rule ? 1 : 0;
+    } else {
+        const char *e = getenv("DEEPINFER_GEMM_DEC_QRULE");
+        g_dec_qrule = e && *e ? (atoi(e) ? 1 : 0) : 1;
+    }
+    return g_dec_qrule;
+}
 extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
     int kper;
     d_splits(N, K, num_sms, &kper);
+    if (g_dec_qrule < 0) dic_gemm_dec_qrule(-1);
+    if (g_dec_qrule == 1) return act_block > 0 && (long long)M * kper <= 16 * 128;
     return act_block > 0 && (long long)M * (kper / act_block) <= 16;
 }
 
