@@ -496,6 +496,16 @@ TEST(gpu_index_select_dec) {
         bad += index_select_case(1, 64, 1024, 512, 64, 16, 0, 0, 64, 0, &s);
         bad += index_select_case(3, 64, 2000, 512, 64, 16, 2, 1, 64, 1, &s);  /* restricted (cand_in), sorted, ties */
         g_is_koff = 0;
+        /* V4.1's candidate source at ctx 4096 (ratio 1: 4097 keys, blocks of 8, 2048 blocks kept): with
+         * dic_index_select_cand(1) variant 1 takes it in one launch (every block kept); a row without keys */
+        for (int cand = 0; cand <= 1; cand++) {
+            dic_index_select_cand(cand);
+            bad += index_select_case(1, 32, 4097, 512, 8, 2048, 1, 1, 64, 0, &s);
+            bad += index_select_case(2, 32, 4097, 512, 8, 2048, 1, 1, 64, 1, &s); /* row 1 without keys, ties */
+            bad += index_select_case(8, 32, 2000, 512, 8, 2048, 1, 1, 96, 0, &s);
+            bad += index_select_case(3, 32, 9000, 512, 8, 64, 1, 1, 64, 0, &s); /* > KB blocks: the two kernels */
+        }
+        dic_index_select_cand(-1);
         printf("  index_select_dec variant %d: %zu differ so far\n", v, bad);
     }
     dic_index_select_tune(-2);

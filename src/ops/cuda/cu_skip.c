@@ -27,7 +27,8 @@
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2), egate=0|1 (dic_engram_gate_variant: the Engram gate's
  * one-CTA-per-copy kernel, same bits), gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its own
- * rows: act blocks (0) or values (1) per CTA; same bits). */
+ * rows: act blocks (0) or values (1) per CTA; same bits), iselcand=0|1 (dic_index_select_cand: the V4.1
+ * candidate source's selection in one launch where it keeps every block; same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ static void knobs_reset(void) {
     dic_gemm_argmax_enable(-1);
     dic_engram_gate_variant(-1);
     dic_gemm_dec_qrule(-1);
+    dic_index_select_cand(-1);
     g_l1_flags = -1;
 }
 
@@ -116,6 +118,7 @@ static void knob(const char *t) {
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
     else if (n == 5 && !strncmp(t, "egate", 5)) dic_engram_gate_variant(v[0]);
     else if (n == 6 && !strncmp(t, "gqrule", 6)) dic_gemm_dec_qrule(v[0]);
+    else if (n == 8 && !strncmp(t, "iselcand", 8)) dic_index_select_cand(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }

@@ -117,6 +117,10 @@ size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_strid
  * 0 = the two kernels (scores; one 1024-thread CTA per row selects). Same
  * bits either way. -1: read $DEEPINFER_ISEL_DEC once; -2: back to it. */
 void dic_index_select_tune(int mode);
+/* The candidate source (cand_out) on the one-launch decode path too, where ceil(iscore_stride / bs) <= KB
+ * (every row keeps all its blocks: the same cand_out and top-k as the two kernels): on = 1; 0 = the two
+ * kernels (default); on < 0: back to $DEEPINFER_ISEL_DEC_CAND. Returns the setting. Knob iselcand=0|1. */
+int dic_index_select_cand(int on);
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
