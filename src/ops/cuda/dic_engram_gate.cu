@@ -80,15 +80,43 @@ static __global__ void __launch_bounds__(EG_WARPS * 32)
  * Variant 1 (k_engram_gate_cta): the same bits with the loads off the serial chain. Variant 0's
  * 24 lanes walk 640 strided global loads each (dim 5120) in one CTA at M = 1: every iteration
  * waits on an L2 round trip (tens of us in a b1 decode step). Here one CTA of EGC_T threads per
- * (token, copy): in chunks of EGC_CH values all threads compute the three products of each
- * element (the same __fmul_rn expressions) into shared memory, then lanes 0-23 of warp 0 add
+ * (token, copy): in chunks of EGC_CH values all threads load the chunk (every load in flight
+ * before any product, egc_fill) and compute the three products of each element (the same
+ * __fmul_rn expressions) into shared memory, then lanes 0-23 of warp 0 add
  * them to their partials in the same element order as variant 0 (partial j of a sum: elements
  * d = j mod 8, increasing d) while the other warps fill the next chunk (double buffer). The
  * gate is variant 0's lane-0 code, the update is spread over the CTA. Same bits as variant 0
  * (gtest_model_ops gpu_engram_gate_rows_variants), independent of M.
  */
 #define EGC_T 256
-#define EGC_CH 512 /* a multiple of 8: a chunk keeps every element's partial index d & 7 */
+#define EGC_CH 1024 /* a multiple of 8: a chunk keeps every element's partial index d & 7 */
+
+/* The three products of the elements d0 + e of one chunk, e = t0 + NT i (i < ceil(EGC_CH / NT)): every load
+ * of the chunk issued before any product is stored (registers), then the same __fmul_rn expressions as
+ * variant 0. */
+template <int NT>
+static __device__ __forceinline__ void egc_fill(float (*prod)[EGC_CH], const uint16_t *r, const uint16_t *key,
+                                                const float *q, int d0, int dim, int t0) {
+    constexpr int IT = (EGC_CH + NT - 1) / NT;
+    float h[IT], kf[IT], qv[IT];
+#pragma unroll
+    for (int i = 0; i < IT; i++) {
+        const int e = t0 + NT * i, d = d0 + e;
+        const bool ok = e < EGC_CH && d < dim;
+        h[i] = ok ? dic_bf16_to_f32(r[d]) : 0.0f;
+        kf[i] = ok ? dic_bf16_to_f32(key[d]) : 0.0f;
+        qv[i] = ok ? q[d] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < IT; i++) {
+        const int e = t0 + NT * i;
+        if (e < EGC_CH && d0 + e < dim) {
+            prod[0][e] = __fmul_rn(h[i], h[i]);
+            prod[1][e] = __fmul_rn(kf[i], kf[i]);
+            prod[2][e] = __fmul_rn(__fmul_rn(h[i], qv[i]), kf[i]);
+        }
+    }
+}
 
 static __global__ void __launch_bounds__(EGC_T)
     k_engram_gate_cta(int M, const int64_t *rmap, const uint16_t *kv0, size_t ldkv, uint16_t *R, const float *qk,
@@ -106,16 +134,7 @@ static __global__ void __launch_bounds__(EGC_T)
     uint16_t *r = R + ((size_t)t * hc + k) * dim;
     const float *q = qk + (size_t)k * dim;
     const int nch = (dim + EGC_CH - 1) / EGC_CH;
-    /* chunk 0 by every thread */
-    for (int e = tid; e < EGC_CH; e += EGC_T) {
-        const int d = e;
-        if (d < dim) {
-            const float h = dic_bf16_to_f32(r[d]), kf = dic_bf16_to_f32(key[d]);
-            prod[0][0][e] = __fmul_rn(h, h);
-            prod[0][1][e] = __fmul_rn(kf, kf);
-            prod[0][2][e] = __fmul_rn(__fmul_rn(h, q[d]), kf);
-        }
-    }
+    egc_fill<EGC_T>(prod[0], r, key, q, 0, dim, tid); /* chunk 0 by every thread */
     __syncthreads();
     float s = 0.0f; /* lane < 24 of warp 0: partial (lane & 7) of sum (lane >> 3) */
     const int j = lane & 7, which = lane >> 3;
@@ -129,16 +148,7 @@ static __global__ void __launch_bounds__(EGC_T)
                 for (int e = j; e < n; e += 8) s = __fadd_rn(s, pv[e]);
             }
         } else if (c + 1 < nch) { /* warps 1..: the next chunk */
-            const int d1 = d0 + EGC_CH;
-            for (int e = tid - 32; e < EGC_CH; e += EGC_T - 32) {
-                const int d = d1 + e;
-                if (d < dim) {
-                    const float h = dic_bf16_to_f32(r[d]), kf = dic_bf16_to_f32(key[d]);
-                    prod[b ^ 1][0][e] = __fmul_rn(h, h);
-                    prod[b ^ 1][1][e] = __fmul_rn(kf, kf);
-                    prod[b ^ 1][2][e] = __fmul_rn(__fmul_rn(h, q[d]), kf);
-                }
-            }
+            egc_fill<EGC_T - 32>(prod[b ^ 1], r, key, q, d0 + EGC_CH, dim, tid - 32);
         }
         __syncthreads();
     }
