@@ -196,6 +196,14 @@ TEST(gpu_gemm_dec_fp8) {
         }
     }
     dic_gemm_dec_qrule(rule);
+    if (di_test_failed()) return;
+    /* a shape the decode kernel refuses for its k range (one split of 2176 > 2048, like V4.1's Engram wkv,
+     * N 25600 K 6144): dic_gemm_dec_fits says so, dic_gemm skips dec()'s quantisation and runs the fallback
+     * (every mode: the quantisation launch + k_gemm_f16), within the tolerance and bitwise across modes */
+    CHECK_MSG(!dic_gemm_dec_fits(17024, 2176, 132) && !dic_gemm_dec_fits(25600, 6144, 132) &&
+                  dic_gemm_dec_fits(32768, 1280, 132) && dic_gemm_dec_fits(5120, 8192, 132),
+              "dic_gemm_dec_fits: unexpected answer");
+    dec_case(DI_WFMT_FP8, 1, 17024, 2176, 32, 1400);
 }
 
 TEST(gpu_gemm_dec_fp4) {

@@ -872,6 +872,14 @@ extern "C" int dic_gemm_dec_qrule(int rule) {
     }
     return g_dec_qrule;
 }
+/* 0 when dic_gemm_dec_launch would refuse the shape for its k range (splits > 8 or k per CTA > 2048; e.g.
+ * V4.1's Engram wkv, N 25600 K 6144: one split of 6144): dec() in dic_gemm.cu then skips its own
+ * quantisation launch, which the fallback would repeat into the same buffers. */
+extern "C" int dic_gemm_dec_fits(int N, int K, int num_sms) {
+    int kper;
+    const int splits = d_splits(N, K, num_sms, &kper);
+    return splits <= 8 && kper <= 2048;
+}
 extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
     int kper;
     d_splits(N, K, num_sms, &kper);
