@@ -167,8 +167,22 @@ static __global__ void __launch_bounds__(EGC_T)
     }
     __syncthreads();
     const float g = gsh;
-    for (int d = tid; d < dim; d += EGC_T)
-        r[d] = dic_f32_to_bf16(__fadd_rn(dic_bf16_to_f32(r[d]), __fmul_rn(g, dic_bf16_to_f32(value[d]))));
+    /* the update, 4 elements per thread per round: their loads before their stores (r and value are not
+     * known to be disjoint: one at a time, each load would wait for the previous store) */
+    for (int d0 = 0; d0 < dim; d0 += 4 * EGC_T) {
+        uint16_t rv[4], vv[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int d = d0 + tid + EGC_T * i;
+            rv[i] = d < dim ? r[d] : (uint16_t)0;
+            vv[i] = d < dim ? value[d] : (uint16_t)0;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int d = d0 + tid + EGC_T * i;
+            if (d < dim) r[d] = dic_f32_to_bf16(__fadd_rn(dic_bf16_to_f32(rv[i]), __fmul_rn(g, dic_bf16_to_f32(vv[i]))));
+        }
+    }
 }
 
 /* The variant: 0 = k_engram_gate (default), 1 = k_engram_gate_cta (same bits); from $DEEPINFER_ENGRAM_GATE,
