@@ -185,15 +185,17 @@ static __global__ void __launch_bounds__(EGC_T)
     }
 }
 
-/* The variant: 0 = k_engram_gate (default), 1 = k_engram_gate_cta (same bits); from $DEEPINFER_ENGRAM_GATE,
- * read once; dic_engram_gate_variant(v >= 0) sets it, v < 0 returns to the environment's. */
+/* The variant: 1 = k_engram_gate_cta (default since 2026-12-01: V4.1-Flash b1 step -258 us in one process,
+ * V41-NOTES.md), 0 = k_engram_gate (the first kernel); the same bits, so both batch modes take the default
+ * (mode 1's bits are unchanged). From $DEEPINFER_ENGRAM_GATE (0 = the old kernel), read once;
+ * dic_engram_gate_variant(v >= 0) sets it, v < 0 returns to the environment's. */
 static int g_eg_variant = -1;
 extern "C" int dic_engram_gate_variant(int v) {
     if (v >= 0) {
         g_eg_variant = v ? 1 : 0;
     } else {
         const char *e = getenv("DEEPINFER_ENGRAM_GATE");
-        g_eg_variant = e && *e ? (atoi(e) ? 1 : 0) : 0;
+        g_eg_variant = e && *e ? (atoi(e) ? 1 : 0) : 1;
     }
     return g_eg_variant;
 }

@@ -185,13 +185,14 @@ static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_in
 
 static __device__ unsigned int g_is_cnt[ID_MAXM];
 static int g_is_mode = -1;
-static int g_is_cand = -1; /* k_isel_dec for the candidate source when its first level keeps every block */
+static int g_is_cand = -1; /* k_isel_dec for the candidate source when its first level keeps every block
+                            * (default since 2026-12-01: V4.1-Flash b1 -64 us in one process, V41-NOTES.md) */
 extern "C" int dic_index_select_cand(int on) {
     if (on >= 0) {
         g_is_cand = on ? 1 : 0;
     } else {
         const char *e = getenv("DEEPINFER_ISEL_DEC_CAND");
-        g_is_cand = e && *e ? (atoi(e) ? 1 : 0) : 0; /* opt-in until measured (V41-NOTES.md) */
+        g_is_cand = e && *e ? (atoi(e) ? 1 : 0) : 1; /* $DEEPINFER_ISEL_DEC_CAND=0: the two kernels */
     }
     return g_is_cand;
 }
@@ -529,7 +530,8 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
     }
     if (g_is_mode < 0) dic_index_select_tune(-1);
     /* the candidate source too where every row keeps all its blocks (ceil(lds / bs) <= KB: contexts up to
-     * KB * bs rows, e.g. 16384 tokens at ratio 1) with $DEEPINFER_ISEL_DEC_CAND=1 (knob iselcand=1) */
+     * KB * bs rows, e.g. 16384 tokens at ratio 1); default, $DEEPINFER_ISEL_DEC_CAND=0 / knob iselcand=0 off.
+     * Fast mode only (batch_invariant 0, as the one-launch path): mode 1 keeps the two kernels. */
     if (g_is_cand < 0) dic_index_select_cand(-1);
     const int cand_ok = !a->cand_out || (g_is_cand && (lds + (size_t)a->bs - 1) / (size_t)a->bs <= (size_t)a->KB);
     if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
