@@ -26,9 +26,10 @@
  * stages), mdtail=0|1 (dic_moe_dec_tail: the routed down kernel before the shared expert's join), lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2), egate=0|1 (dic_engram_gate_variant: the Engram gate's
- * one-CTA-per-copy kernel, same bits), gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its own
- * rows: act blocks (0) or values (1) per CTA; same bits), iselcand=0|1 (dic_index_select_cand: the V4.1
- * candidate source's selection in one launch where it keeps every block; same bits). */
+ * one-CTA-per-copy kernel (1, default) or the first one-warp-per-copy kernel (0); same bits), gqrule=0|1
+ * (dic_gemm_dec_qrule: when the decode GEMM quantises its own rows: act blocks (0, default) or values (1) per
+ * CTA; same bits), iselcand=0|1 (dic_index_select_cand: the V4.1 candidate source's selection in one launch
+ * where it keeps every block (1, default) or the two kernels (0); same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -856,19 +856,21 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
 /* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
  * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
  * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
-/* The rule counts values, not act blocks (V41-NOTES.md 2026-12-01): the QV2 pass (the default flags) costs a
- * round per 4096 values of the CTA's rows, whatever the block size, so V4.1's 32-value blocks (wq_b k 1280,
- * wo_b k 1408 per CTA at M = 1: 40 / 44 blocks) took the extra quantisation launch that V4's 128-value blocks
- * (10 / 11) do not. Rule 1 (default): M * kper <= 16 * 128 values, the same decisions as rule 0 at act_block
- * 128; rule 0: M * kper / act_block <= 16 (the first version). Both paths give the same bits (gtest_gemm_dec).
- * $DEEPINFER_GEMM_DEC_QRULE (read once), dic_gemm_dec_qrule (knob gqrule of $DEEPINFER_CUDA_SKIP_SETS). */
+/* Rule 0 (default): M * kper / act_block <= 16 act blocks (the first version). Rule 1 (opt-in): M * kper <=
+ * 16 * 128 values, from the QV2 pass's cost (the default flags: a round per 4096 values of the CTA's rows,
+ * whatever the block size), so V4.1's 32-value blocks (wq_b k 1280, wo_b k 1408 per CTA at M = 1: 40 / 44
+ * blocks) would skip the extra quantisation launch as V4's 128-value blocks (10 / 11) do. The same decisions
+ * at act_block 128 (V4 unchanged either way) and the same bits (gtest_gemm_dec). Rule 1 was the default for a
+ * day and measured 26.6 us SLOWER on the V4.1-Flash b1 step in one process (one 16-step sample per set;
+ * V41-NOTES.md 2026-12-01): back to rule 0 until a repeated A/B says otherwise. $DEEPINFER_GEMM_DEC_QRULE=1
+ * (read once), dic_gemm_dec_qrule (knob gqrule=1 of $DEEPINFER_CUDA_SKIP_SETS). */
 static int g_dec_qrule = -1;
 extern "C" int dic_gemm_dec_qrule(int rule) {
     if (rule >= 0) {
         g_dec_qrule = rule ? 1 : 0;
     } else {
         const char *e = getenv("DEEPINFER_GEMM_DEC_QRULE");
-        g_dec_qrule = e && *e ? (atoi(e) ? 1 : 0) : 1;
+        g_dec_qrule = e && *e ? (atoi(e) ? 1 : 0) : 0;
     }
     return g_dec_qrule;
 }
