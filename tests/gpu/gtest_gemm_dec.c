@@ -178,6 +178,32 @@ TEST(gpu_gemm_dec_fp8) {
     dec_case(DI_WFMT_FP8, 3, 1000, 1024, 64, 1100); /* act 64: kb = 64 */
     if (di_test_failed()) return;
     dec_case(DI_WFMT_FP8, 2, 520, 384, 32, 1101); /* one group: no split; act 32 */
+    if (di_test_failed()) return;
+    /* V4.1's act blocks of 32 on its wq_b (k per CTA 1280) and wo_b (1408) shapes: mode 0 takes the kernel's own
+     * quantisation at M = 1 under rule 1 (values), the quantisation launch under rule 0 (blocks); every mode
+     * gives the same bits (dec_case), under both rules */
+    const int rule = dic_gemm_dec_qrule(-1);
+    for (int r = 1; r >= 0 && !di_test_failed(); r--) {
+        dic_gemm_dec_qrule(r);
+        CHECK_MSG(dic_gemm_dec_fused(1, 32768, 1280, 32, 132) == r && dic_gemm_dec_fused(1, 5120, 8192, 32, 132) == r &&
+                      dic_gemm_dec_fused(2, 32768, 1280, 32, 132) == 0 &&
+                      dic_gemm_dec_fused(1, 32768, 1024, 128, 132) == 1 && dic_gemm_dec_fused(2, 4096, 8192, 128, 132) == 1 &&
+                      dic_gemm_dec_fused(3, 4096, 8192, 128, 132) == 0,
+                  "dic_gemm_dec_fused rule %d: unexpected choice", r);
+        for (int M = 1; M <= 2 && !di_test_failed(); M++) {
+            dec_case(DI_WFMT_FP8, M, 32768, 1280, 32, 1200 + 10 * r + M);
+            if (!di_test_failed()) dec_case(DI_WFMT_FP8, M, 5120, 8192, 32, 1300 + 10 * r + M);
+        }
+    }
+    dic_gemm_dec_qrule(rule);
+    if (di_test_failed()) return;
+    /* a shape the decode kernel refuses for its k range (one split of 2176 > 2048, like V4.1's Engram wkv,
+     * N 25600 K 6144): dic_gemm_dec_fits says so, dic_gemm skips dec()'s quantisation and runs the fallback
+     * (every mode: the quantisation launch + k_gemm_f16), within the tolerance and bitwise across modes */
+    CHECK_MSG(!dic_gemm_dec_fits(17024, 2176, 132) && !dic_gemm_dec_fits(25600, 6144, 132) &&
+                  dic_gemm_dec_fits(32768, 1280, 132) && dic_gemm_dec_fits(5120, 8192, 132),
+              "dic_gemm_dec_fits: unexpected answer");
+    dec_case(DI_WFMT_FP8, 1, 17024, 2176, 32, 1400);
 }
 
 TEST(gpu_gemm_dec_fp4) {

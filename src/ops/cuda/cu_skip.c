@@ -26,7 +26,12 @@
  * stages), mdtail=0|1 (dic_moe_dec_tail: the routed down kernel before the shared expert's join), lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2, or at every M where the stream kernel runs), lmstream=0|1
- * (dic_gemv_stream_enable: the lm_head through the bulk-copy stream kernel or the GEMV / MMA tiles). */
+ * (dic_gemv_stream_enable: the lm_head through the bulk-copy stream kernel or the GEMV / MMA tiles), egate=0|1
+ * (dic_engram_gate_variant: the Engram gate's one-CTA-per-copy kernel (1, default) or the first
+ * one-warp-per-copy kernel (0); same bits), gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its
+ * own rows: act blocks (0, default) or values (1) per CTA; same bits), iselcand=0|1 (dic_index_select_cand: the
+ * V4.1 candidate source's selection in one launch where it keeps every block (1, default) or the two kernels
+ * (0); same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +88,9 @@ static void knobs_reset(void) {
     dic_lean_set(1);
     dic_gemm_argmax_enable(-1);
     dic_gemv_stream_enable(-1);
+    dic_engram_gate_variant(-1);
+    dic_gemm_dec_qrule(-1);
+    dic_index_select_cand(-1);
     g_l1_flags = -1;
 }
 
@@ -113,6 +121,9 @@ static void knob(const char *t) {
     else if (n == 6 && !strncmp(t, "mdtail", 6)) dic_moe_dec_tail(v[0]);
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
     else if (n == 8 && !strncmp(t, "lmstream", 8)) dic_gemv_stream_enable(v[0]);
+    else if (n == 5 && !strncmp(t, "egate", 5)) dic_engram_gate_variant(v[0]);
+    else if (n == 6 && !strncmp(t, "gqrule", 6)) dic_gemm_dec_qrule(v[0]);
+    else if (n == 8 && !strncmp(t, "iselcand", 8)) dic_index_select_cand(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }

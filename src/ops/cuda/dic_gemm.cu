@@ -14,6 +14,7 @@ static cudaError_t dec(const dic_ctx *c, int M, const uint16_t *A, size_t lda, i
                        int act_block, float *const *C32, uint16_t *const *C16, const size_t *ldc, uint8_t *q, float *s) {
     int mode = dic_gemm_dec_status();
     if (mode != 0 && mode != 1 && mode != 3) return cudaErrorNotSupported;
+    if (!dic_gemm_dec_fits(W[0].n, W[0].k, c->num_sms)) return cudaErrorNotSupported; /* before any launch */
     if (mode == 0) mode = dic_gemm_dec_fused(M, W[0].n, W[0].k, act_block, c->num_sms) ? 3 : 1;
     if (mode == 1) { /* (bench) a refusal after this launch only costs the fallback's own quantisation */
         cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, W[0].k, act_block, NULL, NULL, q, s, NULL, 0);

@@ -856,9 +856,37 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
 /* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
  * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
  * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
+/* Rule 0 (default): M * kper / act_block <= 16 act blocks (the first version). Rule 1 (opt-in): M * kper <=
+ * 16 * 128 values, from the QV2 pass's cost (the default flags: a round per 4096 values of the CTA's rows,
+ * whatever the block size), so V4.1's 32-value blocks (wq_b k 1280, wo_b k 1408 per CTA at M = 1: 40 / 44
+ * blocks) would skip the extra quantisation launch as V4's 128-value blocks (10 / 11) do. The same decisions
+ * at act_block 128 (V4 unchanged either way) and the same bits (gtest_gemm_dec). Rule 1 was the default for a
+ * day and measured 26.6 us SLOWER on the V4.1-Flash b1 step in one process (one 16-step sample per set;
+ * V41-NOTES.md 2026-12-01): back to rule 0 until a repeated A/B says otherwise. $DEEPINFER_GEMM_DEC_QRULE=1
+ * (read once), dic_gemm_dec_qrule (knob gqrule=1 of $DEEPINFER_CUDA_SKIP_SETS). */
+static int g_dec_qrule = -1;
+extern "C" int dic_gemm_dec_qrule(int rule) {
+    if (rule >= 0) {
+        g_dec_qrule = rule ? 1 : 0;
+    } else {
+        const char *e = getenv("DEEPINFER_GEMM_DEC_QRULE");
+        g_dec_qrule = e && *e ? (atoi(e) ? 1 : 0) : 0;
+    }
+    return g_dec_qrule;
+}
+/* 0 when dic_gemm_dec_launch would refuse the shape for its k range (splits > 8 or k per CTA > 2048; e.g.
+ * V4.1's Engram wkv, N 25600 K 6144: one split of 6144): dec() in dic_gemm.cu then skips its own
+ * quantisation launch, which the fallback would repeat into the same buffers. */
+extern "C" int dic_gemm_dec_fits(int N, int K, int num_sms) {
+    int kper;
+    const int splits = d_splits(N, K, num_sms, &kper);
+    return splits <= 8 && kper <= 2048;
+}
 extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
     int kper;
     d_splits(N, K, num_sms, &kper);
+    if (g_dec_qrule < 0) dic_gemm_dec_qrule(-1);
+    if (g_dec_qrule == 1) return act_block > 0 && (long long)M * kper <= 16 * 128;
     return act_block > 0 && (long long)M * (kper / act_block) <= 16;
 }
 

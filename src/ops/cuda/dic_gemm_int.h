@@ -111,6 +111,13 @@ void dic_gemm_dec_config(int mode, int stmax, int splits);
 /* Mode 0's choice: 1 when the kernel should quantise its own rows, 0 when the quantisation launch
  * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16). */
 int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
+/* The rule of dic_gemm_dec_fused: 0 (default) the first version, M * (k per CTA) / act_block <= 16 act
+ * blocks; 1 M * (k per CTA) <= 2048 values (the same at act_block 128; measured slower on V4.1 once,
+ * V41-NOTES.md); rule < 0: back to $DEEPINFER_GEMM_DEC_QRULE (unset = 0). Returns the rule in force. */
+int dic_gemm_dec_qrule(int rule);
+/* 0 when the decode kernel refuses the shape for its k range (dic_gemm_dec_launch: splits > 8 or k per CTA
+ * > 2048): the caller skips the quantisation launch it would make for it. */
+int dic_gemm_dec_fits(int N, int K, int num_sms);
 int dic_gemm_dec_status(void);
 /* Decode-kernel variants (GEMV-NOTES.md 2026-12 fp8dec round 2). Result-preserving (every output
  * bitwise the default's, gtest_gemm_dec.c): QV2 = the kernel's own quantisation with 8 values per

@@ -185,6 +185,17 @@ static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_in
 
 static __device__ unsigned int g_is_cnt[ID_MAXM];
 static int g_is_mode = -1;
+static int g_is_cand = -1; /* k_isel_dec for the candidate source when its first level keeps every block
+                            * (default since 2026-12-01: V4.1-Flash b1 -64 us in one process, V41-NOTES.md) */
+extern "C" int dic_index_select_cand(int on) {
+    if (on >= 0) {
+        g_is_cand = on ? 1 : 0;
+    } else {
+        const char *e = getenv("DEEPINFER_ISEL_DEC_CAND");
+        g_is_cand = e && *e ? (atoi(e) ? 1 : 0) : 1; /* $DEEPINFER_ISEL_DEC_CAND=0: the two kernels */
+    }
+    return g_is_cand;
+}
 #define IS_DEF_MODE 1 /* the default: one launch ($DEEPINFER_ISEL_DEC overrides; 0 = two kernels) */
 
 extern "C" void dic_index_select_tune(int mode) {
@@ -269,6 +280,17 @@ static __device__ void id_bitonic_desc(unsigned long long *buf, int P, int tid) 
 }
 
 
+/* The candidate source's first level where the host guarantees nb = ceil(n / bs) <= KB for every row
+ * (ceil(lds / bs) <= KB, dic_index_select): every block kept, k_isel_select's nb <= KB branch. */
+static __device__ __forceinline__ void id_cand_all(const di_index_select_args &a, int m, int n, int tid) {
+    if (!a.cand_out) return;
+    const int nb = (n + a.bs - 1) / a.bs;
+    int *keep = a.cand_out + (size_t)m * a.KB;
+    #pragma unroll 1
+    for (int b = tid; b < a.KB; b += ID_T) keep[b] = b < nb ? b : -1;
+    if (tid == 0) a.ncand_out[m] = nb;
+}
+
 static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_args a, float *score, size_t lds) {
     DIC_PDL_ENTER();
     extern __shared__ float4 qs4[]; /* [nh][128] fp32; then the select's keys and pairs */
@@ -290,6 +312,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
             #pragma unroll 1
             for (int i = tid; i < K; i += ID_T) out[i] = -1;
             if (tid == 0) a.ntopk[m] = 0;
+            id_cand_all(a, m, 0, tid);
         }
         return;
     }
@@ -364,6 +387,7 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     __syncthreads();
     if (!last_sh) return;
     __threadfence();
+    id_cand_all(a, m, n, tid); /* (no CTA reads cand_in any more: every one has arrived) */
     uint32_t *ks = (uint32_t *)qs4;
     unsigned long long *buf = (unsigned long long *)((char *)qs4 + ((lds * 4 + 15) & ~(size_t)15));
     const int cnt = K < n ? K : n;
@@ -505,7 +529,12 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         if (e != cudaSuccess) return e;
     }
     if (g_is_mode < 0) dic_index_select_tune(-1);
-    if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && !a->cand_out &&
+    /* the candidate source too where every row keeps all its blocks (ceil(lds / bs) <= KB: contexts up to
+     * KB * bs rows, e.g. 16384 tokens at ratio 1); default, $DEEPINFER_ISEL_DEC_CAND=0 / knob iselcand=0 off.
+     * Fast mode only (batch_invariant 0, as the one-launch path): mode 1 keeps the two kernels. */
+    if (g_is_cand < 0) dic_index_select_cand(-1);
+    const int cand_ok = !a->cand_out || (g_is_cand && (lds + (size_t)a->bs - 1) / (size_t)a->bs <= (size_t)a->KB);
+    if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
         lds <= ID_SELMAX) { /* decode: one launch */
         const size_t sm1 = id_smem(a->nh, lds, a->K);
         if (sm1 > 48 * 1024 - sizeof(float) * ID_KEYS * (ISS_MAXH + 1) - 2048) {

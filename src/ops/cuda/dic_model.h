@@ -117,6 +117,11 @@ size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_strid
  * 0 = the two kernels (scores; one 1024-thread CTA per row selects). Same
  * bits either way. -1: read $DEEPINFER_ISEL_DEC once; -2: back to it. */
 void dic_index_select_tune(int mode);
+/* The candidate source (cand_out) on the one-launch decode path too (fast mode only, as that path), where
+ * ceil(iscore_stride / bs) <= KB (every row keeps all its blocks: the same cand_out and top-k as the two
+ * kernels): on = 1 (default); 0 = the two kernels; on < 0: back to $DEEPINFER_ISEL_DEC_CAND (unset = 1,
+ * 0 = the two kernels). Returns the setting. Knob iselcand=0|1. */
+int dic_index_select_cand(int on);
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
@@ -304,6 +309,11 @@ cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int64_t *ids, 
 /* kvf / h scratch of the CPU op are not needed on the device (pass NULL). */
 cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv,
                                  uint16_t *R, const float *qk, int dim, int hc, float eps, float *gates);
+/* The gate kernel: 1 = one CTA per (token, copy) with the loads off the serial sums (default), 0 = one warp
+ * per (token, copy) (the first kernel; same bits, dic_engram_gate.cu); v < 0: back to $DEEPINFER_ENGRAM_GATE
+ * (read then; unset = 1).
+ * Returns the variant in force. Knob egate=V of $DEEPINFER_CUDA_SKIP_SETS. */
+int dic_engram_gate_variant(int v);
 
 #ifdef __cplusplus
 }
