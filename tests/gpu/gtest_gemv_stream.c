@@ -243,6 +243,8 @@ TEST(gpu_gemv_stream_dispatch) {
     CHECK(!dic_gemv_stream_fits(DIC_GS_MAXM + 1, d.dA, d.lda, &w, d.ldc));
     CHECK(!dic_gemv_stream_fits(1, (const uint16_t *)d.dA + 4, d.lda, &w, d.ldc));
     CHECK(!dic_gemv_stream_fits(1, d.dA, d.lda, &w, (size_t)N - 1));
+    bad = w, bad.k = 5120; /* V4.1's lm_head: 20 KB stages, measured slower: not the AUTO dispatch's */
+    CHECK(dic_gemv_stream_fits(1, d.dA, d.lda, &bad, d.ldc) && !dic_gemv_stream_auto(1, d.dA, d.lda, &bad, d.ldc));
     bad = w, bad.n = 1000; /* small matrices: not the AUTO dispatch's */
     CHECK(dic_gemv_stream_fits(1, d.dA, d.lda, &bad, d.ldc) && !dic_gemv_stream_auto(1, d.dA, d.lda, &bad, d.ldc));
     ctx.batch_invariant = 1;

@@ -255,8 +255,8 @@ void dic_gemm_argmax_enable(int on);
  * column; launches with ids must not overlap). A row's bits depend on K only (not on M or N); they are
  * not k_gemv's (another summation order, within the GEMM tolerance). fits: BF16 weights (fmt 0), K % 8
  * == 0 split evenly over a stage geometry's warps (e.g. K = 4096, 5120, 16384), lda % 8 == 0, A and W
- * 16-byte aligned, ldc >= N. auto: fits, N * K >=
- * 2^26 (the lm_head) and not switched off (dic_gemv_stream_enable(0) or $DEEPINFER_LM_STREAM=0;
+ * 16-byte aligned, ldc >= N. auto: fits, N * K >= 2^26 (the lm_head), stages of >= 32 KB (K = 4096: yes;
+ * V4.1's K = 5120 takes 20 KB stages, measured +117 us in its b1 step: no) and not switched off (dic_gemv_stream_enable(0) or $DEEPINFER_LM_STREAM=0;
  * enable(-1): back to the environment): then dic_gemm_float_fast_launch's AUTO dispatch (fp32 out) and
  * dic_gemm_argmax take it. num_sms <= 0: the current device's count. */
 #define DIC_GS_MAXM 2

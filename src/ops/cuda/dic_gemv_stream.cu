@@ -216,8 +216,14 @@ extern "C" int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const 
            lda % 8 == 0 && ldc >= (size_t)W->n && al16(A) && al16(W->w) && gs_geom(GS_W, W->k, &R, &S);
 }
 
+/* Measured (2026-12-01, H200, one process each): faster with 32 KB stages (V4-Flash lm_head, K = 4096, 4 rows per
+ * stage: b1 step -17..-21 us), slower with 20 KB stages (V4.1-Flash, K = 5120, 2 rows per stage: b1 step +117 us;
+ * each stage pays a fixed cost of waits, shuffles and a barrier): the AUTO dispatch takes stages of >= 32 KB only. */
+#define GS_AUTO_MIN_STAGE 32768
 extern "C" int dic_gemv_stream_auto(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc) {
-    return gs_enabled() && W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc);
+    int R = 0, S = 0;
+    return gs_enabled() && W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc) &&
+           gs_geom(GS_W, W->k, &R, &S) && (size_t)R * W->k * 2 >= GS_AUTO_MIN_STAGE;
 }
 
 extern "C" cudaError_t dic_gemv_stream_launch(cudaStream_t st, int num_sms, int M, const uint16_t *A, size_t lda,
