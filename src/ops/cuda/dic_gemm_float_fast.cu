@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cuda/dic_argmax_key.cuh"
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_fp8w.cuh"
@@ -217,7 +218,6 @@ static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)
  * BF16 tile past the stages (same layout as a BF16 stage's), which the k-step then reads. */
 /* AM (k_mma_am, fused greedy argmax: S == 1, fp32 out): the stores as below, then each row's best
  * (value, column) of the tile goes to am_finish (the fused argmax section further down). */
-static __device__ __forceinline__ unsigned long long am_key(float v, int col);
 static __device__ __forceinline__ void am_finish(unsigned long long k, int row, int M, int32_t *ids);
 template <int BM, int F8, int AM>
 static __device__ __forceinline__ void mma_tile(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
@@ -368,8 +368,8 @@ static __device__ __forceinline__ void mma_tile(int M, int N, int K, const uint1
                         if (n < N) C32[(size_t)m * ldc + n] = v0;
                         if (n + 1 < N) C32[(size_t)m * ldc + n + 1] = v1;
                         if constexpr (AM) {
-                            if (n < N) kk[i][h] = max(kk[i][h], am_key(v0, n));
-                            if (n + 1 < N) kk[i][h] = max(kk[i][h], am_key(v1, n + 1));
+                            if (n < N) kk[i][h] = max(kk[i][h], dic_argmax_key(v0, n));
+                            if (n + 1 < N) kk[i][h] = max(kk[i][h], dic_argmax_key(v1, n + 1));
                         }
                     } else {
                         if (n < N) C16[(size_t)m * ldc + n] = dic_f32_to_bf16(v0);
@@ -537,15 +537,6 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
 static __device__ unsigned long long g_am_key[DIC_AM_MAXM];
 static __device__ unsigned g_am_cnt;
 
-/* (value, column) -> key: unsigned order = value order (NaN -> -inf, -0 -> +0), then lower column. */
-static __device__ __forceinline__ unsigned long long am_key(float v, int col) {
-    uint32_t u = __float_as_uint(v);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0xFF800000u; /* NaN: -inf */
-    if (u == 0x80000000u) u = 0u;                           /* -0: +0 */
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);         /* never 0: key 0 = no value */
-    return (unsigned long long)u << 32 | (uint32_t)~(uint32_t)col;
-}
-
 /* Every thread of the CTA, after its stores: k = its key of row `row` (0: none). */
 static __device__ __forceinline__ void am_finish(unsigned long long k, int row, int M, int32_t *ids) {
     __shared__ int am_last;
@@ -577,7 +568,7 @@ static __global__ void __launch_bounds__(GV_T) k_gemv_am(int M, int N, int K, co
     int row, col;
     const bool ok = gemv_out<MR>((int)threadIdx.x, M, N, WPC, &row, &col);
     if (ok) C32[(size_t)row * ldc + col] = v;
-    const unsigned long long key = ok ? am_key(v, col) : 0ull;
+    const unsigned long long key = ok ? dic_argmax_key(v, col) : 0ull;
     if constexpr (MR == 1) {
         unsigned long long k = key;
         if (threadIdx.x < 32)

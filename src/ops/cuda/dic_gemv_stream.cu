@@ -23,13 +23,14 @@
  * adds the parts in order. A row's bits depend on K (and the geometry it picks) only: not on M, N, the
  * grid or the row's position; they differ from k_gemv's order, within the GEMM tolerance.
  * The argmax: dic_argmax's order (NaN = -inf, ties to the lowest column) as one 64-bit key per row
- * (gs_key), the CTA's maximum into a per-device key by integer atomicMax (order-free), a ticket, and
+ * (dic_argmax_key), the CTA's maximum into a per-device key by integer atomicMax (order-free), a ticket, and
  * the last CTA writes the ids and clears keys and counter (a graph replays). Launches with ids must not
  * overlap each other.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cuda/dic_argmax_key.cuh"
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
 
@@ -44,15 +45,6 @@ static __device__ unsigned long long g_gs_key[DIC_GS_MAXM];
 static __device__ unsigned g_gs_cnt;
 
 static __device__ __forceinline__ uint32_t gs_su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* (value, column) -> key: unsigned order = dic_argmax's order (NaN -> -inf, -0 -> +0), then the lower column */
-static __device__ __forceinline__ unsigned long long gs_key(float v, int col) {
-    uint32_t u = __float_as_uint(v);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0xFF800000u;
-    if (u == 0x80000000u) u = 0u;
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* never 0: key 0 = no value */
-    return (unsigned long long)u << 32 | (uint32_t)~(uint32_t)col;
-}
 
 template <int MX, int NW>
 static __global__ void __launch_bounds__(NW * 32, 1)
@@ -161,7 +153,7 @@ static __global__ void __launch_bounds__(NW * 32, 1)
             const int n = n0 + t * R + orow;
             C[(size_t)om * ldc + n] = v;
             if (ids) {
-                const unsigned long long k = gs_key(v, n);
+                const unsigned long long k = dic_argmax_key(v, n);
                 mykey = k > mykey ? k : mykey;
             }
         }
