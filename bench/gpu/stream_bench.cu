@@ -23,14 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            return 1;                                                                           \
-        }                                                                                       \
-    } while (0)
+#include "bench_ck.cuh"
 
 #define NREP 21
 #define NT 256
