@@ -128,19 +128,19 @@ cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU 
 $(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
-# GPU tests (tests/gpu/gtest_*.c, run by tests/gpu/run.sh on a GPU machine;
-# CI only builds them; tests/gpu/*.cu hold test-only kernels) and GPU
+# GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
+# CI only builds them; tests/ops/cuda/*.cu hold test-only kernels) and GPU
 # benches (bench/gpu/*.c, one binary each in $(BUILD)/gpubench/).
-GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/gpu/gtest_*.c))
+GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/ops/cuda/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
-GPU_TEST_CU  := $(sort $(wildcard tests/gpu/*.cu))
+GPU_TEST_CU  := $(sort $(wildcard tests/ops/cuda/*.cu))
 GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
 # the backend glue links into the binary (it calls the static library)
 GPU_TEST_OBJ += $(CU_C_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
-$(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/ops/cuda/%.o $(BUILD)/bench/gpu/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
 # standalone CUDA benches (bench/gpu/*.cu: no library code), one binary each
 GPU_BENCH_CU_BIN := $(patsubst bench/gpu/%.cu,$(BUILD)/gpubench/%,$(sort $(wildcard bench/gpu/*.cu)))
@@ -148,7 +148,7 @@ $(BUILD)/gpubench/%: bench/gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $<
 
-cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(GPU_BENCH_CU_BIN) ## build the GPU test runner and GPU benches (run them with tests/gpu/run.sh)
+cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(GPU_BENCH_CU_BIN) ## build the GPU test runner and GPU benches (run them with tests/ops/cuda/run.sh)
 
 # The CUDA kernels go into one shared object (their device code once, not
 # once per binary); the GPU test runner and benches link it with the static

@@ -16,7 +16,7 @@
  * the library exports the plain u_errorName, an ICU built without renaming).
  *
  * The ICU headers are not needed: the few types and constants used are
- * declared here with the same ABI (tests/unit/test_icu_loader.c checks them
+ * declared here with the same ABI (tests/util/test_icu_loader.c checks them
  * against <unicode/...> when those headers are installed).
  */
 #ifndef DI_UTIL_ICU_LOADER_H

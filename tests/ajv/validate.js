@@ -3,7 +3,7 @@
 // against the schema with ajv (draft 2020-12, formats on, strict mode off).
 // Prints one line per instance and exits 0 only if every instance is valid
 // JSON and valid against the schema. The independent oracle of
-// tests/engine/test_so_ajv.c.
+// tests/structured/test_so_ajv.c.
 'use strict';
 const fs = require('fs');
 const Ajv2020 = require('ajv/dist/2020');

@@ -2,7 +2,7 @@
  * Bad input gives a clear per-request error naming the problem, and the
  * other requests of the same batch complete exactly as they would alone.
  */
-#include "engine_util.h"
+#include "engine/engine_util.h"
 
 typedef struct bad_case {
     const char *what;

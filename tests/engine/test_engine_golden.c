@@ -3,7 +3,7 @@
  * `deepinfer score` trajectories (di_v4_score) and the reference's own
  * greedy decode on the golden V4 checkpoint.
  */
-#include "../golden/golden_util.h"
+#include "golden/golden_util.h"
 #include "deepinfer.h"
 #include "model/score.h"
 

@@ -5,7 +5,7 @@
  * also with the state pools shrunk until preemption happens, with prefill
  * chunks of 16 and 512, and with async scheduling.
  */
-#include "engine_util.h"
+#include "engine/engine_util.h"
 
 #define NREQ 64
 

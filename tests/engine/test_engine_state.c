@@ -6,7 +6,7 @@
  */
 #include "engine/seq_snapshot.h"
 #include "engine/state_pool.h"
-#include "engine_util.h"
+#include "engine/engine_util.h"
 #include "model/dsv4.h"
 
 static deepinfer_request_output *run_one(const eng_opts *o, const deepinfer_prompt *p, const deepinfer_sampling_params *sp,

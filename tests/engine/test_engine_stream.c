@@ -8,7 +8,7 @@
  * must equal deepinfer_generate's, and every request must be reported
  * finished exactly once (ASan checks the hand-over).
  */
-#include "engine_util.h"
+#include "engine/engine_util.h"
 
 #define NSTREAM 24
 

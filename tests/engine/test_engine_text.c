@@ -5,7 +5,7 @@
  * boundaries cut the text exactly, streaming deltas add up to the final
  * output, chat messages are rendered with the V4 encoding.
  */
-#include "engine_util.h"
+#include "engine/engine_util.h"
 #include "tokenizer/tokenizer.h"
 
 static int valid_utf8(const char *s, size_t n) {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../golden/golden_util.h"
-#include "engine_util.h"
+#include "golden/golden_util.h"
+#include "engine/engine_util.h"
 #include "model/score.h"
 
 #define V41 "golden/v41-tiny-a"

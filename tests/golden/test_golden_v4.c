@@ -13,7 +13,7 @@
  * plus the 24-step greedy trajectory and the MTP draft logits (bounds from
  * the manifest's mtp_cuda_vs_cpu). Measured figures are printed.
  */
-#include "golden_util.h"
+#include "golden/golden_util.h"
 #include "io/numfmt.h"
 #include "io/safetensors.h"
 #include "ops/ops.h"

@@ -17,7 +17,7 @@
  * option) and the DSpark drafts (logits, ids, confidences) under the same
  * statistical bounds. Measured figures are printed.
  */
-#include "golden_util.h"
+#include "golden/golden_util.h"
 #include "io/numfmt.h"
 #include "io/safetensors.h"
 #include "model/dsv41.h"

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "golden_util.h"
+#include "golden/golden_util.h"
 #include "model/score.h"
 
 #define GDIR "golden/v4-tiny-a"

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "golden_util.h"
+#include "golden/golden_util.h"
 #include "model/score.h"
 
 #define GDIR "golden/v41-tiny-a"

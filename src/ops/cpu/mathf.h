@@ -12,7 +12,7 @@
  * slack) and correctly rounded on all but 4 of the 4.28e9 non-NaN inputs;
  * it differs from glibc 2.36's expf on 0.004% of inputs (where glibc is
  * off by its documented 0.502 ulp); the AVX-512 version returns the same
- * bits for every input (tests/unit/test_mathf.c samples this).
+ * bits for every input (tests/ops/cpu/test_mathf.c samples this).
  */
 #ifndef DI_OPS_CPU_MATHF_H
 #define DI_OPS_CPU_MATHF_H

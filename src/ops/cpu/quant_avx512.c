@@ -6,7 +6,7 @@
  * vector from the fp32 bits, and each block is quantised with its scale.
  * Per value: x / s is exact (s a power of two, so x * (1/s) rounds the same),
  * clamp to ±448, e4m3 round-to-nearest-even — the scalar code's results bit
- * for bit (tests/unit/test_quant.c checks every bf16 input). NaN inputs are ignored by the maximum, as there.
+ * for bit (tests/ops/cpu/test_quant.c checks every bf16 input). NaN inputs are ignored by the maximum, as there.
  */
 #include "ops/cpu/gemm_kern.h"
 #include "ops/cpu/simd_avx512.h"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tests/ops/cuda/run.sh — the GPU session: run in one device call on the H200
+# (the device tool), after `make cuda-tests` built the binaries here or there.
+#
+#   tests/ops/cuda/run.sh [tests|bench|all] [TEST FILTER...]
+#
+# Prints the GPU state, runs the GPU test runner (last line "N passed,
+# N failed") and every bench in $BUILD/gpubench, and leaves the logs in $OUT
+# (the device tool brings that folder back).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+what=${1:-all}
+[ $# -gt 0 ] && shift
+B=${BUILD:-build}
+OUT=${OUT:-/tmp/deepinfer-gpu-out}
+mkdir -p "$OUT"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit \
+    --format=csv 2>&1 | tee "$OUT/gpu.txt"
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    "$B/test_gpu" --timeout 300 "$@" 2>&1 | tee "$OUT/test_gpu.log"
+    rc=${PIPESTATUS[0]}
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    for b in "$B"/gpubench/*; do
+        [ -x "$b" ] || continue
+        echo "== $(basename "$b")"
+        "$b" 2>&1 | tee "$OUT/$(basename "$b").log"
+    done
+fi
+# the test summary last, where the device tool's output tail shows it
+[ -f "$OUT/test_gpu.log" ] && tail -1 "$OUT/test_gpu.log"
+exit $rc
