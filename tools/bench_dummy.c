@@ -12,7 +12,7 @@
  *     sequence prefilled to it, then for each batch size B, B sequences forked (di_seq_copy)
  *     from it, one untimed step, then --decode timed steps of B rows (one token per sequence);
  *  6. CUDA: decode again through the recorded-step loop (di_cuda_greedy_loop: step plan + one
- *     CUDA graph per shape, device argmax; docs/DEVICE-FORWARD.md §6), after every eager figure
+ *     CUDA graph per shape, device argmax; docs/cuda-backend.md §6), after every eager figure
  *     (a failed capture leaves the exec's error set): B sequences forked again, --decode + 1
  *     greedy steps, the first (the capture) untimed; ms/step = GPU time from step 1's start to
  *     the last step's end / --decode (cudaEvents, so the host's gaps count), idle = that span

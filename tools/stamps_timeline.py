@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""stamps_timeline.py — name the kernels of a DIC_STAMPS timeline (docs/DEVICE-FORWARD.md §7).
+"""stamps_timeline.py — name the kernels of a DIC_STAMPS timeline (docs/cuda-backend.md §7).
 
 A timeline build (make BUILD=build-stamps NVCC_EXTRA=-DDIC_STAMPS cuda) run with
 DEEPINFER_CUDA_STAMPS=FILE writes one line per stamp: index, enter / go times (µs), wait, grid, block and

@@ -31,7 +31,7 @@ typedef struct di_seg {
 /* Host tables of a step: small arrays the host fills from what it knows
  * before the step (segments, positions, state addresses, page tables) and
  * ops read. On the CPU they are plain host memory; an asynchronous device
- * queue copies them when the step is submitted (docs/DEVICE-FORWARD.md).
+ * queue copies them when the step is submitted (docs/cuda-backend.md §1, §6).
  * Per-segment arrays are indexed by segment, per-row arrays by row. */
 typedef struct di_tabs {
     int *row_seg;               /* [M] the row's segment */

@@ -1,4 +1,4 @@
-/* Tests of the device-shaped model ops (docs/DEVICE-FORWARD.md) against
+/* Tests of the device-shaped model ops (docs/cuda-backend.md §1-§2) against
  * direct host loops: MoE dispatch / combine order, grouped GEMMs equal to
  * per-expert GEMMs, attention entry lists, row scatters, the allocator. */
 #include <math.h>

@@ -17,7 +17,7 @@
 //
 // Characters are kept to those assigned in Unicode <= 14 where the regex
 // engines' tables could disagree (PCRE2 10.42 is Unicode 14; see
-// shared/docs/ecosystem.md section 2).
+// docs/tokenizer.md section 2).
 'use strict';
 const fs = require('fs');
 const path = require('path');

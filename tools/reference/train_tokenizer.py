@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Train the demo byte-level BPE (HF `tokenizers`) with DeepSeek's pre-tokenizer (architecture.md §9.1,
-ecosystem.md §1): 3 Split(Isolated) regexes + ByteLevel(add_prefix_space=false, use_regex=false),
+docs/tokenizer.md §2): 3 Split(Isolated) regexes + ByteLevel(add_prefix_space=false, use_regex=false),
 ByteLevel decoder. Ids 0/1/2 = BOS/EOS/pad; the chat tokens are the LAST ids of the vocab, and
 `<｜System｜>` (the very last id) doubles as DSpark's noise token.
 

@@ -115,7 +115,7 @@ static int same_ids(const char *what, const run_out *a, const run_out *b, int ns
 }
 
 /* fast: the batch_invariant = 0 kernels (eager vs graph still bitwise: the same kernels
- * and launch shapes; the graph's concurrent lines, docs/DEVICE-FORWARD.md §9, must not
+ * and launch shapes; the graph's concurrent lines, docs/cuda-backend.md §9, must not
  * change a bit); the CPU trajectory is then only compared for the first steps' logits. */
 static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
     di_json_doc *man = golden_manifest(di_test_data(dir));
