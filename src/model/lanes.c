@@ -6,7 +6,7 @@
 #include "ops/cpu/threadpool.h"
 
 /* $DEEPINFER_LANES (1..DI_LANES_MAX) caps the lanes of a step; 1 keeps every
- * step op-parallel (for measurement: lanes vs op regions, bench/cpu-notes.md). */
+ * step op-parallel (for measurement: lanes vs op regions, docs/cpu-backend.md §2). */
 static int env_lanes(void) {
     const char *e = getenv("DEEPINFER_LANES");
     int v = e && *e ? atoi(e) : 0;

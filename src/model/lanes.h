@@ -7,12 +7,12 @@
  * ops (norms, RoPE, QAT, attention over a window, indexer, Sinkhorn,
  * Engram); most are too small to split (di_chunks_for gives one chunk), so
  * they ran serially and the region barriers of the rest cost as much as
- * their work: threads did not speed batch decode up (bench/cpu-notes.md,
- * 2026-11-30). A lane runs its ops serially (a region inside a region runs
+ * their work: threads did not speed batch decode up (docs/cpu-backend.md
+ * §2). A lane runs its ops serially (a region inside a region runs
  * on the caller, threadpool.h), with its own workspace (di_core_init_lane).
  *
  * Results: a row's outputs never depend on which rows share its step (the
- * batch-invariance contract, docs/DESIGN.md; tested by
+ * batch-invariance contract, docs/determinism.md; tested by
  * test_engine_invariance: 64 requests together == each alone), and a
  * sequence's rows stay in one lane in order; so the split changes which
  * rows share a GEMM, never a result. tests/model/test_lanes.c checks

@@ -8,7 +8,7 @@
  * exp(x) = 2^(k/32) * p(r) with the 32-entry table 2^(j/32) and the degree-5
  * Taylor polynomial of 2^(r/32) (|r| <= 1/2, truncation error < 2^-48),
  * one double product, then one rounding to fp32. Measured over all 2^32
- * inputs (bench/cpu-notes.md): within 0.5 ulp of exp(x) (+ double-rounding
+ * inputs (docs/cpu-backend.md §3): within 0.5 ulp of exp(x) (+ double-rounding
  * slack) and correctly rounded on all but 4 of the 4.28e9 non-NaN inputs;
  * it differs from glibc 2.36's expf on 0.004% of inputs (where glibc is
  * off by its documented 0.502 ulp); the AVX-512 version returns the same

@@ -1,7 +1,7 @@
 /* di_expf (src/ops/cpu/mathf.h): accuracy against double exp over a sample
  * of every fp32 bit pattern plus the edges, and identical bits from the
  * scalar and AVX-512 versions. (The exhaustive run over all 2^32 inputs is
- * recorded in bench/cpu-notes.md.) */
+ * recorded in docs/cpu-backend.md §3.) */
 #include <math.h>
 #include <string.h>
 
