@@ -44,7 +44,7 @@ static void write_ring(const di_fwd *f, int layer) {
 }
 
 /* q from the projected ws->qr = wq_a xn: q_norm (into ws->qrn, which the indexer reads), wq_b,
- * head norm + RoPE: one di_q_proj (the three ops; one launch in fast mode on CUDA). */
+ * head norm + RoPE: one di_q_proj (ops.h: the three ops in that order). */
 static void query_from_qr(di_fwd *f, const di_attn_w *aw, const float *cs, const float *sn) {
     const di_model_config *c = f->cfg;
     di_ws *ws = f->ws;

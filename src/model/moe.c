@@ -20,8 +20,8 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
         di_exec_branch(x, 0);
     }
 
-    /* router (fp32 logits; fp32 scores and weights): gate GEMM + di_route_rows (one launch on CUDA in fast
-     * mode at M <= 8) */
+    /* router (fp32 logits; fp32 scores and weights): gate GEMM + di_route_rows in one op (ops.h
+     * di_route_gate; architecture.md §4.7, §5.6) */
     di_route_gate(x, M, xn, (size_t)d, &mw->gate, ws->logits_gate, E, o->gate_temp, mw->bias, mw->tid2eid, f->dtok,
                   K, o->route_scale, o->norm_eps, o->normalize, ws->sel, ws->rw);
 
