@@ -1,7 +1,9 @@
 # deepinfer — plain Makefile. `make help` lists the targets.
 #
 # Sources are discovered, not listed: every src/**/*.c goes into libdeepinfer,
-# every tools/*.c into the CLI, every tests/**/test_*.c into the test runner,
+# every tools/*.c into the CLI, every tools/*/*.c (the dummy-checkpoint
+# builder, the score driver: code the CLI and the tests share, not part of the
+# library) into the CLI and the test runners, every tests/**/test_*.c into the test runner,
 # every examples/*.c into build/examples/ (public header only), every
 # src/**/*.cu into the CUDA objects. Files named *_avx2.c / *_avx512.c
 # are compiled with that instruction set and chosen at run time (util/cpu.h).
@@ -41,6 +43,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/ops/cuda/*' | sort)
 CU_SRC   := $(shell find src -name '*.cu' | sort)
 CU_C_SRC := $(sort $(wildcard src/ops/cuda/*.c))
 CLI_SRC  := $(sort $(wildcard tools/*.c))
+TOOLS_LIB_SRC := $(sort $(wildcard tools/*/*.c))
 TEST_SRC := tests/runner.c $(shell find tests -name 'test_*.c' | sort)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
@@ -49,6 +52,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CU_C_OBJ := $(CU_C_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TOOLS_LIB_OBJ := $(TOOLS_LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 STATIC_LIB := $(BUILD)/libdeepinfer.a
@@ -97,10 +101,10 @@ $(SHARED_LIB): $(LIB_OBJ)
 
 # Objects are linked directly (not through the archive) so that
 # self-registering tests and subcommands are never dropped by the linker.
-$(CLI): $(CLI_OBJ) $(LIB_OBJ)
+$(CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB_OBJ)
+$(TEST_BIN): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Test data generated at build time instead of committed (keeps the repo lean):
@@ -125,7 +129,7 @@ cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100
 
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
-$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
+$(CUDA_CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
@@ -135,8 +139,9 @@ GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/ops/cuda/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
 GPU_TEST_CU  := $(sort $(wildcard tests/ops/cuda/*.cu))
 GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
-# the backend glue links into the binary (it calls the static library)
-GPU_TEST_OBJ += $(CU_C_OBJ)
+# the backend glue links into the binary (it calls the static library); the
+# tests use the score driver (tools/score)
+GPU_TEST_OBJ += $(CU_C_OBJ) $(TOOLS_LIB_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
@@ -185,5 +190,5 @@ clean: ## remove build outputs
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
--include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) \
+-include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TOOLS_LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) \
 	$(GPU_TEST_OBJ:.o=.d) $(GPU_BENCH_SRC:%.c=$(BUILD)/%.d) $(CU_OBJ:.o=.d)

@@ -22,7 +22,7 @@ static const char USAGE[] =
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
     "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
-    "v41-flash.json) with N layers (default 4; layer roles kept, src/model/dummy.h),\n"
+    "v41-flash.json) with N layers (default 4; layer roles kept, tools/dummy/dummy.h),\n"
     "built in memory and loaded through the normal chain on the backend (default cpu).\n"
     "Prefill tokens/s for each --prefill length (default 1024,4096) vs FLOPs / the\n"
     "FP8 GEMM rate; decode ms/step and tokens/s for each --batch size (default 1) of\n"

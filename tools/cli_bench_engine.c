@@ -4,7 +4,7 @@
  * of the timed steps (deepinfer_engine_stats.device_idle_s / device_busy_s).
  *
  * --model DIR runs a checkpoint; --dummy CONFIG a random-weight model at the
- * config's real dimensions with --layers N layers (src/model/dummy.h, as
+ * config's real dimensions with --layers N layers (tools/dummy/dummy.h, as
  * `deepinfer bench --dummy`): the reduced config goes to a temp directory,
  * the checkpoint is built in memory and handed to the engine
  * (di_engine_open_weights), and the floor is tools/bench_floor.c's decode
@@ -21,7 +21,7 @@
 #include "cli.h"
 #include "deepinfer.h"
 #include "engine/engine_internal.h"
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
@@ -45,7 +45,7 @@ static const char USAGE[] =
     "(measured here, all threads; on cuda the device's copy bandwidth), times B.\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
     "v41-flash.json; any full config.json, e.g. tests/data/golden/v4-tiny-a/config.json)\n"
-    "with --layers N layers (default 4, layer roles kept; src/model/dummy.h), built in\n"
+    "with --layers N layers (default 4, layer roles kept; tools/dummy/dummy.h), built in\n"
     "memory (--seed, default 1) and run by the engine (token ids only, no tokenizer).\n"
     "Its floor is `deepinfer bench --dummy`'s (tools/bench_floor.c): dense weights + head +\n"
     "the expected distinct routed experts E(1-(1-k/E)^B) per layer + per-sequence state\n"

@@ -87,7 +87,7 @@ deepinfer_status di_engine_open_opts(const deepinfer_engine_config *cfg, const d
                                      deepinfer_engine **out, di_error *err);
 
 /* deepinfer_engine_open with the checkpoint already open: `weights` (e.g.
- * the in-memory image of src/model/dummy.h's di_dummy_weights) instead of the
+ * the in-memory image of tools/dummy/dummy.h's di_dummy_weights) instead of the
  * safetensors files of cfg->model, which must still be a directory holding
  * the config.json (and V4.1 sidecars) that `weights` was built for. The
  * engine takes ownership of `weights` in every case (closed on failure, or
