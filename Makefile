@@ -22,7 +22,10 @@ PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2
 # where another ICU is installed. -ldl: dlopen for glibc < 2.34.
 
 CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS)
-CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
+# -fvisibility=hidden: libdeepinfer.so exports the public API (DEEPINFER_API in
+# include/deepinfer.h) and nothing else; the CLI, the tests and the CUDA
+# binaries link the objects or the static archive and see every symbol.
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -fno-strict-aliasing $(SAN) -MMD -MP
 LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SAN) -pthread
 
@@ -55,6 +58,12 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TOOLS_LIB_OBJ := $(TOOLS_LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
+VERSION_MAJOR := $(shell sed -n 's/^.define DEEPINFER_VERSION_MAJOR //p' include/deepinfer.h)
+VERSION_MINOR := $(shell sed -n 's/^.define DEEPINFER_VERSION_MINOR //p' include/deepinfer.h)
+VERSION_PATCH := $(shell sed -n 's/^.define DEEPINFER_VERSION_PATCH //p' include/deepinfer.h)
+VERSION    := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+SONAME     := libdeepinfer.so.$(VERSION_MAJOR)
+
 STATIC_LIB := $(BUILD)/libdeepinfer.a
 SHARED_LIB := $(BUILD)/libdeepinfer.so
 CLI        := $(BUILD)/deepinfer
@@ -62,7 +71,7 @@ TEST_BIN   := $(BUILD)/test_runner
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins clean help
+.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins install clean help
 .DEFAULT_GOAL := all
 
 all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
@@ -97,7 +106,7 @@ $(STATIC_LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(SHARED_LIB): $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 # Objects are linked directly (not through the archive) so that
 # self-registering tests and subcommands are never dropped by the linker.
@@ -106,6 +115,23 @@ $(CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 
 $(TEST_BIN): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the static and shared
+# library (real name, soname and link-name symlinks), the public header and a
+# pkg-config file (README.md "Use it from your own C program").
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+install: $(STATIC_LIB) $(SHARED_LIB) include/deepinfer.h tools/deepinfer.pc.in ## install the libraries, deepinfer.h and deepinfer.pc under DESTDIR/PREFIX (default /usr/local)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libdeepinfer.a
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/libdeepinfer.so.$(VERSION)
+	ln -sf libdeepinfer.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdeepinfer.so
+	install -m 644 include/deepinfer.h $(DESTDIR)$(INCLUDEDIR)/deepinfer.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' tools/deepinfer.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/deepinfer.pc
 
 # Test data generated at build time instead of committed (keeps the repo lean):
 # a tiny random V4 checkpoint of a non-golden shape (tools/gen_tiny_checkpoint.py).
@@ -119,7 +145,7 @@ $(AJV): tests/ajv/package.json tests/ajv/package-lock.json
 	cd tests/ajv && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
