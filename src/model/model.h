@@ -27,8 +27,9 @@ typedef struct di_model_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
     const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
-    struct di_safetensors *weights; /* the checkpoint already open (e.g. tools/dummy/dummy.h's in-memory image): borrowed,
-                                       kept open by the caller until di_model_free; NULL = open `dir`'s files */
+    struct di_safetensors *weights; /* the checkpoint already open (e.g. tools/dummy/dummy.h's in-memory image):
+                                       borrowed, kept open by the caller until di_model_free; NULL = open `dir`'s
+                                       files */
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.
