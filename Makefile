@@ -1,7 +1,9 @@
 # deepinfer — plain Makefile. `make help` lists the targets.
 #
 # Sources are discovered, not listed: every src/**/*.c goes into libdeepinfer,
-# every tools/*.c into the CLI, every tests/**/test_*.c into the test runner,
+# every tools/*.c into the CLI, every tools/*/*.c (the dummy-checkpoint
+# builder, the score driver: code the CLI and the tests share, not part of the
+# library) into the CLI and the test runners, every tests/**/test_*.c into the test runner,
 # every examples/*.c into build/examples/ (public header only), every
 # src/**/*.cu into the CUDA objects. Files named *_avx2.c / *_avx512.c
 # are compiled with that instruction set and chosen at run time (util/cpu.h).
@@ -20,7 +22,10 @@ PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2
 # where another ICU is installed. -ldl: dlopen for glibc < 2.34.
 
 CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUILD)\" $(PCRE2_CFLAGS)
-CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -pthread -fno-strict-aliasing $(SAN) -MMD -MP
+# -fvisibility=hidden: libdeepinfer.so exports the public API (DEEPINFER_API in
+# include/deepinfer.h) and nothing else; the CLI, the tests and the CUDA
+# binaries link the objects or the static archive and see every symbol.
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -fno-strict-aliasing $(SAN) -MMD -MP
 LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SAN) -pthread
 
@@ -41,6 +46,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/ops/cuda/*' | sort)
 CU_SRC   := $(shell find src -name '*.cu' | sort)
 CU_C_SRC := $(sort $(wildcard src/ops/cuda/*.c))
 CLI_SRC  := $(sort $(wildcard tools/*.c))
+TOOLS_LIB_SRC := $(sort $(wildcard tools/*/*.c))
 TEST_SRC := tests/runner.c $(shell find tests -name 'test_*.c' | sort)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
@@ -49,7 +55,14 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CU_C_OBJ := $(CU_C_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TOOLS_LIB_OBJ := $(TOOLS_LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+VERSION_MAJOR := $(shell sed -n 's/^.define DEEPINFER_VERSION_MAJOR //p' include/deepinfer.h)
+VERSION_MINOR := $(shell sed -n 's/^.define DEEPINFER_VERSION_MINOR //p' include/deepinfer.h)
+VERSION_PATCH := $(shell sed -n 's/^.define DEEPINFER_VERSION_PATCH //p' include/deepinfer.h)
+VERSION    := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+SONAME     := libdeepinfer.so.$(VERSION_MAJOR)
 
 STATIC_LIB := $(BUILD)/libdeepinfer.a
 SHARED_LIB := $(BUILD)/libdeepinfer.so
@@ -58,7 +71,7 @@ TEST_BIN   := $(BUILD)/test_runner
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins clean help
+.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins install clean help
 .DEFAULT_GOAL := all
 
 all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
@@ -93,15 +106,32 @@ $(STATIC_LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(SHARED_LIB): $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 # Objects are linked directly (not through the archive) so that
 # self-registering tests and subcommands are never dropped by the linker.
-$(CLI): $(CLI_OBJ) $(LIB_OBJ)
+$(CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB_OBJ)
+$(TEST_BIN): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the static and shared
+# library (real name, soname and link-name symlinks), the public header and a
+# pkg-config file (README.md "Use it from your own C program").
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+install: $(STATIC_LIB) $(SHARED_LIB) include/deepinfer.h tools/deepinfer.pc.in ## install the libraries, deepinfer.h and deepinfer.pc under DESTDIR/PREFIX (default /usr/local)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libdeepinfer.a
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/libdeepinfer.so.$(VERSION)
+	ln -sf libdeepinfer.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdeepinfer.so
+	install -m 644 include/deepinfer.h $(DESTDIR)$(INCLUDEDIR)/deepinfer.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		-e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' tools/deepinfer.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/deepinfer.pc
 
 # Test data generated at build time instead of committed (keeps the repo lean):
 # a tiny random V4 checkpoint of a non-golden shape (tools/gen_tiny_checkpoint.py).
@@ -115,7 +145,7 @@ $(AJV): tests/ajv/package.json tests/ajv/package-lock.json
 	cd tests/ajv && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
@@ -125,7 +155,7 @@ cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100
 
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
-$(CUDA_CLI): $(CLI_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
+$(CUDA_CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
@@ -135,8 +165,9 @@ GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/ops/cuda/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
 GPU_TEST_CU  := $(sort $(wildcard tests/ops/cuda/*.cu))
 GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
-# the backend glue links into the binary (it calls the static library)
-GPU_TEST_OBJ += $(CU_C_OBJ)
+# the backend glue links into the binary (it calls the static library); the
+# tests use the score driver (tools/score)
+GPU_TEST_OBJ += $(CU_C_OBJ) $(TOOLS_LIB_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
 GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
@@ -185,5 +216,5 @@ clean: ## remove build outputs
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
--include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) \
+-include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TOOLS_LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) \
 	$(GPU_TEST_OBJ:.o=.d) $(GPU_BENCH_SRC:%.c=$(BUILD)/%.d) $(CU_OBJ:.o=.d)

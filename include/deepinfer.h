@@ -40,6 +40,15 @@
 extern "C" {
 #endif
 
+/* DEEPINFER_API marks what libdeepinfer.so exports: the library is built
+ * with -fvisibility=hidden, so a program that links it sees these functions
+ * and nothing else (README.md "Use it from your own C program"). */
+#if defined(__GNUC__) || defined(__clang__)
+#define DEEPINFER_API __attribute__((visibility("default")))
+#else
+#define DEEPINFER_API
+#endif
+
 #define DEEPINFER_VERSION_MAJOR 0
 #define DEEPINFER_VERSION_MINOR 1
 #define DEEPINFER_VERSION_PATCH 0
@@ -58,10 +67,10 @@ typedef enum deepinfer_status {
 } deepinfer_status;
 
 /* A short constant name for a status code ("invalid argument", ...). */
-const char *deepinfer_status_name(deepinfer_status status);
+DEEPINFER_API const char *deepinfer_status_name(deepinfer_status status);
 
 /* The library version as "MAJOR.MINOR.PATCH". */
-const char *deepinfer_version(void);
+DEEPINFER_API const char *deepinfer_version(void);
 
 /* ---- sampling parameters ------------------------------------------------ */
 
@@ -115,7 +124,7 @@ typedef struct deepinfer_sampling_params {
 
 /* Fill *p with the defaults (temperature 1, max_tokens 16, n 1, logprobs -1,
  * skip_special_tokens 1, everything else disabled). */
-void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
+DEEPINFER_API void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
 
 /* ---- engine configuration ------------------------------------------------ */
 
@@ -156,7 +165,7 @@ typedef struct deepinfer_engine_config {
                                       results); 0 = every step eager; no effect on the CPU */
 } deepinfer_engine_config;
 
-void deepinfer_engine_config_init(deepinfer_engine_config *cfg);
+DEEPINFER_API void deepinfer_engine_config_init(deepinfer_engine_config *cfg);
 
 /* ---- engine ---------------------------------------------------------------- */
 
@@ -167,16 +176,16 @@ typedef struct deepinfer_engine deepinfer_engine;
  * allocated for model state afterwards. On failure *out is NULL and, when
  * errbuf is non-NULL, the message is written there (errbuf_len bytes, NUL
  * terminated). Caller closes the engine with deepinfer_engine_close. */
-deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
-                                       size_t errbuf_len);
+DEEPINFER_API deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out,
+                                                     char *errbuf, size_t errbuf_len);
 
 /* Release everything the engine owns, including unfinished and untaken
  * requests. Safe on NULL. */
-void deepinfer_engine_close(deepinfer_engine *e);
+DEEPINFER_API void deepinfer_engine_close(deepinfer_engine *e);
 
 /* The message of the last failed call on `e` (engine-owned, valid until the
  * next call); "" if none. */
-const char *deepinfer_engine_last_error(const deepinfer_engine *e);
+DEEPINFER_API const char *deepinfer_engine_last_error(const deepinfer_engine *e);
 
 /* The memory plan and the resolved configuration. */
 typedef struct deepinfer_memory_plan {
@@ -198,14 +207,14 @@ typedef struct deepinfer_memory_plan {
 } deepinfer_memory_plan;
 
 /* Copy the plan into *out (caller-owned). */
-void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out);
+DEEPINFER_API void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out);
 
 /* The plan as a few human-readable lines (what `deepinfer generate` prints):
  * engine-owned, valid until the engine is closed. */
-const char *deepinfer_engine_plan_text(const deepinfer_engine *e);
+DEEPINFER_API const char *deepinfer_engine_plan_text(const deepinfer_engine *e);
 
 /* Vocabulary size of the model (token ids are in [0, vocab)). */
-int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e);
+DEEPINFER_API int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e);
 
 /* ---- prompts and outputs -------------------------------------------------- */
 
@@ -239,7 +248,7 @@ typedef enum deepinfer_finish_reason {
 } deepinfer_finish_reason;
 
 /* "stop", "length", "eos", "abort", "error" or "" (running). */
-const char *deepinfer_finish_reason_name(deepinfer_finish_reason r);
+DEEPINFER_API const char *deepinfer_finish_reason_name(deepinfer_finish_reason r);
 
 /* One choice (of n) of a request. Arrays are owned by the output. */
 typedef struct deepinfer_completion {
@@ -285,10 +294,10 @@ typedef struct deepinfer_request_output {
 
 /* Free one output obtained from deepinfer_take_output or deepinfer_generate.
  * Safe on NULL. */
-void deepinfer_output_free(deepinfer_request_output *out);
+DEEPINFER_API void deepinfer_output_free(deepinfer_request_output *out);
 
 /* Free the array from deepinfer_generate and its n outputs. */
-void deepinfer_outputs_free(deepinfer_request_output **outs, size_t n);
+DEEPINFER_API void deepinfer_outputs_free(deepinfer_request_output **outs, size_t n);
 
 /* ---- offline batch ---------------------------------------------------------- */
 
@@ -301,9 +310,9 @@ void deepinfer_outputs_free(deepinfer_request_output **outs, size_t n);
  * arguments, out of memory, requests already queued through the streaming
  * API). Caller frees *outputs with deepinfer_outputs_free(*outputs, n).
  */
-deepinfer_status deepinfer_generate(deepinfer_engine *e, const deepinfer_prompt *prompts, size_t n,
-                                    const deepinfer_sampling_params *params, size_t n_params,
-                                    deepinfer_request_output ***outputs);
+DEEPINFER_API deepinfer_status deepinfer_generate(deepinfer_engine *e, const deepinfer_prompt *prompts, size_t n,
+                                                  const deepinfer_sampling_params *params, size_t n_params,
+                                                  deepinfer_request_output ***outputs);
 
 /* ---- request-level streaming -------------------------------------------------- */
 
@@ -312,19 +321,19 @@ deepinfer_status deepinfer_generate(deepinfer_engine *e, const deepinfer_prompt 
  * prompt, token ids outside the vocabulary, bad parameters, a prompt longer
  * than the model context or than the state pool can ever hold) returns an
  * error naming the problem and queues nothing. */
-deepinfer_status deepinfer_add_request(deepinfer_engine *e, const deepinfer_prompt *prompt,
-                                       const deepinfer_sampling_params *params, uint64_t *request_id);
+DEEPINFER_API deepinfer_status deepinfer_add_request(deepinfer_engine *e, const deepinfer_prompt *prompt,
+                                                     const deepinfer_sampling_params *params, uint64_t *request_id);
 
 /* Run one engine step: schedule, run the model on the step's token rows,
  * sample, detokenize, finish. *n_updated (may be NULL) receives the number of
  * requests whose output changed. Returns non-OK only for engine-level
  * failures; request failures are reported in their outputs. */
-deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated);
+DEEPINFER_API deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated);
 
 /* 1 while any request is queued, running, or has a step in flight, or
  * while a step finished inside deepinfer_take_output (async scheduling) has
  * updates the next deepinfer_step reports. */
-int deepinfer_has_unfinished(const deepinfer_engine *e);
+DEEPINFER_API int deepinfer_has_unfinished(const deepinfer_engine *e);
 
 /* The requests the last deepinfer_step updated (new tokens, finished, failed;
  * deepinfer_abort's effect is visible through deepinfer_take_output). *outs points to an engine-owned array of *n engine-owned outputs,
@@ -332,17 +341,18 @@ int deepinfer_has_unfinished(const deepinfer_engine *e);
  * deepinfer_abort / deepinfer_engine_close. Each choice's tokens and text are
  * cumulative; [n_prev_tokens, n_tokens) and [prev_text_len, text_len) are
  * what is new since the previous step. */
-void deepinfer_read_outputs(deepinfer_engine *e, const deepinfer_request_output *const **outs, size_t *n);
+DEEPINFER_API void deepinfer_read_outputs(deepinfer_engine *e, const deepinfer_request_output *const **outs, size_t *n);
 
 /* Hand a finished request over to the caller (it leaves the engine). Caller
  * frees *out with deepinfer_output_free. DEEPINFER_ERR_NOT_FOUND for an
  * unknown id, DEEPINFER_ERR_INVALID_ARGUMENT while it is still running. */
-deepinfer_status deepinfer_take_output(deepinfer_engine *e, uint64_t request_id, deepinfer_request_output **out);
+DEEPINFER_API deepinfer_status deepinfer_take_output(deepinfer_engine *e, uint64_t request_id,
+                                                     deepinfer_request_output **out);
 
 /* Finish a request now (reason abort): its state returns to the pools, its
  * output so far stays available to deepinfer_take_output. Aborting a finished
  * request is a no-op; an unknown id gives DEEPINFER_ERR_NOT_FOUND. */
-deepinfer_status deepinfer_abort(deepinfer_engine *e, uint64_t request_id);
+DEEPINFER_API deepinfer_status deepinfer_abort(deepinfer_engine *e, uint64_t request_id);
 
 /* Engine totals since open. */
 typedef struct deepinfer_engine_stats {
@@ -363,7 +373,7 @@ typedef struct deepinfer_engine_stats {
                                           * placeholder tokens taken on the device from its sampled ids) */
 } deepinfer_engine_stats;
 
-void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);
+DEEPINFER_API void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,7 @@
 #include "cli_model.h"
 #include "engine/seq_snapshot.h"
 #include "io/safetensors.h"
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "ops/backend.h"
 #include "ops/cuda/cu_step.h"
 #include "ops/ops.h"

@@ -1,6 +1,6 @@
 /*
  * bench_dummy.h — `deepinfer bench --dummy CONFIG.json`: a random-weight model
- * at the config's real dimensions with --layers N layers (model/dummy.h),
+ * at the config's real dimensions with --layers N layers (tools/dummy/dummy.h),
  * loaded through the normal chain on the chosen backend, then prefill and
  * decode figures with their floors measured in the same run.
  */

@@ -11,16 +11,18 @@
 #include "cli.h"
 #include "cli_model.h"
 #include "io/model_dir.h"
+#include "model/dsv41_internal.h"
+#include "model/dsv4_internal.h"
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
-    "                       [--engram-hash FILE]\n"
+    "                       [--engram-hash FILE] [--lanes L] [--pool-stats]\n"
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
     "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
-    "v41-flash.json) with N layers (default 4; layer roles kept, src/model/dummy.h),\n"
+    "v41-flash.json) with N layers (default 4; layer roles kept, tools/dummy/dummy.h),\n"
     "built in memory and loaded through the normal chain on the backend (default cpu).\n"
     "Prefill tokens/s for each --prefill length (default 1024,4096) vs FLOPs / the\n"
     "FP8 GEMM rate; decode ms/step and tokens/s for each --batch size (default 1) of\n"
@@ -40,6 +42,11 @@ static const char USAGE[] =
     "decode step reads / read bandwidth. A list of batch sizes (e.g. --batch\n"
     "1,8,32,64) is a sweep: one decode figure per size, and each size's\n"
     "tokens/s over the first size's.\n"
+    "--lanes L: a step splits into at most L lanes of whole sequences (1: every op\n"
+    "parallel on its own; default: the thread count for models whose step weights fit\n"
+    "the cache; src/model/lanes.h); the bits do not depend on it. --pool-stats: per\n"
+    "decode run, where the wall time went (pool regions, one-thread regions, host\n"
+    "code outside regions; src/ops/cpu/threadpool.h).\n"
     "Defaults: --prompt 512 --decode 64 --batch 1 --reps 3. Threads: $DEEPINFER_THREADS.\n";
 
 static double now_s(void) {
@@ -138,7 +145,7 @@ typedef struct bench_buf {
     float *logits;
 } bench_buf;
 
-/* $DEEPINFER_POOL_STATS: where a decode run's wall time went, per step:
+/* --pool-stats: where a decode run's wall time went, per step:
  * regions on the pool, regions run on one thread, and host code outside
  * regions (threadpool.h). Serial = single-thread regions + outside. */
 static void print_pool_stats(const di_pool_stats *a, double secs, int steps, int batch) {
@@ -205,7 +212,7 @@ static int cmd_bench(int argc, char **argv) {
         return 0;
     }
     const char *model = NULL, *engram_hash = NULL, *v;
-    int prompt = 512, decode = 64, reps = 3, batches[MAX_SWEEP] = {1}, nb = 1, maxb = 1;
+    int prompt = 512, decode = 64, reps = 3, batches[MAX_SWEEP] = {1}, nb = 1, maxb = 1, lanes = 0, pool_stats = 0;
     int set_prompt = 0, set_decode = 0;
     bench_dummy_args da = {.backend = "cpu", .layers = 4, .rows = 1024, .seed = 1, .np = 2, .prefill = {1024, 4096}};
     for (int i = 1; i < argc; i++) {
@@ -243,11 +250,18 @@ static int cmd_bench(int argc, char **argv) {
                 return fprintf(stderr, "error: --batch needs B or a list B,B,... (each 1..1024, at most %d)\n", MAX_SWEEP), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
             if (!v || (reps = atoi(v)) < 1) return fprintf(stderr, "error: --reps needs N >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--lanes", &v)) {
+            if (!v || (lanes = atoi(v)) < 1) return fprintf(stderr, "error: --lanes needs L >= 1\n"), 2;
+        } else if (!strcmp(argv[i], "--pool-stats")) {
+            pool_stats = 1;
         } else {
             fprintf(stderr, "error: unknown option '%s' (see deepinfer bench --help)\n", argv[i]);
             return 2;
         }
     }
+    if (da.config && (lanes || pool_stats))
+        return fprintf(stderr, "error: --lanes and --pool-stats are for --model\n"), 2;
+    di_pool_stats_enable(pool_stats);
     if (da.config) {
         if (model) return fprintf(stderr, "error: give --model or --dummy, not both\n"), 2;
         if (!set_prompt) da.prompts[0] = 4096, da.nprompt = 1;
@@ -273,6 +287,8 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }
+    if (lanes && m.v4) di_v4_set_lanes(m.v4, lanes);
+    if (lanes && m.v41) di_v41_set_lanes(m.v41, lanes);
     const di_model_config *c = m.sm.cfg;
     int V = (int)c->vocab_size, nthreads = di_threadpool_size(di_threadpool_global());
     double rbw, tbw;

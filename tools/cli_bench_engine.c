@@ -4,7 +4,7 @@
  * of the timed steps (deepinfer_engine_stats.device_idle_s / device_busy_s).
  *
  * --model DIR runs a checkpoint; --dummy CONFIG a random-weight model at the
- * config's real dimensions with --layers N layers (model/dummy.h, as
+ * config's real dimensions with --layers N layers (tools/dummy/dummy.h, as
  * `deepinfer bench --dummy`): the reduced config goes to a temp directory,
  * the checkpoint is built in memory and handed to the engine
  * (di_engine_open_weights), and the floor is tools/bench_floor.c's decode
@@ -21,14 +21,14 @@
 #include "cli.h"
 #include "deepinfer.h"
 #include "engine/engine_internal.h"
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
-    "                              [--graphs 0|1]\n"
+    "                              [--graphs 0|1] [--lanes L]\n"
     "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
     "                              --engram-hash]\n"
     "\n"
@@ -45,7 +45,7 @@ static const char USAGE[] =
     "(measured here, all threads; on cuda the device's copy bandwidth), times B.\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
     "v41-flash.json; any full config.json, e.g. tests/data/golden/v4-tiny-a/config.json)\n"
-    "with --layers N layers (default 4, layer roles kept; src/model/dummy.h), built in\n"
+    "with --layers N layers (default 4, layer roles kept; tools/dummy/dummy.h), built in\n"
     "memory (--seed, default 1) and run by the engine (token ids only, no tokenizer).\n"
     "Its floor is `deepinfer bench --dummy`'s (tools/bench_floor.c): dense weights + head +\n"
     "the expected distinct routed experts E(1-(1-k/E)^B) per layer + per-sequence state\n"
@@ -56,7 +56,9 @@ static const char USAGE[] =
     "--max-num-batched-tokens sets the step budget (default: every prompt in one step;\n"
     "--model: at most 8192). Threads: $DEEPINFER_THREADS.\n"
     "--graphs (cuda): 1 (default, or $DEEPINFER_CUDA_GRAPHS) runs the decode steps as recorded CUDA graphs\n"
-    "(one per batch size, captured in the first rep), 0 runs them eager (host tables staged per op).\n";
+    "(one per batch size, captured in the first rep), 0 runs them eager (host tables staged per op).\n"
+    "--lanes L (cpu): a step splits into at most L lanes of whole sequences (1: every op parallel on\n"
+    "its own; default: the thread count for models whose step weights fit the cache; src/model/lanes.h).\n";
 
 static double now_s(void) {
     struct timespec t;
@@ -218,7 +220,7 @@ static int cmd_bench_engine(int argc, char **argv) {
         return 0;
     }
     const char *model = NULL, *dummy = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
-    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4;
+    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4, lanes = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
@@ -243,6 +245,8 @@ static int cmd_bench_engine(int argc, char **argv) {
             if (!v || (decode = atoi(v)) < 2) return fprintf(stderr, "error: --decode needs N >= 2\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--max-num-batched-tokens", &v)) {
             if (!v || (step_tokens = atoi(v)) < 1) return fprintf(stderr, "error: --max-num-batched-tokens needs N >= 1\n"), 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--lanes", &v)) {
+            if (!v || (lanes = atoi(v)) < 1) return fprintf(stderr, "error: --lanes needs L >= 1\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--graphs", &v)) {
             if (!v || (strcmp(v, "0") && strcmp(v, "1"))) return fprintf(stderr, "error: --graphs needs 0 or 1\n"), 2;
             graphs = atoi(v);
@@ -279,7 +283,6 @@ static int cmd_bench_engine(int argc, char **argv) {
     cfg.chunk_size = prompt;
     if (graphs >= 0) cfg.cuda_graphs = graphs;
     deepinfer_engine *e = NULL;
-    char msg[2048];
     /* --dummy: the reduced config's directory, its config and floor costs, the in-memory checkpoint */
     char ddir[] = "/tmp/deepinfer-bench-engine-XXXXXX";
     di_model_config dcfg;
@@ -302,16 +305,21 @@ static int cmd_bench_engine(int argc, char **argv) {
         fprintf(stderr, "opening the engine on it (spec check, packing, upload)\n");
         cfg.model = ddir;
         di_error err = {0};
-        deepinfer_status os = di_engine_open_weights(&cfg, st, &e, &err); /* owns st from here */
+        di_engine_options opt = {.weights = st, .lanes_max = lanes};
+        deepinfer_status os = di_engine_open_opts(&cfg, &opt, &e, &err); /* owns st from here */
         rm_dummy_dir(ddir);
         if (os) {
             fprintf(stderr, "deepinfer bench-engine: %s\n", err.msg);
             return 1;
         }
         fprintf(stderr, "engine open after %.1f s\n", now_s() - t0);
-    } else if (deepinfer_engine_open(&cfg, &e, msg, sizeof msg)) {
-        fprintf(stderr, "deepinfer bench-engine: %s\n", msg);
-        return 1;
+    } else {
+        di_error err = {0};
+        di_engine_options opt = {.lanes_max = lanes};
+        if (di_engine_open_opts(&cfg, &opt, &e, &err)) {
+            fprintf(stderr, "deepinfer bench-engine: %s\n", err.msg);
+            return 1;
+        }
     }
     deepinfer_memory_plan plan;
     deepinfer_engine_plan(e, &plan);

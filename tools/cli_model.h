@@ -1,12 +1,12 @@
 /*
  * cli_model.h — the CLI's view of a loaded model: a V4 or V4.1 checkpoint,
  * picked from its config.json, behind the score driver's two calls
- * (src/model/score.h). Shared by `score` and `bench`.
+ * (tools/score/score.h). Shared by `score` and `bench`.
  */
 #ifndef DI_TOOLS_CLI_MODEL_H
 #define DI_TOOLS_CLI_MODEL_H
 
-#include "model/score.h"
+#include "score/score.h"
 
 typedef struct cli_model {
     di_arch arch;

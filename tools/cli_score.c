@@ -1,5 +1,5 @@
 /* `deepinfer score`: prefill token ids, then greedy or teacher-forced decode
- * steps, writing raw float32 logits (docs/DESIGN.md §4; src/model/score.h). */
+ * steps, writing raw float32 logits (docs/DESIGN.md §4; tools/score/score.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -66,8 +66,28 @@ deepinfer_status di_engine_backend_acquire(const char *want, int batch_invariant
 void di_engine_backend_loaded(di_backend_kind k);
 void di_engine_backend_release(di_backend_kind k);
 
+/* What an engine takes beyond deepinfer_engine_config, for tests and
+ * benches only (never user-facing; README "Environment" says why): zeros are
+ * the defaults of deepinfer_engine_open.
+ *   weights       the checkpoint already open, as di_engine_open_weights below
+ *                 (owned from here on in every case), or NULL: cfg->model's files
+ *   host_sampler  1: every step's logits come back and are sampled on the
+ *                 host, and the device queue is synchronous (the GPU tests'
+ *                 A/B of the device sampler, tests/ops/cuda/gtest_engine.c)
+ *   lanes_max     CPU steps split into at most this many lanes (model.h
+ *                 di_model_set_lanes; 1: op-parallel only); 0: the default */
+typedef struct di_engine_options {
+    di_safetensors *weights;
+    int host_sampler;
+    int lanes_max;
+} di_engine_options;
+
+/* deepinfer_engine_open with di_engine_options (NULL: all defaults). */
+deepinfer_status di_engine_open_opts(const deepinfer_engine_config *cfg, const di_engine_options *opt,
+                                     deepinfer_engine **out, di_error *err);
+
 /* deepinfer_engine_open with the checkpoint already open: `weights` (e.g.
- * the in-memory image of model/dummy.h's di_dummy_weights) instead of the
+ * the in-memory image of tools/dummy/dummy.h's di_dummy_weights) instead of the
  * safetensors files of cfg->model, which must still be a directory holding
  * the config.json (and V4.1 sidecars) that `weights` was built for. The
  * engine takes ownership of `weights` in every case (closed on failure, or

@@ -9,6 +9,7 @@
 
 #include "engine/engine_internal.h"
 #include "ops/cpu/threadpool.h"
+#include "util/env.h"
 #include "util/file.h"
 
 #define DEMO_MODEL "models/deepinfer-demo-v41"
@@ -38,30 +39,21 @@ const char *deepinfer_engine_last_error(const deepinfer_engine *e) { return e ? 
 
 /* ---- configuration ----------------------------------------------------------- */
 
-static int env_flag(const char *name, int *out, di_error *err) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    if (!strcmp(v, "1") || !strcmp(v, "true")) *out = 1;
-    else if (!strcmp(v, "0") || !strcmp(v, "false")) *out = 0;
-    else return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "$%s must be 0 or 1, got \"%s\"", name, v), -1;
-    return 0;
-}
-
 static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engine_config *in, di_error *err) {
     deepinfer_engine_config c = *in;
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
-    const char *acc = getenv("DEEPINFER_ACCELERATOR");
-    if (!acc || !*acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
+    const char *acc = di_env(DI_ENV_ACCELERATOR); /* the environment overrides the config (README "Environment") */
+    if (!acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
     if (!strcmp(acc, "gpu")) acc = "cuda";
     if (strcmp(acc, "auto") && strcmp(acc, "cpu") && strcmp(acc, "cuda"))
         return di_error_set(err, E, "accelerator must be \"auto\", \"cpu\" or \"cuda\", got \"%s\"", acc);
     /* "auto" is decided when the backend is put in place (engine_backend.c): CUDA when this
      * binary has the CUDA backend and a GPU is usable, else the CPU */
     c.accelerator = !strcmp(acc, "auto") ? "auto" : !strcmp(acc, "cpu") ? "cpu" : "cuda";
-    if (env_flag("DEEPINFER_BATCH_INVARIANT", &c.batch_invariant, err)) return E;
+    if (di_env_flag(DI_ENV_BATCH_INVARIANT, &c.batch_invariant, err)) return E;
     if (c.batch_invariant < 0) c.batch_invariant = 1;
     if (c.batch_invariant > 1) return di_error_set(err, E, "batch_invariant must be -1, 0 or 1, got %d", c.batch_invariant);
-    if (env_flag("DEEPINFER_CUDA_GRAPHS", &c.cuda_graphs, err)) return E;
+    if (di_env_flag(DI_ENV_CUDA_GRAPHS, &c.cuda_graphs, err)) return E;
     if (c.cuda_graphs < 0) c.cuda_graphs = 1;
     if (c.cuda_graphs > 1) return di_error_set(err, E, "cuda_graphs must be -1, 0 or 1, got %d", c.cuda_graphs);
     if (!c.max_num_batched_tokens) c.max_num_batched_tokens = 2048;
@@ -101,8 +93,7 @@ static int demo_model_dir(char *out, size_t n) {
 }
 
 static deepinfer_status locate_model(deepinfer_engine *e, di_error *err) {
-    const char *env = getenv("DEEPINFER_HF_MODEL_DIR");
-    if ((e->cfg.model && *e->cfg.model) || (env && *env)) {
+    if ((e->cfg.model && *e->cfg.model) || di_env(DI_ENV_HF_MODEL_DIR)) {
         di_model_location loc;
         deepinfer_status st = di_model_locate(e->cfg.model, &loc, err);
         if (st) return st;
@@ -292,7 +283,8 @@ int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e) { return (int32_t
 
 /* ---- open / close ----------------------------------------------------------------- */
 
-static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_config *cfg, di_error *err) {
+static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_config *cfg,
+                                    const di_engine_options *opt, di_error *err) {
     deepinfer_status st;
     if ((st = resolve_config(e, cfg, err)) || (st = locate_model(e, err))) return st;
     di_model_config peek;
@@ -319,6 +311,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     st = di_model_load(e->model_dir, &mo, &e->model, err);
     di_engine_backend_loaded(bk);
     if (st) return st;
+    if (opt->lanes_max) di_model_set_lanes(e->model, opt->lanes_max);
     e->mcfg = di_model_cfg(e->model);
     e->chat_arch = e->mcfg->arch == DI_ARCH_V41 ? DI_CHAT_V41 : DI_CHAT_V4;
     if ((st = load_tokenizer(e, err))) return st;
@@ -328,8 +321,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     int64_t n_pages = 0;
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
-    int dev_sampling = 1; /* $DEEPINFER_CUDA_SAMPLER=0: the host samples every step (A/B, tests) */
-    if (env_flag("DEEPINFER_CUDA_SAMPLER", &dev_sampling, err)) return DEEPINFER_ERR_INVALID_ARGUMENT;
+    int dev_sampling = !opt->host_sampler;
     if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
                               &e->dq, err)))
         return st;
@@ -357,23 +349,24 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     return DEEPINFER_OK;
 }
 
-/* Open an engine; `weights` (owned from here on, may be NULL) is the checkpoint already open. */
-static deepinfer_status engine_open(const deepinfer_engine_config *cfg, di_safetensors *weights, deepinfer_engine **out,
-                                    di_error *err) {
+deepinfer_status di_engine_open_opts(const deepinfer_engine_config *cfg, const di_engine_options *opt,
+                                     deepinfer_engine **out, di_error *err) {
     *out = NULL;
     deepinfer_engine_config defaults;
     if (!cfg) {
         deepinfer_engine_config_init(&defaults);
         cfg = &defaults;
     }
+    const di_engine_options none = {0};
+    if (!opt) opt = &none;
     deepinfer_engine *e = calloc(1, sizeof *e);
     if (!e) {
-        di_st_close(weights);
+        di_st_close(opt->weights);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    e->weights = weights;
+    e->weights = opt->weights;
     e->t_open = di_engine_now(NULL);
-    deepinfer_status st = open_engine(e, cfg, err);
+    deepinfer_status st = open_engine(e, cfg, opt, err);
     if (st) {
         deepinfer_engine_close(e);
         return st;
@@ -385,7 +378,7 @@ static deepinfer_status engine_open(const deepinfer_engine_config *cfg, di_safet
 deepinfer_status deepinfer_engine_open(const deepinfer_engine_config *cfg, deepinfer_engine **out, char *errbuf,
                                        size_t errbuf_len) {
     di_error err = {0};
-    deepinfer_status st = engine_open(cfg, NULL, out, &err);
+    deepinfer_status st = di_engine_open_opts(cfg, NULL, out, &err);
     if (errbuf && errbuf_len) snprintf(errbuf, errbuf_len, "%s", st ? err.msg : "");
     return st;
 }
@@ -396,7 +389,8 @@ deepinfer_status di_engine_open_weights(const deepinfer_engine_config *cfg, di_s
         *out = NULL;
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "di_engine_open_weights: no weights");
     }
-    return engine_open(cfg, weights, out, err);
+    const di_engine_options opt = {.weights = weights};
+    return di_engine_open_opts(cfg, &opt, out, err);
 }
 
 void deepinfer_engine_close(deepinfer_engine *e) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
 #include "util/file.h"
 
 static int set_dir(di_model_location *loc, const char *dir) {
@@ -25,15 +26,15 @@ static int is_cache_repo_folder(const char *dir) {
 }
 
 int di_hf_cache_root(char *out, size_t n, const char **source) {
-    const char *v = getenv("HF_HUB_CACHE");
+    const char *v = di_env(DI_ENV_HF_HUB_CACHE);
     int r;
-    if (v && *v) {
+    if (v) {
         *source = "$HF_HUB_CACHE";
         r = snprintf(out, n, "%s", v);
-    } else if ((v = getenv("HF_HOME")) && *v) {
+    } else if ((v = di_env(DI_ENV_HF_HOME))) {
         *source = "$HF_HOME/hub";
         r = snprintf(out, n, "%s/hub", v);
-    } else if ((v = getenv("HOME")) && *v) {
+    } else if ((v = di_env(DI_ENV_HOME))) {
         *source = "~/.cache/huggingface/hub";
         r = snprintf(out, n, "%s/.cache/huggingface/hub", v);
     } else {
@@ -223,8 +224,7 @@ deepinfer_status di_model_locate(const char *arg, di_model_location *loc, di_err
     char root[DI_PATH_MAX];
     const char *root_src = NULL;
     int have_root = di_hf_cache_root(root, sizeof root, &root_src) == 0;
-    const char *env = getenv("DEEPINFER_HF_MODEL_DIR");
-    if (env && !*env) env = NULL;
+    const char *env = di_env(DI_ENV_HF_MODEL_DIR);
 
     if (arg && *arg) {
         if (di_is_dir(arg)) {

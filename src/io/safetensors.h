@@ -88,7 +88,7 @@ deepinfer_status di_st_open_buffer(const void *data, size_t size, const char *la
                                    di_safetensors **out, di_error *err);
 
 /* Adopt a safetensors image built in memory (header + data in one region
- * from mmap(MAP_PRIVATE | MAP_ANONYMOUS), e.g. model/dummy.h): validated
+ * from mmap(MAP_PRIVATE | MAP_ANONYMOUS), e.g. tools/dummy/dummy.h): validated
  * exactly as a file (di_st_open_buffer's checks), then owned by the handle,
  * which munmaps it in di_st_close. The region is unmapped on failure too.
  * `label` names it in messages ("<memory>" when NULL). Model loaders take

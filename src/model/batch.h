@@ -23,7 +23,7 @@ typedef struct di_v4_options {
     const char *engram_hash; /* Engram hash constants: an engram_hash.json sidecar, or a golden
                                 manifest whose "engram" entry holds them; NULL = the model
                                 directory's engram_hash.json, else the built-in released ones */
-    /* Weights already open (di_st_open_memory: a dummy model, model/dummy.h),
+    /* Weights already open (di_st_open_memory: a dummy model, tools/dummy/dummy.h),
      * borrowed: used instead of the directory's safetensors files, must
      * outlive the model. NULL = open the directory's. */
     struct di_safetensors *weights;

@@ -23,7 +23,7 @@ struct di_v41_model {
     /* lanes (lanes.h): lane 0 runs on core / eng_ws, lane i > 0 on lanes.c[i - 1] / lane_eng[i - 1] */
     di_lane_cores lanes;
     di_engram_workspace lane_eng[DI_LANES_MAX];
-    int lanes_max;              /* 0: $DEEPINFER_LANES or the pool size; tests set it (di_v41_set_lanes) */
+    int lanes_max;              /* 0: the pool size (lanes.h); tests and benches set it (di_v41_set_lanes) */
     size_t step_weight_bytes;   /* di_v41_decode_weight_bytes, at load */
     int target_slot[DI_CFG_MAX_LAYERS]; /* position of layer l in dspark_target_layer_ids, or -1 */
     /* DSpark drafting scratch, for up to draft_max requests at a time */
@@ -49,7 +49,8 @@ deepinfer_status di_v41_forward_rows(di_v41_model *m, di_core *core, di_engram_w
 int di_v41_lanes_plan(const di_v41_model *m, const di_v4_batch *b, int *start);
 deepinfer_status di_v41_lanes_forward(di_v41_model *m, const di_v4_batch *b, int nl, const int *start, di_error *err);
 void di_v41_lanes_free(di_v41_model *m);
-/* At most `n` lanes a step (1: never split; 0: the pool size). For tests. */
+/* At most `n` lanes a step (1: never split; 0: the pool size). For tests
+ * and benches (`deepinfer bench --lanes`). */
 void di_v41_set_lanes(di_v41_model *m, int n);
 
 /* Allocate the drafting scratch (load time). */

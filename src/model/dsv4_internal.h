@@ -17,7 +17,7 @@ struct di_v4_model {
     uint16_t *hbuf;   /* [max_rows*hc][dim] MTP scratch */
     struct di_safetensors *st; /* kept mapped: the weights' raw bytes (ops.h di_wmat_raw) */
     di_lane_cores lanes;       /* lanes 1.. of a split step (lanes.h) */
-    int lanes_max;             /* 0: $DEEPINFER_LANES or the pool size; tests set it */
+    int lanes_max;             /* 0: the pool size (lanes.h); tests and benches set it */
     size_t step_weight_bytes;  /* di_v4_decode_weight_bytes, at load */
 };
 
@@ -26,8 +26,8 @@ struct di_v4_model {
 void di_v4_outputs(di_v4_model *m, di_core *core, di_fwd *f, const di_v4_batch *b, int r0, const di_hc_w *hc_head,
                    const float *norm);
 
-/* At most `n` lanes a step (1: never split; 0: $DEEPINFER_LANES or the
- * pool size). For tests. */
+/* At most `n` lanes a step (1: never split; 0: the pool size). For tests
+ * and benches (`deepinfer bench --lanes`). */
 void di_v4_set_lanes(di_v4_model *m, int n);
 
 #endif

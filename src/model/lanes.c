@@ -5,17 +5,9 @@
 
 #include "ops/cpu/threadpool.h"
 
-/* $DEEPINFER_LANES (1..DI_LANES_MAX) caps the lanes of a step; 1 keeps every
- * step op-parallel (for measurement: lanes vs op regions, docs/cpu-backend.md §2). */
-static int env_lanes(void) {
-    const char *e = getenv("DEEPINFER_LANES");
-    int v = e && *e ? atoi(e) : 0;
-    return v >= 1 && v <= DI_LANES_MAX ? v : 0;
-}
-
 int di_lanes_plan_core(const di_core *main, int lanes_max, size_t step_weight_bytes, const di_v4_batch *b, int *start) {
     if (di_exec_on_device(&main->x) || main->index_obs) return 1;
-    int max = lanes_max ? lanes_max : env_lanes();
+    int max = lanes_max;
     if (!max) max = step_weight_bytes <= DI_LANE_WEIGHT_BYTES ? di_threadpool_size(main->x.tp) : 1;
     return di_lanes_plan(b, max, start);
 }

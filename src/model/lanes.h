@@ -34,8 +34,8 @@
 
 /* How many lanes a checked batch on `main` splits into (1: none): CPU only,
  * no index observer (it is called in row order), at most `lanes_max` (0:
- * $DEEPINFER_LANES, else the pool size if the step reads at most
- * DI_LANE_WEIGHT_BYTES of weights, else 1); start as di_lanes_plan. */
+ * the pool size if the step reads at most DI_LANE_WEIGHT_BYTES of weights,
+ * else 1); start as di_lanes_plan. */
 int di_lanes_plan_core(const di_core *main, int lanes_max, size_t step_weight_bytes, const di_v4_batch *b, int *start);
 
 /* The cores of lanes 1..n-1 (lane 0 runs on the model's own core), each

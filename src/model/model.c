@@ -49,6 +49,8 @@ size_t di_model_weight_bytes(const di_model *m) { return DISPATCH(weight_bytes);
 size_t di_model_workspace_bytes(const di_model *m) { return DISPATCH(workspace_bytes); }
 size_t di_model_decode_weight_bytes(const di_model *m) { return DISPATCH(decode_weight_bytes); }
 
+void di_model_set_lanes(di_model *m, int n) { DISPATCH(set_lanes, n); }
+
 deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err) {
     return DISPATCH(forward, b, err);
 }

@@ -27,8 +27,9 @@ typedef struct di_model_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
     const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
-    struct di_safetensors *weights; /* the checkpoint already open (e.g. model/dummy.h's in-memory image): borrowed,
-                                       kept open by the caller until di_model_free; NULL = open `dir`'s files */
+    struct di_safetensors *weights; /* the checkpoint already open (e.g. tools/dummy/dummy.h's in-memory image):
+                                       borrowed, kept open by the caller until di_model_free; NULL = open `dir`'s
+                                       files */
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.
@@ -42,6 +43,11 @@ size_t di_model_weight_bytes(const di_model *m);
 size_t di_model_workspace_bytes(const di_model *m);
 /* Packed weight bytes one decode token reads (the bandwidth floor's numerator). */
 size_t di_model_decode_weight_bytes(const di_model *m);
+
+/* At most `n` lanes a CPU step splits into (lanes.h; 1: never split, every
+ * op parallel on its own; 0: the default). Bits do not depend on it. For
+ * measurement (`deepinfer bench-engine --lanes`) and tests. */
+void di_model_set_lanes(di_model *m, int n);
 
 /* Run the backbone over the rows (advances each sequence's n_tokens). */
 deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
+
 /* Defined in src/ops/cuda/cuda_probe.cu when CUDA is linked in. */
 extern int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major, int *cc_minor,
                          size_t *total_mem, char *why, size_t why_len) __attribute__((weak));
@@ -94,7 +96,7 @@ void di_backend_cuda_info(di_cuda_info *info) {
 }
 
 deepinfer_status di_backend_select(const char *want, di_backend_kind *out, di_error *err) {
-    if (!want) want = getenv("DEEPINFER_ACCELERATOR");
+    if (!want) want = di_env(DI_ENV_ACCELERATOR);
     if (!want || !*want) want = "auto";
     if (!strcmp(want, "cpu")) {
         *out = DI_BACKEND_CPU;

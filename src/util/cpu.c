@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
+
 static int g_isa = -1;
 
 di_isa di_cpu_isa_hw(void) {
@@ -50,7 +52,7 @@ di_isa di_cpu_set_isa(di_isa isa) {
 di_isa di_cpu_isa(void) {
     if (g_isa >= 0) return (di_isa)g_isa;
     di_isa want = DI_ISA_AVX512;
-    const char *env = getenv("DEEPINFER_CPU_ISA");
+    const char *env = di_env(DI_ENV_CPU_ISA);
     if (env) {
         if (!strcmp(env, "scalar")) want = DI_ISA_SCALAR;
         else if (!strcmp(env, "avx2")) want = DI_ISA_AVX2;

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
+
 #define NEED_ICU                                                                                         \
     "DeepSeek-V4.1 Engram token keys need ICU (libicuuc): install libicu72 or set "                    \
     "DEEPINFER_ICU_LIB=/path/to/libicuuc.so.N"
@@ -96,8 +98,8 @@ static deepinfer_status try_lib(di_icu *api, const char *lib, int hint, int *ope
 deepinfer_status di_icu_load(di_icu *api, di_error *err) {
     memset(api, 0, sizeof *api);
     int opened;
-    const char *env = getenv("DEEPINFER_ICU_LIB");
-    if (env && *env) {
+    const char *env = di_env(DI_ENV_ICU_LIB);
+    if (env) {
         deepinfer_status st = try_lib(api, env, 0, &opened, err);
         if (st) di_error_prefix(err, "DEEPINFER_ICU_LIB=%s", env);
         return st;

@@ -5,7 +5,7 @@
  */
 #include "golden/golden_util.h"
 #include "deepinfer.h"
-#include "model/score.h"
+#include "score/score.h"
 
 #define GDIR "golden/v4-tiny-a"
 

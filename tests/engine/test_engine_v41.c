@@ -11,7 +11,7 @@
 
 #include "golden/golden_util.h"
 #include "engine/engine_util.h"
-#include "model/score.h"
+#include "score/score.h"
 
 #define V41 "golden/v41-tiny-a"
 

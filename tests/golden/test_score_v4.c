@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "golden/golden_util.h"
-#include "model/score.h"
+#include "score/score.h"
 
 #define GDIR "golden/v4-tiny-a"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "golden/golden_util.h"
-#include "model/score.h"
+#include "score/score.h"
 
 #define GDIR "golden/v41-tiny-a"
 

@@ -15,7 +15,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine/engine_util.h"
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "util/file.h"
 
 /* Greedy tokens of 3 requests (ids only), max_tokens 5 each, into out[3][6]; 0 on success. */

@@ -1,5 +1,5 @@
 /*
- * Dummy models (model/dummy.h) from the golden tiny configs: the reduced
+ * Dummy models (tools/dummy/dummy.h) from the golden tiny configs: the reduced
  * config validates, the in-memory safetensors image passes the same checks
  * as the same bytes read from a file (di_st_open), a corrupted image is
  * refused, and the model loads through the normal loader and scores one
@@ -14,8 +14,8 @@
 
 #include "model/dsv41.h"
 #include "model/dsv4.h"
-#include "model/dummy.h"
-#include "model/score.h"
+#include "dummy/dummy.h"
+#include "score/score.h"
 #include "model/tensor_spec.h"
 #include "test.h"
 

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/env.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define DI_PAUSE() _mm_pause()
@@ -55,26 +57,20 @@ struct di_threadpool {
 
 static _Thread_local int tl_in_region;
 
-/* Region statistics ($DEEPINFER_POOL_STATS, threadpool.h): read once, so the
- * hot path pays one predictable branch when they are off. Only top-level
- * regions on the calling thread are counted (nested ones run inside them). */
-static atomic_int g_stats_on = -1;
+/* Region statistics (threadpool.h), off unless `deepinfer bench --pool-stats`
+ * turns them on: the hot path pays one predictable branch when they are off.
+ * Only top-level regions on the calling thread are counted (nested ones run
+ * inside them). */
+static atomic_int g_stats_on;
 static di_pool_stats g_stats;
 
-static inline int stats_on(void) {
-    int on = atomic_load_explicit(&g_stats_on, memory_order_relaxed);
-    if (on < 0) {
-        const char *e = getenv("DEEPINFER_POOL_STATS");
-        on = e && *e && *e != '0';
-        atomic_store_explicit(&g_stats_on, on, memory_order_relaxed);
-    }
-    return on;
-}
+static inline int stats_on(void) { return atomic_load_explicit(&g_stats_on, memory_order_relaxed); }
 static inline double now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
+void di_pool_stats_enable(int on) { atomic_store_explicit(&g_stats_on, on != 0, memory_order_relaxed); }
 int di_pool_stats_enabled(void) { return stats_on(); }
 void di_pool_stats_get(di_pool_stats *out) { *out = g_stats; }
 
@@ -124,8 +120,8 @@ static void *worker_main(void *p) {
 }
 
 int di_threadpool_default_size(void) {
-    const char *env = getenv("DEEPINFER_THREADS");
-    if (env && *env) {
+    const char *env = di_env(DI_ENV_THREADS);
+    if (env) {
         int v = atoi(env);
         if (v >= 1 && v <= 256) return v;
     }

@@ -55,7 +55,8 @@ static inline int di_chunks_for(const di_threadpool *tp, double work, double gra
     return n < 1 ? 1 : n;
 }
 
-/* Region statistics, kept when $DEEPINFER_POOL_STATS is set (non-zero):
+/* Region statistics, kept once di_pool_stats_enable(1) was called
+ * (`deepinfer bench --pool-stats`):
  * for top-level regions run on a single thread ([0]: one chunk, a 1-thread
  * pool) and on the pool ([1]): how many, their chunks, wall nanoseconds on
  * the calling thread. Wall time outside regions is serial host code. For
@@ -64,6 +65,7 @@ typedef struct di_pool_stats {
     uint64_t regions[2], chunks[2];
     double ns[2];
 } di_pool_stats;
+void di_pool_stats_enable(int on);
 int di_pool_stats_enabled(void);
 void di_pool_stats_get(di_pool_stats *out);
 

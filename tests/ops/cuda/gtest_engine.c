@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine_internal.h"
 #include "engine/engine_util.h"
 #include "engine/seq_snapshot.h"
 #include "engine/state_pool.h"
@@ -344,7 +345,7 @@ TEST(gpu_engine_graphs_equal_eager_v4_fast) { graphs_case(&V4, 0); }
 TEST(gpu_engine_graphs_equal_eager_v41_fast) { graphs_case(&V41, 0); }
 
 /* ---- (e) the device sampler and the asynchronous queue (devq_cpu.c, cu_queue.c) --------------------------
- * The same requests sampled on the host ($DEEPINFER_CUDA_SAMPLER=0: logits come back, synchronous), on
+ * The same requests sampled on the host (di_engine_options.host_sampler: logits come back, synchronous), on
  * the device with async scheduling off, on the device with async scheduling (the default: step N+1
  * queued while N runs, its tokens taken on the device), and streamed (deepinfer_step, every finished
  * request taken at once: take_output finishes an in-flight step that still writes into it): every
@@ -355,8 +356,6 @@ static const char *const smode_name[SMODES] = {"host sampler", "device, sync", "
 
 static deepinfer_request_output **sampler_run(const eng_case *mc, int mode, int bi, int n, const deepinfer_prompt *pr,
                                               const deepinfer_sampling_params *sp, deepinfer_engine_stats *st) {
-    if (mode == 0) setenv("DEEPINFER_CUDA_SAMPLER", "0", 1);
-    else unsetenv("DEEPINFER_CUDA_SAMPLER");
     char hash[4096];
     snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(mc->dir));
     deepinfer_engine_config c;
@@ -372,11 +371,11 @@ static deepinfer_request_output **sampler_run(const eng_case *mc, int mode, int 
      * queue runs (a choice runs one step past its end), which fast mode needs for the same bits */
     c.async_scheduling = mode == 1 ? 0 : 1;
     deepinfer_engine *e = NULL;
-    char msg[2048];
-    deepinfer_status o = deepinfer_engine_open(&c, &e, msg, sizeof msg);
-    unsetenv("DEEPINFER_CUDA_SAMPLER");
+    di_engine_options opt = {.host_sampler = mode == 0};
+    di_error oerr = {0};
+    deepinfer_status o = di_engine_open_opts(&c, &opt, &e, &oerr);
     if (o) {
-        di_test_fail(__FILE__, __LINE__, "%s engine (%s): %s", mc->name, smode_name[mode], msg);
+        di_test_fail(__FILE__, __LINE__, "%s engine (%s): %s", mc->name, smode_name[mode], oerr.msg);
         return NULL;
     }
     deepinfer_request_output **out = calloc((size_t)n, sizeof *out);
@@ -454,7 +453,7 @@ static void sampler_workload(const eng_case *mc, const char *what, int bi, int n
                   smode_name[m]);
         CHECK_MSG(st[m].device_busy_s > 0, "%s %s: no device time measured", mc->name, what);
     }
-    if (o[0]) CHECK_MSG(st[0].device_sampled_steps == 0, "%s: $DEEPINFER_CUDA_SAMPLER=0 sampled on the device", mc->name);
+    if (o[0]) CHECK_MSG(st[0].device_sampled_steps == 0, "%s: the host sampler sampled on the device", mc->name);
     if (o[1]) CHECK_MSG(st[1].device_queued_steps == 0, "%s: async scheduling off queued steps", mc->name);
     if (o[2] && expect_queued)
         CHECK_MSG(st[2].device_queued_steps > 0, "%s %s: no step was queued behind a running one", mc->name, what);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "golden/golden_util.h"
-#include "model/score.h"
+#include "score/score.h"
 #include "ops/backend.h"
 
 #define STEPS 16

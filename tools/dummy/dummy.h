@@ -46,8 +46,8 @@
  *     The result is opened with di_st_open_memory and passed to the loader
  *     as di_v4_options.weights (the loader validates it like any file).
  */
-#ifndef DI_MODEL_DUMMY_H
-#define DI_MODEL_DUMMY_H
+#ifndef DI_TOOLS_DUMMY_H
+#define DI_TOOLS_DUMMY_H
 
 #include <stdint.h>
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "model/tensor_spec.h"
 #include "ops/cpu/threadpool.h"
 

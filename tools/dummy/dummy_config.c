@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "io/json.h"
-#include "model/dummy.h"
+#include "dummy/dummy.h"
 #include "util/file.h"
 
 #define MAX_KEEP 256

@@ -12,8 +12,8 @@
  * greedily) to every step, with the scored request placed among them. The
  * scored request's logits do not depend on them (bitwise).
  */
-#ifndef DI_MODEL_SCORE_H
-#define DI_MODEL_SCORE_H
+#ifndef DI_TOOLS_SCORE_H
+#define DI_TOOLS_SCORE_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* score.c — the `deepinfer score` driver (score.h). */
-#include "model/score.h"
+#include "score/score.h"
 
 #include <stdlib.h>
 #include <string.h>
