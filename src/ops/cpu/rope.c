@@ -15,7 +15,7 @@
 #include "io/numfmt.h"
 #include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
 
@@ -105,16 +105,14 @@ static void rope_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
-             const float *inv_freq, int inverse) {
-    DI_DEV_CALL(x, rope, M, v, ld, nheads, hd, rd, pos, inv_freq, inverse);
+void di_cpu_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
+                 const float *inv_freq, int inverse) {
     rope_ctx c = {v, ld, nheads, hd, rd, pos, inv_freq, NULL, NULL, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd + 40.0 * rd, rope_rows, &c);
 }
 
-void di_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
-                 int inverse) {
-    DI_DEV_CALL(x, rope_tab, M, v, ld, nheads, hd, rd, cs, sn, inverse);
+void di_cpu_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
+                     int inverse) {
     rope_ctx c = {v, ld, nheads, hd, rd, NULL, NULL, cs, sn, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd, rope_rows, &c);
 }
