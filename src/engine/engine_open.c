@@ -330,7 +330,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
     int dev_sampling = 1; /* $DEEPINFER_CUDA_SAMPLER=0: the host samples every step (A/B, tests) */
     if (env_flag("DEEPINFER_CUDA_SAMPLER", &dev_sampling, err)) return DEEPINFER_ERR_INVALID_ARGUMENT;
-    if ((st = di_devq_cpu_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
+    if ((st = di_devq_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
                               &e->dq, err)))
         return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
