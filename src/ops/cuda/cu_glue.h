@@ -1,8 +1,11 @@
 /*
  * cu_glue.h — the CUDA backend's side of the ops vtable (src/ops/dev_ops.h):
  * one cu_exec per di_exec (stream, dic_ctx, host-table staging), shared by
- * cu_exec.c (contexts, allocator, install), cu_ops.c (dense ops) and
- * cu_ops_model.c (device-shaped model ops). Compiled only into CUDA builds.
+ * cu_exec.c (contexts, allocator, install), cu_ops.c (dense ops),
+ * cu_ops_model.c (device-shaped model ops), cu_plan.c (recorded steps),
+ * cu_lines.c (concurrent lines), cu_queue.c (the engine queue's device
+ * side), cu_probe.c (measurements) and cu_backend.c (the backend table).
+ * Compiled only into CUDA builds.
  */
 #ifndef DI_OPS_CUDA_CU_GLUE_H
 #define DI_OPS_CUDA_CU_GLUE_H
