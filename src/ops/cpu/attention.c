@@ -114,9 +114,8 @@ static void attn_par_task(void *p, int t, int n) {
     }
 }
 
-void di_cpu_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
-                        const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
-                        uint16_t *out, size_t ldo) {
+void di_cpu_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd, const uint16_t *const *kv,
+                        size_t kv_stride, const int *n_idx, const float *sink, float scale, uint16_t *out, size_t ldo) {
     if (M <= 0) return;
     attn_ctx c = {q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo, (nheads + HGROUP - 1) / HGROUP};
     double work = 0;
@@ -125,4 +124,3 @@ void di_cpu_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nh
     di_threadpool *tp = x ? x->tp : NULL;
     di_threadpool_run_n(tp, di_chunks_for(tp, work, (double)(1 << 17), M * c.groups), attn_par_task, &ap);
 }
-

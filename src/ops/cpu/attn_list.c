@@ -9,8 +9,8 @@ static inline const uint16_t *store_row(uint16_t *const *pages, int page_rows, i
 
 void di_cpu_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                       const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
-                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
-                      const int *ntopk, const uint16_t **list0, size_t stride, int *n_idx) {
+                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
+                      const uint16_t **list0, size_t stride, int *n_idx) {
     (void)x;
     for (int m = 0; m < M; m++) {
         int s = row_seg[m];

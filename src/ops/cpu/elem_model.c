@@ -55,8 +55,8 @@ void di_cpu_add_bcast_bf16(di_exec *x, int M, const uint16_t *e0, int hc, int d,
         }
 }
 
-void di_cpu_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
-                               const uint8_t *scale, int hd, uint16_t *out) {
+void di_cpu_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
+                               const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
     (void)x;
     enum { SB = 32 };
     const int nsb = hd / SB;

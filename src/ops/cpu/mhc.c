@@ -210,4 +210,3 @@ void di_cpu_hc_expand(di_exec *x, int M, const float *post, const float *comb, c
     exp_ctx c = {post, comb, f, ldf, R, Rout, ldr, d};
     di_par_rows(x, M, 24.0 * d, exp_rows, &c);
 }
-

@@ -7,7 +7,8 @@
 #include "ops/ops.h"
 
 void di_cpu_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
-                       const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel0, float *w0) {
+                       const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel0,
+                       float *w0) {
     (void)x;
     if (temp != 1.0f)
         for (size_t i = 0; i < (size_t)M * E; i++) logits[i] /= temp;

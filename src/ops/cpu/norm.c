@@ -101,4 +101,3 @@ void di_cpu_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nhe
     hnorm_ctx c = {q, ld, nheads, hd, eps};
     di_par_rows(x, M, 4.0 * nheads * hd, hnorm_rows, &c);
 }
-

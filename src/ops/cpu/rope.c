@@ -71,8 +71,8 @@ void di_cpu_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, 
     di_par_rows(x, M, 8.0 * nheads * rd + 40.0 * rd, rope_rows, &c);
 }
 
-void di_cpu_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
-                     int inverse) {
+void di_cpu_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
+                     const float *sn, int inverse) {
     rope_ctx c = {v, ld, nheads, hd, rd, NULL, NULL, cs, sn, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd, rope_rows, &c);
 }

@@ -11,12 +11,13 @@ void di_cpu_embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, 
     for (int m = 0; m < M; m++) memcpy(out + (size_t)m * ldo, table + (size_t)ids[m] * (size_t)width, (size_t)width * 2);
 }
 
-void di_cpu_embed_rep(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, int copies, uint16_t *out,
-                      size_t ldo) {
+void di_cpu_embed_rep(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, int copies,
+                      uint16_t *out, size_t ldo) {
     for (int k = 0; k < copies; k++) di_embed(x, M, ids, table, width, out + (size_t)k * width, ldo);
 }
 
-void di_cpu_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes, size_t row_bytes) {
+void di_cpu_copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *dst, size_t ldd_bytes,
+                    size_t row_bytes) {
     (void)x;
     if (lds_bytes == row_bytes && ldd_bytes == row_bytes) {
         memcpy(dst, src, (size_t)M * row_bytes);
