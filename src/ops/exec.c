@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cpu/threadpool.h"
 #include "ops/dev_ops.h"
 #include "ops/ops.h"
 

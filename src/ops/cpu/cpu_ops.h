@@ -9,6 +9,7 @@
 #ifndef DI_OPS_CPU_CPU_OPS_H
 #define DI_OPS_CPU_CPU_OPS_H
 
+#include "ops/cpu/threadpool.h"
 #include "ops/ops.h"
 
 #define DI_CPU_OP(name) __typeof__(di_##name) di_cpu_##name
