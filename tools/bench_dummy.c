@@ -11,9 +11,9 @@
  *  5. decode, for each --prompt context (a list: one load serves several contexts): the base
  *     sequence prefilled to it, then for each batch size B, B sequences forked (di_seq_copy)
  *     from it, one untimed step, then --decode timed steps of B rows (one token per sequence);
- *  6. CUDA: decode again through the recorded-step loop (di_cuda_greedy_loop: step plan + one
- *     CUDA graph per shape, device argmax; docs/cuda-backend.md §6), after every eager figure
- *     (a failed capture leaves the exec's error set): B sequences forked again, --decode + 1
+ *  6. CUDA: decode again through the recorded-step loop (src/engine/greedy_loop.h: step plan +
+ *     one CUDA graph per shape, device argmax; docs/cuda-backend.md §6), after every eager
+ *     figure (a failed capture leaves the exec's error set): B sequences forked again, --decode + 1
  *     greedy steps, the first (the capture) untimed; ms/step = GPU time from step 1's start to
  *     the last step's end / --decode (cudaEvents, so the host's gaps count), idle = that span
  *     minus the steps' busy time. A case the loop refuses prints its reason and keeps the eager
@@ -30,30 +30,12 @@
 
 #include "bench_floor.h"
 #include "cli_model.h"
+#include "engine/greedy_loop.h"
 #include "engine/seq_snapshot.h"
 #include "io/safetensors.h"
 #include "dummy/dummy.h"
 #include "ops/backend.h"
-#include "ops/cuda/cu_step.h"
 #include "ops/ops.h"
-
-/* The recorded decode loop is linked in CUDA builds only (src/ops/cuda/cu_decode.c); weak, so
- * the CPU-only CLI links without it (as backend.c does for the probes). */
-extern __typeof__(di_cuda_greedy_loop) di_cuda_greedy_loop __attribute__((weak));
-extern __typeof__(di_cuda_prof_enable) di_cuda_prof_enable __attribute__((weak));
-extern __typeof__(di_cuda_prof_report) di_cuda_prof_report __attribute__((weak));
-extern __typeof__(di_cuda_model_exec) di_cuda_model_exec __attribute__((weak));
-extern __typeof__(di_cuda_skip_sets) di_cuda_skip_sets __attribute__((weak));
-extern __typeof__(di_cuda_skip_use) di_cuda_skip_use __attribute__((weak));
-
-/* $DEEPINFER_PROFILE_OPS=1 (CUDA): per-op GPU time of the eager decode steps (cu_prof.c). */
-static int want_op_profile(void) {
-    const char *e = getenv("DEEPINFER_PROFILE_OPS");
-    return e && e[0] && strcmp(e, "0") && di_cuda_prof_enable && di_cuda_model_exec && di_dev_exec();
-}
-static di_exec *model_exec(const cli_model *m) {
-    return di_cuda_model_exec(m->v41 != NULL, m->v41 ? (void *)m->v41 : (void *)m->v4);
-}
 
 static double now_s(void) {
     struct timespec t;
@@ -251,6 +233,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
     static char gr_why[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP][DI_ERROR_MSG_MAX];
     memset(gr_why, 0, sizeof gr_why);
     int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
+    di_model *dm = NULL; /* the recorded-step loop's view of the model (di_model_borrow) */
     int rc = 1;
     if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !seqs) {
         di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
@@ -262,14 +245,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
     double t;
     if (prefill(&m, &b, base, 16, &t, &err)) goto out; /* warm-up */
     for (int i = 0; i < a->np; i++) {
-        if (want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
         if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
-        if (want_op_profile()) {
-            char title[96];
-            snprintf(title, sizeof title, "prefill of %d tokens", a->prefill[i]);
-            di_cuda_prof_report(model_exec(&m), stdout, title, 1);
-            di_cuda_prof_enable(model_exec(&m), 0, &err);
-        }
         PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
     }
     for (int ci = 0; ci < a->nprompt; ci++) {
@@ -288,23 +264,17 @@ int bench_dummy_run(const bench_dummy_args *a) {
                     b.pos[s] = P + it;
                     b.rowseq[s] = seqs[s];
                 }
-                if (it == 1 && want_op_profile() && di_cuda_prof_enable(model_exec(&m), 1 << 16, &err)) goto out;
                 double t1 = now_s();
                 if (step(&m, &b, B, B, &err)) goto out;
                 if (it) td += now_s() - t1; /* step 0 warms this shape */
-            }
-            if (want_op_profile() && a->decode > 0) {
-                char title[96];
-                snprintf(title, sizeof title, "eager decode batch %d at context %d", B, P);
-                di_cuda_prof_report(model_exec(&m), stdout, title, a->decode);
-                di_cuda_prof_enable(model_exec(&m), 0, &err);
             }
             dec_s[ci][i] = td / a->decode;
             PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, P, dec_s[ci][i] * 1e3,
                      B / dec_s[ci][i]);
         }
         if (bk != DI_BACKEND_CUDA) continue;
-        /* recorded steps (CUDA) */
+        /* recorded steps (CUDA) through the model API */
+        if (!dm) dm = di_model_borrow(m.v4, m.v41);
         int S = a->decode + 1;
         float *busy = calloc((size_t)S, sizeof *busy), *start = calloc((size_t)S, sizeof *start);
         int32_t *first = calloc((size_t)maxb, sizeof *first);
@@ -312,18 +282,16 @@ int bench_dummy_run(const bench_dummy_args *a) {
             int B = a->batches[i];
             di_error ge = {0};
             deepinfer_status gs = DEEPINFER_OK;
-            if (!di_cuda_greedy_loop)
-                gs = di_error_set(&ge, DEEPINFER_ERR_UNSUPPORTED, "this binary has no recorded decode loop");
-            else if (!busy || !start || !first)
+            if (!dm || !busy || !start || !first)
                 gs = di_error_set(&ge, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
             for (int s = 0; s < B && !gs; s++) {
                 gs = di_seq_copy(seqs[s], base, c, &ge);
                 first[s] = text_token(c, (int64_t)s * 104729 + 5); /* distinct rows, as in the eager steps */
             }
             if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
-            di_cuda_loop L = {.v41 = m.v41 != NULL, .model = m.v41 ? (void *)m.v41 : (void *)m.v4, .nseq = B,
-                              .seq = seqs, .first = first, .steps = S, .graph = 1, .busy_ms = busy, .start_ms = start};
-            if (!gs) gs = di_cuda_greedy_loop(&L, &ge);
+            di_greedy_loop L = {.model = dm, .nseq = B, .seq = seqs, .first = first, .steps = S, .graph = 1,
+                                .busy_ms = busy, .start_ms = start};
+            if (!gs) gs = di_greedy_loop_run(&L, &ge);
             if (gs) {
                 snprintf(gr_why[ci][i], sizeof gr_why[ci][i], "%s", ge.msg[0] ? ge.msg : "failed");
                 PROGRESS("decode batch %d (graph): not measured: %s; eager figure only", B, gr_why[ci][i]);
@@ -338,25 +306,6 @@ int bench_dummy_run(const bench_dummy_args *a) {
                      "idle %.1f%%, %d graph(s)%s", B, P, gr_s[ci][i] * 1e3, B / gr_s[ci][i], gr_busy[ci][i] * 1e3,
                      gr_idle[ci][i], L.ngraphs,
                      gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
-            /* timing-only ablations ($DEEPINFER_CUDA_SKIP_SETS, cu_skip.c): the first batch size
-             * again with launch sites left out of the graph; the drop is what they cost on the
-             * step's critical path (results wrong) */
-            int nsets = i == 0 && di_cuda_skip_sets ? di_cuda_skip_sets() : 0;
-            for (int k = 0; k < nsets; k++) {
-                const char *spec = di_cuda_skip_use(k);
-                for (int s = 0; s < B && !gs; s++) gs = di_seq_copy(seqs[s], base, c, &ge);
-                if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
-                if (!gs) gs = di_cuda_greedy_loop(&L, &ge);
-                if (gs) {
-                    PROGRESS("ablation [%s]: failed: %s", spec, ge.msg);
-                    break;
-                }
-                double sp = ((double)start[S - 1] + busy[S - 1] - start[1]) / 1e3 / a->decode;
-                printf("ablation b%d ctx %d [%s]: %.1f us/step, saves %.1f us\n", B, P, spec, sp * 1e6,
-                       (gr_s[ci][i] - sp) * 1e6);
-                fflush(stdout);
-            }
-            if (nsets) di_cuda_skip_use(-1);
         }
         free(busy), free(start), free(first);
     }
@@ -413,7 +362,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
            "distinct experts E(1-(1-k/E)^B) per layer + per-sequence state and rows; prefill work = linear + "
            "attention + head FLOPs\n");
     if (bk == DI_BACKEND_CUDA)
-        printf("# (graph): di_cuda_greedy_loop, step plan + one CUDA graph per batch size, greedy tokens by the device "
+        printf("# (graph): di_greedy_loop_run, step plan + one CUDA graph per batch size, greedy tokens by the device "
                "argmax%s; ms/step = GPU time of %d replayed steps (capture step excluded) incl. gaps; GPU idle = "
                "share of that time between steps\n",
                gr_host_ids ? ", ids read back to the host every step (host Engram hash / image token)" : "",
@@ -425,6 +374,7 @@ out:
     if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
     for (int s = 0; seqs && s <= maxb; s++) di_seq_destroy(seqs[s]);
     free(seqs);
+    di_model_free(dm);
     free(b.tok), free(b.pos), free(b.rowseq), free(b.rows), free(b.logits);
     cli_model_free(&m);
     di_st_close(st);

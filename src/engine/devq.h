@@ -19,7 +19,9 @@
  * step was submitted is only reused by later steps, so in-order execution
  * keeps it consistent.
  *
- * The queue (devq_cpu.c) serves models on the CPU and on the CUDA backend.
+ * The queue (devq.c) is one implementation for models on the CPU and on
+ * the CUDA backend; its device work goes through ops/backend.h (the device
+ * backend's table: recorded steps, the device sampler, step times).
  * On the CPU it runs a step completely inside submit (synchronous). On
  * CUDA the state ops and the forward run on the device; a step whose
  * samples the device sampler takes (no structured outputs, no logprobs)
@@ -115,8 +117,8 @@ struct di_devq {
  * smallest rows per page (devq_graph.h); device_sampling = 1 samples on
  * the device where it can (CUDA; then the queue is asynchronous), 0 always
  * on the host. */
-deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
-                                 int device_sampling, di_devq **out, di_error *err);
+deepinfer_status di_devq_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
+                             int device_sampling, di_devq **out, di_error *err);
 
 static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
 static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }

@@ -30,7 +30,7 @@ void di_devq_graph_init(di_devq_graph *g, di_model *m, int want, int page_rows) 
                          .V = (size_t)di_model_cfg(m)->vocab_size, .max_rows = di_model_max_rows(m)};
     if (!want || !g->dlogits || !di_exec_on_device(g->x)) return;
     di_error err = {0};
-    g->on = di_backend_plan_enable(g->x, di_model_max_context(m), &err) == DEEPINFER_OK; /* else: eager */
+    g->on = di_backend_plan_enable(g->x, di_model_max_context(m), 0, &err) == DEEPINFER_OK; /* else: eager */
     if (g->on) g->rows_ok = bootstrap_rows(m, page_rows);
 }
 

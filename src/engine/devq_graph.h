@@ -1,6 +1,6 @@
 /*
  * devq_graph.h — recorded decode steps for the synchronous queue
- * (devq_cpu.c). On the CUDA backend a pure decode step (every row the only
+ * (devq.c). On the CUDA backend a pure decode step (every row the only
  * row of its sequence in the step, every row sampled) runs its forward as
  * a recorded step of the step plan (ops/backend.h di_backend_step_begin:
  * one CUDA graph per row count, docs/DEVICE-FORWARD.md §6, §8): the first

@@ -42,7 +42,7 @@ typedef struct di_v4_batch {
     uint16_t *target_hidden;     /* optional, V4.1: [n][n_targets*dim] bf16, the DSpark
                                     drafter's input: for each dspark_target_layer_ids layer, the
                                     residual entering it averaged over the hc copies */
-    /* Device backends only (device decode loops, ops/cuda/cu_step.h); the CPU ignores both: */
+    /* Device backends only (the engine queue and greedy loop, ops/backend.h); the CPU ignores both: */
     int tokens_on_device;        /* 1: the step's tokens are already in the model's device token
                                     buffer (a device argmax wrote them); `tokens` still serves the
                                     host checks and, V4.1, the Engram hash */

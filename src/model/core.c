@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cpu/threadpool.h"
+
 #define DEFAULT_MAX_ROWS 256
 #define DEFAULT_MAX_CONTEXT 65536
 

@@ -11,6 +11,7 @@ struct di_model {
     di_arch arch;
     di_v4_model *v4;
     di_v41_model *v41;
+    int borrowed; /* di_model_borrow: the models are the caller's */
 };
 
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err) {
@@ -34,8 +35,20 @@ deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_
     return DEEPINFER_OK;
 }
 
+di_model *di_model_borrow(di_v4_model *v4, di_v41_model *v41) {
+    if (!v4 == !v41) return NULL;
+    di_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    *m = (di_model){.arch = v41 ? DI_ARCH_V41 : DI_ARCH_V4, .v4 = v4, .v41 = v41, .borrowed = 1};
+    return m;
+}
+
 void di_model_free(di_model *m) {
     if (!m) return;
+    if (m->borrowed) {
+        free(m);
+        return;
+    }
     di_v4_free(m->v4);
     di_v41_free(m->v41);
     free(m);

@@ -16,6 +16,7 @@
 
 #include "model/config.h"
 #include "model/dsv4.h"
+#include "model/dsv41.h"
 #include "model/seq_state.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -36,6 +37,11 @@ typedef struct di_model_options {
  * Caller frees with di_model_free. */
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err);
 void di_model_free(di_model *m);
+
+/* A di_model over a model already loaded with di_v4_load or di_v41_load
+ * (exactly one non-NULL; borrowed: di_model_free then frees the view only,
+ * the caller frees the model after it). NULL when out of memory. */
+di_model *di_model_borrow(di_v4_model *v4, di_v41_model *v41);
 
 const di_model_config *di_model_cfg(const di_model *m);
 int64_t di_model_max_context(const di_model *m);

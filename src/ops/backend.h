@@ -3,9 +3,12 @@
  * available) or CUDA (when the binary was built with `make cuda` and a GPU
  * with a working driver is present).
  *
- * The CUDA objects are optional at link time: the CPU-only library refers to
- * the CUDA probe through a weak symbol, so one set of C objects serves both
- * builds and a CUDA binary on a machine without a GPU falls back cleanly.
+ * The CUDA objects are optional at link time: they register one table of
+ * function pointers (di_device_backend, below) from a constructor
+ * (src/ops/cuda/cu_backend.c), and every function here goes through that
+ * table or answers "not supported" without one. So one set of C objects
+ * serves the CPU-only and the CUDA builds, and a CUDA binary on a machine
+ * without a GPU falls back cleanly.
  */
 #ifndef DI_OPS_BACKEND_H
 #define DI_OPS_BACKEND_H
@@ -58,13 +61,16 @@ void di_backend_set_batch_invariant(int on);
 
 /* Recorded steps (docs/DEVICE-FORWARD.md §6: step plan and CUDA graphs)
  * for code compiled into the CPU-only library too (the engine's queue,
- * src/engine/devq_graph.c); weak references to src/ops/cuda/cu_plan.c.
+ * src/engine/devq_graph.c; the benchmarks' loop, src/engine/greedy_loop.c);
+ * src/ops/cuda/cu_plan.c through the backend table.
  * For an exec that is not on the CUDA backend, or in a binary without
  * CUDA, enable / begin / end return DEEPINFER_ERR_UNSUPPORTED (the caller
  * runs its steps eager) and stats returns -1.
  * di_backend_plan_enable: give exec x a step plan whose steps stay below
- *   position pos_bound (no timing, any number of steps); eager steps may run
- *   between recorded ones;
+ *   position pos_bound; any number of steps; the first timed_steps steps
+ *   (recorded or eager, the latter between di_backend_step_mark calls) are
+ *   timed on the device (0: no timing); eager steps may run between recorded
+ *   ones;
  * di_backend_plan_disable: synchronise, destroy the graphs, free the plan;
  * di_backend_step_begin / _end: around one forward: the first step of `key`
  *   (the caller's: everything that changes the step's launch shapes)
@@ -75,8 +81,19 @@ void di_backend_set_batch_invariant(int on);
  *   nothing (a capture is dropped: the key captures again next time);
  * di_backend_plan_stats: graphs captured, recorded steps (captures and
  *   replays), replays, the last recorded step's plan bytes, the plan's
- *   capacity in bytes (a step's tables must fit). */
-deepinfer_status di_backend_plan_enable(struct di_exec *x, int64_t pos_bound, di_error *err);
+ *   capacity in bytes (a step's tables must fit);
+ * di_backend_step_mark: an eager step's start (end = 0) or end (end = 1),
+ *   timed like a recorded step;
+ * di_backend_step_times: after the steps, busy_ms[i] = device time from
+ *   timed step i's start to its end, start_ms[i] = its start after step 0's;
+ *   synchronises; the number of steps timed (<= n; 0 without a plan);
+ * di_backend_argmax_fuse / _rest: around one forward, ids[m] (device) =
+ *   argmax of row m of the device logits `logits` (M rows of V, ties to the
+ *   lowest id), on the exec's stream: _fuse asks the GEMM that writes those
+ *   logits (the lm_head) to write the ids too where the backend can (a
+ *   choice by shapes only, so a capture and its replays agree), _rest runs
+ *   the argmax unless that GEMM did. No-ops off the device. */
+deepinfer_status di_backend_plan_enable(struct di_exec *x, int64_t pos_bound, int timed_steps, di_error *err);
 void di_backend_plan_disable(struct di_exec *x);
 deepinfer_status di_backend_step_begin(struct di_exec *x, uint64_t key, di_error *err);
 deepinfer_status di_backend_step_end(struct di_exec *x, di_error *err);
@@ -87,10 +104,14 @@ typedef struct di_backend_plan_stats {
     size_t last_bytes, cap_bytes;
 } di_backend_plan_stats;
 int di_backend_plan_stats_get(const struct di_exec *x, di_backend_plan_stats *out);
+void di_backend_step_mark(struct di_exec *x, int end);
+int di_backend_step_times(struct di_exec *x, float *busy_ms, float *start_ms, int n);
+void di_backend_argmax_fuse(struct di_exec *x, int M, const float *logits, int V, int32_t *ids);
+void di_backend_argmax_rest(struct di_exec *x, int M, const float *logits, int V, int32_t *ids);
 
-/* The device side of the engine's queue (src/engine/devq_cpu.c, docs/DEVICE-FORWARD.md §8): sampling
+/* The device side of the engine's queue (src/engine/devq.c, docs/DEVICE-FORWARD.md §8): sampling
  * on the device, a step's input tokens taken on the device from the previous step's sampled ids, and
- * the device time of each step; weak references to src/ops/cuda/cu_queue.c. di_backend_dq_new fails
+ * the device time of each step; src/ops/cuda/cu_queue.c through the backend table. di_backend_dq_new fails
  * with DEEPINFER_ERR_UNSUPPORTED for an exec that is not on the CUDA backend or in a binary without
  * CUDA. Steps are numbered by the caller (1, 2, ... in submission order, di_step.seq_no); step n's
  * buffers are reused by step n + 2, so step n must be finished before step n + 2 begins.
@@ -134,7 +155,8 @@ deepinfer_status di_backend_dq_finish(di_backend_dq *q, uint64_t seq, int M, int
                                       double *idle_s, di_error *err);
 
 /* Device measurements for benchmarks, taken in the benchmark's own process
- * (src/ops/cuda/cu_probe.c; -1 in a CPU-only binary or on failure):
+ * (src/ops/cuda/cu_probe.c through the backend table; -1 in a CPU-only
+ * binary or on failure):
  * di_backend_copy_gbs: best of 5 cudaMemcpy device-to-device of `bytes`,
  *   (bytes read + bytes written) / s, in GB/s;
  * di_backend_fp8_tflops: best of 5 dic_gemm at n x n x n with e4m3 weights
@@ -144,5 +166,50 @@ deepinfer_status di_backend_dq_finish(di_backend_dq *q, uint64_t seq, int M, int
 double di_backend_copy_gbs(size_t bytes);
 double di_backend_fp8_tflops(int n, int batch_invariant);
 int di_backend_mem_info(size_t *free_b, size_t *total_b);
+
+/* The device backend's table: what a device backend's objects register
+ * (once, before main: src/ops/cuda/cu_backend.c) so that the functions above
+ * reach it; without one they answer as in a CPU-only binary. Every member is
+ * set. The functions above check what the table cannot (the active backend,
+ * NULL queues) and call these with the same arguments, except:
+ * probe: device count, device 0's name, compute capability and memory, or
+ *   the runtime's reason in `why` when there is none (safe without a
+ *   driver);
+ * install: start the backend (device, stream, allocator, ops table of the
+ *   execs created from now on: di_backend_use); nonzero with `why` on
+ *   failure; uninstall: back to the CPU;
+ * set_batch_invariant: as di_backend_set_batch_invariant;
+ * plan_stats: as di_backend_plan_stats_get into *out. */
+typedef struct di_device_backend {
+    const char *name;
+    int (*probe)(int *count, char *name, size_t name_len, int *cc_major, int *cc_minor, size_t *total_mem, char *why,
+                 size_t why_len);
+    int (*install)(char *why, size_t why_len);
+    void (*uninstall)(void);
+    void (*set_batch_invariant)(int on);
+    __typeof__(di_backend_plan_enable) *plan_enable;
+    __typeof__(di_backend_plan_disable) *plan_disable;
+    __typeof__(di_backend_step_begin) *step_begin;
+    __typeof__(di_backend_step_end) *step_end;
+    __typeof__(di_backend_step_abort) *step_abort;
+    __typeof__(di_backend_plan_stats_get) *plan_stats;
+    __typeof__(di_backend_step_mark) *step_mark;
+    __typeof__(di_backend_step_times) *step_times;
+    __typeof__(di_backend_argmax_fuse) *argmax_fuse;
+    __typeof__(di_backend_argmax_rest) *argmax_rest;
+    __typeof__(di_backend_dq_new) *dq_new;
+    __typeof__(di_backend_dq_free) *dq_free;
+    __typeof__(di_backend_dq_begin) *dq_begin;
+    __typeof__(di_backend_dq_feed) *dq_feed;
+    __typeof__(di_backend_dq_sample) *dq_sample;
+    __typeof__(di_backend_dq_end) *dq_end;
+    __typeof__(di_backend_dq_finish) *dq_finish;
+    __typeof__(di_backend_copy_gbs) *copy_gbs;
+    __typeof__(di_backend_fp8_tflops) *fp8_tflops;
+    __typeof__(di_backend_mem_info) *mem_info;
+} di_device_backend;
+
+/* Register the device backend (one per process; a second call replaces the first). */
+void di_backend_register(const di_device_backend *b);
 
 #endif

@@ -2,8 +2,9 @@
  * dev_ops.h — the backend vtable (DESIGN.md §1): a device backend (CUDA)
  * registers one table of twins of the ops.h ops; an op called with an exec
  * that carries a table runs the twin (on the exec's stream, device
- * pointers) instead of the CPU code. The CPU path pays one predictable
- * branch per op call (DI_DEV_CALL at the top of each op).
+ * pointers) instead of the CPU backend's (src/ops/cpu/cpu_ops.h). The
+ * dispatch (src/ops/dispatch.c, sequences.c: DI_DEV_CALL at the top of each
+ * op) costs the CPU path one predictable branch per op call.
  *
  * Every member has exactly the type of its ops.h function (__typeof__), so
  * a signature change in ops.h that is not mirrored here fails to compile.
@@ -92,7 +93,7 @@ typedef struct di_dev_ops {
         }                                                        \
     } while (0)
 
-/* The backend new execs get (di_exec_init) and the exec that owns state
+/* The backend new execs get (src/ops/exec.c di_exec_init) and the exec that owns state
  * memory operations outside a step (sequence reset / fork: the ops called
  * with a NULL exec before). NULL / NULL on the CPU. Installed by
  * di_backend_use (backend.h). */

@@ -23,8 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/cpu/threadpool.h"
 #include "util/error.h"
+
+/* The CPU backend's worker pool (ops/cpu/threadpool.h), carried by every exec. */
+typedef struct di_threadpool di_threadpool;
 
 /* ---------------------------------------------------------------------------
  * Execution context: thread pool + scratch arena (reserved up front). */

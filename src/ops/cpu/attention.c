@@ -9,7 +9,7 @@
 #include "ops/cpu/attn_kern.h"
 #include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 #define BLOCK 64
@@ -114,10 +114,8 @@ static void attn_par_task(void *p, int t, int n) {
     }
 }
 
-void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
-                    const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
-                    uint16_t *out, size_t ldo) {
-    DI_DEV_CALL(x, sparse_attn, M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo);
+void di_cpu_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd, const uint16_t *const *kv,
+                        size_t kv_stride, const int *n_idx, const float *sink, float scale, uint16_t *out, size_t ldo) {
     if (M <= 0) return;
     attn_ctx c = {q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo, (nheads + HGROUP - 1) / HGROUP};
     double work = 0;
@@ -125,17 +123,4 @@ void di_sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads
     attn_par ap = {&c, M};
     di_threadpool *tp = x ? x->tp : NULL;
     di_threadpool_run_n(tp, di_chunks_for(tp, work, (double)(1 << 17), M * c.groups), attn_par_task, &ap);
-}
-
-void di_attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
-                 const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
-                 uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
-                 const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
-                 const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out, size_t ldo) {
-    DI_DEV_CALL(x, attn_dec, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K,
-                ntopk, list, stride, n_idx, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo);
-    di_attn_list(x, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K, ntopk,
-                 list, stride, n_idx);
-    di_sparse_attn(x, M, q, ldq, nheads, hd, list, stride, n_idx, sink, scale, out, ldo);
-    di_rope_tab(x, M, out, ldo, nheads, hd, rd, cs, sn, 1);
 }

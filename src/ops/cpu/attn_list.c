@@ -1,17 +1,16 @@
 /* attn_list.c — sparse-attention entry lists for a whole step (ops.h
  * di_attn_list, di_attn_list_block). */
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 static inline const uint16_t *store_row(uint16_t *const *pages, int page_rows, int hd, int64_t j) {
     return pages[j / page_rows] + (size_t)(j % page_rows) * (size_t)hd;
 }
 
-void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
-                  const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
-                  uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
-                  const int *ntopk, const uint16_t **list0, size_t stride, int *n_idx) {
-    DI_DEV_CALL(x, attn_list, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K, ntopk, list0, stride, n_idx);
+void di_cpu_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
+                      const uint16_t **list0, size_t stride, int *n_idx) {
     (void)x;
     for (int m = 0; m < M; m++) {
         int s = row_seg[m];
@@ -41,10 +40,9 @@ void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, con
     }
 }
 
-void di_attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *seg_nrows, const int *nctx,
-                        uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list0, size_t stride,
-                        int *n_idx) {
-    DI_DEV_CALL(x, attn_list_block, nseg, seg_row0, seg_nrows, nctx, ring, kv, hd, list0, stride, n_idx);
+void di_cpu_attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *seg_nrows, const int *nctx,
+                            uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list0, size_t stride,
+                            int *n_idx) {
     (void)x;
     for (int s = 0; s < nseg; s++)
         for (int i = 0; i < seg_nrows[s]; i++) {

@@ -2,7 +2,7 @@
  * pooling for a whole step (ops.h di_cmp_gated_rows). */
 #include <string.h>
 
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 #define MAX_OVERLAP_SLOTS 16
@@ -26,10 +26,9 @@ static void pool_group(const float *kv, const float *score, int width, int ratio
     di_softmax_pool(tkv, tsc, (size_t)hd, S, hd, out);
 }
 
-void di_cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
-                       float *const *skv, float *const *ssc, const float *pk0, const float *ps0, const float *ape,
-                       int r, int ov, int hd, float *out) {
-    DI_DEV_CALL(x, cmp_gated_rows, M, row_seg, emit, pos, skv, ssc, pk0, ps0, ape, r, ov, hd, out);
+void di_cpu_cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
+                           float *const *skv, float *const *ssc, const float *pk0, const float *ps0, const float *ape,
+                           int r, int ov, int hd, float *out) {
     (void)x;
     int width = (ov ? 2 : 1) * hd;
     for (int row = 0; row < M; row++) { /* a segment's rows are consecutive, in position order */

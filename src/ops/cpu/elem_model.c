@@ -5,17 +5,15 @@
 #include <math.h>
 
 #include "io/numfmt.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
-void di_scale_bf16_f32(di_exec *x, float *v, size_t n, float scale) {
-    DI_DEV_CALL(x, scale_bf16_f32, v, n, scale);
+void di_cpu_scale_bf16_f32(di_exec *x, float *v, size_t n, float scale) {
     (void)x;
     for (size_t i = 0; i < n; i++) v[i] = di_round_bf16(di_round_bf16(v[i]) * scale);
 }
 
-void di_hc_pre_onehot(di_exec *x, int M, float *pre) {
-    DI_DEV_CALL(x, hc_pre_onehot, M, pre);
+void di_cpu_hc_pre_onehot(di_exec *x, int M, float *pre) {
     (void)x;
     for (int m = 0; m < M; m++) {
         float *p = pre + (size_t)m * 4;
@@ -24,9 +22,8 @@ void di_hc_pre_onehot(di_exec *x, int M, float *pre) {
     }
 }
 
-void di_hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0, const float *base, float eps,
-                    float *pre) {
-    DI_DEV_CALL(x, hc_head_pre, M, mixes, hc, scale0, base, eps, pre);
+void di_cpu_hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0, const float *base, float eps,
+                        float *pre) {
     (void)x;
     for (int m = 0; m < M; m++)
         for (int k = 0; k < hc; k++) {
@@ -35,8 +32,7 @@ void di_hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0,
         }
 }
 
-void di_hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo) {
-    DI_DEV_CALL(x, hc_mean, M, R, hc, d, out, ldo);
+void di_cpu_hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo) {
     (void)x;
     for (int i = 0; i < M; i++) {
         const uint16_t *r = R + (size_t)i * hc * d;
@@ -49,8 +45,7 @@ void di_hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *o
     }
 }
 
-void di_add_bcast_bf16(di_exec *x, int M, const uint16_t *e0, int hc, int d, uint16_t *R) {
-    DI_DEV_CALL(x, add_bcast_bf16, M, e0, hc, d, R);
+void di_cpu_add_bcast_bf16(di_exec *x, int M, const uint16_t *e0, int hc, int d, uint16_t *R) {
     (void)x;
     for (int i = 0; i < M; i++)
         for (int k = 0; k < hc; k++) {
@@ -60,9 +55,8 @@ void di_add_bcast_bf16(di_exec *x, int M, const uint16_t *e0, int hc, int d, uin
         }
 }
 
-void di_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
-                           const uint8_t *scale, int hd, uint16_t *out) {
-    DI_DEV_CALL(x, engram_gather_rows, M, ids, ids_stride, ncols, table, scale, hd, out);
+void di_cpu_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
+                               const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
     (void)x;
     enum { SB = 32 };
     const int nsb = hd / SB;
@@ -81,17 +75,17 @@ void di_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_st
         }
 }
 
-void di_add_bf16_f32_x(di_exec *x, float *y, const uint16_t *v, size_t n) {
-    DI_DEV_CALL(x, add_bf16_f32_x, y, v, n);
+void di_cpu_add_bf16_f32_x(di_exec *x, float *y, const uint16_t *v, size_t n) {
+    (void)x;
     di_add_bf16_f32(y, v, n);
 }
 
-void di_add_f32_x(di_exec *x, float *out, const float *a, const float *b, size_t n) {
-    DI_DEV_CALL(x, add_f32_x, out, a, b, n);
+void di_cpu_add_f32_x(di_exec *x, float *out, const float *a, const float *b, size_t n) {
+    (void)x;
     di_add_f32(out, a, b, n);
 }
 
-void di_f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n) {
-    DI_DEV_CALL(x, f32_to_bf16_x, in, y, n);
+void di_cpu_f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n) {
+    (void)x;
     di_f32_to_bf16_n(in, y, n);
 }

@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "io/numfmt.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 #define CLAMP_MIN 1e-6f /* the reference's clamp_value before the signed sqrt */
@@ -51,9 +51,8 @@ static void gate_token(const float *qk, int dim, int hc, float eps, const float 
     }
 }
 
-void di_engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,
-                         const float *qk, int dim, int hc, float eps, float *kvf, float *h, float *gates) {
-    DI_DEV_CALL(x, engram_gate_rows, M, rmap, kv, ldkv, R, qk, dim, hc, eps, kvf, h, gates);
+void di_cpu_engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,
+                             const float *qk, int dim, int hc, float eps, float *kvf, float *h, float *gates) {
     (void)x;
     for (int i = 0; i < M; i++) {
         int64_t t = rmap ? rmap[i] : i;

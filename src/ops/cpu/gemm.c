@@ -15,38 +15,9 @@
 #include "io/numfmt.h"
 #include "ops/cpu/gemm_kern.h"
 #include "ops/cpu/gemm_layout.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
-
-#define DEFAULT_SCRATCH ((size_t)16 << 20)
-
-deepinfer_status di_exec_init(di_exec *x, size_t scratch_bytes, di_error *err) {
-    memset(x, 0, sizeof *x);
-    if (!scratch_bytes) scratch_bytes = DEFAULT_SCRATCH;
-    scratch_bytes = (scratch_bytes + 63) & ~(size_t)63;
-    x->scratch = aligned_alloc(64, scratch_bytes);
-    if (!x->scratch) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of scratch", scratch_bytes);
-    x->scratch_cap = scratch_bytes;
-    x->tp = di_threadpool_global();
-    const di_dev_ops *dev = di_get_dev_ops();
-    if (dev) {
-        x->dev_ctx = dev->ctx_new(scratch_bytes);
-        if (!x->dev_ctx) {
-            di_exec_free(x);
-            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "%s: cannot create an execution context", dev->name);
-        }
-        x->dev = dev;
-    }
-    return DEEPINFER_OK;
-}
-
-void di_exec_free(di_exec *x) {
-    if (!x) return;
-    if (x->dev && x->dev_ctx) x->dev->ctx_free(x->dev_ctx);
-    free(x->scratch);
-    memset(x, 0, sizeof *x);
-}
 
 /* e4m3 round-to-nearest-even of |v| <= 448 (already clamped), as fp32. */
 static inline float round_e4m3(float v) {
@@ -273,31 +244,13 @@ static void gemm_n(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, con
     }
 }
 
-void di_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
-             uint16_t *C16, size_t ldc) {
-    DI_DEV_CALL(x, gemm, M, A, lda, W, act_block, C32, C16, ldc);
+void di_cpu_gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W, int act_block, float *C32,
+                 uint16_t *C16, size_t ldc) {
     gemm_n(x, M, A, lda, 1, &W, act_block, &C32, &C16, ldc);
 }
 
-void di_gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int G, const di_wmat *W, int gk, int act_block,
-                       float *C32, uint16_t *C16, size_t ldc) {
-    DI_DEV_CALL(x, gemm_blockdiag, M, A, lda, G, W, gk, act_block, C32, C16, ldc);
-    for (int g = 0; g < G; g++) {
-        size_t co = (size_t)g * (size_t)W[g].n;
-        di_gemm(x, M, A + (size_t)g * (size_t)gk, lda, &W[g], act_block, C32 ? C32 + co : NULL, C16 ? C16 + co : NULL,
-                ldc);
-    }
-}
-
-void di_gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
-                   uint16_t *const *C16, const size_t *ldc) {
-    DI_DEV_CALL(x, gemm_multi, M, A, lda, nw, W, act_block, C16, ldc);
-    for (int w = 0; w < nw; w++) di_gemm(x, M, A, lda, &W[w], act_block, NULL, C16[w], ldc[w]);
-}
-
-void di_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
-              float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
-    DI_DEV_CALL(x, gemm2, M, A, lda, W1, W2, act_block, C1_32, C1_16, C2_32, C2_16, ldc);
+void di_cpu_gemm2(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat *W1, const di_wmat *W2, int act_block,
+                  float *C1_32, uint16_t *C1_16, float *C2_32, uint16_t *C2_16, size_t ldc) {
     const di_wmat *W[2] = {W1, W2};
     float *C32[2] = {C1_32, C2_32};
     uint16_t *C16[2] = {C1_16, C2_16};

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 #define GROUP_MAX 64
@@ -122,8 +122,7 @@ static void topk_task(void *p, int t, int n) {
     }
 }
 
-void di_index_select(di_exec *x, const di_index_select_args *a) {
-    DI_DEV_CALL(x, index_select, a);
+void di_cpu_index_select(di_exec *x, const di_index_select_args *a) {
     int group = a->nscratch < GROUP_MAX ? a->nscratch : GROUP_MAX;
     if (group < 1) group = 1;
     di_threadpool *tp = x->tp;

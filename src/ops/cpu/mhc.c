@@ -10,7 +10,7 @@
 #include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
 #include "util/cpu.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 #define HC 4
@@ -85,9 +85,8 @@ static void sk_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
-                         float eps, float *pre, float *post, float *comb) {
-    DI_DEV_CALL(x, hc_sinkhorn_rows, M, mixes, scale3, base, iters, eps, pre, post, comb);
+void di_cpu_hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
+                             float eps, float *pre, float *post, float *comb) {
     sk_ctx c = {mixes, scale3, base, iters, eps, pre, post, comb};
     di_par_rows(x, M, 400.0 * iters, sk_rows, &c);
 }
@@ -130,9 +129,8 @@ static void mix_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
-                       int nmix, float *mixes_out) {
-    DI_DEV_CALL(x, hc_scale_mixes, M, R, ldr, hcd, eps, mixes_in, nmix, mixes_out);
+void di_cpu_hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
+                           int nmix, float *mixes_out) {
     mix_ctx c = {R, ldr, hcd, eps, mixes_in, nmix, mixes_out};
     di_par_rows(x, M, 2.0 * hcd, mix_rows, &c);
 }
@@ -165,9 +163,8 @@ static void coll_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
-                    size_t ldy) {
-    DI_DEV_CALL(x, hc_collapse, M, pre, R, ldr, d, y, ldy);
+void di_cpu_hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
+                        size_t ldy) {
     coll_ctx c = {pre, R, ldr, d, y, ldy};
     di_par_rows(x, M, 8.0 * d, coll_rows, &c);
 }
@@ -208,57 +205,8 @@ static void exp_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
-                  const uint16_t *R, uint16_t *Rout, size_t ldr, int d) {
-    DI_DEV_CALL(x, hc_expand, M, post, comb, f, ldf, R, Rout, ldr, d);
+void di_cpu_hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
+                      const uint16_t *R, uint16_t *Rout, size_t ldr, int d) {
     exp_ctx c = {post, comb, f, ldf, R, Rout, ldr, d};
     di_par_rows(x, M, 24.0 * d, exp_rows, &c);
-}
-
-void di_hc_transition_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
-                          const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
-                          float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
-                          const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
-    int hcd = HC * d;
-    if (sub) di_hc_expand(x, M, post, comb, sub, ldsub, R, R, ldr, d);
-    di_gemm(x, M, R, ldr, fn, 0, mixes, NULL, (size_t)fn->n);
-    di_hc_scale_mixes(x, M, R, ldr, hcd, rms_eps, mixes, fn->n, mixes);
-    di_hc_sinkhorn_rows(x, M, mixes, scale3, base, iters, hc_eps, pre, post, comb);
-    di_hc_collapse(x, M, pre_in ? pre_in : pre, R, ldr, d, xo, ldx);
-    if (pre_in) di_copy_2d(x, 1, pre, 0, pre_in, 0, sizeof(float) * HC * (size_t)M);
-    di_rmsnorm(x, M, xo, ldx, norm_w, d, norm_eps, xn, ldx);
-}
-
-void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
-                      const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
-                      float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
-                      const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
-    DI_DEV_CALL(x, hc_transition, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre,
-                post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
-    di_hc_transition_seq(x, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre, post,
-                         comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
-}
-
-void di_hc_head_final_seq(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
-                          uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
-                          float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
-                          uint16_t *xo, uint16_t *xn, size_t ldx) {
-    if (sub) di_hc_expand(x, M, post, comb, sub, ldsub, R, R, ldr, d);
-    if (fn) {
-        di_gemm(x, M, R, ldr, fn, 0, mixes, NULL, (size_t)fn->n);
-        di_hc_scale_mixes(x, M, R, ldr, HC * d, rms_eps, mixes, fn->n, mixes);
-        di_hc_head_pre(x, M, mixes, fn->n, scale0, base, hc_eps, pre);
-    }
-    di_hc_collapse(x, M, pre, R, ldr, d, xo, ldx);
-    di_rmsnorm(x, M, xo, ldx, norm_w, d, norm_eps, xn, ldx);
-}
-
-void di_hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
-                      uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base, float hc_eps,
-                      float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps, uint16_t *xo,
-                      uint16_t *xn, size_t ldx) {
-    DI_DEV_CALL(x, hc_head_final, M, sub, ldsub, post, comb, R, ldr, d, fn, scale0, base, hc_eps, rms_eps, mixes, pre,
-                norm_w, norm_eps, xo, xn, ldx);
-    di_hc_head_final_seq(x, M, sub, ldsub, post, comb, R, ldr, d, fn, scale0, base, hc_eps, rms_eps, mixes, pre,
-                         norm_w, norm_eps, xo, xn, ldx);
 }

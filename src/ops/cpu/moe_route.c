@@ -3,12 +3,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
-void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
-                   const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel0, float *w0) {
-    DI_DEV_CALL(x, route_rows, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel0, w0);
+void di_cpu_route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
+                       const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel0,
+                       float *w0) {
     (void)x;
     if (temp != 1.0f)
         for (size_t i = 0; i < (size_t)M * E; i++) logits[i] /= temp;
@@ -26,24 +26,7 @@ void di_route_rows(di_exec *x, int M, float *logits, int E, float temp, const fl
     }
 }
 
-void di_route_gate_seq(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
-                       float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
-                       float route_scale, float norm_eps, int normalize, int *sel, float *w) {
-    di_gemm(x, M, xn, ldx, gate, 0, logits, NULL, (size_t)E);
-    di_route_rows(x, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel, w);
-}
-
-void di_route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
-                   float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
-                   float route_scale, float norm_eps, int normalize, int *sel, float *w) {
-    DI_DEV_CALL(x, route_gate, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps,
-                normalize, sel, w);
-    di_route_gate_seq(x, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
-                      sel, w);
-}
-
-void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
-    DI_DEV_CALL(x, moe_dispatch, M, k, sel, E, off, rows, inv);
+void di_cpu_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
     (void)x;
     int n = M * k;
     memset(off, 0, sizeof(int) * (size_t)(E + 1));
@@ -59,9 +42,8 @@ void di_moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, 
     }
 }
 
-void di_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
-                   size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
-    DI_DEV_CALL(x, moe_gather, n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw);
+void di_cpu_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
+                       size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
     (void)x;
     int n = off[E];
     if (n > n_max) n = n_max;
@@ -71,8 +53,7 @@ void di_moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows
     }
 }
 
-void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
-    DI_DEV_CALL(x, moe_combine, M, k, inv, eo, ldo, d, y);
+void di_cpu_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
     (void)x;
     enum { KMAX = 64 };
     memset(y, 0, sizeof(float) * (size_t)M * (size_t)d);
@@ -88,10 +69,9 @@ void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo
     }
 }
 
-void di_moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
-                   const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
-                   float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out, size_t ldo) {
-    DI_DEV_CALL(x, moe_routed, M, k, sel, rw, E, W1, W3, W2, xn, ldx, d, act_block, limit, b, shared, y, out, ldo);
+void di_cpu_moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
+                       const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
+                       float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out, size_t ldo) {
     if (M <= 0) return;
     int I = W1[0].n;
     di_moe_dispatch(x, M, k, sel, E, b->off, b->rows, b->inv);

@@ -5,7 +5,7 @@
 #include "io/numfmt.h"
 #include "ops/cpu/norm_kern.h"
 #include "ops/cpu/vec.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
 
@@ -53,9 +53,8 @@ static void norm_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps, uint16_t *out,
-                size_t ldy) {
-    DI_DEV_CALL(x, rmsnorm, M, in, ldx, w, D, eps, out, ldy);
+void di_cpu_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps, uint16_t *out,
+                    size_t ldy) {
     norm_ctx c = {in, ldx, ldy, w, D, eps, out};
     di_par_rows(x, M, 4.0 * D, norm_rows, &c);
 }
@@ -98,34 +97,7 @@ static void hnorm_rows(void *p, int m0, int m1) {
         }
 }
 
-void di_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
-    DI_DEV_CALL(x, head_rmsnorm_bf16, M, q, ld, nheads, hd, eps);
+void di_cpu_head_rmsnorm_bf16(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
     hnorm_ctx c = {q, ld, nheads, hd, eps};
     di_par_rows(x, M, 4.0 * nheads * hd, hnorm_rows, &c);
-}
-
-void di_q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
-               const float *cs, const float *sn) {
-    DI_DEV_CALL(x, q_post, M, q, ld, nheads, hd, norm, eps, rd, cs, sn);
-    if (norm) di_head_rmsnorm_bf16(x, M, q, ld, nheads, hd, eps);
-    di_rope_tab(x, M, q, ld, nheads, hd, rd, cs, sn, 0);
-}
-
-void di_q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const float *q_norm, float eps, uint16_t *qrn,
-               size_t ldqrn, const di_wmat *W, int act_block, uint16_t *q, size_t ldq, int nheads, int hd, int norm,
-               int rd, const float *cs, const float *sn) {
-    DI_DEV_CALL(x, q_proj, M, qr, ldqr, q_norm, eps, qrn, ldqrn, W, act_block, q, ldq, nheads, hd, norm, rd, cs, sn);
-    di_rmsnorm(x, M, qr, ldqr, q_norm, W->k, eps, qrn, ldqrn);
-    di_gemm(x, M, qrn, ldqrn, W, act_block, NULL, q, ldq);
-    di_q_post(x, M, q, ldq, nheads, hd, norm, eps, rd, cs, sn);
-}
-
-void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
-                     const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
-                     uint16_t *const *dst) {
-    DI_DEV_CALL(x, attn_kv_post, M, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, src_row, dst);
-    di_rmsnorm(x, M, kv, ld, w, D, eps, kv, ld);
-    di_rope_tab(x, M, kv, ld, 1, D, rd, cs, sn, 0);
-    di_qat_fp8(x, M, kv, ld, qn, qblk);
-    if (n > 0) di_scatter_rows(x, n, src_row, kv, ld, dst, D);
 }

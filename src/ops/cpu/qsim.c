@@ -8,7 +8,7 @@
 #include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
 #include "util/cpu.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 
 typedef struct qsim_ctx {
@@ -41,8 +41,7 @@ static void fp8_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_qat_fp8(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    DI_DEV_CALL(x, qat_fp8, M, v, ld, n, blk);
+void di_cpu_qat_fp8(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
     qsim_ctx c = {v, ld, n, blk};
     di_par_rows(x, M, 16.0 * n, fp8_rows, &c);
 }
@@ -72,8 +71,7 @@ static void fp4_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    DI_DEV_CALL(x, qat_fp4, M, v, ld, n, blk);
+void di_cpu_qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
     qsim_ctx c = {v, ld, n, blk};
     di_par_rows(x, M, 16.0 * n, fp4_rows, &c);
 }
@@ -102,8 +100,7 @@ static void fp4_e4m3_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    DI_DEV_CALL(x, qat_fp4_e4m3, M, v, ld, n, blk);
+void di_cpu_qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
     qsim_ctx c = {v, ld, n, blk};
     di_par_rows(x, M, 20.0 * n, fp4_e4m3_rows, &c);
 }
@@ -138,8 +135,7 @@ static void had_rows(void *p, int m0, int m1) {
         }
 }
 
-void di_hadamard128(di_exec *x, int M, uint16_t *v, size_t ld, int nvec) {
-    DI_DEV_CALL(x, hadamard128, M, v, ld, nvec);
+void di_cpu_hadamard128(di_exec *x, int M, uint16_t *v, size_t ld, int nvec) {
     had_ctx c = {v, ld, nvec};
     di_par_rows(x, M, 1000.0 * nvec, had_rows, &c);
 }

@@ -1,7 +1,8 @@
 /* rope.c — interleaved tail rotary embedding (§4.3) with the reference's
  * fp32 frequency table (precompute_freqs_cis), optional YaRN ramp and no
  * magnitude scaling; the inverse rotation uses the conjugate. cos/sin are
- * evaluated in double from the fp32 angle and rounded (torch.polar).
+ * evaluated in double from the fp32 angle and rounded (torch.polar); the
+ * tables are src/ops/rope_table.c's, shared with the CUDA backend.
  *
  * The rotation is the complex product the reference evaluates on CUDA,
  * where c10::complex's (a*c - b*s, a*s + b*c) is compiled with FMA
@@ -15,50 +16,9 @@
 #include "io/numfmt.h"
 #include "ops/cpu/elem.h"
 #include "ops/cpu/vec.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
-
-static double correction_dim(double rotations, int dim, double base, double max_len) {
-    return dim * log(max_len / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
-}
-
-void di_rope_inv_freq(int rd, double base, int orig_len, double factor, double beta_fast, double beta_slow,
-                      float *inv_freq) {
-    int half = rd / 2;
-    for (int i = 0; i < half; i++) {
-        float e = (float)(2 * i) / (float)rd;
-        float p = (float)pow((double)(float)base, (double)e);
-        inv_freq[i] = 1.0f / p;
-    }
-    if (orig_len <= 0) return;
-    double lo = floor(correction_dim(beta_fast, rd, base, orig_len));
-    double hi = ceil(correction_dim(beta_slow, rd, base, orig_len));
-    if (lo < 0) lo = 0;
-    if (hi > rd - 1) hi = rd - 1;
-    if (lo == hi) hi += 0.001;
-    float flo = (float)lo, fden = (float)(hi - lo), ffac = (float)factor;
-    for (int i = 0; i < half; i++) {
-        float ramp = ((float)i - flo) / fden;
-        if (ramp < 0.0f) ramp = 0.0f;
-        if (ramp > 1.0f) ramp = 1.0f;
-        float smooth = 1.0f - ramp;
-        float f = inv_freq[i];
-        inv_freq[i] = f / ffac * (1.0f - smooth) + f * smooth;
-    }
-}
-
-void di_rope_table(int M, const int64_t *pos, const float *inv_freq, int rd, float *cs, float *sn) {
-    int half = rd / 2;
-    for (int m = 0; m < M; m++) {
-        float t = (float)pos[m];
-        for (int i = 0; i < half; i++) {
-            float ang = t * inv_freq[i];
-            cs[(size_t)m * half + i] = (float)cos((double)ang);
-            sn[(size_t)m * half + i] = (float)sin((double)ang);
-        }
-    }
-}
 
 typedef struct rope_ctx {
     uint16_t *v;
@@ -105,16 +65,14 @@ static void rope_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
-             const float *inv_freq, int inverse) {
-    DI_DEV_CALL(x, rope, M, v, ld, nheads, hd, rd, pos, inv_freq, inverse);
+void di_cpu_rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const int64_t *pos,
+                 const float *inv_freq, int inverse) {
     rope_ctx c = {v, ld, nheads, hd, rd, pos, inv_freq, NULL, NULL, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd + 40.0 * rd, rope_rows, &c);
 }
 
-void di_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs, const float *sn,
-                 int inverse) {
-    DI_DEV_CALL(x, rope_tab, M, v, ld, nheads, hd, rd, cs, sn, inverse);
+void di_cpu_rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
+                     const float *sn, int inverse) {
     rope_ctx c = {v, ld, nheads, hd, rd, NULL, NULL, cs, sn, inverse};
     di_par_rows(x, M, 8.0 * nheads * rd, rope_rows, &c);
 }

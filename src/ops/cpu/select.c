@@ -8,7 +8,7 @@
 #include "ops/cpu/elem.h"
 #include "ops/cpu/mathf.h"
 #include "ops/cpu/vec.h"
-#include "ops/dev_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
 
@@ -168,9 +168,8 @@ static void swiglu_rows(void *p, int m0, int m1) {
     }
 }
 
-void di_swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
-               const float *rw, uint16_t *out, size_t ldo) {
-    DI_DEV_CALL(x, swiglu, M, gate, up, ld, I, limit, rw, out, ldo);
+void di_cpu_swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
+                   const float *rw, uint16_t *out, size_t ldo) {
     swiglu_ctx c = {gate, up, ld, I, limit, rw, out, ldo};
     di_par_rows(x, M, 20.0 * I, swiglu_rows, &c);
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/cpu/threadpool.h"
 #include "ops/ops.h"
 
 float di_vdot_bf16(const uint16_t *a, const uint16_t *b, int n);

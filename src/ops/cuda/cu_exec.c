@@ -6,24 +6,31 @@
 #include <string.h>
 
 #include "ops/cuda/cu_glue.h"
+#include "util/env.h"
 
 #define TAB_CAP ((size_t)64 << 20)        /* host tables of one op */
 #define MIN_SCRATCH ((size_t)256 << 20)   /* dic scratch: GEMM quantisation, attention, indexer scores */
 
 /* Device memory starts as 0xFF bytes (NaN, -1) so that reads of unwritten
- * memory show; DEEPINFER_CUDA_POISON=0 clears it to zero instead. */
-static int poison_byte(void) {
-    const char *e = getenv("DEEPINFER_CUDA_POISON");
-    return e && !strcmp(e, "0") ? 0 : 0xFF;
-}
+ * memory show. */
+#define POISON_BYTE 0xFF
 
 static cudaStream_t g_stream;
 static di_exec g_state_exec;
-static int g_batch_invariant = -1; /* di_cuda_set_batch_invariant; -1: $DEEPINFER_BATCH_INVARIANT, else 1 */
+static int g_batch_invariant = -1; /* di_cuda_set_batch_invariant; -1: default_batch_invariant() */
 
-/* Called through a weak reference by backend.c (di_backend_set_batch_invariant):
+/* backend.h di_backend_set_batch_invariant (through the table, cu_backend.c):
  * the mode of the execs created from now on. */
 void di_cuda_set_batch_invariant(int on) { g_batch_invariant = on < 0 ? -1 : on != 0; }
+
+/* The mode of execs when no caller chose one: $DEEPINFER_BATCH_INVARIANT (util/env.h; the engine
+ * resolves and checks it itself and passes its choice), else 1. */
+static int default_batch_invariant(void) {
+    int on = 1;
+    di_error err = {0};
+    if (di_env_flag(DI_ENV_BATCH_INVARIANT, &on, &err)) on = 1;
+    return on;
+}
 
 void cu_check(cu_exec *c, cudaError_t e, const char *op) {
     if (e == cudaSuccess || c->err != cudaSuccess) return;
@@ -106,8 +113,7 @@ static void *ctx_new(size_t scratch_bytes) {
     /* 1: the CPU's results for every batch shape (default); 0 (the engine's batch_invariant
      * through di_backend_set_batch_invariant, else $DEEPINFER_BATCH_INVARIANT=0) picks the
      * fastest kernel per shape (rows then depend on the batch, within rounding). */
-    const char *bi = getenv("DEEPINFER_BATCH_INVARIANT");
-    c->dc.batch_invariant = g_batch_invariant >= 0 ? g_batch_invariant : !(bi && bi[0] == '0' && !bi[1]);
+    c->dc.batch_invariant = g_batch_invariant >= 0 ? g_batch_invariant : default_batch_invariant();
     cudaDeviceGetAttribute(&c->dc.num_sms, cudaDevAttrMultiProcessorCount, dev);
     c->tab_cap = TAB_CAP;
     c->hst = malloc(TAB_CAP);
@@ -117,7 +123,7 @@ static void *ctx_new(size_t scratch_bytes) {
         free(c);
         return NULL;
     }
-    cudaMemset(c->dc.scratch, poison_byte(), sc); /* reads of unwritten scratch show */
+    cudaMemset(c->dc.scratch, POISON_BYTE, sc); /* reads of unwritten scratch show */
     return c;
 }
 
@@ -127,7 +133,6 @@ static void ctx_free(void *p) {
     cu_exec *c = p;
     if (!c) return;
     cu_plan_free(c);
-    cu_prof_free(c);
     cu_lines_free(c);
     cudaStreamSynchronize(c->dc.stream);
     cudaFree(c->dc.scratch);
@@ -155,7 +160,7 @@ static void *dev_alloc(void *ctx, size_t bytes) {
     void *p = NULL;
     if (!bytes) bytes = 256;
     if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
-    cudaMemset(p, poison_byte(), bytes);
+    cudaMemset(p, POISON_BYTE, bytes);
     return p;
 }
 
@@ -179,8 +184,8 @@ static void dev_upload(void *ctx, void *dst, const void *src, size_t bytes) {
 
 static di_dev_ops g_ops;
 
-/* Called through a weak reference by backend.c: install the allocator and
- * the ops table; execs created from now on run on the GPU. */
+/* backend.h di_backend_use (through the table, cu_backend.c): install the
+ * allocator and the ops table; execs created from now on run on the GPU. */
 int di_cuda_backend_install(char *why, size_t why_len) {
     if (g_ops.name) return 0;
     cudaError_t e = cudaSetDevice(0);

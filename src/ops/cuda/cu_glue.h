@@ -1,18 +1,20 @@
 /*
  * cu_glue.h — the CUDA backend's side of the ops vtable (src/ops/dev_ops.h):
  * one cu_exec per di_exec (stream, dic_ctx, host-table staging), shared by
- * cu_exec.c (contexts, allocator, install), cu_ops.c (dense ops) and
- * cu_ops_model.c (device-shaped model ops). Compiled only into CUDA builds.
+ * cu_exec.c (contexts, allocator, install), cu_ops.c (dense ops),
+ * cu_ops_model.c (device-shaped model ops), cu_plan.c (recorded steps),
+ * cu_lines.c (concurrent lines), cu_queue.c (the engine queue's device
+ * side), cu_probe.c (measurements) and cu_backend.c (the backend table).
+ * Compiled only into CUDA builds.
  */
 #ifndef DI_OPS_CUDA_CU_GLUE_H
 #define DI_OPS_CUDA_CU_GLUE_H
 
 #include <cuda_runtime_api.h>
 
+#include "ops/backend.h"
 #include "ops/cuda/dic.h"
 #include "ops/dev_ops.h"
-
-#define CU_PROF_TAG 48
 
 typedef struct cu_exec {
     dic_ctx dc;             /* stream (shared by every exec: one queue), device scratch */
@@ -25,15 +27,11 @@ typedef struct cu_exec {
     cudaError_t err;        /* first failure (sticky) */
     char err_op[128];       /* the failing op, as cu_check named it (the longest message is 65 bytes) */
     struct cu_plan *plan;   /* the step plan (cu_plan.c), NULL: per-op staging above */
-    struct cu_prof *prof;   /* per-op timing of eager steps (cu_prof.c), NULL: off */
-    char prof_tag[CU_PROF_TAG]; /* shape of the next launch, set by cu_prof_tag */
     /* Concurrent lines of a captured step (cu_lines.c, ops.h di_exec_branch):
      * side streams forked from and joined into the main stream; while any is
      * forked every line uses its own 1/(DI_EXEC_BRANCHES+1) of the scratch. */
     cudaStream_t main_stream;
     cudaStream_t side[DI_EXEC_BRANCHES];
-    cudaStream_t side_hi[DI_EXEC_BRANCHES]; /* the same lines at the device's greatest stream priority (cu_lines_prio) */
-    unsigned side_used;     /* bit b-1: the stream line b uses in this capture is side_hi[b-1] */
     cudaEvent_t fork_ev[DI_EXEC_BRANCHES], join_ev[DI_EXEC_BRANCHES];
     unsigned forked;        /* bit b-1: side line b forked since the last join */
     int line;               /* where ops go now (0 = main) */
@@ -80,36 +78,24 @@ static inline cu_exec *cu_of(const di_exec *x) { return (cu_exec *)x->dev_ctx; }
 
 /* Record a failure of `op` (first one wins). */
 void cu_check(cu_exec *c, cudaError_t e, const char *op);
-/* Every launch goes through CU_CHECK: in a plan-only step (the graph of
- * the shape replays the kernels) the call is not made, and each launch
- * site is folded into the step's signature. */
-#define CU_CHECK(x, call, op)                                               \
-    do {                                                                    \
-        cu_exec *cu_c_ = cu_of(x);                                          \
-        if (cu_c_->plan && cu_c_->plan->open) cu_plan_note(cu_c_, (op));    \
-        if (!(cu_c_->plan && cu_c_->plan->open && cu_c_->plan->plan_only)) { \
-            if (cu_c_->prof) cu_prof_begin(cu_c_, (op));                    \
-            if ((op)[0] == 'd' && (op)[1] == 'i' && (op)[2] == '_')         \
-                dic_pdl_disarm(); /* di_copy_*: a copy, not a kernel */     \
-            cu_check(cu_c_, cu_skip(cu_c_, (op)) ? cudaSuccess : (call), (op)); \
-            if (cu_c_->prof) cu_prof_end(cu_c_);                            \
-        }                                                                   \
+/* A checked call: its failure is recorded under the name `op`. */
+#define CU_CHECK(c, call, op) cu_check((c), (call), (op))
+/* Every kernel launch and device copy of an op: in an open plan step the
+ * site joins the step's signature (cu_plan.c checks a replay against its
+ * graph's), and in a plan-only step (the graph of the shape replays the
+ * kernels) the call is not made; a copy (an op named di_copy_*) is not a
+ * kernel, so the next kernel takes no programmatic edge from it. */
+#define CU_LAUNCH(x, call, op)                                               \
+    do {                                                                     \
+        cu_exec *cu_c_ = cu_of(x);                                           \
+        if (cu_planning(cu_c_)) cu_plan_note(cu_c_, (op));                   \
+        if (!(cu_planning(cu_c_) && cu_c_->plan->plan_only)) {               \
+            if ((op)[0] == 'd' && (op)[1] == 'i' && (op)[2] == '_')          \
+                dic_pdl_disarm(); /* di_copy_*: a copy, not a kernel */      \
+            CU_CHECK(cu_c_, (call), (op));                                   \
+        }                                                                    \
     } while (0)
-/* Op profile (cu_prof.c): events around a launch site; the tag names the
- * shape of the next launch (printf format; no-op when profiling is off). */
-void cu_prof_begin(cu_exec *c, const char *op);
-void cu_prof_end(cu_exec *c);
-void cu_prof_free(cu_exec *c);
-void cu_prof_tag(cu_exec *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cu_plan_note(cu_exec *c, const char *op);
-/* Timing-only ablation (cu_skip.c, $DEEPINFER_CUDA_SKIP): 1 = leave this
- * launch out of the graph being captured; reset per step. */
-int cu_skip(cu_exec *c, const char *op);
-void cu_skip_step_begin(void);
-/* Timing-only knob l1gdec=FLAGS:CPS (cu_skip.c): decode-GEMM flags for the launches on line 1 only
- * (the shared expert's GEMMs); begin returns 1 when it switched them, end switches them back. */
-int cu_line_gemm_begin(const cu_exec *c);
-void cu_line_gemm_end(int switched);
 void cu_plan_mix(cu_exec *c, uint64_t v);
 void cu_plan_free(cu_exec *c);
 /* Concurrent lines (cu_lines.c): the vtable's branch / join; join every
@@ -117,15 +103,6 @@ void cu_plan_free(cu_exec *c);
 void cu_lines_branch(di_exec *x, int b);
 void cu_lines_join(di_exec *x);
 void cu_lines_join_all(cu_exec *c);
-/* Bench knobs (cu_skip.c): lines on / off, PDL after a switch back; < 0: the environment's. */
-void cu_lines_tune(int lines, int line_pdl);
-void cu_lines_mask(int mask); /* bit b: side line b in use (-1: all; a line off runs on the main line) */
-/* bit b: side line b runs at the greatest stream priority (its captured kernels' node priority; graphs are
- * instantiated with cudaGraphInstantiateFlagUseNodePriority); -1: $DEEPINFER_CUDA_LINE_PRIO, else 0 */
-void cu_lines_prio(int mask);
-/* 1: the main line's first kernel after a join keeps PDL on its own line (-1: $DEEPINFER_CUDA_JOIN_PDL, else the
- * default JOIN_PDL_DEF of cu_lines.c) */
-void cu_lines_join_pdl(int on);
 void cu_lines_free(cu_exec *c);
 
 /* 1 while a plan step is open (tables go to the plan, no per-op copy). */
@@ -150,5 +127,23 @@ int cu_wmat(cu_exec *c, const di_wmat *w, dic_wmat *out);
 /* The two halves of the ops table. */
 void cu_fill_dense_ops(di_dev_ops *t);
 void cu_fill_model_ops(di_dev_ops *t);
+
+/* Entries of the backend table (cu_backend.c, ops/backend.h di_device_backend), with the meaning
+ * of the backend.h functions they serve: the installation (cu_exec.c), the device side of the
+ * engine's queue (cu_queue.c), device measurements (cu_probe.c); the step plan's are in
+ * cu_step.h. */
+int di_cuda_backend_install(char *why, size_t why_len);
+void di_cuda_backend_uninstall(void);
+void di_cuda_set_batch_invariant(int on);
+__typeof__(di_backend_dq_new) di_cuda_dq_new;
+__typeof__(di_backend_dq_free) di_cuda_dq_free;
+__typeof__(di_backend_dq_begin) di_cuda_dq_begin;
+__typeof__(di_backend_dq_feed) di_cuda_dq_feed;
+__typeof__(di_backend_dq_sample) di_cuda_dq_sample;
+__typeof__(di_backend_dq_end) di_cuda_dq_end;
+__typeof__(di_backend_dq_finish) di_cuda_dq_finish;
+__typeof__(di_backend_copy_gbs) di_cuda_copy_gbs;
+__typeof__(di_backend_fp8_tflops) di_cuda_fp8_tflops;
+__typeof__(di_backend_mem_info) di_cuda_mem_info;
 
 #endif

@@ -12,20 +12,17 @@ static void gemm(di_exec *x, int M, const uint16_t *A, size_t lda, const di_wmat
                  uint16_t *C16, size_t ldc) {
     dic_wmat w;
     if (M <= 0 || !cu_wmat(cu_of(x), W, &w)) return;
-    cu_prof_tag(cu_of(x), "%s M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : W->fmt == DI_WFMT_BF16 ? (W->raw_fp8_block ? "fp8b" : "bf16") : "f32", M, W->n, W->k);
     cu_exec *c = cu_of(x);
-    const int ov = cu_line_gemm_begin(c);
     /* the decode loop's lm_head (cu_step.h di_cuda_argmax_fuse): the product and the argmax in one
      * launch; decided on the host from shapes only, so captured and plan-only steps agree */
     if (c->am_ids && C32 && C32 == c->am_logits && M == c->am_m && W->n == c->am_v && ldc == (size_t)c->am_v &&
         dic_gemm_argmax_ok(DC(x), M, A, lda, &w, ldc)) {
         int32_t *ids = c->am_ids;
         c->am_ids = NULL, c->am_taken = 1;
-        CU_CHECK(x, dic_gemm_argmax(DC(x), M, A, lda, &w, C32, ldc, ids), "dic_gemm_am");
+        CU_LAUNCH(x, dic_gemm_argmax(DC(x), M, A, lda, &w, C32, ldc, ids), "dic_gemm_am");
     } else {
-        CU_CHECK(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
+        CU_LAUNCH(x, dic_gemm(DC(x), M, A, lda, &w, act_block, C32, C16, ldc), "dic_gemm");
     }
-    cu_line_gemm_end(ov);
 }
 
 static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
@@ -60,8 +57,7 @@ static void gemm_blockdiag(di_exec *x, int M, const uint16_t *A, size_t lda, int
     }
     for (int g = 0; g < G; g++)
         if (!cu_wmat(cu_of(x), &W[g], &w[g])) return;
-    cu_prof_tag(cu_of(x), "%sG=%d M=%d N=%d K=%d", W[0].raw_fp8_block ? "fp8b " : "", G, M, W[0].n, W[0].k);
-    CU_CHECK(x, dic_gemm_blockdiag(DC(x), M, A, lda, G, w, gk, act_block, C32, C16, ldc), "dic_gemm_blockdiag");
+    CU_LAUNCH(x, dic_gemm_blockdiag(DC(x), M, A, lda, G, w, gk, act_block, C32, C16, ldc), "dic_gemm_blockdiag");
 }
 
 static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw, const di_wmat *W, int act_block,
@@ -74,19 +70,16 @@ static void gemm_multi(di_exec *x, int M, const uint16_t *A, size_t lda, int nw,
     }
     for (int i = 0; i < nw; i++)
         if (!cu_wmat(cu_of(x), &W[i], &w[i])) return;
-    cu_prof_tag(cu_of(x), "%s x%d M=%d N=%d K=%d", W->fmt == DI_WFMT_FP8 ? "fp8" : W->fmt == DI_WFMT_FP4 ? "fp4" : "float", nw, M, W[0].n, W[0].k);
-    const int ov = cu_line_gemm_begin(cu_of(x));
-    CU_CHECK(x, dic_gemm_multi(DC(x), M, A, lda, nw, w, act_block, C16, ldc), "dic_gemm_multi");
-    cu_line_gemm_end(ov);
+    CU_LAUNCH(x, dic_gemm_multi(DC(x), M, A, lda, nw, w, act_block, C16, ldc), "dic_gemm_multi");
 }
 
 static void rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps,
                     uint16_t *out, size_t ldy) {
-    if (M > 0) CU_CHECK(x, dic_rmsnorm(DC(x), M, in, ldx, w, D, eps, out, ldy), "dic_rmsnorm");
+    if (M > 0) CU_LAUNCH(x, dic_rmsnorm(DC(x), M, in, ldx, w, D, eps, out, ldy), "dic_rmsnorm");
 }
 
 static void head_rmsnorm(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, float eps) {
-    if (M > 0) CU_CHECK(x, dic_head_rmsnorm_bf16(DC(x), M, q, ld, nheads, hd, eps), "dic_head_rmsnorm_bf16");
+    if (M > 0) CU_LAUNCH(x, dic_head_rmsnorm_bf16(DC(x), M, q, ld, nheads, hd, eps), "dic_head_rmsnorm_bf16");
 }
 
 /* di_rope: pos and inv_freq are host tables; the cos/sin table is computed
@@ -106,68 +99,67 @@ static void rope(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, 
     const float *cs = cu_tab_put(c, t, n * sizeof *t), *sn = cu_tab_put(c, t + n, n * sizeof *t);
     cu_tab_flush(c);
     free(t);
-    CU_CHECK(x, dic_rope_tab(&c->dc, M, v, ld, nheads, hd, rd, cs, sn, inverse), "dic_rope_tab (di_rope)");
+    CU_LAUNCH(x, dic_rope_tab(&c->dc, M, v, ld, nheads, hd, rd, cs, sn, inverse), "dic_rope_tab (di_rope)");
 }
 
 static void rope_tab(di_exec *x, int M, uint16_t *v, size_t ld, int nheads, int hd, int rd, const float *cs,
                      const float *sn, int inverse) {
-    if (M > 0) CU_CHECK(x, dic_rope_tab(DC(x), M, v, ld, nheads, hd, rd, cs, sn, inverse), "dic_rope_tab");
+    if (M > 0) CU_LAUNCH(x, dic_rope_tab(DC(x), M, v, ld, nheads, hd, rd, cs, sn, inverse), "dic_rope_tab");
 }
 
 static void qat_fp8(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    if (M > 0) CU_CHECK(x, dic_qat_fp8(DC(x), M, v, ld, n, blk), "dic_qat_fp8");
+    if (M > 0) CU_LAUNCH(x, dic_qat_fp8(DC(x), M, v, ld, n, blk), "dic_qat_fp8");
 }
 static void qat_fp4(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    if (M > 0) CU_CHECK(x, dic_qat_fp4(DC(x), M, v, ld, n, blk), "dic_qat_fp4");
+    if (M > 0) CU_LAUNCH(x, dic_qat_fp4(DC(x), M, v, ld, n, blk), "dic_qat_fp4");
 }
 static void qat_fp4_e4m3(di_exec *x, int M, uint16_t *v, size_t ld, int n, int blk) {
-    if (M > 0) CU_CHECK(x, dic_qat_fp4_e4m3(DC(x), M, v, ld, n, blk), "dic_qat_fp4_e4m3");
+    if (M > 0) CU_LAUNCH(x, dic_qat_fp4_e4m3(DC(x), M, v, ld, n, blk), "dic_qat_fp4_e4m3");
 }
 static void hadamard128(di_exec *x, int M, uint16_t *v, size_t ld, int nvec) {
-    if (M > 0) CU_CHECK(x, dic_hadamard128(DC(x), M, v, ld, nvec), "dic_hadamard128");
+    if (M > 0) CU_LAUNCH(x, dic_hadamard128(DC(x), M, v, ld, nvec), "dic_hadamard128");
 }
 
 static void sparse_attn(di_exec *x, int M, const uint16_t *q, size_t ldq, int nheads, int hd,
                         const uint16_t *const *kv, size_t kv_stride, const int *n_idx, const float *sink, float scale,
                         uint16_t *out, size_t ldo) {
-    cu_prof_tag(cu_of(x), "M=%d H=%d", M, nheads);
     if (M > 0)
-        CU_CHECK(x, dic_sparse_attn(DC(x), M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo),
+        CU_LAUNCH(x, dic_sparse_attn(DC(x), M, q, ldq, nheads, hd, kv, kv_stride, n_idx, sink, scale, out, ldo),
                  "dic_sparse_attn");
 }
 
 static void hc_sinkhorn_rows(di_exec *x, int M, const float *mixes, const float *scale3, const float *base, int iters,
                              float eps, float *pre, float *post, float *comb) {
     if (M > 0)
-        CU_CHECK(x, dic_hc_sinkhorn_rows(DC(x), M, mixes, scale3, base, iters, eps, pre, post, comb),
+        CU_LAUNCH(x, dic_hc_sinkhorn_rows(DC(x), M, mixes, scale3, base, iters, eps, pre, post, comb),
                  "dic_hc_sinkhorn_rows");
 }
 static void hc_scale_mixes(di_exec *x, int M, const uint16_t *R, size_t ldr, int hcd, float eps, const float *mixes_in,
                            int nmix, float *mixes_out) {
     if (M > 0)
-        CU_CHECK(x, dic_hc_scale_mixes(DC(x), M, R, ldr, hcd, eps, mixes_in, nmix, mixes_out), "dic_hc_scale_mixes");
+        CU_LAUNCH(x, dic_hc_scale_mixes(DC(x), M, R, ldr, hcd, eps, mixes_in, nmix, mixes_out), "dic_hc_scale_mixes");
 }
 static void hc_collapse(di_exec *x, int M, const float *pre, const uint16_t *R, size_t ldr, int d, uint16_t *y,
                         size_t ldy) {
-    if (M > 0) CU_CHECK(x, dic_hc_collapse(DC(x), M, pre, R, ldr, d, y, ldy), "dic_hc_collapse");
+    if (M > 0) CU_LAUNCH(x, dic_hc_collapse(DC(x), M, pre, R, ldr, d, y, ldy), "dic_hc_collapse");
 }
 static void hc_expand(di_exec *x, int M, const float *post, const float *comb, const uint16_t *f, size_t ldf,
                       const uint16_t *R, uint16_t *Rout, size_t ldr, int d) {
-    if (M > 0) CU_CHECK(x, dic_hc_expand(DC(x), M, post, comb, f, ldf, R, Rout, ldr, d), "dic_hc_expand");
+    if (M > 0) CU_LAUNCH(x, dic_hc_expand(DC(x), M, post, comb, f, ldf, R, Rout, ldr, d), "dic_hc_expand");
 }
 
 static void swiglu(di_exec *x, int M, const uint16_t *gate, const uint16_t *up, size_t ld, int I, float limit,
                    const float *rw, uint16_t *out, size_t ldo) {
-    if (M > 0) CU_CHECK(x, dic_swiglu(DC(x), M, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu");
+    if (M > 0) CU_LAUNCH(x, dic_swiglu(DC(x), M, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu");
 }
 
 static void embed_rep(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, int copies,
                       uint16_t *out, size_t ldo) {
-    if (M > 0 && copies > 0) CU_CHECK(x, dic_embed_rep(DC(x), M, ids, table, width, copies, out, ldo), "dic_embed");
+    if (M > 0 && copies > 0) CU_LAUNCH(x, dic_embed_rep(DC(x), M, ids, table, width, copies, out, ldo), "dic_embed");
 }
 
 static void embed(di_exec *x, int M, const int32_t *ids, const uint16_t *table, int width, uint16_t *out, size_t ldo) {
-    if (M > 0) CU_CHECK(x, dic_embed(DC(x), M, ids, table, width, out, ldo), "dic_embed");
+    if (M > 0) CU_LAUNCH(x, dic_embed(DC(x), M, ids, table, width, out, ldo), "dic_embed");
 }
 
 /* Either side may be host memory (cudaMemcpyDefault, unified addressing). */
@@ -175,8 +167,8 @@ static void copy_2d(di_exec *x, int M, const void *src, size_t lds_bytes, void *
                     size_t row_bytes) {
     if (M <= 0 || !row_bytes) return;
     cudaStream_t st = DC(x)->stream;
-    if (M == 1) CU_CHECK(x, cudaMemcpyAsync(dst, src, row_bytes, cudaMemcpyDefault, st), "di_copy_2d");
-    else CU_CHECK(x, cudaMemcpy2DAsync(dst, ldd_bytes, src, lds_bytes, row_bytes, (size_t)M, cudaMemcpyDefault, st),
+    if (M == 1) CU_LAUNCH(x, cudaMemcpyAsync(dst, src, row_bytes, cudaMemcpyDefault, st), "di_copy_2d");
+    else CU_LAUNCH(x, cudaMemcpy2DAsync(dst, ldd_bytes, src, lds_bytes, row_bytes, (size_t)M, cudaMemcpyDefault, st),
                   "di_copy_2d");
 }
 
@@ -186,10 +178,10 @@ static void copy_h2d(di_exec *x, void *dst, const void *src, size_t bytes) {
     cu_exec *c = cu_of(x);
     if (bytes && cu_planning(c)) {
         const void *d = cu_tab_put(c, src, bytes);
-        if (d) CU_CHECK(x, cudaMemcpyAsync(dst, d, bytes, cudaMemcpyDeviceToDevice, DC(x)->stream), "di_copy_h2d (plan)");
+        if (d) CU_LAUNCH(x, cudaMemcpyAsync(dst, d, bytes, cudaMemcpyDeviceToDevice, DC(x)->stream), "di_copy_h2d (plan)");
         return;
     }
-    if (bytes) CU_CHECK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, DC(x)->stream), "di_copy_h2d");
+    if (bytes) CU_LAUNCH(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, DC(x)->stream), "di_copy_h2d");
 }
 
 static void copy_d2h(di_exec *x, void *dst, const void *src, size_t bytes) {
@@ -198,18 +190,18 @@ static void copy_d2h(di_exec *x, void *dst, const void *src, size_t bytes) {
         cu_check(cu_of(x), cudaErrorStreamCaptureUnsupported, "di_copy_d2h inside a planned step");
         return;
     }
-    CU_CHECK(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, DC(x)->stream), "di_copy_d2h");
-    CU_CHECK(x, cudaStreamSynchronize(DC(x)->stream), "di_copy_d2h (synchronize)");
+    CU_LAUNCH(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, DC(x)->stream), "di_copy_d2h");
+    CU_LAUNCH(x, cudaStreamSynchronize(DC(x)->stream), "di_copy_d2h (synchronize)");
 }
 
 static void add_bf16_f32_x(di_exec *x, float *y, const uint16_t *v, size_t n) {
-    if (n) CU_CHECK(x, dic_add_bf16_f32(DC(x), y, v, n), "dic_add_bf16_f32");
+    if (n) CU_LAUNCH(x, dic_add_bf16_f32(DC(x), y, v, n), "dic_add_bf16_f32");
 }
 static void add_f32_x(di_exec *x, float *out, const float *a, const float *b, size_t n) {
-    if (n) CU_CHECK(x, dic_add_f32(DC(x), out, a, b, n), "dic_add_f32");
+    if (n) CU_LAUNCH(x, dic_add_f32(DC(x), out, a, b, n), "dic_add_f32");
 }
 static void f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n) {
-    if (n) CU_CHECK(x, dic_f32_to_bf16_n(DC(x), in, y, n), "dic_f32_to_bf16_n");
+    if (n) CU_LAUNCH(x, dic_f32_to_bf16_n(DC(x), in, y, n), "dic_f32_to_bf16_n");
 }
 
 void cu_fill_dense_ops(di_dev_ops *t) {

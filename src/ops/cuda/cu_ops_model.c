@@ -21,7 +21,7 @@ static int nseg_of(const int *row_seg, int M) {
 }
 
 static void fill_f32(di_exec *x, float *p, size_t n, float v) {
-    if (n) CU_CHECK(x, dic_fill_f32(DC(x), p, n, v), "dic_fill_f32");
+    if (n) CU_LAUNCH(x, dic_fill_f32(DC(x), p, n, v), "dic_fill_f32");
 }
 
 static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *src, size_t lds, uint16_t *const *dst,
@@ -40,7 +40,7 @@ static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *
                 if (!h[i]) h[i] = (uint16_t *)c->plan->sink + (size_t)i * (size_t)width;
     }
     cu_tab_flush(c);
-    CU_CHECK(x, dic_scatter_rows(&c->dc, n, dsr, src, lds, ddst, width), "dic_scatter_rows");
+    CU_LAUNCH(x, dic_scatter_rows(&c->dc, n, dsr, src, lds, ddst, width), "dic_scatter_rows");
 }
 
 /* The device tables of an entry list (di_attn_list's host tables staged). */
@@ -94,7 +94,7 @@ static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg,
     cu_exec *c = cu_of(x);
     list_tabs d;
     if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
-    CU_CHECK(x,
+    CU_LAUNCH(x,
              dic_attn_list(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
                            ntopk, list, stride, n_idx),
              "dic_attn_list");
@@ -118,8 +118,7 @@ static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, 
     }
     list_tabs d;
     if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
-    cu_prof_tag(c, "M=%d H=%d", M, nheads);
-    CU_CHECK(x,
+    CU_LAUNCH(x,
              dic_attn_dec(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
                           ntopk, stride, n_idx, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo),
              "dic_attn_dec");
@@ -148,7 +147,7 @@ static void attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float
         ddst = cu_tab_put(c, dst, (size_t)n * sizeof *dst);
         cu_tab_flush(c);
     }
-    CU_CHECK(x, dic_attn_kv_post(&c->dc, M, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, dsr, ddst),
+    CU_LAUNCH(x, dic_attn_kv_post(&c->dc, M, kv, ld, w, D, eps, rd, cs, sn, qn, qblk, n, dsr, ddst),
              "dic_attn_kv_post");
 }
 
@@ -162,7 +161,7 @@ static void q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd
         di_rope_tab(x, M, q, ld, nheads, hd, rd, cs, sn, 0);
         return;
     }
-    CU_CHECK(x, dic_q_post(&c->dc, M, q, ld, nheads, hd, norm, eps, rd, cs, sn), "dic_q_post");
+    CU_LAUNCH(x, dic_q_post(&c->dc, M, q, ld, nheads, hd, norm, eps, rd, cs, sn), "dic_q_post");
 }
 
 /* The query projection: one kernel in fast mode where dic_q_proj applies, else the op sequence
@@ -175,8 +174,7 @@ static void q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const flo
     dic_wmat w;
     if (W->fmt == DI_WFMT_FP8 && !c->dc.batch_invariant && cu_wmat(c, W, &w) &&
         dic_q_proj_ok(&c->dc, M, qr, ldqr, qrn, ldqrn, &w, act_block, q, ldq, nheads, hd, rd)) {
-        cu_prof_tag(c, "M=%d N=%d K=%d", M, W->n, W->k);
-        CU_CHECK(x,
+        CU_LAUNCH(x,
                  dic_q_proj(&c->dc, M, qr, ldqr, q_norm, eps, qrn, ldqrn, &w, act_block, q, ldq, nheads, hd, norm, rd,
                             cs, sn),
                  "dic_q_proj");
@@ -198,7 +196,7 @@ static void attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int
     const int *d = cu_tab_put(c, nctx, n * sizeof(int));
     uint16_t *const *r = cu_tab_put(c, ring, n * sizeof *ring);
     cu_tab_flush(c);
-    CU_CHECK(x, dic_attn_list_block(&c->dc, nseg, a, b, d, r, kv, hd, list, stride, n_idx), "dic_attn_list_block");
+    CU_LAUNCH(x, dic_attn_list_block(&c->dc, nseg, a, b, d, r, kv, hd, list, stride, n_idx), "dic_attn_list_block");
 }
 
 static void cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
@@ -212,7 +210,7 @@ static void cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emi
     const int64_t *dpos = cu_tab_put(c, pos, m * sizeof(int64_t));
     float *const *dkv = cu_tab_put(c, skv, ns * sizeof *skv), *const *dsc = cu_tab_put(c, ssc, ns * sizeof *ssc);
     cu_tab_flush(c);
-    CU_CHECK(x, dic_cmp_gated_rows(&c->dc, M, dseg, demit, dpos, dkv, dsc, pk, ps, ape, ratio, overlap, hd, out),
+    CU_LAUNCH(x, dic_cmp_gated_rows(&c->dc, M, dseg, demit, dpos, dkv, dsc, pk, ps, ape, ratio, overlap, hd, out),
              "dic_cmp_gated_rows");
 }
 
@@ -241,14 +239,14 @@ static void index_select(di_exec *x, const di_index_select_args *a) {
     free(dk);
     d.iscore = NULL; /* the device op scores into dic scratch */
     d.bscore = NULL;
-    CU_CHECK(x, dic_index_select(&c->dc, &d), "dic_index_select");
+    CU_LAUNCH(x, dic_index_select(&c->dc, &d), "dic_index_select");
 }
 
 static void route_rows(di_exec *x, int M, float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
                        const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize, int *sel,
                        float *w) {
     if (M > 0)
-        CU_CHECK(x,
+        CU_LAUNCH(x,
                  dic_route_rows(DC(x), M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
                                 sel, w),
                  "dic_route_rows");
@@ -265,8 +263,7 @@ static void route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const 
     memset(&gw, 0, sizeof gw);
     if (!c->dc.batch_invariant && gate->fmt == DI_WFMT_BF16 && !gate->raw_fp8_block && cu_wmat(c, gate, &gw) &&
         dic_route_gate_ok(&c->dc, M, xn, ldx, &gw, E, k, tid2eid, tokens)) {
-        cu_prof_tag(c, "route_gate M=%d E=%d K=%d k=%d", M, E, gw.k, k);
-        CU_CHECK(x,
+        CU_LAUNCH(x,
                  dic_route_gate(&c->dc, M, xn, ldx, &gw, logits, E, temp, bias, tid2eid, tokens, k, route_scale,
                                 norm_eps, normalize, sel, w),
                  "dic_route_gate");
@@ -277,7 +274,7 @@ static void route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const 
 }
 
 static void moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *off, int *rows, int *inv) {
-    if (M > 0) CU_CHECK(x, dic_moe_dispatch_inv(DC(x), M, k, sel, E, off, rows, inv), "dic_moe_dispatch_inv");
+    if (M > 0) CU_LAUNCH(x, dic_moe_dispatch_inv(DC(x), M, k, sel, E, off, rows, inv), "dic_moe_dispatch_inv");
 }
 
 /* The grouped ops below carry no row bound; the MoE always gathers first,
@@ -288,7 +285,7 @@ static void moe_gather(di_exec *x, int n_max, const int *off, int E, const int *
                        size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {
     g_moe_rows_max = n_max;
     if (n_max > 0)
-        CU_CHECK(x, dic_moe_gather(DC(x), n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw), "dic_moe_gather");
+        CU_LAUNCH(x, dic_moe_gather(DC(x), n_max, off, E, rows, k, xn, ldx, d, rw, xe, lde, erw), "dic_moe_gather");
 }
 
 static dic_wmat *wmats(cu_exec *c, int E, const di_wmat *W) {
@@ -310,8 +307,7 @@ static void gemm_grouped(di_exec *x, int E, const di_wmat *W, const int *off, co
     cu_exec *c = cu_of(x);
     dic_wmat *w = wmats(c, E, W);
     if (!w) return;
-    cu_prof_tag(c, "E=%d N=%d K=%d", E, W->n, W->k);
-    CU_CHECK(x, dic_gemm_grouped_seg(&c->dc, E, w, off, g_moe_rows_max, A, lda, act_block, C16, ldc),
+    CU_LAUNCH(x, dic_gemm_grouped_seg(&c->dc, E, w, off, g_moe_rows_max, A, lda, act_block, C16, ldc),
              "dic_gemm_grouped_seg");
     free(w);
 }
@@ -320,20 +316,19 @@ static void gemm2_grouped(di_exec *x, int E, const di_wmat *W1, const di_wmat *W
                           size_t lda, int act_block, uint16_t *C1, uint16_t *C2, size_t ldc) {
     cu_exec *c = cu_of(x);
     dic_wmat *w1 = wmats(c, E, W1), *w2 = w1 ? wmats(c, E, W2) : NULL;
-    cu_prof_tag(c, "E=%d N=%d K=%d (x2)", E, W1->n, W1->k);
     if (w1 && w2)
-        CU_CHECK(x, dic_gemm2_grouped_seg(&c->dc, E, w1, w2, off, g_moe_rows_max, A, lda, act_block, C1, C2, ldc),
+        CU_LAUNCH(x, dic_gemm2_grouped_seg(&c->dc, E, w1, w2, off, g_moe_rows_max, A, lda, act_block, C1, C2, ldc),
                  "dic_gemm2_grouped_seg");
     free(w1), free(w2);
 }
 
 static void swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, const uint16_t *up, size_t ld, int I,
                      float limit, const float *rw, uint16_t *out, size_t ldo) {
-    CU_CHECK(x, dic_swiglu_n(DC(x), off, E, g_moe_rows_max, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu_n");
+    CU_LAUNCH(x, dic_swiglu_n(DC(x), off, E, g_moe_rows_max, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu_n");
 }
 
 static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
-    if (M > 0) CU_CHECK(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
+    if (M > 0) CU_LAUNCH(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
 }
 
 static void join_lines(void *x) { cu_lines_join((di_exec *)x); }
@@ -356,11 +351,10 @@ static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw
         dic_wmat *w1 = wmats(c, E, W1), *w3 = w1 ? wmats(c, E, W3) : NULL, *w2 = w3 ? wmats(c, E, W2) : NULL;
         int ok = w2 && dic_moe_routed_dec_ok(M, k, E, w1, w3, w2, d, act_block);
         if (ok) {
-            cu_prof_tag(c, "M=%d k=%d E=%d d=%d I=%d", M, k, E, d, I);
             /* ops.h: the lines join before `shared` is read, i.e. between the two launches */
             c->dc.join = join_lines;
             c->dc.join_arg = x;
-            CU_CHECK(x,
+            CU_LAUNCH(x,
                      dic_moe_routed_dec(&c->dc, M, k, sel, rw, E, w1, w3, w2, xn, ldx, d, act_block, limit, b->h,
                                         (size_t)I, shared, ldo, y, out, ldo),
                      "dic_moe_routed_dec");
@@ -392,20 +386,20 @@ static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw
 }
 
 static void scale_bf16_f32(di_exec *x, float *v, size_t n, float scale) {
-    if (n) CU_CHECK(x, dic_scale_bf16_f32(DC(x), v, n, scale), "dic_scale_bf16_f32");
+    if (n) CU_LAUNCH(x, dic_scale_bf16_f32(DC(x), v, n, scale), "dic_scale_bf16_f32");
 }
 static void hc_pre_onehot(di_exec *x, int M, float *pre) {
-    if (M > 0) CU_CHECK(x, dic_hc_pre_onehot(DC(x), M, pre), "dic_hc_pre_onehot");
+    if (M > 0) CU_LAUNCH(x, dic_hc_pre_onehot(DC(x), M, pre), "dic_hc_pre_onehot");
 }
 static void hc_head_pre(di_exec *x, int M, const float *mixes, int hc, float scale0, const float *base, float eps,
                         float *pre) {
-    if (M > 0) CU_CHECK(x, dic_hc_head_pre(DC(x), M, mixes, hc, scale0, base, eps, pre), "dic_hc_head_pre");
+    if (M > 0) CU_LAUNCH(x, dic_hc_head_pre(DC(x), M, mixes, hc, scale0, base, eps, pre), "dic_hc_head_pre");
 }
 static void hc_mean(di_exec *x, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo) {
-    if (M > 0) CU_CHECK(x, dic_hc_mean(DC(x), M, R, hc, d, out, ldo), "dic_hc_mean");
+    if (M > 0) CU_LAUNCH(x, dic_hc_mean(DC(x), M, R, hc, d, out, ldo), "dic_hc_mean");
 }
 static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, uint16_t *R) {
-    if (M > 0) CU_CHECK(x, dic_add_bcast_bf16(DC(x), M, e, hc, d, R), "dic_add_bcast_bf16");
+    if (M > 0) CU_LAUNCH(x, dic_add_bcast_bf16(DC(x), M, e, hc, d, R), "dic_add_bcast_bf16");
 }
 
 /* Mode 0 on the shapes the fused kernel takes, at M <= HC_FUSE_MAXM rows: one
@@ -437,8 +431,7 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     dic_wmat w;
     if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_transition_ok(&c->dc, M, R, ldr, d, w.n, w.k, w.w, xo, xn, ldx)) {
-        cu_prof_tag(c, "hc_transition M=%d d=%d%s", M, d, sub ? "" : " (no expand)");
-        CU_CHECK(x,
+        CU_LAUNCH(x,
                  dic_hc_transition(&c->dc, M, sub, ldsub, R, ldr, d, (const float *)w.w, scale3, base, iters, hc_eps,
                                    rms_eps, mixes, pre, post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx),
                  "dic_hc_transition");
@@ -462,8 +455,7 @@ static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     memset(&w, 0, sizeof w);
     if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_head_ok(&c->dc, M, R, ldr, d, fn ? w.n : 0, fn ? w.k : 0, fn ? w.w : NULL, xo, xn, ldx)) {
-        cu_prof_tag(c, "hc_head M=%d d=%d%s%s", M, d, sub ? "" : " (no expand)", fn ? "" : " (carried pre)");
-        CU_CHECK(x,
+        CU_LAUNCH(x,
                  dic_hc_head(&c->dc, M, sub, ldsub, post, comb, R, ldr, d, fn ? (const float *)w.w : NULL, scale0, base,
                              hc_eps, rms_eps, mixes, pre, norm_w, norm_eps, xo, xn, ldx),
                  "dic_hc_head");
@@ -481,7 +473,7 @@ static void engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t id
     cu_tab_begin(c);
     const int64_t *dids = cu_tab_put(c, ids, ((size_t)(M - 1) * (size_t)ids_stride + (size_t)ncols) * sizeof *ids);
     cu_tab_flush(c);
-    CU_CHECK(x, dic_engram_gather_rows(&c->dc, M, dids, ids_stride, ncols, table, scale, hd, out),
+    CU_LAUNCH(x, dic_engram_gather_rows(&c->dc, M, dids, ids_stride, ncols, table, scale, hd, out),
              "dic_engram_gather_rows");
 }
 
@@ -493,7 +485,7 @@ static void engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint1
     cu_tab_begin(c);
     const int64_t *dmap = cu_tab_put(c, rmap, (size_t)M * sizeof *rmap);
     cu_tab_flush(c);
-    CU_CHECK(x, dic_engram_gate_rows(&c->dc, M, dmap, kv, ldkv, R, qk, dim, hc, eps, gates), "dic_engram_gate_rows");
+    CU_LAUNCH(x, dic_engram_gate_rows(&c->dc, M, dmap, kv, ldkv, R, qk, dim, hc, eps, gates), "dic_engram_gate_rows");
 }
 
 void cu_fill_model_ops(di_dev_ops *t) {

@@ -108,7 +108,6 @@ deepinfer_status di_cuda_step_begin(di_exec *x, uint64_t key, di_error *err) {
     c->tab_off = 0;
     p->sig = 0;
     p->open = 1;
-    cu_skip_step_begin();
     return DEEPINFER_OK;
 }
 
@@ -148,9 +147,7 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
     if (c->tab_off)
         cu_check(c, cudaMemcpyAsync(c->dtab, p->host[p->cur], c->tab_off, cudaMemcpyHostToDevice, st), "step plan copy");
     cu_check(c, cudaEventRecord(p->copied[p->cur], st), "plan copied event");
-    dic_stamps_before(st, p->nreplayed + replay);
     cu_check(c, cudaGraphLaunch(g->exec, st), "cudaGraphLaunch");
-    dic_stamps_after(st, p->nreplayed + replay);
     if (timed) cu_check(c, cudaEventRecord(p->ev[2 * p->nsteps + 1], st), "step end event");
     if (timed) p->nsteps++;
     p->nrecorded++;
@@ -187,7 +184,7 @@ void di_cuda_mark(di_exec *x, int end) {
 }
 
 void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids) {
-    if (M > 0) CU_CHECK(x, dic_argmax(&cu_of(x)->dc, M, logits, (size_t)V, V, ids), "dic_argmax");
+    if (M > 0) CU_LAUNCH(x, dic_argmax(&cu_of(x)->dc, M, logits, (size_t)V, V, ids), "dic_argmax");
 }
 
 void di_cuda_argmax_fuse(di_exec *x, int M, const float *logits, int V, int32_t *ids) {

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "ops/cuda/cu_glue.h"
 #include "ops/cuda/dic.h"
 
 int di_cuda_mem_info(size_t *free_b, size_t *total_b) {

@@ -1,17 +1,16 @@
 /*
- * cu_step.h — recorded decode steps on the CUDA backend (CUDA builds only;
- * docs/DEVICE-FORWARD.md §6): the step plan (every op's host tables of a
- * step in one pinned buffer, one copy), CUDA graphs per step shape, a
- * device argmax, GPU timing per step, and the greedy decode loop built on
- * them (cu_decode.c).
+ * cu_step.h — recorded steps on the CUDA backend (cu_plan.c; CUDA builds
+ * only; docs/DEVICE-FORWARD.md §6): the step plan (every op's host tables of
+ * a step in one pinned buffer, one copy), CUDA graphs per step shape, a
+ * device argmax, GPU timing per step. Reached through backend.h's table
+ * (cu_backend.c); the decode loops that use them are the engine's queue
+ * (src/engine/devq.c) and the benchmarks' loop (src/engine/greedy_loop.c).
  */
 #ifndef DI_OPS_CUDA_CU_STEP_H
 #define DI_OPS_CUDA_CU_STEP_H
 
 #include <stdint.h>
-#include <stdio.h>
 
-#include "model/seq_state.h"
 #include "ops/ops.h"
 
 /* Give exec x a step plan: two pinned host buffers, a sink for padded
@@ -46,8 +45,8 @@ void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids)
  * forward asks the GEMM whose fp32 output is `logits` (M rows of V, row stride V) to write ids
  * too (fast mode, dic_gemm_int.h dic_gemm_argmax: BF16 weights, M <= 8; the choice depends on
  * shapes only, so a step's capture and its replays agree); _rest after it runs di_cuda_argmax
- * unless the GEMM did, and clears the request. The ids are dic_argmax's. Switched off by
- * $DEEPINFER_LM_ARGMAX=0 or the lmarg=0 knob of $DEEPINFER_CUDA_SKIP_SETS. */
+ * unless the GEMM did, and clears the request. The ids are dic_argmax's (dic_gemm_argmax_enable
+ * switches the fusion). */
 void di_cuda_argmax_fuse(di_exec *x, int M, const float *logits, int V, int32_t *ids);
 void di_cuda_argmax_rest(di_exec *x, int M, const float *logits, int V, int32_t *ids);
 
@@ -57,51 +56,10 @@ void di_cuda_argmax_rest(di_exec *x, int M, const float *logits, int V, int32_t 
 int di_cuda_step_times(di_exec *x, float *busy_ms, float *start_ms, int n);
 /* Graphs captured so far. */
 int di_cuda_plan_graphs(const di_exec *x);
-/* The plan's counters (backend.h di_backend_plan_stats reaches it through a
- * weak reference): graphs captured, recorded steps ended (captures and
- * replays), replays, the last recorded step's plan bytes and the plan's
+/* The plan's counters (backend.h di_backend_plan_stats_get): graphs captured, recorded steps
+ * ended (captures and replays), replays, the last recorded step's plan bytes and the plan's
  * capacity. -1 when x has no plan. */
 int di_cuda_plan_stats(const di_exec *x, int *graphs, int64_t *recorded, int64_t *replayed, size_t *last_bytes,
                        size_t *cap_bytes);
-
-/* Greedy decoding of sequences already prefilled: step s feeds every
- * sequence's token (first[] at s = 0, then the argmax of its previous row).
- * graph = 0: the eager first version (host tables staged per op, logits
- * copied back, host argmax); graph = 1: step plan + one CUDA graph for the
- * shape, device argmax into the next step's token buffer, logits left on
- * the device (copied out only when `logits` is given). On the CPU backend
- * graph must be 0 (the timing outputs stay untouched). V4.1 with Engram
- * reads the ids back every step (the hash runs on the host). */
-typedef struct di_cuda_loop {
-    int v41;
-    void *model;              /* di_v4_model * or di_v41_model * */
-    int nseq;
-    di_seq_state **seq;
-    const int32_t *first;     /* [nseq] */
-    int steps;
-    int graph;
-    float *logits;            /* optional [steps][nseq][vocab] */
-    int32_t *ids;             /* optional [steps][nseq] */
-    float *busy_ms, *start_ms;/* optional [steps] */
-    int ngraphs;              /* out: graphs captured */
-} di_cuda_loop;
-deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err);
-/* The exec a loaded model's forward runs on (v41: model is a di_v41_model *). */
-di_exec *di_cuda_model_exec(int v41, void *model);
-
-/* Timing-only ablations (cu_skip.c): the number of sets in
- * $DEEPINFER_CUDA_SKIP_SETS ("spec;spec;..."; a spec as $DEEPINFER_CUDA_SKIP:
- * "op[#n],..." launch sites left out of captured graphs, results wrong),
- * and make set i the active one (i < 0: back to $DEEPINFER_CUDA_SKIP);
- * returns its text. Graphs captured before keep what they recorded. */
-int di_cuda_skip_sets(void);
-const char *di_cuda_skip_use(int i);
-
-/* Op profile of eager steps (cu_prof.c): GPU time per launch site, summed
- * by op and shape. enable with max_launches > 0 (events allocated), 0 to
- * turn off. The report prints per-step figures (divides by `steps`),
- * sorted by time, and starts a new count. */
-deepinfer_status di_cuda_prof_enable(di_exec *x, int max_launches, di_error *err);
-void di_cuda_prof_report(di_exec *x, FILE *f, const char *title, int steps);
 
 #endif

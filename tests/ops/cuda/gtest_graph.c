@@ -1,4 +1,4 @@
-/* gtest_graph.c — recorded decode steps (ops/cuda/cu_step.h): the golden
+/* gtest_graph.c — recorded decode steps (engine/greedy_loop.h, ops/backend.h): the golden
  * prompt (one sequence, or several with prompts cut to different lengths so
  * that their compressor emissions fall on different steps) is prefilled,
  * then STEPS greedy steps run three ways: on the CPU, eagerly on the GPU
@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/greedy_loop.h"
 #include "golden/golden_util.h"
 #include "model/dsv41.h"
 #include "ops/backend.h"
-#include "ops/cuda/cu_step.h"
 #include "ops/cuda/dic_gemm_int.h"
 
 #define STEPS 20
@@ -73,10 +73,12 @@ static int run(const char *dir, int v41, di_backend_kind k, int graph, const int
     o->logits = st ? NULL : malloc(sizeof(float) * (size_t)STEPS * nseq * V);
     o->ids = st ? NULL : malloc(sizeof(int32_t) * (size_t)STEPS * nseq);
     if (!st) {
-        di_cuda_loop L = {.v41 = v41, .model = m, .nseq = nseq, .seq = seq, .first = first, .steps = STEPS,
-                          .graph = graph, .logits = o->logits, .ids = o->ids};
-        st = di_cuda_greedy_loop(&L, &err);
+        di_model *dm = v41 ? di_model_borrow(NULL, m) : di_model_borrow(m, NULL);
+        di_greedy_loop L = {.model = dm, .nseq = nseq, .seq = seq, .first = first, .steps = STEPS, .graph = graph,
+                            .logits = o->logits, .ids = o->ids};
+        st = dm ? di_greedy_loop_run(&L, &err) : di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
         o->ngraphs = L.ngraphs;
+        di_model_free(dm); /* the view only */
     }
     for (int j = 0; j < nseq; j++) di_seq_destroy(seq[j]);
     if (v41) di_v41_free(m);

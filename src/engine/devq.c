@@ -1,5 +1,7 @@
-/* devq_cpu.c — the device queue (devq.h): state operations, the model
- * forward and the sampler.
+/* devq.c — the device queue (devq.h), the one implementation for both
+ * backends: state operations, the model forward and the sampler; what is
+ * device-specific (recorded steps, the device sampler and token feed, step
+ * times) goes through ops/backend.h's device backend table.
  *
  * On the CPU everything happens inside submit. On the CUDA backend
  * (engine_backend.c) the state operations are ops on di_dev_exec() and the
@@ -26,7 +28,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
-typedef struct cpu_q {
+typedef struct queue {
     di_devq base;
     di_model *model;
     di_state_pool *pool;
@@ -47,14 +49,14 @@ typedef struct cpu_q {
     di_step *in_flight;        /* sampled on the device, results not taken yet */
     di_backend_sample_row *rows;
     int32_t *ids;
-} cpu_q;
+} queue;
 
 typedef struct sample_job {
-    cpu_q *q;
+    queue *q;
     di_step *step;
 } sample_job;
 
-static void sample_one(cpu_q *q, di_sample_spec *sp, size_t i, int t) {
+static void sample_one(queue *q, di_sample_spec *sp, size_t i, int t) {
     di_sampler_scratch *scr = &q->scratch[t];
     int V = (int)q->cfg->vocab_size;
     di_sample_context ctx = {.prompt_ids = sp->prompt,
@@ -100,7 +102,7 @@ static void sample_task(void *ctx, int t, int nt) {
     for (size_t i = b; i < e; i++) sample_one(j->q, &j->step->samples[i], i, t);
 }
 
-static deepinfer_status run_ops(cpu_q *q, di_step *s, di_error *err) {
+static deepinfer_status run_ops(queue *q, di_step *s, di_error *err) {
     for (int i = 0; i < s->n_ops; i++) {
         di_state_op *op = &s->ops[i];
         di_seq_state *dst = di_pool_seq(q->pool, op->dst);
@@ -123,7 +125,7 @@ static int has_penalty(const di_sampling_params *p) {
 
 /* 1 if the device sampler takes every sample of s (its token is the host sampler's: dic.h
  * dic_sample_rows; logprobs and structured outputs stay on the host). */
-static int device_samples(const cpu_q *q, const di_step *s) {
+static int device_samples(const queue *q, const di_step *s) {
     if (!q->dev || s->n_samples < 1 || s->n_samples > q->fwd_rows) return 0;
     for (int i = 0; i < s->n_samples; i++)
         if (s->samples[i].matcher || s->samples[i].params->logprobs >= 0) return 0;
@@ -133,7 +135,7 @@ static int device_samples(const cpu_q *q, const di_step *s) {
 /* 1 if s can be queued behind the unfinished step `prev` with its placeholder tokens taken on
  * the device: a model that needs no host tokens, one forward pass, samples on the device whose
  * penalties (history up to the placeholders) are off. */
-static int device_feeds(const cpu_q *q, const di_step *s, const di_step *prev) {
+static int device_feeds(const queue *q, const di_step *s, const di_step *prev) {
     if (!prev || !q->dtok || s->batch.n > q->fwd_rows || prev->seq_no + 1 != s->seq_no || !device_samples(q, s))
         return 0;
     for (int i = 0; i < s->n_samples; i++)
@@ -141,13 +143,13 @@ static int device_feeds(const cpu_q *q, const di_step *s, const di_step *prev) {
     return 1;
 }
 
-static void account(cpu_q *q, double busy, double idle) {
+static void account(queue *q, double busy, double idle) {
     q->base.device_busy_s += busy;
     q->base.device_idle_s += idle;
 }
 
 /* Take the device's ids of step s into its sample specs and the requests' arrays. */
-static void finish_device(cpu_q *q, di_step *s) {
+static void finish_device(queue *q, di_step *s) {
     if (!s->on_device) return;
     s->on_device = 0;
     if (q->in_flight == s) q->in_flight = NULL;
@@ -174,7 +176,7 @@ static void finish_device(cpu_q *q, di_step *s) {
     }
 }
 
-static void sample_rows_of(cpu_q *q, const di_step *s) {
+static void sample_rows_of(queue *q, const di_step *s) {
     for (int i = 0; i < s->n_samples; i++) {
         const di_sample_spec *sp = &s->samples[i];
         const di_sampling_params *p = sp->params;
@@ -211,8 +213,8 @@ static void fail_samples(di_step *s) {
     }
 }
 
-static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
-    cpu_q *q = (cpu_q *)dq;
+static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
+    queue *q = (queue *)dq;
     (void)err;
     s->on_device = 0;
     di_step *prev = q->in_flight;
@@ -280,14 +282,14 @@ static deepinfer_status cpu_submit(di_devq *dq, di_step *s, di_error *err) {
     return DEEPINFER_OK;
 }
 
-static deepinfer_status cpu_wait(di_devq *dq, di_step *s, di_error *err) {
+static deepinfer_status queue_wait(di_devq *dq, di_step *s, di_error *err) {
     (void)err; /* a failed step reports through s->status and its samples */
-    finish_device((cpu_q *)dq, s);
+    finish_device((queue *)dq, s);
     return DEEPINFER_OK;
 }
 
-static void cpu_destroy(di_devq *dq) {
-    cpu_q *q = (cpu_q *)dq;
+static void queue_destroy(di_devq *dq) {
+    queue *q = (queue *)dq;
     di_backend_dq_free(q->dev); /* waits for the device */
     di_devq_graph_free(&q->graph);
     for (int i = 0; i < q->nscratch; i++) di_sampler_scratch_free(&q->scratch[i]);
@@ -300,14 +302,14 @@ static void cpu_destroy(di_devq *dq) {
     free(q);
 }
 
-static const di_devq_vtable CPU_VT = {cpu_submit, cpu_wait, cpu_destroy};
+static const di_devq_vtable QUEUE_VT = {queue_submit, queue_wait, queue_destroy};
 
-deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
+deepinfer_status di_devq_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
                                  int device_sampling, di_devq **out, di_error *err) {
     *out = NULL;
-    cpu_q *q = calloc(1, sizeof *q);
+    queue *q = calloc(1, sizeof *q);
     if (!q) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
-    q->base.vt = &CPU_VT;
+    q->base.vt = &QUEUE_VT;
     q->base.asynchronous = 0;
     q->model = model;
     q->pool = pool;
@@ -323,13 +325,13 @@ deepinfer_status di_devq_cpu_new(di_model *model, di_state_pool *pool, int max_l
     q->rows = calloc((size_t)max_logit_rows, sizeof *q->rows);
     q->ids = malloc(sizeof(int32_t) * (size_t)max_logit_rows);
     if (!q->logits || !q->logit_rows || !q->scratch || !q->masks || !q->rows || !q->ids) {
-        cpu_destroy(&q->base);
+        queue_destroy(&q->base);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", max_logit_rows);
     }
     for (int i = 0; i < q->nscratch; i++) {
         deepinfer_status st = di_sampler_scratch_init(&q->scratch[i], (int32_t)V, err);
         if (st) {
-            cpu_destroy(&q->base);
+            queue_destroy(&q->base);
             return st;
         }
     }

@@ -1,9 +1,9 @@
-/* devmem.c — the backend allocator hook (ops.h di_set_allocator): host
- * memory, 64-byte aligned, unless a backend installs its own. */
+/* alloc.c — backend memory (ops.h di_set_allocator): host memory, 64-byte
+ * aligned, unless a device backend installs its allocator; and the
+ * weights' raw bytes in that memory (di_wmat_set_raw). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/dev_ops.h"
 #include "ops/ops.h"
 
 static void *host_alloc(void *ctx, size_t bytes) {
@@ -92,34 +92,4 @@ deepinfer_status di_wmat_set_raw_fp8(di_wmat *w, const uint8_t *wsrc, const uint
     deepinfer_status st = di_wmat_set_raw(w, wsrc, (size_t)w->n * (size_t)w->k, ssrc, sb, err);
     if (!st) w->raw_fp8_block = wblock;
     return st;
-}
-
-/* The device backend's op table and state exec (dev_ops.h). */
-static const di_dev_ops *g_dev_ops;
-static di_exec *g_state_exec;
-
-int di_exec_fixed_shapes(const di_exec *x) {
-    return x && x->dev && x->dev->fixed_shapes && x->dev->fixed_shapes(x);
-}
-
-void di_exec_branch(di_exec *x, int b) {
-    if (x && x->dev && x->dev->branch && b >= 0 && b <= DI_EXEC_BRANCHES) x->dev->branch(x, b);
-}
-
-void di_exec_join(di_exec *x) {
-    if (x && x->dev && x->dev->join) x->dev->join(x);
-}
-
-void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec) {
-    g_dev_ops = ops;
-    g_state_exec = state_exec;
-}
-
-const di_dev_ops *di_get_dev_ops(void) { return g_dev_ops; }
-
-di_exec *di_dev_exec(void) { return g_state_exec; }
-
-deepinfer_status di_exec_sync(di_exec *x, di_error *err) {
-    if (!x || !x->dev) return DEEPINFER_OK;
-    return x->dev->sync(x, err);
 }

@@ -1,24 +1,12 @@
-/* cu_decode.c — the greedy decode loop of cu_step.h: eager (the first
- * version) or recorded (step plan + CUDA graph, device argmax). */
+/* greedy_loop.c — the greedy decode loop of the benchmarks and the GPU
+ * tests (greedy_loop.h): eager, or recorded steps with the device argmax. */
+#include "engine/greedy_loop.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dsv41_internal.h"
-#include "model/dsv4_internal.h"
-#include "ops/cuda/cu_step.h"
-
-static di_core *core_of(const di_cuda_loop *L) {
-    return L->v41 ? &((di_v41_model *)L->model)->core : &((di_v4_model *)L->model)->core;
-}
-
-di_exec *di_cuda_model_exec(int v41, void *model) {
-    di_cuda_loop L = {.v41 = v41, .model = model};
-    return model ? &core_of(&L)->x : NULL;
-}
-
-static deepinfer_status forward(const di_cuda_loop *L, const di_v4_batch *b, di_error *err) {
-    return L->v41 ? di_v41_forward(L->model, b, err) : di_v4_forward(L->model, b, err);
-}
+#include "ops/backend.h"
+#include "ops/ops.h"
 
 static int32_t argmax_row(const float *v, int n) {
     int b = 0;
@@ -32,22 +20,28 @@ static int32_t next_input(const di_model_config *c, int32_t id) {
     return id == c->image_token_id ? (int32_t)((id + 1) % c->vocab_size) : id;
 }
 
-deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err) {
-    di_core *core = core_of(L);
-    const di_model_config *c = &core->cfg;
-    di_exec *x = &core->x;
+deepinfer_status di_greedy_loop_run(di_greedy_loop *L, di_error *err) {
+    di_model *m = L->model;
+    const di_model_config *c = di_model_cfg(m);
+    di_exec *x = di_model_exec(m);
+    const float *dlogits = di_model_device_logits(m);
     int n = L->nseq, V = (int)c->vocab_size, dev = di_exec_on_device(x);
-    if (n < 1 || n > core->max_rows)
-        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "decode loop: %d sequences (1..%d)", n, core->max_rows);
+    if (n < 1 || n > di_model_max_rows(m))
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "decode loop: %d sequences (1..%d)", n,
+                            di_model_max_rows(m));
     if (L->graph && !dev) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "decode loop: graphs need the CUDA backend");
     /* V4 with recorded steps: the device argmax feeds the next step (no host tokens);
      * V4.1 Engram hashes host tokens: the ids come back every step */
     int host_ids = !L->graph || c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
+    /* where the device argmax writes: the model's token buffer when the next step reads it there,
+     * else a buffer of the loop's own (ids read back to the host) */
+    int32_t *dtok = L->graph && !host_ids ? di_model_device_tokens(m) : NULL, *own = NULL;
+    if (L->graph && !dtok) dtok = own = di_dev_alloc(sizeof *own * (size_t)n);
     int32_t *tok = malloc(sizeof *tok * (size_t)n), *ids = malloc(sizeof *ids * (size_t)n);
     int64_t *pos = malloc(sizeof *pos * (size_t)n);
     int *rows = malloc(sizeof *rows * (size_t)n);
     float *lbuf = L->graph ? NULL : malloc(sizeof *lbuf * (size_t)n * V);
-    deepinfer_status st = tok && ids && pos && rows && (L->graph || lbuf)
+    deepinfer_status st = tok && ids && pos && rows && (L->graph || lbuf) && (!L->graph || dtok)
                               ? DEEPINFER_OK
                               : di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "decode loop: out of memory");
     int64_t bound = 0;
@@ -56,27 +50,27 @@ deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err) {
         rows[i] = i;
         if (L->seq[i]->n_tokens + L->steps > bound) bound = L->seq[i]->n_tokens + L->steps;
     }
-    if (!st && dev) st = di_cuda_plan_enable(x, bound, L->steps, err);
+    if (!st && dev) st = di_backend_plan_enable(x, bound, L->steps, err);
     if (!st && L->graph && !host_ids) /* the first inputs; later ones come from the device argmax */
-        di_copy_h2d(x, core->ws.tok, tok, sizeof *tok * (size_t)n);
+        di_copy_h2d(x, dtok, tok, sizeof *tok * (size_t)n);
     for (int s = 0; s < L->steps && !st; s++) {
         for (int i = 0; i < n; i++) pos[i] = L->seq[i]->n_tokens;
-        di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = L->seq, .n_logits = n, .logit_rows = rows,
-                         .logits = lbuf, .tokens_on_device = L->graph && !host_ids, .logits_on_device = L->graph};
+        di_model_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = L->seq, .n_logits = n, .logit_rows = rows,
+                            .logits = lbuf, .tokens_on_device = L->graph && !host_ids, .logits_on_device = L->graph};
         if (L->graph) {
-            if ((st = di_cuda_step_begin(x, (uint64_t)n, err))) break;
-            di_cuda_argmax_fuse(x, n, core->dlogits, V, core->ws.tok); /* the lm_head may write the ids */
-            st = forward(L, &b, err);
-            di_cuda_argmax_rest(x, n, core->dlogits, V, core->ws.tok);
-            deepinfer_status e2 = di_cuda_step_end(x, err);
+            if ((st = di_backend_step_begin(x, (uint64_t)n, err))) break;
+            di_backend_argmax_fuse(x, n, dlogits, V, dtok); /* the lm_head may write the ids */
+            st = di_model_forward(m, &b, err);
+            di_backend_argmax_rest(x, n, dlogits, V, dtok);
+            deepinfer_status e2 = di_backend_step_end(x, err);
             if (!st) st = e2;
             if (st) break;
-            if (host_ids || L->ids) di_copy_d2h(x, ids, core->ws.tok, sizeof *ids * (size_t)n);
-            if (L->logits) di_copy_d2h(x, L->logits + (size_t)s * n * V, core->dlogits, sizeof(float) * (size_t)n * V);
+            if (host_ids || L->ids) di_copy_d2h(x, ids, dtok, sizeof *ids * (size_t)n);
+            if (L->logits) di_copy_d2h(x, L->logits + (size_t)s * n * V, dlogits, sizeof(float) * (size_t)n * V);
         } else {
-            di_cuda_mark(x, 0);
-            if ((st = forward(L, &b, err))) break;
-            di_cuda_mark(x, 1);
+            di_backend_step_mark(x, 0);
+            if ((st = di_model_forward(m, &b, err))) break;
+            di_backend_step_mark(x, 1);
             for (int i = 0; i < n; i++) ids[i] = argmax_row(lbuf + (size_t)i * V, V);
             if (L->logits) memcpy(L->logits + (size_t)s * n * V, lbuf, sizeof(float) * (size_t)n * V);
         }
@@ -86,10 +80,12 @@ deepinfer_status di_cuda_greedy_loop(di_cuda_loop *L, di_error *err) {
     }
     if (dev && !st) st = di_exec_sync(x, err); /* recorded steps: the first failure, if any */
     if (dev) {
-        if (!st && L->busy_ms) di_cuda_step_times(x, L->busy_ms, L->start_ms, L->steps);
-        L->ngraphs = di_cuda_plan_graphs(x);
-        di_cuda_plan_disable(x);
+        if (!st && L->busy_ms) di_backend_step_times(x, L->busy_ms, L->start_ms, L->steps);
+        di_backend_plan_stats s;
+        L->ngraphs = di_backend_plan_stats_get(x, &s) ? 0 : s.graphs;
+        di_backend_plan_disable(x);
     }
+    di_dev_free(own);
     free(tok), free(ids), free(pos), free(rows), free(lbuf);
     return st;
 }
