@@ -1,12 +1,16 @@
-/* route_bench.c — the MoE router at decode sizes (V4-Flash: E = 256, V4.1-Flash: E = 384;
- * hidden K = 4096, BF16 gate, top-6 with bias), fast mode: graph µs per call of
+/* lab/router/route_bench.c — the MoE router at decode sizes (V4-Flash: E = 256, V4.1-Flash: E = 384;
+ * hidden K = 4096, BF16 gate, top-6 with bias), fast mode (docs/kernels/router.md). First every lab
+ * variant (lab_route_gate, router_variants.cu) against the product (dic_route_gate) and the product
+ * against the op sequence with the GEMV forced (its sums: the bits it claims), bitwise in logits, sel and
+ * w, plain and hash layers, M = 1, 2, 4, 8 (the product is checked against the CPU by
+ * tests/ops/cuda/gtest_route_gate.c). Then graph us per call of
  *   seq     today's two launches: dic_gemm (GEMV at M <= 4, tensor cores at M = 5..8) into
  *           the fp32 logits, then dic_route_rows
  *   seqgv   the same with the GEMV forced at every M (the fused kernel's sums)
  *   gemm    the gate GEMM alone (auto dispatch); route: dic_route_rows alone
- *   fused   dic_route_gate (dic_route_gate.cu: one launch) in the default variant
- *   f0 f1 f2 dic_route_gate in variant 0 (session 5), 1 (session 8, last-arriver handoff),
- *           2 (session 8, tagged slots polled by CTA 0) (dic_route_gate_tune; same bits)
+ *   fused   dic_route_gate (the product: one launch)
+ *   f0 f1 f2 lab_route_gate in variant 0 (k_route_gate), 1 (last-arriver handoff: the product's),
+ *           2 (tagged slots polled by CTA 0) (lab_route_gate_tune; same bits)
  *   h0 h1 h2 the same variants on a hash layer (V4 layers 0-2: ids from tid2eid[token], no bias)
  * against the floor: the gate's bytes / the d2d copy ceiling of the same run. Each graph
  * replays GR calls cycling NS gate matrices (NS * 3 MB > L2, so the weights come from DRAM
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "router/router_lab.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
 #include "ops/cuda/dic_model.h"
@@ -72,6 +77,55 @@ int main(void) {
 
     static const int Es[] = {256, 384};
     static const int Ms[] = {1, 2, 4, 8};
+    /* the checks: path p = 0 the product, 1 the sequence with the GEMV forced, 2 + v lab variant v */
+    size_t nbad = 0;
+    {
+        float *lg = malloc((size_t)MMAX * EMAX * 4), *lg0 = malloc((size_t)MMAX * EMAX * 4);
+        float *w = malloc(MMAX * TOPK * 4), *w0 = malloc(MMAX * TOPK * 4);
+        int *sl = malloc(MMAX * TOPK * 4), *sl0 = malloc(MMAX * TOPK * 4);
+        for (int ie = 0; ie < 2; ie++)
+            for (int im = 0; im < 4; im++)
+                for (int hash = 0; hash < 2; hash++)
+                    for (int p = 0; p < 5; p++) {
+                        const int E = Es[ie], M = Ms[im];
+                        dic_wmat W = {0, E, K, 0, pool, NULL};
+                        CK(cudaMemset(dlg, 0xFF, (size_t)MMAX * EMAX * 4));
+                        CK(cudaMemset(ds, 0xFF, MMAX * TOPK * 4));
+                        CK(cudaMemset(dw, 0xFF, MMAX * TOPK * 4));
+                        const float *bias = hash ? NULL : dbias;
+                        const int32_t *t2e = hash ? dt2e : NULL, *tok = hash ? dtok : NULL;
+                        if (p == 0) {
+                            CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, bias, t2e, tok, TOPK, 2.5f, 1e-20f, 1, ds,
+                                              dw));
+                        } else if (p == 1) {
+                            CK(dic_gemm_float_fast_launch(c.stream, M, dx, K, &W, dlg, NULL, (size_t)E,
+                                                          DIC_GEMMF_PATH_GEMV));
+                            CK(dic_route_rows(&c, M, dlg, E, 1.0f, bias, t2e, tok, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+                        } else {
+                            lab_route_gate_tune(p - 2);
+                            CK(lab_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, bias, t2e, tok, TOPK, 2.5f, 1e-20f, 1, ds,
+                                              dw));
+                            lab_route_gate_tune(-1);
+                        }
+                        CK(cudaStreamSynchronize(c.stream));
+                        float *L = p ? lg : lg0, *Wt = p ? w : w0;
+                        int *S = p ? sl : sl0;
+                        CK(cudaMemcpy(L, dlg, (size_t)M * E * 4, cudaMemcpyDeviceToHost));
+                        CK(cudaMemcpy(Wt, dw, (size_t)M * TOPK * 4, cudaMemcpyDeviceToHost));
+                        CK(cudaMemcpy(S, ds, (size_t)M * TOPK * 4, cudaMemcpyDeviceToHost));
+                        if (p == 0) continue;
+                        const size_t n = (memcmp(lg, lg0, (size_t)M * E * 4) != 0) +
+                                         (memcmp(w, w0, (size_t)M * TOPK * 4) != 0) +
+                                         (memcmp(sl, sl0, (size_t)M * TOPK * 4) != 0);
+                        if (n)
+                            printf("MISMATCH E=%d M=%d hash=%d %s: logits / w / sel differ from the product\n", E, M,
+                                   hash, p == 1 ? "sequence (GEMV)" : vname[V_F0 + p - 2]);
+                        nbad += n;
+                    }
+        printf("check: lab variants 0, 1, 2 and the GEMV sequence vs the product, E = 256 / 384, M = 1, 2, 4, 8, "
+               "plain and hash: %s\n", nbad ? "MISMATCH" : "bitwise equal");
+        free(lg), free(lg0), free(w), free(w0), free(sl), free(sl0);
+    }
     printf("graph us per call (GR = %d calls cycling %d gates); floor = gate bytes / copy ceiling\n", GR, NS);
     printf("%-5s %-3s %8s", "E", "M", "floor");
     for (int v = 0; v < NV; v++) printf(" %8s", vname[v]);
@@ -102,10 +156,15 @@ int main(void) {
                             fprintf(stderr, "dic_route_gate_ok refused E=%d M=%d\n", E, M);
                             exit(1);
                         }
-                        dic_route_gate_tune(v == V_FUSED ? -1 : hash ? v - V_H0 : v - V_F0);
-                        CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, hash ? NULL : dbias, hash ? dt2e : NULL,
-                                          hash ? dtok : NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
-                        dic_route_gate_tune(-1);
+                        if (v == V_FUSED) {
+                            CK(dic_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, dbias, NULL, NULL, TOPK, 2.5f, 1e-20f, 1,
+                                              ds, dw));
+                        } else {
+                            lab_route_gate_tune(hash ? v - V_H0 : v - V_F0);
+                            CK(lab_route_gate(&c, M, dx, K, &W, dlg, E, 1.0f, hash ? NULL : dbias, hash ? dt2e : NULL,
+                                              hash ? dtok : NULL, TOPK, 2.5f, 1e-20f, 1, ds, dw));
+                            lab_route_gate_tune(-1);
+                        }
                     }
                 }
                 CK(cudaStreamEndCapture(c.stream, &gr));
@@ -116,5 +175,5 @@ int main(void) {
             printf(" %8.2f %8.2f\n", us[V_FUSED] / floor_us, us[V_SEQ] - us[V_FUSED]);
         }
     CK(cudaGetLastError());
-    return 0;
+    return nbad != 0;
 }

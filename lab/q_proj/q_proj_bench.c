@@ -1,11 +1,15 @@
-/* q_proj_bench.c — the attention's query projection at decode (V4-Flash: q_lora 1024, wq_b FP8
- * 32768 x 1024, 64 heads x 512, rd 64), fast mode: CUDA-graph µs per call of
- *   seq   = dic_rmsnorm + dic_gemm + dic_q_post (the three launches of today),
+/* lab/q_proj/q_proj_bench.c — the attention's query projection at decode (V4-Flash: q_lora 1024, wq_b FP8
+ * 32768 x 1024, 64 heads x 512, rd 64), fast mode (docs/kernels/attention-decode.md §5). First the fused
+ * kernel (lab_q_proj, q_proj_fused.cu) against the product's sequence, bitwise in q and qrn (V4-Flash's wq_b
+ * has one K split in the sequence's GEMM: the bits the fused kernel claims), with and without the head
+ * norm, M = 1, 2, 4 (the sequence is checked against the CPU by tests/ops/cuda/gtest_q_proj.c). Then
+ * CUDA-graph us per call of
+ *   seq   = dic_rmsnorm + dic_gemm + dic_q_post (the product's three launches),
  *   gemm  = dic_gemm alone (the sequence's middle launch),
- *   fused = dic_q_proj (one launch: dic_q_proj.cu k_q_proj; V4 head norm: clusters of 8),
+ *   fused = lab_q_proj (one launch: k_q_proj; V4 head norm: clusters of 8),
  *   st3   = fused with 3 ring stages (4 CTAs per SM instead of 5),
  *   v41   = fused without the head norm (V4.1: no cluster),
- * at M = 1, 2, 4, 8, weights rotated over >= 256 MB (gemm_dec_bench.c make_w) so L2 does not serve
+ * at M = 1, 2, 4 (the fused kernel's range), weights rotated over >= 256 MB so L2 does not serve
  * them; the floor is the weight bytes at the d2d copy ceiling measured in the same run.
  * Usage: q_proj_bench (about 10 s). */
 #include <cuda_runtime_api.h>
@@ -16,6 +20,7 @@
 
 #include "bench_util.h"
 #include "ops/cuda/dic_model.h"
+#include "q_proj/q_proj_lab.h"
 
 #define GR 50 /* calls per graph */
 #define NC_MAX 64
@@ -64,13 +69,13 @@ static void call(dic_ctx *c, int v, int M, const dic_wmat *w) {
         break;
     case V_GEMM: CK(dic_gemm(c, M, d_qrn, QK, w, 128, NULL, d_q, QN)); break;
     default:
-        CK(dic_q_proj(c, M, d_qr, QK, d_g, eps, d_qrn, QK, w, 128, d_q, QN, QH, QHD, v != V_V41, QRD, d_cs, d_sn));
+        CK(lab_q_proj(c, M, d_qr, QK, d_g, eps, d_qrn, QK, w, 128, d_q, QN, QH, QHD, v != V_V41, QRD, d_cs, d_sn));
         break;
     }
 }
 
 static double time_calls(dic_ctx *c, int v, int M) {
-    dic_q_proj_config(v == V_ST3 ? 3 : 0);
+    lab_q_proj_config(v == V_ST3 ? 3 : 0);
     for (int i = 0; i < 2; i++) call(c, v, M, &g_w[i % g_nc]); /* eager warm-up (attributes) */
     CK(cudaStreamSynchronize(c->stream));
     cudaGraph_t gr;
@@ -78,7 +83,7 @@ static double time_calls(dic_ctx *c, int v, int M) {
     for (int r = 0; r < GR; r++) call(c, v, M, &g_w[r % g_nc]);
     CK(cudaStreamEndCapture(c->stream, &gr));
     double us = graph_median_ms(c->stream, gr, e0, e1) * 1e3 / GR;
-    dic_q_proj_config(0);
+    lab_q_proj_config(0);
     return us;
 }
 
@@ -112,8 +117,37 @@ int main(void) {
     const double floor_us = (double)g_wbytes / gbs / 1e3;
     printf("wq_b FP8 %dx%d, %d copies (%.0f MB), floor %.2f us per call at the copy ceiling\n", QN, QK, g_nc,
            g_nc * g_wbytes / 1e6, floor_us);
+    lab_q_proj_enable(1);
+    int nbad = 0;
+    { /* the check: q and qrn of the fused kernel vs the sequence, norm 1 / 0, M = 1, 2, 4 */
+        unsigned short *hq0 = malloc((size_t)4 * QN * 2), *hq1 = malloc((size_t)4 * QN * 2);
+        unsigned short hn0[4 * QK], hn1[4 * QK];
+        for (int M = 1; M <= 4; M *= 2)
+            for (int norm = 1; norm >= 0; norm--) {
+                const float eps = 1e-6f;
+                for (int f = 0; f < 2; f++) {
+                    CK(cudaMemset(d_q, 0xFF, (size_t)4 * QN * 2));
+                    CK(cudaMemset(d_qrn, 0xFF, (size_t)4 * QK * 2));
+                    if (f) {
+                        CK(lab_q_proj(&c, M, d_qr, QK, d_g, eps, d_qrn, QK, &g_w[0], 128, d_q, QN, QH, QHD, norm, QRD,
+                                      d_cs, d_sn));
+                    } else {
+                        CK(dic_rmsnorm(&c, M, d_qr, QK, d_g, QK, eps, d_qrn, QK));
+                        CK(dic_gemm(&c, M, d_qrn, QK, &g_w[0], 128, NULL, d_q, QN));
+                        CK(dic_q_post(&c, M, d_q, QN, QH, QHD, norm, eps, QRD, d_cs, d_sn));
+                    }
+                    CK(cudaStreamSynchronize(c.stream));
+                    CK(cudaMemcpy(f ? hq1 : hq0, d_q, (size_t)M * QN * 2, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(f ? hn1 : hn0, d_qrn, (size_t)M * QK * 2, cudaMemcpyDeviceToHost));
+                }
+                const int same = !memcmp(hq0, hq1, (size_t)M * QN * 2) && !memcmp(hn0, hn1, (size_t)M * QK * 2);
+                printf("check M=%d norm=%d: fused vs the sequence: %s\n", M, norm, same ? "bitwise equal" : "MISMATCH");
+                nbad += !same;
+            }
+        free(hq0), free(hq1);
+    }
     static const char *vn[] = {"seq", "gemm", "fused", "st3", "v41"};
-    for (int M = 1; M <= 8; M *= 2) {
+    for (int M = 1; M <= 4; M *= 2) {
         printf("q_proj M=%d:", M);
         double us[5];
         for (int v = 0; v < 5; v++) {
@@ -125,5 +159,5 @@ int main(void) {
         fflush(stdout);
     }
     for (int i = 0; i < g_nc; i++) cudaFree((void *)g_w[i].w), cudaFree((void *)g_w[i].scale);
-    return 0;
+    return nbad != 0;
 }

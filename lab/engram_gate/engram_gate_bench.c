@@ -1,6 +1,8 @@
-/* engram_gate_bench.c — the Engram gate (dic_engram_gate_rows) at V4.1-Flash decode sizes (dim 5120,
- * 4 copies), graph µs per call of variant 0 (k_engram_gate: one warp per (token, copy)) and variant 1
- * (k_engram_gate_cta: one CTA per (token, copy), the loads off the serial sums; same bits), M = 1, 2, 4, 8.
+/* lab/engram_gate/engram_gate_bench.c — the Engram gate at V4.1-Flash decode sizes (dim 5120, 4 copies;
+ * docs/kernels/engram-gate.md): first lab variant 0 (lab_engram_gate_rows: k_engram_gate, one warp per
+ * (token, copy)) against the product (dic_engram_gate_rows: k_engram_gate_cta, one CTA per (token, copy)),
+ * bitwise in R and the gates, M = 1, 2, 4, 8 (the product is checked against the CPU by
+ * tests/ops/cuda/gtest_model_ops.c); then graph us per call of both.
  * Each graph replays GR calls cycling NS qk tables (NS * 80 KB > L2: qk comes from DRAM as in a decode
  * step, where the step's other bytes evict it) on one R and kv (in L2, as after the GEMM that writes kv).
  * The floor: the call's bytes (R read + written, key + value, qk) / the d2d copy ceiling of the same run.
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "engram_gate/engram_gate_lab.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
 
@@ -43,28 +46,57 @@ int main(void) {
     CK(cudaMemcpy(dkv, hkv, (size_t)MMAX * ldkv * 2, cudaMemcpyHostToDevice));
     for (int i = 0; i < NS; i++) CK(cudaMemcpy(dq + (size_t)i * qkn, hq, qkn * 4, cudaMemcpyHostToDevice));
     static const int Ms[] = {1, 2, 4, 8};
+    int nbad = 0;
+    { /* the check: R and gates of one call, variant 0 vs the product */
+        uint16_t *r0 = malloc((size_t)MMAX * HC * DIM * 2), *r1 = malloc((size_t)MMAX * HC * DIM * 2);
+        float g0[MMAX * HC], g1[MMAX * HC];
+        for (int im = 0; im < 4; im++) {
+            const int M = Ms[im];
+            for (int v = 0; v < 2; v++) {
+                CK(cudaMemcpy(dR, hR, (size_t)MMAX * HC * DIM * 2, cudaMemcpyHostToDevice));
+                if (v == 0) {
+                    lab_engram_gate_variant(0);
+                    CK(lab_engram_gate_rows(&c, M, NULL, dkv, ldkv, dR, dq, DIM, HC, 1e-20f, dg));
+                    lab_engram_gate_variant(-1);
+                } else {
+                    CK(dic_engram_gate_rows(&c, M, NULL, dkv, ldkv, dR, dq, DIM, HC, 1e-20f, dg));
+                }
+                CK(cudaStreamSynchronize(c.stream));
+                CK(cudaMemcpy(v ? r1 : r0, dR, (size_t)M * HC * DIM * 2, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(v ? g1 : g0, dg, (size_t)M * HC * 4, cudaMemcpyDeviceToHost));
+            }
+            const int same = !memcmp(r0, r1, (size_t)M * HC * DIM * 2) && !memcmp(g0, g1, (size_t)M * HC * 4);
+            printf("check M=%d: variant 0 vs the product: %s\n", M, same ? "bitwise equal" : "MISMATCH");
+            nbad += !same;
+        }
+        free(r0), free(r1);
+    }
     printf("graph us per call (GR = %d calls cycling %d qk tables), dim %d, %d copies; floor = bytes / copy "
-           "ceiling\n%-3s %8s %8s %8s %8s\n", GR, NS, DIM, HC, "M", "floor", "v0", "v1", "v0/v1");
-    const int save = dic_engram_gate_variant(-1);
+           "ceiling\n%-3s %8s %8s %8s %8s\n", GR, NS, DIM, HC, "M", "floor", "v0", "product", "v0/prod");
     for (int im = 0; im < 4; im++) {
         const int M = Ms[im];
         double us[2];
         for (int v = 0; v < 2; v++) {
-            dic_engram_gate_variant(v);
             CK(cudaMemcpy(dR, hR, (size_t)MMAX * HC * DIM * 2, cudaMemcpyHostToDevice)); /* R grows by g * value per call: reset */
             cudaGraph_t gr;
             CK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeRelaxed));
             for (int r = 0; r < GR; r++)
-                CK(dic_engram_gate_rows(&c, M, NULL, dkv, ldkv, dR, dq + (size_t)((r * 37) % NS) * qkn, DIM, HC, 1e-20f,
-                                        dg));
+                if (v == 0) {
+                    lab_engram_gate_variant(0);
+                    CK(lab_engram_gate_rows(&c, M, NULL, dkv, ldkv, dR, dq + (size_t)((r * 37) % NS) * qkn, DIM, HC,
+                                            1e-20f, dg));
+                    lab_engram_gate_variant(-1);
+                } else {
+                    CK(dic_engram_gate_rows(&c, M, NULL, dkv, ldkv, dR, dq + (size_t)((r * 37) % NS) * qkn, DIM, HC,
+                                            1e-20f, dg));
+                }
             CK(cudaStreamEndCapture(c.stream, &gr));
             us[v] = graph_median_ms(c.stream, gr, e0, e1) * 1e3 / GR;
         }
         const double bytes = (double)M * (HC * DIM * 2 * 2 + ldkv * 2) + (double)qkn * 4;
         printf("%-3d %8.2f %8.2f %8.2f %8.2f\n", M, bytes / (copy_gbs * 1e3), us[0], us[1], us[0] / us[1]);
     }
-    dic_engram_gate_variant(save);
     cudaFree(dR), cudaFree(dkv), cudaFree(dq), cudaFree(dg);
     free(hR), free(hkv), free(hq);
-    return 0;
+    return nbad != 0;
 }
