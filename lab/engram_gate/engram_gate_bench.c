@@ -7,7 +7,7 @@
  * step, where the step's other bytes evict it) on one R and kv (in L2, as after the GEMM that writes kv).
  * The floor: the call's bytes (R read + written, key + value, qk) / the d2d copy ceiling of the same run.
  * Microbench calls back to back under-state a kernel's in-step latency (its predecessor's PDL wait and
- * cold code); the step figure is the bench ablation `egate=1` (V41-NOTES.md). Runs in a few seconds. */
+ * cold code); the step figure is the bench ablation `egate=1` (docs/kernels/engram-gate.md §4). Runs in a few seconds. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -195,7 +195,7 @@ static __global__ void __launch_bounds__(EGC_T)
 }
 
 /* The variant: 1 = k_engram_gate_cta (default since 2026-12-01: V4.1-Flash b1 step -258 us in one process,
- * V41-NOTES.md), 0 = k_engram_gate (the first kernel); the same bits, so both batch modes take the default
+ * docs/kernels/engram-gate.md §4), 0 = k_engram_gate (the first kernel); the same bits, so both batch modes take the default
  * (mode 1's bits are unchanged). From $DEEPINFER_ENGRAM_GATE (0 = the old kernel), read once;
  * lab_engram_gate_variant(v >= 0) sets it, v < 0 returns to the environment's. */
 static int g_eg_variant = -1;

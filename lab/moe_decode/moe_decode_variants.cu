@@ -1023,7 +1023,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  * at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in increasing k) of the
  * valid entries of index parity w >> 2 (the valid slots in slot order: entries 0, 2, 4 / 1, 3, 5 at
  * k = 6), one item (entry, chunk) per step, entry by entry. (Two items per step, the entries' chains
- * interleaved, measured 3-5 us slower in the b1 step: bench/gpu/MOE-DEC-NOTES.md, session 10.) The items
+ * interleaved, measured 3-5 us slower in the b1 step: docs/kernels/moe-decode.md §5.) The items
  * stream through a private ring of MD2_NST stages (cp.async 16 B as
  * mv_issue: the lane copies block t of rows g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE
  * the PDL wait from sel read before the wait (written two launches back: the up kernel waited for it
@@ -1695,7 +1695,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
 
 /* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
 
-#define MO_MAXM_DEF 0 /* default: off (opt-in $DEEPINFER_MOE_ONE=N / lab_moe_dec_one: up to M = N); predicted to win at M = 1..8 (MOE-DEC-NOTES.md round 5) but no gain measured in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
+#define MO_MAXM_DEF 0 /* default: off (opt-in $DEEPINFER_MOE_ONE=N / lab_moe_dec_one: up to M = N); predicted to win at M = 1..8 (docs/kernels/moe-decode.md §5) but no gain measured in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
 #define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
 #define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
 static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */
