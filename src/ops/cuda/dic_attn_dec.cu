@@ -466,7 +466,7 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     DIC_STAMP_PHASE(tg);
     /* Code size (cold instruction cache in the decode step): the k loop is rolled; the first chunk's
      * values come from pre[k] (selected), later chunks' from loads; one accumulation body, the same
-     * __fadd_rn / __fmul_rn sequence per output as before. */
+     * __fadd_rn / __fmul_rn sequence per output as k_ad_comb. */
     #pragma unroll 1
     for (int k0 = 0; k0 * AD2_T < npairs; k0 += AD2_PF) {
 #pragma unroll 1

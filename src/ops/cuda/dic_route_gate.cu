@@ -44,7 +44,7 @@ static __device__ unsigned int g_rg_cnt; /* CTAs arrived in the running launch *
  *   reload is the scores instead of the logits (one round either way);
  * - handoff: the last CTA to arrive (bar.sync, then one atom.acq_rel.gpu by thread 0:
  *   the release covers the CTA's stores, the acquire the routing's loads);
- * - top-k: one warp per row as before, but each lane keeps its E / 32 biased scores as order keys in
+ * - top-k: one warp per row; each lane keeps its E / 32 biased scores as order keys in
  *   registers (rank_before as a 64-bit key: order-preserving bits of the score, ~index below) and a
  *   round is two warp max reductions (redux.sync) plus the winning lane's local re-pick, instead
  *   of a shared-memory scan and a 5-step shuffle argmax;
