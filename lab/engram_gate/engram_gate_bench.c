@@ -1,8 +1,8 @@
 /* lab/engram_gate/engram_gate_bench.c — the Engram gate at V4.1-Flash decode sizes (dim 5120, 4 copies;
  * docs/kernels/engram-gate.md): first lab variant 0 (lab_engram_gate_rows: k_engram_gate, one warp per
  * (token, copy)) against the product (dic_engram_gate_rows: k_engram_gate_cta, one CTA per (token, copy)),
- * bitwise in R and the gates, M = 1, 2, 4, 8 (the product is checked against the CPU by
- * tests/ops/cuda/gtest_model_ops.c); then graph us per call of both.
+ * bitwise in R and the gates, and the product against the CPU op (di_engram_gate_rows: gates bitwise
+ * or 1 ulp of libm's expf, then R within 1 bf16 ulp), M = 1, 2, 4, 8; then graph us per call of both.
  * Each graph replays GR calls cycling NS qk tables (NS * 80 KB > L2: qk comes from DRAM as in a decode
  * step, where the step's other bytes evict it) on one R and kv (in L2, as after the GEMM that writes kv).
  * The floor: the call's bytes (R read + written, key + value, qk) / the d2d copy ceiling of the same run.
@@ -17,6 +17,7 @@
 #include "engram_gate/engram_gate_lab.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
+#include "ops/ops.h"
 
 #define DIM 5120
 #define HC 4
@@ -66,8 +67,28 @@ int main(void) {
                 CK(cudaMemcpy(v ? g1 : g0, dg, (size_t)M * HC * 4, cudaMemcpyDeviceToHost));
             }
             const int same = !memcmp(r0, r1, (size_t)M * HC * DIM * 2) && !memcmp(g0, g1, (size_t)M * HC * 4);
-            printf("check M=%d: variant 0 vs the product: %s\n", M, same ? "bitwise equal" : "MISMATCH");
-            nbad += !same;
+            /* the CPU op on the same inputs */
+            uint16_t *rc = malloc((size_t)M * HC * DIM * 2);
+            float gc[MMAX * HC], *kvf = malloc(ldkv * 4), *hh = malloc((size_t)DIM * 4);
+            memcpy(rc, hR, (size_t)M * HC * DIM * 2);
+            di_engram_gate_rows(NULL, M, NULL, hkv, ldkv, rc, hq, DIM, HC, 1e-20f, kvf, hh, gc);
+            int far = 0, near = 0;
+            for (int i = 0; i < M * HC; i++) {
+                if (!memcmp(&g1[i], &gc[i], 4)) continue;
+                int32_t a, b;
+                memcpy(&a, &g1[i], 4), memcpy(&b, &gc[i], 4);
+                if (a - b == 1 || b - a == 1) near++;
+                else far++;
+            }
+            for (size_t i = 0; i < (size_t)M * HC * DIM; i++) {
+                const int du = (int)r1[i] - (int)rc[i];
+                const int gsame = !memcmp(&g1[i / DIM], &gc[i / DIM], 4);
+                if (du && (gsame || du > 1 || du < -1)) far++;
+            }
+            printf("check M=%d: variant 0 vs the product: %s; product vs the CPU: %s (%d gates 1 ulp off)\n", M,
+                   same ? "bitwise equal" : "MISMATCH", far ? "MISMATCH" : "ok", near);
+            nbad += !same + (far != 0);
+            free(rc), free(kvf), free(hh);
         }
         free(r0), free(r1);
     }
