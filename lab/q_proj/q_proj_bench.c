@@ -2,7 +2,8 @@
  * 32768 x 1024, 64 heads x 512, rd 64), fast mode (docs/kernels/attention-decode.md §5). First the fused
  * kernel (lab_q_proj, q_proj_fused.cu) against the product's sequence, bitwise in q and qrn (V4-Flash's wq_b
  * has one K split in the sequence's GEMM: the bits the fused kernel claims), with and without the head
- * norm, M = 1, 2, 4 (the sequence is checked against the CPU by tests/ops/cuda/gtest_q_proj.c). Then
+ * norm, M = 1, 2, 4, and the sequence against the CPU op (di_q_proj: qrn bitwise, q within 2^-5 of each
+ * head's max |q| and norm-wise within 5e-3). Then
  * CUDA-graph us per call of
  *   seq   = dic_rmsnorm + dic_gemm + dic_q_post (the product's three launches),
  *   gemm  = dic_gemm alone (the sequence's middle launch),
@@ -20,6 +21,8 @@
 
 #include "bench_util.h"
 #include "ops/cuda/dic_model.h"
+#include "io/numfmt.h"
+#include "ops/ops.h"
 #include "q_proj/q_proj_lab.h"
 
 #define GR 50 /* calls per graph */
@@ -30,6 +33,7 @@ enum { QK = 1024, QH = 64, QHD = 512, QRD = 64, QN = QH * QHD };
 static dic_wmat g_w[NC_MAX];
 static int g_nc;
 static size_t g_wbytes;
+static unsigned char *g_hw; /* copy 0's weight bytes (the CPU reference; every scale byte 118) */
 
 static void make_w(void) {
     size_t wb = (size_t)QN * QK, sb = (size_t)(QN / 128) * (QK / 128);
@@ -50,10 +54,47 @@ static void make_w(void) {
         CK(cudaMemset(ds, 118, sb));
         g_w[i] = (dic_wmat){2, QN, QK, 128, dw, ds};
     }
-    free(h);
+    g_hw = h;
 }
 
 static cudaEvent_t e0, e1;
+static const unsigned short *g_hqr; /* host copies of the inputs (the CPU reference) */
+static const float *g_hg, *g_hcs, *g_hsn;
+
+/* the CPU op di_q_proj on the same inputs against the sequence's q / qrn (hq0, hn0): 0 = ok */
+static int cpu_check(int M, int norm, const unsigned short *hq0, const unsigned short *hn0) {
+    di_wmat pw;
+    di_exec x;
+    unsigned char *sc = malloc((size_t)(QN / 128) * (QK / 128));
+    memset(sc, 118, (size_t)(QN / 128) * (QK / 128));
+    if (di_wmat_pack(&pw, DI_WFMT_FP8, g_hw, sc, QN, QK, 128, NULL) != DEEPINFER_OK ||
+        di_exec_init(&x, 0, NULL) != DEEPINFER_OK) {
+        fprintf(stderr, "CPU reference: setup failed\n");
+        exit(1);
+    }
+    unsigned short *cq = malloc((size_t)M * QN * 2), *cn = malloc((size_t)M * QK * 2);
+    di_q_proj(&x, M, g_hqr, QK, g_hg, 1e-6f, cn, QK, &pw, 128, cq, QN, QH, QHD, norm, QRD, g_hcs, g_hsn);
+    int bad = memcmp(cn, hn0, (size_t)M * QK * 2) != 0;
+    double num = 0, den = 0;
+    for (int m = 0; m < M; m++)
+        for (int h = 0; h < QH; h++) {
+            const size_t o = (size_t)m * QN + (size_t)h * QHD;
+            double mx = 0;
+            for (int i = 0; i < QHD; i++) mx = fmax(mx, fabs(di_bf16_to_f32(cq[o + i])));
+            for (int i = 0; i < QHD; i++) {
+                const double a = di_bf16_to_f32(hq0[o + i]), b = di_bf16_to_f32(cq[o + i]), e = fabs(a - b);
+                num += e * e, den += b * b;
+                bad += !(e <= 0x1p-5 * mx);
+            }
+        }
+    const double rel = sqrt(num / (den > 0 ? den : 1));
+    bad += !(rel <= 5e-3);
+    printf("check M=%d norm=%d: the sequence vs the CPU: %s (q norm %.2e)\n", M, norm, bad ? "MISMATCH" : "ok", rel);
+    di_wmat_free(&pw);
+    di_exec_free(&x);
+    free(sc), free(cq), free(cn);
+    return bad != 0;
+}
 static unsigned short *d_qr, *d_qrn, *d_q;
 static float *d_g, *d_cs, *d_sn;
 
@@ -95,11 +136,12 @@ int main(void) {
     const double gbs = copy_ceiling_gbs(c.stream, e0, e1);
     make_w();
     {
-        unsigned short h[8 * QK];
+        static unsigned short h[8 * QK];
         for (int i = 0; i < 8 * QK; i++) h[i] = (unsigned short)((rnd() & 0x807F) | ((0x78 + rnd() % 8) << 7));
         CK(cudaMalloc((void **)&d_qr, sizeof h));
         CK(cudaMemcpy(d_qr, h, sizeof h, cudaMemcpyHostToDevice));
-        float g[QK], t[8 * QRD / 2], u[8 * QRD / 2];
+        static float g[QK], t[8 * QRD / 2], u[8 * QRD / 2];
+        g_hqr = h, g_hg = g, g_hcs = t, g_hsn = u;
         for (int i = 0; i < QK; i++) g[i] = 0.5f + (float)(rnd() % 1000) * 1e-3f;
         for (int i = 0; i < 8 * QRD / 2; i++) {
             float a = (float)(rnd() % 6283) * 1e-3f;
@@ -142,7 +184,7 @@ int main(void) {
                 }
                 const int same = !memcmp(hq0, hq1, (size_t)M * QN * 2) && !memcmp(hn0, hn1, (size_t)M * QK * 2);
                 printf("check M=%d norm=%d: fused vs the sequence: %s\n", M, norm, same ? "bitwise equal" : "MISMATCH");
-                nbad += !same;
+                nbad += !same + cpu_check(M, norm, hq0, hn0);
             }
         free(hq0), free(hq1);
     }
