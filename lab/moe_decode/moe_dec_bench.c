@@ -3,8 +3,9 @@
  * act_block 128), fast mode (docs/kernels/moe-decode.md):
  * first every lab variant (lab_moe_routed_dec, moe_decode_variants.cu; the diagnostics excepted)
  * against the product (dic_moe_routed_dec, src/ops/cuda/dic_moe_decode.cu), bitwise in h, y and out
- * at M = 1, 2, 4, 8 (the product itself is checked against the CPU op sequence by
- * tests/ops/cuda/gtest_moe_dec.c; `moe_dec_bench check` stops there); then graph us per call of
+ * at M = 1, 2, 4, 8, and the product against the CPU op (di_moe_routed: y and out within the GEMM
+ * tolerance, |gpu - cpu| <= 2^-5 |cpu| + 2e-3 max|row|, norm-wise <= 2e-3) at M = 1 and 2
+ * (`moe_dec_bench check` stops there); then graph us per call of
  *   product dic_moe_routed_dec
  *   fused  lab_moe_routed_dec, one row per
  *          variant (lab_moe_dec_config: up 0/1/2, down 0/1, ring stages)
@@ -29,6 +30,9 @@
 #include "moe_decode/moe_decode_lab.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
+#include "io/numfmt.h"
+#include "ops/ops.h"
+#include <math.h>
 
 #define E 256
 #define TOPK 6
@@ -59,6 +63,70 @@ static double time_calls(dic_ctx *c, int M, int *const dsel[NS], const float *dr
     return graph_median_ms(c->stream, gr, e0, e1) * 1e3 / GR;
 }
 
+/* the host weights (the CPU reference): matrix j of expert e at g_hr + mat_off(e, j), its scales at
+ * g_hs + scl_off(e, j) */
+static uint8_t *g_hr, *g_hs;
+#define RB ((size_t)16 << 20)
+#define SB ((size_t)1 << 20)
+static size_t mat_off(int e, int j) { return ((size_t)(e * 3 + j) * 40961) % RB; }
+static size_t scl_off(int e, int j, size_t sb) { return ((size_t)(e * 3 + j) * 4099) % (SB - sb); }
+
+/* the CPU op di_moe_routed on routing set sel (M tokens) against the product's y / out: 0 = ok */
+static int cpu_check(int M, const int *sel, const float *rw, const uint16_t *xn, const float *yp, const uint16_t *op) {
+    const int R = M * TOPK;
+    static di_wmat c1[E], c3[E], c2[E];
+    int packed[E];
+    memset(packed, 0, sizeof packed);
+    const size_t sb = (size_t)I * (D / 32);
+    int first = -1;
+    for (int i = 0; i < R; i++) {
+        const int e = sel[i];
+        if (packed[e]) continue;
+        packed[e] = 1;
+        if (first < 0) first = e;
+        if (di_wmat_pack(&c1[e], DI_WFMT_FP4, g_hr + mat_off(e, 0), g_hs + scl_off(e, 0, sb), I, D, 32, NULL) != DEEPINFER_OK ||
+            di_wmat_pack(&c3[e], DI_WFMT_FP4, g_hr + mat_off(e, 1), g_hs + scl_off(e, 1, sb), I, D, 32, NULL) != DEEPINFER_OK ||
+            di_wmat_pack(&c2[e], DI_WFMT_FP4, g_hr + mat_off(e, 2), g_hs + scl_off(e, 2, sb), D, I, 32, NULL) != DEEPINFER_OK) {
+            fprintf(stderr, "CPU reference: pack failed\n");
+            exit(1);
+        }
+    }
+    for (int e = 0; e < E; e++) /* experts without rows are never read: any valid descriptor */
+        if (!packed[e]) c1[e] = c1[first], c3[e] = c3[first], c2[e] = c2[first];
+    di_exec x;
+    if (di_exec_init(&x, 0, NULL) != DEEPINFER_OK) exit(1);
+    di_moe_bufs b;
+    b.off = malloc((E + 1) * sizeof(int)), b.rows = malloc((size_t)R * sizeof(int)), b.inv = malloc((size_t)R * sizeof(int));
+    b.xe = malloc((size_t)R * D * 2), b.eo = malloc((size_t)R * D * 2);
+    b.g = malloc((size_t)R * I * 2), b.u = malloc((size_t)R * I * 2), b.h = malloc((size_t)R * I * 2);
+    b.erw = malloc((size_t)R * 4);
+    float *y = malloc((size_t)M * D * 4);
+    uint16_t *out = malloc((size_t)M * D * 2);
+    di_moe_routed(&x, M, TOPK, sel, rw, E, c1, c3, c2, xn, D, D, AB, 10.0f, &b, xn, y, out, D); /* shared = xn (dsh) */
+    int bad = 0;
+    double num = 0, den = 0;
+    for (int m = 0; m < M; m++) {
+        float rmax = 0;
+        for (int j = 0; j < D; j++) rmax = fmaxf(rmax, fabsf(y[(size_t)m * D + j]));
+        for (int j = 0; j < D; j++) {
+            const size_t i = (size_t)m * D + j;
+            const float a = yp[i], bb = y[i], ao = di_bf16_to_f32(op[i]), bo = di_bf16_to_f32(out[i]);
+            bad += !(fabsf(a - bb) <= 0x1p-5f * fabsf(bb) + 2e-3f * rmax);
+            bad += !(fabsf(ao - bo) <= 0x1p-5f * fabsf(bo) + 2e-3f * rmax);
+            num += ((double)a - bb) * ((double)a - bb), den += (double)bb * bb;
+        }
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    bad += !(rel <= 2e-3);
+    printf("check M=%d: the product vs the CPU: %s (y norm %.2e)\n", M, bad ? "MISMATCH" : "ok", rel);
+    for (int e = 0; e < E; e++)
+        if (packed[e]) di_wmat_free(&c1[e]), di_wmat_free(&c3[e]), di_wmat_free(&c2[e]);
+    di_exec_free(&x);
+    free(b.off), free(b.rows), free(b.inv), free(b.xe), free(b.eo), free(b.g), free(b.u), free(b.h), free(b.erw);
+    free(y), free(out);
+    return bad != 0;
+}
+
 /* h, y, out of one eager call (product = 1: dic_moe_routed_dec, else lab_moe_routed_dec at its knobs) */
 static void run_once(dic_ctx *c, int product, int M, const int *dsel, const float *drw, const dic_wmat *w1,
                      const dic_wmat *w3, const dic_wmat *w2, const uint16_t *dxn, uint16_t *dh, const uint16_t *dsh,
@@ -78,7 +146,8 @@ static void run_once(dic_ctx *c, int product, int M, const int *dsel, const floa
 
 /* every same-bits variant (up, down, nst, flags, one-launch M) against the product, bitwise: the number of
  * differing values */
-static size_t check_rows(dic_ctx *c, int *const dsel[NS], const float *drw, const dic_wmat *w1, const dic_wmat *w3,
+static size_t check_rows(dic_ctx *c, int *const dsel[NS], const int *const hsel[NS], const float *hrw,
+                         const uint16_t *hx, const float *drw, const dic_wmat *w1, const dic_wmat *w3,
                          const dic_wmat *w2, const uint16_t *dxn, uint16_t *dh, const uint16_t *dsh, float *dy,
                          uint16_t *dout) {
     enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
@@ -98,6 +167,7 @@ static size_t check_rows(dic_ctx *c, int *const dsel[NS], const float *drw, cons
     for (int mi = 0; mi < 4; mi++) {
         const int M = Ms[mi];
         run_once(c, 1, M, dsel[mi], drw, w1, w3, w2, dxn, dh, dsh, dy, dout, hp, yp, op);
+        if (M <= 2) bad += (size_t)cpu_check(M, hsel[mi], hrw, hx, yp, op);
         for (int v = 0; v < NV; v++) {
             lab_moe_dec_config(V[v][0], V[v][1], V[v][2]), lab_moe_dec_flags(V[v][3]), lab_moe_dec_one(V[v][4]);
             run_once(c, 0, M, dsel[mi], drw, w1, w3, w2, dxn, dh, dsh, dy, dout, hv, yv, ov);
@@ -230,12 +300,12 @@ int main(int argc, char **argv) {
         w3[e] = (dic_wmat){3, I, D, 32, b + mat, b + mat + wb};
         w2[e] = (dic_wmat){3, D, I, 32, b + 2 * mat, b + 2 * mat + wb};
         for (int j = 0; j < 3; j++) {
-            const size_t o = ((size_t)(e * 3 + j) * 40961) % rb, os = ((size_t)(e * 3 + j) * 4099) % (((size_t)1 << 20) - sb);
+            const size_t o = mat_off(e, j), os = scl_off(e, j, sb);
             CK(cudaMemcpy(b + (size_t)j * mat, hr + o, wb, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(b + (size_t)j * mat + wb, hs + os, sb, cudaMemcpyHostToDevice));
         }
     }
-    free(hr), free(hs);
+    g_hr = hr, g_hs = hs; /* kept for the CPU reference */
     const double ebytes = 3.0 * (double)mat;
 
     /* routing sets, activations, buffers */
@@ -299,7 +369,9 @@ int main(int argc, char **argv) {
             floor_us[mi] = fl / NS / (copy_gbs * 1e9) * 1e6;
         }
     }
-    const size_t nbad = check_rows(&c, dsel, drw, w1, w3, w2, dxn, dh, dsh, dy, dout);
+    const int *hs_sets[NS];
+    for (int q = 0; q < NS; q++) hs_sets[q] = hsel[q];
+    const size_t nbad = check_rows(&c, dsel, hs_sets, hrw, hx, drw, w1, w3, w2, dxn, dh, dsh, dy, dout);
     if (only_check) return nbad != 0;
     {
         static const int Ms[] = {1, 2, 4, 8};
