@@ -15,9 +15,9 @@
  * First every lab variant against the product (dic_attn_dec) on the same
  * inputs: modes 0, 3, 4 bitwise (the same values in the same order), 1 and 2
  * per (row, head) within 2^-6 of the head's max |o| (their softmax runs
- * against the chunk's running max); the product itself is checked against the
- * CPU op sequence by tests/ops/cuda/gtest_attn_dec.c. (index_select:
- * lab/index_select/isel_bench.c.)
+ * against the chunk's running max), and the product against the CPU op
+ * (di_attn_dec: per (row, head) within 2^-6 of the head's max |o|, as
+ * tests/ops/cuda/gtest_attn_dec.c). (index_select: lab/index_select/isel_bench.c.)
  * Times: the median of 10 replays of a CUDA graph of 20 repetitions, per
  * repetition (what a decode step's graph sees). Floor: the bytes each part
  * must move (KV rows read, q / o read and written) at the d2d copy ceiling
@@ -34,6 +34,8 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
+#include "ops/cpu/threadpool.h"
+#include "ops/ops.h"
 
 #define H 64
 #define HD 512
@@ -48,6 +50,8 @@
 static cudaStream_t st;
 static cudaEvent_t e0, e1;
 
+static uint16_t *g_keep; /* dev_rand: the host copy of the last draw when set (the CPU reference) */
+
 static void *dev_rand(size_t n16, uint64_t *s) { /* n16 bf16 values in [-1, 1) */
     uint16_t *h = malloc(n16 * 2);
     for (size_t i = 0; i < n16; i++) {
@@ -60,7 +64,7 @@ static void *dev_rand(size_t n16, uint64_t *s) { /* n16 bf16 values in [-1, 1) *
     void *d;
     CK(cudaMalloc(&d, n16 * 2));
     CK(cudaMemcpy(d, h, n16 * 2, cudaMemcpyHostToDevice));
-    free(h);
+    g_keep = h;
     return d;
 }
 static void *dev_copy(const void *h, size_t b) {
@@ -82,6 +86,11 @@ typedef struct dev_case {
     uint16_t *const *dst;
     const uint16_t **list;
     float *sink, *cs, *sn, *kvw;
+    /* host twins for the CPU reference */
+    int64_t hpos[8];
+    int hseg[8], hrow0[8], hprs[8], htopk[8 * TOPK], hntopk[8];
+    uint16_t *hring[8], **hckv[8], *hkv, *hq;
+    float hsink[H], hcs[8 * RD / 2], hsn[8 * RD / 2];
 } dev_case;
 
 static void setup(dev_case *d, int M) {
@@ -99,8 +108,11 @@ static void setup(dev_case *d, int M) {
         prs[m] = PAGE;
         src[m] = m;
         ring[m] = dev_rand((size_t)WIN * HD, &s);
+        d->hring[m] = g_keep;
         uint16_t *pool = dev_rand((size_t)np * PAGE * HD, &s), **pt = malloc((size_t)np * sizeof *pt);
-        for (int64_t i = 0; i < np; i++) pt[i] = pool + (size_t)i * PAGE * HD;
+        uint16_t *hpool = g_keep;
+        d->hckv[m] = malloc((size_t)np * sizeof *d->hckv[m]);
+        for (int64_t i = 0; i < np; i++) pt[i] = pool + (size_t)i * PAGE * HD, d->hckv[m][i] = hpool + (size_t)i * PAGE * HD;
         ckv[m] = dev_copy(pt, (size_t)np * sizeof *pt);
         free(pt);
         ntopk[m] = TOPK;
@@ -123,13 +135,18 @@ static void setup(dev_case *d, int M) {
     CK(cudaMalloc((void **)&d->nidx, (size_t)M * 4));
     CK(cudaMalloc((void **)&d->list, (size_t)M * d->stride * sizeof(void *)));
     d->kv = dev_rand((size_t)M * HD, &s);
+    d->hkv = g_keep;
     d->q = dev_rand((size_t)M * d->ldq, &s);
+    d->hq = g_keep;
+    memcpy(d->hpos, pos, sizeof pos), memcpy(d->hseg, seg, sizeof seg), memcpy(d->hrow0, row0, sizeof row0);
+    memcpy(d->hprs, prs, sizeof prs), memcpy(d->htopk, topk, sizeof topk), memcpy(d->hntopk, ntopk, sizeof ntopk);
     CK(cudaMalloc((void **)&d->o, (size_t)M * d->ldq * 2));
     float hs[H], hc[8 * RD / 2], hn[8 * RD / 2], hw[HD];
     for (int i = 0; i < H; i++) hs[i] = 0.5f + 0.01f * i;
     for (int i = 0; i < M * RD / 2; i++) hc[i] = cosf(0.1f * i), hn[i] = sinf(0.1f * i);
     for (int i = 0; i < HD; i++) hw[i] = 1.0f + 0.001f * i;
     d->sink = dev_copy(hs, sizeof hs);
+    memcpy(d->hsink, hs, sizeof hs), memcpy(d->hcs, hc, sizeof hc), memcpy(d->hsn, hn, sizeof hn);
     d->cs = dev_copy(hc, (size_t)M * RD / 2 * 4);
     d->sn = dev_copy(hn, (size_t)M * RD / 2 * 4);
     d->kvw = dev_copy(hw, sizeof hw);
@@ -234,6 +251,36 @@ static int check_variants(const dic_ctx *c, const dev_case *d) {
     uint16_t *hp = malloc(n * 2), *hv = malloc(n * 2);
     attn_once(c, d, 0, 0, hp);
     int bad = 0;
+    { /* the product against the CPU op */
+        di_exec x = {.tp = di_threadpool_global()};
+        const uint16_t **list = malloc((size_t)d->M * d->stride * sizeof *list);
+        int nidx[8];
+        uint16_t *ref = malloc(n * 2);
+        di_attn_dec(&x, d->M, d->hpos, d->hseg, d->hrow0, d->hpos, d->hring, WIN, d->hkv, HD,
+                    g_win_only ? NULL : d->hckv, d->hprs, g_win_only ? 0 : RATIO, g_win_only ? NULL : d->htopk,
+                    g_win_only ? 0 : TOPK, g_win_only ? NULL : d->hntopk, list, d->stride, nidx, d->hq, d->ldq, H,
+                    d->hsink, 1.0f / sqrtf((float)HD), RD, d->hcs, d->hsn, ref, d->ldq);
+        size_t badh = 0;
+        double worst = 0;
+        for (int m = 0; m < d->M; m++)
+            for (int h = 0; h < H; h++) {
+                double mx = 0, err = 0;
+                for (int i = 0; i < HD; i++) {
+                    const size_t k = (size_t)m * d->ldq + (size_t)h * HD + i;
+                    const double r = bf16f(ref[k]), g = bf16f(hp[k]);
+                    if (fabs(r) > mx) mx = fabs(r);
+                    const double e = g == g ? fabs(g - r) : INFINITY;
+                    if (e > err) err = e;
+                }
+                const double rel = mx > 0 ? err / mx : err;
+                if (rel > worst) worst = rel;
+                badh += rel > 0x1p-6;
+            }
+        printf("check M=%d%s the product vs the CPU: worst head err %.2e of max: %s\n", d->M,
+               g_win_only ? " (window only)" : "", worst, badh ? "MISMATCH" : "ok");
+        bad += badh != 0;
+        free(list), free(ref);
+    }
     for (int v = 0; v < (int)(sizeof avm / sizeof avm[0]); v++) {
         attn_once(c, d, 1, v, hv);
         size_t nd = 0, badh = 0;
