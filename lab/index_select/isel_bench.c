@@ -3,8 +3,8 @@
  * src/ops/cuda/dic_index_select.cu; docs/kernels/index-select.md): 64 heads x 128, top-512, at 1024 keys
  * (ctx 4096, ratio 4) and 8192 keys (ctx 32768), M = 1, 2, 8: the two kernels (scores, then one CTA per
  * row selects: what batch-invariant mode runs) and the one launch (k_isel_dec: the fast mode's decode
- * path), the same selection bitwise (both are checked against the CPU by
- * tests/ops/cuda/gtest_model_ops.c gpu_index_select_dec). Times: the median of 10 replays of a CUDA graph
+ * path), the same selection bitwise, and both against the CPU op (di_index_select: the selection
+ * and its count bitwise). Times: the median of 10 replays of a CUDA graph
  * of 20 calls, per call; floor: the keys and q at the d2d copy ceiling measured here. Exit status 1 when
  * the selections differ.
  */
@@ -18,6 +18,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
+#include "ops/ops.h"
 
 #define REPS 20
 
@@ -25,6 +26,8 @@ static int g_bad;
 
 static cudaStream_t st;
 static cudaEvent_t e0, e1;
+
+static uint16_t *g_keep; /* dev_rand: the host copy of the last draw (the CPU reference) */
 
 static void *dev_rand(size_t n16, uint64_t *s) { /* n16 bf16 values in [-1, 1) */
     uint16_t *h = malloc(n16 * 2);
@@ -38,7 +41,7 @@ static void *dev_rand(size_t n16, uint64_t *s) { /* n16 bf16 values in [-1, 1) *
     void *d;
     CK(cudaMalloc(&d, n16 * 2));
     CK(cudaMemcpy(d, h, n16 * 2, cudaMemcpyHostToDevice));
-    free(h);
+    g_keep = h;
     return d;
 }
 static void *dev_copy(const void *h, size_t b) {
@@ -55,12 +58,13 @@ static void isel_rows(const dic_ctx *c, int M, int nk, double copy_gbs) {
     size_t lds = (size_t)nk + 22;
     int64_t nv[16], kc[16];
     int prs[16];
-    uint16_t **pt[16];
+    uint16_t **pt[16], **hpt[16];
     int np = (nk + pr - 1) / pr;
     for (int m = 0; m < M; m++) {
         nv[m] = nk, kc[m] = nk, prs[m] = pr;
         uint16_t *pool = dev_rand((size_t)np * pr * 128, &s), **h = malloc((size_t)np * sizeof *h);
-        for (int i = 0; i < np; i++) h[i] = pool + (size_t)i * pr * 128;
+        hpt[m] = malloc((size_t)np * sizeof *hpt[m]);
+        for (int i = 0; i < np; i++) h[i] = pool + (size_t)i * pr * 128, hpt[m][i] = g_keep + (size_t)i * pr * 128;
         pt[m] = dev_copy(h, (size_t)np * sizeof *h);
         free(h);
     }
@@ -68,6 +72,7 @@ static void isel_rows(const dic_ctx *c, int M, int nk, double copy_gbs) {
     for (int i = 0; i < M * nh; i++) hw[i] = 0.01f * (float)((i * 37) % 50) - 0.2f;
     di_index_select_args a = {0};
     a.M = M, a.nh = nh, a.q = dev_rand((size_t)M * nh * 128, &s), a.w = dev_copy(hw, (size_t)M * nh * 4);
+    const uint16_t *hq = g_keep;
     a.kpages = dev_copy(pt, (size_t)M * sizeof pt[0]), a.page_rows = dev_copy(prs, (size_t)M * 4);
     a.nvis = dev_copy(nv, (size_t)M * 8), a.kcap = dev_copy(kc, (size_t)M * 8);
     a.K = K, a.sort_sel = 0, a.bs = 64, a.KB = 16;
@@ -91,6 +96,30 @@ static void isel_rows(const dic_ctx *c, int M, int nk, double copy_gbs) {
         CK(cudaMemcpy(sel[v], a.topk, (size_t)M * K * 4, cudaMemcpyDeviceToHost));
     }
     int same = memcmp(sel[0], sel[1], (size_t)M * K * 4) == 0;
+    { /* the CPU op: the first ntopk entries of each row bitwise, the device's -1 after them */
+        int *ct = malloc((size_t)M * K * 4), cn[16], gn[16];
+        const int nscr = 16;
+        float *isc = malloc((size_t)nscr * lds * 4);
+        di_index_select_args h = {0};
+        h.M = M, h.nh = nh, h.q = hq, h.w = hw, h.kpages = hpt, h.page_rows = prs, h.nvis = nv, h.kcap = kc;
+        h.K = K, h.sort_sel = 0, h.bs = 64, h.KB = 16, h.topk = ct, h.ntopk = cn;
+        h.iscore = isc, h.iscore_stride = lds, h.nscratch = nscr;
+        di_exec x;
+        if (di_exec_init(&x, 0, NULL) != DEEPINFER_OK) exit(1);
+        di_index_select(&x, &h);
+        di_exec_free(&x);
+        CK(cudaMemcpy(gn, a.ntopk, (size_t)M * 4, cudaMemcpyDeviceToHost));
+        int ok = 1;
+        for (int m = 0; m < M; m++) {
+            ok &= gn[m] == cn[m];
+            const int n = cn[m] < K ? cn[m] : K;
+            for (int i = 0; i < K; i++)
+                ok &= i < n ? sel[1][(size_t)m * K + i] == ct[(size_t)m * K + i] : sel[1][(size_t)m * K + i] == -1;
+        }
+        printf("    CPU check M=%d keys %d: %s\n", M, nk, ok ? "the selection bitwise" : "MISMATCH");
+        same &= ok;
+        free(ct), free(isc);
+    }
     printf("%-3d isel %5dk %10.2f %10.2f %7.2fx %10.3f %7.1fx  (v0 two kernels, v1 one launch; bitwise the same selection: %s)\n", M,
            nk, t[0], t[1], t[0] / t[1], fl, t[1] / fl, same ? "yes" : "NO");
     g_bad += !same;
