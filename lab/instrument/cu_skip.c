@@ -11,27 +11,20 @@
  * of each capture with its per-step index. Eager steps never skip.
  * A set may also turn the kernels' variant knobs (same bits or within the
  * tested tolerance; every knob back to its default when a set is chosen):
- * hct=V (mHC transition variant), attn=MODE[:CTAS] (decode attention),
- * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), moe=UP:DOWN:NST[:FL]
- * (routed experts), moeone=MAXM (one-launch routed experts up to M, 0 off),
- * qproj=0|1 (fused q projection), rgate=V (router variant), lean=0|1 (the lean code-size
+ * hct=V (mHC transition variant),
+ * gdec=FLAGS[:CPS] (decode GEMM, DIC_DEC_* safe flags), lean=0|1 (the lean code-size
  * instantiations of the decode kernels or the full ones; dic_lean_set),
- * isel=MODE (index selection), headcw=32|64 (fused head),
+ * headcw=32|64 (fused head),
  * lines=0|1, linepdl=0|1 (concurrent lines, PDL after a switch back), linemask=BITS (bit b: side
  * line b in use; a line switched off runs on the main line), lprio=BITS (bit b: side line b at the greatest
  * stream priority), joinpdl=0|1 (PDL for the main line's first kernel after a join), l1gdec=FLAGS[:CPS] (decode-GEMM
  * flags of the launches on line 1 only: how the shared expert's GEMMs share the SMs),
- * mvprobe=BITS (dic_moe_dec_probe: the routed kernels without quantisation / MMA math; any bit: with
- * md_quant_rows instead of md_quant_lean), md2nst=4|6|10 (dic_moe_dec_down2_nst: the lean k_mv_down2's ring
- * stages), mdtail=0|1 (dic_moe_dec_tail: the routed down kernel before the shared expert's join), lmarg=0|1 (the decode loop's greedy argmax fused into the
+ * lmarg=0|1 (the decode loop's greedy argmax fused into the
  * lm_head launch, dic_gemm_argmax, at every M, or the separate dic_argmax launch; default
  * $DEEPINFER_LM_ARGMAX, unset: fused from M = 2, or at every M where the stream kernel runs), lmstream=0|1
- * (dic_gemv_stream_enable: the lm_head through the bulk-copy stream kernel or the GEMV / MMA tiles), egate=0|1
- * (dic_engram_gate_variant: the Engram gate's one-CTA-per-copy kernel (1, default) or the first
- * one-warp-per-copy kernel (0); same bits), gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its
- * own rows: act blocks (0, default) or values (1) per CTA; same bits), iselcand=0|1 (dic_index_select_cand: the
- * V4.1 candidate source's selection in one launch where it keeps every block (1, default) or the two kernels
- * (0); same bits). */
+ * (dic_gemv_stream_enable: the lm_head through the bulk-copy stream kernel or the GEMV / MMA tiles),
+ * gqrule=0|1 (dic_gemm_dec_qrule: when the decode GEMM quantises its
+ * own rows: act blocks (0, default) or values (1) per CTA; same bits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,28 +62,16 @@ void cu_line_gemm_end(int switched) {
 static void knobs_reset(void) {
     if (g_hct_default < 0) g_hct_default = dic_hc_transition_variant(-1);
     dic_hc_transition_variant(g_hct_default);
-    dic_attn_dec_tune(-2, 0);
     dic_gemm_dec_tune(-1, 0);
-    dic_moe_dec_config(-1, -1, -1);
-    dic_moe_dec_flags(-1);
-    dic_moe_dec_probe(0);
-    dic_moe_dec_down2_nst(-1);
-    dic_moe_dec_tail(-1);
-    dic_moe_dec_one(-1);
-    dic_q_proj_enable(-1);
-    dic_index_select_tune(-2);
     dic_hc_head_cw(64);
     cu_lines_tune(-1, -1);
     cu_lines_mask(-1);
     cu_lines_prio(-1);
     cu_lines_join_pdl(-1);
-    dic_route_gate_tune(-1);
     dic_lean_set(1);
     dic_gemm_argmax_enable(-1);
     dic_gemv_stream_enable(-1);
-    dic_engram_gate_variant(-1);
     dic_gemm_dec_qrule(-1);
-    dic_index_select_cand(-1);
     g_l1_flags = -1;
 }
 
@@ -100,30 +81,17 @@ static void knob(const char *t) {
     size_t n = (size_t)(e - t);
     sscanf(e + 1, "%i:%i:%i:%i", &v[0], &v[1], &v[2], &v[3]);
     if (n == 3 && !strncmp(t, "hct", 3)) dic_hc_transition_variant(v[0]);
-    else if (n == 4 && !strncmp(t, "attn", 4)) dic_attn_dec_tune(v[0], v[1]);
     else if (n == 4 && !strncmp(t, "gdec", 4)) dic_gemm_dec_tune(v[0], v[1] < 0 ? 0 : v[1]);
-    else if (n == 3 && !strncmp(t, "moe", 3)) {
-        dic_moe_dec_config(v[0], v[1], v[2]);
-        if (v[3] >= 0) dic_moe_dec_flags(v[3]);
-    } else if (n == 6 && !strncmp(t, "moeone", 6)) dic_moe_dec_one(v[0]);
-    else if (n == 4 && !strncmp(t, "isel", 4)) dic_index_select_tune(v[0]);
-    else if (n == 5 && !strncmp(t, "qproj", 5)) dic_q_proj_enable(v[0]);
     else if (n == 6 && !strncmp(t, "headcw", 6)) dic_hc_head_cw(v[0]);
     else if (n == 5 && !strncmp(t, "lines", 5)) cu_lines_tune(v[0], -1);
     else if (n == 7 && !strncmp(t, "linepdl", 7)) cu_lines_tune(-1, v[0]);
     else if (n == 8 && !strncmp(t, "linemask", 8)) cu_lines_mask(v[0]);
     else if (n == 5 && !strncmp(t, "lprio", 5)) cu_lines_prio(v[0]);
     else if (n == 7 && !strncmp(t, "joinpdl", 7)) cu_lines_join_pdl(v[0]);
-    else if (n == 5 && !strncmp(t, "rgate", 5)) dic_route_gate_tune(v[0]);
     else if (n == 4 && !strncmp(t, "lean", 4)) dic_lean_set(v[0]);
-    else if (n == 7 && !strncmp(t, "mvprobe", 7)) dic_moe_dec_probe(v[0]);
-    else if (n == 6 && !strncmp(t, "md2nst", 6)) dic_moe_dec_down2_nst(v[0]);
-    else if (n == 6 && !strncmp(t, "mdtail", 6)) dic_moe_dec_tail(v[0]);
     else if (n == 5 && !strncmp(t, "lmarg", 5)) dic_gemm_argmax_enable(v[0]);
     else if (n == 8 && !strncmp(t, "lmstream", 8)) dic_gemv_stream_enable(v[0]);
-    else if (n == 5 && !strncmp(t, "egate", 5)) dic_engram_gate_variant(v[0]);
     else if (n == 6 && !strncmp(t, "gqrule", 6)) dic_gemm_dec_qrule(v[0]);
-    else if (n == 8 && !strncmp(t, "iselcand", 8)) dic_index_select_cand(v[0]);
     else if (n == 6 && !strncmp(t, "l1gdec", 6)) g_l1_flags = v[0], g_l1_cps = v[1] < 0 ? 0 : v[1];
     else fprintf(stderr, "DEEPINFER_CUDA_SKIP: unknown knob %s\n", t);
 }

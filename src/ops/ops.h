@@ -206,9 +206,8 @@ void di_q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, in
 
 /* The query projection (§4.4 steps 1-2 after wq_a): qrn = di_rmsnorm(qr, q_norm, D = W->k, eps)
  * (qrn may be qr: in place), q = di_gemm(qrn, W, act_block) as bf16 (row stride ldq), then
- * di_q_post(q, ldq, nheads, hd, norm, eps, rd, cs, sn). CPU and batch-invariant CUDA: that sequence.
- * Fast-mode CUDA (FP8 W, M <= 8, qrn apart from qr; $DEEPINFER_Q_PROJ_FUSE=0: off): one kernel,
- * bitwise the fast-mode sequence where its GEMM has one K split, else within the GEMM tolerance. */
+ * di_q_post(q, ldq, nheads, hd, norm, eps, rd, cs, sn). Every backend and mode runs that sequence
+ * (docs/kernels/attention-decode.md §5: a fused CUDA kernel was tried). */
 void di_q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const float *q_norm, float eps, uint16_t *qrn,
                size_t ldqrn, const di_wmat *W, int act_block, uint16_t *q, size_t ldq, int nheads, int hd, int norm,
                int rd, const float *cs, const float *sn);

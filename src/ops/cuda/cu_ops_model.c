@@ -164,22 +164,11 @@ static void q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd
     CU_LAUNCH(x, dic_q_post(&c->dc, M, q, ld, nheads, hd, norm, eps, rd, cs, sn), "dic_q_post");
 }
 
-/* The query projection: one kernel in fast mode where dic_q_proj applies, else the op sequence
- * (mode 1: today's launches and bits). */
+/* The query projection: the op sequence in both modes (docs/kernels/attention-decode.md §5). */
 static void q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const float *q_norm, float eps, uint16_t *qrn,
                    size_t ldqrn, const di_wmat *W, int act_block, uint16_t *q, size_t ldq, int nheads, int hd, int norm,
                    int rd, const float *cs, const float *sn) {
     if (M <= 0) return;
-    cu_exec *c = cu_of(x);
-    dic_wmat w;
-    if (W->fmt == DI_WFMT_FP8 && !c->dc.batch_invariant && cu_wmat(c, W, &w) &&
-        dic_q_proj_ok(&c->dc, M, qr, ldqr, qrn, ldqrn, &w, act_block, q, ldq, nheads, hd, rd)) {
-        CU_LAUNCH(x,
-                 dic_q_proj(&c->dc, M, qr, ldqr, q_norm, eps, qrn, ldqrn, &w, act_block, q, ldq, nheads, hd, norm, rd,
-                            cs, sn),
-                 "dic_q_proj");
-        return;
-    }
     di_rmsnorm(x, M, qr, ldqr, q_norm, W->k, eps, qrn, ldqrn);
     di_gemm(x, M, qrn, ldqrn, W, act_block, NULL, q, ldq);
     di_q_post(x, M, q, ldq, nheads, hd, norm, eps, rd, cs, sn);

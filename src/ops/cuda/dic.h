@@ -123,23 +123,6 @@ cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W /* [E], 
                              const int *off, const int *rows, int max_rows, const uint16_t *A, size_t lda,
                              int act_block, uint16_t *C16, size_t ldc);
 
-/* The query projection at decode (ops.h di_q_proj): qrn = rmsnorm(qr, q_norm) (qrn apart from qr),
- * q = bf16(qrn W^T) (FP8 W [nheads * hd][K]), then q_post(q, nheads, hd, norm, eps, rd, cs, sn).
- * Fast mode (c->batch_invariant == 0) only, FP8, M <= 8, K <= 1024, hd % 64 == 0, hd <= 512, 16-byte
- * aligned rows: one launch (dic_q_proj.cu; with the norm a cluster of hd / 64 CTAs per head).
- * dic_q_proj_ok says whether it applies; else dic_q_proj returns cudaErrorNotSupported, nothing
- * launched (the caller runs dic_rmsnorm, dic_gemm, dic_q_post). Bitwise the fast-mode sequence where
- * its GEMM has one K split (V4-Flash's wq_b; K <= 512), else within the GEMM tolerance; a row's bits do
- * not depend on M. $DEEPINFER_Q_PROJ_FUSE=0 (read once) or dic_q_proj_enable(0): never applies;
- * dic_q_proj_config(stmax): ring stages (0: the default; bench). */
-int dic_q_proj_ok(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const uint16_t *qrn, size_t ldqrn,
-                  const dic_wmat *W, int act_block, const uint16_t *q, size_t ldq, int nheads, int hd, int rd);
-cudaError_t dic_q_proj(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const float *q_norm, float eps,
-                       uint16_t *qrn, size_t ldqrn, const dic_wmat *W, int act_block, uint16_t *q, size_t ldq,
-                       int nheads, int hd, int norm, int rd, const float *cs, const float *sn);
-void dic_q_proj_enable(int on);
-int dic_q_proj_enabled(void);
-void dic_q_proj_config(int stmax);
 
 /* ---------------------------------------------------------------------------
  * Norms and RoPE (ops.h). cs, sn: the RoPE table [M][rd/2] on the device. */

@@ -1,7 +1,10 @@
 /*
  * dic_attn_dec.cu — decode attention in two launches (ops.h di_attn_dec,
- * fast mode, M <= 8): the entry list, sparse attention with the sink and
- * the inverse RoPE of the output.
+ * fast mode, M <= 8; docs/kernels/attention-decode.md): the entry list,
+ * sparse attention with the sink and the inverse RoPE of the output.
+ * The product path is k_ad_p2 + k_ad_c2 (below); k_ad_part + k_ad_comb, the
+ * same values in the same order, take the shapes it does not (hd % 32 != 0,
+ * more than AD2_SMAX blocks per row).
  *
  * k_ad_part: CTA = (entry block s of 64 entries, group of 16 heads, row m).
  *   1. the block's entry pointers (di_attn_list's rule, entry for entry),
@@ -30,11 +33,6 @@
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_model.h"
-
-#include <cooperative_groups.h>
-#include <stdlib.h>
-
-namespace cg = cooperative_groups;
 
 #define AD_E 64   /* entries per block (the CPU's softmax block) */
 #define AD_HG 16  /* heads per CTA: one mma M tile */
@@ -311,336 +309,7 @@ static __global__ void __launch_bounds__(AD_CT) k_ad_comb(int H, int hd, int S, 
 static size_t ad_al(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* ---------------------------------------------------------------------------
- * One launch (variants 1 and 2; dic_attn_dec_tune). CTA = (chunk r of P per
- * row, group of 16 heads, row m); chunk r = entries [r E, min(n, (r+1) E)),
- * E = the stride / P rounded up to 16. The CTA resolves and loads up to AD_W
- * entries at once (all of a chunk at E <= AD_W: every KV row in flight
- * together), logits / P.V as k_ad_part, softmax against the running max of
- * its windows (the CPU's rule; one window at E <= AD_W), fp32 rescale of o
- * when a later window raises the max. The chunks' partials are combined in
- * chunk order 0 .. nb-1 (nb = the non-empty chunks):
- *   variant 1: partials in scratch, the last-arriving CTA of (row, head group)
- *     combines (self-resetting counter g_ad_cnt: one attn_dec at a time on
- *     the device, which is how the engine calls it);
- *   variant 2: the P CTAs of (row, head group) form a thread-block cluster;
- *     partials stay in shared memory, each CTA combines 1/P of the (head,
- *     column pair) outputs through distributed shared memory.
- * Deterministic; a row's bits depend on that row, P and the stride, never on
- * M. Numerics as k_ad_part / k_ad_comb (p against the chunk's running max). */
-#define AD_W 128   /* entries resolved and loaded per window */
-#define AD_PMAX 16 /* CTAs per row at most */
-#define AD_MAXG 256
-
-static __device__ unsigned int g_ad_cnt[AD_MAXG];
-
-#define AD_DEF_MODE 3 /* the default variant (measured 2026-11-30 session 8, attn_dec_bench graph us at M=1/2/8: v0/8 18.2/21.2/36.5, v3/1 12.7/14.6/30.7, v3/4 14.4/23.9/58.0, v4/4 18.1/28.1/66.5; in the b1 step v3/4 -23 us vs v0) ($DEEPINFER_ATTN_DEC overrides) */
-#define AD_DEF_CTAS 1 /* the default CTAs per row (v1/v2) or column slices (v3/v4) ($DEEPINFER_ATTN_DEC_CTAS overrides) */
-static int g_ad_mode = -1, g_ad_ctas = AD_DEF_CTAS, g_ad_cl_broken = 0;
-
-static void ad_mode_init(void) {
-    if (g_ad_mode >= 0) return;
-    const char *e = getenv("DEEPINFER_ATTN_DEC");
-    g_ad_mode = e && *e ? atoi(e) : AD_DEF_MODE;
-    if (g_ad_mode < 0 || g_ad_mode > 4) g_ad_mode = AD_DEF_MODE;
-    const char *p = getenv("DEEPINFER_ATTN_DEC_CTAS");
-    if (p && *p) g_ad_ctas = atoi(p);
-    if (g_ad_ctas < 1) g_ad_ctas = 1;
-    if (g_ad_ctas > AD_PMAX) g_ad_ctas = AD_PMAX;
-}
-
-extern "C" void dic_attn_dec_tune(int mode, int ctas) {
-    if (mode == -2) { /* back to the default / the environment */
-        g_ad_mode = -1;
-        g_ad_ctas = AD_DEF_CTAS;
-    }
-    ad_mode_init();
-    if (mode >= 0 && mode <= 4) g_ad_mode = mode;
-    if (ctas >= 1) g_ad_ctas = ctas > AD_PMAX ? AD_PMAX : ctas;
-}
-
-static __host__ __device__ __forceinline__ int ad_win_of(int E) { return E < AD_W ? E : AD_W; }
-
-static size_t ad1_smem(int hd, int W) {
-    size_t kreg = (size_t)W * (hd + 8) * 2, oreg = (size_t)AD_HG * hd * 4; /* o partial (variant 2) reuses K */
-    if (oreg > kreg) kreg = oreg;
-    return kreg + (size_t)AD_HG * (hd + 8) * 2 + (size_t)AD_HG * W * 4 + (size_t)AD_HG * (W + 8) * 2 +
-           (size_t)W * sizeof(void *) + 4 * AD_HG * 4;
-}
-
-typedef struct ad1_args {
-    const uint16_t *q;
-    size_t ldq;
-    int H, P, E;
-    float scale;
-    float *part, *pmx, *psum;
-    int *n_idx;
-    const float *sink;
-    int rd;
-    const float *cs, *sn;
-    uint16_t *out;
-    size_t ldo;
-} ad1_args;
-
-/* out columns 2c, 2c+1 of head h from the combined o pair (bf16, inverse RoPE of the last rd) */
-static __device__ __forceinline__ void ad_store_pair(const ad1_args &a, int hd, int m, int h, int c, float o0, float o1,
-                                                     float d) {
-    float x = dic_round_bf16(__fdiv_rn(o0, d)), y = dic_round_bf16(__fdiv_rn(o1, d));
-    const int r0 = hd - a.rd, half = a.rd / 2;
-    if (2 * c >= r0 && a.rd > 0) {
-        int i = (2 * c - r0) / 2;
-        float cc = a.cs[(size_t)m * half + i], ss = -a.sn[(size_t)m * half + i];
-        float re = fmaf(x, cc, -__fmul_rn(y, ss));
-        float im = fmaf(x, ss, __fmul_rn(y, cc));
-        x = re, y = im;
-    }
-    *(uint32_t *)(a.out + (size_t)m * a.ldo + (size_t)h * hd + 2 * c) =
-        (uint32_t)dic_f32_to_bf16(x) | ((uint32_t)dic_f32_to_bf16(y) << 16);
-}
-
-template <int CL>
-static __global__ void __launch_bounds__(AD_T) k_ad_one(ad_list L, ad1_args a) {
-    DIC_PDL_ENTER();
-    extern __shared__ __align__(16) unsigned char ad_sm[];
-    const int hd = L.hd, kst = hd + 8, E = a.E, W = ad_win_of(E);
-    size_t kreg = (size_t)W * kst * 2;
-    if ((size_t)AD_HG * hd * 4 > kreg) kreg = (size_t)AD_HG * hd * 4;
-    uint16_t *ks = (uint16_t *)ad_sm;
-    uint16_t *qs = (uint16_t *)(ad_sm + kreg);
-    float *lg = (float *)(qs + (size_t)AD_HG * kst);
-    uint16_t *ps = (uint16_t *)(lg + AD_HG * W);
-    const uint16_t **ptrs = (const uint16_t **)(ps + AD_HG * (W + 8));
-    float *mrun = (float *)(ptrs + W), *srun = mrun + AD_HG, *alf = srun + AD_HG, *dsh = alf + AD_HG;
-    __shared__ int last_sh;
-
-    const int tid = threadIdx.x, r = blockIdx.x, hg = blockIdx.y, h0 = hg * AD_HG, m = blockIdx.z;
-    const int pst = W + 8;
-    const int n = ad_count(L, m), nb = (n + E - 1) / E;
-    if (r == 0 && hg == 0 && tid == 0) a.n_idx[m] = n;
-    const int e0 = r * E, e1 = min(n, e0 + E);
-    if (CL == 0 && e0 >= n) return; /* no entries: not counted (nb chunks arrive) */
-    const int c8 = hd / 8;
-    const int w = tid >> 5, ln = tid & 31, g = ln >> 2, t = ln & 3;
-    if (tid < AD_HG) {
-        mrun[tid] = -INFINITY;
-        srun[tid] = 0.0f;
-    }
-    float o[AD_MAXHD / 32][4];
-#pragma unroll
-    for (int i = 0; i < AD_MAXHD / 32; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) o[i][e] = 0.0f;
-    if (e0 < e1) {
-        const uint16_t *qm = a.q + (size_t)m * a.ldq + (size_t)h0 * hd;
-        for (int i = tid; i < AD_HG * c8; i += AD_T) {
-            int h = i / c8, off = (i - h * c8) * 8;
-            ad_copy8(qs + (size_t)h * kst + off, qm + (size_t)h * hd + off);
-        }
-    }
-    for (int w0 = e0; w0 < e1; w0 += W) {
-        const int cnt = min(W, e1 - w0), wp = (cnt + 15) & ~15;
-        if (tid < wp) ptrs[tid] = tid < cnt ? ad_entry(L, m, w0 + tid) : NULL;
-        __syncthreads();
-        for (int i = tid; i < wp * c8; i += AD_T) {
-            int j = i / c8, off = (i - j * c8) * 8;
-            const uint16_t *p = ptrs[j];
-            ad_copy8(ks + (size_t)j * kst + off, p ? p + off : NULL);
-        }
-        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-        __syncthreads();
-        { /* logits: warp w owns the n tiles w, w + 4, ... (8 entries each) */
-            float c[AD_W / 32][4];
-#pragma unroll
-            for (int i = 0; i < AD_W / 32; i++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) c[i][e] = 0.0f;
-            const uint16_t *qa = qs + (size_t)g * kst + 2 * t;
-            for (int k0 = 0; k0 < hd; k0 += 16) {
-                uint32_t a0 = *(const uint32_t *)(qa + k0), a1 = *(const uint32_t *)(qa + (size_t)8 * kst + k0);
-                uint32_t a2 = *(const uint32_t *)(qa + k0 + 8), a3 = *(const uint32_t *)(qa + (size_t)8 * kst + k0 + 8);
-#pragma unroll
-                for (int i = 0; i < AD_W / 32; i++) {
-                    const int nt = w + 4 * i;
-                    if (8 * nt >= wp) break; /* warp-uniform */
-                    const uint16_t *kb = ks + (size_t)(8 * nt + g) * kst + 2 * t + k0;
-                    ad_mma(c[i], a0, a1, a2, a3, *(const uint32_t *)kb, *(const uint32_t *)(kb + 8));
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < AD_W / 32; i++) {
-                const int nt = w + 4 * i;
-                if (8 * nt >= wp) break;
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int h = g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
-                    lg[h * W + j] = ptrs[j] ? __fmul_rn(c[i][e], a.scale) : -INFINITY;
-                }
-            }
-        }
-        __syncthreads();
-        { /* softmax against the running max: 8 threads per head, entries sub, sub + 8, ... */
-            const int h = tid >> 3, sub = tid & 7;
-            float mx = -INFINITY;
-            for (int j = sub; j < wp; j += 8) mx = fmaxf(mx, lg[h * W + j]);
-#pragma unroll
-            for (int o2 = 1; o2 < 8; o2 <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o2));
-            const float mold = mrun[h], mnew = fmaxf(mold, mx);
-            float sum = 0.0f;
-            for (int j = sub; j < wp; j += 8) {
-                float p = mnew == -INFINITY ? 0.0f : dic_expf(__fsub_rn(lg[h * W + j], mnew));
-                sum = __fadd_rn(sum, p);
-                ps[h * pst + j] = dic_f32_to_bf16(p);
-            }
-#pragma unroll
-            for (int o2 = 1; o2 < 8; o2 <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o2));
-            __syncwarp();
-            if (sub == 0) {
-                float al = mold == -INFINITY ? 0.0f : dic_expf(__fsub_rn(mold, mnew));
-                alf[h] = al;
-                srun[h] = w0 == e0 ? sum : __fadd_rn(__fmul_rn(srun[h], al), sum);
-                mrun[h] = mnew;
-            }
-        }
-        __syncthreads();
-        { /* P.V: warp w owns the column tiles w, w + 4, ... */
-            if (w0 != e0) { /* a later window raised the max: rescale */
-                const float al0 = alf[g], al1 = alf[g + 8];
-#pragma unroll
-                for (int i = 0; i < AD_MAXHD / 32; i++) {
-                    o[i][0] = __fmul_rn(o[i][0], al0), o[i][1] = __fmul_rn(o[i][1], al0);
-                    o[i][2] = __fmul_rn(o[i][2], al1), o[i][3] = __fmul_rn(o[i][3], al1);
-                }
-            }
-            for (int kk = 0; kk < wp; kk += 16) {
-                const uint16_t *pa = ps + g * pst + kk + 2 * t;
-                uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)(pa + 8 * pst);
-                uint32_t a2 = *(const uint32_t *)(pa + 8), a3 = *(const uint32_t *)(pa + 8 * pst + 8);
-                const uint16_t *v0 = ks + (size_t)(kk + 2 * t) * kst + g;
-#pragma unroll
-                for (int i = 0; i < AD_MAXHD / 32; i++) {
-                    int cb = 8 * (w + 4 * i);
-                    if (cb >= hd) break; /* warp-uniform */
-                    const uint16_t *v = v0 + cb;
-                    uint32_t b0 = v[0] | ((uint32_t)v[kst] << 16), b1 = v[8 * kst] | ((uint32_t)v[9 * kst] << 16);
-                    ad_mma(o[i], a0, a1, a2, a3, b0, b1);
-                }
-            }
-        }
-        __syncthreads(); /* ks / ps / ptrs free for the next window */
-    }
-
-    if (CL == 0) {
-        /* partials to scratch, then the last-arriving CTA of (row, head group) combines */
-        const int S = a.P, H = a.H;
-        float *pm = a.part + (((size_t)m * S + r) * H + h0) * hd;
-#pragma unroll
-        for (int i = 0; i < AD_MAXHD / 32; i++) {
-            int cb = 8 * (w + 4 * i);
-            if (cb >= hd) break;
-            *(float2 *)(pm + (size_t)g * hd + cb + 2 * t) = make_float2(o[i][0], o[i][1]);
-            *(float2 *)(pm + (size_t)(g + 8) * hd + cb + 2 * t) = make_float2(o[i][2], o[i][3]);
-        }
-        if (tid < AD_HG) {
-            size_t ix = ((size_t)m * S + r) * H + h0 + tid;
-            a.pmx[ix] = mrun[tid];
-            a.psum[ix] = srun[tid];
-        }
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            unsigned int *ctr = &g_ad_cnt[m * (H / AD_HG) + hg];
-            const unsigned prev = atomicAdd(ctr, 1u);
-            last_sh = prev == (unsigned)nb - 1;
-            if (last_sh) *ctr = 0; /* ready for the next launch */
-        }
-        __syncthreads();
-        if (!last_sh) return;
-        __threadfence();
-        float *wsh = lg; /* [16][nb] weights exp(mx_s - M) */
-        if (tid < AD_HG) {
-            const int h = h0 + tid;
-            float mx[AD_PMAX], sm[AD_PMAX], gm = -INFINITY;
-#pragma unroll
-            for (int s = 0; s < AD_PMAX; s++)
-                if (s < nb) {
-                    mx[s] = __ldcg(a.pmx + ((size_t)m * S + s) * H + h);
-                    sm[s] = __ldcg(a.psum + ((size_t)m * S + s) * H + h);
-                }
-#pragma unroll
-            for (int s = 0; s < AD_PMAX; s++)
-                if (s < nb) gm = fmaxf(gm, mx[s]);
-            float den = 0.0f;
-#pragma unroll
-            for (int s = 0; s < AD_PMAX; s++)
-                if (s < nb) {
-                    float wt = mx[s] == -INFINITY ? 0.0f : dic_expf(__fsub_rn(mx[s], gm));
-                    wsh[tid * AD_PMAX + s] = wt;
-                    den = __fadd_rn(den, __fmul_rn(sm[s], wt));
-                }
-            dsh[tid] = __fadd_rn(den, dic_expf(__fsub_rn(a.sink[h], gm)));
-        }
-        __syncthreads();
-        const int np = hd / 2;
-        for (int f = tid; f < AD_HG * np; f += AD_T) {
-            const int hl = f / np, c = f - hl * np;
-            const float *pp = a.part + ((size_t)m * S * H + h0 + hl) * hd + 2 * c;
-            float o0 = 0.0f, o1 = 0.0f;
-#pragma unroll
-            for (int s = 0; s < AD_PMAX; s++)
-                if (s < nb) {
-                    float wt = wsh[hl * AD_PMAX + s];
-                    float2 v = __ldcg((const float2 *)(pp + (size_t)s * H * hd));
-                    o0 = __fadd_rn(o0, __fmul_rn(v.x, wt));
-                    o1 = __fadd_rn(o1, __fmul_rn(v.y, wt));
-                }
-            ad_store_pair(a, hd, m, h0 + hl, c, o0, o1, dsh[hl]);
-        }
-    } else {
-        /* cluster: partials in shared memory (the K region), combined through DSMEM */
-        float *os = (float *)ad_sm;
-#pragma unroll
-        for (int i = 0; i < AD_MAXHD / 32; i++) {
-            int cb = 8 * (w + 4 * i);
-            if (cb >= hd) break;
-            *(float2 *)(os + (size_t)g * hd + cb + 2 * t) = make_float2(o[i][0], o[i][1]);
-            *(float2 *)(os + (size_t)(g + 8) * hd + cb + 2 * t) = make_float2(o[i][2], o[i][3]);
-        }
-        cg::cluster_group cl = cg::this_cluster();
-        cl.sync();
-        const int P = a.P;
-        float *wsh = lg;
-        if (tid < AD_HG) {
-            const int h = h0 + tid;
-            float gm = -INFINITY;
-            for (int s = 0; s < nb; s++) gm = fmaxf(gm, *cl.map_shared_rank(mrun + tid, s));
-            float den = 0.0f;
-            for (int s = 0; s < nb; s++) {
-                float mx = *cl.map_shared_rank(mrun + tid, s), sm = *cl.map_shared_rank(srun + tid, s);
-                float wt = mx == -INFINITY ? 0.0f : dic_expf(__fsub_rn(mx, gm));
-                wsh[tid * AD_PMAX + s] = wt;
-                den = __fadd_rn(den, __fmul_rn(sm, wt));
-            }
-            dsh[tid] = __fadd_rn(den, dic_expf(__fsub_rn(a.sink[h], gm)));
-        }
-        __syncthreads();
-        const int np = hd / 2, tot = AD_HG * np, per = (tot + P - 1) / P;
-        const int f0 = r * per, f1 = min(tot, f0 + per);
-        for (int f = f0 + tid; f < f1; f += AD_T) {
-            const int hl = f / np, c = f - hl * np;
-            float o0 = 0.0f, o1 = 0.0f;
-            for (int s = 0; s < nb; s++) {
-                float wt = wsh[hl * AD_PMAX + s];
-                float2 v = *(const float2 *)cl.map_shared_rank(os + (size_t)hl * hd + 2 * c, s);
-                o0 = __fadd_rn(o0, __fmul_rn(v.x, wt));
-                o1 = __fadd_rn(o1, __fmul_rn(v.y, wt));
-            }
-            ad_store_pair(a, hd, m, h0 + hl, c, o0, o1, dsh[hl]);
-        }
-        cl.sync(); /* no CTA leaves while its partials may still be read */
-    }
-}
-
-/* ---------------------------------------------------------------------------
- * Variants 3 and 4 (session 8): the two-launch design with a short
+ * k_ad_p2 + k_ad_c2 (docs/kernels/attention-decode.md §1): the two-launch design with a short
  * dependent chain. CTA = (64-entry block s, 16 heads, column slice cs of
  * CS, row m), 256 threads:
  *   before the PDL wait (host-staged tables only: pos, segments, ring and
@@ -654,27 +323,20 @@ static __global__ void __launch_bounds__(AD_T) k_ad_one(ad_list L, ad1_args a) {
  *   k0 order: k_ad_part's accumulation order), the block softmax (k_ad_part's
  *   code), P.V of the slice's columns (ldmatrix.trans B fragments, kk order
  *   as k_ad_part), fp32 partials as k_ad_part.
- * Variant 3: a second kernel k_ad_c2, CTA = (16 heads, column slice of
- *   CC, row): k_ad_comb's formula with every load issued up front.
- * Variant 4: the last-arriving CTA of (row, head group, column slice)
- *   combines the same way (self-resetting counter g_ad2_cnt; one attn_dec
- *   at a time on the device, as variant 1).
- * Same values and order per output as variant 0 (block split 64, logits /
- * P.V / softmax / combine in the same order): bitwise equal to variant 0,
+ * k_ad_c2, CTA = (16 heads, column slice of CC, row): k_ad_comb's formula
+ *   with every load issued up front.
+ * Same values and order per output as k_ad_part + k_ad_comb (block split 64, logits /
+ * P.V / softmax / combine in the same order): bitwise equal to them,
  * hence deterministic, and a row's bits do not depend on M, CS or CC.
- * Needs hd % 32 == 0 and at most AD2_SMAX blocks per row (else variant 0).
+ * Needs hd % 32 == 0 and at most AD2_SMAX blocks per row (else k_ad_part + k_ad_comb).
  * Timeline builds mark block 0's phases: 111 pointers, 112 KV landed,
- * 113 logits, 114 softmax, 115 partials written, 116 arrival counted,
- * 117 combine weights, 118 output written; k_ad_c2: 211 weights, 212 output.
+ * 113 logits, 114 softmax, 115 partials written; k_ad_c2: 211 weights, 212 output.
  * --------------------------------------------------------------------------- */
 #define AD2_T 256
 #define AD2_PT 256   /* page-table entries cached in shared memory */
 #define AD2_SMAX 256 /* 64-entry blocks per row at most */
-#define AD2_MAXC 1024
 #define AD2_PF 2 /* column pairs per thread whose first 8 blocks ad2_combine loads up front: all of them in
                      * k_ad_c2 at hd 512 (CC 8: 512 pairs, 256 threads); each more costs ~1.5-2 KB of SASS */
-
-static __device__ unsigned int g_ad2_cnt[AD2_MAXC];
 
 typedef struct ad2_args {
     const uint16_t *q;
@@ -804,7 +466,7 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     DIC_STAMP_PHASE(tg);
     /* Code size (cold instruction cache in the decode step): the k loop is rolled; the first chunk's
      * values come from pre[k] (selected), later chunks' from loads; one accumulation body, the same
-     * __fadd_rn / __fmul_rn sequence per output as before. */
+     * __fadd_rn / __fmul_rn sequence per output as k_ad_comb. */
     #pragma unroll 1
     for (int k0 = 0; k0 * AD2_T < npairs; k0 += AD2_PF) {
 #pragma unroll 1
@@ -850,11 +512,8 @@ static __device__ __forceinline__ void ad2_combine(const ad2_args &a, int hd, in
     DIC_STAMP_PHASE(tg + 1);
 }
 
-template <int FOLD>
 static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a) {
     extern __shared__ __align__(16) unsigned char ad_sm[];
-    __shared__ float gsh[AD_HG], dsh[AD_HG], rcs[AD_MAXHD];
-    __shared__ int last_sh;
     const int hd = L.hd, kst = hd + 8, CS = a.CS, S = a.S;
     uint16_t *ks = (uint16_t *)ad_sm;
     uint16_t *qs = (uint16_t *)(ad_sm + a.kreg);
@@ -1024,25 +683,9 @@ static __global__ void __launch_bounds__(AD2_T, 2) k_ad_p2(ad_list L, ad2_args a
         }
     }
     DIC_STAMP_PHASE(115);
-    if (FOLD) {
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            unsigned int *ctr = &g_ad2_cnt[(m * (a.H / AD_HG) + hg) * CS + cs];
-            const unsigned prev = atomicAdd(ctr, 1u);
-            last_sh = prev == (unsigned)nb - 1;
-            if (last_sh) *ctr = 0; /* ready for the next launch */
-        }
-        __syncthreads();
-        DIC_STAMP_PHASE(116);
-        if (!last_sh) return;
-        __threadfence();
-        float *wsh = (float *)ad_sm; /* the K region is free: [16][nb] weights, [16][nb] sums */
-        ad2_combine(a, hd, m, h0, cs, CS, nb, wsh, wsh + AD_HG * nb, gsh, dsh, rcs, 117);
-    }
 }
 
-/* Variant 3's combine: CTA = (16 heads x column slice of CC, row). n from the list inputs (ntopk was written
+/* k_ad_p2's combine: CTA = (16 heads x column slice of CC, row). n from the list inputs (ntopk was written
  * before k_ad_p2 waited: complete and visible once k_ad_p2's CTAs let this grid start; read through L2). */
 static __global__ void __launch_bounds__(AD2_T) k_ad_c2(ad_list L, ad2_args a) {
     extern __shared__ __align__(16) unsigned char ad_sm[];
@@ -1083,29 +726,25 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
     float *part = (float *)c->scratch;
     float *pmx = (float *)((char *)part + ad_al(msh * hd * 4));
     float *psum = (float *)((char *)pmx + ad_al(msh * 4));
-    ad_mode_init();
-    const int mode = g_ad_mode == 2 && g_ad_cl_broken ? 1 : g_ad_mode;
-    if ((mode == 3 || mode == 4) && hd % 32 == 0 && S <= AD2_SMAX) {
-        int CS = g_ad_ctas >= 8 ? 8 : g_ad_ctas >= 4 ? 4 : g_ad_ctas >= 2 ? 2 : 1; /* column slices of P.V */
-        while (CS > 1 && hd % (16 * CS)) CS /= 2;
-        int CC = mode == 4 ? CS : 8; /* column slices of the combine */
+    /* k_ad_p2 + k_ad_c2, one column slice of P.V, the combine in up to 8 column slices
+     * (docs/kernels/attention-decode.md §1) */
+    if (hd % 32 == 0 && S <= AD2_SMAX) {
+        int CS = 1; /* column slices of P.V */
+        int CC = 8; /* column slices of the combine */
         while (CC > 1 && hd % (2 * CC)) CC /= 2;
         const int HG = nheads / AD_HG;
-        if (mode == 3 || (size_t)M * HG * CS <= AD2_MAXC) {
+        {
             const int kst = hd + 8;
             size_t kreg = (size_t)AD_E * kst * 2, creg = (size_t)2 * AD_HG * S * 4;
-            if (mode == 4 && creg > kreg) kreg = creg;
             kreg = (kreg + 15) & ~(size_t)15;
             const size_t sm2 = kreg + (size_t)AD_HG * kst * 2 + (size_t)AD_HG * AD_E * 4 + (size_t)AD_HG * AD_PST * 2 +
                                (size_t)AD_E * sizeof(void *) + (size_t)AD2_PT * sizeof(void *);
             ad2_args a2 = {q, ldq, nheads, S, CS, CC, scale, part, pmx, psum, n_idx, sink, rd, cs, sn, out, ldo, (int)kreg};
-            const void *fn = mode == 4 ? (const void *)k_ad_p2<1> : (const void *)k_ad_p2<0>;
-            cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
+            cudaError_t e = cudaFuncSetAttribute(k_ad_p2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
             if (e != cudaSuccess) return e;
             const dim3 grid((unsigned)S, (unsigned)(HG * CS), (unsigned)M);
-            if (mode == 4) DIC_LAUNCH(k_ad_p2<1>, grid, AD2_T, sm2, c->stream, L, a2);
-            else DIC_LAUNCH(k_ad_p2<0>, grid, AD2_T, sm2, c->stream, L, a2);
-            if ((e = cudaGetLastError()) != cudaSuccess || mode == 4) return e;
+            DIC_LAUNCH(k_ad_p2, grid, AD2_T, sm2, c->stream, L, a2);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
             const size_t smc = creg;
             if (smc > 48 * 1024 &&
                 (e = cudaFuncSetAttribute(k_ad_c2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc)) != cudaSuccess)
@@ -1113,51 +752,6 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
             DIC_LAUNCH(k_ad_c2, dim3((unsigned)(HG * CC), (unsigned)M), AD2_T, smc, c->stream, L, a2);
             DIC_LAUNCH_CHECK();
         }
-    }
-    if ((mode == 1 || mode == 2) && M * (nheads / AD_HG) <= AD_MAXG) {
-        int P = g_ad_ctas < S ? g_ad_ctas : S;
-        if (mode == 2 && P > 8) P = 8; /* portable cluster size */
-        int E = (int)((stride + (size_t)P - 1) / (size_t)P);
-        E = (E + 15) & ~15;
-        P = (int)((stride + (size_t)E - 1) / (size_t)E); /* every chunk starts below the stride */
-        const int W = ad_win_of(E);
-        ad1_args a1 = {q, ldq, nheads, P, E, scale, part, pmx, psum, n_idx, sink, rd, cs, sn, out, ldo};
-        const size_t sm1 = ad1_smem(hd, W);
-        const void *fn = mode == 2 ? (const void *)k_ad_one<1> : (const void *)k_ad_one<0>;
-        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
-        if (e != cudaSuccess) return e;
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[2];
-        int na = 0;
-        if (mode == 2) {
-            at[na].id = cudaLaunchAttributeClusterDimension;
-            at[na].val.clusterDim.x = (unsigned)P, at[na].val.clusterDim.y = 1, at[na].val.clusterDim.z = 1;
-            na++;
-        }
-        if (dic_pdl_take()) {
-            at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[na].val.programmaticStreamSerializationAllowed = 1;
-            na++;
-        }
-        cfg.gridDim = dim3((unsigned)P, (unsigned)(nheads / AD_HG), (unsigned)M);
-        cfg.blockDim = dim3(AD_T);
-        cfg.dynamicSmemBytes = sm1;
-        cfg.stream = c->stream;
-        cfg.attrs = at;
-        cfg.numAttrs = na;
-        e = mode == 2 ? cudaLaunchKernelEx(&cfg, k_ad_one<1>, L, a1) : cudaLaunchKernelEx(&cfg, k_ad_one<0>, L, a1);
-        if (e != cudaSuccess && mode == 2) { /* clusters refused: variant 1 for this process */
-            (void)cudaGetLastError();
-            g_ad_cl_broken = 1;
-            cfg.numAttrs = 0;
-            for (int i = 0; i < na; i++)
-                if (at[i].id != cudaLaunchAttributeClusterDimension) cfg.attrs = &at[i], cfg.numAttrs = 1;
-            if ((e = cudaFuncSetAttribute(k_ad_one<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1)) !=
-                cudaSuccess)
-                return e;
-            e = cudaLaunchKernelEx(&cfg, k_ad_one<0>, L, a1);
-        }
-        return e != cudaSuccess ? e : cudaGetLastError();
     }
     size_t sm = ad_smem(hd);
     cudaError_t e = cudaFuncSetAttribute(k_ad_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);

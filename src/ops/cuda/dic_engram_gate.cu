@@ -1,24 +1,23 @@
 /*
  * dic_engram_gate.cu — the Engram block's per-copy gating for a batch of
- * tokens (ops.h di_engram_gate_rows; src/ops/cpu/engram_gate.c).
+ * tokens (ops.h di_engram_gate_rows; src/ops/cpu/engram_gate.c;
+ * docs/kernels/engram-gate.md).
  *
- * One warp per (token, copy). engram_gate.c's sum8 adds element i into
- * partial i & 7 in increasing i (the tail too), so partial j is the
- * sequential sum of the elements i = j mod 8: lanes 0-7 run the partials of
- * mean(h^2), lanes 8-15 of mean(key^2), lanes 16-23 of h . qk . key, then
- * lane 0 adds them in sum8's tree. The rest is the CPU's expression in its
- * order; 1/sqrt(dim) is computed on the host with the CPU's pow. The gate's
- * exponential is libm expf on the CPU; here exp in double rounded once
- * (equal to glibc's expf except for rare 1-ulp cases). Rows of R of distinct
- * tokens must not alias (rmap a map into distinct rows).
+ * engram_gate.c's sum8 adds element i into partial i & 7 in increasing i
+ * (the tail too), so partial j is the sequential sum of the elements
+ * i = j mod 8: lanes 0-7 of warp 0 run the partials of mean(h^2), lanes
+ * 8-15 of mean(key^2), lanes 16-23 of h . qk . key, then lane 0 adds them
+ * in sum8's tree. The rest is the CPU's expression in its order; 1/sqrt(dim)
+ * is computed on the host with the CPU's pow. The gate's exponential is
+ * libm expf on the CPU; here exp in double rounded once (equal to glibc's
+ * expf except for rare 1-ulp cases). Rows of R of distinct tokens must not
+ * alias (rmap a map into distinct rows). Both batch modes take this kernel.
  */
 #include <math.h>
-#include <stdlib.h>
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_model.h"
 
-#define EG_WARPS 4
 #define CLAMP_MIN 1e-6f
 
 static __device__ __forceinline__ float tree8(const float *s) {
@@ -26,74 +25,20 @@ static __device__ __forceinline__ float tree8(const float *s) {
                      __fadd_rn(__fadd_rn(s[1], s[5]), __fadd_rn(s[3], s[7])));
 }
 
-static __global__ void __launch_bounds__(EG_WARPS * 32)
-    k_engram_gate(int M, const int64_t *rmap, const uint16_t *kv0, size_t ldkv, uint16_t *R, const float *qk, int dim,
-                  int hc, float eps, float inv_sqrt_dim, float *gates) {
-    DIC_PDL_ENTER();
-    __shared__ float part[EG_WARPS][24];
-    const int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const long long u = (long long)blockIdx.x * EG_WARPS + wp; /* (token, copy) */
-    const bool live = u < (long long)M * hc;
-    const int i = live ? (int)(u / hc) : 0, k = live ? (int)(u % hc) : 0;
-    const int64_t t = rmap ? rmap[i] : i;
-    const uint16_t *kv = kv0 + (size_t)i * ldkv;
-    const uint16_t *key = kv + (size_t)k * dim, *value = kv + (size_t)hc * dim;
-    uint16_t *r = R + ((size_t)t * hc + k) * dim;
-    const float *q = qk + (size_t)k * dim;
-    if (live && lane < 24) {
-        const int j = lane & 7, which = lane >> 3;
-        float s = 0.0f;
-        for (int d = j; d < dim; d += 8) {
-            float x;
-            if (which == 0) {
-                float h = dic_bf16_to_f32(r[d]);
-                x = __fmul_rn(h, h);
-            } else if (which == 1) {
-                float kf = dic_bf16_to_f32(key[d]);
-                x = __fmul_rn(kf, kf);
-            } else {
-                x = __fmul_rn(__fmul_rn(dic_bf16_to_f32(r[d]), q[d]), dic_bf16_to_f32(key[d]));
-            }
-            s = __fadd_rn(s, x);
-        }
-        part[wp][lane] = s;
-    }
-    __syncwarp();
-    if (!live) return;
-    float g = 0.0f;
-    if (lane == 0) {
-        const float ms_h = __fdiv_rn(tree8(part[wp]), (float)dim);
-        const float ms_k = __fdiv_rn(tree8(part[wp] + 8), (float)dim);
-        const float rstd = __fmul_rn(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms_h, eps))),
-                                     __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms_k, eps))));
-        const float dot = __fmul_rn(__fmul_rn(tree8(part[wp] + 16), rstd), inv_sqrt_dim);
-        const float z = copysignf(__fsqrt_rn(fmaxf(fabsf(dot), CLAMP_MIN)), dot);
-        g = __fdiv_rn(1.0f, __fadd_rn(1.0f, __double2float_rn(exp((double)-z))));
-        if (gates) gates[(size_t)t * hc + k] = g;
-    }
-    g = __shfl_sync(0xFFFFFFFFu, g, 0);
-    for (int d = lane; d < dim; d += 32)
-        r[d] = dic_f32_to_bf16(__fadd_rn(dic_bf16_to_f32(r[d]), __fmul_rn(g, dic_bf16_to_f32(value[d]))));
-}
-
 /*
- * Variant 1 (k_engram_gate_cta): the same bits with the loads off the serial chain. Variant 0's
- * 24 lanes walk 640 strided global loads each (dim 5120) in one CTA at M = 1: every iteration
- * waits on an L2 round trip (tens of us in a b1 decode step). Here one CTA of EGC_T threads per
- * (token, copy): in chunks of EGC_CH values all threads load the chunk (every load in flight
- * before any product, egc_fill) and compute the three products of each element (the same
- * __fmul_rn expressions) into shared memory, then lanes 0-23 of warp 0 add
- * them to their partials in the same element order as variant 0 (partial j of a sum: elements
- * d = j mod 8, increasing d) while the other warps fill the next chunk (double buffer). The
- * gate is variant 0's lane-0 code, the update is spread over the CTA. Same bits as variant 0
- * (gtest_model_ops gpu_engram_gate_rows_variants), independent of M.
+ * k_engram_gate_cta: the loads off the serial chain (docs/kernels/engram-gate.md §1). One CTA of
+ * EGC_T threads per (token, copy): in chunks of EGC_CH values all threads load the chunk (every load
+ * in flight before any product, egc_fill) and compute the three products of each element (the same
+ * __fmul_rn expressions as the CPU) into shared memory, then lanes 0-23 of warp 0 add them to their
+ * partials in sum8's element order (partial j of a sum: elements d = j mod 8, increasing d) while the
+ * other warps fill the next chunk (double buffer). The gate is lane 0's, the update is spread over
+ * the CTA. Independent of M.
  */
 #define EGC_T 256
 #define EGC_CH 1024 /* a multiple of 8: a chunk keeps every element's partial index d & 7 */
 
 /* The three products of the elements d0 + e of one chunk, e = t0 + NT i (i < ceil(EGC_CH / NT)): every load
- * of the chunk issued before any product is stored (registers), then the same __fmul_rn expressions as
- * variant 0. */
+ * of the chunk issued before any product is stored (registers), then engram_gate.c's __fmul_rn expressions. */
 template <int NT>
 static __device__ __forceinline__ void egc_fill(float (*prod)[EGC_CH], const uint16_t *r, const uint16_t *key,
                                                 const float *q, int d0, int dim, int t0) {
@@ -154,7 +99,7 @@ static __global__ void __launch_bounds__(EGC_T)
     }
     if (wp == 0 && lane < 24) part[lane] = s;
     __syncthreads();
-    if (tid == 0) { /* variant 0's lane-0 code */
+    if (tid == 0) { /* engram_gate.c's gate, in its order */
         const float ms_h = __fdiv_rn(tree8(part), (float)dim);
         const float ms_k = __fdiv_rn(tree8(part + 8), (float)dim);
         const float rstd = __fmul_rn(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms_h, eps))),
@@ -185,21 +130,6 @@ static __global__ void __launch_bounds__(EGC_T)
     }
 }
 
-/* The variant: 1 = k_engram_gate_cta (default since 2026-12-01: V4.1-Flash b1 step -258 us in one process,
- * V41-NOTES.md), 0 = k_engram_gate (the first kernel); the same bits, so both batch modes take the default
- * (mode 1's bits are unchanged). From $DEEPINFER_ENGRAM_GATE (0 = the old kernel), read once;
- * dic_engram_gate_variant(v >= 0) sets it, v < 0 returns to the environment's. */
-static int g_eg_variant = -1;
-extern "C" int dic_engram_gate_variant(int v) {
-    if (v >= 0) {
-        g_eg_variant = v ? 1 : 0;
-    } else {
-        const char *e = getenv("DEEPINFER_ENGRAM_GATE");
-        g_eg_variant = e && *e ? (atoi(e) ? 1 : 0) : 1;
-    }
-    return g_eg_variant;
-}
-
 extern "C" cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64_t *rmap, const uint16_t *kv,
                                             size_t ldkv, uint16_t *R, const float *qk, int dim, int hc, float eps,
                                             float *gates) {
@@ -207,13 +137,8 @@ extern "C" cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64
     if (dim <= 0) return cudaErrorInvalidValue;
     const float inv_sqrt_dim = (float)pow((double)dim, -0.5); /* engram_gate.c, on the host */
     const long long units = (long long)M * hc;
-    if (g_eg_variant < 0) dic_engram_gate_variant(-1);
-    if (g_eg_variant == 1 && units <= 0x7FFFFFFFLL) {
-        DIC_LAUNCH(k_engram_gate_cta, (unsigned)units, EGC_T, 0, c->stream, M, rmap, kv, ldkv, R, qk, dim, hc, eps,
-                   inv_sqrt_dim, gates);
-        DIC_LAUNCH_CHECK();
-    }
-    DIC_LAUNCH(k_engram_gate, (unsigned)((units + EG_WARPS - 1) / EG_WARPS), EG_WARPS * 32, 0, c->stream, 
-        M, rmap, kv, ldkv, R, qk, dim, hc, eps, inv_sqrt_dim, gates);
+    if (units > 0x7FFFFFFFLL) return cudaErrorInvalidValue; /* one CTA per (token, copy): the grid's x limit */
+    DIC_LAUNCH(k_engram_gate_cta, (unsigned)units, EGC_T, 0, c->stream, M, rmap, kv, ldkv, R, qk, dim, hc, eps,
+               inv_sqrt_dim, gates);
     DIC_LAUNCH_CHECK();
 }

@@ -12,11 +12,11 @@
  *      blocks when there are at most KB); then the top-K of the scores
  *      (dic_topk_desc's order, or increasing index with sort_sel).
  * Outputs past a row's count are -1 (the CPU leaves them unwritten).
+ * At decode in fast mode both steps run in one launch (k_isel_dec); otherwise
+ * k_isel_scores[_split] + k_isel_select (docs/kernels/index-select.md).
  */
 #include "ops/cuda/dic_index_int.cuh"
 #include "ops/cuda/dic_model.h"
-
-#include <stdlib.h>
 
 #define IS_THREADS 64
 #define IHD 128
@@ -184,27 +184,6 @@ static __global__ void __launch_bounds__(TOPK_THREADS) k_isel_select(const di_in
 #define ID_MAXM 16
 
 static __device__ unsigned int g_is_cnt[ID_MAXM];
-static int g_is_mode = -1;
-static int g_is_cand = -1; /* k_isel_dec for the candidate source when its first level keeps every block
-                            * (default since 2026-12-01: V4.1-Flash b1 -64 us in one process, V41-NOTES.md) */
-extern "C" int dic_index_select_cand(int on) {
-    if (on >= 0) {
-        g_is_cand = on ? 1 : 0;
-    } else {
-        const char *e = getenv("DEEPINFER_ISEL_DEC_CAND");
-        g_is_cand = e && *e ? (atoi(e) ? 1 : 0) : 1; /* $DEEPINFER_ISEL_DEC_CAND=0: the two kernels */
-    }
-    return g_is_cand;
-}
-#define IS_DEF_MODE 1 /* the default: one launch ($DEEPINFER_ISEL_DEC overrides; 0 = two kernels) */
-
-extern "C" void dic_index_select_tune(int mode) {
-    if (mode == -2 || g_is_mode < 0) {
-        const char *e = getenv("DEEPINFER_ISEL_DEC");
-        g_is_mode = e && *e ? atoi(e) : IS_DEF_MODE;
-    }
-    if (mode >= 0) g_is_mode = mode;
-}
 
 static __host__ __device__ size_t id_p2(int k) {
     size_t P = 1;
@@ -528,13 +507,11 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         cudaError_t e = cudaFuncSetAttribute(k_isel_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    if (g_is_mode < 0) dic_index_select_tune(-1);
     /* the candidate source too where every row keeps all its blocks (ceil(lds / bs) <= KB: contexts up to
-     * KB * bs rows, e.g. 16384 tokens at ratio 1); default, $DEEPINFER_ISEL_DEC_CAND=0 / knob iselcand=0 off.
-     * Fast mode only (batch_invariant 0, as the one-launch path): mode 1 keeps the two kernels. */
-    if (g_is_cand < 0) dic_index_select_cand(-1);
-    const int cand_ok = !a->cand_out || (g_is_cand && (lds + (size_t)a->bs - 1) / (size_t)a->bs <= (size_t)a->KB);
-    if (g_is_mode == 1 && c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
+     * KB * bs rows, e.g. 16384 tokens at ratio 1; docs/kernels/index-select.md §1). Fast mode only
+     * (batch_invariant 0): batch-invariant mode keeps the two kernels. */
+    const int cand_ok = !a->cand_out || ((lds + (size_t)a->bs - 1) / (size_t)a->bs <= (size_t)a->KB);
+    if (c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
         lds <= ID_SELMAX) { /* decode: one launch */
         const size_t sm1 = id_smem(a->nh, lds, a->K);
         if (sm1 > 48 * 1024 - sizeof(float) * ID_KEYS * (ISS_MAXH + 1) - 2048) {

@@ -1,7 +1,7 @@
 /*
  * dic_indexer.cu — lightning-indexer scores and top-k, compressor softmax
  * pooling (ops.h di_index_scores, di_topk_desc, di_softmax_pool, batched;
- * architecture.md §4.5, §4.6, §3.7), bit-identical to src/ops/cpu/select.c.
+ * docs/architecture.md §4.5, §4.6, §3.7), bit-identical to src/ops/cpu/select.c.
  */
 #include "ops/cuda/dic_index_int.cuh"
 

@@ -56,14 +56,8 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
  * is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2] and
  * out. Scratch dic_attn_dec_scratch(M, nheads, hd, stride).
  * dic_attn_dec_ok: fast mode and a supported shape (else the caller runs
- * dic_attn_list, dic_sparse_attn, dic_rope_tab).
- * Variants (dic_attn_dec_tune, or $DEEPINFER_ATTN_DEC / _CTAS read once):
- * mode 0 = two launches (64-entry blocks + a combine kernel), 1 = one launch
- * of `ctas` CTAs per (row, 16 heads), the last-arriving CTA combines through
- * scratch, 2 = the same CTAs as a thread-block cluster combining through
- * distributed shared memory (ctas <= 8). ctas in 1..16 (clamped to the
- * stride's 64-entry blocks). mode / ctas < 0: unchanged. */
-void dic_attn_dec_tune(int mode, int ctas);
+ * dic_attn_list, dic_sparse_attn, dic_rope_tab). Two launches: 64-entry
+ * blocks, then a combine kernel (docs/kernels/attention-decode.md). */
 size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride);
 int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo);
 cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
@@ -112,16 +106,10 @@ cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, cons
  * set, must be >= ceil(iscore_stride / bs). K, KB <= 4096. Unlike the CPU,
  * entries of topk / cand_out past the row's count are written as -1. */
 size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_stride);
-/* Decode variant (fast mode, M <= 16, nh <= 64, no candidate output, iscore_stride <=
- * 20480): mode 1 = one launch (scores, then the last CTA of a row selects),
- * 0 = the two kernels (scores; one 1024-thread CTA per row selects). Same
- * bits either way. -1: read $DEEPINFER_ISEL_DEC once; -2: back to it. */
-void dic_index_select_tune(int mode);
-/* The candidate source (cand_out) on the one-launch decode path too (fast mode only, as that path), where
- * ceil(iscore_stride / bs) <= KB (every row keeps all its blocks: the same cand_out and top-k as the two
- * kernels): on = 1 (default); 0 = the two kernels; on < 0: back to $DEEPINFER_ISEL_DEC_CAND (unset = 1,
- * 0 = the two kernels). Returns the setting. Knob iselcand=0|1. */
-int dic_index_select_cand(int on);
+/* Fast mode at decode (M <= 16, nh <= 64, iscore_stride <= 20480, and with a candidate output only
+ * where ceil(iscore_stride / bs) <= KB): one launch (scores, then the last CTA of a row selects);
+ * otherwise, and in batch-invariant mode, two kernels (scores; one CTA per row selects). The same bits
+ * either way (docs/kernels/index-select.md). */
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
 
 /* ---------------------------------------------------------------------------
@@ -148,12 +136,8 @@ int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, co
 cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *logits,
                            int E, float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
                            float route_scale, float norm_eps, int normalize, int *sel, float *w);
-/* The one-launch kernel's variant (same bits; $DEEPINFER_ROUTE_GATE sets it at first use):
- * 0 the session-5 kernel, 1 (default) the shorter chain with the last-arriver handoff,
- * 2 the same with tagged score slots polled by CTA 0; -1: back to the environment / default.
- * The hash rows' token ids (tokens) are read before the PDL wait in 1 and 2: they must not be
- * written by the launch just before (the forward writes them at the step's start). */
-void dic_route_gate_tune(int variant);
+/* The hash rows' token ids (tokens) are read before the PDL wait: they must not be written by the
+ * launch just before (the forward writes them at the step's start; docs/kernels/router.md). */
 /* Lean decode instantiations (transition / head, router, routed experts, decode GEMM, M = 1 GEMV): on (default)
  * or off (the full kernels, the same bits): an A/B switch for measurements. */
 void dic_lean_set(int on);
@@ -194,55 +178,14 @@ cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, 
  * d and I multiples of 128, FP8 blocks of >= 32, ...). Deterministic; a
  * row's bits do not depend on M; within the GEMM tolerance of the op
  * sequence. */
-#define DIC_MOE_DEC_MAX_ROWS 48   /* M * k up to which the model takes it, FP4 experts (fast mode; MOE-DEC-NOTES.md round 2) */
-#define DIC_MOE_DEC_MAX_ROWS_V0 8 /* the same for FP8 experts (variant 0 only: it won at M = 1 alone, round 1) */
+#define DIC_MOE_DEC_MAX_ROWS 48   /* M * k up to which the model takes it, FP4 experts (docs/kernels/moe-decode.md §3) */
+#define DIC_MOE_DEC_MAX_ROWS_V0 8 /* the same for FP8 experts (the register kernels; docs/kernels/moe-decode.md §3) */
 int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, int d,
                           int act_block);
-/* Variant knobs of dic_moe_routed_dec (bench / test; $DEEPINFER_MOE_DEC="up,down,nst" is read once
- * otherwise): up 0 = k_md_up, 1 = ring per warp, 2 = ring + cluster of 4 K-chains; down 0 = k_md_down,
- * 1 = one CTA per (token, slot), cluster over the slots, 2 = one CTA per (token, 16 columns) with all
- * k entries, no cluster (k_mv_down2; down 1 where its shared memory exceeds 200 KB); nst = ring stages of up 1 / 2 (2, 3, 4, 8);
- * negative = the default. FP8 experts always take 0. Every variant gives the same bits. */
-void dic_moe_dec_config(int up, int down, int nst);
-/* Option / diagnostic flags of the FP4 variants (up 1 / 2, down 1), $DEEPINFER_MOE_DEC's 4th field
- * otherwise; negative = the default. DIC_MD_QHW is a real option (same bits); the others are
- * TIMING-ONLY diagnostics (wrong results; bench rows decomposing the time, never a default). */
-#define DIC_MD_QHW 0x1     /* activation quantisation by cvt.rn.satfinite.e4m3x2 (same bits) */
-#define DIC_MD_CVT 0x2     /* FP4 -> f16 by byte permutes (11 instr / 8 weights) + weight scales by exponent add (same bits) */
-#define DIC_MD_XPRE 0x4    /* up: quantise xn BEFORE the PDL wait (same bits; needs xn not written by the launch just
-                            * before the op: true in moe.c, where gate GEMM + route_rows run between) */
-#define DIC_MD_DLITE 0x8   /* down: lighter skeleton: the token's sel and (expert, slot) order read before the wait,
-                            * sel re-check overlapped with the h loads, DSMEM eo loads issued together (same bits) */
-#define DIC_MD_UPONLY 0x10  /* diag: launch the up kernel alone */
-#define DIC_MD_DNONLY 0x20  /* diag: launch the down kernel alone */
-#define DIC_MD_NOW 0x40     /* diag: no weight loads (the ring is not filled) */
-#define DIC_MD_NOQ 0x80     /* diag: no activation quantisation */
-#define DIC_MD_NOMMA 0x100  /* diag: no FP4 convert / MMA / scale math (the weights still stream in) */
-#define DIC_MD_EXIT 0x200   /* diag: return right after the PDL wait (down: no pre-wait stream either) */
-#define DIC_MD_EMPTY 0x400  /* diag: return at entry (an empty launch of the same grid / cluster shape) */
-#define DIC_MD_LIN 0x800    /* diag: the same bytes read as one contiguous 1 KB run per warp chunk */
-void dic_moe_dec_flags(int fl);
-/* Timing probe (DEEPINFER_CUDA_SKIP_SETS knob mvprobe=BITS; 0 off): any bit set launches the default
- * FP4 kernels' FST = 2 copies (md_quant_rows instead of md_quant_lean: an A/B of the same bits) with
- * DIC_MD_NOQ / DIC_MD_NOMMA set at run time (results WRONG), bits 0..15 for the up kernel, << 16 for the
- * down kernel (k_mv_down2); e.g. 0x40000000: the A/B only. */
-void dic_moe_dec_probe(int bits);
-/* Ring stages per warp of the lean k_mv_down2 (the default down kernel at M <= 2): 4, 6 or 10; -1 the default
- * (4 at M <= 2; DEEPINFER_CUDA_SKIP_SETS knob md2nst=N). Same bits. */
-void dic_moe_dec_down2_nst(int nst);
-/* With a line to join before `shared` is read (dic_ctx.join: the shared expert on a side line), launch k_mv_down2
- * before the join (routed y only) and add `shared` in a tail kernel after it: 1 on, 0 off, -1 the default
- * ($DEEPINFER_MOE_TAIL=0|1, else MD_TAIL_DEF; DEEPINFER_CUDA_SKIP_SETS knob mdtail=N). Same bits. */
-void dic_moe_dec_tail(int on);
-/* One launch for up and down (k_mo: a co-resident grid, a grid barrier between the phases, the w2
- * stream prefetched into L2 during the up phase; same bits as variant 1,1,2 with the same flags):
- * taken by the default variant (1,1,2, no diagnostic flag) for M <= maxm. dic_moe_dec_one(maxm):
- * 0 = off, negative = the default ($DEEPINFER_MOE_ONE read once, else 8). Falls back to the two
- * launches when the grid cannot be co-resident. _count: launches of k_mo so far (tests). */
-void dic_moe_dec_one(int maxm);
-int dic_moe_dec_one_count(void);
-int dic_moe_dec_down2_count(void); /* launches of k_mv_down2 so far (tests) */
-int dic_moe_dec_broken(void); /* 1 once a variant launch failed (e.g. clusters refused): variant 0 since */
+/* Launches of k_mv_down2 so far, and 1 once a ring kernel's launch failed (e.g. clusters refused:
+ * the register kernels since); for tests. */
+int dic_moe_dec_down2_count(void);
+int dic_moe_dec_broken(void);
 cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
                                const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, const uint16_t *xn,
                                size_t ldx, int d, int act_block, float limit, uint16_t *h, size_t ldh,
@@ -307,13 +250,9 @@ int dic_hc_head_cw(int cw);
 cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int64_t *ids, int64_t ids_stride, int ncols,
                                    const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out);
 /* kvf / h scratch of the CPU op are not needed on the device (pass NULL). */
+/* One CTA per (token, copy), M * hc < 2^31 (docs/kernels/engram-gate.md). */
 cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv,
                                  uint16_t *R, const float *qk, int dim, int hc, float eps, float *gates);
-/* The gate kernel: 1 = one CTA per (token, copy) with the loads off the serial sums (default), 0 = one warp
- * per (token, copy) (the first kernel; same bits, dic_engram_gate.cu); v < 0: back to $DEEPINFER_ENGRAM_GATE
- * (read then; unset = 1).
- * Returns the variant in force. Knob egate=V of $DEEPINFER_CUDA_SKIP_SETS. */
-int dic_engram_gate_variant(int v);
 
 #ifdef __cplusplus
 }

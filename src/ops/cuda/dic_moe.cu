@@ -1,5 +1,5 @@
 /*
- * dic_moe.cu — the MoE sub-layer's small ops (architecture.md §4.7), device
+ * dic_moe.cu — the MoE sub-layer's small ops (docs/architecture.md §4.7), device
  * versions of select.c di_route / di_swiglu and of moe.c's expert loop:
  *   dic_route         router scores, top-k with bias (or hash routing), weights
  *   dic_moe_dispatch  deterministic counting sort of the (token, slot) entries

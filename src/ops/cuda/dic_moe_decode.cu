@@ -1,38 +1,33 @@
 /*
- * dic_moe_decode.cu — the routed experts at decode sizes in fast mode
- * (ops.h di_moe_routed with c->batch_invariant == 0 and M * k small): no
- * dispatch, no gather, no separate quantisation, combine or tail; two
- * launches:
- *   k_md_up    grid (I / 16, M * k): a CTA takes 16 intermediate columns of
- *              one (token m, slot s) entry, expert e = sel[m][s]: quantises
- *              xn[m] in shared memory (dic_gemm_quant's bits), w1 and w3 of
- *              those columns, g = bf16, u = bf16, h = bf16(SwiGLU(g, u)
- *              clamped, times rw[m][s]) (dic_swiglu_n's arithmetic) into
- *              h[m * k + s].
- *   k_md_down  grid (d / 16, M): a CTA takes 16 output columns of token m:
- *              quantises h of its k entries in shared memory, w2 of every
- *              entry -> eo = bf16, then y = 0 + eo over the entries in
- *              increasing (expert, slot) (di_moe_combine's order), + fp32
- *              (shared) when given, out = bf16(y) (the model's tail).
+ * dic_moe_decode.cu — the routed experts at decode sizes in fast mode (ops.h di_moe_routed with
+ * c->batch_invariant == 0 and M * k small; docs/kernels/moe-decode.md): no dispatch, no gather, no
+ * separate quantisation, combine or tail. FP4 experts (fmt 3), the product path:
+ *   k_mv_up     grid (I / 16, M * k): CTA = (16 columns of h, entry m * k + s), warp w = K-chain w
+ *               (chunks w, w + 4, ... of 128 k) through a private cp.async ring; quantises xn[m] in
+ *               shared memory before the PDL wait (dic_gemm_quant's bits), w1 and w3 of its columns,
+ *               h = bf16(SwiGLU(bf16 g, bf16 u) clamped, times rw) (dic_swiglu_n's arithmetic).
+ *   k_mv_down2  M <= MD2_MAXM: grid (d / 16, M), 8 warps: CTA = 16 output columns of token m with all
+ *               k entries (combine local, no cluster); the w2 stream issued before the PDL wait.
+ *   k_mv_down   M > MD2_MAXM: CTA = (entry, 16 columns), a cluster of the token's k entries; rank 0
+ *               adds the k eo through distributed shared memory.
+ *   k_mo_tail   with a side line to join (the shared expert, dic_ctx.join): k_mv_down2 writes the
+ *               routed y before the join and this adds `shared` after it (the same fp32 adds).
+ * FP8 experts (fmt 2), and the fallback of any FP4 launch that fails or does not fit:
+ *   k_md_up / k_md_down: the same two steps with registers instead of rings, one CTA per (token, 16
+ *               columns) in the down step.
  *
- * GEMV on the tensor cores (as dic_gemm_f16.cu): the 16 weight rows of a
- * warp are the 16-row A operand of mma.sync m16n8k16 f16 -> fp32, the
- * activation the B operand (its 8 columns all the same vector); e2m1 / e4m3
- * weights and e4m3 activations are exact in f16. FP4: a lane loads one
- * 32-k block (16 bytes) of its two rows and the quad transposes the blocks
- * with shuffles, so lane t holds k = 8t .. 8t+7 of each block (the f16
- * kernel's permutation, FP4 pairs (0,4)(1,5)(2,6)(3,7)); FP8: a lane loads
- * those 8 bytes directly. Numerics (ops.h di_gemm): per K-block of kb
- * (FP4: 32; FP8 min(act_block, wblock)) P_b = the HMMA sum of the exact
- * products, C_w = fma(P_b, s_act * s_w, C_w) over the blocks of warp w's
- * chunks (128 k, chunk c to warp c % 4) in increasing k; C = ((C_0 + C_1)
- * + C_2) + C_3. Deterministic (no atomics); a row's bits depend only on its
- * own token and expert, not on M or on the other rows. Not the bits of the
- * batch-invariant kernels; within the GEMM tolerance of di_gemm.
+ * GEMV on the tensor cores (as dic_gemm_f16.cu): the 16 weight rows of a warp are the 16-row A
+ * operand of mma.sync m16n8k16 f16 -> fp32, the activation the B operand (its 8 columns all the same
+ * vector); e2m1 / e4m3 weights and e4m3 activations are exact in f16. Numerics (ops.h di_gemm;
+ * docs/kernels/moe-decode.md §2): per K-block of kb (FP4: 32; FP8 min(act_block, wblock)) P_b = the
+ * HMMA sum of the exact products, C_w = fma(P_b, s_act * s_w, C_w) over the blocks of chain w's
+ * chunks in increasing k; C = ((C_0 + C_1) + C_2) + C_3; eo = bf16(C); y = 0 + eo over the entries
+ * in increasing (expert, slot) (di_moe_combine's order), + fp32(shared), out = bf16(y). Every kernel
+ * here computes exactly these operations, so all give the same bits; deterministic (no atomics); a
+ * row's bits depend only on its own token and expert, not on M. Not the bits of the batch-invariant
+ * kernels; within the GEMM tolerance of di_gemm.
  */
 #include <cuda_fp16.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
@@ -43,16 +38,6 @@
 #define MD_WARPS 4
 #define MD_CK 128 /* k per chunk */
 #define MD_KMAX 8 /* top-k bound of the fused path */
-/* The default flags of the FP4 variants (MV_FL_DEF below): k_mv_up / k_mv_down with FST = 1 are
- * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
- * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
-#define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
-/* FST = 1 is launched only at act_block == MD_CK (its chunks load their one activation scale once: L7).
- * FST = 2: the same lean code for any act_block with md_quant_rows (the fallback at act_block != MD_CK, and
- * the timing probe dic_moe_dec_probe, any bit set: then these two diagnostic flags are read at run time;
- * results wrong when one is set: measurements of a part's cost in the step only). */
-#define MV_PROBE_FL (DIC_MD_NOQ | DIC_MD_NOMMA)
-#define MV_FL(FST, f) ((FST) == 1 ? MV_FL_FAST : (FST) == 2 ? (MV_FL_FAST | ((f) & MV_PROBE_FL)) : (f))
 
 typedef struct md_tab {
     const uint8_t *w[DIC_GEMM_MAXE];
@@ -63,8 +48,6 @@ typedef struct md_args {
     int M, k, E, d, I;
     int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
     int ab;
-    int fl; /* DIC_MD_* (dic_model.h): option and diagnostic flags of the FP4 variants */
-    int pf; /* k_mo: down items whose w2 tile is prefetched into L2 at the start (v < pf) */
     float limit;
     const int *sel;
     const float *rw;
@@ -119,7 +102,7 @@ static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
  * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
  * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
  * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
-/* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
+/* hw = 1 (the ring kernels): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
  * below for every finite input. */
 
 /* NTH: the CTA's threads (k_mv_down2: 256; the default: MD_WARPS * 32, the other kernels). NLD: the loads
@@ -202,12 +185,12 @@ static __device__ __forceinline__ float md_rcp_pow2(float s) {
     return be < 254 ? __uint_as_float((uint32_t)(254 - be) << 23) : be == 254 ? __uint_as_float(0x00400000u) : 0.0f;
 }
 
-/* md_quant_rows (FP4 fragment order, the dic_e4m3x2_f16x2 path: DIC_MD_QHW), the same values at fewer
- * instructions for the lean (FST) kernels: the raw bf16 rows are first copied into the a16 buffer (the same
- * 16 bytes per 8 values: NLD loads in flight per thread, no registers carried across units), then each
- * thread quantises its units in place, one unit per iteration (measured: md_quant_rows' rolled register
- * queue and index divisions were ~30 % of k_mv_down2's instructions in ncu; the b1 step -4 us). Rows of base: nrows at stride ld
- * (no slot table). Whole CTA; ends with __syncthreads. */
+/* md_quant_rows (FP4 fragment order, hw = 1), the same values at fewer instructions for the kernels at
+ * act_block == MD_CK (L7): the raw bf16 rows are first copied into the a16 buffer (the same 16 bytes per
+ * 8 values: NLD loads in flight per thread, no registers carried across units), then each thread
+ * quantises its units in place, one unit per iteration (md_quant_rows' rolled register queue and index
+ * divisions are a large share of k_mv_down2's instructions: docs/kernels/moe-decode.md §4). Rows of
+ * base: nrows at stride ld (no slot table). Whole CTA; ends with __syncthreads. */
 template <int NTH, int NLD>
 static __device__ void md_quant_lean(const uint16_t *base, size_t ld, int nrows, int K, int ab, uint8_t *a16,
                                      size_t a16_bytes, float *sa, int nsa) {
@@ -358,7 +341,7 @@ static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R,
 
 /* ---- up: w1, w3, SwiGLU ------------------------------------------------------- */
 
-/* The up kernels' end (k_md_up, k_mv_up, k_mo's up items): a warp's two chain sums (w1, w3) of rows g, g + 8
+/* The up kernels' end (k_md_up, k_mv_up): a warp's two chain sums (w1, w3) of rows g, g + 8
  * into part[warp], the warps' sums in warp order, and the SwiGLU of the bf16 g, u (dic_swiglu_n's arithmetic)
  * times the routing weight, as bf16 h[r][col]. */
 static __device__ __forceinline__ void md_up_part(float part[MD_WARPS][2][16], int warp, int g, const float acc[2][2]) {
@@ -534,7 +517,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
     }
 }
 
-/* ---- variants 1 / 2 (FP4): per-warp cp.async rings, clusters --------------------
+/* ---- the FP4 ring kernels: per-warp cp.async rings (docs/kernels/moe-decode.md §1) --------
  *
  * The same arithmetic as k_md_up / k_md_down, hence the same bits: per 16-row
  * tile, "chain" j (0..3) sums the chunks c = j, j + 4, ... (128 k each) in
@@ -542,26 +525,27 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
  * HMMAs of the block on the same fragments; C = ((C_0 + C_1) + C_2) + C_3.
  * What changes is who runs a chain and how its weights arrive:
  *  - a warp runs one chain of one row tile and streams its chunks through a
- *    private ring of NST stages in shared memory (cp.async 16 B, the lane
+ *    private ring of stages in shared memory (cp.async 16 B, the lane
  *    copies the two 16-byte blocks it owns, the scale words by lanes t = 0,
- *    1), so NST chunks x 2 matrices (2.7 KB) per warp are in flight instead
+ *    1), so several chunks x 2 matrices per warp are in flight instead
  *    of "load 4 chunks to registers, compute, load again";
  *  - the lane reads word t of each 32-k block of its rows back from shared
  *    memory (row stride 80 B: conflict-free) and the scale byte of block q
  *    directly: no quad transpose, no scale shuffles (the same values);
- *  - up variant 1: CTA = 4 chains of one row tile (grid as k_md_up);
- *    up variant 2: CTA = 4 row tiles x one chain, a cluster of 4 CTAs along
- *    x = the 4 chains; a CTA quantises only its chain's 8 chunks of xn
- *    (act_block <= 128: a quantisation block lies in one chunk), the chain
- *    sums meet through distributed shared memory (rank r finishes row tile
- *    r, reading C_0..C_3 in that order);
- *  - down variant 1: CTA = one (token, slot) entry x one row tile (4 chains),
+ *  - FP4 -> f16 by byte permutes and the weight scale by an exponent add
+ *    (mv_chunk_c: the same values as the decode of md_compute);
+ *  - activations quantised by cvt.rn.satfinite.e4m3x2 (md_quant_rows hw = 1,
+ *    md_quant_lean: the same values as the clamp + round of the register kernels);
+ *  - k_mv_up: CTA = 4 chains of one row tile (grid as k_md_up), xn quantised
+ *    before the PDL wait (xn is not written by the launch just before this
+ *    op: the gate GEMM and route_rows run between, moe.c);
+ *  - k_mv_down: CTA = one (token, slot) entry x one row tile (4 chains),
  *    a cluster of k CTAs along y = the slots of the token: the CTA issues its
  *    w2 stream BEFORE the PDL wait (sel is two launches old; it is read
  *    again after the wait and the stream re-issued if it differs), quantises
  *    only its own h row, rounds its eo to bf16; rank 0 adds the k eo in
  *    increasing (expert, slot) through DSMEM, + shared, y, out.
- * A row's bits do not depend on M and equal variant 0's. */
+ * A row's bits do not depend on M and equal the register kernels'. */
 
 #define MV_ROWB 80                     /* shared-memory bytes per weight row of a chunk (64 used) */
 #define MV_MATB (16 * MV_ROWB + 16 * 4) /* one matrix of one chunk: 16 rows + 16 scale words */
@@ -589,21 +573,16 @@ static __device__ __forceinline__ float mv_ld_dsmem(const float *p, int rank) {
     asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
     return v;
 }
-
 /* Issue chunk c of nm matrices (W[j]: row ra's first byte, S[j]: row ra's first scale byte; K/32
  * scale bytes per row) into stage buffer st (nm x MV_MATB). Lane (g, t): the 16-byte blocks t of
  * rows g and g + 8; lanes t = 0 / 1 the scale words (4 blocks) of rows g / g + 8. */
 template <int NM>
 static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
-                                                size_t wrow, size_t srow, int c, int g, int t, int fl = 0) {
+                                                size_t wrow, size_t srow, int c, int g, int t) {
 #pragma unroll
     for (int j = 0; j < NM; j++) {
         uint8_t *b = st + j * MV_MATB;
-        if (fl & DIC_MD_LIN) { /* diagnostic: chunk c = the tile's c-th contiguous KB (16 rows x K/2 bytes) */
-            const uint8_t *q = W[j] - (size_t)g * wrow + (size_t)c * 1024 + 16 * (4 * g + t);
-            mv_cp16(b + g * MV_ROWB + 16 * t, q);
-            mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, q + 512);
-        } else {
+        {
             const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
             mv_cp16(b + g * MV_ROWB + 16 * t, p);
             mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow);
@@ -611,6 +590,7 @@ static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *cons
         if (t < 2) mv_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c);
     }
 }
+
 
 /* Block q of chunk c: rows g / g + 8's weight words wa / wb, scale words sA / sB (md_compute's FP4
  * arithmetic; shared by mv_chunk and its rolled copy mv_chunk_r). */
@@ -631,27 +611,9 @@ static __device__ __forceinline__ void mv_block(uint32_t wa, uint32_t wb, uint32
         acc1 = fmaf(P[2], s_act * sw_b, acc1);
 }
 
-/* One chunk c of one matrix from stage buffer b: acc0 / acc1 rows g / g + 8 (md_compute's FP4
- * arithmetic on the same values). */
-static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
-                                                const float *sa, int lab, float &acc0, float &acc1) {
-    uint32_t wa[4], wb[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
-        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
-    }
-    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
-    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        mv_block(wa[q], wb[q], sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
-    }
-}
-
-/* mv_chunk with the q loop rolled (code size: the rare fallback of mv_chunk_c below, one copy of the
- * block body; wa / wb loaded per block from the same stage buffer): the same operations in the same
- * order on the same values. */
+/* One chunk c of one matrix from stage buffer b, the q loop rolled (code size: the rare fallback of
+ * mv_chunk_c below, one copy of the block body): acc0 / acc1 rows g / g + 8, md_compute's FP4
+ * arithmetic on the same values. */
 static __device__ __forceinline__ void mv_chunk_r(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                   const float *sa, int lab, float &acc0, float &acc1) {
     const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
@@ -670,7 +632,7 @@ static __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint3
     return d;
 }
 
-/* DIC_MD_CVT: md_e2m1x8's four f16x2 (the same bits: f16 = sign << 15 | mag << 9, value x 2^-14) in
+/* e2m1x8_f16's four f16x2 (the same bits: f16 = sign << 15 | mag << 9, value x 2^-14) in
  * 11 instructions instead of ~15: the f16 high byte of nibble i is sign << 7 | mag << 1, so
  * ev = the high bytes of the even nibbles 0, 2, 4, 6 (mag << 1, sign << 4), od = of the odd ones
  * (mag >> 3, sign in place), and one byte permute per f16x2 interleaves them with zero low bytes:
@@ -715,10 +677,10 @@ static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], cons
     }
 }
 
-/* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
+/* One chunk c of one matrix, md_compute's FP4 arithmetic on the same values in the same operations. Weight scale of block q =
  * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
  * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
- * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk_r. */
 template <int L7 = 0>
 static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
                                                   const float *sa, int lab, float &acc0, float &acc1) {
@@ -743,15 +705,15 @@ template <int NST, int NM, int RJ = 0, int L7 = 0>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
                                                 const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
                                                 int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
-                                                float acc[NM][2], int fl = 0) {
+                                                float acc[NM][2]) {
     const int n = (nch - c0 + 3) / 4;
 #pragma unroll 1 /* code size: one chunk's body (NM matrices) is large */
     for (int i = 0; i < n; i++) {
         mv_wait<NST - 1>();
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
-        if (!(fl & DIC_MD_NOMMA)) {
-            if (RJ && NM == 2 && (fl & DIC_MD_CVT)) {
+        {
+            if (RJ && NM == 2) {
                 /* code size: the two matrices through one body, their accumulators swapped after each
                  * (the same operations on the same values as the unrolled loop below) */
                 float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
@@ -762,19 +724,15 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
                     x0 = y0, x1 = y1, y0 = s0, y1 = s1;
                 }
                 acc[0][0] = x0, acc[0][1] = x1, acc[NM - 1][0] = y0, acc[NM - 1][1] = y1;
-            } else if (fl & DIC_MD_CVT) {
-#pragma unroll
-                for (int j = 0; j < NM; j++)
-                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
             } else {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
-                    mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
             }
         }
         __syncwarp();
-        if (i + NST < n && !(fl & DIC_MD_NOW))
-            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t, fl);
+        if (i + NST < n)
+            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t);
         mv_commit();
     }
 }
@@ -782,113 +740,67 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
 template <int NST, int NM>
 static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
                                                    const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                   int nch, int g, int t, int valid, int fl = 0) {
+                                                   int nch, int g, int t, int valid) {
 #pragma unroll 1 /* code size: one copy of the issue (the same requests in the same order) */
     for (int i = 0; i < NST; i++) {
         const int c = c0 + 4 * i;
-        if (valid && c < nch && !(fl & DIC_MD_NOW)) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, fl);
+        if (valid && c < nch) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t);
         mv_commit();
     }
 }
 
+#define MV_NST 2 /* k_mv_up's ring stages per warp (x 2 matrices) */
 
-/* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
- * rank = chain). */
-template <int NST, int CL, int FST = 0>
+/* up: warp = chain of one row tile. L7 = 1: act_block == MD_CK (md_quant_lean, the chunk's one
+ * activation scale loaded once); L7 = 0: any other act_block (md_quant_rows); the same values. */
+template <int L7>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
                                                                 const __grid_constant__ md_tab t3) {
+    constexpr int NST = MV_NST;
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][2][16];
-    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
-    if (fl & DIC_MD_EMPTY) return; /* diagnostic */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int chain = CL == 1 ? warp : (int)(blockIdx.x & 3);
-    const int n0 = CL == 1 ? blockIdx.x * 16 : (blockIdx.x >> 2) * 64 + 16 * warp; /* this warp's row tile */
+    const int chain = warp;
+    const int n0 = blockIdx.x * 16; /* this warp's row tile */
     const int nch = K / MD_CK, ra = n0 + g;
     const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
     uint8_t *ring = smem + (size_t)warp * NST * 2 * MV_MATB;
     uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * 2 * MV_MATB);
     float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
-    const int hw = fl & DIC_MD_QHW;
-    /* DIC_MD_XPRE: xn is quantised before the PDL wait (it is not written by the launch just before
-     * this op: see dic_model.h); otherwise after the wait, behind the first weight requests */
-    const int xpre = (fl & DIC_MD_XPRE) && !(fl & (DIC_MD_NOQ | DIC_MD_EXIT));
-    if (xpre) {
-        if (CL == 1 && FST == 1)
-            md_quant_lean<MD_WARPS * 32, 4>(a.xn + (size_t)m * a.ldx, a.ldx, 1, K, a.ab, (uint8_t *)a16, 0, sa, 0);
-        else if (CL == 1)
-            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
-        else
-            md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4,
-                          MD_CK, a.ab, 1, (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2,
-                          sa + chain * (MD_CK / a.ab), 4 * MD_CK / a.ab, hw);
-    }
+    /* xn is quantised before the PDL wait: it is not written by the launch just before this op */
+    if (L7)
+        md_quant_lean<MD_WARPS * 32, 4>(a.xn + (size_t)m * a.ldx, a.ldx, 1, K, a.ab, (uint8_t *)a16, 0, sa, 0);
+    else
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, 1);
     DIC_PDL_ENTER();
-    if (fl & DIC_MD_EXIT) return; /* diagnostic */
     const int e = a.sel[r];
     const int valid = e >= 0 && e < a.E;
-    if (CL == 1 && !valid) return;
+    if (!valid) return;
     const int ev = valid ? e : 0;
     const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
-    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid, fl);
-    if ((fl & DIC_MD_NOQ) || xpre) {
-        /* diagnostic: no quantisation / done before the wait */
-    } else if (CL == 1) {
-        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
-    } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
-        md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
-                      a.ab, 1,
-                      (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2, sa + chain * (MD_CK / a.ab),
-                      4 * MD_CK / a.ab, hw);
-    }
+    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid);
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2, FST, FST == 1>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
-    if (t == 0) md_up_part(part, warp, g, acc); /* CL > 1: part[row tile][matrix][row], read by rank = row tile */
-    if (CL == 1) __syncthreads();
-    else mv_cluster_sync();
+    if (valid) mv_chain<NST, 2, 1, L7>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc);
+    if (t == 0) md_up_part(part, warp, g, acc);
+    __syncthreads();
     if (tid < 16 && valid) {
         float gv, uv;
-        if (CL == 1) {
-            md_up_warp_sum(part, tid, gv, uv);
-        } else {
-            const int rt = chain; /* this CTA finishes row tile rt of the cluster's 64 columns */
-            float pg[4], pu[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) pg[j] = mv_ld_dsmem(&part[rt][0][tid], j), pu[j] = mv_ld_dsmem(&part[rt][1][tid], j);
-            gv = pg[0], uv = pu[0];
-#pragma unroll
-            for (int j = 1; j < 4; j++) gv = __fadd_rn(gv, pg[j]), uv = __fadd_rn(uv, pu[j]);
-        }
-        md_up_swiglu_store(a, r, CL == 1 ? n0 + tid : (blockIdx.x >> 2) * 64 + 16 * chain + tid, gv, uv);
+        md_up_warp_sum(part, tid, gv, uv);
+        md_up_swiglu_store(a, r, n0 + tid, gv, uv);
     }
-    if (CL != 1) mv_cluster_sync(); /* no CTA leaves while its partials may still be read */
 }
 
-/* The down kernels' diagnostic entries: DIC_MD_EMPTY leaves at once, DIC_MD_EXIT after the PDL wait
- * (launch + wait only); 1 = the kernel returns now. */
-static __device__ __forceinline__ int mv_diag_leave(int fl) {
-    if (fl & DIC_MD_EMPTY) return 1;
-    if (fl & DIC_MD_EXIT) {
-        DIC_PDL_ENTER();
-        return 1;
-    }
-    return 0;
-}
-
-/* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
-template <int NST, int FST = 0>
+/* down: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
+template <int NST>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_WARPS][16];
     __shared__ float eo[16];
-    __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
-                                                         * token's sel it was made from, before the wait */
-    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
-    if (mv_diag_leave(fl)) return;
-    const int lite = fl & DIC_MD_DLITE;
+    __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* rank 0's (expert, slot) order and the token's sel it
+                                                         * was made from, before the wait */
     const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int nch = K / MD_CK, ra = n0 + g;
@@ -904,9 +816,9 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
     }
-    if (lite && slot == 0 && tid == 0) {
+    if (slot == 0 && tid == 0) {
         /* the combine order from the same (two launches old) sel; the token's row is read again
          * after the wait below and the order re-made if it changed (never expected) */
 #pragma unroll
@@ -919,18 +831,16 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
         nord_s = n;
     }
     DIC_PDL_ENTER();
-    float shv = 0.0f; /* lite: rank 0's shared value, requested early (written before the up kernel) */
-    if (lite && slot == 0 && tid < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + tid]);
+    float shv = 0.0f; /* rank 0's shared value, requested early (written before the up kernel) */
+    if (slot == 0 && tid < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + tid]);
     const int e2 = *(volatile const int *)(a.sel + r);
-    if (lite) { /* the h loads in flight together with the sel re-reads (an invalid entry's h row is unused) */
+    { /* the h loads in flight together with the sel re-reads (an invalid entry's h row is unused) */
         int es1[MD_KMAX];
         if (slot == 0 && tid == 0) {
 #pragma unroll
             for (int s = 0; s < MD_KMAX; s++) es1[s] = s < a.k ? *(volatile const int *)(a.sel + (size_t)m * a.k + s) : -1;
         }
-        if (!(fl & DIC_MD_NOQ))
-            md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0,
-                          fl & DIC_MD_QHW);
+        md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, 1);
         if (slot == 0 && tid == 0) {
             int same = 1;
 #pragma unroll
@@ -949,16 +859,14 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
     }
     const int ev = valid ? e : 0;
     const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-    if (!lite && valid && !(fl & DIC_MD_NOQ))
-        md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, fl & DIC_MD_QHW);
     __syncthreads();
     float acc[1][2] = {{0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc);
     if (t == 0) part[warp][g] = acc[0][0], part[warp][g + 8] = acc[0][1];
     __syncthreads();
     if (tid < 16) {
@@ -969,21 +877,15 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     }
     mv_cluster_sync();
     if (slot == 0 && tid < 16) {
-        const int k = a.k;
         int ord[MD_KMAX], n = 0;
-        if (lite) { /* the order made above (checked against the post-wait sel) */
+        { /* the order made above (checked against the post-wait sel) */
             n = nord_s;
 #pragma unroll
             for (int i = 0; i < MD_KMAX; i++) ord[i] = i < n ? ord_s[i] : 0;
-        } else {
-            /* entries by (expert, slot) */
-            int es[MD_KMAX];
-            for (int s = 0; s < k; s++) es[s] = a.sel[(size_t)m * k + s];
-            n = md_order(es, k, a.E, ord);
         }
         const int col = n0 + tid;
         float y = 0.0f;
-        if (lite) {
+        {
             float v[MD_KMAX];
 #pragma unroll
             for (int i = 0; i < MD_KMAX; i++) v[i] = i < n ? mv_ld_dsmem(&eo[tid], ord[i]) : 0.0f;
@@ -991,9 +893,6 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
             for (int i = 0; i < MD_KMAX; i++)
                 if (i < n) y = __fadd_rn(y, v[i]);
             if (a.shared) y = __fadd_rn(y, shv);
-        } else {
-            for (int i = 0; i < n; i++) y = __fadd_rn(y, mv_ld_dsmem(&eo[tid], ord[i]));
-            if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
         }
         if (a.y) a.y[(size_t)m * a.d + col] = y;
         a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
@@ -1001,32 +900,31 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
     mv_cluster_sync(); /* no CTA leaves while its eo may still be read */
 }
 
-/* ---- down, variant 2 (FP4): one CTA per (16-column tile, token), all k entries, no cluster ------
+/* ---- k_mv_down2 (FP4, M <= MD2_MAXM): one CTA per (16-column tile, token), all k entries ------
  *
- * k_mv_down2, grid (d / 16, M), 8 warps: a CTA owns the 16 output columns n0.. of token m and ALL its
- * k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave (d / 16 = 256 CTAs
- * at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in increasing k) of the
- * valid entries of index parity w >> 2 (the valid slots in slot order: entries 0, 2, 4 / 1, 3, 5 at
- * k = 6), one item (entry, chunk) per step, entry by entry. (Two items per step, the entries' chains
- * interleaved, measured 3-5 us slower in the b1 step: bench/gpu/MOE-DEC-NOTES.md, session 10.) The items
- * stream through a private ring of MD2_NST stages (cp.async 16 B as
- * mv_issue: the lane copies block t of rows g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE
- * the PDL wait from sel read before the wait (written two launches back: the up kernel waited for it
- * before this grid could start; the DLITE reasoning of k_mv_down): at V4-Flash dims 10 of a warp's 12
- * items (85 KB of the CTA's 102 KB) are in flight before the wait. After the wait each warp re-reads
- * sel; a warp whose entries changed (never expected) drains its copies and re-issues. Stage layout
- * (1088 B, no padding): row r's 16-byte block q at r * 64 + 16 (q ^ ((r >> 1) & 3)), the 16 scale
- * words at 1024: the reads of word t of block q of rows g (and g + 8) hit 32 distinct banks.
- * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_rows (all k rows of the token, the
- * invalid ones unused; one round of loads at V4-Flash dims, MD2_QLD), per entry and chain C_j = the fma
- * chain of mv_chunk_c (md2_chunk: the same operations on the same values, only the shared-memory
- * addresses differ; the rare slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2)
- * + C3) (a chain without chunks adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in
- * increasing (expert, slot) (md_order's order), + shared when given, y and out. Hence the same bits
- * (h, y, out) as k_mv_down and variant 0; a row's bits do not depend on M. */
+ * Grid (d / 16, M), 8 warps (docs/kernels/moe-decode.md §1): a CTA owns the 16 output columns n0.. of
+ * token m and ALL its k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave
+ * (d / 16 = 256 CTAs at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in
+ * increasing k) of the valid entries of index parity w >> 2 (the valid slots in slot order: entries
+ * 0, 2, 4 / 1, 3, 5 at k = 6), one item (entry, chunk) per step, entry by entry. The items stream
+ * through a private ring of NST stages (cp.async 16 B as mv_issue: the lane copies block t of rows
+ * g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE the PDL wait from sel read before the wait
+ * (written two launches back: the up kernel waited for it before this grid could start, as in
+ * k_mv_down). After the wait each warp re-reads sel; a warp whose entries changed (never expected)
+ * drains its copies and re-issues. Stage layout (1088 B, no padding): row r's 16-byte block q at
+ * r * 64 + 16 (q ^ ((r >> 1) & 3)), the 16 scale words at 1024: the reads of word t of block q of
+ * rows g (and g + 8) hit 32 distinct banks.
+ * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_lean / md_quant_rows (all k rows of
+ * the token, the invalid ones unused), per entry and chain C_j = the fma chain of mv_chunk_c
+ * (md2_chunk: the same operations on the same values, only the shared-memory addresses differ; the
+ * rare slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2) + C3) (a chain without chunks
+ * adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in increasing (expert, slot)
+ * (md_order's order), + shared when given, y and out. Hence the same bits (h, y, out) as k_mv_down
+ * and the register kernels; a row's bits do not depend on M. */
 
 #define MD2_WARPS 8
-#define MD2_NST 10                 /* ring stages per warp (V4-Flash: 8 x 10 x 1088 + 6 x 4 KB a16 = 112 KB: 2 CTAs per SM) */
+#define MD2_NST 10                 /* ring stages per warp at act_block != MD_CK (8 x 10 x 1088 B + the k h rows) */
+#define MD2_NST_LEAN 4             /* ring stages per warp at act_block == MD_CK: a smaller prologue before the wait */
 #define MD2_STB (16 * 64 + 16 * 4) /* one chunk of one entry: 16 rows x 64 B (swizzled) + 16 scale words */
 #define MD2_QLD 8                  /* md_quant_rows' loads per thread per round: k x I / 8 / 256 = 6 at V4-Flash (one round) */
 
@@ -1085,12 +983,12 @@ struct md2_it {
 template <int NST = MD2_NST>
 static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
                                                     int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
-                                                    int t, int now) {
+                                                    int t) {
     md2_it it = {0, 0};
     int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
 #pragma unroll 1
     for (int i = 0; i < NST; i++) {
-        if (i < nit && !now) {
+        if (i < nit) {
             const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
             md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
             if (++it.ci == npc) {
@@ -1102,16 +1000,13 @@ static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab 
     }
 }
 
-/* NST: ring stages per warp (MD2_NST by default; dic_moe_dec_down2_nst: 4 or 6 for FST 1, a smaller prologue
- * before the wait and 60 / 77 KB of shared memory instead of 112 at V4-Flash dims) */
-template <int FST = 0, int NST = MD2_NST>
+/* L7 = 1: act_block == MD_CK (md_quant_lean, the chunk's one activation scale loaded once), ring
+ * stages MD2_NST_LEAN; L7 = 0: any other act_block (md_quant_rows), MD2_NST. The same values. */
+template <int L7, int NST>
 static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
     __shared__ int ord_s[MD_KMAX];
-    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
-    if (mv_diag_leave(fl)) return;
-    const int now = fl & DIC_MD_NOW;
     const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int j = warp & 3, par = warp >> 2; /* chain, entry parity */
@@ -1125,35 +1020,29 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     const int *selm = a.sel + (size_t)m * k;
     /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for it
      * before this grid could start); every warp reads it again after the wait */
-    if (now) { /* diagnostic without weight loads: a zero ring (the stale shared memory could hold any scale
-                * byte; zeros take md2_chunk's fast path on defined values) */
-#pragma unroll 1
-        for (int o = lane * 16; o < NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
-        __syncwarp();
-    }
     int e = lane < k ? selm[lane] : -1;
     if (e < 0 || e >= a.E) e = -1;
     unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
     int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
-    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t);
     DIC_PDL_ENTER();
     float shv = 0.0f; /* warp 0's shared values, requested early */
     if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
     /* sel again after the wait, requested here and compared after the h quantisation (which does not
      * depend on it): its L2 round trip overlaps the h loads instead of preceding them */
     int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
-    if (FST == 1 && !(fl & DIC_MD_NOQ))
+    if (L7)
         md_quant_lean<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, k, K, a.ab, a16b, a16_bytes, sa, nsa);
-    else if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
+    else /* all k rows of the token (an invalid entry's row is not read) */
         md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
-                                      nsa, fl & DIC_MD_QHW);
+                                      nsa, 1);
     if (e2 < 0 || e2 >= a.E) e2 = -1;
     if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
         asm volatile("cp.async.wait_all;\n" ::);
         __syncwarp();
         e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
         nit = ((__popc(vm) - par + 1) >> 1) * npc;
-        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t);
     }
     __syncthreads();
     DIC_STAMP_PHASE(601);
@@ -1168,8 +1057,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             mv_wait<NST - 1>();
             __syncwarp();
             const uint8_t *b = ring + (i % NST) * MD2_STB;
-            if (!(fl & DIC_MD_NOMMA))
-                md2_chunk<FST == 1>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
+            md2_chunk<L7>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
                           a.lab, acc0, acc1);
             if (++it.ci == npc) { /* the entry's chain sum done */
                 if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
@@ -1178,7 +1066,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
                 s = md2_nth(vm, par + 2 * it.q);
             }
             __syncwarp();
-            if (i + NST < nit && !now) {
+            if (i + NST < nit) {
                 const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
                 const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
                 md2_issue(ring + (i % NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
@@ -1187,6 +1075,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             mv_commit();
         }
     }
+
     __syncthreads();
     DIC_STAMP_PHASE(602);
     if (warp == 0) {
@@ -1216,191 +1105,20 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     }
 }
 
-/* ---- one launch (k_mo, FP4, small M): up, grid barrier, down ------------------
- *
- * The arithmetic of k_mv_up (CL = 1, NST 2) and k_mv_down (NST 4) item by item, hence the same
- * bits (h, eo, y, out): an "up item" is k_mv_up's CTA (entry r, 16-column tile of h: 4 warps = the 4
- * K-chains, w1 and w3), a "down item" two k_mv_down CTAs (entry r, 32 output columns: the two
- * 16-column tiles of w2 ride the chain as its two matrices, as w1 / w3 do in the up item, on one h
- * quantisation; per tile eo = bf16(((C0 + C1) + C2) + C3)). One persistent, co-resident grid of G CTAs (occupancy x SMs,
- * sized by the launcher) takes up items u = b, b + G, ..., then a grid barrier (h complete), then
- * down items v = b, b + G, ... The combine that k_mv_down did through DSMEM in a cluster: eo goes to
- * a device scratch (g_mo_eo), and the last of the token's k items of a 32-column tile to arrive
- * (integer counter, self-resetting) adds the k eo in increasing (expert, slot) from 0, + shared,
- * y, out (di_moe_combine's order, as k_mv_down). With `tail` (a line to join before `shared` may be
- * read: dic_ctx.join) the kernel stores the routed sum y (fp32) and k_mo_tail adds shared after
- * the join: the same fp32 order.
- * Overlap: after the PDL wait every CTA prefetches the w2 tiles of its down items into L2
- * (at most a.pf items: the bytes that fit beside the up stream; a normal L2 priority), the up
- * weights stream at normal L2 priority (the evict_first hint on cp.async faulted), and a CTA issues its first down item's w2 ring
- * before it arrives at the barrier. Barrier: cooperative groups' scheme, no reset between graph
- * replays: one counter, each CTA adds 1 (CTA 0 adds 2^31 - (G - 1)), so every barrier adds 2^31 and
- * flips the top bit once; a CTA waits until the bit differs from the value its own atomic saw. All
- * atomics on the counters come after the PDL wait, i.e. after every earlier kernel of the stream
- * completed: one call at a time per device (the model's routed experts run on its main line).
- * Deterministic, no float atomics; a row's bits do not depend on M (= k_mv_up / k_mv_down's). */
+/* ---- k_mo_tail: `shared` added after the join ------------------------------------------------- */
 
-#define MO_MAXM 8
-#define MO_DMAX 8192
-static __device__ unsigned int g_mo_bar;                          /* grid barrier (top bit flips per barrier) */
-static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals per (token, 32-column tile); reset by the last */
-static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
-static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
+#define MO_MAXM 8    /* rows the tail's routed-y scratch holds */
+#define MO_DMAX 8192 /* columns the tail's routed-y scratch holds */
+static __device__ float g_mo_y[MO_MAXM * MO_DMAX]; /* tail: the routed y when the caller gives none */
 
-#define MO_NSTU 2 /* ring stages (x 2 matrices: up w1, w3; down two 16-column tiles of w2), one ring per warp */
-#define MO_RINGW (MO_NSTU * 2 * MV_MATB)
-
-static __device__ __forceinline__ void mo_grid_barrier(unsigned int *bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned int nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        unsigned int old, cur;
-        __threadfence();
-        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(nb) : "memory");
-        for (;;) {
-            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(cur) : "l"(bar) : "memory");
-            if ((old ^ cur) & 0x80000000u) break;
-            __nanosleep(32);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
-    k_mo(const md_args a, const __grid_constant__ md_tab t1, const __grid_constant__ md_tab t3,
-         const __grid_constant__ md_tab t2, int tail) {
-    extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_WARPS][2][16];
-    __shared__ int last_s;
-    const int fl = a.fl, hw = fl & DIC_MD_QHW, cvt = fl & DIC_MD_CVT;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int G = (int)gridDim.x, b = (int)blockIdx.x, k = a.k;
-    const int TU = a.I / 16, TD = a.d / 32, R = a.M * k, NU = R * TU, ND = R * TD; /* down items: 32 columns */
-    const int KX = a.d > a.I ? a.d : a.I;
-    uint8_t *ring = smem + (size_t)warp * MO_RINGW;
-    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
-    float *sa = (float *)((uint8_t *)a16 + (size_t)KX * 2);
-    /* up geometry (k_mv_up): K = d; down (k_mv_down): K = I */
-    const int nchu = a.d / MD_CK, nchd = a.I / MD_CK;
-    const size_t wrowu = (size_t)a.d / 2, srowu = (size_t)a.d / 32, wrowd = (size_t)a.I / 2, srowd = (size_t)a.I / 32;
-    int qm = -1; /* the token whose xn is quantised in a16 */
-    if ((fl & DIC_MD_XPRE) && b < NU) { /* xn is not written by the launch just before (DIC_MD_XPRE's contract) */
-        const int m = (b / TU) / k;
-        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
-        qm = m;
-    }
-    DIC_PDL_ENTER();
-    /* the w2 tiles of this CTA's down items into L2 (sel is read after the wait: the router wrote it) */
-    for (int v = b; v < ND && v < a.pf; v += G) {
-        const int r = v / TD, n0 = (v - r * TD) * 32, e = a.sel[r];
-        if (e < 0 || e >= a.E) continue;
-        const uint8_t *p = t2.w[e] + (size_t)n0 * wrowd, *q = t2.s[e] + (size_t)n0 * srowd;
-        for (size_t o = (size_t)tid * 128; o < 32 * wrowd; o += MD_WARPS * 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-        for (size_t o = (size_t)tid * 128; o < 32 * srowd; o += MD_WARPS * 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + o));
-    }
-    /* ---- up items: k_mv_up<2, 1> ---- */
-    for (int u = b; u < NU; u += G) {
-        const int r = u / TU, n0 = (u - r * TU) * 16, m = r / k, ra = n0 + g;
-        const int e = a.sel[r];
-        if (e < 0 || e >= a.E) continue; /* uniform over the CTA; h row r stays unwritten (as k_mv_up) */
-        const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrowu, t3.w[e] + (size_t)ra * wrowu};
-        const uint8_t *S[2] = {t1.s[e] + (size_t)ra * srowu, t3.s[e] + (size_t)ra * srowu};
-        mv_prologue<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, 1);
-        if (qm != m) {
-            __syncthreads(); /* a16 may still be read by a previous item's warps */
-            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
-            qm = m;
-        }
-        __syncthreads();
-        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-        mv_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt);
-        if (t == 0) md_up_part(part, warp, g, acc);
-        __syncthreads();
-        if (tid < 16) {
-            float gv, uv;
-            md_up_warp_sum(part, tid, gv, uv);
-            md_up_swiglu_store(a, r, n0 + tid, gv, uv);
-        }
-        __syncthreads(); /* part is written again by the next item */
-    }
-    /* the first down item's w2 ring before the barrier (weights and sel are not written by this grid) */
-    if (b < ND) {
-        const int r = b / TD, n0 = (b - r * TD) * 32, e = a.sel[r];
-        if (e >= 0 && e < a.E) {
-            const uint8_t *W[2] = {t2.w[e] + (size_t)(n0 + g) * wrowd, t2.w[e] + (size_t)(n0 + 16 + g) * wrowd};
-            const uint8_t *S[2] = {t2.s[e] + (size_t)(n0 + g) * srowd, t2.s[e] + (size_t)(n0 + 16 + g) * srowd};
-            mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
-        }
-    }
-    mo_grid_barrier(&g_mo_bar); /* every h row complete and visible */
-    /* ---- down items: two k_mv_down CTAs (column tiles n0, n0 + 16 as the chain's two matrices, one
-     * h quantisation) + the combine of their cluster rank 0 ---- */
-    for (int v = b; v < ND; v += G) {
-        const int r = v / TD, tile = v - r * TD, n0 = tile * 32, m = r / k;
-        const int e = a.sel[r], valid = e >= 0 && e < a.E, ev = valid ? e : 0;
-        const uint8_t *W[2] = {t2.w[ev] + (size_t)(n0 + g) * wrowd, t2.w[ev] + (size_t)(n0 + 16 + g) * wrowd};
-        const uint8_t *S[2] = {t2.s[ev] + (size_t)(n0 + g) * srowd, t2.s[ev] + (size_t)(n0 + 16 + g) * srowd};
-        if (valid && v != b) mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
-        if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, a.I, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
-        __syncthreads();
-        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-        if (valid) mv_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt);
-        if (t == 0) {
-            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-        }
-        __syncthreads();
-        if (tid < 32 && valid) { /* k_mv_down: eo = bf16(((C0 + C1) + C2) + C3) per 16-column tile */
-            const int j = tid >> 4, i = tid & 15;
-            float x = part[0][j][i];
-#pragma unroll
-            for (int w = 1; w < MD_WARPS; w++) x = __fadd_rn(x, part[w][j][i]);
-            g_mo_eo[(size_t)r * a.d + n0 + tid] = dic_f32_to_bf16(x);
-        }
-        __syncthreads();
-        if (tid == 0) {
-            unsigned int *cnt = &g_mo_cnt[m * TD + tile];
-            __threadfence();
-            const unsigned int old = atomicAdd(cnt, 1u);
-            const int last = old == (unsigned int)(k - 1);
-            if (last) {
-                atomicExch(cnt, 0u); /* ready for the next call (which starts after this grid completes) */
-                __threadfence();
-            }
-            last_s = last;
-        }
-        __syncthreads();
-        if (last_s && tid < 32) {
-            int es[MD_KMAX], ord[MD_KMAX];
-#pragma unroll
-            for (int s = 0; s < MD_KMAX; s++) es[s] = s < k ? a.sel[(size_t)m * k + s] : -1;
-            const int n = md_order(es, k, a.E, ord);
-            const int col = n0 + tid;
-            float y = 0.0f;
-            for (int i = 0; i < n; i++)
-                y = __fadd_rn(y, dic_bf16_to_f32(__ldcg(&g_mo_eo[(size_t)(m * k + ord[i]) * a.d + col])));
-            if (tail) {
-                (a.y ? a.y : g_mo_y)[(size_t)m * a.d + col] = y;
-            } else {
-                if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
-                if (a.y) a.y[(size_t)m * a.d + col] = y;
-                a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
-            }
-        }
-    }
-}
-
-/* k_mo's tail after the join: y = routed y + shared (k_mv_down's last add), out = bf16(y). */
+/* y = routed y + shared (k_mv_down2's last add), out = bf16(y). */
 static __global__ void k_mo_tail(int M, int d, const float *yr, const uint16_t *shared, size_t lds, float *y,
                                  uint16_t *out, size_t ldo) {
     DIC_PDL_ENTER();
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= M * d) return;
     const int m = i / d, col = i - m * d;
-    float v = (yr ? yr : g_mo_y)[i]; /* yr NULL: k_mo stored the routed y in g_mo_y */
+    float v = (yr ? yr : g_mo_y)[i]; /* yr NULL: k_mv_down2 stored the routed y in g_mo_y */
     if (shared) v = __fadd_rn(v, dic_bf16_to_f32(shared[(size_t)m * lds + col]));
     if (y) y[i] = v;
     out[(size_t)m * ldo + col] = dic_f32_to_bf16(v);
@@ -1438,69 +1156,17 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
     return 1;
 }
 
-/* Variant knobs (dic_model.h dic_moe_dec_config; $DEEPINFER_MOE_DEC="up,down,nst" read once):
- * up 0 = k_md_up, 1 = k_mv_up<.., 1>, 2 = k_mv_up<.., 4> (cluster of 4 chains); down 0 = k_md_down,
- * 1 = k_mv_down (cluster of k slots), 2 = k_mv_down2 (a CTA per token and 16 columns, all k entries,
- * no cluster; down 1 when its shared memory exceeds 200 KB); nst = ring stages of k_mv_up (2, 3, 4, 8). Variants 1 / 2
- * are FP4 only (FP8 experts take variant 0); all variants give the same bits. */
-#define MV_UP_DEF 1
-#define MV_DOWN_DEF 1
-#define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
-#define MD2_MAXM_DEF 2 /* the default down kernel (knob unset) is k_mv_down2 for M <= this: measured 2026-11-30 (moe_dec_bench down2, up + down, µs at M = 1 / 2 / 4 / 8): down2 43.7 / 80.5 / 157.8 / 308.3, down1 47.3 / 83.2 / 157.8 / 303.9; b1 step -14 µs */
-#define MV_FL_DEF MV_FL_FAST /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
-static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
+/* The kernels taken (docs/kernels/moe-decode.md §1): FP4 up k_mv_up; FP4 down k_mv_down2 for
+ * M <= MD2_MAXM (where its shared memory fits), else k_mv_down; FP8, and any FP4 launch refused at run
+ * time (e.g. clusters), the register kernels k_md_up / k_md_down. All give the same bits. */
+#define MD2_MAXM 2 /* k_mv_down2 up to this M, k_mv_down (cluster over the slots) above */
+static int g_mv_broken = 0;
 static int g_md2_count; /* launches of k_mv_down2 (tests) */
 extern "C" int dic_moe_dec_down2_count(void) { return g_md2_count; }
-
-extern "C" void dic_moe_dec_config(int up, int down, int nst) {
-    g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
-}
-extern "C" void dic_moe_dec_flags(int fl) {
-    if (!g_mv_env) g_mv_env = 1, g_mv_up = g_mv_down = g_mv_nst = -1;
-    g_mv_fl = fl;
-}
 extern "C" int dic_moe_dec_broken(void) { return g_mv_broken; }
-/* the lean k_mv_down2's ring stages at M <= 2 (dic_moe_dec_down2_nst: 4, 6 or MD2_NST): measured 2026-11-30 (b1 step,
- * one process): 10 964.5 / 963.7 / 962.7 us, 6 958.5 / 959.6, 4 956.3 / 957.4 (a smaller ring issued before the wait
- * lets the h quantisation after it start sooner); 2026-12-01 b2: 4 1157.9 / 1160.1 us vs 10 1164.0 / 1168.0 */
-#define MD2_NST_DEF 4
-static int g_md2_nst = -1;
-extern "C" void dic_moe_dec_down2_nst(int nst) { g_md2_nst = nst == 4 || nst == 6 || nst == MD2_NST ? nst : -1; }
-/* dic_moe_dec_tail: with a side line to join (the shared expert), k_mv_down2 runs before the join and k_mo_tail
- * adds `shared` after it (the same fp32 adds: the same bits), so the down kernel no longer waits for the shared
- * expert's line. */
-#define MD_TAIL_DEF 1 /* measured 2026-12-01 (one process, b1 V4-Flash 4 layers): 944.3 / 941.3 us vs 960.4 / 957.1 off; b2 1154.9 / 1161.3 vs 1167.0 / 1168.8 */
-static int g_md_tail = -1;
-extern "C" void dic_moe_dec_tail(int on) { g_md_tail = on < 0 ? -1 : on != 0; }
-static int md_tail_on(void) {
-    static int env = -2; /* $DEEPINFER_MOE_TAIL=0|1, read once */
-    if (env == -2) {
-        const char *e = getenv("DEEPINFER_MOE_TAIL");
-        env = e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
-    }
-    return g_md_tail >= 0 ? g_md_tail : env >= 0 ? env : MD_TAIL_DEF;
-}
-static int g_mv_probe; /* dic_moe_dec_probe: DIC_MD_NOQ / NOMMA bits of the up kernel, << 16 of the down kernel */
-extern "C" void dic_moe_dec_probe(int bits) { g_mv_probe = bits < 0 ? 0 : bits; }
 
-static void mv_knobs(int *up, int *down, int *nst, int *fl) {
-    if (!g_mv_env) {
-        g_mv_env = 1;
-        const char *v = getenv("DEEPINFER_MOE_DEC");
-        if (v && *v) {
-            int u = -1, d = -1, n = -1, f = -1;
-            if (sscanf(v, "%d,%d,%d,%i", &u, &d, &n, &f) >= 1) g_mv_up = u, g_mv_down = d, g_mv_nst = n, g_mv_fl = f;
-        }
-    }
-    *fl = g_mv_fl >= 0 ? g_mv_fl : MV_FL_DEF;
-    *up = g_mv_up >= 0 && g_mv_up <= 2 ? g_mv_up : MV_UP_DEF;
-    *down = g_mv_down >= 0 && g_mv_down <= 2 ? g_mv_down : MV_DOWN_DEF;
-    *nst = g_mv_nst == 2 || g_mv_nst == 3 || g_mv_nst == 4 || g_mv_nst == 8 ? g_mv_nst : MV_NST_DEF;
-    if (g_mv_broken) *up = 0, *down = 0;
-}
-
-static size_t mv_up_smem(int nst, int d, int ab) {
-    return (size_t)MD_WARPS * nst * 2 * MV_MATB + (size_t)d * 2 + (size_t)(d / ab) * 4;
+static size_t mv_up_smem(int d, int ab) {
+    return (size_t)MD_WARPS * MV_NST * 2 * MV_MATB + (size_t)d * 2 + (size_t)(d / ab) * 4;
 }
 #define MV_DOWN_NST 4
 static size_t mv_down_smem(int I, int ab) {
@@ -1511,15 +1177,15 @@ static size_t md2_smem(int k, int I, int ab, int nst = MD2_NST) {
     return (size_t)MD2_WARPS * nst * MD2_STB + (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4);
 }
 
-/* down variant 2: grid (d / 16, M) x 256 threads, no cluster */
-template <int FST, int NST = MD2_NST>
+/* k_mv_down2: grid (d / 16, M) x 256 threads, no cluster */
+template <int L7, int NST>
 static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2) {
     static int attr; /* per instance: the dynamic shared-memory limit raised once */
     if (!attr) {
-        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<L7, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         if (e != cudaSuccess) return e;
-        /* the whole unified L1 as shared memory (2 CTAs of ~115 KB per SM at V4-Flash dims); a hint */
-        if (cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributePreferredSharedMemoryCarveout,
+        /* the whole unified L1 as shared memory (2 CTAs per SM at V4-Flash dims); a hint */
+        if (cudaFuncSetAttribute(k_mv_down2<L7, NST>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared) != cudaSuccess)
             (void)cudaGetLastError();
         attr = 1;
@@ -1535,18 +1201,9 @@ static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2
     cfg.gridDim = dim3((unsigned)(a.d / 16), (unsigned)a.M), cfg.blockDim = dim3(MD2_WARPS * 32);
     cfg.dynamicSmemBytes = md2_smem(a.k, a.I, a.ab, NST), cfg.stream = c->stream;
     cfg.attrs = at, cfg.numAttrs = (unsigned)na;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<FST, NST>, a, *t2);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<L7, NST>, a, *t2);
     if (e == cudaSuccess) g_md2_count++;
     return e;
-}
-
-/* the lean k_mv_down2 with nst ring stages per warp */
-static cudaError_t md2_lean(const dic_ctx *c, const md_args &a, const md_tab *t2, int nst) {
-    switch (nst) {
-    case 4: return mv_down2<1, 4>(c, a, t2);
-    case 6: return mv_down2<1, 6>(c, a, t2);
-    default: return mv_down2<1>(c, a, t2);
-    }
 }
 
 template <typename F, typename... A>
@@ -1578,30 +1235,12 @@ static cudaError_t mv_launch(F fn, dim3 grid, size_t smem, dim3 cluster, cudaStr
     return cudaLaunchKernelEx(&cfg, fn, args...);
 }
 
-/* variant up / down of the FP4 kernels: cudaSuccess, or an error (then variant 0 is launched) */
-static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3, int up, int nst) {
-    const size_t sm = mv_up_smem(nst, a.d, a.ab);
-    if (up == 1) {
-        const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
-        switch (nst) {
-        case 2:
-            if (a.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK) /* FST 1: L7 */
-                return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-            if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off())
-                return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
-            return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-        case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-        case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-        default: return mv_launch(k_mv_up<4, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
-        }
-    }
-    const dim3 grid((unsigned)(a.I / 64 * 4), (unsigned)(a.M * a.k)), cl(4, 1, 1);
-    switch (nst) {
-    case 2: return mv_launch(k_mv_up<2, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
-    case 3: return mv_launch(k_mv_up<3, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
-    case 8: return mv_launch(k_mv_up<8, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
-    default: return mv_launch(k_mv_up<4, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
-    }
+/* k_mv_up: cudaSuccess, or an error (then the register kernel is launched) */
+static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3) {
+    const size_t sm = mv_up_smem(a.d, a.ab);
+    const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
+    if (a.ab == MD_CK) return mv_launch(k_mv_up<1>, grid, sm, cl, c->stream, a, *t1, *t3);
+    return mv_launch(k_mv_up<0>, grid, sm, cl, c->stream, a, *t1, *t3);
 }
 
 static int mv_scales_ok(const dic_wmat *W, int E) {
@@ -1610,9 +1249,10 @@ static int mv_scales_ok(const dic_wmat *W, int E) {
     return 1;
 }
 
+/* up: 1 = k_mv_up, 0 = k_md_up; down: 2 = k_mv_down2, 1 = k_mv_down, 0 = k_md_down (FP4 only for 1, 2) */
 template <int FP4>
 static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3,
-                             const md_tab *t2, int up, int down, int nst) {
+                             const md_tab *t2, int up, int down) {
     static int attr_up, attr_down; /* per instance: the dynamic shared-memory limits raised once */
     const size_t su = md_up_smem(a.d, a.ab), sd = md_down_smem(a.k, a.I, a.ab);
     if (!attr_up || !attr_down) {
@@ -1623,27 +1263,21 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
         attr_up = attr_down = 1;
     }
     cudaError_t e = cudaErrorNotSupported;
-    if (FP4 && up && !(a.fl & DIC_MD_DNONLY)) {
-        md_args au = a;
-        if (g_mv_probe && a.fl == MV_FL_FAST) au.fl |= g_mv_probe & MV_PROBE_FL; /* timing probe of the up kernel */
-        e = mv_up(c, au, t1, t3, up, nst);
+    if (FP4 && up) {
+        e = mv_up(c, a, t1, t3);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1; /* e.g. clusters refused */
     }
-    if (a.fl & DIC_MD_DNONLY) e = cudaSuccess; /* diagnostic: no up launch */
-    else if (e != cudaSuccess) {
+    if (e != cudaSuccess) {
         DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a,
                    *t1, *t3);
         e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
     e = cudaErrorNotSupported;
-    if (a.fl & DIC_MD_UPONLY) { /* diagnostic: no down launch */
-        DIC_LAUNCH_CHECK();
-    }
-    /* early: the down kernel runs before the join (its routed y to y, or to g_mo_y), k_mo_tail adds `shared`
-     * after it (dic_moe_dec_tail) */
+    /* with a line to join: the down kernel runs before the join (its routed y to y, or to g_mo_y), k_mo_tail
+     * adds `shared` after it (docs/kernels/moe-decode.md §1) */
     float *ytail = NULL;
-    if (c->join && md_tail_on() && FP4 && down == 2 && !g_mv_broken && a.M <= MO_MAXM && a.d <= MO_DMAX) {
+    if (c->join && FP4 && down == 2 && !g_mv_broken && a.M <= MO_MAXM && a.d <= MO_DMAX) {
         ytail = a.y;
         if (!ytail && cudaGetSymbolAddress((void **)&ytail, g_mo_y) != cudaSuccess) (void)cudaGetLastError(), ytail = NULL;
     }
@@ -1651,10 +1285,7 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
     if (FP4 && down == 2 && !g_mv_broken) {
         md_args ad = a;
         if (ytail) ad.shared = NULL, ad.y = ytail, ad.out = NULL; /* the routed y only; out is written by the tail */
-        if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
-        e = ad.fl == MV_FL_FAST && !dic_lean_off() && !g_mv_probe && a.ab == MD_CK
-                ? md2_lean(c, ad, t2, g_md2_nst >= 0 ? g_md2_nst : a.M <= 2 ? MD2_NST_DEF : MD2_NST)
-            : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !dic_lean_off() ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
+        e = a.ab == MD_CK ? mv_down2<1, MD2_NST_LEAN>(c, ad, t2) : mv_down2<0, MD2_NST>(c, ad, t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
         if (ytail) {
             c->join(c->join_arg);
@@ -1667,84 +1298,12 @@ static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t
         }
     } else if (FP4 && down && !g_mv_broken) {
         const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
-        if (a.fl == MV_FL_FAST && !dic_lean_off())
-            e = mv_launch(k_mv_down<MV_DOWN_NST, 1>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
-        else
-            e = mv_launch(k_mv_down<MV_DOWN_NST>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
+        e = mv_launch(k_mv_down<MV_DOWN_NST>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
         if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
     }
     if (e != cudaSuccess)
         DIC_LAUNCH(k_md_down<FP4>, dim3((unsigned)(a.d / 16), (unsigned)a.M), MD_WARPS * 32, sd, c->stream, a, *t2);
     DIC_LAUNCH_CHECK();
-}
-
-/* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
-
-#define MO_MAXM_DEF 0 /* default: off (opt-in $DEEPINFER_MOE_ONE=N / dic_moe_dec_one: up to M = N); predicted to win at M = 1..8 (MOE-DEC-NOTES.md round 5) but no gain measured in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
-#define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
-#define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
-static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */
-
-extern "C" void dic_moe_dec_one(int maxm) { g_mo_maxm = maxm < 0 ? -2 : maxm; }
-extern "C" int dic_moe_dec_one_count(void) { return g_mo_count; }
-
-static int mo_maxm(void) {
-    if (g_mo_maxm == -2) {
-        const char *v = getenv("DEEPINFER_MOE_ONE");
-        g_mo_maxm = v && *v ? atoi(v) : MO_MAXM_DEF;
-        if (g_mo_maxm < 0) g_mo_maxm = MO_MAXM_DEF;
-    }
-    return g_mo_maxm;
-}
-
-static size_t mo_smem(int d, int I, int ab) {
-    const int kx = d > I ? d : I;
-    return (size_t)MD_WARPS * MO_RINGW + (size_t)kx * 2 + (size_t)(kx / ab) * 4;
-}
-
-/* -1: not launched (the caller takes the two launches); else the launch's error */
-static int mo_try(const dic_ctx *c, md_args a, const md_tab *t1, const md_tab *t3, const md_tab *t2, cudaError_t *err) {
-    if (a.M > MO_MAXM || a.d > MO_DMAX || a.k > MD_KMAX) return -1;
-    static int nsm, occ;
-    static size_t occ_smem;
-    const size_t sm = mo_smem(a.d, a.I, a.ab);
-    if (!nsm) {
-        nsm = c->num_sms;
-        if (nsm <= 0) {
-            int dev = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-                nsm = 0;
-        }
-        if (nsm <= 0) return (void)cudaGetLastError(), nsm = 0, -1;
-    }
-    if (occ_smem != sm) {
-        occ = 0;
-        if (cudaFuncSetAttribute(k_mo, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_mo, MD_WARPS * 32, sm) != cudaSuccess)
-            occ = 0;
-        (void)cudaGetLastError();
-        occ_smem = sm;
-    }
-    if (occ <= 0) return -1;
-    const int R = a.M * a.k, NU = R * (a.I / 16), ND = R * (a.d / 32);
-    /* co-resident: at most occ CTAs per SM (the grid barrier needs every CTA resident at once) */
-    int G = occ * nsm, need = NU > ND ? NU : ND;
-    if (G > need) G = need;
-    const size_t item = 32 * ((size_t)a.I / 2 + (size_t)a.I / 32); /* w2 bytes of a down item */
-    const size_t pf = MO_PF_BYTES / item;
-    a.pf = pf < (size_t)ND ? (int)pf : ND;
-    const int tail = c->join != NULL; /* shared may be written on a line joined only now: added by k_mo_tail */
-    cudaError_t e = mv_launch(k_mo, dim3((unsigned)G), sm, dim3(1, 1, 1), c->stream, a, *t1, *t3, *t2, tail);
-    if (e != cudaSuccess) return (void)cudaGetLastError(), -1;
-    g_mo_count++;
-    if (tail) {
-        c->join(c->join_arg);
-        const int n = a.M * a.d;
-        DIC_LAUNCH(k_mo_tail, dim3((unsigned)((n + 255) / 256)), 256, 0, c->stream, a.M, a.d, (const float *)a.y,
-                   a.shared, a.lds, a.y, a.out, a.ldo);
-    }
-    *err = cudaGetLastError();
-    return 0;
 }
 
 static void md_fill(md_tab *t, const dic_wmat *W, int E) {
@@ -1767,27 +1326,17 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
     a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
-    a.pf = 0;
     static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
-    int up, down, nst, fl;
-    mv_knobs(&up, &down, &nst, &fl);
-    a.fl = fmt == 3 ? fl : 0;
+    int up = 1, down = 1;
+    if (g_mv_broken) up = 0, down = 0; /* a ring kernel's launch failed once: the register kernels since */
     if (fmt == 3) {
         const int sok = mv_scales_ok(W1, E) && mv_scales_ok(W3, E) && mv_scales_ok(W2, E);
         if (!sok) up = 0, down = 0;
-        if (up == 2 && (act_block > MD_CK || I % 64)) up = 1; /* a quantisation block inside a chunk */
-        if (down == 2 && md2_smem(k, I, act_block) > 200 * 1024) down = 1; /* k_mv_down2 does not fit */
         if (M * k > 65535 || mv_down_smem(I, act_block) > 200 * 1024) down = 0;
-        if (up && mv_up_smem(nst, d, act_block) > 200 * 1024) up = 0;
-        if (sok && up == 1 && down == 1 && nst == MV_NST_DEF && !(fl & MO_DIAG) && !g_mv_broken && M <= mo_maxm()) {
-            cudaError_t e = cudaSuccess;
-            a.pf = 0;
-            if (mo_try(c, a, &t1, &t3, &t2, &e) == 0) return e;
-        }
-        if (down == 1 && g_mv_down < 0 && M <= MD2_MAXM_DEF && md2_smem(k, I, act_block) <= 200 * 1024)
-            down = 2; /* the default down kernel at small M (after k_mo, which takes down 1) */
-        return md_launch<1>(c, a, &t1, &t3, &t2, up, down, nst);
+        if (up && mv_up_smem(d, act_block) > 200 * 1024) up = 0;
+        if (down == 1 && M <= MD2_MAXM && md2_smem(k, I, act_block) <= 200 * 1024) down = 2;
+        return md_launch<1>(c, a, &t1, &t3, &t2, up, down);
     }
-    return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0, 0);
+    return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0);
 }

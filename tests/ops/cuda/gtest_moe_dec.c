@@ -8,17 +8,13 @@
  *    measured norms are printed);
  *  - two runs bitwise equal; the last token alone (M = 1) bitwise equal to
  *    its row in the M-token launch; shared aliasing out;
- *  - every kernel variant (dic_moe_dec_config: up 0/1/2 x ring stages,
- *    down 0/1; dic_moe_dec_flags DIC_MD_QHW, _CVT, _XPRE, _DLITE; the one-launch k_mo,
- *    dic_moe_dec_one) bitwise equal to variant 0 in h, y and out (the DIC_MD_ diagnostics are
- *    timing-only: not tested);
- *  - gpu_moe_dec_down2: the down variant 2 (k_mv_down2: a CTA per token and 16 columns, all k
- *    entries) bitwise equal to variant 0 at M = 1, 2, 8 (several first tokens), with repeated and
- *    invalid expert ids (-1, >= E, a token without any valid entry), shared given / not given /
- *    aliasing out, y NULL, flags, a CUDA graph;
- *  - gpu_moe_dec_one: k_mo (one launch, grid barrier) bitwise equal to variant 0 at every M in
- *    1..8 (V4-Flash dims and small odd shapes), with and without the shared add, with y NULL, with
- *    shared aliasing out, with a line join (k_mo_tail), and replayed from a CUDA graph;
+ *  - gpu_moe_dec_every_m: the CPU check at every M in 1..8 on four shapes (V4-Flash dims and small
+ *    odd ones), and every row bitwise equal to its row in the 8-token launch (k_mv_down2 at M <= 2,
+ *    k_mv_down above: the same bits), with and without the shared add, with y NULL, with shared
+ *    aliasing out, with a line join (k_mo_tail) and replayed from a CUDA graph;
+ *  - gpu_moe_dec_down2: the same bitwise row checks from several first tokens at M = 1, 2, 8 with
+ *    repeated and invalid expert ids (-1, >= E, a token without any valid entry); k_mv_down2 taken at
+ *    M <= 2 (the variants' bitwise checks are lab/moe_decode/'s bench);
  *  - FP4 (V4 experts, V4-Flash dims at M = 1 and 8) and FP8 experts,
  *    E = 16..256, top-k 2..6, hidden 256..4096, M = 1, 2, 5, 8. */
 #include <math.h>
@@ -167,54 +163,6 @@ static void md_case(int fmt, int E, int k, int d, int I, int B, int ab, float li
         size_t n1 = gt_count_diff_u16(O1, O2 + (size_t)(M - 1) * ldo, (size_t)d);
         CHECK_MSG(n1 == 0, "moe_dec: token %d alone differs from its row in M = %d in %zu values", M - 1, M, n1);
         free(O1);
-    }
-    /* every variant (dic_moe_dec_config; FP8 takes variant 0 whatever is asked): bitwise equal to
-     * variant 0 in h, y and out */
-    {
-        enum { Q = DIC_MD_QHW, C = DIC_MD_CVT, X = DIC_MD_XPRE, L = DIC_MD_DLITE, A = Q | C | X | L };
-        /* 5th column: dic_moe_dec_one (0: the two launches; 8: the one-launch k_mo, FP4 1,1,2 only) */
-        static const int V[][5] = {{0, 0, 0, 0, 0}, {1, 1, 2, 0, 0}, {1, 1, 3, 0, 0}, {1, 1, 4, 0, 0}, {1, 1, 8, 0, 0},
-                                   {2, 1, 2, 0, 0}, {2, 1, 3, 0, 0}, {2, 1, 4, 0, 0}, {2, 1, 8, 0, 0}, {1, 0, 4, 0, 0},
-                                   {0, 1, 4, 0, 0}, {1, 1, 2, Q, 0}, {1, 1, 3, Q, 0}, {2, 1, 2, Q, 0}, {2, 1, 4, Q, 0},
-                                   {1, 1, 2, C, 0}, {1, 1, 2, Q | C, 0}, {2, 1, 2, Q | C, 0}, {1, 1, 2, Q | X, 0},
-                                   {2, 1, 2, Q | X, 0}, {1, 1, 2, Q | L, 0}, {1, 1, 2, L, 0}, {1, 1, 2, A, 0},
-                                   {1, 1, 3, A, 0}, {2, 1, 2, A, 0}, {2, 1, 4, A, 0}, {0, 1, 4, A, 0}, {1, 0, 2, A, 0},
-                                   {1, 1, 2, A, 8}, {1, 1, 2, Q | C, 8}, {1, 1, 2, 0, 8}, {-1, -1, -1, -1, 8},
-                                   {1, 2, 2, A, 0}, {1, 2, 2, 0, 0}, {0, 2, 4, Q | C, 0}, {2, 2, 2, Q, 0}};
-        const int nv = (int)(sizeof V / sizeof V[0]);
-        uint16_t *Hr = NULL, *Or = NULL;
-        float *Yr = NULL;
-        for (int v = 0; v < nv; v++) {
-            dic_moe_dec_config(V[v][0], V[v][1], V[v][2]);
-            dic_moe_dec_flags(V[v][3]);
-            dic_moe_dec_one(V[v][4]);
-            const int n_one = dic_moe_dec_one_count();
-            CUDA_SYNC_CHECK(cudaMemset(dh, 0xFF, (size_t)R * I * 2));
-            CUDA_SYNC_CHECK(cudaMemset(dy2, 0xFF, (size_t)M * d * 4));
-            CUDA_SYNC_CHECK(dic_moe_routed_dec(&ctx, M, k, dsel, drw, E, g1, g3, g2, dxn, ldx, d, ab, limit, dh,
-                                               (size_t)I, dsh, ldo, dy2, dout2, ldo));
-            uint16_t *Hv = gt_d2h(dh, (size_t)R * I * 2), *Ov = gt_d2h(dout2, (size_t)M * ldo * 2);
-            float *Yv = gt_d2h(dy2, (size_t)M * d * 4);
-            CHECK(Hv && Ov && Yv);
-            CHECK_MSG(!V[v][4] || fmt == DI_WFMT_FP8 || dic_moe_dec_one_count() == n_one + 1,
-                      "moe_dec variant %d (one launch): k_mo not taken", v);
-            if (v == 0) {
-                Hr = Hv, Or = Ov, Yr = Yv;
-                continue;
-            }
-            size_t nh = gt_count_diff_u16(Hv, Hr, (size_t)R * I), no = 0, ny = gt_count_diff_u32(Yv, Yr, (size_t)M * d);
-            for (int mm = 0; mm < M; mm++) no += gt_count_diff_u16(Ov + mm * ldo, Or + mm * ldo, (size_t)d);
-            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec variant up %d down %d nst %d fl %#x: launch failed (fell back to 0)",
-                      V[v][0], V[v][1], V[v][2], V[v][3]);
-            CHECK_MSG(nh == 0 && no == 0 && ny == 0,
-                      "moe_dec variant up %d down %d nst %d fl %#x: differs from variant 0 in %zu h / %zu y / %zu out",
-                      V[v][0], V[v][1], V[v][2], V[v][3], nh, ny, no);
-            free(Hv), free(Ov), free(Yv);
-        }
-        free(Hr), free(Or), free(Yr);
-        dic_moe_dec_config(-1, -1, -1);
-        dic_moe_dec_flags(-1);
-        dic_moe_dec_one(-1);
     }
     /* compare: h rows (GPU row t*k+j = CPU dispatched row inv[t*k+j]), y, out */
     float *hg = malloc((size_t)R * I * 4), *hc = malloc((size_t)R * I * 4);
@@ -370,10 +318,10 @@ static cudaError_t md_fx_call(md_fx *f, int M, int off, const uint16_t *shp, flo
     return e;
 }
 
-/* Variant 0 (0, 0, 0)'s h, out, y at M tokens from token `off`: w = 0 with shared, w = 1 without. */
+/* The default path's h, out, y at M tokens from token `off` (eager, no join): w = 0 with shared, w = 1
+ * without. */
 static void md_fx_ref(md_fx *f, int M, int off, uint16_t *Hr[2], uint16_t *Or[2], float *Yr[2]) {
     const size_t R = (size_t)M * f->k;
-    dic_moe_dec_config(0, 0, 0), dic_moe_dec_flags(0), dic_moe_dec_one(0);
     for (int w = 0; w < 2; w++) {
         CUDA_SYNC_CHECK(cudaMemset(f->dh, 0xFF, R * f->I * 2));
         CUDA_SYNC_CHECK(cudaMemset(f->dout, 0xFF, (size_t)M * f->ldo * 2));
@@ -404,11 +352,17 @@ static void md_fx_case(md_fx *f, int M, int off, int sh, int ygiven, int graph, 
     free(Hv), free(Ov), free(Yv);
 }
 
-/* ---- the one-launch path (k_mo) against variant 0, bitwise, every M in 1..Mmax ------------------ */
+/* ---- every M in 1..Mmax: each row bitwise equal to its row in the Mmax-token launch ------------- */
 
 static void md_nojoin(void *p) { (void)p; }
 
-static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mmax, uint64_t seed) {
+/* Rows 0..M-1 of the Mmax-token reference (h, out, y), for md_fx_case. */
+static void md_fx_rows(const md_fx *f, int off, uint16_t *Hr, uint16_t *Or, float *Yr, uint16_t **H, uint16_t **O,
+                       float **Y) {
+    *H = Hr + (size_t)off * f->k * f->I, *O = Or + (size_t)off * f->ldo, *Y = Yr + (size_t)off * f->d;
+}
+
+static void md_every_m_shape(int E, int k, int d, int I, int ab, float limit, int Mmax, uint64_t seed) {
     uint64_t s = seed;
     md_fx f;
     md_fx_make(&f, E, k, d, I, ab, limit, Mmax, &s);
@@ -416,47 +370,55 @@ static void md_one_shape(int E, int k, int d, int I, int ab, float limit, int Mm
         md_fx_route(&f, t, t & 1 ? k + 2 : 0, &s);
     if (Mmax >= 3) f.sel[2 * k + 1] = -1; /* an invalid slot (no expert) in token 2 */
     md_fx_upload(&f);
+    /* reference: the Mmax-token launch, with shared (w = 0) and without (w = 1) */
+    uint16_t *Hr[2], *Or[2];
+    float *Yr[2];
+    md_fx_ref(&f, Mmax, 0, Hr, Or, Yr);
     for (int M = 1; M <= Mmax; M++) {
-        /* reference: variant 0 (0,0,0), with shared (sr) and without (nr) */
-        uint16_t *Hr[2], *Or[2];
-        float *Yr[2];
-        md_fx_ref(&f, M, 0, Hr, Or, Yr);
-        /* cases: flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, join, graph */
-        static const struct { int fl, sh, y, join, graph; } C[] = {
-            {-1, 1, 1, 0, 0}, {-1, 0, 1, 0, 0}, {-1, 2, 1, 0, 0}, {-1, 1, 0, 1, 0}, {-1, 0, 1, 1, 0},
-            {-1, 2, 0, 1, 0}, {DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0, 0}, {0, 1, 1, 0, 0}, {-1, 1, 1, 0, 1}, {-1, 0, 1, 1, 1}};
+        /* cases: shared (0 none, 1 separate, 2 aliasing out), y given, join, graph */
+        static const struct { int sh, y, join, graph; } C[] = {
+            {1, 1, 0, 0}, {0, 1, 0, 0}, {2, 1, 0, 0}, {1, 0, 1, 0}, {0, 1, 1, 0}, {2, 0, 1, 0}, {1, 1, 0, 1}, {0, 1, 1, 1}};
         const int nc = (int)(sizeof C / sizeof C[0]);
-        dic_moe_dec_config(-1, -1, -1), dic_moe_dec_one(8);
         for (int ci = 0; ci < nc; ci++) {
-            dic_moe_dec_flags(C[ci].fl);
             const int w = C[ci].sh == 0; /* the reference without shared */
             f.ctx.join = C[ci].join ? md_nojoin : NULL, f.ctx.join_arg = NULL;
-            const int n0 = dic_moe_dec_one_count();
+            const int n0 = dic_moe_dec_down2_count();
+            uint16_t *H, *O;
+            float *Y;
+            md_fx_rows(&f, 0, Hr[w], Or[w], Yr[w], &H, &O, &Y);
             size_t nh, ny, no;
-            md_fx_case(&f, M, 0, C[ci].sh, C[ci].y, C[ci].graph, Hr[w], Or[w], Yr[w], &nh, &ny, &no);
+            md_fx_case(&f, M, 0, C[ci].sh, C[ci].y, C[ci].graph, H, O, Y, &nh, &ny, &no);
             f.ctx.join = NULL;
-            CHECK_MSG(dic_moe_dec_one_count() == n0 + 1, "moe_dec_one M=%d case %d: k_mo not taken", M, ci);
+            CHECK_MSG(M > 2 || C[ci].graph || dic_moe_dec_down2_count() == n0 + 1,
+                      "moe_dec M=%d case %d: k_mv_down2 not taken", M, ci);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
-                      "moe_dec_one E=%d k=%d d=%d I=%d M=%d case %d: differs from variant 0 in %zu h / %zu y / %zu out",
-                      E, k, d, I, M, ci, nh, ny, no);
+                      "moe_dec E=%d k=%d d=%d I=%d M=%d case %d: differs from the %d-token launch in %zu h / %zu y / "
+                      "%zu out",
+                      E, k, d, I, M, ci, Mmax, nh, ny, no);
         }
-        for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
-        fprintf(stderr, "  moe_dec_one E=%d k=%d d=%d I=%d ab=%d M=%d: %d cases bitwise equal to variant 0\n", E, k,
-                d, I, ab, M, nc);
+        fprintf(stderr, "  moe_dec E=%d k=%d d=%d I=%d ab=%d M=%d: %d cases bitwise equal to the %d-token rows\n", E, k,
+                d, I, ab, M, nc, Mmax);
     }
-    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1);
+    for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
     CHECK(!dic_moe_dec_broken());
     md_fx_free(&f);
 }
 
-TEST(gpu_moe_dec_one) {
-    md_one_shape(256, 6, 4096, 2048, 128, 10.0f, 8, 7300); /* V4-Flash */
-    md_one_shape(16, 2, 256, 128, 128, 0.0f, 8, 7310);
-    md_one_shape(64, 6, 1024, 512, 32, 7.0f, 8, 7320);
-    md_one_shape(24, 5, 640, 384, 64, 3.0f, 8, 7330); /* odd top-k, d / 16 and I / 16 odd multiples */
+TEST(gpu_moe_dec_every_m) {
+    static const struct { int E, k, d, I, ab; float limit; uint64_t seed; } S[] = {
+        {256, 6, 4096, 2048, 128, 10.0f, 7300}, /* V4-Flash */
+        {16, 2, 256, 128, 128, 0.0f, 7310},
+        {64, 6, 1024, 512, 32, 7.0f, 7320},
+        {24, 5, 640, 384, 64, 3.0f, 7330}}; /* odd top-k, d / 16 and I / 16 odd multiples */
+    for (int i = 0; i < 4; i++) {
+        for (int M = 1; M <= 8; M++) /* against the CPU op sequence */
+            md_case(DI_WFMT_FP4, S[i].E, S[i].k, S[i].d, S[i].I, 32, S[i].ab, S[i].limit, M, M & 1,
+                    S[i].seed + 100 + (uint64_t)M);
+        md_every_m_shape(S[i].E, S[i].k, S[i].d, S[i].I, S[i].ab, S[i].limit, 8, S[i].seed);
+    }
 }
 
-/* ---- down variant 2 (k_mv_down2) against variant 0, bitwise ----------------------------------- */
+/* ---- k_mv_down2 (M <= 2) and k_mv_down (M = 8) rows against the 8-token launch, bitwise ---------- */
 
 static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint64_t seed) {
     enum { MM = 8 };
@@ -473,40 +435,38 @@ static void md_down2_shape(int E, int k, int d, int I, int ab, float limit, uint
     }
     for (int j = 0; j < k; j++) sel[(MM - 2) * k + j] = j & 1 ? -1 : E; /* token 6: no valid entry */
     md_fx_upload(&f);
+    /* reference: the MM-token launch from token 0, with shared (w = 0) and without (w = 1) */
+    uint16_t *Hr[2], *Or[2];
+    float *Yr[2];
+    md_fx_ref(&f, MM, 0, Hr, Or, Yr);
     /* (M, first token) */
     static const int RUNS[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 6}, {2, 0}, {2, 2}, {8, 0}};
     for (int ri = 0; ri < (int)(sizeof RUNS / sizeof RUNS[0]); ri++) {
         const int M = RUNS[ri][0], off = RUNS[ri][1];
-        /* reference: variant 0 (0,0,0), with shared (w = 0) and without (w = 1) */
-        uint16_t *Hr[2], *Or[2];
-        float *Yr[2];
-        md_fx_ref(&f, M, off, Hr, Or, Yr);
-        /* cases: up variant, flags (-1 = default), shared (0 none, 1 separate, 2 aliasing out), y given, graph */
-        /* nst: dic_moe_dec_down2_nst (the lean kernel's ring stages; -1 the default: 4 at M = 1, 10 at M = 2) */
-        static const struct { int up, fl, sh, y, graph, nst; } C[] = {
-            {-1, -1, 1, 1, 0, -1}, {-1, -1, 0, 1, 0, -1}, {-1, -1, 2, 0, 0, -1}, {-1, DIC_MD_QHW | DIC_MD_CVT, 1, 1, 0, -1},
-            {-1, 0, 0, 1, 0, -1},  {0, -1, 1, 1, 0, -1},  {-1, -1, 1, 1, 1, -1}, {-1, -1, 1, 1, 0, 4},
-            {-1, -1, 0, 1, 0, 4},  {-1, -1, 2, 0, 0, 4},  {-1, -1, 1, 1, 1, 4},  {-1, -1, 1, 1, 0, 10}, {-1, -1, 1, 1, 0, 6}};
+        /* cases: shared (0 none, 1 separate, 2 aliasing out), y given, graph */
+        static const struct { int sh, y, graph; } C[] = {{1, 1, 0}, {0, 1, 0}, {2, 0, 0}, {1, 1, 1}, {0, 1, 1}};
         const int nc = (int)(sizeof C / sizeof C[0]);
         for (int ci = 0; ci < nc; ci++) {
-            dic_moe_dec_config(C[ci].up, 2, -1), dic_moe_dec_flags(C[ci].fl), dic_moe_dec_one(0);
-            dic_moe_dec_down2_nst(C[ci].nst);
             const int w = C[ci].sh == 0;
             const int n0 = dic_moe_dec_down2_count();
+            uint16_t *H, *O;
+            float *Y;
+            md_fx_rows(&f, off, Hr[w], Or[w], Yr[w], &H, &O, &Y);
             size_t nh, ny, no;
-            md_fx_case(&f, M, off, C[ci].sh, C[ci].y, C[ci].graph, Hr[w], Or[w], Yr[w], &nh, &ny, &no);
-            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec_down2 M=%d case %d: a launch failed (fell back to variant 0)", M, ci);
-            CHECK_MSG(dic_moe_dec_down2_count() == n0 + 1, "moe_dec_down2 M=%d case %d: k_mv_down2 not taken", M, ci);
+            md_fx_case(&f, M, off, C[ci].sh, C[ci].y, C[ci].graph, H, O, Y, &nh, &ny, &no);
+            CHECK_MSG(!dic_moe_dec_broken(), "moe_dec_down2 M=%d case %d: a launch failed (fell back)", M, ci);
+            CHECK_MSG(M > 2 || C[ci].graph || dic_moe_dec_down2_count() == n0 + 1,
+                      "moe_dec_down2 M=%d case %d: k_mv_down2 not taken", M, ci);
             CHECK_MSG(nh == 0 && no == 0 && ny == 0,
-                      "moe_dec_down2 E=%d k=%d d=%d I=%d M=%d (from token %d) case %d: differs from variant 0 in %zu h / "
-                      "%zu y / %zu out",
-                      E, k, d, I, M, off, ci, nh, ny, no);
+                      "moe_dec_down2 E=%d k=%d d=%d I=%d M=%d (from token %d) case %d: differs from the %d-token "
+                      "launch in %zu h / %zu y / %zu out",
+                      E, k, d, I, M, off, ci, MM, nh, ny, no);
         }
-        for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
-        fprintf(stderr, "  moe_dec_down2 E=%d k=%d d=%d I=%d ab=%d M=%d from token %d: %d cases bitwise equal to variant 0\n",
-                E, k, d, I, ab, M, off, nc);
+        fprintf(stderr, "  moe_dec_down2 E=%d k=%d d=%d I=%d ab=%d M=%d from token %d: %d cases bitwise equal to the "
+                        "%d-token rows\n",
+                E, k, d, I, ab, M, off, nc, MM);
     }
-    dic_moe_dec_config(-1, -1, -1), dic_moe_dec_flags(-1), dic_moe_dec_one(-1), dic_moe_dec_down2_nst(-1);
+    for (int w = 0; w < 2; w++) free(Hr[w]), free(Or[w]), free(Yr[w]);
     CHECK(!dic_moe_dec_broken());
     md_fx_free(&f);
 }

@@ -1,5 +1,12 @@
 /*
- * dic_q_proj.cu — the attention's query projection at decode in one launch (ops.h di_q_proj, fast
+ * lab/q_proj/q_proj_fused.cu — src/ops/cuda/dic_q_proj.cu as it was (docs/kernels/attention-decode.md §5
+ * "Tried"): the fused one-launch query projection, opt-in in the product and never on by default, under
+ * lab_ names (q_proj_lab.h). The product runs dic_rmsnorm + dic_gemm + dic_q_post.
+ *
+ * The file as it was:
+ */
+/*
+ * lab_q_proj.cu — the attention's query projection at decode in one launch (ops.h di_q_proj, fast
  * mode, M <= 8): qrn = rmsnorm(qr, q_norm); q = bf16(qrn wq_b^T) (FP8 weights, the activation
  * quantisation of di_gemm); q_post (V4: the per-head BF16 norm; RoPE on the last rd dims of each head).
  *
@@ -32,6 +39,7 @@
 #include "ops/cuda/dic_gemm_quant.cuh"
 #include "ops/cuda/dic_head_norm.cuh"
 #include "ops/cuda/dic_model.h"
+#include "q_proj/q_proj_lab.h"
 
 #define Q_BN 64   /* output columns per CTA */
 #define Q_CK 128  /* k per ring stage */
@@ -337,10 +345,10 @@ static int g_qp_on = -1, g_qp_stmax = 0, g_qp_broken = 0;
 
 static void qp_init(void) {
     if (g_qp_on >= 0) return;
-    const char *e = getenv("DEEPINFER_Q_PROJ_FUSE");
+    const char *e = (const char *)NULL /* lab: lab_q_proj_enable */;
     g_qp_on = e && e[0] == '1'; /* opt-in: no gain in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
 }
-extern "C" void dic_q_proj_enable(int on) { /* on < 0: back to the environment's choice */
+extern "C" void lab_q_proj_enable(int on) { /* on < 0: back to the environment's choice */
     if (on < 0) {
         g_qp_on = -1;
         qp_init();
@@ -348,21 +356,21 @@ extern "C" void dic_q_proj_enable(int on) { /* on < 0: back to the environment's
     }
     g_qp_on = on ? 1 : 0;
 }
-extern "C" int dic_q_proj_enabled(void) {
+extern "C" int lab_q_proj_enabled(void) {
     qp_init();
     return g_qp_on && !g_qp_broken;
 }
-extern "C" void dic_q_proj_config(int stmax) { g_qp_stmax = stmax; }
+extern "C" void lab_q_proj_config(int stmax) { g_qp_stmax = stmax; }
 
 static int q_disjoint(const void *p, size_t pb, const void *q, size_t qb) {
     const char *a = (const char *)p, *b = (const char *)q;
     return a + pb <= b || b + qb <= a;
 }
 
-extern "C" int dic_q_proj_ok(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const uint16_t *qrn,
+extern "C" int lab_q_proj_ok(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const uint16_t *qrn,
                              size_t ldqrn, const dic_wmat *W, int act_block, const uint16_t *q, size_t ldq, int nheads,
                              int hd, int rd) {
-    if (c->batch_invariant || !dic_q_proj_enabled() || M < 1 || M > Q_FUSE_MAXM || !W || W->fmt != 2) return 0;
+    if (c->batch_invariant || !lab_q_proj_enabled() || M < 1 || M > Q_FUSE_MAXM || !W || W->fmt != 2) return 0;
     const int K = W->k, wbl = W->wblock, kb = act_block < wbl ? act_block : wbl;
     if (K < 32 || K > Q_MAXK || !q_pow2(act_block) || act_block < 32 || act_block > Q_CK || !q_pow2(wbl) ||
         wbl < 32 || kb > Q_CK || K % act_block || K % 32)
@@ -388,10 +396,10 @@ static cudaError_t q_seq(const dic_ctx *c, int M, const uint16_t *qr, size_t ldq
     return e;
 }
 
-extern "C" cudaError_t dic_q_proj(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const float *q_norm,
+extern "C" cudaError_t lab_q_proj(const dic_ctx *c, int M, const uint16_t *qr, size_t ldqr, const float *q_norm,
                                   float eps, uint16_t *qrn, size_t ldqrn, const dic_wmat *W, int act_block, uint16_t *q,
                                   size_t ldq, int nheads, int hd, int norm, int rd, const float *cs, const float *sn) {
-    if (!dic_q_proj_ok(c, M, qr, ldqr, qrn, ldqrn, W, act_block, q, ldq, nheads, hd, rd)) return cudaErrorNotSupported;
+    if (!lab_q_proj_ok(c, M, qr, ldqr, qrn, ldqrn, W, act_block, q, ldq, nheads, hd, rd)) return cudaErrorNotSupported;
     const int K = W->k, wbl = W->wblock, kb = act_block < wbl ? act_block : wbl;
     const int nch = (K + Q_CK - 1) / Q_CK, cl = norm ? hd / Q_BN : 1;
     qargs a;

@@ -1,0 +1,1808 @@
+/*
+ * lab/moe_decode/moe_decode_variants.cu — src/ops/cuda/dic_moe_decode.cu as it was before the product
+ * kept one path (docs/kernels/moe-decode.md "Tried"): every variant of the routed experts at decode
+ * under lab_ names (moe_decode_lab.h): up 0/1/2 (registers, ring per warp, cluster of 4 chains) with
+ * ring stages 2/3/4/8, down 0/1/2, the option flags (QHW, CVT, XPRE, DLITE), the timing-only
+ * diagnostic flags (UPONLY ... LIN: WRONG results), the timing probe, the ring stages of the lean
+ * k_mv_down2, the tail switch and the one-launch k_mo (grid barrier). lab_moe_routed_dec takes the
+ * product's arguments; at the default knobs it runs the product's kernels (the same bits).
+ *
+ * The file as it was:
+ */
+/*
+ * dic_moe_decode.cu — the routed experts at decode sizes in fast mode
+ * (ops.h di_moe_routed with c->batch_invariant == 0 and M * k small): no
+ * dispatch, no gather, no separate quantisation, combine or tail; two
+ * launches:
+ *   k_md_up    grid (I / 16, M * k): a CTA takes 16 intermediate columns of
+ *              one (token m, slot s) entry, expert e = sel[m][s]: quantises
+ *              xn[m] in shared memory (dic_gemm_quant's bits), w1 and w3 of
+ *              those columns, g = bf16, u = bf16, h = bf16(SwiGLU(g, u)
+ *              clamped, times rw[m][s]) (dic_swiglu_n's arithmetic) into
+ *              h[m * k + s].
+ *   k_md_down  grid (d / 16, M): a CTA takes 16 output columns of token m:
+ *              quantises h of its k entries in shared memory, w2 of every
+ *              entry -> eo = bf16, then y = 0 + eo over the entries in
+ *              increasing (expert, slot) (di_moe_combine's order), + fp32
+ *              (shared) when given, out = bf16(y) (the model's tail).
+ *
+ * GEMV on the tensor cores (as dic_gemm_f16.cu): the 16 weight rows of a
+ * warp are the 16-row A operand of mma.sync m16n8k16 f16 -> fp32, the
+ * activation the B operand (its 8 columns all the same vector); e2m1 / e4m3
+ * weights and e4m3 activations are exact in f16. FP4: a lane loads one
+ * 32-k block (16 bytes) of its two rows and the quad transposes the blocks
+ * with shuffles, so lane t holds k = 8t .. 8t+7 of each block (the f16
+ * kernel's permutation, FP4 pairs (0,4)(1,5)(2,6)(3,7)); FP8: a lane loads
+ * those 8 bytes directly. Numerics (ops.h di_gemm): per K-block of kb
+ * (FP4: 32; FP8 min(act_block, wblock)) P_b = the HMMA sum of the exact
+ * products, C_w = fma(P_b, s_act * s_w, C_w) over the blocks of warp w's
+ * chunks (128 k, chunk c to warp c % 4) in increasing k; C = ((C_0 + C_1)
+ * + C_2) + C_3. Deterministic (no atomics); a row's bits depend only on its
+ * own token and expert, not on M or on the other rows. Not the bits of the
+ * batch-invariant kernels; within the GEMM tolerance of di_gemm.
+ */
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_model.h"
+#include "ops/cuda/dic_f16_widen.cuh"
+#include "ops/cuda/dic_gemm_quant.cuh"
+#include "moe_decode/moe_decode_lab.h"
+
+static int g_lab_lean_off; /* lab_moe_dec_lean: the full (FST 0) instantiations at the default flags */
+extern "C" void lab_moe_dec_lean(int on) { g_lab_lean_off = !on; }
+
+#define MD_WARPS 4
+#define MD_CK 128 /* k per chunk */
+#define MD_KMAX 8 /* top-k bound of the fused path */
+/* The default flags of the FP4 variants (MV_FL_DEF below): k_mv_up / k_mv_down with FST = 1 are
+ * compiled for exactly these flags (no diagnostic branches, no non-CVT / non-QHW paths in the
+ * executed code: smaller kernels, the same arithmetic); any other flag set takes FST = 0. */
+#define MV_FL_FAST (DIC_MD_QHW | DIC_MD_CVT | DIC_MD_XPRE | DIC_MD_DLITE)
+/* FST = 1 is launched only at act_block == MD_CK (its chunks load their one activation scale once: L7).
+ * FST = 2: the same lean code for any act_block with md_quant_rows (the fallback at act_block != MD_CK, and
+ * the timing probe lab_moe_dec_probe, any bit set: then these two diagnostic flags are read at run time;
+ * results wrong when one is set: measurements of a part's cost in the step only). */
+#define MV_PROBE_FL (DIC_MD_NOQ | DIC_MD_NOMMA)
+#define MV_FL(FST, f) ((FST) == 1 ? MV_FL_FAST : (FST) == 2 ? (MV_FL_FAST | ((f) & MV_PROBE_FL)) : (f))
+
+typedef struct md_tab {
+    const uint8_t *w[DIC_GEMM_MAXE];
+    const uint8_t *s[DIC_GEMM_MAXE];
+} md_tab;
+
+typedef struct md_args {
+    int M, k, E, d, I;
+    int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
+    int ab;
+    int fl; /* DIC_MD_* (dic_model.h): option and diagnostic flags of the FP4 variants */
+    int pf; /* k_mo: down items whose w2 tile is prefetched into L2 at the start (v < pf) */
+    float limit;
+    const int *sel;
+    const float *rw;
+    const uint16_t *xn;
+    size_t ldx;
+    uint16_t *h;
+    size_t ldh;
+    const uint16_t *shared;
+    size_t lds;
+    float *y;
+    uint16_t *out;
+    size_t ldo;
+} md_args;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static __device__ __forceinline__ void md_mma(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Quad transpose of 4 x 32-bit words: lane t (of its quad) holds row t, gets column t
+ * (two butterfly stages: O[t][w] = M[t ^ w ^ ...] = M[w][t]). */
+static __device__ __forceinline__ uint4 md_qtrans(uint4 v, int t) {
+    uint32_t a0 = v.x, a1 = v.y, a2 = v.z, a3 = v.w;
+    { /* xor 2: swap the off-diagonal 2x2 blocks */
+        const bool hi = (t & 2) != 0;
+        uint32_t s0 = hi ? a0 : a2, s1 = hi ? a1 : a3;
+        uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 2), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 2);
+        if (hi) a0 = r0, a1 = r1;
+        else a2 = r0, a3 = r1;
+    }
+    { /* xor 1: swap the off-diagonal elements of each 2x2 block */
+        const bool odd = (t & 1) != 0;
+        uint32_t s0 = odd ? a0 : a1, s1 = odd ? a2 : a3;
+        uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 1), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 1);
+        if (odd) a0 = r0, a2 = r1;
+        else a1 = r0, a3 = r1;
+    }
+    return make_uint4(a0, a1, a2, a3);
+}
+
+/* Quantise nrows bf16 rows of K values (dic_gemm_quant's bits: blocks of
+ * ab, amax >= 1e-4, power-of-two scale s, e4m3 RNE of clamp(x / s, 448);
+ * x / s computed as x * (1 / s), the same correctly rounded value since s
+ * is a power of two and 1 / s a normal float) into shared memory: row q
+ * (source row slot[q] of base, or q) as f16 in the fragment order, lane t
+ * of 32-k block b at uint4 (4 b + t) of its buffer (FP4 pairs (0,4)(1,5)..,
+ * FP8 (0,1)(2,3)..), i.e. the 8 values of source uint4 u go to uint4 u;
+ * scales sa[K / ab] per row. Thread per 8 values, 4 loads in flight per
+ * thread, the block amax over ab / 8 adjacent lanes. Whole CTA. */
+/* hw (DIC_MD_QHW): dic_e4m3x2_f16x2 (dic_gemm_quant.cuh), the same values as the clamp + round_e4m3
+ * below for every finite input. */
+
+/* NTH: the CTA's threads (k_mv_down2: 256; the default: MD_WARPS * 32, the other kernels). NLD: the loads
+ * in flight per thread (one round = NTH x NLD uint4, all issued before any math; k_mv_down2: 8, so the k
+ * h rows of a token at V4-Flash dims (6 x 2048 values = 6 per thread) are one round: one L2 round trip);
+ * the same values and stores for any NLD. */
+template <int NTH = MD_WARPS * 32, int NLD = 4>
+static __device__ void md_quant_rows(const uint16_t *base, size_t ld, const int *slot, int nrows, int K, int ab,
+                                     int fp4, uint8_t *a16, size_t a16_bytes, float *sa, int nsa, int hw = 0) {
+    const int tid = threadIdx.x, upr = K / 8, total = nrows * upr, G = ab / 8;
+    const int lu = (upr & (upr - 1)) == 0 ? __ffs(upr) - 1 : -1; /* row / column by shifts when a power of 2 */
+    const int qst = NTH / upr, cst = NTH - qst * upr; /* u += NTH: q += qst, cu += cst (carry) */
+    for (int u0 = 0; u0 < total; u0 += NTH * NLD) {
+        uint4 v[NLD];
+        int q = lu >= 0 ? (u0 + tid) >> lu : (u0 + tid) / upr, cu = u0 + tid - q * upr; /* u = q upr + cu */
+#pragma unroll
+        for (int i = 0; i < NLD; i++) {
+            const int u = u0 + i * NTH + tid;
+            v[i] = make_uint4(0, 0, 0, 0);
+            if (u < total) {
+                const int row = slot ? slot[q] : q;
+                v[i] = *(const uint4 *)(base + (size_t)row * ld + (size_t)cu * 8);
+            }
+            q += qst, cu += cst;
+            if (cu >= upr) cu -= upr, q++;
+        }
+#pragma unroll 1 /* code size: the body once; v[0] is the current load, the others shift down */
+        for (int i = 0; i < NLD; i++) {
+            const int u = u0 + i * NTH + tid;
+            if (u0 + i * NTH >= total) break; /* uniform over the CTA */
+            const uint32_t w[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+            if constexpr (NLD == 4) {
+                v[0] = v[1], v[1] = v[2], v[2] = v[3]; /* (the existing instantiations' code, unchanged) */
+            } else {
+#pragma unroll
+                for (int r = 0; r + 1 < NLD; r++) v[r] = v[r + 1];
+            }
+            float x[8], amax = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                x[j] = dic_bf16_to_f32((uint16_t)(j & 1 ? w[j >> 1] >> 16 : w[j >> 1] & 0xFFFFu));
+                float a = fabsf(x[j]);
+                if (a > amax) amax = a;
+            }
+            for (int o = G >> 1; o; o >>= 1) { /* groups of G lanes never straddle u = total (total % 16 == 0) */
+                float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                if (t > amax) amax = t;
+            }
+            if (u >= total) continue;
+            const float sc = dic_act_scale(amax), rc = __frcp_rn(sc);
+            const int q = lu >= 0 ? u >> lu : u / upr, cu = u - q * upr, row = slot ? slot[q] : q;
+            if (cu % G == 0) sa[(size_t)row * nsa + cu / G] = sc;
+            if (hw) {
+                float tq[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
+                uint4 o;
+                if (fp4) o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[4]), dic_e4m3x2_f16x2(tq[1], tq[5]),
+                                        dic_e4m3x2_f16x2(tq[2], tq[6]), dic_e4m3x2_f16x2(tq[3], tq[7]));
+                else o = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[1]), dic_e4m3x2_f16x2(tq[2], tq[3]),
+                                    dic_e4m3x2_f16x2(tq[4], tq[5]), dic_e4m3x2_f16x2(tq[6], tq[7]));
+                ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
+                continue;
+            }
+            uint32_t hq[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) hq[j] = dic_e4m3_f16(__fmul_rn(x[j], rc));
+            uint4 o;
+            if (fp4) o = make_uint4(hq[0] | hq[4] << 16, hq[1] | hq[5] << 16, hq[2] | hq[6] << 16, hq[3] | hq[7] << 16);
+            else o = make_uint4(hq[0] | hq[1] << 16, hq[2] | hq[3] << 16, hq[4] | hq[5] << 16, hq[6] | hq[7] << 16);
+            ((uint4 *)(a16 + (size_t)row * a16_bytes))[cu] = o;
+        }
+    }
+}
+
+/* 1 / s for an activation scale s = dic_act_scale(..) (a power of two 2^-126..2^127, or inf): the bits
+ * __frcp_rn(s) gives (2^-e exact, 2^-127 subnormal, 1 / inf = 0) without the reciprocal's iterations. */
+static __device__ __forceinline__ float md_rcp_pow2(float s) {
+    const int be = (int)(__float_as_uint(s) >> 23); /* s > 0 */
+    return be < 254 ? __uint_as_float((uint32_t)(254 - be) << 23) : be == 254 ? __uint_as_float(0x00400000u) : 0.0f;
+}
+
+/* md_quant_rows (FP4 fragment order, the dic_e4m3x2_f16x2 path: DIC_MD_QHW), the same values at fewer
+ * instructions for the lean (FST) kernels: the raw bf16 rows are first copied into the a16 buffer (the same
+ * 16 bytes per 8 values: NLD loads in flight per thread, no registers carried across units), then each
+ * thread quantises its units in place, one unit per iteration (measured: md_quant_rows' rolled register
+ * queue and index divisions were ~30 % of k_mv_down2's instructions in ncu; the b1 step -4 us). Rows of base: nrows at stride ld
+ * (no slot table). Whole CTA; ends with __syncthreads. */
+template <int NTH, int NLD>
+static __device__ void md_quant_lean(const uint16_t *base, size_t ld, int nrows, int K, int ab, uint8_t *a16,
+                                     size_t a16_bytes, float *sa, int nsa) {
+    const int tid = threadIdx.x, upr = K / 8, total = nrows * upr;
+    const int qst = NTH / upr, cst = NTH - qst * upr; /* u += NTH: q += qst, cu += cst (carry) */
+    for (int u0 = 0; u0 < total; u0 += NTH * NLD) {
+        uint4 v[NLD];
+        int q = (u0 + tid) / upr, cu = u0 + tid - q * upr;
+        int qs[NLD], cus[NLD];
+#pragma unroll
+        for (int i = 0; i < NLD; i++) {
+            qs[i] = q, cus[i] = cu;
+            if (u0 + i * NTH + tid < total) v[i] = *(const uint4 *)(base + (size_t)q * ld + (size_t)cu * 8);
+            q += qst, cu += cst;
+            if (cu >= upr) cu -= upr, q++;
+        }
+#pragma unroll
+        for (int i = 0; i < NLD; i++)
+            if (u0 + i * NTH + tid < total) ((uint4 *)(a16 + (size_t)qs[i] * a16_bytes))[cus[i]] = v[i];
+    }
+    __syncthreads();
+    const int G = ab / 8;
+#pragma unroll 1
+    for (int q = 0; q < nrows; q++) {
+        uint4 *row = (uint4 *)(a16 + (size_t)q * a16_bytes);
+#pragma unroll 1
+        for (int cu0 = 0; cu0 < upr; cu0 += NTH) { /* warp-uniform bounds: every lane takes the shuffles */
+            const int cu = cu0 + tid, ok = cu < upr;
+            const uint4 r = ok ? row[cu] : make_uint4(0, 0, 0, 0);
+            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+            float x[8], amax = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                x[j] = dic_bf16_to_f32((uint16_t)(j & 1 ? w[j >> 1] >> 16 : w[j >> 1] & 0xFFFFu));
+                float a = fabsf(x[j]);
+                if (a > amax) amax = a;
+            }
+            for (int o = G >> 1; o; o >>= 1) { /* groups of G lanes: one row, one block (upr % G == 0) */
+                float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+                if (t > amax) amax = t;
+            }
+            if (!ok) continue;
+            const float sc = dic_act_scale(amax), rc = md_rcp_pow2(sc);
+            if (cu % G == 0) sa[(size_t)q * nsa + cu / G] = sc;
+            float tq[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) tq[j] = __fmul_rn(x[j], rc);
+            row[cu] = make_uint4(dic_e4m3x2_f16x2(tq[0], tq[4]), dic_e4m3x2_f16x2(tq[1], tq[5]),
+                                 dic_e4m3x2_f16x2(tq[2], tq[6]), dic_e4m3x2_f16x2(tq[3], tq[7]));
+        }
+    }
+    __syncthreads();
+}
+
+/* ---- one warp's chunks of up to two matrices ---------------------------------- */
+
+/* Registers of NB chunks of NM matrices for the lane's two rows ra, ra + 8. */
+template <int FP4, int NB, int NM>
+struct md_regs {
+    uint4 w[NM][NB][FP4 ? 2 : 4]; /* FP4: rows a, b one block each; FP8: rows a, b two uint2 each per 2 blocks */
+    uint32_t s[NM][NB][2];        /* weight scale bytes: block (4c + t) of rows a, b (FP8: b unused) */
+};
+
+/* Load chunk c_i = c0 + 4 i (i < NB, c_i < nch) of matrices j < nm. W[j]: row ra's first byte. */
+template <int FP4, int NB, int NM>
+static __device__ __forceinline__ void md_load(md_regs<FP4, NB, NM> &R, const uint8_t *const W[NM],
+                                               const uint8_t *const S[NM], int nm, size_t wrow, int srow_a, int srow_b,
+                                               int c0, int nch, int t, const md_args &a, int nwb, int ra) {
+#pragma unroll
+    for (int j = 0; j < NM; j++)
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int c = c0 + 4 * i;
+            if (j >= nm || c >= nch) continue;
+            if (FP4) {
+                const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+                R.w[j][i][0] = __ldg((const uint4 *)p);
+                R.w[j][i][1] = __ldg((const uint4 *)(p + 8 * wrow));
+                R.s[j][i][0] = __ldg(S[j] + (size_t)srow_a + 4 * c + t);
+                R.s[j][i][1] = __ldg(S[j] + (size_t)srow_b + 4 * c + t);
+            } else {
+                const uint8_t *p = W[j] + (size_t)c * 128 + 8 * t;
+                uint2 v[8];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    v[q] = __ldg((const uint2 *)(p + 32 * q));
+                    v[4 + q] = __ldg((const uint2 *)(p + 8 * wrow + 32 * q));
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++) R.w[j][i][q] = make_uint4(v[q].x, v[q].y, v[4 + q].x, v[4 + q].y);
+                /* the 16-row tile lies in one wblock row: one scale per sub-block for both rows */
+                R.s[j][i][0] = __ldg(S[j] + (size_t)(ra >> a.lwb) * nwb + ((c * MD_CK + 32 * t) >> a.lwb));
+                R.s[j][i][1] = 0;
+            }
+        }
+}
+
+/* acc[j][0 / 1]: rows ra / ra + 8 of matrix j, over the activation of matrix j (a16[j], sa[j]). */
+template <int FP4, int NB, int NM>
+static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R, int nm, int c0, int nch, int t,
+                                                  int lane, const md_args &a, const uint4 *const a16[NM],
+                                                  const float *const sa[NM], float acc[NM][2]) {
+    const int qb = lane & ~3;
+#pragma unroll
+    for (int j = 0; j < NM; j++)
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int c = c0 + 4 * i;
+            if (j >= nm || c >= nch) continue;
+            uint32_t wa[4], wb[4];
+            if (FP4) {
+                uint4 ta = md_qtrans(R.w[j][i][0], t), tb = md_qtrans(R.w[j][i][1], t);
+                wa[0] = ta.x, wa[1] = ta.y, wa[2] = ta.z, wa[3] = ta.w;
+                wb[0] = tb.x, wb[1] = tb.y, wb[2] = tb.z, wb[3] = tb.w;
+            }
+            const float fa = FP4 ? dic_e8m0_to_f32((uint8_t)R.s[j][i][0]) * 16384.0f
+                                 : dic_e8m0_to_f32((uint8_t)R.s[j][i][0]);
+            const float fb = FP4 ? dic_e8m0_to_f32((uint8_t)R.s[j][i][1]) * 16384.0f : fa;
+            float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                uint32_t pa[4], pb[4];
+                if (FP4) {
+                    e2m1x8_f16(wa[q], pa);
+                    e2m1x8_f16(wb[q], pb);
+                } else {
+                    const uint4 v = R.w[j][i][q]; /* x, y: row a bytes 8t..8t+7 of sub-block q; z, w: row b */
+                    pa[0] = cvt_e4m3x2(v.x & 0xFFFFu), pa[1] = cvt_e4m3x2(v.x >> 16);
+                    pa[2] = cvt_e4m3x2(v.y & 0xFFFFu), pa[3] = cvt_e4m3x2(v.y >> 16);
+                    pb[0] = cvt_e4m3x2(v.z & 0xFFFFu), pb[1] = cvt_e4m3x2(v.z >> 16);
+                    pb[2] = cvt_e4m3x2(v.w & 0xFFFFu), pb[3] = cvt_e4m3x2(v.w >> 16);
+                }
+                const uint4 qv = a16[j][(4 * c + q) * 4 + t];
+                md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+                md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+                if (((q + 1) & a.spbm1) == 0) { /* K-block complete: C = fma(P, s_act * s_w, C) */
+                    const int q0 = q - a.spbm1;
+                    const float sw_a = __shfl_sync(0xFFFFFFFFu, fa, qb | q0);
+                    const float sw_b = FP4 ? __shfl_sync(0xFFFFFFFFu, fb, qb | q0) : sw_a;
+                    const float s_act = sa[j][(c * MD_CK + 32 * q0) >> a.lab];
+                    acc[j][0] = fmaf(P[0], s_act * sw_a, acc[j][0]);
+                    acc[j][1] = fmaf(P[2], s_act * sw_b, acc[j][1]);
+                    P[0] = P[1] = P[2] = P[3] = 0.0f;
+                }
+            }
+        }
+}
+
+/* ---- up: w1, w3, SwiGLU ------------------------------------------------------- */
+
+/* The up kernels' end (k_md_up, k_mv_up, k_mo's up items): a warp's two chain sums (w1, w3) of rows g, g + 8
+ * into part[warp], the warps' sums in warp order, and the SwiGLU of the bf16 g, u (dic_swiglu_n's arithmetic)
+ * times the routing weight, as bf16 h[r][col]. */
+static __device__ __forceinline__ void md_up_part(float part[MD_WARPS][2][16], int warp, int g, const float acc[2][2]) {
+    part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+    part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+}
+static __device__ __forceinline__ void md_up_warp_sum(const float part[MD_WARPS][2][16], int tid, float &gv, float &uv) {
+    gv = part[0][0][tid], uv = part[0][1][tid];
+#pragma unroll
+    for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+}
+static __device__ __forceinline__ void md_up_swiglu_store(const md_args &a, int r, int col, float gv, float uv) {
+    gv = dic_round_bf16(gv), uv = dic_round_bf16(uv); /* the bf16 g, u of di_gemm2_grouped */
+    if (a.limit > 0.0f) {                             /* dic_swiglu_n's arithmetic */
+        uv = fminf(fmaxf(uv, -a.limit), a.limit);
+        gv = fminf(gv, a.limit);
+    }
+    float hv = gv / (1.0f + dic_expf(-gv)) * uv;
+    hv = a.rw[r] * hv;
+    a.h[(size_t)r * a.ldh + col] = dic_f32_to_bf16(hv);
+}
+
+template <int FP4>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a, const __grid_constant__ md_tab t1,
+                                                                const __grid_constant__ md_tab t3) {
+    constexpr int NB = FP4 ? 4 : 2;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    DIC_PDL_ENTER();
+    const int r = blockIdx.y, m = r / a.k, n0 = blockIdx.x * 16, K = a.d;
+    const int e = a.sel[r];
+    if (e < 0 || e >= a.E) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrow, t3.w[e] + (size_t)ra * wrow};
+    const uint8_t *S[2] = {t1.s[e], t3.s[e]};
+    const int srow_a = ra * (K / 32), srow_b = (ra + 8) * (K / 32);
+    uint4 *a16 = (uint4 *)smem;
+    float *sa = (float *)(smem + (size_t)K * 2);
+    const uint4 *A16[2] = {a16, a16};
+    const float *SA[2] = {sa, sa};
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    md_regs<FP4, NB, 2> R;
+    md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, nch, t, a, K >> a.lwb, ra); /* weights first */
+    md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, FP4, smem, 0, sa, 0);
+    __syncthreads();
+    for (int c0 = warp;;) {
+        md_compute<FP4, NB, 2>(R, 2, c0, nch, t, lane, a, A16, SA, acc);
+        c0 += 4 * NB;
+        if (c0 >= nch) break;
+        md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+    }
+    if (t == 0) md_up_part(part, warp, g, acc);
+    __syncthreads();
+    if (tid < 16) {
+        float gv, uv;
+        md_up_warp_sum(part, tid, gv, uv);
+        md_up_swiglu_store(a, r, n0 + tid, gv, uv);
+    }
+}
+
+/* The valid slots of a token (es[s] in [0, E), s < k) in increasing (expert, slot): insertion,
+ * slots arrive increasing. Returns their number. */
+static __device__ __forceinline__ int md_order(const int es[MD_KMAX], int k, int E, int ord[MD_KMAX]) {
+    int n = 0;
+    for (int s = 0; s < k; s++) {
+        const int x = es[s];
+        if (x < 0 || x >= E) continue;
+        int p = n++;
+        while (p > 0 && es[ord[p - 1]] > x) {
+            ord[p] = ord[p - 1];
+            p--;
+        }
+        ord[p] = s;
+    }
+    return n;
+}
+
+/* ---- down: w2, combine, shared, bf16 ------------------------------------------ */
+
+template <int FP4>
+static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args a, const __grid_constant__ md_tab t2) {
+    constexpr int NB = FP4 ? 4 : 2;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][MD_KMAX][16];
+    __shared__ int es[MD_KMAX], vsl[MD_KMAX];
+    __shared__ int nvs;
+    const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
+    /* L2 prefetch of this CTA's weight rows before waiting on the up kernel: sel was written at
+     * least two launches back (the up kernel waited for it before letting this grid start). Only a
+     * hint: the values are read again below after the wait. */
+    {
+        const size_t tile = 16 * wrow;
+        for (int s = 0; s < k; s++) {
+            const int e = a.sel[(size_t)m * k + s];
+            if (e < 0 || e >= a.E) continue;
+            const uint8_t *p = t2.w[e] + (size_t)n0 * wrow;
+            for (size_t o = (size_t)tid * 128; o < tile; o += MD_WARPS * 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+        }
+    }
+    DIC_PDL_ENTER();
+    if (tid < MD_KMAX) {
+        int e = tid < k ? a.sel[(size_t)m * k + tid] : -1;
+        es[tid] = (e < 0 || e >= a.E) ? -1 : e;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int n = 0;
+        for (int s = 0; s < k; s++)
+            if (es[s] >= 0) vsl[n++] = s;
+        nvs = n;
+    }
+    __syncthreads();
+    const int nch = K / MD_CK, ra = n0 + g;
+    const int srow_a = ra * (K / 32), srow_b = (ra + 8) * (K / 32);
+    const size_t a16_bytes = (size_t)K * 2;
+    float *sa0 = (float *)(smem + (size_t)k * a16_bytes);
+    const int nsa = K / a.ab;
+    /* the valid entries in slot order, taken in pairs (two matrices per warp pass) */
+    const int nv = nvs;
+    const int *vs = vsl;
+    md_regs<FP4, NB, 2> R;
+    int first = 1; /* the first pair's weights are requested before the quantisation */
+#pragma unroll 1
+    for (int p = 0; p < nv; p += 2) {
+        const int s0 = vs[p], s1 = p + 1 < nv ? vs[p + 1] : s0, nm = p + 1 < nv ? 2 : 1;
+        const uint8_t *W[2] = {t2.w[es[s0]] + (size_t)ra * wrow, t2.w[es[s1]] + (size_t)ra * wrow};
+        const uint8_t *S[2] = {t2.s[es[s0]], t2.s[es[s1]]};
+        const uint4 *A16[2] = {(const uint4 *)(smem + (size_t)s0 * a16_bytes),
+                               (const uint4 *)(smem + (size_t)s1 * a16_bytes)};
+        const float *SA[2] = {sa0 + (size_t)s0 * nsa, sa0 + (size_t)s1 * nsa};
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        for (int c0 = warp; c0 < nch; c0 += 4 * NB) {
+            md_load<FP4, NB, 2>(R, W, S, nm, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+            if (first) {
+                md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
+                __syncthreads();
+                first = 0;
+            }
+            md_compute<FP4, NB, 2>(R, nm, c0, nch, t, lane, a, A16, SA, acc);
+        }
+        if (first) { /* this warp had no chunk: still take part in the quantisation and its barrier */
+            md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
+            __syncthreads();
+            first = 0;
+        }
+        if (t == 0) {
+            part[warp][s0][g] = acc[0][0], part[warp][s0][g + 8] = acc[0][1];
+            if (nm == 2) part[warp][s1][g] = acc[1][0], part[warp][s1][g + 8] = acc[1][1];
+        }
+    }
+    __syncthreads();
+    if (tid < 16) {
+        /* entries by (expert, slot); es holds -1 for invalid slots */
+        int ord[MD_KMAX];
+        const int n = md_order(es, k, a.E, ord);
+        const int col = n0 + tid;
+        float y = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int s = ord[i];
+            float v = part[0][s][tid];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][s][tid]);
+            y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
+        }
+        if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        if (a.y) a.y[(size_t)m * a.d + col] = y;
+        a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+    }
+}
+
+/* ---- variants 1 / 2 (FP4): per-warp cp.async rings, clusters --------------------
+ *
+ * The same arithmetic as k_md_up / k_md_down, hence the same bits: per 16-row
+ * tile, "chain" j (0..3) sums the chunks c = j, j + 4, ... (128 k each) in
+ * increasing k, per 32-k block fma(P_b, s_act * s_w, C_j) with P_b the two
+ * HMMAs of the block on the same fragments; C = ((C_0 + C_1) + C_2) + C_3.
+ * What changes is who runs a chain and how its weights arrive:
+ *  - a warp runs one chain of one row tile and streams its chunks through a
+ *    private ring of NST stages in shared memory (cp.async 16 B, the lane
+ *    copies the two 16-byte blocks it owns, the scale words by lanes t = 0,
+ *    1), so NST chunks x 2 matrices (2.7 KB) per warp are in flight instead
+ *    of "load 4 chunks to registers, compute, load again";
+ *  - the lane reads word t of each 32-k block of its rows back from shared
+ *    memory (row stride 80 B: conflict-free) and the scale byte of block q
+ *    directly: no quad transpose, no scale shuffles (the same values);
+ *  - up variant 1: CTA = 4 chains of one row tile (grid as k_md_up);
+ *    up variant 2: CTA = 4 row tiles x one chain, a cluster of 4 CTAs along
+ *    x = the 4 chains; a CTA quantises only its chain's 8 chunks of xn
+ *    (act_block <= 128: a quantisation block lies in one chunk), the chain
+ *    sums meet through distributed shared memory (rank r finishes row tile
+ *    r, reading C_0..C_3 in that order);
+ *  - down variant 1: CTA = one (token, slot) entry x one row tile (4 chains),
+ *    a cluster of k CTAs along y = the slots of the token: the CTA issues its
+ *    w2 stream BEFORE the PDL wait (sel is two launches old; it is read
+ *    again after the wait and the stream re-issued if it differs), quantises
+ *    only its own h row, rounds its eo to bf16; rank 0 adds the k eo in
+ *    increasing (expert, slot) through DSMEM, + shared, y, out.
+ * A row's bits do not depend on M and equal variant 0's. */
+
+#define MV_ROWB 80                     /* shared-memory bytes per weight row of a chunk (64 used) */
+#define MV_MATB (16 * MV_ROWB + 16 * 4) /* one matrix of one chunk: 16 rows + 16 scale words */
+
+static __device__ __forceinline__ void mv_cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+static __device__ __forceinline__ void mv_cp4(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+static __device__ __forceinline__ void mv_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+static __device__ __forceinline__ void mv_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+static __device__ __forceinline__ void mv_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ float mv_ld_dsmem(const float *p, int rank) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+/* Issue chunk c of nm matrices (W[j]: row ra's first byte, S[j]: row ra's first scale byte; K/32
+ * scale bytes per row) into stage buffer st (nm x MV_MATB). Lane (g, t): the 16-byte blocks t of
+ * rows g and g + 8; lanes t = 0 / 1 the scale words (4 blocks) of rows g / g + 8. */
+template <int NM>
+static __device__ __forceinline__ void mv_issue(uint8_t *st, const uint8_t *const W[NM], const uint8_t *const S[NM],
+                                                size_t wrow, size_t srow, int c, int g, int t, int fl = 0) {
+#pragma unroll
+    for (int j = 0; j < NM; j++) {
+        uint8_t *b = st + j * MV_MATB;
+        if (fl & DIC_MD_LIN) { /* diagnostic: chunk c = the tile's c-th contiguous KB (16 rows x K/2 bytes) */
+            const uint8_t *q = W[j] - (size_t)g * wrow + (size_t)c * 1024 + 16 * (4 * g + t);
+            mv_cp16(b + g * MV_ROWB + 16 * t, q);
+            mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, q + 512);
+        } else {
+            const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
+            mv_cp16(b + g * MV_ROWB + 16 * t, p);
+            mv_cp16(b + (g + 8) * MV_ROWB + 16 * t, p + 8 * wrow);
+        }
+        if (t < 2) mv_cp4(b + 16 * MV_ROWB + 4 * (g + 8 * t), S[j] + (size_t)t * 8 * srow + 4 * c);
+    }
+}
+
+/* Block q of chunk c: rows g / g + 8's weight words wa / wb, scale words sA / sB (md_compute's FP4
+ * arithmetic; shared by mv_chunk and its rolled copy mv_chunk_r). */
+static __device__ __forceinline__ void mv_block(uint32_t wa, uint32_t wb, uint32_t sA, uint32_t sB, int c, int q,
+                                                int t, const uint4 *a16, const float *sa, int lab, float &acc0,
+                                                float &acc1) {
+        uint32_t pa[4], pb[4];
+        e2m1x8_f16(wa, pa);
+        e2m1x8_f16(wb, pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = dic_e8m0_to_f32((uint8_t)(sA >> (8 * q))) * 16384.0f;
+        const float sw_b = dic_e8m0_to_f32((uint8_t)(sB >> (8 * q))) * 16384.0f;
+        const float s_act = sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+}
+
+/* One chunk c of one matrix from stage buffer b: acc0 / acc1 rows g / g + 8 (md_compute's FP4
+ * arithmetic on the same values). */
+static __device__ __forceinline__ void mv_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                const float *sa, int lab, float &acc0, float &acc1) {
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+    }
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        mv_block(wa[q], wb[q], sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
+    }
+}
+
+/* mv_chunk with the q loop rolled (code size: the rare fallback of mv_chunk_c below, one copy of the
+ * block body; wa / wb loaded per block from the same stage buffer): the same operations in the same
+ * order on the same values. */
+static __device__ __forceinline__ void mv_chunk_r(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+#pragma unroll 1
+    for (int q = 0; q < 4; q++) {
+        const uint32_t wa = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        const uint32_t wb = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+        mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
+    }
+}
+
+static __device__ __forceinline__ uint32_t md_prmt(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* DIC_MD_CVT: md_e2m1x8's four f16x2 (the same bits: f16 = sign << 15 | mag << 9, value x 2^-14) in
+ * 11 instructions instead of ~15: the f16 high byte of nibble i is sign << 7 | mag << 1, so
+ * ev = the high bytes of the even nibbles 0, 2, 4, 6 (mag << 1, sign << 4), od = of the odd ones
+ * (mag >> 3, sign in place), and one byte permute per f16x2 interleaves them with zero low bytes:
+ * p[j] = (nibble j, nibble j + 4). */
+static __device__ __forceinline__ void md_e2m1x8_p(uint32_t w, uint32_t p[4]) {
+    const uint32_t ev = ((w << 1) & 0x0E0E0E0Eu) | ((w << 4) & 0x80808080u); /* h0 h2 h4 h6 */
+    const uint32_t od = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);        /* h1 h3 h5 h7 */
+    p[0] = md_prmt(ev, 0u, 0x2404u), p[2] = md_prmt(ev, 0u, 0x3414u);
+    p[1] = md_prmt(od, 0u, 0x2404u), p[3] = md_prmt(od, 0u, 0x3414u);
+}
+
+/* A scale word pair holding a byte >= 241 (inf / NaN products) anywhere in the warp: such a chunk takes
+ * the exact decode (mv_block); warp-uniform because mma.sync is .aligned (the other lanes' values are
+ * the same through either path). */
+static __device__ __forceinline__ int mv_scale_big(uint32_t sA, uint32_t sB) {
+    const uint32_t big = ((((sA & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sA) | (((sB & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) & sB)) &
+                         0x80808080u;
+    return __any_sync(0xFFFFFFFFu, big != 0);
+}
+
+/* mv_chunk_c's arithmetic on the loaded words of one chunk (wa / wb: rows g / g + 8, blocks q = 0..3;
+ * sA / sB their scale words), shared by mv_chunk_c and k_mv_down2's md2_chunk (their stage layouts differ). */
+template <int L7 = 0> /* L7: act_block == MD_CK (lab == 7): the chunk's one activation scale sa[c], loaded once */
+static __device__ __forceinline__ void mv_chunk_words(const uint32_t wa[4], const uint32_t wb[4], uint32_t sA,
+                                                      uint32_t sB, int c, int t, const uint4 *a16, const float *sa,
+                                                      int lab, float &acc0, float &acc1) {
+    const float s_c = L7 ? sa[c] : 0.0f; /* = sa[(c * MD_CK + 32 q) >> 7] for every q < 4 */
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        uint32_t pa[4], pb[4];
+        md_e2m1x8_p(wa[q], pa);
+        md_e2m1x8_p(wb[q], pb);
+        const uint4 qv = a16[(4 * c + q) * 4 + t];
+        float P[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        md_mma(P, pa[0], pb[0], pa[1], pb[1], qv.x, qv.y);
+        md_mma(P, pa[2], pb[2], pa[3], pb[3], qv.z, qv.w);
+        const float sw_a = __uint_as_float(md_prmt(sA, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float sw_b = __uint_as_float(md_prmt(sB, 0u, 0x4440u | q) * (1u << 23) + (14u << 23));
+        const float s_act = L7 ? s_c : sa[(c * MD_CK + 32 * q) >> lab];
+        acc0 = fmaf(P[0], s_act * sw_a, acc0);
+        acc1 = fmaf(P[2], s_act * sw_b, acc1);
+    }
+}
+
+/* mv_chunk with DIC_MD_CVT: the same values in the same operations. Weight scale of block q =
+ * dic_e8m0_to_f32(b) * 16384 = 2^(b - 113), whose bits are (b + 14) << 23 for every b <= 240 (b = 0:
+ * 2^-127 * 2^14 exact): one byte permute + one IMAD instead of the decode's compares, selects and
+ * the multiply; a chunk whose scale words hold a byte >= 241 (inf / NaN products) takes mv_chunk (its rolled copy mv_chunk_r). */
+template <int L7 = 0>
+static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                  const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 16 * MV_ROWB + 4 * (g + 8));
+    if (mv_scale_big(sA, sB)) {
+        mv_chunk_r(b, c, g, t, a16, sa, lab, acc0, acc1);
+        return;
+    }
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + g * MV_ROWB + 16 * q + 4 * t);
+        wb[q] = *(const uint32_t *)(b + (g + 8) * MV_ROWB + 16 * q + 4 * t);
+    }
+    mv_chunk_words<L7>(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
+}
+
+/* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
+ * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
+template <int NST, int NM, int RJ = 0, int L7 = 0>
+static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
+                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
+                                                float acc[NM][2], int fl = 0) {
+    const int n = (nch - c0 + 3) / 4;
+#pragma unroll 1 /* code size: one chunk's body (NM matrices) is large */
+    for (int i = 0; i < n; i++) {
+        mv_wait<NST - 1>();
+        __syncwarp();
+        const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
+        if (!(fl & DIC_MD_NOMMA)) {
+            if (RJ && NM == 2 && (fl & DIC_MD_CVT)) {
+                /* code size: the two matrices through one body, their accumulators swapped after each
+                 * (the same operations on the same values as the unrolled loop below) */
+                float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
+#pragma unroll 1
+                for (int j = 0; j < 2; j++) {
+                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
+                    const float s0 = x0, s1 = x1;
+                    x0 = y0, x1 = y1, y0 = s0, y1 = s1;
+                }
+                acc[0][0] = x0, acc[0][1] = x1, acc[NM - 1][0] = y0, acc[NM - 1][1] = y1;
+            } else if (fl & DIC_MD_CVT) {
+#pragma unroll
+                for (int j = 0; j < NM; j++)
+                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < NM; j++)
+                    mv_chunk(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            }
+        }
+        __syncwarp();
+        if (i + NST < n && !(fl & DIC_MD_NOW))
+            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t, fl);
+        mv_commit();
+    }
+}
+
+template <int NST, int NM>
+static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
+                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
+                                                   int nch, int g, int t, int valid, int fl = 0) {
+#pragma unroll 1 /* code size: one copy of the issue (the same requests in the same order) */
+    for (int i = 0; i < NST; i++) {
+        const int c = c0 + 4 * i;
+        if (valid && c < nch && !(fl & DIC_MD_NOW)) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t, fl);
+        mv_commit();
+    }
+}
+
+
+/* up, variants 1 (CL = 1: warp = chain of one row tile) and 2 (CL = 4: warp = row tile, cluster
+ * rank = chain). */
+template <int NST, int CL, int FST = 0>
+static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args a, const __grid_constant__ md_tab t1,
+                                                                const __grid_constant__ md_tab t3) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
+    if (fl & DIC_MD_EMPTY) return; /* diagnostic */
+    const int r = blockIdx.y, m = r / a.k, K = a.d;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int chain = CL == 1 ? warp : (int)(blockIdx.x & 3);
+    const int n0 = CL == 1 ? blockIdx.x * 16 : (blockIdx.x >> 2) * 64 + 16 * warp; /* this warp's row tile */
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * NST * 2 * MV_MATB;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * 2 * MV_MATB);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
+    const int hw = fl & DIC_MD_QHW;
+    /* DIC_MD_XPRE: xn is quantised before the PDL wait (it is not written by the launch just before
+     * this op: see dic_model.h); otherwise after the wait, behind the first weight requests */
+    const int xpre = (fl & DIC_MD_XPRE) && !(fl & (DIC_MD_NOQ | DIC_MD_EXIT));
+    if (xpre) {
+        if (CL == 1 && FST == 1)
+            md_quant_lean<MD_WARPS * 32, 4>(a.xn + (size_t)m * a.ldx, a.ldx, 1, K, a.ab, (uint8_t *)a16, 0, sa, 0);
+        else if (CL == 1)
+            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        else
+            md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4,
+                          MD_CK, a.ab, 1, (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2,
+                          sa + chain * (MD_CK / a.ab), 4 * MD_CK / a.ab, hw);
+    }
+    DIC_PDL_ENTER();
+    if (fl & DIC_MD_EXIT) return; /* diagnostic */
+    const int e = a.sel[r];
+    const int valid = e >= 0 && e < a.E;
+    if (CL == 1 && !valid) return;
+    const int ev = valid ? e : 0;
+    const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
+    const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
+    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid, fl);
+    if ((fl & DIC_MD_NOQ) || xpre) {
+        /* diagnostic: no quantisation / done before the wait */
+    } else if (CL == 1) {
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+    } else if (valid) { /* the chain's chunks chain, chain + 4, ... as rows of 128 values */
+        md_quant_rows(a.xn + (size_t)m * a.ldx + (size_t)chain * MD_CK, 4 * MD_CK, NULL, (nch - chain + 3) / 4, MD_CK,
+                      a.ab, 1,
+                      (uint8_t *)a16 + (size_t)chain * MD_CK * 2, 4 * MD_CK * 2, sa + chain * (MD_CK / a.ab),
+                      4 * MD_CK / a.ab, hw);
+    }
+    __syncthreads();
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    if (valid) mv_chain<NST, 2, FST, FST == 1>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (t == 0) md_up_part(part, warp, g, acc); /* CL > 1: part[row tile][matrix][row], read by rank = row tile */
+    if (CL == 1) __syncthreads();
+    else mv_cluster_sync();
+    if (tid < 16 && valid) {
+        float gv, uv;
+        if (CL == 1) {
+            md_up_warp_sum(part, tid, gv, uv);
+        } else {
+            const int rt = chain; /* this CTA finishes row tile rt of the cluster's 64 columns */
+            float pg[4], pu[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) pg[j] = mv_ld_dsmem(&part[rt][0][tid], j), pu[j] = mv_ld_dsmem(&part[rt][1][tid], j);
+            gv = pg[0], uv = pu[0];
+#pragma unroll
+            for (int j = 1; j < 4; j++) gv = __fadd_rn(gv, pg[j]), uv = __fadd_rn(uv, pu[j]);
+        }
+        md_up_swiglu_store(a, r, CL == 1 ? n0 + tid : (blockIdx.x >> 2) * 64 + 16 * chain + tid, gv, uv);
+    }
+    if (CL != 1) mv_cluster_sync(); /* no CTA leaves while its partials may still be read */
+}
+
+/* The down kernels' diagnostic entries: DIC_MD_EMPTY leaves at once, DIC_MD_EXIT after the PDL wait
+ * (launch + wait only); 1 = the kernel returns now. */
+static __device__ __forceinline__ int mv_diag_leave(int fl) {
+    if (fl & DIC_MD_EMPTY) return 1;
+    if (fl & DIC_MD_EXIT) {
+        DIC_PDL_ENTER();
+        return 1;
+    }
+    return 0;
+}
+
+/* down, variant 1: CTA = entry blockIdx.y (cluster rank = slot) x row tile blockIdx.x. */
+template <int NST, int FST = 0>
+static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][16];
+    __shared__ float eo[16];
+    __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* DIC_MD_DLITE: rank 0's (expert, slot) order and the
+                                                         * token's sel it was made from, before the wait */
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
+    if (mv_diag_leave(fl)) return;
+    const int lite = fl & DIC_MD_DLITE;
+    const int r = blockIdx.y, m = r / a.k, slot = r - m * a.k, n0 = blockIdx.x * 16, K = a.I;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int nch = K / MD_CK, ra = n0 + g;
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * NST * MV_MATB;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * NST * MV_MATB);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)K * 2);
+    /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for
+     * it before this grid could start); checked again after the wait */
+    int e = a.sel[r];
+    int valid = e >= 0 && e < a.E;
+    {
+        const int ev = valid ? e : 0;
+        const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+        const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
+    }
+    if (lite && slot == 0 && tid == 0) {
+        /* the combine order from the same (two launches old) sel; the token's row is read again
+         * after the wait below and the order re-made if it changed (never expected) */
+#pragma unroll
+        for (int s = 0; s < MD_KMAX; s++) es0[s] = s < a.k ? a.sel[(size_t)m * a.k + s] : -1;
+        int e0[MD_KMAX], ord[MD_KMAX];
+#pragma unroll
+        for (int s = 0; s < MD_KMAX; s++) e0[s] = es0[s];
+        const int n = md_order(e0, a.k, a.E, ord);
+        for (int i = 0; i < n; i++) ord_s[i] = ord[i];
+        nord_s = n;
+    }
+    DIC_PDL_ENTER();
+    float shv = 0.0f; /* lite: rank 0's shared value, requested early (written before the up kernel) */
+    if (lite && slot == 0 && tid < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + tid]);
+    const int e2 = *(volatile const int *)(a.sel + r);
+    if (lite) { /* the h loads in flight together with the sel re-reads (an invalid entry's h row is unused) */
+        int es1[MD_KMAX];
+        if (slot == 0 && tid == 0) {
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) es1[s] = s < a.k ? *(volatile const int *)(a.sel + (size_t)m * a.k + s) : -1;
+        }
+        if (!(fl & DIC_MD_NOQ))
+            md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0,
+                          fl & DIC_MD_QHW);
+        if (slot == 0 && tid == 0) {
+            int same = 1;
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) same &= es1[s] == es0[s];
+            if (!same) { /* not expected */
+                int ord[MD_KMAX], n = md_order(es1, a.k, a.E, ord);
+                for (int i = 0; i < n; i++) ord_s[i] = ord[i];
+                nord_s = n;
+            }
+        }
+    }
+    if (e2 != e) { /* not expected: drain and re-issue from the current value */
+        asm volatile("cp.async.wait_all;\n" ::);
+        __syncwarp();
+        e = e2, valid = e >= 0 && e < a.E;
+        const int ev = valid ? e : 0;
+        const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+        const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid, fl);
+    }
+    const int ev = valid ? e : 0;
+    const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
+    const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
+    if (!lite && valid && !(fl & DIC_MD_NOQ))
+        md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, K, a.ab, 1, (uint8_t *)a16, 0, sa, 0, fl & DIC_MD_QHW);
+    __syncthreads();
+    float acc[1][2] = {{0.0f, 0.0f}};
+    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc, fl);
+    if (t == 0) part[warp][g] = acc[0][0], part[warp][g + 8] = acc[0][1];
+    __syncthreads();
+    if (tid < 16) {
+        float v = part[0][tid];
+#pragma unroll
+        for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][tid]);
+        eo[tid] = dic_round_bf16(v); /* eo = bf16 */
+    }
+    mv_cluster_sync();
+    if (slot == 0 && tid < 16) {
+        const int k = a.k;
+        int ord[MD_KMAX], n = 0;
+        if (lite) { /* the order made above (checked against the post-wait sel) */
+            n = nord_s;
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++) ord[i] = i < n ? ord_s[i] : 0;
+        } else {
+            /* entries by (expert, slot) */
+            int es[MD_KMAX];
+            for (int s = 0; s < k; s++) es[s] = a.sel[(size_t)m * k + s];
+            n = md_order(es, k, a.E, ord);
+        }
+        const int col = n0 + tid;
+        float y = 0.0f;
+        if (lite) {
+            float v[MD_KMAX];
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++) v[i] = i < n ? mv_ld_dsmem(&eo[tid], ord[i]) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < MD_KMAX; i++)
+                if (i < n) y = __fadd_rn(y, v[i]);
+            if (a.shared) y = __fadd_rn(y, shv);
+        } else {
+            for (int i = 0; i < n; i++) y = __fadd_rn(y, mv_ld_dsmem(&eo[tid], ord[i]));
+            if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+        }
+        if (a.y) a.y[(size_t)m * a.d + col] = y;
+        a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+    }
+    mv_cluster_sync(); /* no CTA leaves while its eo may still be read */
+}
+
+/* ---- down, variant 2 (FP4): one CTA per (16-column tile, token), all k entries, no cluster ------
+ *
+ * k_mv_down2, grid (d / 16, M), 8 warps: a CTA owns the 16 output columns n0.. of token m and ALL its
+ * k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave (d / 16 = 256 CTAs
+ * at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in increasing k) of the
+ * valid entries of index parity w >> 2 (the valid slots in slot order: entries 0, 2, 4 / 1, 3, 5 at
+ * k = 6), one item (entry, chunk) per step, entry by entry. (Two items per step, the entries' chains
+ * interleaved, measured 3-5 us slower in the b1 step: docs/kernels/moe-decode.md §5.) The items
+ * stream through a private ring of MD2_NST stages (cp.async 16 B as
+ * mv_issue: the lane copies block t of rows g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE
+ * the PDL wait from sel read before the wait (written two launches back: the up kernel waited for it
+ * before this grid could start; the DLITE reasoning of k_mv_down): at V4-Flash dims 10 of a warp's 12
+ * items (85 KB of the CTA's 102 KB) are in flight before the wait. After the wait each warp re-reads
+ * sel; a warp whose entries changed (never expected) drains its copies and re-issues. Stage layout
+ * (1088 B, no padding): row r's 16-byte block q at r * 64 + 16 (q ^ ((r >> 1) & 3)), the 16 scale
+ * words at 1024: the reads of word t of block q of rows g (and g + 8) hit 32 distinct banks.
+ * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_rows (all k rows of the token, the
+ * invalid ones unused; one round of loads at V4-Flash dims, MD2_QLD), per entry and chain C_j = the fma
+ * chain of mv_chunk_c (md2_chunk: the same operations on the same values, only the shared-memory
+ * addresses differ; the rare slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2)
+ * + C3) (a chain without chunks adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in
+ * increasing (expert, slot) (md_order's order), + shared when given, y and out. Hence the same bits
+ * (h, y, out) as k_mv_down and variant 0; a row's bits do not depend on M. */
+
+#define MD2_WARPS 8
+#define MD2_NST 10                 /* ring stages per warp (V4-Flash: 8 x 10 x 1088 + 6 x 4 KB a16 = 112 KB: 2 CTAs per SM) */
+#define MD2_STB (16 * 64 + 16 * 4) /* one chunk of one entry: 16 rows x 64 B (swizzled) + 16 scale words */
+#define MD2_QLD 8                  /* md_quant_rows' loads per thread per round: k x I / 8 / 256 = 6 at V4-Flash (one round) */
+
+/* byte offset of row r's 16-byte block q in a stage */
+static __device__ __forceinline__ int md2_woff(int r, int q) { return r * 64 + 16 * (q ^ ((r >> 1) & 3)); }
+
+/* the position of the n-th (from 0) set bit of vm */
+static __device__ __forceinline__ int md2_nth(unsigned vm, int n) {
+#pragma unroll 1
+    for (int x = 0; x < n; x++) vm &= vm - 1;
+    return __ffs((int)vm) - 1;
+}
+
+/* mv_issue<1> into the swizzled stage: chunk c of the tile (W: row n0 + g's first byte, S: its first
+ * scale byte) */
+static __device__ __forceinline__ void md2_issue(uint8_t *st, const uint8_t *W, const uint8_t *S, size_t wrow,
+                                                 size_t srow, int c, int g, int t) {
+    const uint8_t *p = W + (size_t)c * 64 + 16 * t;
+    mv_cp16(st + md2_woff(g, t), p);
+    mv_cp16(st + md2_woff(g + 8, t), p + 8 * wrow);
+    if (t < 2) mv_cp4(st + 1024 + 4 * (g + 8 * t), S + (size_t)t * 8 * srow + 4 * c);
+}
+
+/* mv_chunk_c on the swizzled stage: the same operations in the same order on the same values (the
+ * rare scale byte >= 241 through mv_block, as mv_chunk_r) */
+template <int L7 = 0>
+static __device__ __forceinline__ void md2_chunk(const uint8_t *b, int c, int g, int t, const uint4 *a16,
+                                                 const float *sa, int lab, float &acc0, float &acc1) {
+    const uint32_t sA = *(const uint32_t *)(b + 1024 + 4 * g);
+    const uint32_t sB = *(const uint32_t *)(b + 1024 + 4 * (g + 8));
+    if (mv_scale_big(sA, sB)) {
+#pragma unroll 1
+        for (int q = 0; q < 4; q++) {
+            const uint32_t wa = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
+            const uint32_t wb = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
+            mv_block(wa, wb, sA, sB, c, q, t, a16, sa, lab, acc0, acc1);
+        }
+        return;
+    }
+    uint32_t wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        wa[q] = *(const uint32_t *)(b + md2_woff(g, q) + 4 * t);
+        wb[q] = *(const uint32_t *)(b + md2_woff(g + 8, q) + 4 * t);
+    }
+    mv_chunk_words<L7>(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
+}
+
+/* A warp's items (entry index q of its parity, chunk index ci): the entry's slot and chunk. */
+struct md2_it {
+    int q, ci;
+};
+
+/* Issue the ring's first MD2_NST items (one commit group each, issued or not) from the lane's sel
+ * value e (-1: invalid or lane >= k) and the valid mask vm. */
+template <int NST = MD2_NST>
+static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
+                                                    int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
+                                                    int t, int now) {
+    md2_it it = {0, 0};
+    int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
+#pragma unroll 1
+    for (int i = 0; i < NST; i++) {
+        if (i < nit && !now) {
+            const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
+            md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
+            if (++it.ci == npc) {
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
+            }
+        }
+        mv_commit();
+    }
+}
+
+/* NST: ring stages per warp (MD2_NST by default; lab_moe_dec_down2_nst: 4 or 6 for FST 1, a smaller prologue
+ * before the wait and 60 / 77 KB of shared memory instead of 112 at V4-Flash dims) */
+template <int FST = 0, int NST = MD2_NST>
+static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_args a, const __grid_constant__ md_tab t2) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
+    __shared__ int ord_s[MD_KMAX];
+    const int fl = MV_FL(FST, a.fl); /* FST: launched only when a.fl == MV_FL_FAST */
+    if (mv_diag_leave(fl)) return;
+    const int now = fl & DIC_MD_NOW;
+    const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int j = warp & 3, par = warp >> 2; /* chain, entry parity */
+    const int nch = K / MD_CK, npc = (nch - j + 3) / 4; /* chunks of this chain per entry (0 when j >= nch) */
+    const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
+    uint8_t *ring = smem + (size_t)warp * NST * MD2_STB;
+    uint8_t *a16b = smem + (size_t)MD2_WARPS * NST * MD2_STB;
+    const size_t a16_bytes = (size_t)K * 2;
+    const int nsa = K / a.ab;
+    float *sa = (float *)(a16b + (size_t)k * a16_bytes);
+    const int *selm = a.sel + (size_t)m * k;
+    /* the w2 stream before the wait: sel was written two launches back (the up kernel waited for it
+     * before this grid could start); every warp reads it again after the wait */
+    if (now) { /* diagnostic without weight loads: a zero ring (the stale shared memory could hold any scale
+                * byte; zeros take md2_chunk's fast path on defined values) */
+#pragma unroll 1
+        for (int o = lane * 16; o < NST * MD2_STB; o += 32 * 16) *(uint4 *)(ring + o) = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+    }
+    int e = lane < k ? selm[lane] : -1;
+    if (e < 0 || e >= a.E) e = -1;
+    unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+    int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
+    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    DIC_PDL_ENTER();
+    float shv = 0.0f; /* warp 0's shared values, requested early */
+    if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
+    /* sel again after the wait, requested here and compared after the h quantisation (which does not
+     * depend on it): its L2 round trip overlaps the h loads instead of preceding them */
+    int e2 = lane < k ? *(volatile const int *)(selm + lane) : -1;
+    if (FST == 1 && !(fl & DIC_MD_NOQ))
+        md_quant_lean<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, k, K, a.ab, a16b, a16_bytes, sa, nsa);
+    else if (!(fl & DIC_MD_NOQ)) /* all k rows of the token (an invalid entry's row is not read) */
+        md_quant_rows<MD2_WARPS * 32, MD2_QLD>(a.h + (size_t)m * k * a.ldh, a.ldh, NULL, k, K, a.ab, 1, a16b, a16_bytes, sa,
+                                      nsa, fl & DIC_MD_QHW);
+    if (e2 < 0 || e2 >= a.E) e2 = -1;
+    if (__any_sync(0xFFFFFFFFu, e2 != e)) { /* not expected: drain and re-issue from the current values */
+        asm volatile("cp.async.wait_all;\n" ::);
+        __syncwarp();
+        e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
+        nit = ((__popc(vm) - par + 1) >> 1) * npc;
+        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t, now);
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(601);
+    {
+        md2_it it = {0, 0}, is = {0, 0}; /* the item computed, the item issued next (NST ahead) */
+        for (int x = 0; x < NST && x < nit; x++)
+            if (++is.ci == npc) is.ci = 0, is.q++;
+        int s = md2_nth(vm, par);
+        float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 1
+        for (int i = 0; i < nit; i++) {
+            mv_wait<NST - 1>();
+            __syncwarp();
+            const uint8_t *b = ring + (i % NST) * MD2_STB;
+            if (!(fl & DIC_MD_NOMMA))
+                md2_chunk<FST == 1>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
+                          a.lab, acc0, acc1);
+            if (++it.ci == npc) { /* the entry's chain sum done */
+                if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
+                acc0 = acc1 = 0.0f;
+                it.ci = 0, it.q++;
+                s = md2_nth(vm, par + 2 * it.q);
+            }
+            __syncwarp();
+            if (i + NST < nit && !now) {
+                const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
+                const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
+                md2_issue(ring + (i % NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
+                if (++is.ci == npc) is.ci = 0, is.q++;
+            }
+            mv_commit();
+        }
+    }
+    __syncthreads();
+    DIC_STAMP_PHASE(602);
+    if (warp == 0) {
+        /* the valid entries in increasing (expert, slot) (md_order's order): lane s's rank */
+        int rank = 0;
+#pragma unroll
+        for (int s2 = 0; s2 < MD_KMAX; s2++) {
+            const int x = __shfl_sync(0xFFFFFFFFu, e, s2);
+            rank += s2 < k && x >= 0 && (x < e || (x == e && s2 < lane));
+        }
+        if (e >= 0) ord_s[rank] = lane;
+        __syncwarp();
+        if (lane < 16) {
+            const int n = __popc(vm), col = n0 + lane;
+            float y = 0.0f;
+            for (int i = 0; i < n; i++) {
+                const int s = ord_s[i];
+                float v = part[s][0][lane];
+#pragma unroll
+                for (int w = 1; w < 4; w++) v = __fadd_rn(v, w < nch ? part[s][w][lane] : 0.0f);
+                y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
+            }
+            if (a.shared) y = __fadd_rn(y, shv);
+            if (a.y) a.y[(size_t)m * a.d + col] = y;
+            if (a.out) a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y); /* NULL: k_mo_tail writes it */
+        }
+    }
+}
+
+/* ---- one launch (k_mo, FP4, small M): up, grid barrier, down ------------------
+ *
+ * The arithmetic of k_mv_up (CL = 1, NST 2) and k_mv_down (NST 4) item by item, hence the same
+ * bits (h, eo, y, out): an "up item" is k_mv_up's CTA (entry r, 16-column tile of h: 4 warps = the 4
+ * K-chains, w1 and w3), a "down item" two k_mv_down CTAs (entry r, 32 output columns: the two
+ * 16-column tiles of w2 ride the chain as its two matrices, as w1 / w3 do in the up item, on one h
+ * quantisation; per tile eo = bf16(((C0 + C1) + C2) + C3)). One persistent, co-resident grid of G CTAs (occupancy x SMs,
+ * sized by the launcher) takes up items u = b, b + G, ..., then a grid barrier (h complete), then
+ * down items v = b, b + G, ... The combine that k_mv_down did through DSMEM in a cluster: eo goes to
+ * a device scratch (g_mo_eo), and the last of the token's k items of a 32-column tile to arrive
+ * (integer counter, self-resetting) adds the k eo in increasing (expert, slot) from 0, + shared,
+ * y, out (di_moe_combine's order, as k_mv_down). With `tail` (a line to join before `shared` may be
+ * read: dic_ctx.join) the kernel stores the routed sum y (fp32) and k_mo_tail adds shared after
+ * the join: the same fp32 order.
+ * Overlap: after the PDL wait every CTA prefetches the w2 tiles of its down items into L2
+ * (at most a.pf items: the bytes that fit beside the up stream; a normal L2 priority), the up
+ * weights stream at normal L2 priority (the evict_first hint on cp.async faulted), and a CTA issues its first down item's w2 ring
+ * before it arrives at the barrier. Barrier: cooperative groups' scheme, no reset between graph
+ * replays: one counter, each CTA adds 1 (CTA 0 adds 2^31 - (G - 1)), so every barrier adds 2^31 and
+ * flips the top bit once; a CTA waits until the bit differs from the value its own atomic saw. All
+ * atomics on the counters come after the PDL wait, i.e. after every earlier kernel of the stream
+ * completed: one call at a time per device (the model's routed experts run on its main line).
+ * Deterministic, no float atomics; a row's bits do not depend on M (= k_mv_up / k_mv_down's). */
+
+#define MO_MAXM 8
+#define MO_DMAX 8192
+static __device__ unsigned int g_mo_bar;                          /* grid barrier (top bit flips per barrier) */
+static __device__ unsigned int g_mo_cnt[MO_MAXM * (MO_DMAX / 32)]; /* arrivals per (token, 32-column tile); reset by the last */
+static __device__ uint16_t g_mo_eo[MO_MAXM * MD_KMAX * MO_DMAX];  /* eo rows (bf16) of the entries */
+static __device__ float g_mo_y[MO_MAXM * MO_DMAX];                /* tail: the routed y when the caller gives none */
+
+#define MO_NSTU 2 /* ring stages (x 2 matrices: up w1, w3; down two 16-column tiles of w2), one ring per warp */
+#define MO_RINGW (MO_NSTU * 2 * MV_MATB)
+
+static __device__ __forceinline__ void mo_grid_barrier(unsigned int *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned int nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        unsigned int old, cur;
+        __threadfence();
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(nb) : "memory");
+        for (;;) {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(cur) : "l"(bar) : "memory");
+            if ((old ^ cur) & 0x80000000u) break;
+            __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+static __global__ void __launch_bounds__(MD_WARPS * 32, 7)
+    k_mo(const md_args a, const __grid_constant__ md_tab t1, const __grid_constant__ md_tab t3,
+         const __grid_constant__ md_tab t2, int tail) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float part[MD_WARPS][2][16];
+    __shared__ int last_s;
+    const int fl = a.fl, hw = fl & DIC_MD_QHW, cvt = fl & DIC_MD_CVT;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int G = (int)gridDim.x, b = (int)blockIdx.x, k = a.k;
+    const int TU = a.I / 16, TD = a.d / 32, R = a.M * k, NU = R * TU, ND = R * TD; /* down items: 32 columns */
+    const int KX = a.d > a.I ? a.d : a.I;
+    uint8_t *ring = smem + (size_t)warp * MO_RINGW;
+    uint4 *a16 = (uint4 *)(smem + (size_t)MD_WARPS * MO_RINGW);
+    float *sa = (float *)((uint8_t *)a16 + (size_t)KX * 2);
+    /* up geometry (k_mv_up): K = d; down (k_mv_down): K = I */
+    const int nchu = a.d / MD_CK, nchd = a.I / MD_CK;
+    const size_t wrowu = (size_t)a.d / 2, srowu = (size_t)a.d / 32, wrowd = (size_t)a.I / 2, srowd = (size_t)a.I / 32;
+    int qm = -1; /* the token whose xn is quantised in a16 */
+    if ((fl & DIC_MD_XPRE) && b < NU) { /* xn is not written by the launch just before (DIC_MD_XPRE's contract) */
+        const int m = (b / TU) / k;
+        md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        qm = m;
+    }
+    DIC_PDL_ENTER();
+    /* the w2 tiles of this CTA's down items into L2 (sel is read after the wait: the router wrote it) */
+    for (int v = b; v < ND && v < a.pf; v += G) {
+        const int r = v / TD, n0 = (v - r * TD) * 32, e = a.sel[r];
+        if (e < 0 || e >= a.E) continue;
+        const uint8_t *p = t2.w[e] + (size_t)n0 * wrowd, *q = t2.s[e] + (size_t)n0 * srowd;
+        for (size_t o = (size_t)tid * 128; o < 32 * wrowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+        for (size_t o = (size_t)tid * 128; o < 32 * srowd; o += MD_WARPS * 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + o));
+    }
+    /* ---- up items: k_mv_up<2, 1> ---- */
+    for (int u = b; u < NU; u += G) {
+        const int r = u / TU, n0 = (u - r * TU) * 16, m = r / k, ra = n0 + g;
+        const int e = a.sel[r];
+        if (e < 0 || e >= a.E) continue; /* uniform over the CTA; h row r stays unwritten (as k_mv_up) */
+        const uint8_t *W[2] = {t1.w[e] + (size_t)ra * wrowu, t3.w[e] + (size_t)ra * wrowu};
+        const uint8_t *S[2] = {t1.s[e] + (size_t)ra * srowu, t3.s[e] + (size_t)ra * srowu};
+        mv_prologue<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, 1);
+        if (qm != m) {
+            __syncthreads(); /* a16 may still be read by a previous item's warps */
+            md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, a.d, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+            qm = m;
+        }
+        __syncthreads();
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        mv_chain<MO_NSTU, 2>(ring, W, S, wrowu, srowu, warp, nchu, g, t, a16, sa, a.lab, acc, cvt);
+        if (t == 0) md_up_part(part, warp, g, acc);
+        __syncthreads();
+        if (tid < 16) {
+            float gv, uv;
+            md_up_warp_sum(part, tid, gv, uv);
+            md_up_swiglu_store(a, r, n0 + tid, gv, uv);
+        }
+        __syncthreads(); /* part is written again by the next item */
+    }
+    /* the first down item's w2 ring before the barrier (weights and sel are not written by this grid) */
+    if (b < ND) {
+        const int r = b / TD, n0 = (b - r * TD) * 32, e = a.sel[r];
+        if (e >= 0 && e < a.E) {
+            const uint8_t *W[2] = {t2.w[e] + (size_t)(n0 + g) * wrowd, t2.w[e] + (size_t)(n0 + 16 + g) * wrowd};
+            const uint8_t *S[2] = {t2.s[e] + (size_t)(n0 + g) * srowd, t2.s[e] + (size_t)(n0 + 16 + g) * srowd};
+            mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
+        }
+    }
+    mo_grid_barrier(&g_mo_bar); /* every h row complete and visible */
+    /* ---- down items: two k_mv_down CTAs (column tiles n0, n0 + 16 as the chain's two matrices, one
+     * h quantisation) + the combine of their cluster rank 0 ---- */
+    for (int v = b; v < ND; v += G) {
+        const int r = v / TD, tile = v - r * TD, n0 = tile * 32, m = r / k;
+        const int e = a.sel[r], valid = e >= 0 && e < a.E, ev = valid ? e : 0;
+        const uint8_t *W[2] = {t2.w[ev] + (size_t)(n0 + g) * wrowd, t2.w[ev] + (size_t)(n0 + 16 + g) * wrowd};
+        const uint8_t *S[2] = {t2.s[ev] + (size_t)(n0 + g) * srowd, t2.s[ev] + (size_t)(n0 + 16 + g) * srowd};
+        if (valid && v != b) mv_prologue<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, 1);
+        if (valid) md_quant_rows(a.h + (size_t)r * a.ldh, a.ldh, NULL, 1, a.I, a.ab, 1, (uint8_t *)a16, 0, sa, 0, hw);
+        __syncthreads();
+        float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+        if (valid) mv_chain<MO_NSTU, 2>(ring, W, S, wrowd, srowd, warp, nchd, g, t, a16, sa, a.lab, acc, cvt);
+        if (t == 0) {
+            part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
+            part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
+        }
+        __syncthreads();
+        if (tid < 32 && valid) { /* k_mv_down: eo = bf16(((C0 + C1) + C2) + C3) per 16-column tile */
+            const int j = tid >> 4, i = tid & 15;
+            float x = part[0][j][i];
+#pragma unroll
+            for (int w = 1; w < MD_WARPS; w++) x = __fadd_rn(x, part[w][j][i]);
+            g_mo_eo[(size_t)r * a.d + n0 + tid] = dic_f32_to_bf16(x);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            unsigned int *cnt = &g_mo_cnt[m * TD + tile];
+            __threadfence();
+            const unsigned int old = atomicAdd(cnt, 1u);
+            const int last = old == (unsigned int)(k - 1);
+            if (last) {
+                atomicExch(cnt, 0u); /* ready for the next call (which starts after this grid completes) */
+                __threadfence();
+            }
+            last_s = last;
+        }
+        __syncthreads();
+        if (last_s && tid < 32) {
+            int es[MD_KMAX], ord[MD_KMAX];
+#pragma unroll
+            for (int s = 0; s < MD_KMAX; s++) es[s] = s < k ? a.sel[(size_t)m * k + s] : -1;
+            const int n = md_order(es, k, a.E, ord);
+            const int col = n0 + tid;
+            float y = 0.0f;
+            for (int i = 0; i < n; i++)
+                y = __fadd_rn(y, dic_bf16_to_f32(__ldcg(&g_mo_eo[(size_t)(m * k + ord[i]) * a.d + col])));
+            if (tail) {
+                (a.y ? a.y : g_mo_y)[(size_t)m * a.d + col] = y;
+            } else {
+                if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
+                if (a.y) a.y[(size_t)m * a.d + col] = y;
+                a.out[(size_t)m * a.ldo + col] = dic_f32_to_bf16(y);
+            }
+        }
+    }
+}
+
+/* k_mo's tail after the join: y = routed y + shared (k_mv_down's last add), out = bf16(y). */
+static __global__ void k_mo_tail(int M, int d, const float *yr, const uint16_t *shared, size_t lds, float *y,
+                                 uint16_t *out, size_t ldo) {
+    DIC_PDL_ENTER();
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= M * d) return;
+    const int m = i / d, col = i - m * d;
+    float v = (yr ? yr : g_mo_y)[i]; /* yr NULL: k_mo stored the routed y in g_mo_y */
+    if (shared) v = __fadd_rn(v, dic_bf16_to_f32(shared[(size_t)m * lds + col]));
+    if (y) y[i] = v;
+    out[(size_t)m * ldo + col] = dic_f32_to_bf16(v);
+}
+
+/* ---- launcher ------------------------------------------------------------------ */
+
+static int md_pow2(int v) { return v > 0 && !(v & (v - 1)); }
+static int md_ilog2(int v) { return __builtin_ctz((unsigned)v); }
+
+static int md_mat_ok(const dic_wmat *W, int E, int fmt, int N, int K, int wb) {
+    for (int e = 0; e < E; e++) {
+        if (W[e].fmt != fmt || W[e].n != N || W[e].k != K || W[e].wblock != wb) return 0;
+        if (((uintptr_t)W[e].w & 15) || !W[e].scale) return 0;
+    }
+    return 1;
+}
+
+static size_t md_up_smem(int d, int ab) { return (size_t)d * 2 + (size_t)(d / ab) * 4; }
+static size_t md_down_smem(int k, int I, int ab) { return (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4); }
+
+extern "C" int lab_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2,
+                                     int d, int act_block) {
+    if (M <= 0 || M > 65535 || k <= 0 || k > MD_KMAX || E <= 0 || E > DIC_GEMM_MAXE) return 0;
+    const int fmt = W1[0].fmt, I = W1[0].n, wb = W1[0].wblock;
+    if (fmt != 2 && fmt != 3) return 0;
+    if (W1[0].k != d || W2[0].n != d || W2[0].k != I) return 0;
+    if (d % MD_CK || I % MD_CK || !md_pow2(act_block) || act_block < 32 || d % act_block || I % act_block) return 0;
+    if (fmt == 2 && (!md_pow2(wb) || wb < 32 || d % wb || I % wb || (act_block < wb ? act_block : wb) > MD_CK))
+        return 0;
+    if (fmt == 3 && wb != 32) return 0;
+    if (!md_mat_ok(W1, E, fmt, I, d, wb) || !md_mat_ok(W3, E, fmt, I, d, wb) || !md_mat_ok(W2, E, fmt, d, I, wb))
+        return 0;
+    if (md_up_smem(d, act_block) > 200 * 1024 || md_down_smem(k, I, act_block) > 200 * 1024) return 0;
+    return 1;
+}
+
+/* Variant knobs (dic_model.h lab_moe_dec_config; $DEEPINFER_MOE_DEC="up,down,nst" read once):
+ * up 0 = k_md_up, 1 = k_mv_up<.., 1>, 2 = k_mv_up<.., 4> (cluster of 4 chains); down 0 = k_md_down,
+ * 1 = k_mv_down (cluster of k slots), 2 = k_mv_down2 (a CTA per token and 16 columns, all k entries,
+ * no cluster; down 1 when its shared memory exceeds 200 KB); nst = ring stages of k_mv_up (2, 3, 4, 8). Variants 1 / 2
+ * are FP4 only (FP8 experts take variant 0); all variants give the same bits. */
+#define MV_UP_DEF 1
+#define MV_DOWN_DEF 1
+#define MV_NST_DEF 2 /* measured 2026-11-30 (1,1,n at M=1/2/4/8): nst 2 65.6/105.8/196/372 us, 4: 70.0/112.7/209/400; unfused 111/177/220/382 */
+#define MD2_MAXM_DEF 2 /* the default down kernel (knob unset) is k_mv_down2 for M <= this: measured 2026-11-30 (moe_dec_bench down2, up + down, µs at M = 1 / 2 / 4 / 8): down2 43.7 / 80.5 / 157.8 / 308.3, down1 47.3 / 83.2 / 157.8 / 303.9; b1 step -14 µs */
+#define MV_FL_DEF MV_FL_FAST /* measured 2026-11-30 (round 4): 1,1,2,qcxl 49.8/86.9/160.9/308.5 us at M=1/2/4/8 vs 1,1,2,q 64.5/104.9/190.5/360.9; same bits (gtest_moe_dec) */
+static int g_mv_up = -1, g_mv_down = -1, g_mv_nst = -1, g_mv_fl = -1, g_mv_env = 0, g_mv_broken = 0;
+static int g_md2_count; /* launches of k_mv_down2 (tests) */
+extern "C" int lab_moe_dec_down2_count(void) { return g_md2_count; }
+
+extern "C" void lab_moe_dec_config(int up, int down, int nst) {
+    g_mv_up = up, g_mv_down = down, g_mv_nst = nst, g_mv_env = 1;
+}
+extern "C" void lab_moe_dec_flags(int fl) {
+    if (!g_mv_env) g_mv_env = 1, g_mv_up = g_mv_down = g_mv_nst = -1;
+    g_mv_fl = fl;
+}
+extern "C" int lab_moe_dec_broken(void) { return g_mv_broken; }
+/* the lean k_mv_down2's ring stages at M <= 2 (lab_moe_dec_down2_nst: 4, 6 or MD2_NST): measured 2026-11-30 (b1 step,
+ * one process): 10 964.5 / 963.7 / 962.7 us, 6 958.5 / 959.6, 4 956.3 / 957.4 (a smaller ring issued before the wait
+ * lets the h quantisation after it start sooner); 2026-12-01 b2: 4 1157.9 / 1160.1 us vs 10 1164.0 / 1168.0 */
+#define MD2_NST_DEF 4
+static int g_md2_nst = -1;
+extern "C" void lab_moe_dec_down2_nst(int nst) { g_md2_nst = nst == 4 || nst == 6 || nst == MD2_NST ? nst : -1; }
+/* lab_moe_dec_tail: with a side line to join (the shared expert), k_mv_down2 runs before the join and k_mo_tail
+ * adds `shared` after it (the same fp32 adds: the same bits), so the down kernel no longer waits for the shared
+ * expert's line. */
+#define MD_TAIL_DEF 1 /* measured 2026-12-01 (one process, b1 V4-Flash 4 layers): 944.3 / 941.3 us vs 960.4 / 957.1 off; b2 1154.9 / 1161.3 vs 1167.0 / 1168.8 */
+static int g_md_tail = -1;
+extern "C" void lab_moe_dec_tail(int on) { g_md_tail = on < 0 ? -1 : on != 0; }
+static int md_tail_on(void) {
+    static int env = -2; /* $DEEPINFER_MOE_TAIL=0|1, read once */
+    if (env == -2) {
+        const char *e = (const char *)NULL /* lab: lab_moe_dec_tail */;
+        env = e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+    }
+    return g_md_tail >= 0 ? g_md_tail : env >= 0 ? env : MD_TAIL_DEF;
+}
+static int g_mv_probe; /* lab_moe_dec_probe: DIC_MD_NOQ / NOMMA bits of the up kernel, << 16 of the down kernel */
+extern "C" void lab_moe_dec_probe(int bits) { g_mv_probe = bits < 0 ? 0 : bits; }
+
+static void mv_knobs(int *up, int *down, int *nst, int *fl) {
+    if (!g_mv_env) {
+        g_mv_env = 1;
+        const char *v = (const char *)NULL /* lab: lab_moe_dec_config */;
+        if (v && *v) {
+            int u = -1, d = -1, n = -1, f = -1;
+            if (sscanf(v, "%d,%d,%d,%i", &u, &d, &n, &f) >= 1) g_mv_up = u, g_mv_down = d, g_mv_nst = n, g_mv_fl = f;
+        }
+    }
+    *fl = g_mv_fl >= 0 ? g_mv_fl : MV_FL_DEF;
+    *up = g_mv_up >= 0 && g_mv_up <= 2 ? g_mv_up : MV_UP_DEF;
+    *down = g_mv_down >= 0 && g_mv_down <= 2 ? g_mv_down : MV_DOWN_DEF;
+    *nst = g_mv_nst == 2 || g_mv_nst == 3 || g_mv_nst == 4 || g_mv_nst == 8 ? g_mv_nst : MV_NST_DEF;
+    if (g_mv_broken) *up = 0, *down = 0;
+}
+
+static size_t mv_up_smem(int nst, int d, int ab) {
+    return (size_t)MD_WARPS * nst * 2 * MV_MATB + (size_t)d * 2 + (size_t)(d / ab) * 4;
+}
+#define MV_DOWN_NST 4
+static size_t mv_down_smem(int I, int ab) {
+    return (size_t)MD_WARPS * MV_DOWN_NST * MV_MATB + (size_t)I * 2 + (size_t)(I / ab) * 4;
+}
+
+static size_t md2_smem(int k, int I, int ab, int nst = MD2_NST) {
+    return (size_t)MD2_WARPS * nst * MD2_STB + (size_t)k * ((size_t)I * 2 + (size_t)(I / ab) * 4);
+}
+
+/* down variant 2: grid (d / 16, M) x 256 threads, no cluster */
+template <int FST, int NST = MD2_NST>
+static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2) {
+    static int attr; /* per instance: the dynamic shared-memory limit raised once */
+    if (!attr) {
+        cudaError_t e = cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        /* the whole unified L1 as shared memory (2 CTAs of ~115 KB per SM at V4-Flash dims); a hint */
+        if (cudaFuncSetAttribute(k_mv_down2<FST, NST>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+            (void)cudaGetLastError();
+        attr = 1;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    int na = 0;
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = dim3((unsigned)(a.d / 16), (unsigned)a.M), cfg.blockDim = dim3(MD2_WARPS * 32);
+    cfg.dynamicSmemBytes = md2_smem(a.k, a.I, a.ab, NST), cfg.stream = c->stream;
+    cfg.attrs = at, cfg.numAttrs = (unsigned)na;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_mv_down2<FST, NST>, a, *t2);
+    if (e == cudaSuccess) g_md2_count++;
+    return e;
+}
+
+/* the lean k_mv_down2 with nst ring stages per warp */
+static cudaError_t md2_lean(const dic_ctx *c, const md_args &a, const md_tab *t2, int nst) {
+    switch (nst) {
+    case 4: return mv_down2<1, 4>(c, a, t2);
+    case 6: return mv_down2<1, 6>(c, a, t2);
+    default: return mv_down2<1>(c, a, t2);
+    }
+}
+
+template <typename F, typename... A>
+static cudaError_t mv_launch(F fn, dim3 grid, size_t smem, dim3 cluster, cudaStream_t st, A... args) {
+    static const void *done[32]; /* kernels whose shared-memory limit was raised (one type, many kernels) */
+    static int ndone;
+    int seen = 0;
+    for (int i = 0; i < ndone; i++) seen |= done[i] == (const void *)fn;
+    if (!seen) {
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        if (ndone < 32) done[ndone++] = (const void *)fn;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = cluster.x, at[na].val.clusterDim.y = cluster.y, at[na].val.clusterDim.z = cluster.z;
+        na++;
+    }
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = grid, cfg.blockDim = dim3(MD_WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cfg.attrs = at, cfg.numAttrs = (unsigned)na;
+    return cudaLaunchKernelEx(&cfg, fn, args...);
+}
+
+/* variant up / down of the FP4 kernels: cudaSuccess, or an error (then variant 0 is launched) */
+static cudaError_t mv_up(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3, int up, int nst) {
+    const size_t sm = mv_up_smem(nst, a.d, a.ab);
+    if (up == 1) {
+        const dim3 grid((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), cl(1, 1, 1);
+        switch (nst) {
+        case 2:
+            if (a.fl == MV_FL_FAST && !g_lab_lean_off && !g_mv_probe && a.ab == MD_CK) /* FST 1: L7 */
+                return mv_launch(k_mv_up<2, 1, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+            if ((a.fl & ~MV_PROBE_FL) == MV_FL_FAST && !g_lab_lean_off)
+                return mv_launch(k_mv_up<2, 1, 2>, grid, sm, cl, c->stream, a, *t1, *t3);
+            return mv_launch(k_mv_up<2, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        case 3: return mv_launch(k_mv_up<3, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        case 8: return mv_launch(k_mv_up<8, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        default: return mv_launch(k_mv_up<4, 1>, grid, sm, cl, c->stream, a, *t1, *t3);
+        }
+    }
+    const dim3 grid((unsigned)(a.I / 64 * 4), (unsigned)(a.M * a.k)), cl(4, 1, 1);
+    switch (nst) {
+    case 2: return mv_launch(k_mv_up<2, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    case 3: return mv_launch(k_mv_up<3, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    case 8: return mv_launch(k_mv_up<8, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    default: return mv_launch(k_mv_up<4, 4>, grid, sm, cl, c->stream, a, *t1, *t3);
+    }
+}
+
+static int mv_scales_ok(const dic_wmat *W, int E) {
+    for (int e = 0; e < E; e++)
+        if ((uintptr_t)W[e].scale & 3) return 0;
+    return 1;
+}
+
+template <int FP4>
+static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3,
+                             const md_tab *t2, int up, int down, int nst) {
+    static int attr_up, attr_down; /* per instance: the dynamic shared-memory limits raised once */
+    const size_t su = md_up_smem(a.d, a.ab), sd = md_down_smem(a.k, a.I, a.ab);
+    if (!attr_up || !attr_down) {
+        cudaError_t e = cudaFuncSetAttribute(k_md_up<FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        e = cudaFuncSetAttribute(k_md_down<FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        if (e != cudaSuccess) return e;
+        attr_up = attr_down = 1;
+    }
+    cudaError_t e = cudaErrorNotSupported;
+    if (FP4 && up && !(a.fl & DIC_MD_DNONLY)) {
+        md_args au = a;
+        if (g_mv_probe && a.fl == MV_FL_FAST) au.fl |= g_mv_probe & MV_PROBE_FL; /* timing probe of the up kernel */
+        e = mv_up(c, au, t1, t3, up, nst);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1; /* e.g. clusters refused */
+    }
+    if (a.fl & DIC_MD_DNONLY) e = cudaSuccess; /* diagnostic: no up launch */
+    else if (e != cudaSuccess) {
+        DIC_LAUNCH(k_md_up<FP4>, dim3((unsigned)(a.I / 16), (unsigned)(a.M * a.k)), MD_WARPS * 32, su, c->stream, a,
+                   *t1, *t3);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    e = cudaErrorNotSupported;
+    if (a.fl & DIC_MD_UPONLY) { /* diagnostic: no down launch */
+        DIC_LAUNCH_CHECK();
+    }
+    /* early: the down kernel runs before the join (its routed y to y, or to g_mo_y), k_mo_tail adds `shared`
+     * after it (lab_moe_dec_tail) */
+    float *ytail = NULL;
+    if (c->join && md_tail_on() && FP4 && down == 2 && !g_mv_broken && a.M <= MO_MAXM && a.d <= MO_DMAX) {
+        ytail = a.y;
+        if (!ytail && cudaGetSymbolAddress((void **)&ytail, g_mo_y) != cudaSuccess) (void)cudaGetLastError(), ytail = NULL;
+    }
+    if (c->join && !ytail) c->join(c->join_arg); /* the down kernel adds `shared`, maybe computed on a side line */
+    if (FP4 && down == 2 && !g_mv_broken) {
+        md_args ad = a;
+        if (ytail) ad.shared = NULL, ad.y = ytail, ad.out = NULL; /* the routed y only; out is written by the tail */
+        if (g_mv_probe && a.fl == MV_FL_FAST) ad.fl |= (g_mv_probe >> 16) & MV_PROBE_FL; /* probe of the down kernel */
+        e = ad.fl == MV_FL_FAST && !g_lab_lean_off && !g_mv_probe && a.ab == MD_CK
+                ? md2_lean(c, ad, t2, g_md2_nst >= 0 ? g_md2_nst : a.M <= 2 ? MD2_NST_DEF : MD2_NST)
+            : (ad.fl & ~MV_PROBE_FL) == MV_FL_FAST && !g_lab_lean_off ? mv_down2<2>(c, ad, t2) : mv_down2<0>(c, ad, t2);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
+        if (ytail) {
+            c->join(c->join_arg);
+            if (e == cudaSuccess) {
+                const int n = a.M * a.d;
+                DIC_LAUNCH(k_mo_tail, dim3((unsigned)((n + 255) / 256)), 256, 0, c->stream, a.M, a.d,
+                           (const float *)ytail, a.shared, a.lds, a.y, a.out, a.ldo);
+                return cudaGetLastError();
+            }
+        }
+    } else if (FP4 && down && !g_mv_broken) {
+        const dim3 grid((unsigned)(a.d / 16), (unsigned)(a.M * a.k)), cl(1, (unsigned)a.k, 1);
+        if (a.fl == MV_FL_FAST && !g_lab_lean_off)
+            e = mv_launch(k_mv_down<MV_DOWN_NST, 1>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
+        else
+            e = mv_launch(k_mv_down<MV_DOWN_NST>, grid, mv_down_smem(a.I, a.ab), cl, c->stream, a, *t2);
+        if (e != cudaSuccess) (void)cudaGetLastError(), g_mv_broken = 1;
+    }
+    if (e != cudaSuccess)
+        DIC_LAUNCH(k_md_down<FP4>, dim3((unsigned)(a.d / 16), (unsigned)a.M), MD_WARPS * 32, sd, c->stream, a, *t2);
+    DIC_LAUNCH_CHECK();
+}
+
+/* ---- one launch (k_mo): the largest M that takes it, the launch ---------------- */
+
+#define MO_MAXM_DEF 0 /* default: off (opt-in $DEEPINFER_MOE_ONE=N / lab_moe_dec_one: up to M = N); predicted to win at M = 1..8 (docs/kernels/moe-decode.md §5) but no gain measured in the 4-layer b1 step (bench/RESULTS.md 2026-11-30) */
+#define MO_PF_BYTES ((size_t)28 << 20) /* w2 bytes prefetched into L2 at the start (beside the up stream) */
+#define MO_DIAG (DIC_MD_UPONLY | DIC_MD_DNONLY | DIC_MD_NOW | DIC_MD_NOQ | DIC_MD_NOMMA | DIC_MD_EXIT | DIC_MD_EMPTY | DIC_MD_LIN)
+static int g_mo_maxm = -2, g_mo_count; /* -2: not read yet */
+
+extern "C" void lab_moe_dec_one(int maxm) { g_mo_maxm = maxm < 0 ? -2 : maxm; }
+extern "C" int lab_moe_dec_one_count(void) { return g_mo_count; }
+
+static int mo_maxm(void) {
+    if (g_mo_maxm == -2) {
+        const char *v = (const char *)NULL /* lab: lab_moe_dec_one */;
+        g_mo_maxm = v && *v ? atoi(v) : MO_MAXM_DEF;
+        if (g_mo_maxm < 0) g_mo_maxm = MO_MAXM_DEF;
+    }
+    return g_mo_maxm;
+}
+
+static size_t mo_smem(int d, int I, int ab) {
+    const int kx = d > I ? d : I;
+    return (size_t)MD_WARPS * MO_RINGW + (size_t)kx * 2 + (size_t)(kx / ab) * 4;
+}
+
+/* -1: not launched (the caller takes the two launches); else the launch's error */
+static int mo_try(const dic_ctx *c, md_args a, const md_tab *t1, const md_tab *t3, const md_tab *t2, cudaError_t *err) {
+    if (a.M > MO_MAXM || a.d > MO_DMAX || a.k > MD_KMAX) return -1;
+    static int nsm, occ;
+    static size_t occ_smem;
+    const size_t sm = mo_smem(a.d, a.I, a.ab);
+    if (!nsm) {
+        nsm = c->num_sms;
+        if (nsm <= 0) {
+            int dev = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+                nsm = 0;
+        }
+        if (nsm <= 0) return (void)cudaGetLastError(), nsm = 0, -1;
+    }
+    if (occ_smem != sm) {
+        occ = 0;
+        if (cudaFuncSetAttribute(k_mo, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_mo, MD_WARPS * 32, sm) != cudaSuccess)
+            occ = 0;
+        (void)cudaGetLastError();
+        occ_smem = sm;
+    }
+    if (occ <= 0) return -1;
+    const int R = a.M * a.k, NU = R * (a.I / 16), ND = R * (a.d / 32);
+    /* co-resident: at most occ CTAs per SM (the grid barrier needs every CTA resident at once) */
+    int G = occ * nsm, need = NU > ND ? NU : ND;
+    if (G > need) G = need;
+    const size_t item = 32 * ((size_t)a.I / 2 + (size_t)a.I / 32); /* w2 bytes of a down item */
+    const size_t pf = MO_PF_BYTES / item;
+    a.pf = pf < (size_t)ND ? (int)pf : ND;
+    const int tail = c->join != NULL; /* shared may be written on a line joined only now: added by k_mo_tail */
+    cudaError_t e = mv_launch(k_mo, dim3((unsigned)G), sm, dim3(1, 1, 1), c->stream, a, *t1, *t3, *t2, tail);
+    if (e != cudaSuccess) return (void)cudaGetLastError(), -1;
+    g_mo_count++;
+    if (tail) {
+        c->join(c->join_arg);
+        const int n = a.M * a.d;
+        DIC_LAUNCH(k_mo_tail, dim3((unsigned)((n + 255) / 256)), 256, 0, c->stream, a.M, a.d, (const float *)a.y,
+                   a.shared, a.lds, a.y, a.out, a.ldo);
+    }
+    *err = cudaGetLastError();
+    return 0;
+}
+
+static void md_fill(md_tab *t, const dic_wmat *W, int E) {
+    for (int e = 0; e < E; e++) t->w[e] = (const uint8_t *)W[e].w, t->s[e] = W[e].scale;
+}
+
+extern "C" cudaError_t lab_moe_routed_dec(const dic_ctx *c, int M, int k, const int *sel, const float *rw, int E,
+                                          const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2,
+                                          const uint16_t *xn, size_t ldx, int d, int act_block, float limit,
+                                          uint16_t *h, size_t ldh, const uint16_t *shared, size_t lds, float *y,
+                                          uint16_t *out, size_t ldo) {
+    if (M <= 0) return cudaSuccess;
+    if (!lab_moe_routed_dec_ok(M, k, E, W1, W3, W2, d, act_block)) return cudaErrorInvalidValue;
+    if (((uintptr_t)xn & 15) || ldx % 8 || ((uintptr_t)h & 15) || ldh % 8) return cudaErrorInvalidValue;
+    const int fmt = W1[0].fmt, I = W1[0].n, wb = W1[0].wblock;
+    md_args a;
+    a.M = M, a.k = k, a.E = E, a.d = d, a.I = I;
+    a.ab = act_block, a.lab = md_ilog2(act_block);
+    const int kb = fmt == 2 ? (act_block < wb ? act_block : wb) : 32;
+    a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
+    a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
+    a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
+    a.pf = 0;
+    static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
+    md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
+    int up, down, nst, fl;
+    mv_knobs(&up, &down, &nst, &fl);
+    a.fl = fmt == 3 ? fl : 0;
+    if (fmt == 3) {
+        const int sok = mv_scales_ok(W1, E) && mv_scales_ok(W3, E) && mv_scales_ok(W2, E);
+        if (!sok) up = 0, down = 0;
+        if (up == 2 && (act_block > MD_CK || I % 64)) up = 1; /* a quantisation block inside a chunk */
+        if (down == 2 && md2_smem(k, I, act_block) > 200 * 1024) down = 1; /* k_mv_down2 does not fit */
+        if (M * k > 65535 || mv_down_smem(I, act_block) > 200 * 1024) down = 0;
+        if (up && mv_up_smem(nst, d, act_block) > 200 * 1024) up = 0;
+        if (sok && up == 1 && down == 1 && nst == MV_NST_DEF && !(fl & MO_DIAG) && !g_mv_broken && M <= mo_maxm()) {
+            cudaError_t e = cudaSuccess;
+            a.pf = 0;
+            if (mo_try(c, a, &t1, &t3, &t2, &e) == 0) return e;
+        }
+        if (down == 1 && g_mv_down < 0 && M <= MD2_MAXM_DEF && md2_smem(k, I, act_block) <= 200 * 1024)
+            down = 2; /* the default down kernel at small M (after k_mo, which takes down 1) */
+        return md_launch<1>(c, a, &t1, &t3, &t2, up, down, nst);
+    }
+    return md_launch<0>(c, a, &t1, &t3, &t2, 0, 0, 0);
+}
