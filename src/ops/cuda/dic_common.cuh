@@ -162,7 +162,7 @@ static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf1
  * `s`, the fp64 sum of the squares in any order: when the fp32 rounding of the
  * mean could differ from the CPU's sequential-order sum (norm.c), the row is
  * summed again in that order, so the result is the CPU's bit for bit. */
-/* Out-of-line copies of the IEEE divisions and the square root (code size, codesize.md: each inline
+/* Out-of-line copies of the IEEE divisions and the square root (code size, docs/kernels/small-kernels.md: each inline
  * div.rn / sqrt.rn carries its own fast path and slow-path subroutine, ~0.5-1.7 KB of SASS; a kernel with
  * several call sites keeps one copy). The same operation: a call only moves where the instructions live. */
 static __device__ __noinline__ double dic_ddiv_ool(double x, double y) { return __ddiv_rn(x, y); }

@@ -592,14 +592,10 @@ static __global__ void __launch_bounds__(MM_T) k_mma_am(int M, int N, int K, con
     mma_tile<64, 0, 1>(M, N, K, A, lda, tab, 0, 0, C32, NULL, ldc, 1, ids);
 }
 
-static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX ("0" off, "1" every M; unset: M >= DIC_AM_MINM_DEF) */
-extern "C" void dic_gemm_argmax_enable(int on) { g_am_on = on; }
-static int am_enabled(int M, int stream) {
-    if (g_am_on >= 0) return g_am_on;
-    const char *e = getenv("DEEPINFER_LM_ARGMAX");
-    if (e && e[0] && !e[1] && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
-    return M >= DIC_AM_MINM_DEF || stream; /* the stream kernel's argmax costs one ticket per SM */
-}
+/* The argmax fused into the lm_head launch from M = DIC_AM_MINM_DEF, and at every M where the stream kernel
+ * runs (its argmax costs one ticket per SM; the GEMV's thousands of CTAs each pay one at M = 1):
+ * docs/kernels/gemv-lm-head.md. */
+static int am_enabled(int M, int stream) { return M >= DIC_AM_MINM_DEF || stream; }
 
 /* The fused kernel for this call: 1 the GEMV (wpc, flags of dic_gemv_plan), 2 k_mma at BM = 64,
  * 3 the bulk-copy stream (dic_gemv_stream.cu), 0 none. The AUTO dispatch's choice of

@@ -192,14 +192,6 @@ static int gs_geom(int NW, int K, int *R, int *S) {
     return 0;
 }
 
-static int g_gs_on = -1; /* -1: $DEEPINFER_LM_STREAM ("0" off); else the switch */
-extern "C" void dic_gemv_stream_enable(int on) { g_gs_on = on; }
-static int gs_enabled(void) {
-    if (g_gs_on >= 0) return g_gs_on;
-    const char *e = getenv("DEEPINFER_LM_STREAM");
-    return !(e && e[0] == '0' && !e[1]);
-}
-
 static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc) {
@@ -208,13 +200,13 @@ extern "C" int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const 
            lda % 8 == 0 && ldc >= (size_t)W->n && al16(A) && al16(W->w) && gs_geom(GS_W, W->k, &R, &S);
 }
 
-/* Measured (2026-12-01, H200, one process each): faster with 32 KB stages (V4-Flash lm_head, K = 4096, 4 rows per
- * stage: b1 step -17..-21 us), slower with 20 KB stages (V4.1-Flash, K = 5120, 2 rows per stage: b1 step +117 us;
- * each stage pays a fixed cost of waits, shuffles and a barrier): the AUTO dispatch takes stages of >= 32 KB only. */
+/* The AUTO dispatch takes stages of >= 32 KB only: each stage pays a fixed cost of waits, shuffles and a
+ * barrier, which V4's K = 4096 (4 rows per stage) amortises and V4.1's K = 5120 (2 rows, 20 KB) does not
+ * (docs/kernels/gemv-lm-head.md). */
 #define GS_AUTO_MIN_STAGE 32768
 extern "C" int dic_gemv_stream_auto(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc) {
     int R = 0, S = 0;
-    return gs_enabled() && W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc) &&
+    return W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc) &&
            gs_geom(GS_W, W->k, &R, &S) && (size_t)R * W->k * 2 >= GS_AUTO_MIN_STAGE;
 }
 

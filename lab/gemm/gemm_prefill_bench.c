@@ -1,6 +1,6 @@
 /* gemm_prefill_bench.c — FP8 prefill GEMM (M, N, K >= 1024) side by side with
  * cuBLASLt in one process: the wgmma kernels on pre-quantised activations
- * (v2, and the v3 variants of dic_gemm_wgmma3.cu: c<cl>s<sets>), dic_gemm in
+ * (v2, and the v3 variants of lab/gemm/gemm_wgmma3_variants.cu: c<cl>s<sets>; the product runs c1s1), dic_gemm in
  * fast mode (batch_invariant = 0, incl. the activation quantisation), and
  * cuBLASLt FP8 e4m3 on the same e4m3 bytes (per-tensor scales; and the
  * 128x128 / 1x128 fp32 block-scaled mode), bf16 out, same shapes as
@@ -18,6 +18,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
+#include "gemm_lab.h"
 
 #define LTCK(x)                                                                                 \
     do {                                                                                        \
@@ -78,9 +79,9 @@ typedef struct job {
 static int run_job(job *j) {
     if (j->kind == 0) {
         if (j->ver == 3)
-            return dic_gemm_q_wgmma3_launch(st, j->W, j->S, j->N, j->K, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
+            return lab_gemm_q_wgmma3_launch(st, j->W, j->S, j->N, j->K, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
                                             NULL, j->C, j->N, j->cl, j->sets) == cudaSuccess;
-        return dic_gemm_q_wgmma_launch(st, j->W, j->S, j->N, j->K, 128, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
+        return lab_gemm_q_wgmma_launch(st, j->W, j->S, j->N, j->K, 128, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
                                        NULL, j->C, j->N, j->ver) == cudaSuccess;
     }
     if (j->kind == 1) return dic_gemm(j->c, j->M, j->A, j->K, &j->wm, 128, NULL, j->C, j->N) == cudaSuccess;
