@@ -147,7 +147,7 @@ cuda-tests: $(GPU_TEST_BIN) ## build the GPU test runner (run it with tests/ops/
 # *_bench.cu, the CUDA glue, the static library and libdeepinfer_cuda.so; every *_bench.cu is a
 # standalone program $(BUILD)/lab/<family>/<name>. Needs nvcc, not a GPU.
 LAB_C      := $(sort $(wildcard lab/*/*.c))
-LAB_MAIN   := $(sort $(if $(LAB_C),$(shell grep -l 'int main(' $(LAB_C))))
+LAB_MAIN   := $(sort $(if $(LAB_C),$(shell grep -lE '^int main' $(LAB_C))))
 LAB_C_BIN  := $(LAB_MAIN:lab/%.c=$(BUILD)/lab/%)
 LAB_CU_BIN := $(patsubst lab/%.cu,$(BUILD)/lab/%,$(sort $(wildcard lab/*/*_bench.cu)))
 # the family's objects beside a program: its .cu (not *_bench.cu) and its .c without a main()

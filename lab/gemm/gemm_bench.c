@@ -333,6 +333,19 @@ static double time_ours_kernel(dic_ctx *c, int M, int N, int K, int path, int re
         CK(cudaEventElapsedTime(&t[r], e0, e1));
     }
     double ms = median_ms(t, reps);
+    if (path == LAB_WGMMA_V1) { /* v1 claims the product's bits (docs/kernels/gemm-prefill.md) */
+        void *C2;
+        CK(cudaMalloc(&C2, (size_t)M * N * 2));
+        CK(ours_launch(c, wt, M, N, K, q, sa, C2, DIC_GEMM_PATH_WGMMA));
+        CK(cudaStreamSynchronize(c->stream));
+        uint16_t *h1 = malloc((size_t)M * N * 2), *h2 = malloc((size_t)M * N * 2);
+        CK(cudaMemcpy(h1, C, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(h2, C2, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        size_t nd = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) nd += h1[i] != h2[i];
+        printf("  (lab wgmma v1 vs the product's wgmma, M=%d N=%d K=%d: %zu outputs differ)\n", M, N, K, nd);
+        free(h1), free(h2), cudaFree(C2);
+    }
     cudaEventDestroy(e0), cudaEventDestroy(e1);
     cudaFree(W), cudaFree(S), cudaFree(A), cudaFree(C), free(wt), free(t);
     return ms;

@@ -7,7 +7,7 @@
  * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
- * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
+ * with unpacks + two HMMA each, docs/kernels/gemm-decode.md). Here the operands are
  * widened to f16 once and fed to the native HMMA m16n8k16 f16 -> fp32:
  *  - "swap-AB": the weights are the 16-row A operand (16 output columns per
  *    warp), the tokens the 8-column B operand, so a decode token tile
@@ -391,8 +391,8 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
 
 /* ---- decode kernel (plain M <= 8, fast mode) ----------------------------------
  *
- * GEMV-NOTES.md 2026-11-30 (fp8dec): the k_gemm_f16 launch at M <= 8 sat at a ~9 us fixed cost per
- * CTA lifetime. This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
+ * The k_gemm_f16 launch at M <= 8 pays a large fixed cost per CTA lifetime (docs/kernels/gemm-decode.md).
+ * This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
  * with NT = 1: the same split count and k range per CTA, the same HMMA steps, the same fma per
  * K-block, the same left-to-right fold of the split partials) with the serial latencies removed:
  *  - before griddepcontrol.wait (PDL) it issues the weights of its first stages (cp.async) and loads
@@ -454,7 +454,7 @@ static size_t d_smem(int nst, int kper, int fp4) {
 }
 
 /* Instantiations (VAR). The b1 step runs each decode kernel once with a cold instruction cache
- * (codesize.md: every KB of code executed costs ~0.2 us), so the default path has lean copies that
+ * (docs/kernels/gemm-decode.md: code executed once costs its fetch), so the default path has lean copies that
  * hold only what it executes: D_LEAN_Q (qf = 0: dic_gemm_quant's e4m3 rows) and D_LEAN_QV2 (qf = 1
  * with QV2), flags QV2 / ET only, one column tile per CTA. D_FULL keeps every flag and both qf
  * paths (PERS, L2PF, WPOST, diagnostics, the plain qf pass when A does not allow QV2's loads).
@@ -872,10 +872,10 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.tx[nw] = gx;
     if (splits > 8 || kper > 2048) return cudaErrorNotSupported;
     const int nch = kper / F_CK;
-    /* ring stages (measured, GEMV-NOTES.md fp8dec): a CTA of <= 4 chunks issues them all before the
+    /* ring stages (docs/kernels/gemm-decode.md): a CTA of <= 4 chunks issues them all before the
      * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
-     * and 2 with clusters of 8 (40 KB, 5 per SM: 4 per SM left clusters of the 512-CTA wo_b grid
-     * waiting for a second wave: 21.7 us at 3 stages, 15.2 us at 2) */
+     * and 2 with clusters of 8 (40 KB, 5 per SM: at 4 per SM clusters of the 512-CTA wo_b grid
+     * wait for a second wave) */
     int stmax = g_dec_stmax > 1 ? g_dec_stmax : nch <= 4 ? 4 : splits > 1 ? 2 : 3;
     if (stmax > 4) stmax = 4;
     a.M = M, a.K = K, a.nw = nw, a.kper = kper, a.nst = nch < stmax ? nch : stmax;

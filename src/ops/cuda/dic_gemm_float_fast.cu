@@ -90,9 +90,8 @@ static __global__ void __launch_bounds__(GV_T) k_gemv1_one(int M, int N, int K, 
 
 /* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
  * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
- * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
- * time at decode sizes, e.g. N=1024 K=4096 M=1 3.8 us at 8 warps x 1 CTA, 6.6 / 14.1 us at
- * 2 / 4 CTAs per cluster; N=256: 2.0 us vs 5.3 us at 4). Both up to ~2048 warps in all. */
+ * chunks (a cluster split has a fixed cost that dominates at decode sizes: docs/kernels/gemm-float.md).
+ * Both up to ~2048 warps in all. */
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
     int w = 1, c = 1;
@@ -131,8 +130,7 @@ static gemv_fn gemv_pick(int f32, int f8, int mr, int flags) {
 extern "C" cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr) {
     gemv_split(f32, N, K, wpc, cy);
     /* PIPE (the next batch's weights in flight during the sums) where a warp walks several
-     * batches at M = 1 and the launch is not lm_head-sized (measured: wo_a block-diagonal
-     * G=8 x 1024 x 4096 17.8 us with, 18.7 without; lm_head 248 vs 247 us, no gain) */
+     * batches at M = 1 and the launch is not lm_head-sized (no gain there: docs/kernels/gemv-lm-head.md) */
     const int CE = f32 ? 32 : 64, cpw = ((K + CE - 1) / CE + *wpc * *cy - 1) / (*wpc * *cy);
     *flags = M == 1 && cpw > GV_U && (long long)N * K < (1LL << 26) ? DIC_GV_PIPE : 0;
     if (g_tune_wpc) *wpc = g_tune_wpc;
@@ -158,7 +156,7 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     gemv_fn fn = gemv_pick(f32, f8, mr, flags);
     /* one batch per warp (the K split over WPC warps only): the lean copy of the same kernel */
     if (fn == (gemv_fn)k_gemv<1, 0, 1, 0, 0> && cy == 1 && !(flags & DIC_GV_LATE) &&
-        (W->k + 63) / 64 <= wpc * GV_U && !dic_lean_off())
+        (W->k + 63) / 64 <= wpc * GV_U)
         fn = k_gemv1_one;
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
@@ -510,11 +508,10 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
         return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
-    /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
-     * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
-     * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
+    /* auto (docs/kernels/gemm-float.md): BF16 on the GEMV kernels at M = 1, and at M <= GV_BF16_MAXM
+     * for matrices up to 2^24 elements; else the tensor cores */
     /* the lm_head-sized BF16 matrices at M <= DIC_GS_MAXM with fp32 out: the bulk-copy stream
-     * (dic_gemv_stream.cu; 2026-12-01 stream_bench: 4310 vs 4077 GB/s for the GEMV's load pattern) */
+     * (dic_gemv_stream.cu, docs/kernels/gemv-lm-head.md) */
     if (W->fmt == 0 && C32 && !C16 && dic_gemv_stream_auto(M, A, lda, W, ldc))
         return dic_gemv_stream_launch(st, 0, M, A, lda, W, C32, ldc, NULL);
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))

@@ -4,7 +4,7 @@
  * sm_100a). The activations come quantised (dic_gemm_quant.cu); FP4 weights
  * are widened to e4m3 in registers (every e2m1 value is an e4m3 value).
  *
- * Numerics (ops.h di_gemm, architecture.md §3.2): per output, per K-block of
+ * Numerics (ops.h di_gemm, docs/architecture.md §3.2): per output, per K-block of
  * kb = min(act_block, B) (FP8) or 32 (FP4) the tensor cores form the
  * partial P (exact products, hardware accumulation order); then
  * C = fma(P, s_act * s_w, C) as the CPU's AVX-512 kernel does. Blocks are

@@ -4,12 +4,10 @@
  * 129280 x 4096, 1.06 GB) and M <= DIC_GS_MAXM (2) rows, streamed through shared memory with TMA bulk
  * copies (cp.async.bulk, mbarrier completion), optionally with each row's greedy argmax.
  *
- * Why (measured 2026-12-01, H200, bench/gpu/GEMV-NOTES.md "lm_head stream"): stream_bench read the
- * lm_head's bytes at 4310 GB/s with one CTA per SM issuing 32 KB bulk copies (1.03 of the d2d copy
- * ceiling) against 4077 GB/s for the register-load pattern of k_gemv (4040 CTAs, 8 x 16-byte loads per
- * thread); the GEMV's fused argmax paid a fence + ticket in each of its ~4000 CTAs (+28 us at M = 1),
- * here 132 CTAs take one ticket each. lm_head (graph, 12 calls): 232 us at M = 1 (k_gemv ~247),
- * 235 at M = 2 (the tensor-core tiles 282); the b1 step -20 us.
+ * Why (docs/kernels/gemv-lm-head.md): one CTA per SM issuing 32 KB bulk copies reads the lm_head's
+ * bytes faster than the register-load pattern of k_gemv (thousands of CTAs, 16-byte loads per thread),
+ * and a fused argmax costs one ticket per SM here instead of a fence + ticket in each of the GEMV's
+ * CTAs.
  *
  * Layout: one CTA of GS_W warps per SM; CTA b owns the contiguous rows [N b / G, N (b + 1) / G). It walks
  * them in stages of R rows (R K 2 bytes, one bulk copy each) through a ring of S stages; the first S
@@ -37,7 +35,7 @@
 #define GS_STAGE_MAX 40960        /* bytes of one stage (R rows) */
 #define GS_RING_MAX (128 * 1024)  /* bytes of the ring; the activations come on top */
 #define GS_MAXS 8                 /* stages */
-#define GS_W 16                   /* warps per CTA (8: the same time at M = 1, +1.5 us at M = 2) */
+#define GS_W 16                   /* warps per CTA (8: the same time at M = 1, slower at M = 2) */
 #define GS_NCH 8                  /* 16-byte chunks of a row part per lane with 8 warps (activations in registers) */
 #define GS_MIN_ELEMS (1LL << 26)  /* the AUTO dispatch's threshold: matrices of >= 2^26 values (lm_head) */
 

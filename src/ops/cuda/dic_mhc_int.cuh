@@ -1,7 +1,7 @@
 /*
  * dic_mhc_int.cuh — device helpers shared by the mHC kernels (dic_mhc.cu: scale_mixes, Sinkhorn, collapse,
  * expand, the fused transition and head; lab/mhc: the variants). Every helper keeps
- * the CPU's fp32 operations in the CPU's order (src/ops/cpu/mhc.c, architecture.md §4.2); moving them here
+ * the CPU's fp32 operations in the CPU's order (src/ops/cpu/mhc.c, docs/architecture.md §4.2); moving them here
  * changed no instruction.
  */
 #ifndef DIC_MHC_INT_CUH

@@ -155,8 +155,8 @@ cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t ld
  * The hash rows' token ids (tokens) are read before the PDL wait in 1 and 2: they must not be
  * written by the launch just before (the forward writes them at the step's start). */
 void dic_route_gate_tune(int variant);
-/* Lean decode instantiations (transition / head, router, routed experts, decode GEMM, M = 1 GEMV): on (default)
- * or off (the full kernels, the same bits): an A/B switch for measurements. */
+/* Lean decode instantiations (router, routed experts; the GEMM, GEMV, RMSNorm and mHC launchers take theirs
+ * always): on (default) or off (the full kernels, the same bits): an A/B switch for measurements. */
 void dic_lean_set(int on);
 int dic_lean_off(void);
 /* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows.

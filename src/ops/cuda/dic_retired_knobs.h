@@ -1,6 +1,6 @@
 /*
  * dic_retired_knobs.h — variant switches the GEMM, lm_head and mHC kernels no longer have: each kernel
- * family runs one variant (docs/kernels/*.md; the others live in lab/). cu_skip.c's timing knobs still
+ * family runs one variant (docs/kernels/ pages; the others live in lab/). cu_skip.c's timing knobs still
  * call these names until that knob function is removed; they change nothing (dic_retired_knobs.cu) and
  * report the product's fixed choice. No new caller: delete this header with the knob function.
  */
