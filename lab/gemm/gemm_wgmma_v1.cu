@@ -378,9 +378,8 @@ extern "C" cudaError_t lab_gemm_q_wgmma_launch(cudaStream_t st, const void *w, c
                                                int ver) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     /* ver 0: v3 (dic_gemm_wgmma3.cu: persistent, same bits) where it applies, else v2; 1: v1; 2: v2 */
-    if (ver == 0 && dic_gemm_wgmma3_ok(N, K, wblock, act_block))
-        return dic_gemm_q_wgmma3_launch(st, w, ws, N, K, wblock, act_block, M, q, ldq, sa, C32, C16, ldc,
-                                        DIC_GEMM_W3_CL, DIC_GEMM_W3_SETS);
+    if (ver == 0 && lab_gemm_wgmma3_ok(N, K, wblock, act_block))
+        return lab_gemm_q_wgmma3_launch(st, w, ws, N, K, wblock, act_block, M, q, ldq, sa, C32, C16, ldc, 1, 1);
     const int v1 = ver == 1;
     if (((uintptr_t)w & 15) || ((uintptr_t)q & 15) || ldq % 16 || K % 32) return cudaErrorInvalidValue;
     CUtensorMap tA, tW;
