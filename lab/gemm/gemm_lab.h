@@ -51,6 +51,24 @@ cudaError_t lab_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8
                                      int act_block, int M, const uint8_t *q, size_t ldq, const float *sa, float *C32,
                                      uint16_t *C16, size_t ldc, int cl, int sets);
 
+/* gemm_float_fast_variants.cu: the fast BF16 / F32 / FP8B GEMMs with the GEMV tuning (wpc warps per CTA,
+ * cy CTAs per cluster: other bits; flags with DIC_GV_FORCE replace the automatic variant flags: the
+ * same bits; 0, 0, 0 = the product's choices) */
+#define DIC_GV_FORCE 8
+void lab_gemm_float_fast_tune(int wpc, int cy, int flags);
+cudaError_t lab_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
+cudaError_t lab_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                       float *C32, uint16_t *C16, size_t ldc, int path);
+cudaError_t lab_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *W, int gk,
+                               int act_block, float *C32, uint16_t *C16, size_t ldc);
+int lab_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
+cudaError_t lab_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
+                            size_t ldc, int32_t *ids);
+/* 1: fused at every M, 0: never, -1: the product's rule */
+void lab_gemm_argmax_enable(int on);
+void lab_gemm_fp8w_via_bf16_enable(int on);
+int lab_gemm_fp8w_via_bf16_enabled(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,12 +62,6 @@ namespace cg = cooperative_groups;
 /* ------------------------------------------------------------------ GEMV */
 #define GV_BF16_MAXM 4 /* auto dispatch: BF16 launches of more rows take k_mma */
 
-/* Tuning switches (bench / tests, dic_gemm_float_fast_tune): 0 = automatic. */
-static int g_tune_wpc, g_tune_cy, g_tune_flags;
-extern "C" void dic_gemm_float_fast_tune(int wpc, int cy, int flags) {
-    g_tune_wpc = wpc, g_tune_cy = cy, g_tune_flags = flags;
-}
-
 /* The GEMV kernel: one tile (dic_gemv.cuh gemv_tile). */
 template <int MR, int F32, int PRE, int PIPE, int F8>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
@@ -107,24 +101,23 @@ static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
 typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *,
                         size_t, int, int, int);
 
-/* The kernel variant: MR rows per tile; PRE / PIPE choices only at MR = 1 (else the defaults:
- * PRE for MR <= 2, no PIPE). f8: FP8B weights (the BF16 variants' sums). */
+/* The kernel variant: MR rows per tile; the PIPE choice only at MR = 1 (else the defaults: PRE for
+ * MR <= 2, no PIPE). f8: FP8B weights (the BF16 variants' sums). The activations loaded right before
+ * their FMAs (PRE = 0 at MR = 1) and the other forced variants: lab/gemm (docs/kernels/gemm-float.md). */
 template <int F8>
-static gemv_fn gemv_pick_bf(int mr, int nopre, int pipe) {
-    if (mr == 1)
-        return nopre ? (pipe ? k_gemv<1, 0, 0, 1, F8> : k_gemv<1, 0, 0, 0, F8>)
-                     : (pipe ? k_gemv<1, 0, 1, 1, F8> : k_gemv<1, 0, 1, 0, F8>);
+static gemv_fn gemv_pick_bf(int mr, int pipe) {
+    if (mr == 1) return pipe ? k_gemv<1, 0, 1, 1, F8> : k_gemv<1, 0, 1, 0, F8>;
     return mr == 2 ? k_gemv<2, 0, 1, 0, F8> : mr == 4 ? k_gemv<4, 0, 0, 0, F8> : mr == 8 ? k_gemv<8, 0, 0, 0, F8>
                                                                                           : k_gemv<16, 0, 0, 0, F8>;
 }
 static gemv_fn gemv_pick(int f32, int f8, int mr, int flags) {
-    const int nopre = (flags & DIC_GV_NOPRE) != 0, pipe = (flags & DIC_GV_PIPE) != 0;
+    const int pipe = (flags & DIC_GV_PIPE) != 0;
     if (f32) {
         if (mr == 1) return pipe ? k_gemv<1, 1, 1, 1, 0> : k_gemv<1, 1, 1, 0, 0>;
         return mr == 2 ? k_gemv<2, 1, 1, 0, 0> : mr == 4 ? k_gemv<4, 1, 0, 0, 0> : mr == 8 ? k_gemv<8, 1, 0, 0, 0>
                                                                                             : k_gemv<16, 1, 0, 0, 0>;
     }
-    return f8 ? gemv_pick_bf<1>(mr, nopre, pipe) : gemv_pick_bf<0>(mr, nopre, pipe);
+    return f8 ? gemv_pick_bf<1>(mr, pipe) : gemv_pick_bf<0>(mr, pipe);
 }
 
 extern "C" cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr) {
@@ -133,11 +126,6 @@ extern "C" cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int
      * batches at M = 1 and the launch is not lm_head-sized (no gain there: docs/kernels/gemv-lm-head.md) */
     const int CE = f32 ? 32 : 64, cpw = ((K + CE - 1) / CE + *wpc * *cy - 1) / (*wpc * *cy);
     *flags = M == 1 && cpw > GV_U && (long long)N * K < (1LL << 26) ? DIC_GV_PIPE : 0;
-    if (g_tune_wpc) *wpc = g_tune_wpc;
-    if (g_tune_cy) *cy = g_tune_cy;
-    if (g_tune_flags & DIC_GV_FORCE) *flags = g_tune_flags;
-    if (*wpc != 1 && *wpc != 2 && *wpc != 4 && *wpc != 8) return cudaErrorInvalidValue;
-    if (*cy < 1 || *cy > 8) return cudaErrorInvalidValue;
     *mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
     return cudaSuccess;
 }

@@ -187,18 +187,14 @@ enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2,
        DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
 cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                        float *C32, uint16_t *C16, size_t ldc, int path);
-/* GEMV tuning for the bench and tests (process-wide; 0, 0, 0 = automatic): K split over
- * wpc warps of a CTA (1, 2, 4, 8) and cy CTAs of a cluster (1..8); flags with DIC_GV_FORCE
- * replace the automatic variant flags. No variant changes the result's bits except the
- * split (wpc, cy), which changes the fp32 summation order. */
-enum { DIC_GV_LATE = 1, /* weights loaded after the PDL wait (default: the first batch before it) */
-       DIC_GV_NOPRE = 2, /* M = 1 BF16: activations loaded right before their FMAs (from L1) */
-       DIC_GV_PIPE = 4, /* M = 1: the next batch's weights in flight while this one is summed */
-       DIC_GV_FORCE = 8 };
-void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
+/* The GEMV's variant flags (dic_gemv_plan, gemv_tile): LATE = weights loaded after the PDL wait (default:
+ * the first batch before it), NOPRE = M = 1 BF16 activations loaded right before their FMAs, PIPE = M = 1:
+ * the next batch's weights in flight while this one is summed. The product's plan sets PIPE only; the
+ * others are lab/gemm's forced variants (docs/kernels/gemm-float.md). */
+enum { DIC_GV_LATE = 1, DIC_GV_NOPRE = 2, DIC_GV_PIPE = 4 };
 /* The GEMV launch's choices for M rows of an N x K matrix (f32: F32 weights, else BF16 / FP8B):
- * the K split (wpc warps per CTA, cy CTAs per cluster), the variant flags (DIC_GV_*) and the
- * rows per tile mr (1, 2, 4, 8, 16), with the tuning switches above applied. Another kernel
+ * the K split (wpc warps per CTA, cy CTAs per cluster, from N and K only), the variant flags
+ * (DIC_GV_*) and the rows per tile mr (1, 2, 4, 8, 16). Another kernel
  * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
 cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
