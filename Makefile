@@ -141,6 +141,20 @@ $(BUILD)/tests/ops/cuda/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLA
 
 cuda-tests: $(GPU_TEST_BIN) ## build the GPU test runner (run it with tests/ops/cuda/run.sh)
 
+# The CUDA kernels go into one shared object (their device code once, not
+# once per binary); the GPU test runner and the lab programs link it with the static
+# library, --as-needed, so a binary that never reaches the tokenizer needs no
+# PCRE2 at run time (the GPU machine's image has another version of it),
+# and the CUDA runtime dynamically; ICU is never linked (util/icu_loader.c).
+CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
+$(CUDA_SO): $(CU_OBJ)
+	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
+GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STATIC_LIB) -L$(BUILD) -ldeepinfer_cuda \
+	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
+
+$(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
+	$(GPU_LINK)
+
 # lab/<family>/: the kernel variants the product does not run and their benches, never part of
 # the library or of `make` (lab/README.md). Every lab/<family>/*.c with a main() becomes
 # $(BUILD)/lab/<family>/<name>, linked with the family's other .c and its .cu files except
@@ -166,21 +180,6 @@ $(LAB_C_BIN): $(BUILD)/lab/%: $(BUILD)/lab/%.o $$(call lab_objs,$$(dir $$*)) $(C
 $(LAB_CU_BIN): $(BUILD)/lab/%: lab/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -Ilab -o $@ $<
-
-# The CUDA kernels go into one shared object (their device code once, not
-# once per binary); the GPU test runner and benches link it with the static
-# library, --as-needed, so a binary that never reaches the tokenizer needs no
-# PCRE2 at run time (the GPU machine's image has another version of it),
-# and the CUDA runtime dynamically; ICU is never linked (util/icu_loader.c).
-CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
-$(CUDA_SO): $(CU_OBJ)
-	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
-GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STATIC_LIB) -L$(BUILD) -ldeepinfer_cuda \
-	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
-
-$(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
-	$(GPU_LINK)
-
 
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, built in build-fuzz/.
 # Run one with e.g. `build-fuzz/fuzz_json -max_total_time=60` (CONTRIBUTING.md).
