@@ -3,7 +3,7 @@
  * ratio to the d2d copy ceiling measured in the same run; each variant's output against the product's
  * dic_gemm ("=": bitwise equal, "!=" differs: expected only for the diagnostics and sN). The variants
  * run the lab's copy of the decode kernel (gemm_dec_variants.cu, lab_gemm_dec_*; docs/kernels/
- * gemm-decode.md), "old" the product's k_gemm_f16 fallback (dic_gemm_dec_config(2)). The variants
+ * gemm-decode.md), "old" the product's k_gemm_f16 fallback (dic_gemm_dec_mode(2)). The variants
  * (lab_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = the default (fused or dec+q
  * by dic_gemm_dec_fused); fused = k_gemm_dec quantising its own rows (one launch); dec+q =
  * quantisation launch + k_gemm_dec; stN = ring stages, sN = split count, both on "fused" (s1: no
@@ -86,11 +86,11 @@ static cudaError_t lab_gemm_n(const dic_ctx *c, int M, const void *A, size_t lda
                                             NULL, C16, ldc);
         if (e != cudaErrorNotSupported) return e;
     }
-    dic_gemm_dec_config(mode == 2 ? 2 : 0, 0, 0);
+    dic_gemm_dec_mode(mode == 2 ? 2 : 0);
     cudaError_t e = cudaSuccess;
     if (nw == 1) e = dic_gemm(c, M, A, lda, W, 128, NULL, C16[0], ldc[0]);
     else e = dic_gemm_multi(c, M, A, lda, nw, W, 128, C16, ldc);
-    dic_gemm_dec_config(0, 0, 0);
+    dic_gemm_dec_mode(0);
     return e;
 }
 static cudaError_t lab_gemm(const dic_ctx *c, int M, const void *A, size_t lda, const dic_wmat *W, void *C, size_t ldc) {

@@ -801,11 +801,9 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     } /* tiles */
 }
 
-/* Test hooks (dic_gemm_int.h dic_gemm_dec_config). */
-static int g_dec_mode = 0, g_dec_stmax = 0, g_dec_splits = 0, g_dec_broken = 0;
-extern "C" void dic_gemm_dec_config(int mode, int stmax, int splits) {
-    g_dec_mode = mode, g_dec_stmax = stmax, g_dec_splits = splits;
-}
+/* The test hook of dic_gemm_int.h dic_gemm_dec_mode. */
+static int g_dec_mode = 0, g_dec_broken = 0;
+extern "C" void dic_gemm_dec_mode(int mode) { g_dec_mode = mode; }
 /* The decode kernel's variant flags: QV2 (its own quantisation, 8 values per thread), and no CTAs-per-SM
  * cap; the other DIC_DEC_* variants lost and live in lab/gemm (docs/kernels/gemm-decode.md "Tried"). */
 #define DEC_FLAGS DIC_DEC_QV2
@@ -820,7 +818,6 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
         int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks;
         splits = want < 1 ? 1 : want > cap ? cap : (int)want;
     }
-    if (g_dec_splits > 0) splits = g_dec_splits < nchunks ? g_dec_splits : nchunks; /* bench: other bits */
     int cps = (nchunks + splits - 1) / splits;
     *kper = cps * F_CK;
     return (nchunks + cps - 1) / cps;
@@ -876,7 +873,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
      * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
      * and 2 with clusters of 8 (40 KB, 5 per SM: at 4 per SM clusters of the 512-CTA wo_b grid
      * wait for a second wave) */
-    int stmax = g_dec_stmax > 1 ? g_dec_stmax : nch <= 4 ? 4 : splits > 1 ? 2 : 3;
+    int stmax = nch <= 4 ? 4 : splits > 1 ? 2 : 3;
     if (stmax > 4) stmax = 4;
     a.M = M, a.K = K, a.nw = nw, a.kper = kper, a.nst = nch < stmax ? nch : stmax;
     a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1, a.qf = qf;

@@ -101,12 +101,12 @@ cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t ld
 cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block, int M,
                                 const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
                                 float *const *C32, uint16_t *const *C16, const size_t *ldc);
-/* Bench / test knobs: mode 0 = decode kernel, quantising its own rows where dic_gemm_dec_fused says
- * so (default), 1 = decode kernel after the quantisation launch, 2 = off (k_gemm_f16); 3 = decode
- * kernel always quantising its own rows; stmax = ring stages (0: auto);
- * splits = split-K count (0: k_gemm_f16's rule; other values give other bits: bench only).
- * Status: the mode, or -1 when a launch was refused and this process fell back for good. */
-void dic_gemm_dec_config(int mode, int stmax, int splits);
+/* Test hook (the same bits in every mode): 0 = the decode kernel, quantising its own rows where
+ * dic_gemm_dec_fused says so (the product), 1 = the decode kernel after the quantisation launch,
+ * 2 = off (the two-launch k_gemm_f16 path), 3 = the decode kernel always quantising its own rows.
+ * Status: the mode, or -1 when a launch was refused and this process fell back for good. (Other ring
+ * stages and split counts: lab/gemm's lab_gemm_dec_config.) */
+void dic_gemm_dec_mode(int mode);
 /* Mode 0's choice: 1 when the kernel should quantise its own rows, 0 when the quantisation launch
  * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16; docs/kernels/gemm-decode.md). */
 int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);

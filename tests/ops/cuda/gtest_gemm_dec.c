@@ -46,10 +46,10 @@ static double d_wv(int fmt, const uint8_t *w, const uint8_t *sc, int K, int n, i
            di_e8m0_to_f32(sc[(size_t)n * (K / 32) + k / 32]);
 }
 
-/* run dic_gemm in decode mode `mode` (dic_gemm_dec_config) into fresh fp32 + bf16 outputs */
+/* run dic_gemm in decode mode `mode` (dic_gemm_dec_mode) into fresh fp32 + bf16 outputs */
 static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, const dic_wmat *dw, int act, size_t ldc,
                   float **C, uint16_t **C16) {
-    dic_gemm_dec_config(mode, 0, 0);
+    dic_gemm_dec_mode(mode);
     float *dC = gt_dev_poison((size_t)M * ldc * 4);
     uint16_t *dC16 = gt_dev_poison((size_t)M * ldc * 2);
     CHECK(dC && dC16);
@@ -59,7 +59,7 @@ static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, con
     *C = gt_d2h(dC, (size_t)M * ldc * 4);
     *C16 = gt_d2h(dC16, (size_t)M * ldc * 2);
     cudaFree(dC), cudaFree(dC16);
-    dic_gemm_dec_config(0, 0, 0);
+    dic_gemm_dec_mode(0);
 }
 
 /* the rows of the former variant table (lab/gemm's now): {mode, flags, cps}; the product runs its own flags */
