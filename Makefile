@@ -71,7 +71,7 @@ TEST_BIN   := $(BUILD)/test_runner
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests fuzz fuzz-bins install clean help
+.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests lab fuzz fuzz-bins install clean help
 .DEFAULT_GOAL := all
 
 all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
@@ -159,8 +159,7 @@ $(CUDA_CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
-# CI only builds them; tests/ops/cuda/*.cu hold test-only kernels) and GPU
-# benches (bench/gpu/*.c, one binary each in $(BUILD)/gpubench/).
+# CI only builds them; tests/ops/cuda/*.cu hold test-only kernels).
 GPU_TEST_SRC := tests/runner.c $(sort $(wildcard tests/ops/cuda/gtest_*.c))
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.c=$(BUILD)/%.o)
 GPU_TEST_CU  := $(sort $(wildcard tests/ops/cuda/*.cu))
@@ -169,20 +168,12 @@ GPU_TEST_OBJ += $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
 # tests use the score driver (tools/score)
 GPU_TEST_OBJ += $(CU_C_OBJ) $(TOOLS_LIB_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
-GPU_BENCH_SRC := $(sort $(wildcard bench/gpu/*.c))
-GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/gpubench/%)
-$(BUILD)/tests/ops/cuda/%.o $(BUILD)/bench/gpu/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/ops/cuda/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
-# standalone CUDA benches (bench/gpu/*.cu: no library code), one binary each
-GPU_BENCH_CU_BIN := $(patsubst bench/gpu/%.cu,$(BUILD)/gpubench/%,$(sort $(wildcard bench/gpu/*.cu)))
-$(BUILD)/gpubench/%: bench/gpu/%.cu
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -o $@ $<
-
-cuda-tests: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(GPU_BENCH_CU_BIN) ## build the GPU test runner and GPU benches (run them with tests/ops/cuda/run.sh)
+cuda-tests: $(GPU_TEST_BIN) ## build the GPU test runner (run it with tests/ops/cuda/run.sh)
 
 # The CUDA kernels go into one shared object (their device code once, not
-# once per binary); the GPU test runner and benches link it with the static
+# once per binary); the GPU test runner and the lab programs link it with the static
 # library, --as-needed, so a binary that never reaches the tokenizer needs no
 # PCRE2 at run time (the GPU machine's image has another version of it),
 # and the CUDA runtime dynamically; ICU is never linked (util/icu_loader.c).
@@ -195,9 +186,31 @@ GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STA
 $(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	$(GPU_LINK)
 
-$(BUILD)/gpubench/%: $(BUILD)/bench/gpu/%.o $(CU_C_OBJ) $(STATIC_LIB) $(CUDA_SO)
+# lab/<family>/: the kernel variants the product does not run and their benches, never part of
+# the library or of `make` (lab/README.md). Every lab/<family>/*.c with a main() becomes
+# $(BUILD)/lab/<family>/<name>, linked with the family's other .c and its .cu files except
+# *_bench.cu, the CUDA glue, the static library and libdeepinfer_cuda.so; every *_bench.cu is a
+# standalone program $(BUILD)/lab/<family>/<name>. Needs nvcc, not a GPU.
+LAB_C      := $(sort $(wildcard lab/*/*.c))
+LAB_MAIN   := $(sort $(if $(LAB_C),$(shell grep -lE '^int main' $(LAB_C))))
+LAB_C_BIN  := $(LAB_MAIN:lab/%.c=$(BUILD)/lab/%)
+LAB_CU_BIN := $(patsubst lab/%.cu,$(BUILD)/lab/%,$(sort $(wildcard lab/*/*_bench.cu)))
+# the family's objects beside a program: its .cu (not *_bench.cu) and its .c without a main()
+lab_objs = $(patsubst %.cu,$(BUILD)/%.cu.o,$(filter-out %_bench.cu,$(wildcard lab/$(1)*.cu))) \
+	$(patsubst %.c,$(BUILD)/%.o,$(filter-out $(LAB_MAIN),$(wildcard lab/$(1)*.c)))
+$(BUILD)/lab/%.o: CPPFLAGS += $(CUDA_CPPFLAGS) -Ilab
+$(BUILD)/lab/%.cu.o: NVCC_FLAGS += -Ilab
+
+lab: $(LAB_C_BIN) $(LAB_CU_BIN) ## build every lab/ program (kernel variants and benches, lab/README.md)
+
+.SECONDEXPANSION:
+$(LAB_C_BIN): $(BUILD)/lab/%: $(BUILD)/lab/%.o $$(call lab_objs,$$(dir $$*)) $(CU_C_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(GPU_LINK)
+
+$(LAB_CU_BIN): $(BUILD)/lab/%: lab/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Ilab -o $@ $<
 
 # Fuzz targets: clang + libFuzzer + ASan/UBSan, built in build-fuzz/.
 # Run one with e.g. `build-fuzz/fuzz_json -max_total_time=60` (CONTRIBUTING.md).
@@ -217,4 +230,5 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
 -include $(LIB_OBJ:.o=.d) $(CU_C_SRC:%.c=$(BUILD)/%.d) $(CLI_OBJ:.o=.d) $(TOOLS_LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) \
-	$(GPU_TEST_OBJ:.o=.d) $(GPU_BENCH_SRC:%.c=$(BUILD)/%.d) $(CU_OBJ:.o=.d)
+	$(GPU_TEST_OBJ:.o=.d) $(LAB_C:%.c=$(BUILD)/%.d) $(CU_OBJ:.o=.d) \
+	$(patsubst %.cu,$(BUILD)/%.cu.d,$(wildcard lab/*/*.cu))

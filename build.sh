@@ -60,7 +60,7 @@ asan)
     ;;
 cuda)
     make -j"$jobs" all
-    make -j"$jobs" cuda cuda-tests
+    make -j"$jobs" cuda cuda-tests lab
     ./build/deepinfer-cuda info
     ;;
 demo)

@@ -273,14 +273,11 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     const int B = (int)cfg->fp8_block_in;
     di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
     for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
-    /* On a device backend the groups keep the released e4m3 bytes + E8M0 scale rows (half the bytes
-     * of BF16 rows); that needs whole scale blocks per group (V4 128, V4.1 32: R = 1024). The
-     * batch-invariant kernels dequantize them to exactly the BF16 rows' values; fast mode has FP8
-     * kernels of its own, within the GEMM tolerance (docs/cuda-backend.md §10,
-     * docs/kernels/gemm-float.md). $DEEPINFER_WOA_FP8=0 uploads the BF16 rows instead. */
-    const char *opt = getenv("DEEPINFER_WOA_FP8");
-    const int fp8 = !(opt && opt[0] == '0' && !opt[1]) && cfg->fp8_block_out == B && B > 0 && B % 16 == 0 &&
-                    R % B == 0 && K % B == 0;
+    /* FP8 storage on the device (the released e4m3 bytes + E8M0 scale rows) wherever the groups hold
+     * whole scale blocks (V4 128, V4.1 32: R = 1024); the device GEMMs read them directly
+     * (docs/kernels/gemm-float.md: dic_gemm_fp8w_gemv.cu at M <= 4, dic_gemm_fp8w_mma.cu above, mode 1
+     * dic_gemm_fp8w_bd_g). Other block geometries upload the BF16 rows (the same bits in mode 1). */
+    const int fp8 = cfg->fp8_block_out == B && B > 0 && B % 16 == 0 && R % B == 0 && K % B == 0;
     st = DEEPINFER_OK;
     for (int g = 0; g < G && !st; g++) {
         st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);

@@ -392,25 +392,10 @@ static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, 
 }
 
 /* Mode 0 on the shapes the fused kernel takes, at M <= HC_FUSE_MAXM rows: one
- * launch; else (mode 1 included) the op sequence, each op on its own kernel
- * (today's bits). The fused kernel's serial tail grows with the rows of a
- * tile: measured on the H200 (bench/gpu/MHC-NOTES.md, graph us per
- * transition, fused vs sequence) 12.9 vs 14.8 at M = 1, 16.0 vs 15.3 at
- * M = 2, 22.9 vs 17.4 at M = 4, so only single-row decode takes it. That
- * was k_transition (variant 0); k_transition2 (dic_hc_transition_variant,
- * default 7) is expected to beat the sequence up to M = 8: raise this to 8
- * once mhc_bench shows it (MHC-NOTES.md, round 2). */
-#define HC_FUSE_MAXM 4 /* measured 2026-11-30, k_transition2 v7: M=1/2/4 10.9/11.2/15.1 us vs unfused 14.0/14.3/16.4; M=8 20.8 vs 18.1 */
-/* $DEEPINFER_HC_FUSE_MAXM (read once) overrides HC_FUSE_MAXM, for A/B runs. */
-static int hc_fuse_maxm(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("DEEPINFER_HC_FUSE_MAXM");
-        v = e && *e ? atoi(e) : HC_FUSE_MAXM;
-        if (v < 0) v = 0;
-    }
-    return v;
-}
+ * launch; else (mode 1 included) the op sequence, each op on its own kernel.
+ * The fused kernel's serial tail grows with the rows of a tile, so above
+ * M = 4 the sequence is faster (docs/kernels/mhc.md). */
+#define HC_FUSE_MAXM 4
 static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
                           const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
                           float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
@@ -418,7 +403,7 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
     dic_wmat w;
-    if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
+    if (!c->dc.batch_invariant && M <= HC_FUSE_MAXM && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_transition_ok(&c->dc, M, R, ldr, d, w.n, w.k, w.w, xo, xn, ldx)) {
         CU_LAUNCH(x,
                  dic_hc_transition(&c->dc, M, sub, ldsub, R, ldr, d, (const float *)w.w, scale3, base, iters, hc_eps,
@@ -442,7 +427,7 @@ static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     cu_exec *c = cu_of(x);
     dic_wmat w;
     memset(&w, 0, sizeof w);
-    if (!c->dc.batch_invariant && M <= hc_fuse_maxm() && fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
+    if (!c->dc.batch_invariant && M <= HC_FUSE_MAXM && fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_head_ok(&c->dc, M, R, ldr, d, fn ? w.n : 0, fn ? w.k : 0, fn ? w.w : NULL, xo, xn, ldx)) {
         CU_LAUNCH(x,
                  dic_hc_head(&c->dc, M, sub, ldsub, post, comb, R, ldr, d, fn ? (const float *)w.w : NULL, scale0, base,

@@ -1,6 +1,6 @@
 /*
  * dic_attention.cu — sparse attention with a per-head sink (ops.h
- * di_sparse_attn; architecture.md §3.6, §4.4 step 5), bit-identical to
+ * di_sparse_attn; docs/architecture.md §3.6, §4.4 step 5), bit-identical to
  * src/ops/cpu/attention.c (and its AVX-512 twin).
  *
  * One CTA handles one query row and a group of HG heads (1, 2, 4 or 8;

@@ -26,7 +26,7 @@
 #if defined(DIC_STAMPS)
 /* Timeline builds only (make ... NVCC_EXTRA=-DDIC_STAMPS; never the default build): block 0 of every
  * kernel records the global timer before and after its PDL wait, its grid size and block size, in
- * launch-completion order, and where in the sources the stamp sits (file and line: tools/stamps_timeline.py
+ * launch-completion order, and where in the sources the stamp sits (file and line: lab/tools/stamps_timeline.py
  * names the kernels) (dic_stamps.cu; $DEEPINFER_CUDA_STAMPS=FILE dumps one replayed step). The
  * buffer pointer is a __constant__ per translation unit (no relocatable device code), set through a
  * host-side registration each unit makes at load time. */
@@ -36,7 +36,7 @@ typedef struct dic_stamp {
     unsigned site; /* DIC_STAMP_SITE: the stamp's source file (hash of its base name) and line */
 } dic_stamp;
 /* 32-bit FNV-1a of the base name of a path (the hash restarts after each '/'), at compile time; the
- * stamp keeps its low 16 bits beside the line (tools/stamps_timeline.py hashes the sources' names alike) */
+ * stamp keeps its low 16 bits beside the line (lab/tools/stamps_timeline.py hashes the sources' names alike) */
 static __host__ __device__ constexpr unsigned dic_fnv_base(const char *s, unsigned h) {
     return *s ? dic_fnv_base(s + 1, *s == '/' ? 2166136261u : (h ^ (unsigned char)*s) * 16777619u) : h;
 }
@@ -162,7 +162,7 @@ static __device__ __forceinline__ float dic_round_bf16(float f) { return dic_bf1
  * `s`, the fp64 sum of the squares in any order: when the fp32 rounding of the
  * mean could differ from the CPU's sequential-order sum (norm.c), the row is
  * summed again in that order, so the result is the CPU's bit for bit. */
-/* Out-of-line copies of the IEEE divisions and the square root (code size, codesize.md: each inline
+/* Out-of-line copies of the IEEE divisions and the square root (code size, docs/kernels/small-kernels.md: each inline
  * div.rn / sqrt.rn carries its own fast path and slow-path subroutine, ~0.5-1.7 KB of SASS; a kernel with
  * several call sites keeps one copy). The same operation: a call only moves where the instructions live. */
 static __device__ __noinline__ double dic_ddiv_ool(double x, double y) { return __ddiv_rn(x, y); }

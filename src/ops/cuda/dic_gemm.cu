@@ -8,7 +8,7 @@
 
 static int misaligned(const void *p) { return ((uintptr_t)p & 15) != 0; }
 
-/* The decode kernel in its configured mode (dic_gemm_dec_config): 0 picks 3 or 1 by
+/* The decode kernel in its configured mode (dic_gemm_dec_mode): 0 picks 3 or 1 by
  * dic_gemm_dec_fused; 3 quantises in the kernel, 1 after the quantisation launch (into q / s). cudaErrorNotSupported: not applicable, nothing launched. */
 static cudaError_t dec(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
                        int act_block, float *const *C32, uint16_t *const *C16, const size_t *ldc, uint8_t *q, float *s) {

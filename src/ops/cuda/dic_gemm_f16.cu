@@ -7,7 +7,7 @@
  * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
- * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
+ * with unpacks + two HMMA each, docs/kernels/gemm-decode.md). Here the operands are
  * widened to f16 once and fed to the native HMMA m16n8k16 f16 -> fp32:
  *  - "swap-AB": the weights are the 16-row A operand (16 output columns per
  *    warp), the tokens the 8-column B operand, so a decode token tile
@@ -391,8 +391,8 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
 
 /* ---- decode kernel (plain M <= 8, fast mode) ----------------------------------
  *
- * GEMV-NOTES.md 2026-11-30 (fp8dec): the k_gemm_f16 launch at M <= 8 sat at a ~9 us fixed cost per
- * CTA lifetime. This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
+ * The k_gemm_f16 launch at M <= 8 pays a large fixed cost per CTA lifetime (docs/kernels/gemm-decode.md).
+ * This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
  * with NT = 1: the same split count and k range per CTA, the same HMMA steps, the same fma per
  * K-block, the same left-to-right fold of the split partials) with the serial latencies removed:
  *  - before griddepcontrol.wait (PDL) it issues the weights of its first stages (cp.async) and loads
@@ -454,7 +454,7 @@ static size_t d_smem(int nst, int kper, int fp4) {
 }
 
 /* Instantiations (VAR). The b1 step runs each decode kernel once with a cold instruction cache
- * (codesize.md: every KB of code executed costs ~0.2 us), so the default path has lean copies that
+ * (docs/kernels/gemm-decode.md: code executed once costs its fetch), so the default path has lean copies that
  * hold only what it executes: D_LEAN_Q (qf = 0: dic_gemm_quant's e4m3 rows) and D_LEAN_QV2 (qf = 1
  * with QV2), flags QV2 / ET only, one column tile per CTA. D_FULL keeps every flag and both qf
  * paths (PERS, L2PF, WPOST, diagnostics, the plain qf pass when A does not allow QV2's loads).
@@ -801,41 +801,12 @@ static __global__ void __launch_bounds__(128) k_gemm_dec(const __grid_constant__
     } /* tiles */
 }
 
-/* bench / test knobs (dic_gemm_int.h) */
-static int g_dec_mode = 0, g_dec_stmax = 0, g_dec_splits = 0, g_dec_broken = 0;
-extern "C" void dic_gemm_dec_config(int mode, int stmax, int splits) {
-    g_dec_mode = mode, g_dec_stmax = stmax, g_dec_splits = splits;
-}
-/* Variant flags and CTAs-per-SM cap (dic_gemm_int.h DIC_DEC_*). The default: DEC_DEFAULT_FLAGS /
- * DEC_DEFAULT_CPS (one-line edits after a run); $DEEPINFER_GEMM_DEC="flags[,cps]" (read once, the
- * result-preserving flags only) overrides them for model runs; dic_gemm_dec_tune (bench / test) for
- * the process. */
-#define DEC_DEFAULT_FLAGS DIC_DEC_QV2 /* measured 2026-11-30 (M=1): qv2 0.4-1.0 us faster on every shape, same bits; ET / PERS / L2PF no gain or slower */
-#define DEC_DEFAULT_CPS 0
-static int g_dec_flags = -1, g_dec_cps = 0;
-static void dec_tune_init(void) {
-    if (g_dec_flags >= 0) return;
-    g_dec_flags = DEC_DEFAULT_FLAGS, g_dec_cps = DEC_DEFAULT_CPS;
-    const char *e = getenv("DEEPINFER_GEMM_DEC");
-    if (e && *e) {
-        char *end;
-        long f = strtol(e, &end, 0), c = *end == ',' ? strtol(end + 1, NULL, 0) : DEC_DEFAULT_CPS;
-        g_dec_flags = (int)(f & DIC_DEC_SAFE), g_dec_cps = c >= 0 && c <= 16 ? (int)c : 0;
-    }
-}
-extern "C" void dic_gemm_dec_tune(int flags, int cps) {
-    dec_tune_init();
-    if (flags < 0) g_dec_flags = DEC_DEFAULT_FLAGS, g_dec_cps = DEC_DEFAULT_CPS;
-    else g_dec_flags = flags, g_dec_cps = cps;
-}
-extern "C" int dic_gemm_dec_flags(void) {
-    dec_tune_init();
-    return g_dec_flags;
-}
-extern "C" int dic_gemm_dec_cps(void) {
-    dec_tune_init();
-    return g_dec_cps;
-}
+/* The test hook of dic_gemm_int.h dic_gemm_dec_mode. */
+static int g_dec_mode = 0, g_dec_broken = 0;
+extern "C" void dic_gemm_dec_mode(int mode) { g_dec_mode = mode; }
+/* The decode kernel's variant flags: QV2 (its own quantisation, 8 values per thread), and no CTAs-per-SM
+ * cap; the other DIC_DEC_* variants lost and live in lab/gemm (docs/kernels/gemm-decode.md "Tried"). */
+#define DEC_FLAGS DIC_DEC_QV2
 extern "C" int dic_gemm_dec_status(void) { return g_dec_broken ? -1 : g_dec_mode; }
 
 /* k_gemm_f16's split rule for a plain launch (dic_gemm_f16_launch: one token tile) */
@@ -847,33 +818,14 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
         int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks;
         splits = want < 1 ? 1 : want > cap ? cap : (int)want;
     }
-    if (g_dec_splits > 0) splits = g_dec_splits < nchunks ? g_dec_splits : nchunks; /* bench: other bits */
     int cps = (nchunks + splits - 1) / splits;
     *kper = cps * F_CK;
     return (nchunks + cps - 1) / cps;
 }
 
-/* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
- * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
- * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
-/* Rule 0 (default): M * kper / act_block <= 16 act blocks (the first version). Rule 1 (opt-in): M * kper <=
- * 16 * 128 values, from the QV2 pass's cost (the default flags: a round per 4096 values of the CTA's rows,
- * whatever the block size), so V4.1's 32-value blocks (wq_b k 1280, wo_b k 1408 per CTA at M = 1: 40 / 44
- * blocks) would skip the extra quantisation launch as V4's 128-value blocks (10 / 11) do. The same decisions
- * at act_block 128 (V4 unchanged either way) and the same bits (gtest_gemm_dec). Rule 1 was the default for a
- * day and measured 26.6 us SLOWER on the V4.1-Flash b1 step in one process (one 16-step sample per set;
- * V41-NOTES.md 2026-12-01): back to rule 0 until a repeated A/B says otherwise. $DEEPINFER_GEMM_DEC_QRULE=1
- * (read once), dic_gemm_dec_qrule (knob gqrule=1 of $DEEPINFER_CUDA_SKIP_SETS). */
-static int g_dec_qrule = -1;
-extern "C" int dic_gemm_dec_qrule(int rule) {
-    if (rule >= 0) {
-        g_dec_qrule = rule ? 1 : 0;
-    } else {
-        const char *e = getenv("DEEPINFER_GEMM_DEC_QRULE");
-        g_dec_qrule = e && *e ? (atoi(e) ? 1 : 0) : 0;
-    }
-    return g_dec_qrule;
-}
+/* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs about
+ * one warp round per 4 act blocks of the CTA's rows, so it wins at few act blocks per CTA (M = 1) and loses
+ * at many (M = 8): the rule is M * (k per CTA) / act_block <= 16 act blocks (docs/kernels/gemm-decode.md). */
 /* 0 when dic_gemm_dec_launch would refuse the shape for its k range (splits > 8 or k per CTA > 2048; e.g.
  * V4.1's Engram wkv, N 25600 K 6144: one split of 6144): dec() in dic_gemm.cu then skips its own
  * quantisation launch, which the fallback would repeat into the same buffers. */
@@ -885,8 +837,6 @@ extern "C" int dic_gemm_dec_fits(int N, int K, int num_sms) {
 extern "C" int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms) {
     int kper;
     d_splits(N, K, num_sms, &kper);
-    if (g_dec_qrule < 0) dic_gemm_dec_qrule(-1);
-    if (g_dec_qrule == 1) return act_block > 0 && (long long)M * kper <= 16 * 128;
     return act_block > 0 && (long long)M * (kper / act_block) <= 16;
 }
 
@@ -919,27 +869,22 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.tx[nw] = gx;
     if (splits > 8 || kper > 2048) return cudaErrorNotSupported;
     const int nch = kper / F_CK;
-    /* ring stages (measured, GEMV-NOTES.md fp8dec): a CTA of <= 4 chunks issues them all before the
+    /* ring stages (docs/kernels/gemm-decode.md): a CTA of <= 4 chunks issues them all before the
      * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
-     * and 2 with clusters of 8 (40 KB, 5 per SM: 4 per SM left clusters of the 512-CTA wo_b grid
-     * waiting for a second wave: 21.7 us at 3 stages, 15.2 us at 2) */
-    int stmax = g_dec_stmax > 1 ? g_dec_stmax : nch <= 4 ? 4 : splits > 1 ? 2 : 3;
+     * and 2 with clusters of 8 (40 KB, 5 per SM: at 4 per SM clusters of the 512-CTA wo_b grid
+     * wait for a second wave) */
+    int stmax = nch <= 4 ? 4 : splits > 1 ? 2 : 3;
     if (stmax > 4) stmax = 4;
     a.M = M, a.K = K, a.nw = nw, a.kper = kper, a.nst = nch < stmax ? nch : stmax;
     a.lab = ilog2(act_block), a.lwb = ilog2(wbl), a.nwb = K / wbl, a.spbm1 = kb / 32 - 1, a.qf = qf;
     a.A = A, a.lda = lda, a.q = q, a.ldq = dic_gemm_ldq(K), a.sa = sa, a.nsa = K / act_block;
     const int fp4 = fmt == 3;
-    dec_tune_init();
-    a.fl = g_dec_flags;
+    a.fl = DEC_FLAGS;
     if ((a.fl & DIC_DEC_QV2) && (!qf || ((uintptr_t)A & 15) || (lda & 7))) a.fl &= ~DIC_DEC_QV2;
-    size_t smem = d_smem(a.nst, kper, fp4);
-    if (g_dec_cps > 0 && !(a.fl & DIC_DEC_PERS)) { /* cap the CTAs per SM with dynamic shared memory (228 KB per SM, 1 KB per CTA) */
-        const size_t want = (size_t)233472 / (size_t)g_dec_cps - 1024;
-        if (want > smem) smem = want < (size_t)227 * 1024 ? want : (size_t)227 * 1024;
-    }
-    /* the lean instantiations where the flags allow (D_LEAN_*: the default), else the full one */
-    const int var = (a.fl & ~(DIC_DEC_QV2 | DIC_DEC_ET)) || dic_lean_off() ? D_FULL /* incl. DIC_DEC_FULL */
-                    : !qf                    ? D_LEAN_Q
+    const size_t smem = d_smem(a.nst, kper, fp4);
+    /* the lean instantiations (D_LEAN_*), else the full one (the kernel quantising rows that allow no
+     * uint4 loads) */
+    const int var = !qf                    ? D_LEAN_Q
                     : (a.fl & DIC_DEC_QV2)   ? (M == 1 ? D_LEAN_QV2_M1 : D_LEAN_QV2)
                                              : D_FULL;
     void (*const kf[2][D_NVAR])(dargs) = {
@@ -958,7 +903,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
     int na = 0;
-    if (splits > 1 && !(a.fl & DIC_DEC_NOCL)) {
+    if (splits > 1) {
         at[na].id = cudaLaunchAttributeClusterDimension;
         at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = 1, at[na].val.clusterDim.z = (unsigned)splits;
         na++;
@@ -968,12 +913,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         at[na].val.programmaticStreamSerializationAllowed = 1;
         na++;
     }
-    int gxl = gx;
-    if (a.fl & DIC_DEC_PERS) { /* persistent: about cps (default 2) CTAs per SM, each walking tiles */
-        const int per = g_dec_cps > 0 ? g_dec_cps : 2, want = (num_sms > 0 ? num_sms : 132) * per / splits;
-        gxl = want < 1 ? 1 : want < gx ? want : gx;
-    }
-    cfg.gridDim = dim3((unsigned)gxl, 1, (unsigned)splits);
+    cfg.gridDim = dim3((unsigned)gx, 1, (unsigned)splits);
     cfg.blockDim = dim3(128);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;

@@ -5,10 +5,9 @@
  *     c = fmaf(bf16_to_f32(a[m][k]), w[n][k], c),  k = 0 .. K-1, c from 0,
  * exactly the CPU's (gemm.c), so the bits depend neither on M nor on the launch shape.
  *
- * The chain is the floor: K dependent FMAs (~4 cycles each: K = 16384 ~ 37 us at
- * 1.75 GHz), whatever M and N, as long as the chains run side by side and their operands
+ * The chain is the floor: K dependent FMAs (~4 cycles each), whatever M and N, as long as the chains run side by side and their operands
  * wait in shared memory. k_gemm_float (dic_gemm_float.cu) walked K in 64-k chunks with
- * two barriers and a synchronous global load per chunk (981 us at M = 1, N = 24).
+ * two barriers and a synchronous global load per chunk, far slower (docs/kernels/gemm-float.md).
  *
  * CTA: 4 warps, FC_TN(R) = 4 R columns x FC_TM = 32 rows; lane = row (m0 + lane), warp w
  * owns columns n0 + w R .. + R - 1 (R = 1 at M <= 64: one chain per thread, twice the CTAs;

@@ -170,8 +170,8 @@ static __global__ void __launch_bounds__(BD_T) k_gemm_bf16_dec(int M, int N, int
  * compiled (M <= MR). The chunk is dequantised first (the rare non-fast scales out of line,
  * fd_pair_slow) and then summed row by row, so the code stays small. The earlier form (one
  * launch per group of 8 CTAs x 4 warps: 8 SMs busy; unrolled over 8 rows with both
- * dequantisation paths inline: 174 KB of SASS against the BF16 kernel's 45 KB) measured 4x
- * the BF16 kernel's time at M = 1; our reading: instruction fetch with one warp per scheduler. */
+ * dequantisation paths inline: several times the BF16 kernel's SASS) took several times its time at
+ * M = 1 (docs/kernels/gemm-float.md); our reading: instruction fetch with one warp per scheduler. */
 #define FD_T 32
 
 /* two e4m3 bytes (low 16 bits of x) with a non-fast scale: the host's sequence per element (out of line: cold) */

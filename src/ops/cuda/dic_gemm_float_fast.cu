@@ -62,12 +62,6 @@ namespace cg = cooperative_groups;
 /* ------------------------------------------------------------------ GEMV */
 #define GV_BF16_MAXM 4 /* auto dispatch: BF16 launches of more rows take k_mma */
 
-/* Tuning switches (bench / tests, dic_gemm_float_fast_tune): 0 = automatic. */
-static int g_tune_wpc, g_tune_cy, g_tune_flags;
-extern "C" void dic_gemm_float_fast_tune(int wpc, int cy, int flags) {
-    g_tune_wpc = wpc, g_tune_cy = cy, g_tune_flags = flags;
-}
-
 /* The GEMV kernel: one tile (dic_gemv.cuh gemv_tile). */
 template <int MR, int F32, int PRE, int PIPE, int F8>
 static __global__ void __launch_bounds__(GV_T) k_gemv(int M, int N, int K, const uint16_t *__restrict__ A, size_t lda,
@@ -90,9 +84,8 @@ static __global__ void __launch_bounds__(GV_T) k_gemv1_one(int M, int N, int K, 
 
 /* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
  * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
- * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
- * time at decode sizes, e.g. N=1024 K=4096 M=1 3.8 us at 8 warps x 1 CTA, 6.6 / 14.1 us at
- * 2 / 4 CTAs per cluster; N=256: 2.0 us vs 5.3 us at 4). Both up to ~2048 warps in all. */
+ * chunks (a cluster split has a fixed cost that dominates at decode sizes: docs/kernels/gemm-float.md).
+ * Both up to ~2048 warps in all. */
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
     const int CE = f32 ? 32 : 64, nch = (K + CE - 1) / CE, ngroups = (N + 3) / 4;
     int w = 1, c = 1;
@@ -108,38 +101,31 @@ static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
 typedef void (*gemv_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, int, int, float *, uint16_t *,
                         size_t, int, int, int);
 
-/* The kernel variant: MR rows per tile; PRE / PIPE choices only at MR = 1 (else the defaults:
- * PRE for MR <= 2, no PIPE). f8: FP8B weights (the BF16 variants' sums). */
+/* The kernel variant: MR rows per tile; the PIPE choice only at MR = 1 (else the defaults: PRE for
+ * MR <= 2, no PIPE). f8: FP8B weights (the BF16 variants' sums). The activations loaded right before
+ * their FMAs (PRE = 0 at MR = 1) and the other forced variants: lab/gemm (docs/kernels/gemm-float.md). */
 template <int F8>
-static gemv_fn gemv_pick_bf(int mr, int nopre, int pipe) {
-    if (mr == 1)
-        return nopre ? (pipe ? k_gemv<1, 0, 0, 1, F8> : k_gemv<1, 0, 0, 0, F8>)
-                     : (pipe ? k_gemv<1, 0, 1, 1, F8> : k_gemv<1, 0, 1, 0, F8>);
+static gemv_fn gemv_pick_bf(int mr, int pipe) {
+    if (mr == 1) return pipe ? k_gemv<1, 0, 1, 1, F8> : k_gemv<1, 0, 1, 0, F8>;
     return mr == 2 ? k_gemv<2, 0, 1, 0, F8> : mr == 4 ? k_gemv<4, 0, 0, 0, F8> : mr == 8 ? k_gemv<8, 0, 0, 0, F8>
                                                                                           : k_gemv<16, 0, 0, 0, F8>;
 }
 static gemv_fn gemv_pick(int f32, int f8, int mr, int flags) {
-    const int nopre = (flags & DIC_GV_NOPRE) != 0, pipe = (flags & DIC_GV_PIPE) != 0;
+    const int pipe = (flags & DIC_GV_PIPE) != 0;
     if (f32) {
         if (mr == 1) return pipe ? k_gemv<1, 1, 1, 1, 0> : k_gemv<1, 1, 1, 0, 0>;
         return mr == 2 ? k_gemv<2, 1, 1, 0, 0> : mr == 4 ? k_gemv<4, 1, 0, 0, 0> : mr == 8 ? k_gemv<8, 1, 0, 0, 0>
                                                                                             : k_gemv<16, 1, 0, 0, 0>;
     }
-    return f8 ? gemv_pick_bf<1>(mr, nopre, pipe) : gemv_pick_bf<0>(mr, nopre, pipe);
+    return f8 ? gemv_pick_bf<1>(mr, pipe) : gemv_pick_bf<0>(mr, pipe);
 }
 
 extern "C" cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr) {
     gemv_split(f32, N, K, wpc, cy);
     /* PIPE (the next batch's weights in flight during the sums) where a warp walks several
-     * batches at M = 1 and the launch is not lm_head-sized (measured: wo_a block-diagonal
-     * G=8 x 1024 x 4096 17.8 us with, 18.7 without; lm_head 248 vs 247 us, no gain) */
+     * batches at M = 1 and the launch is not lm_head-sized (no gain there: docs/kernels/gemv-lm-head.md) */
     const int CE = f32 ? 32 : 64, cpw = ((K + CE - 1) / CE + *wpc * *cy - 1) / (*wpc * *cy);
     *flags = M == 1 && cpw > GV_U && (long long)N * K < (1LL << 26) ? DIC_GV_PIPE : 0;
-    if (g_tune_wpc) *wpc = g_tune_wpc;
-    if (g_tune_cy) *cy = g_tune_cy;
-    if (g_tune_flags & DIC_GV_FORCE) *flags = g_tune_flags;
-    if (*wpc != 1 && *wpc != 2 && *wpc != 4 && *wpc != 8) return cudaErrorInvalidValue;
-    if (*cy < 1 || *cy > 8) return cudaErrorInvalidValue;
     *mr = M >= 16 ? 16 : M > 8 ? 16 : M > 4 ? 8 : M > 2 ? 4 : M;
     return cudaSuccess;
 }
@@ -158,7 +144,7 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     gemv_fn fn = gemv_pick(f32, f8, mr, flags);
     /* one batch per warp (the K split over WPC warps only): the lean copy of the same kernel */
     if (fn == (gemv_fn)k_gemv<1, 0, 1, 0, 0> && cy == 1 && !(flags & DIC_GV_LATE) &&
-        (W->k + 63) / 64 <= wpc * GV_U && !dic_lean_off())
+        (W->k + 63) / 64 <= wpc * GV_U)
         fn = k_gemv1_one;
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
@@ -510,11 +496,10 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
         return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
-    /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
-     * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
-     * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
+    /* auto (docs/kernels/gemm-float.md): BF16 on the GEMV kernels at M = 1, and at M <= GV_BF16_MAXM
+     * for matrices up to 2^24 elements; else the tensor cores */
     /* the lm_head-sized BF16 matrices at M <= DIC_GS_MAXM with fp32 out: the bulk-copy stream
-     * (dic_gemv_stream.cu; 2026-12-01 stream_bench: 4310 vs 4077 GB/s for the GEMV's load pattern) */
+     * (dic_gemv_stream.cu, docs/kernels/gemv-lm-head.md) */
     if (W->fmt == 0 && C32 && !C16 && dic_gemv_stream_auto(M, A, lda, W, ldc))
         return dic_gemv_stream_launch(st, 0, M, A, lda, W, C32, ldc, NULL);
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
@@ -592,14 +577,10 @@ static __global__ void __launch_bounds__(MM_T) k_mma_am(int M, int N, int K, con
     mma_tile<64, 0, 1>(M, N, K, A, lda, tab, 0, 0, C32, NULL, ldc, 1, ids);
 }
 
-static int g_am_on = -1; /* -1: $DEEPINFER_LM_ARGMAX ("0" off, "1" every M; unset: M >= DIC_AM_MINM_DEF) */
-extern "C" void dic_gemm_argmax_enable(int on) { g_am_on = on; }
-static int am_enabled(int M, int stream) {
-    if (g_am_on >= 0) return g_am_on;
-    const char *e = getenv("DEEPINFER_LM_ARGMAX");
-    if (e && e[0] && !e[1] && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
-    return M >= DIC_AM_MINM_DEF || stream; /* the stream kernel's argmax costs one ticket per SM */
-}
+/* The argmax fused into the lm_head launch from M = DIC_AM_MINM_DEF, and at every M where the stream kernel
+ * runs (its argmax costs one ticket per SM; the GEMV's thousands of CTAs each pay one at M = 1):
+ * docs/kernels/gemv-lm-head.md. */
+static int am_enabled(int M, int stream) { return M >= DIC_AM_MINM_DEF || stream; }
 
 /* The fused kernel for this call: 1 the GEMV (wpc, flags of dic_gemv_plan), 2 k_mma at BM = 64,
  * 3 the bulk-copy stream (dic_gemv_stream.cu), 0 none. The AUTO dispatch's choice of

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops/cuda/dic.h"
+#include "ops/cuda/dic_retired_knobs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,11 +68,9 @@ cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda
  *                            a 9.x device take the wgmma kernel (faster
  *                            prefill, other bits: wgmma's e4m3 sums);
  *   DIC_GEMM_PATH_TILES      the mma.sync tiles for any M (tests, bench);
- *   DIC_GEMM_PATH_WGMMA(_V1) the wgmma kernel for any M (cudaErrorInvalidValue
- *                            where it does not apply); _V1: the first,
- *                            unpipelined version (same bits), for the bench. */
-enum { DIC_GEMM_PATH_INVARIANT = 0, DIC_GEMM_PATH_FAST = 1, DIC_GEMM_PATH_TILES = 2, DIC_GEMM_PATH_WGMMA = 3,
-       DIC_GEMM_PATH_WGMMA_V1 = 4 };
+ *   DIC_GEMM_PATH_WGMMA      the wgmma kernel for any M (cudaErrorInvalidValue
+ *                            where it does not apply). */
+enum { DIC_GEMM_PATH_INVARIANT = 0, DIC_GEMM_PATH_FAST = 1, DIC_GEMM_PATH_TILES = 2, DIC_GEMM_PATH_WGMMA = 3 };
 cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, int fmt, int N, int K, int wblock,
                               int act_block, int M, const int *off, const int *rows, const uint8_t *q,
                               const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
@@ -102,34 +101,23 @@ cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t ld
 cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw, const dic_wmat *W, int act_block, int M,
                                 const uint16_t *A, size_t lda, const uint8_t *q, const float *sa,
                                 float *const *C32, uint16_t *const *C16, const size_t *ldc);
-/* Bench / test knobs: mode 0 = decode kernel, quantising its own rows where dic_gemm_dec_fused says
- * so (default), 1 = decode kernel after the quantisation launch, 2 = off (k_gemm_f16); 3 = decode
- * kernel always quantising its own rows; stmax = ring stages (0: auto);
- * splits = split-K count (0: k_gemm_f16's rule; other values give other bits: bench only).
- * Status: the mode, or -1 when a launch was refused and this process fell back for good. */
-void dic_gemm_dec_config(int mode, int stmax, int splits);
+/* Test hook (the same bits in every mode): 0 = the decode kernel, quantising its own rows where
+ * dic_gemm_dec_fused says so (the product), 1 = the decode kernel after the quantisation launch,
+ * 2 = off (the two-launch k_gemm_f16 path), 3 = the decode kernel always quantising its own rows.
+ * Status: the mode, or -1 when a launch was refused and this process fell back for good. (Other ring
+ * stages and split counts: lab/gemm's lab_gemm_dec_config.) */
+void dic_gemm_dec_mode(int mode);
 /* Mode 0's choice: 1 when the kernel should quantise its own rows, 0 when the quantisation launch
- * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16). */
+ * first is faster (many act blocks per CTA: M * (k per CTA) / act_block > 16; docs/kernels/gemm-decode.md). */
 int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
-/* The rule of dic_gemm_dec_fused: 0 (default) the first version, M * (k per CTA) / act_block <= 16 act
- * blocks; 1 M * (k per CTA) <= 2048 values (the same at act_block 128; measured slower on V4.1 once,
- * V41-NOTES.md); rule < 0: back to $DEEPINFER_GEMM_DEC_QRULE (unset = 0). Returns the rule in force. */
-int dic_gemm_dec_qrule(int rule);
 /* 0 when the decode kernel refuses the shape for its k range (dic_gemm_dec_launch: splits > 8 or k per CTA
  * > 2048): the caller skips the quantisation launch it would make for it. */
 int dic_gemm_dec_fits(int N, int K, int num_sms);
 int dic_gemm_dec_status(void);
-/* Decode-kernel variants (GEMV-NOTES.md 2026-12 fp8dec round 2). Result-preserving (every output
- * bitwise the default's, gtest_gemm_dec.c): QV2 = the kernel's own quantisation with 8 values per
- * thread, all loads of a round in flight, x * (1 / s); ET = griddepcontrol.launch_dependents before
- * the weight prefetch (the next kernel may start its own prefetch earlier; its wait is unchanged);
- * WPOST = the weights issued only after the PDL wait (what the pre-wait prefetch buys). Diagnostics
- * (wrong outputs, timing only): NOQ = no activation pass; NOCL = no cluster, split 0 stores its
- * partial; BARE = exit right after the wait; NOW = no weight loads (with BARE: an empty launch of
- * the same grid). PERS (same bits) = a persistent grid of about cps (default 2) CTAs per SM, each
- * walking column tiles tile, tile + grid, ... (its k range, so its activations, fixed); L2PF (same
- * bits) = cp.async.bulk.prefetch.L2 of the first tile's weights past the ring before the wait and
- * of the next tile's weights at each tile. */
+/* The decode kernel's variant bits (its a.fl): the product sets QV2 only (dic_gemm_f16.cu DEC_FLAGS: the
+ * kernel's own quantisation with 8 values per thread, all loads of a round in flight, x * (1 / s)), cleared
+ * where A allows no uint4 loads. The other bits are the variants and diagnostics that lost (lab/gemm,
+ * docs/kernels/gemm-decode.md "Tried"); the kernel's full instantiation still tests them, always 0 here. */
 #define DIC_DEC_QV2 1
 #define DIC_DEC_ET 2
 #define DIC_DEC_WPOST 4
@@ -139,33 +127,22 @@ int dic_gemm_dec_status(void);
 #define DIC_DEC_NOW 64
 #define DIC_DEC_PERS 128
 #define DIC_DEC_L2PF 256
-/* FULL (same bits) = run the full instantiation even where a lean one applies (code-size A/B:
- * DEEPINFER_GEMM_DEC=0x201 is the default flags on the full kernel) */
-#define DIC_DEC_FULL 512
-#define DIC_DEC_SAFE (DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST | DIC_DEC_PERS | DIC_DEC_L2PF | DIC_DEC_FULL)
-/* flags < 0: back to the defaults; cps > 0 caps the decode kernel's CTAs per SM (dynamic shared
- * memory padding; bitwise the same). $DEEPINFER_GEMM_DEC="flags[,cps]" sets the safe flags once. */
-void dic_gemm_dec_tune(int flags, int cps);
-int dic_gemm_dec_flags(void);
-int dic_gemm_dec_cps(void);
 
 /* FP8 prefill on wgmma + TMA (dic_gemm_wgmma.cu): usable on this device for
- * these shapes; the launch over quantised activations q (row stride ldq). */
+ * these shapes; the launch over quantised activations q (row stride ldq);
+ * ver 0: v3 where it applies, else v2; other ver: v2 (tests). */
 int dic_gemm_wgmma_usable(int N, int K);
 int dic_gemm_wgmma_maps(const void *q, size_t ldq, int M, const void *w, int N, int K); /* test diagnostics */
 cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
                                     int act_block, int kb, int M, const uint8_t *q, size_t ldq, const float *sa,
                                     float *C32, uint16_t *C16, size_t ldc, int ver);
 /* v3 of the wgmma kernel (dic_gemm_wgmma3.cu; ver 0 above takes it where
- * dic_gemm_wgmma3_ok): persistent grid, cl = 1 or 2 CTAs per cluster (2: the
- * weight tile multicast), sets = 1 or 2 accumulator sets per consumer; every
- * variant gives v2's bits. The defaults below are what ver 0 launches. */
-#define DIC_GEMM_W3_CL 1
-#define DIC_GEMM_W3_SETS 1
+ * dic_gemm_wgmma3_ok): persistent grid, one CTA per cluster, one accumulator
+ * set per consumer: v2's bits (docs/kernels/gemm-prefill.md). */
 int dic_gemm_wgmma3_ok(int N, int K, int wblock, int act_block);
 cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K, int wblock,
                                      int act_block, int M, const uint8_t *q, size_t ldq, const float *sa, float *C32,
-                                     uint16_t *C16, size_t ldc, int cl, int sets);
+                                     uint16_t *C16, size_t ldc);
 
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
@@ -210,18 +187,14 @@ enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2,
        DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
 cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                        float *C32, uint16_t *C16, size_t ldc, int path);
-/* GEMV tuning for the bench and tests (process-wide; 0, 0, 0 = automatic): K split over
- * wpc warps of a CTA (1, 2, 4, 8) and cy CTAs of a cluster (1..8); flags with DIC_GV_FORCE
- * replace the automatic variant flags. No variant changes the result's bits except the
- * split (wpc, cy), which changes the fp32 summation order. */
-enum { DIC_GV_LATE = 1, /* weights loaded after the PDL wait (default: the first batch before it) */
-       DIC_GV_NOPRE = 2, /* M = 1 BF16: activations loaded right before their FMAs (from L1) */
-       DIC_GV_PIPE = 4, /* M = 1: the next batch's weights in flight while this one is summed */
-       DIC_GV_FORCE = 8 };
-void dic_gemm_float_fast_tune(int wpc, int cy, int flags);
+/* The GEMV's variant flags (dic_gemv_plan, gemv_tile): LATE = weights loaded after the PDL wait (default:
+ * the first batch before it), NOPRE = M = 1 BF16 activations loaded right before their FMAs, PIPE = M = 1:
+ * the next batch's weights in flight while this one is summed. The product's plan sets PIPE only; the
+ * others are lab/gemm's forced variants (docs/kernels/gemm-float.md). */
+enum { DIC_GV_LATE = 1, DIC_GV_NOPRE = 2, DIC_GV_PIPE = 4 };
 /* The GEMV launch's choices for M rows of an N x K matrix (f32: F32 weights, else BF16 / FP8B):
- * the K split (wpc warps per CTA, cy CTAs per cluster), the variant flags (DIC_GV_*) and the
- * rows per tile mr (1, 2, 4, 8, 16), with the tuning switches above applied. Another kernel
+ * the K split (wpc warps per CTA, cy CTAs per cluster, from N and K only), the variant flags
+ * (DIC_GV_*) and the rows per tile mr (1, 2, 4, 8, 16). Another kernel
  * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
 cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
@@ -233,38 +206,31 @@ cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *
  * CY == 1, the tensor-core tiles without a K split, or the bulk-copy stream (dic_gemv_stream_auto:
  * the lm_head shapes at M <= 8; fused at every M by default, its argmax costs one ticket per SM); else
  * cudaErrorNotSupported and nothing is launched (dic_gemm_argmax_ok says which, launching
- * nothing). Off in mode 1 (batch_invariant) and when switched off: dic_gemm_argmax_enable(0)
- * or $DEEPINFER_LM_ARGMAX=0 (enable(-1): back to the environment's choice, by default from M =
- * DIC_AM_MINM_DEF). Launches must not
- * overlap each other (one set of per-row keys and one counter per device). */
+ * nothing). Off in mode 1 (batch_invariant); at M < DIC_AM_MINM_DEF only where the stream kernel runs.
+ * Launches must not overlap each other (one set of per-row keys and one counter per device). */
 #define DIC_AM_MAXM 8
-/* The default (switch -1, $DEEPINFER_LM_ARGMAX unset) fuses only at M >= DIC_AM_MINM_DEF: measured
- * 2026-11-30 (H200, gemm_float_bench lmarg, lm_head 129280 x 4096): M = 1 fused 284.8 us vs gemm + argmax
- * 256.7 (the GEMV's ~4000 CTAs each pay the fence + tickets in their tail), M = 2 289.6 vs 290.0, M = 8
- * 292.9 vs 301.5; the b1 step +5 us fused. Switch 1 (or $DEEPINFER_LM_ARGMAX=1) fuses at every M. */
+/* The GEMV's fused argmax from this M on: at M = 1 its thousands of CTAs each pay the fence and ticket in
+ * their tail, slower than the separate argmax launch (docs/kernels/gemv-lm-head.md). */
 #define DIC_AM_MINM_DEF 2
 int dic_gemm_argmax_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
 cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *C32,
                             size_t ldc, int32_t *ids);
-void dic_gemm_argmax_enable(int on);
 
 /* The streamed BF16 GEMV (dic_gemv_stream.cu, fast mode): fp32 C32 = A W^T for M <= DIC_GS_MAXM rows,
  * one CTA per SM, each walking its own contiguous rows of W through shared memory with TMA bulk copies
- * (the V4-Flash lm_head at M = 1: 232 us vs 247 for k_gemv, 2026-12-01);
+ * (docs/kernels/gemv-lm-head.md);
  * ids != NULL: also ids[m] = row m's greedy argmax (dic_argmax's: NaN = -inf, ties to the lowest
  * column; launches with ids must not overlap). A row's bits depend on K only (not on M or N); they are
  * not k_gemv's (another summation order, within the GEMM tolerance). fits: BF16 weights (fmt 0), K % 8
  * == 0 split evenly over a stage geometry's warps (e.g. K = 4096, 5120, 16384), lda % 8 == 0, A and W
- * 16-byte aligned, ldc >= N. auto: fits, N * K >= 2^26 (the lm_head), stages of >= 32 KB (K = 4096: yes;
- * V4.1's K = 5120 takes 20 KB stages, measured +117 us in its b1 step: no) and not switched off (dic_gemv_stream_enable(0) or $DEEPINFER_LM_STREAM=0;
- * enable(-1): back to the environment): then dic_gemm_float_fast_launch's AUTO dispatch (fp32 out) and
+ * 16-byte aligned, ldc >= N. auto: fits, N * K >= 2^26 (the lm_head) and stages of >= 32 KB (K = 4096: yes;
+ * V4.1's K = 5120 takes 20 KB stages: no): then dic_gemm_float_fast_launch's AUTO dispatch (fp32 out) and
  * dic_gemm_argmax take it. num_sms <= 0: the current device's count. */
 #define DIC_GS_MAXM 2
 int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
 int dic_gemv_stream_auto(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc);
 cudaError_t dic_gemv_stream_launch(cudaStream_t st, int num_sms, int M, const uint16_t *A, size_t lda,
                                    const dic_wmat *W, float *C32, size_t ldc, int32_t *ids);
-void dic_gemv_stream_enable(int on);
 
 /* Fast-mode block-diagonal GEMV over FP8B weights (dic_gemm_fp8w_gemv.cu; wo_a at decode):
  * M <= 4, G <= DIC_GV_MAXG groups of the same R x K (R even, wblock % 16 == 0, K % wblock
@@ -286,7 +252,7 @@ int dic_gemm_fp8w_gemv_enabled(void);
  * fast mode for FP8B at GV_BF16_MAXM < M <= dic_gemm_fp8w_mma_maxm_get() (default DIC_W8M_MAXM;
  * dic_gemm_fp8w_mma_maxm(x): bench / tests, 0 = default). Within the GEMM tolerance of the BF16
  * matrix's product; deterministic; a row's bits may depend on M (its n8 tile width). */
-#define DIC_W8M_MAXM 32 /* measured 2026-11-30 (GEMM-FLOAT-NOTES.md): below BF16 storage up to M = 32, above it slower */
+#define DIC_W8M_MAXM 32 /* faster than BF16 storage up to M = 32, slower above (docs/kernels/gemm-float.md) */
 cudaError_t dic_gemm_fp8w_mma_g(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
                                 int gk, float *C32, uint16_t *C16, size_t ldc);
 void dic_gemm_fp8w_mma_maxm(int maxm);
@@ -295,7 +261,7 @@ int dic_gemm_fp8w_mma_maxm_get(void);
  * dic_fp8w.cuh), then the BF16 tensor-core kernel (k_mma) on them: the BF16 storage's bits plus one
  * conversion pass. Falls back to k_mma F8 when the scratch is smaller than the groups' BF16 bytes.
  * dic_gemm_fp8w_via_bf16_enable(0): bench / tests, always k_mma F8. */
-#define DIC_W8_VIA_BF16_MINM 129 /* measured (wo_a): M = 64 k_mma F8 52.7 us vs 62.4; M = 256 113.8 vs 92.1; 1024 395 vs 234 */
+#define DIC_W8_VIA_BF16_MINM 129 /* k_mma F8 faster below, the BF16 conversion pass above (docs/kernels/gemm-float.md) */
 void dic_gemm_fp8w_via_bf16_enable(int on);
 int dic_gemm_fp8w_via_bf16_enabled(void);
 

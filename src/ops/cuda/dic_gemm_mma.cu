@@ -4,7 +4,7 @@
  * sm_100a). The activations come quantised (dic_gemm_quant.cu); FP4 weights
  * are widened to e4m3 in registers (every e2m1 value is an e4m3 value).
  *
- * Numerics (ops.h di_gemm, architecture.md §3.2): per output, per K-block of
+ * Numerics (ops.h di_gemm, docs/architecture.md §3.2): per output, per K-block of
  * kb = min(act_block, B) (FP8) or 32 (FP4) the tensor cores form the
  * partial P (exact products, hardware accumulation order); then
  * C = fma(P, s_act * s_w, C) as the CPU's AVX-512 kernel does. Blocks are
@@ -475,10 +475,10 @@ extern "C" cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_
     if (path == DIC_GEMM_PATH_TILES) small = 0;
     /* FP8 prefill on sm_90a, when batch invariance is not asked for: the wgmma kernel (faster, other bits) */
     const int wg_ok = fmt == 2 && !off && dic_gemm_wgmma_usable(N, K);
-    if (path == DIC_GEMM_PATH_WGMMA || path == DIC_GEMM_PATH_WGMMA_V1 || (path == DIC_GEMM_PATH_FAST && !small && wg_ok)) {
+    if (path == DIC_GEMM_PATH_WGMMA || (path == DIC_GEMM_PATH_FAST && !small && wg_ok)) {
         if (!wg_ok) return cudaErrorInvalidValue;
         return dic_gemm_q_wgmma_launch(st, wt->w[0], wt->s[0], N, K, wblock, act_block, kb, M, q, dic_gemm_ldq(K),
-                                       sa, C32, C16, ldc, path == DIC_GEMM_PATH_WGMMA_V1);
+                                       sa, C32, C16, ldc, 0);
     }
     int BM = small ? 16 : T_BM, BN = small ? DIC_GEMM_SBN : T_BN;
     long long ty = (M + BM - 1) / BM + (off ? (E < M ? E : M) : 0);

@@ -1,6 +1,6 @@
 /*
  * dic_gemm_quant.cu — per-row activation quantisation of dic_gemm (ops.h
- * di_gemm, architecture.md §3.2), bit for bit the CPU's (gemm.c
+ * di_gemm, docs/architecture.md §3.2), bit for bit the CPU's (gemm.c
  * act_quant_row, quant_avx512.c): per block of `blk` values
  * amax = max(max|x|, 1e-4) (NaN ignored), s = pow2_ceil(amax * fp32(1/448)),
  * q = e4m3_RNE(clamp(x / s, ±448)). One warp per (row, block).

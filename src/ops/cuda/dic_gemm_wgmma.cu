@@ -21,9 +21,10 @@
  * M, columns past N and k past K are zero-filled by the copy engine and never
  * stored.
  *
- * Two schedules, the same operations and bits: v1 (k_gemm_q_wgmma) waits for
- * each K-block's wgmmas before folding; v2 (k_gemm_q_wgmma2_kb*, the default)
- * issues block b + 1 into a second accumulator set before folding block b.
+ * The schedule (v2, k_gemm_q_wgmma2_kb*) issues block b + 1 into a second
+ * accumulator set before folding block b; the first schedule, which waited
+ * for each block's wgmmas before folding (v1, the same bits), is in lab/gemm
+ * (docs/kernels/gemm-prefill.md).
  */
 #include <cuda.h>
 
@@ -97,111 +98,8 @@ static __device__ __forceinline__ void wg_store_tile(const wgargs &a, const floa
 }
 #endif
 
-static __global__ void __launch_bounds__(384, 1)
-    k_gemm_q_wgmma(const wgargs a, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    extern __shared__ uint8_t dsm[];
-    __shared__ __align__(8) uint64_t full[WG_STAGES], empty[WG_STAGES];
-    const uint32_t base = (smem_u32(dsm) + 1023u) & ~1023u; /* 128-byte swizzle atoms: 1024-aligned */
-    const int tid = threadIdx.x, wg = tid >> 7;
-
-    /* grouped raster: GROUP_M row tiles share the columns in flight */
-    const int pid = blockIdx.x, npg = WG_GROUP_M * a.nt, gid = pid / npg, fm = gid * WG_GROUP_M;
-    const int gsz = min(a.mt - fm, WG_GROUP_M);
-    const int pm = fm + (pid % npg) % gsz, pn = (pid % npg) / gsz;
-    const int m0 = pm * WG_BM, n0 = pn * WG_BN;
-    const int nch = (a.K + WG_BK - 1) / WG_BK;
-
-    if (tid == 0) {
-        for (int s = 0; s < WG_STAGES; s++) {
-            mbar_init(smem_u32(&full[s]), 1);
-            mbar_init(smem_u32(&empty[s]), 256);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            for (int c = 0; c < nch; c++) {
-                const int s = c % WG_STAGES;
-                if (c >= WG_STAGES) mbar_wait(smem_u32(&empty[s]), (uint32_t)(((c / WG_STAGES) & 1) ^ 1));
-                const uint32_t sA = base + (uint32_t)s * WG_STAGE_BYTES, sW = sA + WG_BM * WG_BK;
-                const uint32_t fb = smem_u32(&full[s]);
-                mbar_expect_tx(fb, WG_STAGE_BYTES);
-                tma_load_2d(sA, &tmA, c * WG_BK, m0, fb);
-                tma_load_2d(sW, &tmW, c * WG_BK, n0, fb);
-            }
-        }
-    } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int cw = wg - 1, t = tid & 127, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
-        const int ra = m0 + cw * 64 + warp * 16 + g, rb = ra + 8;
-        float P[64], tot[64];
-#pragma unroll
-        for (int i = 0; i < 64; i++) P[i] = tot[i] = 0.0f;
-        const int spb = a.kb / 32; /* k32 steps per K-block: 1, 2 or 4 */
-        const int K = a.K, KB = K / a.wblock;
-        const float *saa = a.sa + (size_t)(ra < a.M ? ra : 0) * a.nsa, *sab = a.sa + (size_t)(rb < a.M ? rb : 0) * a.nsa;
-        for (int c = 0; c < nch; c++) {
-            const int s = c % WG_STAGES;
-            mbar_wait(smem_u32(&full[s]), (uint32_t)((c / WG_STAGES) & 1));
-            const uint32_t sA = base + (uint32_t)s * WG_STAGE_BYTES + (uint32_t)cw * 64 * WG_BK,
-                           sW = base + (uint32_t)s * WG_STAGE_BYTES + WG_BM * WG_BK;
-            const uint64_t dA = desc_sw128(sA), dW = desc_sw128(sW);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int k = c * WG_BK + 32 * j;
-                if (k < K) {
-                    if ((j & (spb - 1)) == 0) {
-#pragma unroll
-                        for (int i = 0; i < 64; i++) asm volatile("" : "+f"(P[i])::"memory");
-                        wg_fence();
-                    }
-                    wgmma_e4m3_n128(P, dA + (uint64_t)(2 * j), dW + (uint64_t)(2 * j), 1);
-                    if (((j + 1) & (spb - 1)) == 0) { /* K-block complete: promote */
-                        wg_commit();
-                        const int kbs = k + 32 - a.kb;
-                        const float s0 = ra < a.M ? saa[kbs / a.act_block] : 0.0f;
-                        const float s1 = rb < a.M ? sab[kbs / a.act_block] : 0.0f;
-                        float w[16];
-                        if (a.wblock >= WG_BN) {
-                            const float w8 = dic_e8m0_to_f32(a.ws[(size_t)(n0 / a.wblock) * KB + kbs / a.wblock]);
-#pragma unroll
-                            for (int q = 0; q < 16; q++) w[q] = w8;
-                        } else {
-#pragma unroll
-                            for (int q = 0; q < 16; q++) {
-                                const int col = n0 + 8 * q;
-                                w[q] = col < a.N ? dic_e8m0_to_f32(a.ws[(size_t)(col / a.wblock) * KB + kbs / a.wblock])
-                                                 : 0.0f;
-                            }
-                        }
-                        wg_wait0();
-#pragma unroll
-                        for (int i = 0; i < 64; i++) asm volatile("" : "+f"(P[i])::"memory");
-#pragma unroll
-                        for (int q = 0; q < 16; q++) {
-                            const float f0 = s0 * w[q], f1 = s1 * w[q];
-                            tot[4 * q + 0] = fmaf(P[4 * q + 0], f0, tot[4 * q + 0]);
-                            tot[4 * q + 1] = fmaf(P[4 * q + 1], f0, tot[4 * q + 1]);
-                            tot[4 * q + 2] = fmaf(P[4 * q + 2], f1, tot[4 * q + 2]);
-                            tot[4 * q + 3] = fmaf(P[4 * q + 3], f1, tot[4 * q + 3]);
-                            P[4 * q + 0] = P[4 * q + 1] = P[4 * q + 2] = P[4 * q + 3] = 0.0f;
-                        }
-                    }
-                }
-            }
-            mbar_arrive(smem_u32(&empty[s]));
-        }
-        wg_store_tile(a, tot, ra, rb, n0, tq);
-    }
-#endif
-}
-
 /* ---- v2: the fold of K-block b overlaps the tensor cores' work on b + 1 ------
- * Same operations and order per output as v1 (P_b from +0 over the block's
+ * Same operations and order per output as v1 (lab/gemm; P_b from +0 over the block's
  * k32 steps, then tot = fmaf(P_b, s_act * s_w, tot)), so the same bits: only
  * the schedule changes. Each consumer warpgroup keeps two accumulator sets;
  * block b + 1 is issued into the other set before block b is folded
@@ -375,11 +273,9 @@ extern "C" cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, c
                                                size_t ldq, const float *sa, float *C32, uint16_t *C16, size_t ldc,
                                                int ver) {
     if (M <= 0 || N <= 0) return cudaSuccess;
-    /* ver 0: v3 (dic_gemm_wgmma3.cu: persistent, same bits) where it applies, else v2; 1: v1; 2: v2 */
+    /* ver 0: v3 (dic_gemm_wgmma3.cu: persistent, same bits) where it applies, else v2; other ver: v2 (tests) */
     if (ver == 0 && dic_gemm_wgmma3_ok(N, K, wblock, act_block))
-        return dic_gemm_q_wgmma3_launch(st, w, ws, N, K, wblock, act_block, M, q, ldq, sa, C32, C16, ldc,
-                                        DIC_GEMM_W3_CL, DIC_GEMM_W3_SETS);
-    const int v1 = ver == 1;
+        return dic_gemm_q_wgmma3_launch(st, w, ws, N, K, wblock, act_block, M, q, ldq, sa, C32, C16, ldc);
     if (((uintptr_t)w & 15) || ((uintptr_t)q & 15) || ldq % 16 || K % 32) return cudaErrorInvalidValue;
     CUtensorMap tA, tW;
     if (!make_map(&tA, q, M, K, ldq) || !make_map(&tW, w, N, K, (size_t)K)) return cudaErrorInvalidValue;
@@ -391,7 +287,7 @@ extern "C" cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, c
     long long nb = (long long)a.mt * a.nt;
     if (nb > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
     void (*kern)(const wgargs, const CUtensorMap, const CUtensorMap) =
-        v1 ? k_gemm_q_wgmma : kb == 32 ? k_gemm_q_wgmma2_kb32 : kb == 64 ? k_gemm_q_wgmma2_kb64 : k_gemm_q_wgmma2_kb128;
+        kb == 32 ? k_gemm_q_wgmma2_kb32 : kb == 64 ? k_gemm_q_wgmma2_kb64 : k_gemm_q_wgmma2_kb128;
     if (kb != 32 && kb != 64 && kb != 128) return cudaErrorInvalidValue;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM);
     if (e != cudaSuccess) return e;

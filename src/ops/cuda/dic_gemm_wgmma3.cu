@@ -1,6 +1,6 @@
 /*
  * dic_gemm_wgmma3.cu — FP8 prefill GEMM, third schedule ("v3") of the wgmma +
- * TMA kernel (dic_gemm_wgmma.cu holds v1 / v2 and the host entry point that
+ * TMA kernel (dic_gemm_wgmma.cu holds v2 and the host entry point that
  * picks v3 where it applies: FP8, plain rows, K-block kb = 128 — act_block and
  * the weight block both >= 128 — and K % 256 == 0). sm_100a builds an empty
  * body (the dispatch takes wgmma only on a 9.x device).
@@ -30,7 +30,7 @@
  *    is touched while its wgmmas are in flight (ptxas C7514 on v2);
  *  - stage release is one arrive per consumer warp (lane 0 after the warp's
  *    wait_group), not one per thread;
- *  - optionally (cl = 2) a cluster of 2 CTAs on vertically adjacent tiles
+ *  - in lab/gemm only (cl = 2; docs/kernels/gemm-prefill.md "Tried") a cluster of 2 CTAs on vertically adjacent tiles
  *    shares the 128 x 128 weight tile: each CTA loads 64 of its rows and the
  *    copy engine multicasts them into both CTAs (half the weight traffic from
  *    L2); each CTA's stage is released only when both CTAs' consumers are done
@@ -320,10 +320,7 @@ static __device__ __forceinline__ void w3_body(const w3args &a, const CUtensorMa
 #else
 #define W3_CALL(CL, TWO)
 #endif
-W3_KERNEL(k_gemm_q_wgmma3_c1s1, 1, 0)
-W3_KERNEL(k_gemm_q_wgmma3_c1s2, 1, 1)
-W3_KERNEL(k_gemm_q_wgmma3_c2s1, 2, 0)
-W3_KERNEL(k_gemm_q_wgmma3_c2s2, 2, 1)
+W3_KERNEL(k_gemm_q_wgmma3_c1s1, 1, 0) /* the other (cl, sets) instantiations: lab/gemm */
 
 /* ---- host ------------------------------------------------------------------- */
 
@@ -360,66 +357,36 @@ extern "C" int dic_gemm_wgmma3_ok(int N, int K, int wblock, int act_block) {
     return N > 0 && kb == 128 && K % 256 == 0 && (wblock & (wblock - 1)) == 0 && (act_block & (act_block - 1)) == 0;
 }
 
-/* grid: persistent, one CTA per SM (cl = 1) or as many 2-CTA clusters as can be resident (cl = 2) */
-static int w3_grid(int cl, int units, void (*kern)(const w3args, const CUtensorMap, const CUtensorMap)) {
-    static int nsm = 0, ncl2 = 0;
+/* grid: persistent, one CTA per SM (at most one per tile unit) */
+static int w3_grid(int units) {
+    static int nsm = 0;
     if (!nsm) {
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
             nsm = 132;
     }
-    if (cl == 2 && !ncl2) {
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3((unsigned)nsm, 1, 1), cfg.blockDim = dim3(384, 1, 1), cfg.dynamicSmemBytes = W3_SMEM;
-        cfg.attrs = at, cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess || n <= 0) {
-            (void)cudaGetLastError();
-            n = nsm / 2;
-        }
-        ncl2 = n;
-    }
-    const int cap = cl == 1 ? nsm : ncl2;
-    return (units < cap ? units : cap) * cl;
+    return units < nsm ? units : nsm;
 }
 
 extern "C" cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K,
                                                 int wblock, int act_block, int M, const uint8_t *q, size_t ldq,
-                                                const float *sa, float *C32, uint16_t *C16, size_t ldc, int cl,
-                                                int sets) {
+                                                const float *sa, float *C32, uint16_t *C16, size_t ldc) {
     if (M <= 0 || N <= 0) return cudaSuccess;
-    if (!dic_gemm_wgmma3_ok(N, K, wblock, act_block) || (cl != 1 && cl != 2) || (sets != 1 && sets != 2))
-        return cudaErrorInvalidValue;
+    if (!dic_gemm_wgmma3_ok(N, K, wblock, act_block)) return cudaErrorInvalidValue;
     if (((uintptr_t)w & 15) || ((uintptr_t)q & 15) || ldq % 16) return cudaErrorInvalidValue;
     CUtensorMap tA, tW;
-    if (!w3_map(&tA, q, M, K, ldq, W3_BM) || !w3_map(&tW, w, N, K, (size_t)K, W3_BN / cl)) return cudaErrorInvalidValue;
+    if (!w3_map(&tA, q, M, K, ldq, W3_BM) || !w3_map(&tW, w, N, K, (size_t)K, W3_BN)) return cudaErrorInvalidValue;
     w3args a;
     a.M = M, a.N = N, a.K = K, a.nsa = K / act_block;
     a.lab = __builtin_ctz((unsigned)act_block), a.lwb = __builtin_ctz((unsigned)wblock), a.nwb = K / wblock;
-    a.mt = (M + W3_BM - 1) / W3_BM, a.nt = (N + W3_BN - 1) / W3_BN, a.mtc = (a.mt + cl - 1) / cl;
+    a.mt = (M + W3_BM - 1) / W3_BM, a.nt = (N + W3_BN - 1) / W3_BN, a.mtc = a.mt;
     if ((long long)a.mtc * a.nt > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
     a.units = a.mtc * a.nt;
     a.sa = sa, a.ws = ws, a.C32 = C32, a.C16 = C16, a.ldc = ldc;
-    void (*kern)(const w3args, const CUtensorMap, const CUtensorMap) =
-        cl == 1 ? (sets == 1 ? k_gemm_q_wgmma3_c1s1 : k_gemm_q_wgmma3_c1s2)
-                : (sets == 1 ? k_gemm_q_wgmma3_c2s1 : k_gemm_q_wgmma3_c2s2);
+    void (*kern)(const w3args, const CUtensorMap, const CUtensorMap) = k_gemm_q_wgmma3_c1s1;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, W3_SMEM);
     if (e != cudaSuccess) return e;
-    const int grid = w3_grid(cl, a.units, kern);
-    if (cl == 1) {
-        kern<<<(unsigned)grid, 384, W3_SMEM, st>>>(a, tA, tW);
-        DIC_LAUNCH_CHECK();
-    }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)grid, 1, 1), cfg.blockDim = dim3(384, 1, 1), cfg.dynamicSmemBytes = W3_SMEM;
-    cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kern, a, tA, tW);
+    const int grid = w3_grid(a.units);
+    kern<<<(unsigned)grid, 384, W3_SMEM, st>>>(a, tA, tW);
+    DIC_LAUNCH_CHECK();
 }

@@ -4,12 +4,10 @@
  * 129280 x 4096, 1.06 GB) and M <= DIC_GS_MAXM (2) rows, streamed through shared memory with TMA bulk
  * copies (cp.async.bulk, mbarrier completion), optionally with each row's greedy argmax.
  *
- * Why (measured 2026-12-01, H200, bench/gpu/GEMV-NOTES.md "lm_head stream"): stream_bench read the
- * lm_head's bytes at 4310 GB/s with one CTA per SM issuing 32 KB bulk copies (1.03 of the d2d copy
- * ceiling) against 4077 GB/s for the register-load pattern of k_gemv (4040 CTAs, 8 x 16-byte loads per
- * thread); the GEMV's fused argmax paid a fence + ticket in each of its ~4000 CTAs (+28 us at M = 1),
- * here 132 CTAs take one ticket each. lm_head (graph, 12 calls): 232 us at M = 1 (k_gemv ~247),
- * 235 at M = 2 (the tensor-core tiles 282); the b1 step -20 us.
+ * Why (docs/kernels/gemv-lm-head.md): one CTA per SM issuing 32 KB bulk copies reads the lm_head's
+ * bytes faster than the register-load pattern of k_gemv (thousands of CTAs, 16-byte loads per thread),
+ * and a fused argmax costs one ticket per SM here instead of a fence + ticket in each of the GEMV's
+ * CTAs.
  *
  * Layout: one CTA of GS_W warps per SM; CTA b owns the contiguous rows [N b / G, N (b + 1) / G). It walks
  * them in stages of R rows (R K 2 bytes, one bulk copy each) through a ring of S stages; the first S
@@ -37,7 +35,7 @@
 #define GS_STAGE_MAX 40960        /* bytes of one stage (R rows) */
 #define GS_RING_MAX (128 * 1024)  /* bytes of the ring; the activations come on top */
 #define GS_MAXS 8                 /* stages */
-#define GS_W 16                   /* warps per CTA (8: the same time at M = 1, +1.5 us at M = 2) */
+#define GS_W 16                   /* warps per CTA (8: the same time at M = 1, slower at M = 2) */
 #define GS_NCH 8                  /* 16-byte chunks of a row part per lane with 8 warps (activations in registers) */
 #define GS_MIN_ELEMS (1LL << 26)  /* the AUTO dispatch's threshold: matrices of >= 2^26 values (lm_head) */
 
@@ -192,14 +190,6 @@ static int gs_geom(int NW, int K, int *R, int *S) {
     return 0;
 }
 
-static int g_gs_on = -1; /* -1: $DEEPINFER_LM_STREAM ("0" off); else the switch */
-extern "C" void dic_gemv_stream_enable(int on) { g_gs_on = on; }
-static int gs_enabled(void) {
-    if (g_gs_on >= 0) return g_gs_on;
-    const char *e = getenv("DEEPINFER_LM_STREAM");
-    return !(e && e[0] == '0' && !e[1]);
-}
-
 static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc) {
@@ -208,13 +198,13 @@ extern "C" int dic_gemv_stream_fits(int M, const uint16_t *A, size_t lda, const 
            lda % 8 == 0 && ldc >= (size_t)W->n && al16(A) && al16(W->w) && gs_geom(GS_W, W->k, &R, &S);
 }
 
-/* Measured (2026-12-01, H200, one process each): faster with 32 KB stages (V4-Flash lm_head, K = 4096, 4 rows per
- * stage: b1 step -17..-21 us), slower with 20 KB stages (V4.1-Flash, K = 5120, 2 rows per stage: b1 step +117 us;
- * each stage pays a fixed cost of waits, shuffles and a barrier): the AUTO dispatch takes stages of >= 32 KB only. */
+/* The AUTO dispatch takes stages of >= 32 KB only: each stage pays a fixed cost of waits, shuffles and a
+ * barrier, which V4's K = 4096 (4 rows per stage) amortises and V4.1's K = 5120 (2 rows, 20 KB) does not
+ * (docs/kernels/gemv-lm-head.md). */
 #define GS_AUTO_MIN_STAGE 32768
 extern "C" int dic_gemv_stream_auto(int M, const uint16_t *A, size_t lda, const dic_wmat *W, size_t ldc) {
     int R = 0, S = 0;
-    return gs_enabled() && W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc) &&
+    return W && (long long)W->n * W->k >= GS_MIN_ELEMS && dic_gemv_stream_fits(M, A, lda, W, ldc) &&
            gs_geom(GS_W, W->k, &R, &S) && (size_t)R * W->k * 2 >= GS_AUTO_MIN_STAGE;
 }
 

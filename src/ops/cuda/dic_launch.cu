@@ -1,9 +1,8 @@
 /*
- * dic_launch.cu — the launch switch of dic_common.cuh's DIC_LAUNCH:
- * programmatic dependent launch unless $DEEPINFER_CUDA_PDL=0 (read once).
+ * dic_launch.cu — the launch state of dic_common.cuh's DIC_LAUNCH:
+ * programmatic dependent launch on every forward kernel (docs/kernels/small-kernels.md),
+ * except the first after a copy or memset.
  */
-#include <stdlib.h>
-
 #include "ops/cuda/dic_common.cuh"
 
 /* 0 after a copy or memset was enqueued: the next kernel launches without
@@ -13,9 +12,9 @@ static int g_armed = 1;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
 
-/* The lean (code-size) instantiations of the decode kernels (docs/DEVICE-FORWARD.md §7 sixth round): on by
- * default; off selects the full instantiations of the same kernels (the same bits), the per-process A/B of
- * what the smaller code is worth in a step (cu_skip's lean=0|1 knob). */
+/* The lean (code-size) instantiations of the decode kernels: on by default; off selects the full
+ * instantiations of the same kernels (the same bits). The GEMM and mHC launchers no longer read it;
+ * the MoE decode / router / norm launchers and cu_skip.c's lean knob still do. */
 static int g_lean_off;
 extern "C" void dic_lean_set(int on) { g_lean_off = !on; }
 extern "C" int dic_lean_off(void) { return g_lean_off; }
@@ -28,11 +27,4 @@ extern "C" int dic_pdl_take(void) {
     return a && dic_pdl_enabled();
 }
 
-extern "C" int dic_pdl_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("DEEPINFER_CUDA_PDL");
-        on = !(e && e[0] == '0' && !e[1]);
-    }
-    return on;
-}
+extern "C" int dic_pdl_enabled(void) { return 1; }

@@ -1,5 +1,5 @@
 /*
- * dic_mhc.cu — manifold-constrained hyper-connections (architecture.md §4.2,
+ * dic_mhc.cu — manifold-constrained hyper-connections (docs/architecture.md §4.2,
  * hc = 4), the device versions of src/ops/cpu/mhc.c. Every output element
  * performs the CPU's fp32 operations in the CPU's order (separate multiplies
  * and adds: -fmad=false), so results are bit-identical.
@@ -190,7 +190,8 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
 }
 
 /* ---- fused transition (ops.h di_hc_transition, batch_invariant == 0) ----
- * One launch: grid (S = d / HT_CW column slices, row tiles of HT_MT rows).
+ * The work, in the layout of its first kernel (k_transition, now in lab/mhc; k_transition2 below is the
+ * product's, docs/kernels/mhc.md). One launch: grid (S = d / HT_CW column slices, row tiles of HT_MT rows).
  * A CTA owns columns [i0, i0 + 32) of all four copies of its tile's rows:
  *   A  expand them in place (k_expand's arithmetic, bf16 R written back), keep
  *      the bf16 values in shared memory, and the double sum of their squares;
@@ -213,202 +214,9 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
  * by the PDL wait (every kernel waits for its predecessor before touching
  * memory), which is the only way the engine launches (one stream). */
 
-static __device__ unsigned int g_ht_cnt[HT_MAXT];
-
-static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
-    __shared__ __align__(16) float sr[HT_MT][HC * HT_CW];
-    __shared__ float smix[HT_MT][HT_NMIX];
-    __shared__ float spre[HT_MT][HC];
-    __shared__ double sred[HT_T / 32][HT_MT];
-    __shared__ float srs[HT_MT];
-    __shared__ int last_sh;
-    const unsigned full = 0xFFFFFFFFu;
-    const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
-    const int S = gridDim.x, s = blockIdx.x, tile = blockIdx.y;
-    const int d = a.d, hcd = HC * d;
-    const int i0 = s * HT_CW, m0 = tile * HT_MT;
-    const int mt = min(HT_MT, a.M - m0);
-    /* the fn slice: warp w takes mixes w, w + 8, w + 16; lane = (copy kc, 4 columns q) */
-    const int kc = lane >> 3, q = lane & 7;
-    float4 wv[HT_NMIX / 8];
-#pragma unroll
-    for (int u = 0; u < HT_NMIX / 8; u++)
-        wv[u] = __ldg((const float4 *)(a.fn + (size_t)(warp + 8 * u) * hcd + (size_t)kc * d + i0 + 4 * q));
-    DIC_PDL_ENTER();
-
-    /* A: warp mm = row mm of the tile, lane = column */
-    if (warp < HT_MT) {
-        const int mm = warp, i = i0 + lane;
-        float rv[HC] = {0.0f, 0.0f, 0.0f, 0.0f};
-        double ss = 0.0;
-        if (mm < mt) {
-            const int m = m0 + mm;
-            uint16_t *r = a.R + (size_t)m * a.ldr;
-            ht_expand_col(a, m, i, d, r, rv);
-#pragma unroll
-            for (int j = 0; j < HC; j++) {
-                const double v = rv[j];
-                ss = __dadd_rn(ss, __dmul_rn(v, v));
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < HC; j++) sr[mm][j * HT_CW + lane] = rv[j];
-        for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
-        if (lane == 0 && mm < mt) a.ssp[((size_t)tile * HT_MT + mm) * S + s] = ss;
-    }
-    __syncthreads();
-
-    /* B: partial mixes */
-#pragma unroll
-    for (int u = 0; u < HT_NMIX / 8; u++) {
-        const int n = warp + 8 * u;
-#pragma unroll
-        for (int mm = 0; mm < HT_MT; mm++) {
-            const float4 r4 = *(const float4 *)&sr[mm][kc * HT_CW + 4 * q];
-            float acc = __fmul_rn(wv[u].x, r4.x);
-            acc = fmaf(wv[u].y, r4.y, acc);
-            acc = fmaf(wv[u].z, r4.z, acc);
-            acc = fmaf(wv[u].w, r4.w, acc);
-            for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(full, acc, o));
-            if (lane == 0 && mm < mt) a.part[(((size_t)tile * HT_MT + mm) * HT_NMIX + n) * S + s] = acc;
-        }
-    }
-
-    /* arrival: the last CTA of the tile goes on */
-    __threadfence();
-    __syncthreads();
-    if (t == 0) {
-        const unsigned prev = atomicAdd(&g_ht_cnt[tile], 1u);
-        last_sh = prev == (unsigned)S - 1;
-        if (last_sh) g_ht_cnt[tile] = 0; /* ready for the next launch */
-    }
-    __syncthreads();
-    if (!last_sh) return;
-    __threadfence();
-
-    /* C: the mixes (fixed order over the slices), the flatten rsqrt, the scaling */
-    for (int o = warp; o < mt * HT_NMIX; o += HT_T / 32) {
-        const int mm = o / HT_NMIX, n = o % HT_NMIX;
-        const float *p = a.part + (((size_t)tile * HT_MT + mm) * HT_NMIX + n) * S;
-        float v = 0.0f;
-        for (int j = lane; j < S; j += 32) v = __fadd_rn(v, __ldcg(p + j));
-        for (int o2 = 16; o2 > 0; o2 >>= 1) v = __fadd_rn(v, __shfl_xor_sync(full, v, o2));
-        if (lane == 0) smix[mm][n] = v;
-    }
-    if (warp < mt) {
-        const int mm = warp;
-        const double *p = a.ssp + ((size_t)tile * HT_MT + mm) * S;
-        double v = 0.0;
-        for (int j = lane; j < S; j += 32) v = __dadd_rn(v, __ldcg(p + j));
-        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
-        if (lane == 0) srs[mm] = hc_mix_rs(v, hcd, a.rms_eps); /* k_scale_mixes' */
-    }
-    __syncthreads();
-    for (int o = t; o < mt * HT_NMIX; o += HT_T) {
-        const int mm = o / HT_NMIX, n = o % HT_NMIX;
-        const float v = __fmul_rn(smix[mm][n], srs[mm]);
-        smix[mm][n] = v;
-        a.mixes[(size_t)(m0 + mm) * HT_NMIX + n] = v;
-    }
-    __syncthreads();
-
-    /* D: Sinkhorn, 16 lanes per row (whole warps: surplus groups redo the last row) */
-    if (t < 16 * HT_MT) {
-        const int g = t >> 4, mm = g < mt ? g : mt - 1;
-        const size_t m = (size_t)(m0 + mm);
-        sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, a.pre + m * HC, a.post + m * HC,
-                 a.comb + m * HC * HC);
-    }
-    __syncthreads();
-    if (t < mt * HC) { /* the collapse's pre: this site's, or (chain) the carried one, then carry this site's */
-        const size_t i = (size_t)m0 * HC + t;
-        const float p = a.pre[i];
-        if (a.pre_in) {
-            spre[t / HC][t % HC] = a.pre_in[i];
-            a.pre_in[i] = p;
-        } else {
-            spre[t / HC][t % HC] = p;
-        }
-    }
-    __syncthreads();
-
-    /* E: collapse (bf16 x) and RMSNorm (bf16 xn), rows of the tile */
-    const int nv = d / 8;
-    uint4 xv[HT_MT][HT_VMAX];
-    double ssq[HT_MT];
-#pragma unroll
-    for (int mm = 0; mm < HT_MT; mm++) {
-        ssq[mm] = 0.0;
-        if (mm < mt) {
-            const uint16_t *r = a.R + (size_t)(m0 + mm) * a.ldr;
-            uint16_t *xo = a.xo + (size_t)(m0 + mm) * a.ldx;
-            const float p[HC] = {spre[mm][0], spre[mm][1], spre[mm][2], spre[mm][3]};
-#pragma unroll
-            for (int j = 0; j < HT_VMAX; j++) {
-                const int iv = t + j * HT_T;
-                xv[mm][j] = make_uint4(0, 0, 0, 0);
-                if (iv < nv) {
-                    float rr[HC][8], o[8];
-#pragma unroll
-                    for (int k = 0; k < HC; k++) unpack8(__ldcg((const uint4 *)(r + (size_t)k * d + 8 * iv)), rr[k]);
-#pragma unroll
-                    for (int e = 0; e < 8; e++) o[e] = collapse1(p, rr[0][e], rr[1][e], rr[2][e], rr[3][e]);
-                    const uint4 pk = pack8(o);
-                    xv[mm][j] = pk;
-                    *(uint4 *)(xo + 8 * iv) = pk;
-                    float xf[8];
-                    unpack8(pk, xf);
-#pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        const double v = xf[e];
-                        ssq[mm] = __dadd_rn(ssq[mm], __dmul_rn(v, v));
-                    }
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int mm = 0; mm < HT_MT; mm++) {
-        double v = ssq[mm];
-        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(full, v, o));
-        if (lane == 0) sred[warp][mm] = v;
-    }
-    __syncthreads();
-    if (t < mt) { /* k_rmsnorm's thread 0, row t */
-        const int mm = t;
-        double sum = sred[0][mm];
-        for (int w = 1; w < HT_T / 32; w++) sum = __dadd_rn(sum, sred[w][mm]);
-        srs[mm] = dic_rms_scale(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
-    }
-    __syncthreads();
-    const float *w = a.norm_w;
-#pragma unroll
-    for (int mm = 0; mm < HT_MT; mm++) {
-        if (mm >= mt) continue;
-        const float rsq = srs[mm];
-        uint16_t *y = a.xn + (size_t)(m0 + mm) * a.ldx;
-#pragma unroll
-        for (int j = 0; j < HT_VMAX; j++) {
-            const int iv = t + j * HT_T;
-            if (iv >= nv) continue;
-            const uint32_t qq[4] = {xv[mm][j].x, xv[mm][j].y, xv[mm][j].z, xv[mm][j].w};
-            uint32_t o[4];
-#pragma unroll
-            for (int h = 0; h < 4; h++) {
-                float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
-                float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
-                if (w) lo = __fmul_rn(w[8 * iv + 2 * h], lo), hi = __fmul_rn(w[8 * iv + 2 * h + 1], hi);
-                o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
-            }
-            *(uint4 *)(y + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
-        }
-    }
-}
-
-
 /* ---- fused transition, second version (k_transition2) -------------------
  * The same work and the same rounding points as k_transition, with a shorter
- * serial tail (MHC-NOTES.md, "next steps"):
+ * serial tail (docs/kernels/mhc.md):
  *   - CW columns per CTA (16, 32 or 64: 256, 128 or 64 CTAs at d = 4096) and
  *     a.mtr rows per tile (1, 2 or 4); the fn slice is still loaded before
  *     the PDL wait (weights: no kernel writes them);
@@ -453,7 +261,7 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * head_pre in place of the Sinkhorn; pre written; collapse with it). NMIX = 0: the V4.1 output head (no mixes:
  * collapse with the carried a.pre_in, nothing written but R, x and xn). The head variants take the whole
  * block of E (no Sinkhorn warps). */
-/* ET = 1 (variant 8, the transition only, NMIX = HT_NMIX; MHC-NOTES.md session 8): the same arithmetic with a
+/* ET = 1 (lab/mhc's variant 8, the transition only, NMIX = HT_NMIX; no product launch takes it): the same arithmetic with a
  * shorter dependent chain after the PDL wait:
  *   - before the wait, each CTA prefetches its slice of the norm weights into L2 (weights);
  *   - the arrival is cooperative_groups' grid-sync pattern: __syncthreads, then thread 0 alone fences, adds and
@@ -476,7 +284,7 @@ template <int MTX> static __device__ __forceinline__ int h2_row(int it, int nv) 
     return MTX == 2 ? (int)(it >= nv) : it / nv;
 }
 
-/* LEAN = 1: the decode step's instantiation (code size, codesize.md): at most 2 rows per tile (the host's
+/* LEAN = 1: the decode step's instantiation (code size: docs/kernels/small-kernels.md): at most 2 rows per tile (the host's
  * mtr <= 2: ht_auto_mt at M <= 4) and, in the transition, the Sinkhorn beside the collapse (a.ovl) fixed at
  * compile time; the same operations in the same order as LEAN = 0 (the same bits). */
 template <int CW, int NMIX, int ET = 0, int LEAN = 0>
@@ -543,7 +351,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
     }
     __syncthreads();
-    DIC_STAMP_PHASE(301); /* block 0: expand done (R written, values in shared) */
     if (NMIX > 0 && t < mt) { /* the row's sum of squares over its CW columns */
         const double v = CW > 32 ? __dadd_rn(sss[2 * t], sss[2 * t + 1]) : sss[t];
         a.ssp[(size_t)(r0 + t) * S + s] = v;
@@ -582,7 +389,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
     }
 
     /* arrival: the last CTA of the tile goes on */
-    DIC_STAMP_PHASE(302); /* block 0: partials issued */
     if (ET) { /* cooperative_groups' grid-sync pattern: one fence on each side, by thread 0 */
         __syncthreads();
         if (t == 0) {
@@ -595,7 +401,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
         __syncthreads();
-        DIC_STAMP_PHASE(303); /* block 0: arrival counted */
         if (!last_sh) return;
     } else {
         __threadfence();
@@ -606,11 +411,9 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             if (last_sh) g_ht2_cnt[tile] = 0; /* ready for the next launch */
         }
         __syncthreads();
-        DIC_STAMP_PHASE(303); /* block 0: arrival counted */
         if (!last_sh) return;
         __threadfence();
     }
-    if (t == 0) DIC_STAMP_MARK(311); /* the last CTA: handoff passed */
     if (ET) { /* the tile's R rows into shared memory (16-byte cp.async.cg: L2, as __ldcg), beside the partials */
         const int rch = HC * d / 8, nch = mt * rch;
         const uint32_t sb = (uint32_t)__cvta_generic_to_shared(h2_dsm);
@@ -641,7 +444,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int lg = S <= 128 ? 3 : S <= 256 ? 4 : 5, L = 1 << lg, P = H2_T / L, nout = mt * NMIX;
         const int ol = t >> lg, ll = t & (L - 1);
         const int nc = (S - ll + L - 1) >> lg; /* ll + L c < S  <=>  c < nc */
-        /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
+        /* P outputs per rolled round (code size: docs/kernels/small-kernels.md); the next round's loads are issued before this
          * round's sums (at M = 1 the 24 outputs take one round) */
         /* the loop is rotated so that one copy of the 16 loads serves every round (code size): step ob issues
          * round ob + P's loads (none past the last round) and sums round ob (none at ob = -P) */
@@ -688,7 +491,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
         if (ET) asm volatile("cp.async.wait_all;\n" ::: "memory"); /* this thread's R copies (barrier below) */
         __syncthreads();
-        if (t == 0) DIC_STAMP_MARK(312); /* the last CTA: mixes summed and scaled */
     }
 
     /* D: Sinkhorn on warps 0-1 (16 lanes per row; surplus groups redo the last row); not in the head */
@@ -699,7 +501,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const size_t m = (size_t)(m0 + mm);
         sk_group(t & 15, smix[mm], a.scale3, a.base, a.iters, a.hc_eps, g < mt, NULL, a.post + m * HC,
                  a.comb + m * HC * HC, ET);
-        if (t == 0) DIC_STAMP_MARK(313); /* the last CTA: Sinkhorn done (post / comb stores issued) */
         if (ovl) return;
     }
     if (!HEAD && !ovl) __syncthreads();
@@ -741,7 +542,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
     }
-    /* one item (8 columns of a row) per rolled step (code size, codesize.md); without ET the next item's four R
+    /* one item (8 columns of a row) per rolled step (code size: docs/kernels/small-kernels.md); without ET the next item's four R
      * loads are issued before this item's arithmetic, so two items' loads are in flight */
 #pragma unroll 1
     for (int b = te; b < ni; b += nE * H2_EV) {
@@ -809,7 +610,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         for (int q = 0; q < 8; q++) wn[q] = __ldg(w + 8 * iv + q);
     }
     h2_bar(nE);
-    if (te == 0) DIC_STAMP_MARK(314); /* the last CTA: collapse done (x stored, sums of squares in shared) */
     if (te < mt) { /* k_rmsnorm's thread 0, row te */
         const int mm = te;
         double sum = sred[0][mm];
@@ -818,7 +618,6 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         srs[mm] = dic_rms_scale<LEAN>(sum, a.xo + (size_t)(m0 + mm) * a.ldx, d, a.norm_eps);
     }
     h2_bar(nE);
-    if (te == 0) DIC_STAMP_MARK(315); /* the last CTA: RMSNorm scale */
     /* items it = te, te + nE, ... (the order of the passes above; k: the pass slot of keep / wk), one per rolled
      * step; without ET's wk the next item's weights are loaded one step ahead (the first before the scale) */
 #pragma unroll 1
@@ -861,54 +660,11 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         }
         *(uint4 *)(a.xn + (size_t)(m0 + mm) * a.ldx + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
     }
-    if (te == 0) DIC_STAMP_MARK(316); /* the last CTA: xn stores issued (the kernel's end, with 313) */
 }
 
-/* Variants (dic_hc_transition_variant, $DEEPINFER_HC_TRANSITION): 0 = k_transition (the first version);
- * else k_transition2 with (columns per CTA, rows per tile, Sinkhorn beside the collapse, ET). */
-static const struct {
-    int cw, mt, ovl, et;
-} ht_var[DIC_HT_NVAR] = {{32, 4, 0, 0}, {32, 4, 1, 0}, {32, 4, 0, 0}, {16, 4, 1, 0}, {64, 4, 1, 0},
-                          {32, 2, 1, 0}, {32, 1, 1, 0}, {32, 0, 1, 0}, {32, -1, 1, 1}, {32, 0, 1, 0}};
-/* variant 9: k_transition_gs (dic_mhc_gridsync.cu) at M <= 2, else variant 7 (the table row) */
-/* mt 0: by M (ht_auto_mt); -1: ht8_mt */
-static int g_ht_variant = -1;
-
-/* Variant 7's rows per tile: one wave of at most 2 * (d / 32) CTAs (2 CTAs per SM fit: 128 registers) while
- * the last CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4. */
+/* Rows per tile: one wave of at most 2 * (d / 32) CTAs (2 CTAs per SM fit: 128 registers) while the last
+ * CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4 (docs/kernels/mhc.md). */
 static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
-
-/* Variant 8's rows per tile: 1 up to M = 4 (v6 measured 13.9 us at M = 4 against v7's 15.1: 512 CTAs, but each
- * last CTA's tail covers one row and its R stash fits), 2 up to 8 (v5 18.1 vs v7 20.8), else 4. ET (the R stash
- * in dynamic shared memory) when the tile's R rows take <= HT8_STASH bytes, else the same kernel without it. */
-static int ht8_mt(int M) { return M <= 4 ? 1 : M <= 8 ? 2 : 4; }
-#define HT8_STASH 32768
-
-/* The stash cap in bytes: HT8_STASH, or $DEEPINFER_HC_STASH (read once; 0 = variant 8 without ET, for an A/B
- * of the 32 KB of dynamic shared memory per CTA, which may keep the kernel from starting beside its
- * predecessor; at most HT8_STASH: static + dynamic shared memory stay under 48 KB). */
-static size_t ht8_stash_cap(void) {
-    static long cap = -1;
-    if (cap < 0) {
-        const char *e = getenv("DEEPINFER_HC_STASH");
-        cap = e && *e ? atol(e) : HT8_STASH;
-        if (cap < 0 || cap > HT8_STASH) cap = HT8_STASH;
-    }
-    return (size_t)cap;
-}
-
-extern "C" int dic_hc_transition_variant(int v) {
-    if (g_ht_variant < 0) {
-        const char *e = getenv("DEEPINFER_HC_TRANSITION");
-        g_ht_variant = DIC_HT_DEFAULT;
-        if (e && *e) {
-            int x = atoi(e);
-            if (x >= 0 && x < DIC_HT_NVAR) g_ht_variant = x;
-        }
-    }
-    if (v >= 0 && v < DIC_HT_NVAR) g_ht_variant = v;
-    return g_ht_variant;
-}
 
 /* scratch for the partials: sized for the smallest CW of any variant (16) */
 static size_t ht_part_bytes(int d) {
@@ -929,11 +685,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
                                          int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
                                          float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
                                          uint16_t *xn, size_t ldx) {
-    const int v = dic_hc_transition_variant(-1), cw = ht_var[v].cw;
-    const int mtr = ht_var[v].mt > 0 ? ht_var[v].mt : ht_var[v].mt < 0 ? ht8_mt(M) : ht_auto_mt(M);
-    const int S = d / cw;
-    const size_t stash = (size_t)mtr * HC * (size_t)d * 2;
-    const int et = ht_var[v].et && stash <= ht8_stash_cap();
+    const int mtr = ht_auto_mt(M), S = d / 32;
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
     for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
@@ -949,20 +701,10 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
         a.pre_in = pre_in ? pre_in + ro * HC : NULL;
         a.norm_w = norm_w, a.norm_eps = norm_eps;
         a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
-        a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = ht_var[v].ovl;
-        if (v == 9 && M <= 2) { /* the ssp region holds 4 d doubles: ssp rows 0-1, then ssx (S = d / 32 each) */
-            a.mtr = M;
-            const cudaError_t e = dic_hc_transition_gs(c, &a, ssp + 2 * (size_t)(d / 32));
-            if (e != cudaErrorNotSupported) return e;
-            a.mtr = mtr;
-        }
+        a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = 1;
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
-        if (v == 0) DIC_LAUNCH(k_transition, grid, HT_T, 0, c->stream, a);
-        else if (cw == 16) DIC_LAUNCH((k_transition2<16, HT_NMIX>), grid, H2_T, 0, c->stream, a);
-        else if (cw == 32 && et) DIC_LAUNCH((k_transition2<32, HT_NMIX, 1>), grid, H2_T, stash, c->stream, a);
-        else if (cw == 32 && a.ovl && mtr <= 2 && !dic_lean_off()) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
-        else if (cw == 32) DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
-        else DIC_LAUNCH((k_transition2<64, HT_NMIX>), grid, H2_T, 0, c->stream, a);
+        if (mtr <= 2) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
+        else DIC_LAUNCH((k_transition2<32, HT_NMIX>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
@@ -976,17 +718,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
  * final RMSNorm, one launch per HT_MAXT tiles. Same bits as the transition's
  * paths: R, x, xn and pre are the sequence's for the kernel's mixes; the
  * mixes' fp32 order depends on CW and d only (a row's bits do not depend on
- * M). Columns per CTA: dic_hc_head_cw (64 by default). */
-static int g_hh_cw = 0;
-
-extern "C" int dic_hc_head_cw(int cw) {
-    if (!g_hh_cw) {
-        const char *e = getenv("DEEPINFER_HC_HEAD_CW");
-        g_hh_cw = e && atoi(e) == 32 ? 32 : 64; /* 64 measured 2026-11-30: b1 step 1112 vs 1119 us */
-    }
-    if (cw == 32 || cw == 64) g_hh_cw = cw;
-    return g_hh_cw;
-}
+ * M). 64 columns per CTA (docs/kernels/mhc.md). */
 
 extern "C" int dic_hc_head_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k,
                               const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx) {
@@ -1002,7 +734,7 @@ extern "C" cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub,
                                    const float *comb, uint16_t *R, size_t ldr, int d, const float *fn, float scale0,
                                    const float *base, float hc_eps, float rms_eps, float *mixes, float *pre,
                                    const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
-    const int cw = dic_hc_head_cw(0), mtr = ht_auto_mt(M), S = d / cw;
+    const int mtr = ht_auto_mt(M), S = d / 64;
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
     for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
@@ -1021,9 +753,7 @@ extern "C" cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub,
         a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
         a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = 0;
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
-        if (cw == 32 && fn) DIC_LAUNCH((k_transition2<32, HC>), grid, H2_T, 0, c->stream, a);
-        else if (cw == 32) DIC_LAUNCH((k_transition2<32, 0>), grid, H2_T, 0, c->stream, a);
-        else if (fn && mtr <= 2 && !dic_lean_off()) DIC_LAUNCH((k_transition2<64, HC, 0, 1>), grid, H2_T, 0, c->stream, a);
+        if (fn && mtr <= 2) DIC_LAUNCH((k_transition2<64, HC, 0, 1>), grid, H2_T, 0, c->stream, a);
         else if (fn) DIC_LAUNCH((k_transition2<64, HC>), grid, H2_T, 0, c->stream, a);
         else DIC_LAUNCH((k_transition2<64, 0>), grid, H2_T, 0, c->stream, a);
         cudaError_t e = cudaGetLastError();

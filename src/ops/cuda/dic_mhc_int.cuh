@@ -1,7 +1,7 @@
 /*
  * dic_mhc_int.cuh — device helpers shared by the mHC kernels (dic_mhc.cu: scale_mixes, Sinkhorn, collapse,
- * expand, the fused transitions; dic_mhc_gridsync.cu: the grid-synchronised transition). Every helper keeps
- * the CPU's fp32 operations in the CPU's order (src/ops/cpu/mhc.c, architecture.md §4.2); moving them here
+ * expand, the fused transition and head; lab/mhc: the variants). Every helper keeps
+ * the CPU's fp32 operations in the CPU's order (src/ops/cpu/mhc.c, docs/architecture.md §4.2); moving them here
  * changed no instruction.
  */
 #ifndef DIC_MHC_INT_CUH
@@ -21,7 +21,7 @@ template <int OOL = 0> static __device__ __forceinline__ float hc_mix_rs(double 
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
 }
 
-/* Out-of-line copies of the long fp32 / fp64 sequences (code size, codesize.md: the transition kernels'
+/* Out-of-line copies of the long fp32 / fp64 sequences (code size, docs/kernels/mhc.md: the transition kernels'
  * .text; each call site of an inline IEEE division or of dic_expf carries its own copy and slow path). The
  * same operations: a call only moves where the instructions live. */
 #ifndef H2_OOL
@@ -197,10 +197,6 @@ static __device__ __forceinline__ void ht_expand_col(const ht_args &a, int m, in
         }
     }
 }
-
-/* dic_mhc_gridsync.cu: the transition at M <= 2 as one grid-synchronised launch (variant 9); cudaErrorNotSupported
- * when it does not apply (nothing launched). ssx: scratch of S = d / 32 doubles per row. */
-cudaError_t dic_hc_transition_gs(const dic_ctx *c, const ht_args *a, double *ssx);
 
 /* named barrier 1 over the first n threads of the CTA (n a multiple of 32) */
 static __device__ __forceinline__ void h2_bar(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }

@@ -1,6 +1,6 @@
 /*
  * dic_model.h — CUDA ops the device-shaped model forward needs beyond dic.h
- * (docs/DEVICE-FORWARD.md). Same rules as dic.h: each `dic_X` computes
+ * (docs/cuda-backend.md). Same rules as dic.h: each `dic_X` computes
  * `di_X` of src/ops/ops.h with the same arguments and per-element formula,
  * on device pointers, enqueued on ctx->stream, no host reads, no
  * allocation, capturable in a CUDA graph. Arguments that ops.h calls "host
@@ -18,6 +18,7 @@
 
 #include "ops/cuda/dic.h"
 #include "ops/ops.h" /* di_index_select_args */
+#include "ops/cuda/dic_retired_knobs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -206,7 +207,7 @@ cudaError_t dic_add_bcast_bf16(const dic_ctx *c, int M, const uint16_t *e, int h
  * batch_invariant == 0: fn is the F32 [24][4d] weight (device, row stride
  * 4d). Only the fp32 sums of the mixes differ from the op sequence (another
  * fixed order, independent of M); everything after them has the sequence's
- * bits for the same mixes. dic_hc_transition_ok says whether the shape is
+ * bits for the same mixes (k_transition2, 32 columns per CTA: docs/kernels/mhc.md). dic_hc_transition_ok says whether the shape is
  * taken (else the caller runs the sequence). Uses c->scratch. */
 int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k,
                          const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx);
@@ -214,24 +215,13 @@ cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size
                               int d, const float *fn, const float *scale3, const float *base, int iters, float hc_eps,
                               float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
                               const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
-/* The kernel dic_hc_transition launches (tests / bench; else $DEEPINFER_HC_TRANSITION, read once, default
- * DIC_HT_DEFAULT): 0 = the first version (k_transition); 1..7 = k_transition2 with (columns per CTA, rows per
- * tile, Sinkhorn beside the collapse + RMSNorm) = 1 (32, 4, yes), 2 (32, 4, no), 3 (16, 4, yes), 4 (64, 4, yes),
- * 5 (32, 2, yes), 6 (32, 1, yes), 7 (32, 1 / 2 / 4 for M <= 2 / <= 4 / more, yes), 8 (32, 1 / 2 / 4 for
- * M <= 4 / <= 8 / more, yes, and the shorter tail: ET, MHC-NOTES.md session 8). Variants of k_transition2 with
- * the same columns per CTA give the same bits (1, 2, 5, 6, 7, 8); 9 = k_transition_gs (dic_mhc_gridsync.cu: the
- * collapse and RMSNorm spread over the column CTAs between two grid barriers) at M <= 2, variant 7 above, the
- * same bits as 1, 2, 5-8. v >= 0 sets it; returns the variant in force. */
-#define DIC_HT_NVAR 10
-#define DIC_HT_DEFAULT 7
-int dic_hc_transition_variant(int v);
 
 /* ops.h di_hc_head_final fused into one launch per 16 tiles (dic_mhc.cu, k_transition2 with the head's 4 mixes
  * or none), for batch_invariant == 0: sub != NULL: R = expand(post, comb, sub, R) first; fn (F32 [4][4d],
  * device) != NULL: mixes = scale_mixes(R . fn), pre = head_pre(mixes, scale0, base, hc_eps) written, collapse
  * with it; fn == NULL: collapse with pre (read only: the V4.1 carried pre); then xn = rmsnorm(xo, norm_w).
  * Only the fp32 sums of the mixes differ from the op sequence (a fixed order that depends on d and the columns
- * per CTA, not on M); R, pre, xo, xn have the sequence's bits for those mixes. dic_hc_head_ok: whether the
+ * per CTA (64), not on M); R, pre, xo, xn have the sequence's bits for those mixes. dic_hc_head_ok: whether the
  * shape is taken (fn_n = 4, fn_k = 4d with fn; fn_n = 0 without). Uses c->scratch. */
 int dic_hc_head_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k, const void *fn,
                    const uint16_t *xo, const uint16_t *xn, size_t ldx);
@@ -239,9 +229,6 @@ cudaError_t dic_hc_head(const dic_ctx *c, int M, const uint16_t *sub, size_t lds
                         const float *comb, uint16_t *R, size_t ldr, int d, const float *fn, float scale0,
                         const float *base, float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w,
                         float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
-/* Columns per CTA of dic_hc_head: 32 (default) or 64 (tests / bench; else $DEEPINFER_HC_HEAD_CW, read once);
- * cw 32 or 64 sets it; returns the value in force. The two give different mixes bits. */
-int dic_hc_head_cw(int cw);
 
 /* ---------------------------------------------------------------------------
  * Engram [dic_elem_model.cu: gather; dic_engram_gate.cu: gate]. ids, table,

@@ -1,7 +1,7 @@
 /*
  * dic_norm_rope.cu — RMSNorm, the V4 per-head BF16 query norm and RoPE
  * (ops.h di_rmsnorm, di_head_rmsnorm_bf16, di_rope_table, di_rope_tab),
- * bit-identical to src/ops/cpu/{norm,rope}.c (architecture.md §3.4, §4.3).
+ * bit-identical to src/ops/cpu/{norm,rope}.c (docs/architecture.md §3.4, §4.3).
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_head_norm.cuh"
@@ -120,7 +120,7 @@ static __global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm(const uint16_t *
     }
 }
 
-/* The lean copy for the decode shapes (code size, codesize.md): k_rmsnorm's vec path when the row is at most one
+/* The lean copy for the decode shapes (code size: docs/kernels/small-kernels.md): k_rmsnorm's vec path when the row is at most one
  * 16-byte vector per thread (D <= 8 * RMS_THREADS): the same loads, the same sums in the same order (thread i adds
  * the 8 squares of vector i, threads past D / 8 add nothing), the same tree and scale (the divisions and the
  * square root out of line, one copy), the same products; the same bits. */
@@ -178,7 +178,7 @@ extern "C" cudaError_t dic_rmsnorm(const dic_ctx *c, int M, const uint16_t *in, 
     if (M <= 0) return cudaSuccess;
     int vec = D % 8 == 0 && D <= 8 * RMS_VMAX * RMS_THREADS && ldx % 8 == 0 && ldy % 8 == 0 &&
               (((uintptr_t)in | (uintptr_t)out) & 15) == 0;
-    if (vec && D <= 8 * RMS_THREADS && !dic_lean_off())
+    if (vec && D <= 8 * RMS_THREADS)
         DIC_LAUNCH(k_rmsnorm1, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy);
     else
         DIC_LAUNCH(k_rmsnorm, M, RMS_THREADS, 0, c->stream, in, ldx, w, D, eps, out, ldy, vec);
@@ -318,7 +318,7 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
  * mean, eps and the reciprocal root rounded as k_head_rmsnorm_warp; then
  * the rotation of the last rd values. A row's bits do not depend on M. */
 #define QP_WARPS 4
-/* Code size (codesize.md): the two chunks are kept as raw bf16 words (selected, not indexed) and walked by
+/* Code size (docs/kernels/small-kernels.md): the two chunks are kept as raw bf16 words (selected, not indexed) and walked by
  * rolled loops of one bf16 pair each, the pair taken from the front of a word queue (constant register
  * indices: no local memory); grid (head groups, rows): no index division. Same operations in the same order
  * as the unrolled version. */

@@ -1,7 +1,7 @@
 /*
  * dic_qsim.cu — the quantisation simulations and the 128-point Hadamard
  * rotation (ops.h di_qat_fp8, di_qat_fp4, di_qat_fp4_e4m3, di_hadamard128;
- * architecture.md §3.5), bit-identical to src/ops/cpu/qsim.c: every value
+ * docs/architecture.md §3.5), bit-identical to src/ops/cpu/qsim.c: every value
  * goes through qsim.c's fp32 operations; the block max is order-free.
  */
 #include "ops/cuda/dic_common.cuh"

@@ -74,7 +74,7 @@ static __device__ double block_sum_double(double x, double *sh) {
 /* ---- a row's best candidate over several CTAs ------------------------- */
 
 /* At small M one CTA per row leaves most SMs idle while it streams a 129k-id
- * row (~14 us at M = 1); the row is cut into SP_SPLIT slices of whole float4
+ * row; the row is cut into SP_SPLIT slices of whole float4
  * groups, each CTA finds its slice's best (value, id) and candidate count,
  * and the last CTA of the row to arrive (integer atomic on a per-row counter
  * it resets for the next launch) combines them. "better" is a total order

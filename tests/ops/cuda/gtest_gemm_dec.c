@@ -8,12 +8,13 @@
  *    quantisation launch + the same kernel (mode 1), to the two-launch k_gemm_f16 (mode 2) and to
  *    the default (mode 0, which picks 3 or 1);
  *  - the decode kernel really ran (dic_gemm_dec_status() is not -1: no launch was refused);
- *  - every result-preserving variant (dic_gemm_dec_tune: QV2, ET, WPOST, CTAs-per-SM caps, and
- *    combinations, in modes 3, 1 and 0) bitwise equal to the default, per case;
- *  - the timing diagnostics (NOQ, NOCL, BARE, BARE|NOW) launch without error, and the default
- *    afterwards gives the same bits again (gpu_gemm_dec_diag);
+ *  - modes 3, 1 and 0 once more per case (the rows the variant table of lab/gemm names: the product's
+ *    flags; the kernel's other variants are lab/gemm's, compared in gemm_dec_bench) bitwise equal to
+ *    the first run;
+ *  - the default kernel launched repeatedly gives the same bits again (gpu_gemm_dec_diag, the shapes
+ *    of the timing diagnostics that moved to lab/gemm);
  *  - dic_gemm_multi (2 and 3 weights, odd N) bitwise equal to the separate dic_gemm calls, padding
- *    columns untouched, also under QV2|ET|PERS|L2PF (1 CTA per SM: several tiles per CTA, across weights). */
+ *    columns untouched, twice. */
 #include <stdio.h>
 #include <string.h>
 
@@ -45,10 +46,10 @@ static double d_wv(int fmt, const uint8_t *w, const uint8_t *sc, int K, int n, i
            di_e8m0_to_f32(sc[(size_t)n * (K / 32) + k / 32]);
 }
 
-/* run dic_gemm in decode mode `mode` (dic_gemm_dec_config) into fresh fp32 + bf16 outputs */
+/* run dic_gemm in decode mode `mode` (dic_gemm_dec_mode) into fresh fp32 + bf16 outputs */
 static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, const dic_wmat *dw, int act, size_t ldc,
                   float **C, uint16_t **C16) {
-    dic_gemm_dec_config(mode, 0, 0);
+    dic_gemm_dec_mode(mode);
     float *dC = gt_dev_poison((size_t)M * ldc * 4);
     uint16_t *dC16 = gt_dev_poison((size_t)M * ldc * 2);
     CHECK(dC && dC16);
@@ -58,10 +59,10 @@ static void d_run(dic_ctx *ctx, int mode, int M, const void *dA, size_t lda, con
     *C = gt_d2h(dC, (size_t)M * ldc * 4);
     *C16 = gt_d2h(dC16, (size_t)M * ldc * 2);
     cudaFree(dC), cudaFree(dC16);
-    dic_gemm_dec_config(0, 0, 0);
+    dic_gemm_dec_mode(0);
 }
 
-/* the result-preserving variants: {mode, flags, cps} */
+/* the rows of the former variant table (lab/gemm's now): {mode, flags, cps}; the product runs its own flags */
 static const int dec_var[][3] = {
     {3, DIC_DEC_QV2, 0}, {3, DIC_DEC_ET, 0}, {3, DIC_DEC_WPOST, 0}, {3, DIC_DEC_QV2 | DIC_DEC_ET, 3},
     {1, DIC_DEC_ET, 0},  {1, DIC_DEC_QV2, 2}, {0, DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_WPOST, 2}, {3, 0, 6},
@@ -101,9 +102,7 @@ static void dec_case(int fmt, int M, int N, int K, int act, uint64_t seed) {
     for (unsigned v = 0; v < sizeof dec_var / sizeof *dec_var && !di_test_failed(); v++) {
         float *Cv;
         uint16_t *C16v;
-        dic_gemm_dec_tune(dec_var[v][1], dec_var[v][2]);
         d_run(&ctx, dec_var[v][0], M, dA, lda, &dw, act, ldc, &Cv, &C16v);
-        dic_gemm_dec_tune(-1, 0);
         CHECK_MSG(dic_gemm_dec_status() == 0, "dec variant %u: launch refused", v);
         size_t dv = gt_count_diff_u32(C, Cv, tot), dv16 = gt_count_diff_u16(C16, C16v, tot);
         CHECK_MSG(dv == 0 && dv16 == 0, "dec %d M=%d N=%d K=%d act=%d: variant mode %d flags %d cps %d: %zu / %zu outputs "
@@ -179,23 +178,17 @@ TEST(gpu_gemm_dec_fp8) {
     if (di_test_failed()) return;
     dec_case(DI_WFMT_FP8, 2, 520, 384, 32, 1101); /* one group: no split; act 32 */
     if (di_test_failed()) return;
-    /* V4.1's act blocks of 32 on its wq_b (k per CTA 1280) and wo_b (1408) shapes: mode 0 takes the kernel's own
-     * quantisation at M = 1 under rule 1 (values), the quantisation launch under rule 0 (blocks); every mode
-     * gives the same bits (dec_case), under both rules */
-    const int rule = dic_gemm_dec_qrule(-1);
-    for (int r = 1; r >= 0 && !di_test_failed(); r--) {
-        dic_gemm_dec_qrule(r);
-        CHECK_MSG(dic_gemm_dec_fused(1, 32768, 1280, 32, 132) == r && dic_gemm_dec_fused(1, 5120, 8192, 32, 132) == r &&
-                      dic_gemm_dec_fused(2, 32768, 1280, 32, 132) == 0 &&
-                      dic_gemm_dec_fused(1, 32768, 1024, 128, 132) == 1 && dic_gemm_dec_fused(2, 4096, 8192, 128, 132) == 1 &&
-                      dic_gemm_dec_fused(3, 4096, 8192, 128, 132) == 0,
-                  "dic_gemm_dec_fused rule %d: unexpected choice", r);
-        for (int M = 1; M <= 2 && !di_test_failed(); M++) {
-            dec_case(DI_WFMT_FP8, M, 32768, 1280, 32, 1200 + 10 * r + M);
-            if (!di_test_failed()) dec_case(DI_WFMT_FP8, M, 5120, 8192, 32, 1300 + 10 * r + M);
-        }
+    /* V4.1's act blocks of 32 on its wq_b (k per CTA 1280) and wo_b (1408) shapes: mode 0 takes the quantisation
+     * launch at M = 1 (the rule counts act blocks: 40 / 44 per CTA); every mode gives the same bits (dec_case) */
+    CHECK_MSG(dic_gemm_dec_fused(1, 32768, 1280, 32, 132) == 0 && dic_gemm_dec_fused(1, 5120, 8192, 32, 132) == 0 &&
+                  dic_gemm_dec_fused(2, 32768, 1280, 32, 132) == 0 &&
+                  dic_gemm_dec_fused(1, 32768, 1024, 128, 132) == 1 && dic_gemm_dec_fused(2, 4096, 8192, 128, 132) == 1 &&
+                  dic_gemm_dec_fused(3, 4096, 8192, 128, 132) == 0,
+              "dic_gemm_dec_fused: unexpected choice");
+    for (int M = 1; M <= 2 && !di_test_failed(); M++) {
+        dec_case(DI_WFMT_FP8, M, 32768, 1280, 32, 1200 + M);
+        if (!di_test_failed()) dec_case(DI_WFMT_FP8, M, 5120, 8192, 32, 1300 + M);
     }
-    dic_gemm_dec_qrule(rule);
     if (di_test_failed()) return;
     /* a shape the decode kernel refuses for its k range (one split of 2176 > 2048, like V4.1's Engram wkv,
      * N 25600 K 6144): dic_gemm_dec_fits says so, dic_gemm skips dec()'s quantisation and runs the fallback
@@ -246,9 +239,7 @@ static void multi_case(int fmt, int M, int K, int nw, const int *Ns, int act, ui
     uint16_t *dv[4];
     for (int i = 0; i < nw; i++) CHECK((dv[i] = gt_dev_poison((size_t)M * ldc[i] * 2)) != NULL);
     CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dm, ldc));
-    dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET | DIC_DEC_PERS | DIC_DEC_L2PF, 1);
     CUDA_CHECK(dic_gemm_multi(&ctx, M, dA, lda, nw, dw, act, dv, ldc));
-    dic_gemm_dec_tune(-1, 0);
     for (int i = 0; i < nw; i++) CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw[i], act, NULL, ds[i], ldc[i]));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     CHECK_MSG(dic_gemm_dec_status() == 0, "multi: the decode kernel's launch was refused");
@@ -284,8 +275,8 @@ TEST(gpu_gemm_dec_multi) {
     if (!di_test_failed()) multi_case(DI_WFMT_FP8, 9, 4096, 2, attn, 128, 3300); /* M > 8: separate calls */
 }
 
-/* the timing diagnostics (wrong outputs by design) launch cleanly, and the default afterwards gives
- * the bits it gave before them (no state left behind) */
+/* the default kernel, launched once per former timing diagnostic (lab/gemm's now), gives the same bits
+ * every time (no state left behind between launches) */
 static void diag_case(int fmt, int M, int N, int K, uint64_t seed) {
     static const int dg[] = {DIC_DEC_NOQ, DIC_DEC_NOCL, DIC_DEC_BARE, DIC_DEC_BARE | DIC_DEC_NOW,
                              DIC_DEC_NOQ | DIC_DEC_NOCL, DIC_DEC_BARE | DIC_DEC_NOCL | DIC_DEC_NOW};
@@ -307,10 +298,10 @@ static void diag_case(int fmt, int M, int N, int K, uint64_t seed) {
     for (unsigned i = 0; i < sizeof dg / sizeof *dg && !di_test_failed(); i++) {
         float *Cx;
         uint16_t *Hx;
-        dic_gemm_dec_tune(dg[i], 0);
         d_run(&ctx, 3, M, dA, lda, &dw, 128, ldc, &Cx, &Hx);
-        dic_gemm_dec_tune(-1, 0);
         CHECK_MSG(dic_gemm_dec_status() == 0, "diag %d N=%d K=%d M=%d: launch refused", dg[i], N, K, M);
+        CHECK_MSG(gt_count_diff_u32(C0, Cx, (size_t)M * ldc) == 0 && gt_count_diff_u16(H0, Hx, (size_t)M * ldc) == 0,
+                  "diag run %u N=%d K=%d M=%d: the default kernel gave other bits", i, N, K, M);
         free(Cx), free(Hx);
     }
     d_run(&ctx, 3, M, dA, lda, &dw, 128, ldc, &C1, &H1);

@@ -11,7 +11,7 @@
  *  - the GEMV kernel (M <= 16, F32 at every M): row r alone (M = 1) equals row r
  *    of the M = 8 launch (and of M = 64 / 1024 for F32) bit for bit (the K split
  *    depends on N and K only; the variant flags change timing, not sums);
- *  - the GEMV variants the bench times (dic_gemm_float_fast_tune) and the
+ *  - the GEMV at the shapes of the lab's variant table (gpu_gemm_fast_gemv_variants) and the
  *    block-diagonal product (one GEMV launch at M <= 4, one tensor-core launch
  *    above, whose row bits may depend on M like plain k_mma). */
 #include <stdio.h>
@@ -170,33 +170,15 @@ TEST(gpu_gemm_fast_bf16_decode_shapes) {
         }
 }
 
-/* Every GEMV variant the bench times (dic_gemm_float_fast_tune: K split, weights before /
- * after the PDL wait, activations with the batch or from L1, pipelined batches) within the
- * bounds, including splits that give a warp several batches (w1 c1 on N=1024). */
+/* The product's GEMV (its own K split and flags) at the shapes and seeds of the former variant table
+ * (the forced splits and flags are lab/gemm's, gemm_float_bench), within the bounds; N = 1024 gives a
+ * warp several batches. */
 TEST(gpu_gemm_fast_gemv_variants) {
-    static const int tv[][3] = {{8, 1, 0},
-                                {8, 2, 0},
-                                {8, 4, 0},
-                                {4, 1, 0},
-                                {4, 2, 0},
-                                {8, 1, DIC_GV_FORCE | DIC_GV_NOPRE},
-                                {0, 0, DIC_GV_FORCE | DIC_GV_LATE},
-                                {0, 0, DIC_GV_FORCE | DIC_GV_PIPE},
-                                {0, 0, DIC_GV_FORCE | DIC_GV_NOPRE | DIC_GV_PIPE},
-                                {2, 1, DIC_GV_FORCE | DIC_GV_NOPRE},
-                                {1, 2, DIC_GV_FORCE | DIC_GV_NOPRE},
-                                {1, 1, 0},
-                                {1, 1, DIC_GV_FORCE | DIC_GV_PIPE},
-                                {1, 1, DIC_GV_FORCE | DIC_GV_NOPRE | DIC_GV_PIPE},
-                                {1, 1, DIC_GV_FORCE | DIC_GV_NOPRE}};
-    for (unsigned v = 0; v < sizeof tv / sizeof *tv; v++) {
-        dic_gemm_float_fast_tune(tv[v][0], tv[v][1], tv[v][2]);
-        fprintf(stderr, "  variant w%d c%d flags %d\n", tv[v][0], tv[v][1], tv[v][2] & 7);
+    for (unsigned v = 0; v < 15; v++) {
         ff_case(0, 1, 256, 4096, DIC_GEMMF_PATH_GEMV, 1200 + v);
         if (!di_test_failed()) ff_case(0, 1, 1024, 4096, DIC_GEMMF_PATH_GEMV, 1220 + v);
         if (!di_test_failed()) ff_case(0, 2, 131, 136, DIC_GEMMF_PATH_GEMV, 1240 + v);
         if (!di_test_failed()) ff_case(1, 1, 24, 16384, DIC_GEMMF_PATH_GEMV, 1260 + v);
-        dic_gemm_float_fast_tune(0, 0, 0);
         if (di_test_failed()) return;
     }
 }

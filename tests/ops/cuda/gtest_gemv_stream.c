@@ -188,7 +188,7 @@ TEST(gpu_gemv_stream_argmax) {
 }
 
 /* The lm_head's size: the AUTO dispatch and dic_gemm_argmax take the stream kernel (same bits,
- * same ids as dic_argmax); switched off (dic_gemv_stream_enable(0)) they take the GEMV; refusals. */
+ * same ids as dic_argmax); refusals. */
 TEST(gpu_gemv_stream_dispatch) {
     const int N = 129280, K = 4096;
     gs_data d;
@@ -201,8 +201,6 @@ TEST(gpu_gemv_stream_dispatch) {
     int32_t *dids = gt_dev_poison(2 * 4), *dref = gt_dev_poison(2 * 4);
     CHECK(dS && dG && dF && dids && dref);
     if (!ok || !dS || !dG || !dF || !dids || !dref) goto out;
-    dic_gemv_stream_enable(-1);
-    dic_gemm_argmax_enable(-1);
     for (int M = 1; M <= 2; M++) {
         CHECK(dic_gemv_stream_auto(M, d.dA, d.lda, &w, d.ldc));
         CHECK_MSG(dic_gemm_argmax_ok(&ctx, M, d.dA, d.lda, &w, d.ldc), "M=%d: the fused lm_head refused", M);
@@ -229,11 +227,6 @@ TEST(gpu_gemv_stream_dispatch) {
         }
         free(S), free(G), free(F), free(ids), free(ref);
     }
-    /* switched off: the GEMV (other summation order, within the tolerance) */
-    dic_gemv_stream_enable(0);
-    CHECK(!dic_gemv_stream_auto(1, d.dA, d.lda, &w, d.ldc));
-    CHECK(!dic_gemm_argmax_ok(&ctx, 1, d.dA, d.lda, &w, d.ldc)); /* M = 1 below DIC_AM_MINM_DEF: unfused */
-    dic_gemv_stream_enable(-1);
     /* refusals */
     dic_wmat bad = w;
     bad.fmt = 1;

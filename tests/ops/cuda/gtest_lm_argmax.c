@@ -5,10 +5,11 @@
  * poison), the ids dic_argmax's exactly (NaN counts as -inf, ties to the lowest id), also on
  * repeated launches and graph replays (the last CTA resets the keys and the counter).
  * Shapes: V = 1000 (not a multiple of any CTA tile) and 129280 (V4's vocabulary), M = 1
- * (the GEMV), 2..4 on the GEMV at small N * K, else the tensor-core tiles; patterns:
+ * (the GEMV: not fused below DIC_AM_MINM_DEF, so the unfused pair's ids against a host argmax), 2..4 on the GEMV at small N * K, else the tensor-core tiles; patterns:
  * random, ties (rows of a few distinct weight rows), infinities and NaN (an infinite
  * activation against weights of both signs and zeros), rows that are all -inf / NaN.
  * gpu_graph_*_fast (gtest_graph.c) run the fused path inside recorded decode steps. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,13 +53,35 @@ static void am_case(int M, int V, int K, int pat, size_t pad, uint64_t seed) {
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, 0));
     ctx.batch_invariant = 0;
-    dic_gemm_argmax_enable(1); /* every M (the default starts at DIC_AM_MINM_DEF) */
     void *dA = gt_to_dev(A, (size_t)M * lda * 2), *dW = gt_to_dev(W, (size_t)V * K * 2);
     float *dC = gt_dev_poison((size_t)M * ldc * 4), *dR = gt_dev_poison((size_t)M * ldc * 4);
     int32_t *dids = gt_dev_poison((size_t)M * 4), *dref = gt_dev_poison((size_t)M * 4);
     CHECK(dA && dW && dC && dR && dids && dref);
     const dic_wmat dw = {0, V, K, 0, dW, NULL};
     const int ok = dic_gemm_argmax_ok(&ctx, M, dA, lda, &dw, ldc);
+    if (!ok && M < DIC_AM_MINM_DEF) {
+        /* the product does not fuse the GEMV's argmax at this M: its unfused pair, the ids against a host
+         * argmax of the logits (NaN as -inf, ties to the lowest id) */
+        CHECK(dic_gemm_argmax(&ctx, M, dA, lda, &dw, dC, ldc, dids) == cudaErrorNotSupported);
+        CUDA_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, 0, dR, NULL, ldc));
+        CUDA_CHECK(dic_argmax(&ctx, M, dR, ldc, V, dref));
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        float *R = gt_d2h(dR, (size_t)M * ldc * 4);
+        int32_t *ref = gt_d2h(dref, (size_t)M * 4);
+        CHECK(R && ref);
+        for (int m = 0; R && ref && m < M; m++) {
+            int best_i = 0;
+            float best = -INFINITY;
+            for (int n = 0; n < V; n++) {
+                const float v = isnan(R[(size_t)m * ldc + n]) ? -INFINITY : R[(size_t)m * ldc + n];
+                if (v > best) best = v, best_i = n;
+            }
+            CHECK_MSG(ref[m] == best_i, "M=%d V=%d K=%d pattern %d row %d: dic_argmax %d, host %d", M, V, K, pat, m,
+                      ref[m], best_i);
+        }
+        free(R), free(ref);
+        goto out;
+    }
     CHECK_MSG(ok, "M=%d V=%d K=%d: dic_gemm_argmax_ok refuses the shape", M, V, K);
     if (!ok) goto out;
 
@@ -106,7 +129,6 @@ static void am_case(int M, int V, int K, int pat, size_t pad, uint64_t seed) {
     cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
     free(C), free(R), free(ids), free(ref);
 out:
-    dic_gemm_argmax_enable(-1);
     cudaFree(dA), cudaFree(dW), cudaFree(dC), cudaFree(dR), cudaFree(dids), cudaFree(dref);
     cudaStreamDestroy(ctx.stream);
     free(A), free(W);
@@ -129,8 +151,8 @@ TEST(gpu_lm_argmax_v129280) {
     am_case(1, 8200, 4096, PAT_RANDOM, 0, 26); /* a warp walks 8 batches of chunks, as in the lm_head */
 }
 
-/* Where the fused launch does not apply it refuses and launches nothing: mode 1, switched off,
- * M > DIC_AM_MAXM, other formats, a K split of the tensor-core tiles. */
+/* Where the fused launch does not apply it refuses and launches nothing: mode 1, the GEMV below
+ * DIC_AM_MINM_DEF, M > DIC_AM_MAXM, other formats, a K split of the tensor-core tiles. */
 TEST(gpu_lm_argmax_refusals) {
     dic_ctx ctx;
     CHECK(gt_ctx(&ctx, 0));
@@ -139,25 +161,19 @@ TEST(gpu_lm_argmax_refusals) {
     int32_t *dids = gt_dev_poison(16 * 4);
     CHECK(dA && dW && dC && dids);
     dic_wmat dw = {0, 1000, 256, 0, dW, NULL};
-    dic_gemm_argmax_enable(1);
-    CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
+    CHECK(dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000));
     ctx.batch_invariant = 1;
-    CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
-    CHECK(dic_gemm_argmax(&ctx, 1, dA, 256, &dw, dC, 1000, dids) == cudaErrorNotSupported);
+    CHECK(!dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000));
+    CHECK(dic_gemm_argmax(&ctx, 2, dA, 256, &dw, dC, 1000, dids) == cudaErrorNotSupported);
     ctx.batch_invariant = 0;
-    dic_gemm_argmax_enable(0);
-    CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
-    dic_gemm_argmax_enable(-1); /* the default: from M = DIC_AM_MINM_DEF */
+    /* the GEMV fuses from M = DIC_AM_MINM_DEF (the stream kernel at every M: gtest_gemv_stream.c) */
     CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000) == (1 >= DIC_AM_MINM_DEF));
     CHECK(dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000) == (2 >= DIC_AM_MINM_DEF));
-    dic_gemm_argmax_enable(1);
-    CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
     CHECK(!dic_gemm_argmax_ok(&ctx, DIC_AM_MAXM + 1, dA, 256, &dw, 1000));
     dw.k = 4096; /* M = 8: 8 column tiles of 64 k-steps: the mma splits K (S > 1) */
     CHECK(!dic_gemm_argmax_ok(&ctx, 8, dA, 4096, &dw, 1000));
     dw.k = 256, dw.fmt = 1;
     CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000));
-    dic_gemm_argmax_enable(-1);
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     CUDA_CHECK(cudaGetLastError());
     cudaFree(dA), cudaFree(dW), cudaFree(dC), cudaFree(dids);

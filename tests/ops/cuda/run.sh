@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/ops/cuda/run.sh — the GPU session: run in one device call on the H200
-# (the device tool), after `make cuda-tests` built the binaries here or there.
+# (the device tool), after `make cuda-tests lab` built the binaries here or there.
 #
 #   tests/ops/cuda/run.sh [tests|bench|all] [TEST FILTER...]
 #
 # Prints the GPU state, runs the GPU test runner (last line "N passed,
-# N failed") and every bench in $BUILD/gpubench, and leaves the logs in $OUT
+# N failed") and every lab program in $BUILD/lab/<family>/ (lab/README.md), and leaves the logs in $OUT
 # (the device tool brings that folder back).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,10 +25,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     rc=${PIPESTATUS[0]}
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-    for b in "$B"/gpubench/*; do
-        [ -x "$b" ] || continue
-        echo "== $(basename "$b")"
-        "$b" 2>&1 | tee "$OUT/$(basename "$b").log"
+    for b in "$B"/lab/*/*; do
+        [ -f "$b" ] && [ -x "$b" ] || continue
+        fam=$(basename "$(dirname "$b")")
+        echo "== $fam/$(basename "$b")"
+        "$b" 2>&1 | tee "$OUT/lab-$fam-$(basename "$b").log"
     done
 fi
 # the test summary last, where the device tool's output tail shows it

@@ -1,4 +1,5 @@
-/* mhc_bench.c — one mHC transition (ops.h di_hc_transition: the previous site's
+/* mhc_bench.c — the lab's mHC variants (mhc_variants.cu, docs/kernels/mhc.md) against the product's
+ * kernels: one mHC transition (ops.h di_hc_transition: the previous site's
  * expand, this site's mixes GEMM + scale + Sinkhorn + collapse + RMSNorm) at
  * V4-Flash dims (hc = 4, d = 4096, fn F32 [24][16384] = 1.57 MB), decode rows
  * M = 1, 2, 4, 8: the fused batch_invariant == 0 kernel (dic_hc_transition, one
@@ -8,12 +9,14 @@
  * L2 does not serve the weights), R / sub / state shared (L2-resident as in
  * the step). Floor: fn bytes + R read and written + sub + x + xn at the d2d
  * copy rate measured first. One row per fused kernel variant
- * (dic_hc_transition_variant) and case. Usage: mhc_bench [m1] (m1: also the
+ * (lab_hc_transition_variant; "prod" = the product's dic_hc_transition) and case, with the variant's
+ * xn and mixes bitwise against the product's ("=" / "!="; the same bits expected for the variants with
+ * 32 columns per CTA). Usage: mhc_bench [m1] (m1: also the
  * mode-1 sequence, ~600 us per transition). Then the output head (ops.h
  * di_hc_head_final: the last block's expand, the head's 4 mixes (fn: the first
  * 4 rows of a rotated fn copy), scale_mixes, head_pre, collapse, final
  * RMSNorm; V4.1: expand, collapse with the carried pre, RMSNorm) at M = 1, 2,
- * 4: dic_hc_head (32 and 64 columns per CTA) against the mode-0 sequence
+ * 4: dic_hc_head (64 columns per CTA, the product) and the lab's 32 against the mode-0 sequence
  * (6 / 3 launches). Usage: mhc_bench [m1] [head] (head: only the head rows) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_model.h"
+#include "mhc_lab.h"
 
 #define D 4096
 #define HCD (4 * D)
@@ -59,11 +63,18 @@ static void fill_bf16(uint16_t *d, size_t n, unsigned long long seed) {
     free(h);
 }
 
-/* mode: 0 fused, 1 unfused with the mode-0 kernels, 2 unfused with the mode-1 kernels */
+/* mode: 0 fused (the product), 1 unfused with the mode-0 kernels, 2 unfused with the mode-1 kernels,
+ * 3 fused, the lab's variant in force */
 static void transition(int mode, int M, int i, int expand, int chain) {
     const float *f = fn[i % NW];
     float *pin = chain ? pre_in : NULL;
     const uint16_t *s = expand ? sub : NULL;
+    if (mode == 3) {
+        ctx.batch_invariant = 0;
+        CK(lab_hc_transition(&ctx, M, s, D, R, HCD, D, f, sc3, base, 20, 1e-6f, 1e-6f, mixes, pre, post, comb, pin, w,
+                             1e-6f, x, xn, D));
+        return;
+    }
     if (mode == 0) {
         ctx.batch_invariant = 0;
         CK(dic_hc_transition(&ctx, M, s, D, R, HCD, D, f, sc3, base, 20, 1e-6f, 1e-6f, mixes, pre, post, comb, pin, w,
@@ -81,10 +92,16 @@ static void transition(int mode, int M, int i, int expand, int chain) {
     CK(dic_rmsnorm(&ctx, M, x, D, w, D, 1e-6f, xn, D));
 }
 
-/* The output head. mode: 0 fused, 1 the mode-0 sequence; v4: the head's mixes (else V4.1: carried pre) */
+/* The output head. mode: 0 fused (the product), 1 the mode-0 sequence, 3 the lab's head (lab_hc_head_cw);
+ * v4: the head's mixes (else V4.1: carried pre) */
 static void head(int mode, int M, int i, int v4) {
     const float *f = v4 ? fn[i % NW] : NULL; /* rows 0-3 of the copy: [4][HCD] */
     ctx.batch_invariant = 0;
+    if (mode == 3) {
+        CK(lab_hc_head(&ctx, M, sub, D, post, comb, R, HCD, D, f, 1.25f, base, 1e-6f, 1e-6f, mixes, v4 ? pre : pre_in, w,
+                       1e-6f, x, xn, D));
+        return;
+    }
     if (mode == 0) {
         CK(dic_hc_head(&ctx, M, sub, D, post, comb, R, HCD, D, f, 1.25f, base, 1e-6f, 1e-6f, mixes, v4 ? pre : pre_in, w,
                        1e-6f, x, xn, D));
@@ -119,6 +136,24 @@ static double graph_us(int mode, int M, int expand, int chain) {
     for (int i = 0; i < CALLS; i++) transition(mode, M, i, expand, chain);
     CK(cudaStreamEndCapture(st, &gr));
     return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
+}
+
+/* The lab's transition (the variant in force) against the product's on the same inputs, without the
+ * expand (R read only): 1 when xn and the mixes are bitwise equal. */
+static int vs_product(int M) {
+    const size_t nx = (size_t)M * D * 2, nm = (size_t)M * 24 * 4;
+    void *hx = malloc(nx), *hm = malloc(nm), *lx = malloc(nx), *lm = malloc(nm);
+    transition(0, M, 0, 0, 0);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(hx, xn, nx, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hm, mixes, nm, cudaMemcpyDeviceToHost));
+    transition(3, M, 0, 0, 0);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(lx, xn, nx, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(lm, mixes, nm, cudaMemcpyDeviceToHost));
+    const int same = !memcmp(hx, lx, nx) && !memcmp(hm, lm, nm);
+    free(hx), free(hm), free(lx), free(lm);
+    return same;
 }
 
 int main(int argc, char **argv) {
@@ -161,13 +196,12 @@ int main(int argc, char **argv) {
     for (int a = 1; a < argc; a++) with_m1 |= !strcmp(argv[a], "m1"), only_head |= !strcmp(argv[a], "head");
     printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
            D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
-    printf("-- fused variants (dic_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "
+    printf("-- fused variants (lab_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "
            "Sinkhorn beside collapse): v1 32,4,y v2 32,4,n v3 16,4,y v4 64,4,y v5 32,2,y v6 32,1,y v7 32,by M,y; "
            "v8 32,1 (M<=4),y + shorter tail (R stash, one-thread fences, early norm weights)\n");
     printf("%-28s %3s %9s %9s %9s %8s %8s %8s\n", "case", "var", "fused", "unf.m0", with_m1 ? "unf.m1" : "-", "floor",
            "f/floor", "unf0/f");
     static const int Ms[] = {1, 2, 4, 8};
-    const int v_saved = dic_hc_transition_variant(-1);
     for (int c = 0; c < (only_head ? 0 : 6); c++) {
         int M = c < 4 ? Ms[c] : 1, expand = c != 4, chain = c == 5;
         double bytes = 24.0 * HCD * 4 + (double)M * (HCD * 2 * (expand ? 2 : 1) + (expand ? D * 2 : 0) + 2 * D * 2);
@@ -175,14 +209,17 @@ int main(int argc, char **argv) {
         double u0 = graph_us(1, M, expand, chain), u1 = with_m1 ? graph_us(2, M, expand, chain) : 0.0;
         char name[64];
         snprintf(name, sizeof name, "M=%d %s%s", M, expand ? "expand+pre+norm" : "pre+norm (first)", chain ? " chain" : "");
-        for (int v = 0; v < DIC_HT_NVAR; v++) {
-            dic_hc_transition_variant(v);
-            double f = graph_us(0, M, expand, chain);
-            printf("%-28s %3d %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, v, f, u0, u1, floor_us, f / floor_us, u0 / f);
+        double fp = graph_us(0, M, expand, chain);
+        printf("%-28s %4s %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", name, "prod", fp, u0, u1, floor_us, fp / floor_us, u0 / fp);
+        for (int v = 0; v < LAB_HT_NVAR; v++) {
+            lab_hc_transition_variant(v);
+            double f = graph_us(3, M, expand, chain);
+            printf("%-28s %4d %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f %s\n", name, v, f, u0, u1, floor_us, f / floor_us, u0 / f,
+                   vs_product(M) ? "=" : "!=");
             fflush(stdout);
         }
     }
-    dic_hc_transition_variant(v_saved);
+    lab_hc_transition_variant(LAB_HT_DEFAULT);
 
     /* the output head: graph us per head, fused (32 / 64 columns per CTA) vs the mode-0 sequence */
     printf("-- output head (di_hc_head_final): expand + [4 mixes + scale + head_pre] + collapse + final RMSNorm; "
@@ -194,11 +231,10 @@ int main(int argc, char **argv) {
             double bytes = (v4 ? 4.0 * HCD * 4 : 0.0) + (double)M * (HCD * 2 * 2 + D * 2 + 2 * D * 2);
             double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
             double u0 = head_us(1, M, v4);
-            dic_hc_head_cw(32);
-            double f32 = head_us(0, M, v4);
-            dic_hc_head_cw(64);
+            lab_hc_head_cw(32);
+            double f32 = head_us(3, M, v4);
             double f64 = head_us(0, M, v4);
-            dic_hc_head_cw(64);
+            lab_hc_head_cw(64);
             double fb = f32 < f64 ? f32 : f64;
             char name[64];
             snprintf(name, sizeof name, "M=%d head %s", M, v4 ? "V4 (mixes)" : "V4.1 (carried)");

@@ -1,5 +1,5 @@
 /*
- * dic_mhc_gridsync.cu — the fused mHC transition (ops.h di_hc_transition, architecture.md §4.2) at M <= 2 as
+ * lab/mhc/mhc_gridsync.cu (was src/ops/cuda/dic_mhc_gridsync.cu, variant 9 of lab/mhc/mhc_variants.cu) — the fused mHC transition (ops.h di_hc_transition, architecture.md §4.2) at M <= 2 as
  * one grid that synchronises twice, instead of handing the whole tail to its last CTA (k_transition2).
  *
  * Why: in the decode step the transition was ~12.5 µs, and 7.4 µs of it was the last CTA's serial tail
@@ -32,6 +32,7 @@
  * per device (the two barrier words are module state): the engine's one stream serialises them.
  */
 #include "ops/cuda/dic_mhc_int.cuh"
+#include "mhc_lab.h"
 #include "ops/cuda/dic_model.h"
 
 #define GS_T 256   /* threads per CTA */
@@ -259,7 +260,7 @@ static __global__ void __launch_bounds__(GS_T, 2) k_transition_gs(const ht_args 
 /* Launch at M <= GS_MAXM when the S + 1 CTAs fit on the device at once; else cudaErrorNotSupported (nothing
  * launched: the caller takes k_transition2). a.M = M rows from a.R / a.xo / ..., a.part and a.ssp as
  * k_transition2's (one tile); ssx: S doubles per row of scratch. */
-cudaError_t dic_hc_transition_gs(const dic_ctx *c, const ht_args *a, double *ssx) {
+cudaError_t lab_hc_transition_gs(const dic_ctx *c, const ht_args *a, double *ssx) {
     static int occ = -1;
     const int S = a->d / GS_CW;
     if (a->M < 1 || a->M > GS_MAXM || a->d % GS_CW || S > GS_MAXS || S < 2) return cudaErrorNotSupported;

@@ -2,7 +2,9 @@
  * batch_invariant == 0 kernels; and the mode-1 kernels for comparison): d2d copy
  * ceiling first; decode shapes (event-timed median per call and a CUDA graph of up to
  * 256 calls, each on other weights rotating over 256 MB so L2 does not serve them: us per
- * call, the copy floor and floor / graph; GEMV variants through dic_gemm_float_fast_tune);
+ * call, the copy floor and floor / graph; GEMV variants through the lab's copy of the kernels,
+ * lab_gemm_float_fast_tune in gemm_float_fast_variants.cu, each checked bitwise against the product's
+ * launch: "=" / "!=", expected "!=" only for another K split);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
  * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg]; woa: only the grouped wo_a (G = 8 x
  * N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
@@ -20,6 +22,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
+#include "gemm_lab.h"
 
 #define LTCK(x)                                                                                 \
     do {                                                                                        \
@@ -83,6 +86,7 @@ typedef struct gcase {
     dic_wmat *w; /* nw x G */
     void *A, *C;
     dic_ctx *ctx;
+    int lab; /* 1: the lab's copy of the kernels (the tuned variants), 0: the product's */
 } gcase;
 
 static void gemm_body(void *p, int i) {
@@ -93,7 +97,8 @@ static void gemm_body(void *p, int i) {
     if (g->G > 1) { /* block-diagonal: one launch (dic_gemm_blockdiag) or the old per-group launches */
         size_t lda = (size_t)g->G * w->k, ldc = (size_t)g->G * w->n;
         if (!g->per_group) {
-            CK(dic_gemm_blockdiag(g->ctx, g->M, g->A, lda, g->G, w, w->k, 0, c32, c16, ldc));
+            if (g->lab) CK(lab_gemm_blockdiag(g->ctx, g->M, g->A, lda, g->G, w, w->k, 0, c32, c16, ldc));
+            else CK(dic_gemm_blockdiag(g->ctx, g->M, g->A, lda, g->G, w, w->k, 0, c32, c16, ldc));
             return;
         }
         for (int k = 0; k < g->G; k++)
@@ -102,7 +107,8 @@ static void gemm_body(void *p, int i) {
                                           ldc, DIC_GEMMF_PATH_AUTO));
         return;
     }
-    CK(dic_gemm_float_fast_launch(st, g->M, g->A, (size_t)w->k, w, c32, c16, (size_t)w->n, g->path));
+    if (g->lab) CK(lab_gemm_float_fast_launch(st, g->M, g->A, (size_t)w->k, w, c32, c16, (size_t)w->n, g->path));
+    else CK(dic_gemm_float_fast_launch(st, g->M, g->A, (size_t)w->k, w, c32, c16, (size_t)w->n, g->path));
 }
 
 static const char *pname(int p) {
@@ -146,7 +152,7 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
         CK(cudaMalloc((void **)&sc, sb * (size_t)nw * G));
         CK(cudaMemset(sc, 120, sb * (size_t)nw * G));
     }
-    gcase g = {M, nw, path, G, f32out, per_group, malloc(sizeof(dic_wmat) * nw * G), NULL, NULL, &ctx};
+    gcase g = {M, nw, path, G, f32out, per_group, malloc(sizeof(dic_wmat) * nw * G), NULL, NULL, &ctx, 0};
     for (int i = 0; i < nw; i++)
         for (int k = 0; k < G; k++)
             g.w[i * G + k] = (dic_wmat){fmt, N, K, f8 ? 128 : 0, (char *)(own ? own : pool) + i * wbc + k * wb,
@@ -154,16 +160,31 @@ static double dec_row(const char *label, int fmt, int M, int N, int K, int G, in
     CK(cudaMalloc(&g.A, (size_t)M * K * G * 2));
     fill_w(g.A, (size_t)M * K * G, 0, 99);
     CK(cudaMalloc(&g.C, (size_t)M * N * G * 4));
-    dic_gemm_float_fast_tune(wpc, cy, flags);
+    g.lab = wpc || cy || flags;
+    lab_gemm_float_fast_tune(wpc, cy, flags);
     double ms = event_ms(gemm_body, &g, reps);
     int calls = nw < 32 ? (wbc > ((size_t)256 << 20) ? 12 : 32) : nw;
     double gms = graph_ms(gemm_body, &g, calls);
-    dic_gemm_float_fast_tune(0, 0, 0);
+    const char *same = "";
+    if (g.lab) { /* the lab variant's output against the product's, one call each on weights 0 */
+        const size_t ob = (size_t)M * N * G * (f32out ? 4 : 2);
+        void *h1 = malloc(ob), *h2 = malloc(ob);
+        gemm_body(&g, 0);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(h1, g.C, ob, cudaMemcpyDeviceToHost));
+        g.lab = 0;
+        gemm_body(&g, 0);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(h2, g.C, ob, cudaMemcpyDeviceToHost));
+        same = memcmp(h1, h2, ob) ? " !=" : " =";
+        free(h1), free(h2);
+    }
+    lab_gemm_float_fast_tune(0, 0, 0);
     double floor_us = (wbc + sb * G) / (copy_gbs * 1e9) * 1e6;
     printf("%-26s %-4s M=%-3d N=%-6d K=%-5d G=%d %-4s w%d c%d f%-2d | event %8.2f us | graph %8.2f us | floor %7.2f us"
-           " | %4.2f\n",
+           " | %4.2f%s\n",
            label, fmt == 1 ? "f32" : f8 ? "fp8b" : "bf16", M, N, K, G, pname(path), wpc, cy, flags & 7, ms * 1e3,
-           gms * 1e3, floor_us, floor_us / (gms * 1e3));
+           gms * 1e3, floor_us, floor_us / (gms * 1e3), same);
     fflush(stdout);
     if (own) cudaFree(own);
     if (sc) cudaFree(sc);
@@ -249,7 +270,7 @@ static void chain_row(const char *label, int M, int N, int K, int calls_new, int
     const size_t wb = (size_t)N * K * 4;
     int nw = (int)(POOL_B / wb);
     if (nw > 256) nw = 256;
-    gcase g = {M, nw, DIC_GEMMF_PATH_OLD, 1, 1, 0, malloc(sizeof(dic_wmat) * nw), NULL, NULL, &ctx};
+    gcase g = {M, nw, DIC_GEMMF_PATH_OLD, 1, 1, 0, malloc(sizeof(dic_wmat) * nw), NULL, NULL, &ctx, 0};
     for (int i = 0; i < nw; i++) g.w[i] = (dic_wmat){1, N, K, 0, (char *)pool + i * wb, NULL};
     CK(cudaMalloc(&g.A, (size_t)M * K * 2));
     fill_w(g.A, (size_t)M * K, 0, 99);
@@ -281,7 +302,7 @@ static double run_case(int fmt, int M, int N, int K, int path, int reps, int gra
     CK(cudaMalloc(&dw, wb));
     fill_w(dw, (size_t)N * K, fmt, 1);
     dic_wmat w = {fmt, N, K, 0, dw, NULL};
-    gcase g = {M, 1, path, 1, 0, 0, &w, NULL, NULL, NULL};
+    gcase g = {M, 1, path, 1, 0, 0, &w, NULL, NULL, NULL, 0};
     CK(cudaMalloc(&g.A, (size_t)M * K * 2));
     fill_w(g.A, (size_t)M * K, 0, 99);
     CK(cudaMalloc(&g.C, (size_t)M * N * 4));

@@ -1,6 +1,6 @@
 /* gemm_prefill_bench.c — FP8 prefill GEMM (M, N, K >= 1024) side by side with
  * cuBLASLt in one process: the wgmma kernels on pre-quantised activations
- * (v2, and the v3 variants of dic_gemm_wgmma3.cu: c<cl>s<sets>), dic_gemm in
+ * (v2, and the v3 variants of lab/gemm/gemm_wgmma3_variants.cu: c<cl>s<sets>; the product runs c1s1), dic_gemm in
  * fast mode (batch_invariant = 0, incl. the activation quantisation), and
  * cuBLASLt FP8 e4m3 on the same e4m3 bytes (per-tensor scales; and the
  * 128x128 / 1x128 fp32 block-scaled mode), bf16 out, same shapes as
@@ -18,6 +18,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
+#include "gemm_lab.h"
 
 #define LTCK(x)                                                                                 \
     do {                                                                                        \
@@ -75,12 +76,30 @@ typedef struct job {
     size_t wsz;
 } job;
 
+/* outputs of the lab variant just run (j->C) that differ from the product's wgmma dispatch on the same
+ * inputs (every variant claims its bits: docs/kernels/gemm-prefill.md) */
+static size_t vs_product(const job *j) {
+    void *C2;
+    const size_t n = (size_t)j->M * j->N;
+    CK(cudaMalloc(&C2, n * 2));
+    CK(dic_gemm_q_wgmma_launch(st, j->W, j->S, j->N, j->K, 128, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa, NULL,
+                               C2, j->N, 0));
+    CK(cudaStreamSynchronize(st));
+    uint16_t *h1 = malloc(n * 2), *h2 = malloc(n * 2);
+    CK(cudaMemcpy(h1, j->C, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h2, C2, n * 2, cudaMemcpyDeviceToHost));
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) nd += h1[i] != h2[i];
+    free(h1), free(h2), cudaFree(C2);
+    return nd;
+}
+
 static int run_job(job *j) {
     if (j->kind == 0) {
         if (j->ver == 3)
-            return dic_gemm_q_wgmma3_launch(st, j->W, j->S, j->N, j->K, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
+            return lab_gemm_q_wgmma3_launch(st, j->W, j->S, j->N, j->K, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
                                             NULL, j->C, j->N, j->cl, j->sets) == cudaSuccess;
-        return dic_gemm_q_wgmma_launch(st, j->W, j->S, j->N, j->K, 128, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
+        return lab_gemm_q_wgmma_launch(st, j->W, j->S, j->N, j->K, 128, 128, 128, j->M, j->q, dic_gemm_ldq(j->K), j->sa,
                                        NULL, j->C, j->N, j->ver) == cudaSuccess;
     }
     if (j->kind == 1) return dic_gemm(j->c, j->M, j->A, j->K, &j->wm, 128, NULL, j->C, j->N) == cudaSuccess;
@@ -220,6 +239,7 @@ int main(int argc, char **argv) {
             CK(cudaStreamSynchronize(st));
             printf("%-24s %-5s %9.4f ms %8.1f TFLOP/s", big[i].name, n, ms, ms > 0 ? gfl / ms : 0.0);
             if (tlt > 0 && ms > 0) printf("  /Lt fp8 %.3f", tlt / ms);
+            if (j.kind == 0) printf("  vs product: %zu differ", vs_product(&j));
             printf("\n");
             fflush(stdout);
         }

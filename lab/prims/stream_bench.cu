@@ -1,7 +1,7 @@
 /*
  * stream_bench.cu — how fast the H200 streams a read-only weight matrix, the way the decode lm_head
  * reads its 1.06 GB (V4-Flash: 129280 x 4096 BF16), against the d2d copy ceiling every bench ratio
- * uses. Standalone (no library code): `make ... cuda-tests` builds $(BUILD)/gpubench/stream_bench.
+ * uses. Standalone (no library code): `make lab` builds $(BUILD)/lab/prims/stream_bench.
  *
  *   copy              cudaMemcpyAsync d2d of 1 GiB: (read + write bytes) / time = the copy ceiling;
  *   ld U=u B=b        a read-only stream of the lm_head bytes: b CTAs of 256 threads per SM, each

@@ -17,6 +17,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
+#include "gemm_lab.h"
 
 
 static void fill(void *d, size_t bytes, unsigned seed) {
@@ -294,6 +295,15 @@ static double time_lt(cublasLtHandle_t h, cudaStream_t st, int M, int N, int K, 
 
 /* Our FP8 kernel alone on pre-quantised activations (path: DIC_GEMM_PATH_*,
  * dic_gemm_int.h). bf16 out, W 128x128 blocks. */
+/* path: a DIC_GEMM_PATH_* of the product's dic_gemm_q_launch, or LAB_WGMMA_V1: the lab's first wgmma schedule */
+#define LAB_WGMMA_V1 (-1)
+static cudaError_t ours_launch(dic_ctx *c, const dic_gemm_wtab *wt, int M, int N, int K, const uint8_t *q,
+                               const float *sa, void *C, int path) {
+    if (path == LAB_WGMMA_V1)
+        return lab_gemm_q_wgmma_launch(c->stream, wt->w[0], wt->s[0], N, K, 128, 128, 128, M, q, dic_gemm_ldq(K), sa,
+                                       NULL, C, N, 1);
+    return dic_gemm_q_launch(c->stream, 1, wt, 2, N, K, 128, 128, M, NULL, NULL, q, sa, NULL, NULL, NULL, C, N, path);
+}
 static double time_ours_kernel(dic_ctx *c, int M, int N, int K, int path, int reps) {
     void *W, *S, *A, *C;
     size_t sb = (size_t)((N + 127) / 128) * (K / 128);
@@ -314,15 +324,28 @@ static double time_ours_kernel(dic_ctx *c, int M, int N, int K, int path, int re
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     for (int i = 0; i < 3; i++)
-        CK(dic_gemm_q_launch(c->stream, 1, wt, 2, N, K, 128, 128, M, NULL, NULL, q, sa, NULL, NULL, NULL, C, N, path));
+        CK(ours_launch(c, wt, M, N, K, q, sa, C, path));
     for (int r = 0; r < reps; r++) {
         CK(cudaEventRecord(e0, c->stream));
-        CK(dic_gemm_q_launch(c->stream, 1, wt, 2, N, K, 128, 128, M, NULL, NULL, q, sa, NULL, NULL, NULL, C, N, path));
+        CK(ours_launch(c, wt, M, N, K, q, sa, C, path));
         CK(cudaEventRecord(e1, c->stream));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&t[r], e0, e1));
     }
     double ms = median_ms(t, reps);
+    if (path == LAB_WGMMA_V1) { /* v1 claims the product's bits (docs/kernels/gemm-prefill.md) */
+        void *C2;
+        CK(cudaMalloc(&C2, (size_t)M * N * 2));
+        CK(ours_launch(c, wt, M, N, K, q, sa, C2, DIC_GEMM_PATH_WGMMA));
+        CK(cudaStreamSynchronize(c->stream));
+        uint16_t *h1 = malloc((size_t)M * N * 2), *h2 = malloc((size_t)M * N * 2);
+        CK(cudaMemcpy(h1, C, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(h2, C2, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        size_t nd = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) nd += h1[i] != h2[i];
+        printf("  (lab wgmma v1 vs the product's wgmma, M=%d N=%d K=%d: %zu outputs differ)\n", M, N, K, nd);
+        free(h1), free(h2), cudaFree(C2);
+    }
     cudaEventDestroy(e0), cudaEventDestroy(e1);
     cudaFree(W), cudaFree(S), cudaFree(A), cudaFree(C), free(wt), free(t);
     return ms;
@@ -484,7 +507,7 @@ int main(int argc, char **argv) {
         double fl = 2.0 * M * N * K / 1e9; /* GFLOP: / ms -> TFLOP/s */
         size_t wb;
         double t_wg = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_WGMMA, 30);
-        double t_wg1 = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_WGMMA_V1, 30);
+        double t_wg1 = time_ours_kernel(&c, M, N, K, LAB_WGMMA_V1, 30);
         double t_mma = time_ours_kernel(&c, M, N, K, DIC_GEMM_PATH_TILES, 10);
         double t_full = time_gemm(&c, M, N, K, 2, 128, 128, 20, &wb);
         double t_l8 = time_lt(lt, c.stream, M, N, K, 1, wsp, wsz, 30), t_lb = time_lt(lt, c.stream, M, N, K, 2, wsp, wsz, 30);

@@ -1,11 +1,14 @@
-/* gemm_dec_bench.c — FP8 / FP4 dic_gemm at decode sizes (M = 1, 8; fast mode) on the V4-Flash
+/* gemm_dec_bench.c — FP8 / FP4 decode GEMM at decode sizes (M = 1, 8; fast mode) on the V4-Flash
  * shapes: CUDA-graph time per call (activation quantisation included), GB/s of weight bytes and the
- * ratio to the d2d copy ceiling measured in the same run. One run compares the kernel variants
- * (dic_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = the default (fused or dec+q
+ * ratio to the d2d copy ceiling measured in the same run; each variant's output against the product's
+ * dic_gemm ("=": bitwise equal, "!=" differs: expected only for the diagnostics and sN). The variants
+ * run the lab's copy of the decode kernel (gemm_dec_variants.cu, lab_gemm_dec_*; docs/kernels/
+ * gemm-decode.md), "old" the product's k_gemm_f16 fallback (dic_gemm_dec_mode(2)). The variants
+ * (lab_gemm_dec_config): old = quantisation launch + k_gemm_f16; dec = the default (fused or dec+q
  * by dic_gemm_dec_fused); fused = k_gemm_dec quantising its own rows (one launch); dec+q =
  * quantisation launch + k_gemm_dec; stN = ring stages, sN = split count, both on "fused" (s1: no
  * split-K fold; other counts than the default give other bits; a k range over 2048 per CTA falls
- * back to "old"). Round 2 (dic_gemm_dec_tune, all on "fused" unless named): qv2 = the 8-per-thread
+ * back to "old"). Round 2 (lab_gemm_dec_tune, all on "fused" unless named): qv2 = the 8-per-thread
  * quantisation (same bits), et = early PDL trigger (same bits), wpost = weights only after the wait
  * (same bits), cpsN = at most N CTAs per SM (same bits); diagnostics with wrong outputs: noq = no
  * activation pass, nocl = no cluster / no split fold, bare = exit after the wait (launch + weight
@@ -22,6 +25,7 @@
 #include "bench_util.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
+#include "gemm_lab.h"
 
 #define GR 32 /* calls per graph */
 
@@ -64,6 +68,50 @@ static void free_w(wset *ws) {
     for (int i = 0; i < ws->nc; i++) cudaFree((void *)ws->w[i].w), cudaFree((void *)ws->w[i].scale);
 }
 
+/* dic_gemm / dic_gemm_multi's decode path (src/ops/cuda/dic_gemm.cu dec()) over the lab's decode kernel in
+ * its configured mode; mode 2 ("old") and shapes the kernel refuses: the product's dic_gemm. */
+static cudaError_t lab_gemm_n(const dic_ctx *c, int M, const void *A, size_t lda, int nw, const dic_wmat *W,
+                              uint16_t *const *C16, const size_t *ldc) {
+    int mode = lab_gemm_dec_status();
+    const int K = W[0].k;
+    uint8_t *q = (uint8_t *)c->scratch;
+    float *s = (float *)(q + dic_gemm_qbytes(M, K));
+    if ((mode == 0 || mode == 1 || mode == 3) && lab_gemm_dec_fits(W[0].n, K, c->num_sms)) {
+        if (mode == 0) mode = lab_gemm_dec_fused(M, W[0].n, K, 128, c->num_sms) ? 3 : 1;
+        if (mode == 1) {
+            cudaError_t e = dic_gemm_quant(c->stream, M, A, lda, K, 128, NULL, NULL, q, s, NULL, 0);
+            if (e != cudaSuccess) return e;
+        }
+        cudaError_t e = lab_gemm_dec_launch(c->stream, c->num_sms, nw, W, 128, M, A, lda, mode == 1 ? q : NULL, s,
+                                            NULL, C16, ldc);
+        if (e != cudaErrorNotSupported) return e;
+    }
+    dic_gemm_dec_mode(mode == 2 ? 2 : 0);
+    cudaError_t e = cudaSuccess;
+    if (nw == 1) e = dic_gemm(c, M, A, lda, W, 128, NULL, C16[0], ldc[0]);
+    else e = dic_gemm_multi(c, M, A, lda, nw, W, 128, C16, ldc);
+    dic_gemm_dec_mode(0);
+    return e;
+}
+static cudaError_t lab_gemm(const dic_ctx *c, int M, const void *A, size_t lda, const dic_wmat *W, void *C, size_t ldc) {
+    uint16_t *cc[1] = {C};
+    return lab_gemm_n(c, M, A, lda, 1, W, cc, &ldc);
+}
+
+/* the lab variant's output bitwise against the product's dic_gemm: "=" or "!=" */
+static const char *vs_product(dic_ctx *c, int M, const void *A, int K, const dic_wmat *W, void *C1, void *C2) {
+    CK(lab_gemm(c, M, A, K, W, C1, W->n));
+    CK(dic_gemm(c, M, A, K, W, 128, NULL, C2, W->n));
+    CK(cudaStreamSynchronize(c->stream));
+    size_t n = (size_t)M * W->n * 2;
+    void *h1 = malloc(n), *h2 = malloc(n);
+    CK(cudaMemcpy(h1, C1, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h2, C2, n, cudaMemcpyDeviceToHost));
+    const int same = memcmp(h1, h2, n) == 0;
+    free(h1), free(h2);
+    return same ? "=" : "!=";
+}
+
 static cudaEvent_t e0, e1;
 static double copy_gbs;
 
@@ -71,23 +119,23 @@ static double copy_gbs;
 static double time_calls(dic_ctx *c, int M, const void *A, int K, wset *w1, wset *w2, int multi, void *C1, void *C2) {
     cudaGraph_t gr;
     for (int i = 0; i < 2; i++) { /* eager warm-up (attributes, first-launch costs) */
-        CK(dic_gemm(c, M, A, K, &w1->w[i % w1->nc], 128, NULL, C1, w1->w[0].n));
-        if (w2) CK(dic_gemm(c, M, A, K, &w2->w[i % w2->nc], 128, NULL, C2, w2->w[0].n));
+        CK(lab_gemm(c, M, A, K, &w1->w[i % w1->nc], C1, w1->w[0].n));
+        if (w2) CK(lab_gemm(c, M, A, K, &w2->w[i % w2->nc], C2, w2->w[0].n));
     }
     CK(cudaStreamSynchronize(c->stream));
     CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
     for (int r = 0; r < GR; r++) {
         const dic_wmat *a = &w1->w[r % w1->nc];
         if (!w2) {
-            CK(dic_gemm(c, M, A, K, a, 128, NULL, C1, a->n));
+            CK(lab_gemm(c, M, A, K, a, C1, a->n));
         } else if (multi) {
             dic_wmat ww[2] = {*a, w2->w[r % w2->nc]};
             uint16_t *cc[2] = {C1, C2};
             size_t ld[2] = {(size_t)ww[0].n, (size_t)ww[1].n};
-            CK(dic_gemm_multi(c, M, A, K, 2, ww, 128, cc, ld));
+            CK(lab_gemm_n(c, M, A, K, 2, ww, cc, ld));
         } else {
-            CK(dic_gemm(c, M, A, K, a, 128, NULL, C1, a->n));
-            CK(dic_gemm(c, M, A, K, &w2->w[r % w2->nc], 128, NULL, C2, w2->w[0].n));
+            CK(lab_gemm(c, M, A, K, a, C1, a->n));
+            CK(lab_gemm(c, M, A, K, &w2->w[r % w2->nc], C2, w2->w[0].n));
         }
     }
     CK(cudaStreamEndCapture(c->stream, &gr));
@@ -97,7 +145,7 @@ static double time_calls(dic_ctx *c, int M, const void *A, int K, wset *w1, wset
 static void line(const char *name, int M, const char *var, double us, double bytes) {
     double gbs = bytes / (us * 1e-6) / 1e9;
     printf("%-20s M=%d %-7s %6.2f us %5.0f GB/s %4.2f of copy (floor %.2f) st=%d\n", name, M, var, us, gbs,
-           gbs / copy_gbs, bytes / copy_gbs / 1e3, dic_gemm_dec_status());
+           gbs / copy_gbs, bytes / copy_gbs / 1e3, lab_gemm_dec_status());
 }
 
 int main(int argc, char **argv) {
@@ -188,7 +236,7 @@ int main(int argc, char **argv) {
             wset w;
             make_w(&w, cs[ci].fmt, cs[ci].N, cs[ci].K);
             for (int M = 1; M <= 8; M += 7) {
-                dic_gemm_dec_config(0, 0, 0);
+                lab_gemm_dec_config(0, 0, 0);
                 double cold = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
                 int nc = w.nc;
                 w.nc = 1;
@@ -210,13 +258,13 @@ int main(int argc, char **argv) {
             printf("%s M=%d floor %.2f us:", cs[ci].name, M, (double)w.bytes / copy_gbs / 1e3);
             for (int v = 0; v < nv; v++) {
                 if (M == 8 && !vs[v].m8) continue;
-                dic_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
-                dic_gemm_dec_tune(vs[v].fl, vs[v].cps);
+                lab_gemm_dec_config(vs[v].mode, vs[v].st, vs[v].sp);
+                lab_gemm_dec_tune(vs[v].fl, vs[v].cps);
                 double us = time_calls(&c, M, A, cs[ci].K, &w, NULL, 0, C1, NULL);
-                printf(" %s %.2f", vs[v].v, us);
-                dic_gemm_dec_tune(-1, 0);
+                printf(" %s %.2f%s", vs[v].v, us, vs_product(&c, M, A, cs[ci].K, &w.w[0], C1, C2));
+                lab_gemm_dec_tune(-1, 0);
             }
-            printf(" [st=%d]\n", dic_gemm_dec_status());
+            printf(" [st=%d]\n", lab_gemm_dec_status());
         }
         free_w(&w);
         fflush(stdout);
@@ -226,14 +274,14 @@ int main(int argc, char **argv) {
         make_w(&wa, 2, 1024, 4096);
         make_w(&wb, 2, 512, 4096);
         for (int M = 1; M <= 8; M += 7) {
-            dic_gemm_dec_config(2, 0, 0);
+            lab_gemm_dec_config(2, 0, 0);
             line("wq_a+wkv 2 calls", M, "old", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
-            dic_gemm_dec_config(0, 0, 0);
+            lab_gemm_dec_config(0, 0, 0);
             line("wq_a+wkv 2 calls", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
             line("wq_a+wkv gemm_multi", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
-            dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
+            lab_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
             line("wq_a+wkv gemm_multi", M, "qv2+et", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
-            dic_gemm_dec_tune(-1, 0);
+            lab_gemm_dec_tune(-1, 0);
         }
         free_w(&wa), free_w(&wb);
     }
@@ -242,16 +290,16 @@ int main(int argc, char **argv) {
         make_w(&wa, 2, 2048, 4096);
         make_w(&wb, 2, 2048, 4096);
         for (int M = 1; M <= 8; M += 7) {
-            dic_gemm_dec_config(0, 0, 0);
+            lab_gemm_dec_config(0, 0, 0);
             line("shexp w1+w3 2 calls", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 0, C1, C2), (double)(wa.bytes + wb.bytes));
             line("shexp w1+w3 multi", M, "dec", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
-            dic_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
+            lab_gemm_dec_tune(DIC_DEC_QV2 | DIC_DEC_ET, 0);
             line("shexp w1+w3 multi", M, "qv2+et", time_calls(&c, M, A, 4096, &wa, &wb, 1, C1, C2), (double)(wa.bytes + wb.bytes));
-            dic_gemm_dec_tune(-1, 0);
+            lab_gemm_dec_tune(-1, 0);
         }
         free_w(&wa), free_w(&wb);
     }
-    dic_gemm_dec_config(0, 0, 0);
-    printf("decode kernel status at the end: %d (-1: refused, fell back)\n", dic_gemm_dec_status());
+    lab_gemm_dec_config(0, 0, 0);
+    printf("decode kernel status at the end: %d (-1: refused, fell back)\n", lab_gemm_dec_status());
     return 0;
 }

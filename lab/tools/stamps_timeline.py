@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""stamps_timeline.py — name the kernels of a DIC_STAMPS timeline (docs/cuda-backend.md §7).
+"""stamps_timeline.py — name the kernels of a DIC_STAMPS timeline (lab/README.md; a -DDIC_STAMPS build).
 
 A timeline build (make BUILD=build-stamps NVCC_EXTRA=-DDIC_STAMPS cuda) run with
 DEEPINFER_CUDA_STAMPS=FILE writes one line per stamp: index, enter / go times (µs), wait, grid, block and
@@ -10,7 +10,7 @@ go to the next kernel's go (on one line of the step that is the kernel's cost on
 kernels of concurrent lines interleave, so read it with the grid sizes). Phase marks (grid 0) are
 shown under their kernel with their tag.
 
-usage: tools/stamps_timeline.py STAMPS_FILE [--src DIR] [--from US] [--to US]
+usage: lab/tools/stamps_timeline.py STAMPS_FILE [--src DIR] [--from US] [--to US]
 """
 import argparse
 import os

@@ -1,8 +1,8 @@
 /*
  * prim_bench.cu — the H200's costs of the primitives the decode kernels are built from, measured
  * the way a decode step sees them (a CUDA graph of dependent launches, programmatic dependent
- * launch on every edge). Standalone (no library code): `make ... cuda-tests` builds
- * $(BUILD)/gpubench/prim_bench. Each row prints µs per unit (per launch, per barrier, per load).
+ * launch on every edge). Standalone (no library code): `make lab` builds
+ * $(BUILD)/lab/prims/prim_bench. Each row prints µs per unit (per launch, per barrier, per load).
  *
  *   pdl_empty G      a chain of launches that only wait (griddepcontrol.wait) and exit: the cost
  *                    of one kernel boundary on the critical path, G CTAs of 128 threads;
