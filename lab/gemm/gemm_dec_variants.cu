@@ -14,7 +14,7 @@
  * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
- * with unpacks + two HMMA each, GEMV-NOTES.md run 3). Here the operands are
+ * with unpacks + two HMMA each, docs/kernels/gemm-decode.md run 3). Here the operands are
  * widened to f16 once and fed to the native HMMA m16n8k16 f16 -> fp32:
  *  - "swap-AB": the weights are the 16-row A operand (16 output columns per
  *    warp), the tokens the 8-column B operand, so a decode token tile
@@ -399,7 +399,7 @@ extern "C" cudaError_t lab_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
 
 /* ---- decode kernel (plain M <= 8, fast mode) ----------------------------------
  *
- * GEMV-NOTES.md 2026-11-30 (fp8dec): the k_gemm_f16 launch at M <= 8 sat at a ~9 us fixed cost per
+ * docs/kernels/gemm-decode.md 2026-11-30 (fp8dec): the k_gemm_f16 launch at M <= 8 sat at a ~9 us fixed cost per
  * CTA lifetime. This kernel computes the same numbers (every output bitwise equal to k_gemm_f16
  * with NT = 1: the same split count and k range per CTA, the same HMMA steps, the same fma per
  * K-block, the same left-to-right fold of the split partials) with the serial latencies removed:
@@ -462,7 +462,7 @@ static size_t d_smem(int nst, int kper, int fp4) {
 }
 
 /* Instantiations (VAR). The b1 step runs each decode kernel once with a cold instruction cache
- * (codesize.md: every KB of code executed costs ~0.2 us), so the default path has lean copies that
+ * (docs/cuda-backend.md §7: every KB of code executed costs ~0.2 us), so the default path has lean copies that
  * hold only what it executes: D_LEAN_Q (qf = 0: dic_gemm_quant's e4m3 rows) and D_LEAN_QV2 (qf = 1
  * with QV2), flags QV2 / ET only, one column tile per CTA. D_FULL keeps every flag and both qf
  * paths (PERS, L2PF, WPOST, diagnostics, the plain qf pass when A does not allow QV2's loads).
@@ -856,7 +856,7 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
 }
 
 /* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs
- * about one warp round per 4 act blocks of the CTA's rows; measured (GEMV-NOTES.md fp8dec) it wins
+ * about one warp round per 4 act blocks of the CTA's rows; measured (docs/kernels/gemm-decode.md fp8dec) it wins
  * by 1-2 us at 4-8 blocks per CTA (M = 1) and loses by 2-8 us at 32-64 (M = 8). */
 /* Rule 0 (default): M * kper / act_block <= 16 act blocks (the first version). Rule 1 (opt-in): M * kper <=
  * 16 * 128 values, from the QV2 pass's cost (the default flags: a round per 4096 values of the CTA's rows,
@@ -864,7 +864,7 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
  * blocks) would skip the extra quantisation launch as V4's 128-value blocks (10 / 11) do. The same decisions
  * at act_block 128 (V4 unchanged either way) and the same bits (gtest_gemm_dec). Rule 1 was the default for a
  * day and measured 26.6 us SLOWER on the V4.1-Flash b1 step in one process (one 16-step sample per set;
- * V41-NOTES.md 2026-12-01): back to rule 0 until a repeated A/B says otherwise. $DEEPINFER_GEMM_DEC_QRULE=1
+ * docs/kernels/gemm-decode.md 2026-12-01): back to rule 0 until a repeated A/B says otherwise. $DEEPINFER_GEMM_DEC_QRULE=1
  * (read once), lab_gemm_dec_qrule (knob gqrule=1 of $DEEPINFER_CUDA_SKIP_SETS). */
 static int g_dec_qrule = -1;
 extern "C" int lab_gemm_dec_qrule(int rule) {
@@ -920,7 +920,7 @@ extern "C" cudaError_t lab_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
     a.tx[nw] = gx;
     if (splits > 8 || kper > 2048) return cudaErrorNotSupported;
     const int nch = kper / F_CK;
-    /* ring stages (measured, GEMV-NOTES.md fp8dec): a CTA of <= 4 chunks issues them all before the
+    /* ring stages (measured, docs/kernels/gemm-decode.md fp8dec): a CTA of <= 4 chunks issues them all before the
      * wait; longer ones take 3 stages (50 KB: 4 CTAs per SM, 512 CTAs in one wave) without clusters
      * and 2 with clusters of 8 (40 KB, 5 per SM: 4 per SM left clusters of the 512-CTA wo_b grid
      * waiting for a second wave: 21.7 us at 3 stages, 15.2 us at 2) */

@@ -100,7 +100,7 @@ static __global__ void __launch_bounds__(GV_T) k_gemv1_one(int M, int N, int K, 
 
 /* The K split: from N and K only. Warps of a CTA first (up to 8, while a warp keeps >= 4
  * chunks); CTAs of a cluster only while a warp would still walk more than one batch of GV_U
- * chunks (measured 2026-11-30, GEMM-FLOAT-NOTES.md: a cluster split costs 1-10 us of fixed
+ * chunks (measured 2026-11-30, docs/kernels/gemm-float.md: a cluster split costs 1-10 us of fixed
  * time at decode sizes, e.g. N=1024 K=4096 M=1 3.8 us at 8 warps x 1 CTA, 6.6 / 14.1 us at
  * 2 / 4 CTAs per cluster; N=256: 2.0 us vs 5.3 us at 4). Both up to ~2048 warps in all. */
 static void gemv_split(int f32, int N, int K, int *wpc, int *cy) {
@@ -520,7 +520,7 @@ extern "C" cudaError_t lab_gemm_float_fast_launch(cudaStream_t st, int M, const 
         return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc,
                           path == DIC_GEMMF_PATH_MMA64 ? 64 : path == DIC_GEMMF_PATH_MMA128 ? 128 : 0, 0);
     }
-    /* auto (measured, GEMM-FLOAT-NOTES.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
+    /* auto (measured, docs/kernels/gemm-float.md 2025-11-30): BF16 on the GEMV kernels at M = 1, and at
      * M <= GV_BF16_MAXM for matrices up to 2^24 elements (N=1024 K=4096: GEMV 5.8 / 7.6 us at
      * M = 2 / 4 vs 9.5 us mma); else the tensor cores (lm_head M = 2: 0.283 ms mma vs 0.342 GEMV) */
     /* the lm_head-sized BF16 matrices at M <= DIC_GS_MAXM with fp32 out: the bulk-copy stream

@@ -1,5 +1,5 @@
 /* cu_skip.c — timing-only ablation of launch sites in captured steps
- * (docs/DEVICE-FORWARD.md §7). $DEEPINFER_CUDA_SKIP = "op[#n][,op[#n]...]"
+ * (docs/cuda-backend.md §7). $DEEPINFER_CUDA_SKIP = "op[#n][,op[#n]...]"
  * leaves the n-th call (0-based, counted per step; every call without #n)
  * of launch site `op` (the CU_CHECK name, e.g. dic_moe_routed_dec; `*` any
  * site; a suffix `@L` only the calls on concurrent line L, e.g. `*@1`) out of

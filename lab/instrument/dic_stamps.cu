@@ -1,6 +1,6 @@
 /*
  * dic_stamps.cu — a timeline of one replayed decode step, for builds with -DDIC_STAMPS only
- * (make ... NVCC_EXTRA=-DDIC_STAMPS; docs/DEVICE-FORWARD.md §10). Block 0 of every kernel that
+ * (make ... NVCC_EXTRA=-DDIC_STAMPS; lab/instrument/README.md). Block 0 of every kernel that
  * runs DIC_PDL_ENTER records the global timer before and after its PDL wait (dic_common.cuh); with
  * $DEEPINFER_CUDA_STAMPS=FILE the stamps of the 8th replayed graph are written to FILE, one line per
  * kernel in the order the stamps were taken: enter and go times in µs from the first stamp, the wait

@@ -242,7 +242,7 @@ static __global__ void __launch_bounds__(HT_T) k_transition(const ht_args a) {
 
 /* ---- fused transition, second version (k_transition2) -------------------
  * The same work and the same rounding points as k_transition, with a shorter
- * serial tail (MHC-NOTES.md, "next steps"):
+ * serial tail (docs/kernels/mhc.md, "next steps"):
  *   - CW columns per CTA (16, 32 or 64: 256, 128 or 64 CTAs at d = 4096) and
  *     a.mtr rows per tile (1, 2 or 4); the fn slice is still loaded before
  *     the PDL wait (weights: no kernel writes them);
@@ -287,7 +287,7 @@ static __device__ __forceinline__ float h2_head_pre1(const float *mx, int k, flo
  * head_pre in place of the Sinkhorn; pre written; collapse with it). NMIX = 0: the V4.1 output head (no mixes:
  * collapse with the carried a.pre_in, nothing written but R, x and xn). The head variants take the whole
  * block of E (no Sinkhorn warps). */
-/* ET = 1 (variant 8, the transition only, NMIX = HT_NMIX; MHC-NOTES.md session 8): the same arithmetic with a
+/* ET = 1 (variant 8, the transition only, NMIX = HT_NMIX; docs/kernels/mhc.md session 8): the same arithmetic with a
  * shorter dependent chain after the PDL wait:
  *   - before the wait, each CTA prefetches its slice of the norm weights into L2 (weights);
  *   - the arrival is cooperative_groups' grid-sync pattern: __syncthreads, then thread 0 alone fences, adds and
@@ -310,7 +310,7 @@ template <int MTX> static __device__ __forceinline__ int h2_row(int it, int nv) 
     return MTX == 2 ? (int)(it >= nv) : it / nv;
 }
 
-/* LEAN = 1: the decode step's instantiation (code size, codesize.md): at most 2 rows per tile (the host's
+/* LEAN = 1: the decode step's instantiation (code size, docs/cuda-backend.md §7): at most 2 rows per tile (the host's
  * mtr <= 2: ht_auto_mt at M <= 4) and, in the transition, the Sinkhorn beside the collapse (a.ovl) fixed at
  * compile time; the same operations in the same order as LEAN = 0 (the same bits). */
 template <int CW, int NMIX, int ET = 0, int LEAN = 0>
@@ -475,7 +475,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
         const int lg = S <= 128 ? 3 : S <= 256 ? 4 : 5, L = 1 << lg, P = H2_T / L, nout = mt * NMIX;
         const int ol = t >> lg, ll = t & (L - 1);
         const int nc = (S - ll + L - 1) >> lg; /* ll + L c < S  <=>  c < nc */
-        /* P outputs per rolled round (code size, codesize.md); the next round's loads are issued before this
+        /* P outputs per rolled round (code size, docs/cuda-backend.md §7); the next round's loads are issued before this
          * round's sums (at M = 1 the 24 outputs take one round) */
         /* the loop is rotated so that one copy of the 16 loads serves every round (code size): step ob issues
          * round ob + P's loads (none past the last round) and sums round ob (none at ob = -P) */
@@ -575,7 +575,7 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
             }
         }
     }
-    /* one item (8 columns of a row) per rolled step (code size, codesize.md); without ET the next item's four R
+    /* one item (8 columns of a row) per rolled step (code size, docs/cuda-backend.md §7); without ET the next item's four R
      * loads are issued before this item's arithmetic, so two items' loads are in flight */
 #pragma unroll 1
     for (int b = te; b < ni; b += nE * H2_EV) {

@@ -164,7 +164,7 @@ static __global__ void k_policies(unsigned long long *o) {
 /* k_thrash through cp.async with .L2::cache_hint, the policy from constant memory (cp_pol): in this small
  * kernel the hinted cp.async runs and keeps the next kernel's code in L2 (cp_ef+8k); in the decode kernels
  * ptxas 13.0 miscompiled it (illegal instruction in the FP4 / diagnostic k_gemm_dec instantiations and the
- * routed-expert kernels, DEVICE-FORWARD.md §7 seventh round) */
+ * routed-expert kernels, docs/cuda-backend.md §7) */
 static __constant__ unsigned long long cp_pol;
 static __global__ void k_thrash_cp(const float4 *p, size_t n, float *out) {
     __shared__ float4 sb[128];

@@ -34,7 +34,7 @@
  * finishes the previous step. Other steps copy their logits to the host
  * and sample there, inside submit. Pure decode steps (one row per
  * sequence, every row sampled) run as recorded steps: one CUDA graph per
- * row count and token source (devq_graph.c, docs/DEVICE-FORWARD.md §6,
+ * row count and token source (devq_graph.c, docs/cuda-backend.md §6,
  * §8); prefill, chunked prefill and mixed steps run eager. What a step
  * reads from host memory (rows, histories, page tables) is copied when it
  * is submitted.

@@ -3,7 +3,7 @@
  * (devq.c). On the CUDA backend a pure decode step (every row the only
  * row of its sequence in the step, every row sampled) runs its forward as
  * a recorded step of the step plan (ops/backend.h di_backend_step_begin:
- * one CUDA graph per row count, docs/DEVICE-FORWARD.md §6, §8): the first
+ * one CUDA graph per row count, docs/cuda-backend.md §6, §8): the first
  * step of a row count captures the graph, later ones build the host tables
  * and replay it. The logits stay in the model's device buffer until the
  * step has ended, then the sampled rows come back to the queue's host

@@ -10,7 +10,7 @@
  * its previous row). graph = 0: eager steps (host tables staged per op,
  * logits copied back, host argmax). graph = 1 (a model on the CUDA backend):
  * recorded steps (ops/backend.h: the step plan and one CUDA graph for the
- * shape, docs/DEVICE-FORWARD.md §6), the argmax on the device (fused into
+ * shape, docs/cuda-backend.md §6), the argmax on the device (fused into
  * the lm_head GEMM where the backend can) writing the next step's token
  * buffer, logits left on the device (copied out only when `logits` is
  * given); the host queues step after step without waiting for the device.

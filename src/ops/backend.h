@@ -59,7 +59,7 @@ di_backend_kind di_backend_active(void);
  * nor in a CPU-only binary. Call before loading the model. */
 void di_backend_set_batch_invariant(int on);
 
-/* Recorded steps (docs/DEVICE-FORWARD.md §6: step plan and CUDA graphs)
+/* Recorded steps (docs/cuda-backend.md §6: step plan and CUDA graphs)
  * for code compiled into the CPU-only library too (the engine's queue,
  * src/engine/devq_graph.c; the benchmarks' loop, src/engine/greedy_loop.c);
  * src/ops/cuda/cu_plan.c through the backend table.
@@ -109,7 +109,7 @@ int di_backend_step_times(struct di_exec *x, float *busy_ms, float *start_ms, in
 void di_backend_argmax_fuse(struct di_exec *x, int M, const float *logits, int V, int32_t *ids);
 void di_backend_argmax_rest(struct di_exec *x, int M, const float *logits, int V, int32_t *ids);
 
-/* The device side of the engine's queue (src/engine/devq.c, docs/DEVICE-FORWARD.md §8): sampling
+/* The device side of the engine's queue (src/engine/devq.c, docs/cuda-backend.md §8): sampling
  * on the device, a step's input tokens taken on the device from the previous step's sampled ids, and
  * the device time of each step; src/ops/cuda/cu_queue.c through the backend table. di_backend_dq_new fails
  * with DEEPINFER_ERR_UNSUPPORTED for an exec that is not on the CUDA backend or in a binary without

@@ -63,7 +63,7 @@ static inline int di_exec_on_device(const di_exec *x) { return x && x->dev; }
  * bound. 0 on the CPU: the CPU path never pads. */
 int di_exec_fixed_shapes(const di_exec *x);
 
-/* Concurrent lines of a recorded step (a CUDA graph; docs/DEVICE-FORWARD.md
+/* Concurrent lines of a recorded step (a CUDA graph; docs/cuda-backend.md
  * §9). After di_exec_branch(x, b), b in 1..DI_EXEC_BRANCHES, the ops run on
  * side line b, which starts where the main line stands at that call (the
  * first one for b since the last join); di_exec_branch(x, 0) returns to the
@@ -429,7 +429,7 @@ void di_add_f32_x(di_exec *x, float *out, const float *a, const float *b, size_t
 void di_f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n);
 
 /* ===========================================================================
- * Device-shaped model ops (docs/DEVICE-FORWARD.md). With these the model
+ * Device-shaped model ops (docs/cuda-backend.md §1-§2). With these the model
  * touches activation, state and weight memory only through ops: a backend
  * that keeps those buffers in device memory runs the whole forward step
  * without reading device data on the host. Arguments marked "host table"

@@ -46,7 +46,7 @@ typedef struct cu_exec {
     int am_m, am_v, am_taken;
 } cu_exec;
 
-/* The step plan (cu_plan.c, docs/DEVICE-FORWARD.md §6). While a plan step
+/* The step plan (cu_plan.c, docs/cuda-backend.md §6). While a plan step
  * is open, cu_tab_put appends every op's tables of the whole step to one
  * pinned host buffer (double-buffered) at offsets that depend only on the
  * step's shape, returns their address in `dtab`, and nothing is copied per

@@ -1,5 +1,5 @@
 /* cu_lines.c — concurrent lines of a captured step (ops.h di_exec_branch,
- * docs/DEVICE-FORWARD.md §9).
+ * docs/cuda-backend.md §9).
  *
  * A decode step at batch 1 is a chain of ~200 small kernels, most of them
  * latency-bound; independent stretches (the shared expert beside the routed

@@ -3,7 +3,7 @@
  * are staged and copied to the device before each launch (cu_tab_*);
  * page tables (host arrays of device page addresses) are copied deeply,
  * as many pages as the op can reach. First version: one synchronous-source
- * copy per op (docs/DEVICE-FORWARD.md §5 says what a graph needs). */
+ * copy per op (docs/cuda-backend.md §6 says what a graph needs). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * cu_step.h — recorded steps on the CUDA backend (cu_plan.c; CUDA builds
- * only; docs/DEVICE-FORWARD.md §6): the step plan (every op's host tables of
+ * only; docs/cuda-backend.md §6): the step plan (every op's host tables of
  * a step in one pinned buffer, one copy), CUDA graphs per step shape, a
  * device argmax, GPU timing per step. Reached through backend.h's table
  * (cu_backend.c); the decode loops that use them are the engine's queue
