@@ -339,9 +339,11 @@ static void md_fx_case(md_fx *f, int M, int off, int sh, int ygiven, int graph, 
     const size_t R = (size_t)M * f->k;
     CUDA_SYNC_CHECK(cudaMemset(f->dh, 0xFF, R * f->I * 2));
     CUDA_SYNC_CHECK(cudaMemset(f->dy, 0xFF, (size_t)M * f->d * 4));
-    if (sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(f->dout, f->dsh, (size_t)M * f->ldo * 2, cudaMemcpyDeviceToDevice));
+    /* the shared expert's rows of tokens off..off+M-1 (the reference's rows there) */
+    const uint16_t *dsh_off = f->dsh + (size_t)off * f->ldo;
+    if (sh == 2) CUDA_SYNC_CHECK(cudaMemcpy(f->dout, dsh_off, (size_t)M * f->ldo * 2, cudaMemcpyDeviceToDevice));
     else CUDA_SYNC_CHECK(cudaMemset(f->dout, 0xFF, (size_t)M * f->ldo * 2));
-    const uint16_t *shp = sh == 0 ? NULL : sh == 1 ? f->dsh : f->dout;
+    const uint16_t *shp = sh == 0 ? NULL : sh == 1 ? dsh_off : f->dout;
     CUDA_SYNC_CHECK(md_fx_call(f, M, off, shp, ygiven ? f->dy : NULL, graph));
     uint16_t *Hv = gt_d2h(f->dh, R * f->I * 2), *Ov = gt_d2h(f->dout, (size_t)M * f->ldo * 2);
     float *Yv = gt_d2h(f->dy, (size_t)M * f->d * 4);
