@@ -1,11 +1,17 @@
 /*
- * runner.c — runs every registered test and prints "N passed, N failed".
+ * runner.c — runs every registered test and prints "N passed, N failed, N skipped".
+ *
+ * A test ends PASS, FAIL or SKIP (it called SKIP(reason): what it checks is not
+ * available here); a skip is printed with its reason and never counted as a pass.
+ * A forked test reports its skip by exit status SKIP_STATUS and sends the reason
+ * through a pipe.
  *
  * usage: test_runner [--list] [--no-fork] [--timeout SEC] [FILTER...]
  *   FILTER   run only tests whose "file:name" contains one of the substrings
  *   --no-fork run in-process (for debuggers); a crash then ends the run
  *   --timeout per-test limit in seconds (default 600)
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,6 +32,11 @@ typedef struct test_case {
 static test_case *g_tests;
 static int g_ntests, g_cap;
 static int g_failed_current;
+static int g_skipped_current;
+static char g_skip_reason[512];
+
+enum { OUT_PASS, OUT_FAIL, OUT_SKIP };
+#define SKIP_STATUS 77 /* the automake convention for "skipped" */
 
 void di_test_register(const char *file, const char *name, di_test_fn fn) {
     if (g_ntests == g_cap) {
@@ -50,6 +61,16 @@ void di_test_fail(const char *file, int line, const char *fmt, ...) {
     fputc('\n', stderr);
     g_failed_current = 1;
 }
+
+void di_test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_skip_reason, sizeof g_skip_reason, fmt, ap);
+    va_end(ap);
+    g_skipped_current = 1;
+}
+
+int di_test_skipped(void) { return g_skipped_current; }
 
 int di_test_sibling(const char *rel, char *out, size_t n) {
     char exe[4096];
@@ -109,32 +130,62 @@ static int matches(const test_case *t, int nfilters, char **filters) {
     return 0;
 }
 
-static int run_forked(const test_case *t, int timeout_s) {
+static int outcome_in_process(void) {
+    if (g_failed_current) return OUT_FAIL;
+    return g_skipped_current ? OUT_SKIP : OUT_PASS;
+}
+
+/* Runs t in a child process; the skip reason (if any) comes back in reason. */
+static int run_forked(const test_case *t, int timeout_s, char *reason, size_t rn) {
+    int fds[2];
+    reason[0] = '\0';
+    if (pipe2(fds, O_CLOEXEC) < 0) { /* not inherited by programs a test runs */
+        perror("pipe");
+        return OUT_FAIL;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         perror("fork");
-        return 0;
+        close(fds[0]), close(fds[1]);
+        return OUT_FAIL;
     }
     if (pid == 0) {
+        close(fds[0]);
         alarm((unsigned)timeout_s);
-        g_failed_current = 0;
+        g_failed_current = g_skipped_current = 0;
         t->fn();
         fflush(stdout);
         fflush(stderr);
-        _exit(g_failed_current ? 1 : 0);
+        int out = outcome_in_process();
+        if (out == OUT_SKIP) {
+            size_t len = strlen(g_skip_reason);
+            if (write(fds[1], g_skip_reason, len) != (ssize_t)len) _exit(1);
+        }
+        _exit(out == OUT_FAIL ? 1 : out == OUT_SKIP ? SKIP_STATUS : 0);
     }
+    close(fds[1]);
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = read(fds[0], reason + got, rn - 1 - got);
+        if (k <= 0 || (got += (size_t)k) >= rn - 1) break;
+    }
+    reason[got] = '\0';
+    close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
     }
-    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0;
+    if (WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        return code == 0 ? OUT_PASS : code == SKIP_STATUS ? OUT_SKIP : OUT_FAIL;
+    }
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         fprintf(stderr, "    crashed with signal %d (%s)%s\n", sig, strsignal(sig),
                 sig == SIGALRM ? " — timed out" : "");
     }
-    return 0;
+    return OUT_FAIL;
 }
 
 int main(int argc, char **argv) {
@@ -151,7 +202,8 @@ int main(int argc, char **argv) {
         } else filters[nfilters++] = argv[i];
     }
     qsort(g_tests, (size_t)g_ntests, sizeof *g_tests, cmp_tests);
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
+    static const char *const out_name[] = {"PASS", "FAIL", "SKIP"};
     double t_all = now_s();
     for (int i = 0; i < g_ntests; i++) {
         const test_case *t = &g_tests[i];
@@ -161,22 +213,27 @@ int main(int argc, char **argv) {
             continue;
         }
         double t0 = now_s();
-        int ok;
-        if (fork_tests) ok = run_forked(t, timeout_s);
+        char reason[sizeof g_skip_reason];
+        int out;
+        if (fork_tests) out = run_forked(t, timeout_s, reason, sizeof reason);
         else {
-            g_failed_current = 0;
+            g_failed_current = g_skipped_current = 0;
             t->fn();
-            ok = !g_failed_current;
+            out = outcome_in_process();
+            snprintf(reason, sizeof reason, "%s", g_skip_reason);
         }
         double dt = now_s() - t0;
-        printf("%s %s:%s (%.2fs)\n", ok ? "PASS" : "FAIL", t->file, t->name, dt);
+        if (out == OUT_SKIP)
+            printf("SKIP %s:%s (%.2fs): %s\n", t->file, t->name, dt, reason[0] ? reason : "(no reason given)");
+        else printf("%s %s:%s (%.2fs)\n", out_name[out], t->file, t->name, dt);
         fflush(stdout);
-        if (ok) passed++;
-        else failed++;
+        if (out == OUT_PASS) passed++;
+        else if (out == OUT_FAIL) failed++;
+        else skipped++;
     }
     free(filters);
     if (list) return 0;
     printf("total time %.1fs\n", now_s() - t_all);
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }
