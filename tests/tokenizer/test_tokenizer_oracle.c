@@ -72,6 +72,7 @@ TEST(tokenizer_oracle_agreement) {
             in_len = t->str_len;
         } else {
             in_len = hex->str_len / 2;
+            nhex++;
             input = malloc(in_len + 1);
             for (size_t i = 0; i < in_len; i++)
                 input[i] = (char)(hexval(hex->str[2 * i]) * 16 + hexval(hex->str[2 * i + 1]));
@@ -104,7 +105,6 @@ TEST(tokenizer_oracle_agreement) {
                     nfail++;
                 }
                 free(whole);
-                nhex++;
             }
             size_t dl = 0, sl = 0;
             char *dec = stream_decode(tok, ids, n, 0, &dl);
