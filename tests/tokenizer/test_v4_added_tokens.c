@@ -1,6 +1,9 @@
 /*
  * The DeepSeek-V4 added tokens (tests/data/tokenizer/v4_known_added_tokens.json,
- * "v4_confirmed": ids from public third-party sources; README there). V4's
+ * "v4_confirmed": ids from public third-party sources; README there). The
+ * list is first checked against independent data (the released V4.1 config's
+ * vocabulary size and bos/eos/pad ids; the V3 file's ids of the tokens both
+ * have). V4's
  * tokenizer is V3's byte-level BPE (tests/data/tokenizer/tokenizer.json) with
  * a different added-token table (ids 128000..129279), so the test builds
  * that tokenizer: the V3 file with its added tokens replaced by V4's list
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "io/json.h"
+#include "model/config.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file.h"
@@ -118,6 +122,29 @@ TEST(v4_added_tokens_match_the_known_list) {
         CHECK(di_json_as_i64(&list->items[i], &id) && id >= 0 && id < 129280);
         toks[n++] = (v4_tok){list->items[i].key, (int32_t)id};
     }
+    /* The list against independent data: the released V4.1-Flash config (same vocabulary size and
+     * bos / eos / pad ids), and the V3 file, whose added tokens V4 kept at the same ids where both
+     * have them (the chat roles and the sentence markers). */
+    di_model_config cfg;
+    CHECK(di_config_load(di_test_data("config/deepseek-v41-flash.json"), &cfg, &err) == DEEPINFER_OK);
+    int64_t vocab = 0;
+    CHECK(di_json_as_i64(di_json_get(doc->root, "vocab_size_model"), &vocab) && vocab == cfg.vocab_size);
+    di_tokenizer *v3 = NULL;
+    CHECK(di_tokenizer_load(di_test_data("tokenizer/tokenizer.json"), &v3, &err) == DEEPINFER_OK);
+    int shared = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id3 = di_tokenizer_token_id(v3, toks[i].content);
+        if (id3 >= 0) {
+            CHECK_MSG(id3 == toks[i].id, "%s: listed %d, the V3 file %d", toks[i].content, toks[i].id, id3);
+            shared++;
+        }
+        if (!strcmp(toks[i].content, "<｜begin▁of▁sentence｜>")) CHECK_EQ_INT(toks[i].id, cfg.bos_token_id);
+        if (!strcmp(toks[i].content, "<｜end▁of▁sentence｜>")) CHECK_EQ_INT(toks[i].id, cfg.eos_token_id);
+        if (!strcmp(toks[i].content, "<｜▁pad▁｜>")) CHECK_EQ_INT(toks[i].id, cfg.pad_token_id);
+        if (!strcmp(toks[i].content, "<｜image｜>")) CHECK_EQ_INT(toks[i].id, vocab - 1);
+    }
+    di_tokenizer_free(v3);
+    CHECK_EQ_INT(shared, 5);
     char *json = v4_tokenizer_json(toks, n, &len);
     CHECK(json);
     di_tokenizer *tok = NULL;
