@@ -6,10 +6,12 @@
  * A forked test reports its skip by exit status SKIP_STATUS and sends the reason
  * through a pipe.
  *
- * usage: test_runner [--list] [--no-fork] [--timeout SEC] [FILTER...]
+ * usage: test_runner [--list] [--no-fork] [--timeout SEC] [--jobs N] [FILTER...]
  *   FILTER   run only tests whose "file:name" contains one of the substrings
  *   --no-fork run in-process (for debuggers); a crash then ends the run
  *   --timeout per-test limit in seconds (default 600)
+ *   --jobs    run up to N tests at once (default 1); each test's output is
+ *             held and printed, with its result line, when it ends
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -135,13 +137,27 @@ static int outcome_in_process(void) {
     return g_skipped_current ? OUT_SKIP : OUT_PASS;
 }
 
-/* Runs t in a child process; the skip reason (if any) comes back in reason. */
-static int run_forked(const test_case *t, int timeout_s, char *reason, size_t rn) {
+/* A test running in a child process. */
+typedef struct running {
+    const test_case *t;
+    pid_t pid;
+    int reason_fd; /* read end of the pipe that carries the skip reason */
+    FILE *log;     /* the child's stdout and stderr (--jobs > 1), else NULL */
+    double t0;
+} running;
+
+/* Forks t; with capture, its output goes to a temporary file printed when it ends. */
+static int start_forked(const test_case *t, int timeout_s, int capture, running *r) {
     int fds[2];
-    reason[0] = '\0';
+    r->t = t, r->pid = -1, r->log = NULL, r->t0 = now_s();
     if (pipe2(fds, O_CLOEXEC) < 0) { /* not inherited by programs a test runs */
         perror("pipe");
-        return OUT_FAIL;
+        return -1;
+    }
+    if (capture && !(r->log = tmpfile())) {
+        perror("tmpfile");
+        close(fds[0]), close(fds[1]);
+        return -1;
     }
     fflush(stdout);
     fflush(stderr);
@@ -149,10 +165,12 @@ static int run_forked(const test_case *t, int timeout_s, char *reason, size_t rn
     if (pid < 0) {
         perror("fork");
         close(fds[0]), close(fds[1]);
-        return OUT_FAIL;
+        if (r->log) fclose(r->log), r->log = NULL;
+        return -1;
     }
     if (pid == 0) {
         close(fds[0]);
+        if (r->log) dup2(fileno(r->log), 1), dup2(fileno(r->log), 2);
         alarm((unsigned)timeout_s);
         g_failed_current = g_skipped_current = 0;
         t->fn();
@@ -166,15 +184,27 @@ static int run_forked(const test_case *t, int timeout_s, char *reason, size_t rn
         _exit(out == OUT_FAIL ? 1 : out == OUT_SKIP ? SKIP_STATUS : 0);
     }
     close(fds[1]);
+    r->pid = pid, r->reason_fd = fds[0];
+    return 0;
+}
+
+/* The outcome of a child that exited with `status`; its skip reason into reason, its captured output
+ * to stderr. */
+static int finish_forked(running *r, int status, char *reason, size_t rn) {
     size_t got = 0;
     for (;;) {
-        ssize_t k = read(fds[0], reason + got, rn - 1 - got);
+        ssize_t k = read(r->reason_fd, reason + got, rn - 1 - got);
         if (k <= 0 || (got += (size_t)k) >= rn - 1) break;
     }
     reason[got] = '\0';
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
+    close(r->reason_fd);
+    if (r->log) {
+        char buf[4096];
+        size_t k;
+        rewind(r->log);
+        while ((k = fread(buf, 1, sizeof buf, r->log)) > 0) fwrite(buf, 1, k, stderr);
+        fclose(r->log);
+        r->log = NULL;
     }
     if (WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
@@ -188,52 +218,78 @@ static int run_forked(const test_case *t, int timeout_s, char *reason, size_t rn
     return OUT_FAIL;
 }
 
+typedef struct tally {
+    int passed, failed, skipped;
+} tally;
+
+static void report(tally *n, const test_case *t, int out, double dt, const char *reason) {
+    static const char *const out_name[] = {"PASS", "FAIL", "SKIP"};
+    if (out == OUT_SKIP)
+        printf("SKIP %s:%s (%.2fs): %s\n", t->file, t->name, dt, reason[0] ? reason : "(no reason given)");
+    else printf("%s %s:%s (%.2fs)\n", out_name[out], t->file, t->name, dt);
+    fflush(stdout);
+    if (out == OUT_PASS) n->passed++;
+    else if (out == OUT_FAIL) n->failed++;
+    else n->skipped++;
+}
+
 int main(int argc, char **argv) {
-    int list = 0, fork_tests = 1, timeout_s = 600;
+    int list = 0, fork_tests = 1, timeout_s = 600, jobs = 1;
     char **filters = calloc((size_t)argc + 1, sizeof *filters);
     int nfilters = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "--no-fork")) fork_tests = 0;
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) jobs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s [--list] [--no-fork] [--timeout SEC] [FILTER...]\n", argv[0]);
+            printf("usage: %s [--list] [--no-fork] [--timeout SEC] [--jobs N] [FILTER...]\n", argv[0]);
             return 0;
         } else filters[nfilters++] = argv[i];
     }
+    if (jobs < 1) jobs = 1;
+    if (jobs > 64) jobs = 64;
     qsort(g_tests, (size_t)g_ntests, sizeof *g_tests, cmp_tests);
-    int passed = 0, failed = 0, skipped = 0;
-    static const char *const out_name[] = {"PASS", "FAIL", "SKIP"};
+    tally n = {0, 0, 0};
+    running run[64];
+    int nrun = 0;
     double t_all = now_s();
-    for (int i = 0; i < g_ntests; i++) {
-        const test_case *t = &g_tests[i];
-        if (!matches(t, nfilters, filters)) continue;
-        if (list) {
+    char reason[sizeof g_skip_reason];
+    for (int i = 0; i <= g_ntests; i++) {
+        const test_case *t = i < g_ntests ? &g_tests[i] : NULL;
+        if (t && !matches(t, nfilters, filters)) continue;
+        if (t && list) {
             printf("%s:%s\n", t->file, t->name);
             continue;
         }
-        double t0 = now_s();
-        char reason[sizeof g_skip_reason];
-        int out;
-        if (fork_tests) out = run_forked(t, timeout_s, reason, sizeof reason);
-        else {
+        if (t && !fork_tests) {
+            double t0 = now_s();
             g_failed_current = g_skipped_current = 0;
             t->fn();
-            out = outcome_in_process();
             snprintf(reason, sizeof reason, "%s", g_skip_reason);
+            report(&n, t, outcome_in_process(), now_s() - t0, reason);
+            continue;
         }
-        double dt = now_s() - t0;
-        if (out == OUT_SKIP)
-            printf("SKIP %s:%s (%.2fs): %s\n", t->file, t->name, dt, reason[0] ? reason : "(no reason given)");
-        else printf("%s %s:%s (%.2fs)\n", out_name[out], t->file, t->name, dt);
-        fflush(stdout);
-        if (out == OUT_PASS) passed++;
-        else if (out == OUT_FAIL) failed++;
-        else skipped++;
+        /* wait for a slot (for the last ones: for every test) */
+        while (nrun > 0 && (nrun >= jobs || !t)) {
+            int status = 0;
+            pid_t pid = waitpid(-1, &status, 0);
+            if (pid < 0) continue;
+            for (int k = 0; k < nrun; k++)
+                if (run[k].pid == pid) {
+                    int out = finish_forked(&run[k], status, reason, sizeof reason);
+                    report(&n, run[k].t, out, now_s() - run[k].t0, reason);
+                    run[k] = run[--nrun];
+                    break;
+                }
+        }
+        if (!t) break;
+        if (start_forked(t, timeout_s, jobs > 1, &run[nrun]) == 0) nrun++;
+        else report(&n, t, OUT_FAIL, 0.0, "");
     }
     free(filters);
     if (list) return 0;
     printf("total time %.1fs\n", now_s() - t_all);
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+    printf("%d passed, %d failed, %d skipped\n", n.passed, n.failed, n.skipped);
+    return n.failed ? 1 : 0;
 }
