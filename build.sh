@@ -73,7 +73,7 @@ demo)
         --max-tokens 48 --temperature 0.8 --top-p 0.95 --seed 1
     ;;
 fuzz)
-    make fuzz
+    make -j"$jobs" fuzz
     ;;
 *)
     echo "usage: ./build.sh [build|test|asan|cuda|demo|fuzz]" >&2
