@@ -2,7 +2,7 @@
 # build.sh — set up a fresh Debian 12 machine and build deepinfer.
 #
 #   ./build.sh            install missing system packages, build lib + CLI + tests
-#   ./build.sh test       ... then run the whole test suite (last line: "N passed, N failed")
+#   ./build.sh test       ... then run the whole test suite (last line: "N passed, N failed, N skipped")
 #   ./build.sh asan       ... build with ASan+UBSan in build-asan/ and run the tests (two at a time)
 #   ./build.sh cuda       ... compile the CUDA sources (sm_90a, sm_100a) and link build/deepinfer-cuda
 #   ./build.sh demo       ... run the main job on the embedded default model
