@@ -338,6 +338,10 @@ TEST(tokenizer_load_errors_are_clear) {
          "\"id\"", DEEPINFER_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
          "no tokens", DEEPINFER_ERR_FORMAT},
+        /* fuzz_tokenizer_load: two tokens, ids 0 and 94 million, took 2.2 GB of id tables */
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 94444444}, \"merges\": []}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "too sparse", DEEPINFER_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
          "\"pretokenizers\": [{\"type\": \"ByteLevel\"}, {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Isolated\"}]}}",
          "after ByteLevel", DEEPINFER_ERR_UNSUPPORTED},

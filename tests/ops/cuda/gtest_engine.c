@@ -217,7 +217,7 @@ static void fast_case(const eng_case *mc) {
     const char *key = mc->v41 ? "decode_fixed" : "decode";
     int32_t *gout = golden_ints(man->root, key, "output_tokens", &no);
     int gfirst = (int)golden_num(man->root, key, "first_token_from_prefill", NULL);
-    double spread = golden_num(man->root, "stability", mc->v41 ? "tbt_fixed_cuda_vs_cpu" : "tbt_cuda_vs_cpu", "max_abs_diff");
+    double spread = golden_num(man->root, "stability", mc->v41 ? "tbt_fixed_cuda_vs_cpu" : "decode_logits_cuda_vs_cpu", "max_abs_diff");
     char path[4096];
     snprintf(path, sizeof path, "%s/expected/%s", di_test_data(mc->dir), mc->v41 ? "decode_logits_fixed.bin" : "decode_logits.bin");
     size_t ng = 0, na = 0;
