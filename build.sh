@@ -2,11 +2,11 @@
 # build.sh — set up a fresh Debian 12 machine and build deepinfer.
 #
 #   ./build.sh            install missing system packages, build lib + CLI + tests
-#   ./build.sh test       ... then run the whole test suite (last line: "N passed, N failed")
-#   ./build.sh asan       ... build with ASan+UBSan in build-asan/ and run the tests
+#   ./build.sh test       ... then run the whole test suite (last line: "N passed, N failed, N skipped")
+#   ./build.sh asan       ... build with ASan+UBSan in build-asan/ and run the tests (two at a time)
 #   ./build.sh cuda       ... compile the CUDA sources (sm_90a, sm_100a) and link build/deepinfer-cuda
 #   ./build.sh demo       ... run the main job on the embedded default model
-#   ./build.sh fuzz       ... build the libFuzzer targets in build-fuzz/
+#   ./build.sh fuzz       ... build the libFuzzer targets in build-fuzz/ (run them: fuzz/run_all.sh)
 #
 # System packages come from apt (Debian 12). Nothing is installed by hand.
 set -euo pipefail
@@ -56,7 +56,7 @@ test)
 asan)
     make -j"$jobs" BUILD=build-asan OPT=-O1 \
         SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
-    make asan
+    make asan TEST_ARGS="--jobs $jobs"
     ;;
 cuda)
     make -j"$jobs" all
@@ -73,7 +73,7 @@ demo)
         --max-tokens 48 --temperature 0.8 --top-p 0.95 --seed 1
     ;;
 fuzz)
-    make fuzz
+    make -j"$jobs" fuzz
     ;;
 *)
     echo "usage: ./build.sh [build|test|asan|cuda|demo|fuzz]" >&2

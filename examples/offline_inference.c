@@ -6,7 +6,8 @@
  *   build/examples/offline_inference [MODEL_DIR [TOKENIZER]]
  *
  * Without arguments it uses the engine's default model ($DEEPINFER_HF_MODEL_DIR,
- * else the embedded demo model). Only the public header is used.
+ * else the embedded demo model). Only the public header is used. Exits 1
+ * when the engine cannot run or any request fails.
  */
 #include <stdio.h>
 
@@ -51,10 +52,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("\nGenerated Outputs:\n------------------------------------------------------------\n");
+    int failed = 0;
     for (int i = 0; i < N; i++) {
         const deepinfer_request_output *o = outputs[i];
         if (o->status != DEEPINFER_OK) {
             printf("Prompt:    \"%s\"\nError:     %s\n", prompts_text[i], o->error);
+            failed++;
             continue;
         }
         printf("Prompt:    \"%s\"\nOutput:    \"%s\"\n", prompts_text[i], o->choices[0].text);
@@ -62,5 +65,6 @@ int main(int argc, char **argv) {
     }
     deepinfer_outputs_free(outputs, N);
     deepinfer_engine_close(engine);
-    return 0;
+    if (failed) fprintf(stderr, "%d of %d requests failed\n", failed, N);
+    return failed ? 1 : 0;
 }

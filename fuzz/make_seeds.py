@@ -13,6 +13,9 @@ OUT_DIR/json/         the golden config.json and index files, for fuzz_json.
 OUT_DIR/schema/       JSON schemas from the JSON-Schema-Test-Suite fixtures (fuzz_schema).
 OUT_DIR/gbnf/         the GBNF fixture grammars (fuzz_gbnf).
 OUT_DIR/regex/        the `pattern` regexes of those schemas plus a few hand-made ones (fuzz_regex).
+OUT_DIR/chat/         DeepSeek's V4 chat inputs and the reference cases' message lists (fuzz_chat).
+OUT_DIR/tokenizer/    texts and invalid-UTF-8 byte strings of the tokenizer oracle fixture (fuzz_tokenizer).
+OUT_DIR/tokenizer_load/ the synthetic tokenizer.json files of tests/data/tokenizer/tiny (fuzz_tokenizer_load).
 """
 import json
 import os
@@ -96,7 +99,44 @@ def main():
             o.write(data)
         n += 1
     n += structured_seeds(out)
+    n += text_seeds(out)
     print(f"wrote {n} seeds under {out}")
+
+
+def text_seeds(out):
+    """Seeds for fuzz_chat, fuzz_tokenizer and fuzz_tokenizer_load from tests/data."""
+    data = os.path.join(ROOT, "tests", "data")
+    dirs = {k: os.path.join(out, k) for k in ("chat", "tokenizer", "tokenizer_load")}
+    for d in dirs.values():
+        os.makedirs(d, exist_ok=True)
+    n = 0
+    v4 = os.path.join(data, "chat", "v4")
+    for f in sorted(os.listdir(v4)):
+        if f.startswith("input_") and f.endswith(".json"):
+            with open(os.path.join(v4, f), "rb") as fh, open(os.path.join(dirs["chat"], f), "wb") as o:
+                o.write(fh.read())
+            n += 1
+    with open(os.path.join(data, "chat", "cases.jsonl"), encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            with open(os.path.join(dirs["chat"], f"case{i}.json"), "w", encoding="utf-8") as o:
+                json.dump(json.loads(line)["input"], o, ensure_ascii=False)
+            n += 1
+    with open(os.path.join(data, "tokenizer", "oracle_deepseek.jsonl"), encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i % 25:  # every 25th case: ~250 texts of every kind
+                continue
+            c = json.loads(line)
+            b = bytes.fromhex(c["hex"]) if "hex" in c else c["text"].encode("utf-8")
+            with open(os.path.join(dirs["tokenizer"], f"t{i}"), "wb") as o:
+                o.write(b)
+            n += 1
+    tiny = os.path.join(data, "tokenizer", "tiny")
+    for f in sorted(os.listdir(tiny)):
+        if f.endswith(".json"):
+            with open(os.path.join(tiny, f), "rb") as fh, open(os.path.join(dirs["tokenizer_load"], f), "wb") as o:
+                o.write(fh.read())
+            n += 1
+    return n
 
 
 def structured_seeds(out):

@@ -5,11 +5,16 @@
  * it registers itself at load time, so adding a test file needs no edit
  * anywhere else. The runner (tests/runner.c) runs every test in its own
  * forked process (a crash fails one test, not the run) and ends with the
- * line "N passed, N failed".
+ * line "N passed, N failed, N skipped".
  *
  * Checks: CHECK(cond), CHECK_MSG(cond, fmt, ...), CHECK_EQ_INT(a, b),
  * CHECK_NEAR(a, b, tol), CHECK_STR_EQ(a, b). A failed check reports and
  * returns from the test function.
+ *
+ * SKIP(fmt, ...) ends a test that cannot check what its name says here
+ * (missing hardware, data or tool): it is counted as skipped, never as
+ * passed, and its reason is printed on the SKIP line. A failed check before
+ * or after wins over a skip.
  */
 #ifndef DI_TEST_H
 #define DI_TEST_H
@@ -21,6 +26,7 @@ typedef void (*di_test_fn)(void);
 
 void di_test_register(const char *file, const char *name, di_test_fn fn);
 void di_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void di_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Path of a test data file: $DEEPINFER_TEST_DATA (default "tests/data") + "/" + rel.
  * Returns a pointer to a static buffer (one of 8 rotating buffers). */
@@ -38,12 +44,21 @@ int di_test_sibling(const char *rel, char *out, size_t n);
 /* 1 if the current test has failed a check. */
 int di_test_failed(void);
 
+/* 1 if the current test has called SKIP. */
+int di_test_skipped(void);
+
 #define TEST(name)                                                                          \
     static void di_test_##name(void);                                                       \
     __attribute__((constructor)) static void di_test_reg_##name(void) {                     \
         di_test_register(__FILE__, #name, di_test_##name);                                  \
     }                                                                                       \
     static void di_test_##name(void)
+
+#define SKIP(...)                                                                           \
+    do {                                                                                    \
+        di_test_skip(__VA_ARGS__);                                                          \
+        return;                                                                             \
+    } while (0)
 
 #define CHECK(cond)                                                                         \
     do {                                                                                    \

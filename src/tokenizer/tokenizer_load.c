@@ -317,6 +317,13 @@ static deepinfer_status load_added(di_tokenizer *tok, const di_json *list, int32
 
 /* Per-id tables: the file's string and the decoded bytes. */
 static deepinfer_status build_id_tables(di_tokenizer *tok, int32_t max_id, di_error *err) {
+    /* The tables below are indexed by id: a few ids far apart would make a small file take gigabytes
+     * (found by fuzz_tokenizer_load). Real vocabularies are dense (HF also numbers added tokens in
+     * order), so ids may leave holes, but not more holes than there are tokens. */
+    int64_t ntok = (int64_t)tok->vocab.count + tok->nadded;
+    if ((int64_t)max_id + 1 > 2 * ntok + 1024)
+        FAIL(DEEPINFER_ERR_FORMAT, "token ids reach %d for %lld tokens: the id space is too sparse", max_id,
+             (long long)ntok);
     tok->nids = max_id + 1;
     size_t n = (size_t)tok->nids;
     tok->id_bytes = di_arena_calloc(&tok->arena, n, sizeof *tok->id_bytes);

@@ -149,4 +149,64 @@ static inline deepinfer_status golden_run(di_v4_model *m, di_seq_state *s, const
     return golden_run_fn(golden_v4_fwd, m, di_v4_config(m), s, tok, n, chunk, out, hidden, NULL, err);
 }
 
+/* The reference's top-1 minus top-2 logit of a row: how firmly it chose. */
+static inline double golden_margin(const float *r, int V) {
+    int a = golden_argmax(r, V);
+    float second = -INFINITY;
+    for (int v = 0; v < V; v++)
+        if (v != a && r[v] > second) second = r[v];
+    return (double)r[a] - (double)second;
+}
+
+/* A greedy trajectory checked against the reference's (the golden README's
+ * rule): the engine's tokens must equal the reference's up to the first step
+ * whose reference margin is below `spread` (the reference's own CPU-vs-CUDA
+ * max |diff|: there the reference itself could have chosen otherwise); from
+ * that step on the reference's tokens are fed (teacher-forced) and every row's
+ * argmax must still equal the reference's wherever its margin is >= spread.
+ * Until the engine leaves the reference the two ways of feeding are the same
+ * inputs, so this is one teacher-forced run: step i feeds want[i - 1]
+ * (first_in for i = 0) and compares row i with ref[i]. */
+typedef struct golden_traj {
+    int steps;       /* decode steps run */
+    int free_equal;  /* leading steps whose argmax equals the reference's */
+    int near_ties;   /* steps that differ where the reference margin < spread */
+    int bad;         /* steps that differ where the reference margin >= spread */
+    int first_bad;   /* the first of those (-1 = none) */
+    double first_bad_margin, first_tie_margin;
+    golden_stats tf; /* logits of the rows from the first difference on (teacher-forced part) */
+} golden_traj;
+
+static inline deepinfer_status golden_trajectory(golden_fwd_fn fwd, void *m, const di_model_config *c, di_seq_state *s,
+                                                 int32_t first_in, const int32_t *want, int no, const float *ref,
+                                                 double spread, golden_traj *t, di_error *err) {
+    int V = (int)c->vocab_size;
+    float *rows = malloc(sizeof(float) * (size_t)(no ? no : 1) * V);
+    memset(t, 0, sizeof *t);
+    t->first_bad = -1, t->first_tie_margin = t->first_bad_margin = NAN;
+    deepinfer_status st = DEEPINFER_OK;
+    int diverged = -1;
+    for (int i = 0; i < no && !st; i++) {
+        int32_t in = i ? want[i - 1] : first_in;
+        st = golden_run_fn(fwd, m, c, s, &in, 1, 1, rows + (size_t)i * V, NULL, NULL, err);
+        if (st) break;
+        t->steps++;
+        int a = golden_argmax(rows + (size_t)i * V, V);
+        if (a == want[i]) {
+            if (diverged < 0) t->free_equal++;
+            continue;
+        }
+        if (diverged < 0) diverged = i;
+        double mg = golden_margin(ref + (size_t)i * V, V);
+        if (mg < spread) {
+            if (!t->near_ties++) t->first_tie_margin = mg;
+        } else if (!t->bad++) {
+            t->first_bad = i, t->first_bad_margin = mg;
+        }
+    }
+    if (diverged >= 0) t->tf = golden_compare(rows, ref, diverged, t->steps, V);
+    free(rows);
+    return st;
+}
+
 #endif

@@ -12,9 +12,11 @@
  *   5 self-consistency: chunked prefill (1, 7, 64) and token-by-token decode
  *     are bitwise identical to the whole-prompt prefill;
  *   6 indexer selections equal on rows before the first divergence (ties
- *     excluded);
+ *     excluded), and after it overlapping as measured (prefill and decode);
  * plus the 24-step greedy trajectories (fixed, and released with the
- * option) and the DSpark drafts (logits, ids, confidences) under the same
+ * option; golden_util.h's rule: equal until the reference's margin is below
+ * its own CPU-vs-CUDA spread, then teacher-forced) and the DSpark drafts
+ * (logits, ids, confidences) under the same
  * statistical bounds. Measured figures are printed.
  */
 #include "golden/golden_util.h"
@@ -233,69 +235,58 @@ TEST(v41_golden_decode_fixed_teacher_forced) { decode_vs(0, "decode_fixed", "dec
 
 TEST(v41_golden_decode_released_teacher_forced) { decode_vs(1, "decode_released", "decode_logits_released.bin"); }
 
-/* Greedy decode from the prompt (run_key: decode_fixed / decode_released, logits in `file`).
- * Returns the number of leading decode tokens equal to the reference's; *margin
- * receives the reference's top-1 - top-2 logit margin at the first mismatch. */
-static int trajectory(gctx *g, const char *run_key, const char *file, int *total, double *margin) {
+/* Greedy decode from the prompt (run_key: decode_fixed / decode_released, logits in `file`), by
+ * golden_trajectory's rule with the reference's own token-by-token CPU-vs-CUDA max |diff|
+ * (manifest stability.<spread_key>) as the spread; the teacher-forced rest within the
+ * logit bounds of criterion 4. Fails the test on any violation. */
+static void trajectory(gctx *g, const char *run_key, const char *file, const char *spread_key) {
     di_error err = {0};
     int no = 0;
     int32_t *want = golden_ints(g->man->root, run_key, "output_tokens", &no);
     int first = (int)golden_num(g->man->root, run_key, "first_token_from_prefill", NULL);
+    double spread = golden_num(g->man->root, "stability", spread_key, "max_abs_diff");
     char path[256];
     snprintf(path, sizeof path, GDIR "/expected/%s", file);
     size_t n = 0;
     float *ref = golden_read_f32(di_test_data(path), &n);
     di_seq_state *s = NULL;
     float *pl = prefill(g, 0, &s);
-    int same = -1;
-    *margin = INFINITY;
-    if (pl && want && ref && n == (size_t)no * g->V) {
-        int32_t tok = golden_argmax(pl + (size_t)(g->N - 1) * g->V, g->V);
-        float *row = malloc(sizeof(float) * (size_t)g->V);
-        same = tok == first ? 0 : -1;
-        for (int i = 0; i < no && same == i; i++) {
-            if (run(g, s, &tok, 1, 1, row, NULL, &err)) break;
-            tok = golden_argmax(row, g->V);
-            if (tok == want[i]) {
-                same++;
-                continue;
-            }
-            const float *r = ref + (size_t)i * g->V;
-            float top = r[golden_argmax(r, g->V)], second = -INFINITY;
-            for (int v = 0; v < g->V; v++)
-                if (v != want[i] && r[v] > second) second = r[v];
-            *margin = top - second;
-        }
-        free(row);
+    CHECK(pl && want && ref && n == (size_t)no * g->V && spread > 0);
+    int32_t tok = golden_argmax(pl + (size_t)(g->N - 1) * g->V, g->V);
+    const float *ref_last = g->ref_all + (size_t)(g->N - 1) * g->V;
+    CHECK_MSG(tok == first || golden_margin(ref_last, g->V) < spread, "%s: first token %d, reference %d (margin %.3f)",
+              run_key, tok, first, golden_margin(ref_last, g->V));
+    golden_traj t;
+    CHECK(golden_trajectory(fwd41, g->m, di_v41_config(g->m), s, first, want, no, ref, spread, &t, &err) == DEEPINFER_OK);
+    fprintf(stderr,
+            "    greedy %s: %d/%d leading decode tokens equal to the reference's; then teacher-forced: %d steps differ "
+            "where the reference margin < spread %.3f (first margin %.3f), %d where it is not\n",
+            run_key, t.free_equal, no, t.near_ties, spread, t.first_tie_margin, t.bad);
+    CHECK_EQ_INT(t.steps, no);
+    CHECK_MSG(t.bad == 0, "%s: step %d differs from the reference where its margin %.3f >= spread %.3f", run_key,
+              t.first_bad, t.first_bad_margin, spread);
+    if (t.free_equal < no) {
+        char what[96];
+        snprintf(what, sizeof what, "%s teacher-forced rest (steps %d..%d)", run_key, t.free_equal, no - 1);
+        CHECK(t.tf.mean_abs <= 2 * g->ref_mean && t.tf.nonfinite == 0);
+        check_stats(what, t.tf, g->ref_mean, g->ref_argmax);
     }
-    *total = no;
     free(want), free(pl), free(ref);
     di_seq_destroy(s);
-    return same;
 }
 
-/* A greedy trajectory may leave the reference's only where the reference itself
- * hesitates: its top-2 margin is below the CUDA-vs-CPU noise of the reference
- * (max |diff| of a row reaches ~0.5; the golden README). */
-#define NEAR_TIE 0.1
-
-TEST(v41_golden_greedy_trajectories) {
+TEST(v41_golden_greedy_trajectory_fixed) {
     gctx g;
-    int total = 0;
-    double mf, mr;
     CHECK(gopen(&g));
-    int fixed = trajectory(&g, "decode_fixed", "decode_logits_fixed.bin", &total, &mf);
+    trajectory(&g, "decode_fixed", "decode_logits_fixed.bin", "tbt_fixed_cuda_vs_cpu");
     gclose(&g);
+}
+
+TEST(v41_golden_greedy_trajectory_released) {
+    gctx g;
     CHECK(gopen_opt(&g, 1));
-    int released = trajectory(&g, "decode_released", "decode_logits_released.bin", &total, &mr);
+    trajectory(&g, "decode_released", "decode_logits_released.bin", "tbt_released_cuda_vs_cpu");
     gclose(&g);
-    fprintf(stderr,
-            "    greedy trajectory: fixed %d/%d decode tokens equal to the reference's (then a near tie, reference "
-            "margin %.3f); released (option) %d/%d (margin %.3f)\n",
-            fixed, total, mf, released, total, mr);
-    CHECK(fixed >= 0 && released >= 0);
-    CHECK(fixed == total || mf < NEAR_TIE);
-    CHECK(released == total || mr < NEAR_TIE);
 }
 
 TEST(v41_golden_released_decode_differs_from_prefill) {
@@ -308,7 +299,11 @@ TEST(v41_golden_released_decode_differs_from_prefill) {
     double ref = golden_num(g.man->root, "stability", "tbt_released_vs_prefill_all_cuda", "mean_abs_diff");
     fprintf(stderr, "    released token-by-token vs own prefill: mean %.5f max %.4f (reference's own: mean %.5f)\n",
             st.mean_abs, st.max_abs, ref);
-    CHECK(st.mean_abs > 0);
+    /* the defect at the reference's own size: its mean |diff| within the golden README's factor 2 of the
+     * reference's (measured 0.0405 against the reference's 0.0433) */
+    CHECK(ref > 0);
+    CHECK_MSG(st.mean_abs >= ref / 2 && st.mean_abs <= 2 * ref, "released token-by-token vs prefill: mean %.5f, reference %.5f",
+              st.mean_abs, ref);
     free(whole), free(tbt);
     gclose(&g);
 }
@@ -403,6 +398,12 @@ TEST(v41_golden_dspark_drafts) {
 
 #define SEL_LAYERS 3
 static const int k_sel_layer[SEL_LAYERS] = {2, 4, 6}; /* the golden's index sources */
+/* Past the logits' first divergence selections differ by the reference's own noise: their mean
+ * overlap |mine & ref| / topk is bounded instead, per layer and part, at the measured value less
+ * 0.05 (0.8 of the 16 selected rows per query). Measured: prefill 0.9931 / 0.9399 / 0.8867,
+ * teacher-forced decode 1.0000 / 0.8932 / 0.8620 for layers 2 / 4 / 6. */
+static const double SEL_MIN_OVERLAP_PREFILL[SEL_LAYERS] = {0.94, 0.89, 0.83};
+static const double SEL_MIN_OVERLAP_DECODE[SEL_LAYERS] = {0.95, 0.84, 0.81};
 
 typedef struct sel_rec {
     int npos, topk;
@@ -419,12 +420,34 @@ static void rec_sel(void *ctx, int layer, int64_t pos, const int *rows, int n) {
         }
 }
 
-/* Compare recorded selections at positions pos0.. with a reference entry (selected_rows, boundary_tie);
- * returns rows differing away from flagged ties before position `upto`. */
-static int compare_sel(const sel_rec *rec, int li, const di_json *L, int64_t pos0, int64_t upto, const char *what) {
+/* Recorded selections against one reference entry (start_pos, selected_rows, boundary_tie). */
+typedef struct sel_cmp {
+    int rows, differ, differ_notie, early_bad; /* early_bad: differ away from a tie before `upto` */
+    double overlap;                            /* mean over rows of |mine & ref| / |ref| (1 when both empty) */
+} sel_cmp;
+
+/* 0 (and a failed check) when the entry is missing or malformed: a key absent, a start
+ * position other than pos0, a row count other than want_rows, ties not one per row. */
+static int compare_sel(const sel_rec *rec, int li, const di_json *L, int64_t pos0, int want_rows, int64_t upto,
+                       const char *what, sel_cmp *c) {
+    memset(c, 0, sizeof *c);
     const di_json *sel = di_json_get(L, "selected_rows"), *tie = di_json_get(L, "boundary_tie");
-    int mism = 0, mism_notie = 0, early_bad = 0, rows = sel ? (int)sel->count : 0;
-    for (int i = 0; i < rows; i++) {
+    /* start_pos: the first row's position (prefill) or one position per row (decode steps) */
+    const di_json *sp = di_json_get(L, "start_pos");
+    int64_t start = -1;
+    int pos_ok = sp && (sp->type == DI_JSON_ARRAY ? di_json_as_i64(di_json_at(sp, 0), &start)
+                                                   : di_json_as_i64(sp, &start)) && start == pos0;
+    for (uint32_t i = 0; pos_ok && sp->type == DI_JSON_ARRAY && i < sp->count; i++) {
+        int64_t v = -1;
+        pos_ok = di_json_as_i64(di_json_at(sp, i), &v) && v == pos0 + i && (int)sp->count == want_rows;
+    }
+    if (!sel || !tie || !pos_ok || (int)sel->count != want_rows || tie->count != sel->count) {
+        di_test_fail(__FILE__, __LINE__, "indexer layer %d, %s: reference entry missing or malformed (start %lld, %d rows)",
+                     k_sel_layer[li], what, (long long)start, sel ? (int)sel->count : -1);
+        return 0;
+    }
+    c->rows = want_rows;
+    for (int i = 0; i < c->rows; i++) {
         int64_t p = pos0 + i;
         const di_json *row = di_json_at(sel, (size_t)i);
         int ref[256], nr = 0;
@@ -433,18 +456,22 @@ static int compare_sel(const sel_rec *rec, int li, const di_json *L, int64_t pos
             di_json_as_i64(di_json_at(row, k), &v);
             if (v >= 0) ref[nr++] = (int)v;
         }
-        int nm = rec->n[li * rec->npos + p];
+        int nm = rec->n[li * rec->npos + p], common = 0;
         const int *mine = rec->rows + ((size_t)li * rec->npos + (size_t)p) * (size_t)rec->topk;
+        for (int a = 0; a < nm; a++)
+            for (int b = 0; b < nr; b++) common += mine[a] == ref[b];
+        c->overlap += nr ? (double)common / nr : nm == 0;
         int64_t t = 0;
         di_json_as_i64(di_json_at(tie, (size_t)i), &t);
         if (nm == nr && !memcmp(mine, ref, sizeof(int) * (size_t)nr)) continue;
-        mism++;
-        if (!t) mism_notie++;
-        if (p < upto && !t) early_bad++;
+        c->differ++;
+        if (!t) c->differ_notie++;
+        if (p < upto && !t) c->early_bad++;
     }
-    fprintf(stderr, "    indexer layer %d, %s: %d/%d rows differ (%d not at flagged ties)\n", k_sel_layer[li], what, mism,
-            rows, mism_notie);
-    return early_bad;
+    c->overlap /= c->rows ? c->rows : 1;
+    fprintf(stderr, "    indexer layer %d, %s: %d/%d rows differ (%d not at flagged ties), mean overlap %.4f\n",
+            k_sel_layer[li], what, c->differ, c->rows, c->differ_notie, c->overlap);
+    return 1;
 }
 
 TEST(v41_golden_indexer_selections) {
@@ -472,8 +499,16 @@ TEST(v41_golden_indexer_selections) {
     for (int li = 0; li < SEL_LAYERS; li++) {
         char name[8];
         snprintf(name, sizeof name, "%d", k_sel_layer[li]);
-        CHECK(compare_sel(&rec, li, di_json_get(di_json_get(doc->root, "prefill"), name), 0, first_div, "prefill") == 0);
-        compare_sel(&rec, li, di_json_get(di_json_get(doc->root, "decode_fixed"), name), g.N, 0, "decode (fixed)");
+        sel_cmp pc, dc;
+        CHECK(compare_sel(&rec, li, di_json_get(di_json_get(doc->root, "prefill"), name), 0, g.N, first_div, "prefill", &pc));
+        CHECK_MSG(pc.early_bad == 0, "layer %d: %d prefill rows before row %d differ away from ties", k_sel_layer[li],
+                  pc.early_bad, first_div);
+        CHECK(compare_sel(&rec, li, di_json_get(di_json_get(doc->root, "decode_fixed"), name), g.N, nd, 0, "decode (fixed)",
+                          &dc));
+        CHECK_MSG(pc.overlap >= SEL_MIN_OVERLAP_PREFILL[li], "layer %d prefill: mean overlap %.4f < %.2f",
+                  k_sel_layer[li], pc.overlap, SEL_MIN_OVERLAP_PREFILL[li]);
+        CHECK_MSG(dc.overlap >= SEL_MIN_OVERLAP_DECODE[li], "layer %d decode: mean overlap %.4f < %.2f", k_sel_layer[li],
+                  dc.overlap, SEL_MIN_OVERLAP_DECODE[li]);
     }
     di_json_free(doc);
     free(buf), free(out), free(in), free(rec.n), free(rec.rows);

@@ -1,11 +1,14 @@
 /* Engram hash layout and ids (architecture.md §5.8) against the constants of
- * the spec and fixtures from tools/reference/engram_hash_fixtures.py. */
+ * the spec (primes; multipliers derived from the spec's numpy formula by
+ * numpy_rng.h, itself checked against the golden manifest) and fixtures from
+ * tools/reference/engram_hash_fixtures.py. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/engram_hash.h"
 #include "model/engram_token_map.h"
+#include "model/numpy_rng.h"
 #include "test.h"
 #include "util/file.h"
 
@@ -80,14 +83,50 @@ TEST(engram_released_layout) {
         }
         CHECK_EQ_INT(sum, c.engram_num_embeddings[l]);
     }
-    CHECK_EQ_INT(h.multipliers[0][0], 76632096046245LL);
-    CHECK_EQ_INT(h.multipliers[1][3], 82619226485591LL);
+    /* The multipliers from the spec's formula (numpy_rng.h, checked against the golden manifest's
+     * constants in engram_multiplier_formula_matches_golden), not from the source's table. */
+    static const int32_t layer[2] = {1, 14};
+    for (int l = 0; l < 2; l++) {
+        int64_t want[4];
+        np_engram_multipliers(layer[l], 99092, 4, want);
+        for (int s = 0; s < 4; s++)
+            CHECK_MSG(h.multipliers[l][s] == want[s], "layer %d shift %d: %lld, the formula gives %lld", layer[l], s,
+                      (long long)h.multipliers[l][s], (long long)want[s]);
+    }
     /* The multipliers are odd and small enough that class × multiplier fits int64. */
     for (int l = 0; l < 2; l++)
         for (int s = 0; s < 4; s++) {
             CHECK(h.multipliers[l][s] & 1);
             CHECK(h.multipliers[l][s] <= INT64_MAX / 99092);
         }
+}
+
+/* The formula's re-implementation against independent data: the golden tiny V4.1's manifest
+ * holds the multipliers DeepSeek's reference computed with numpy (layers 1 and 2, 768 classes). */
+TEST(engram_multiplier_formula_matches_golden) {
+    char *text = NULL;
+    size_t len = 0;
+    di_error err = {0};
+    di_json_doc *doc = NULL;
+    CHECK(di_read_file(di_test_data("golden/v41-tiny-a/expected/manifest.json"), 0, &text, &len, &err) == 0);
+    CHECK(di_json_parse(text, len, NULL, &doc, &err) == 0);
+    free(text);
+    const di_json *e = di_json_get(doc->root, "engram"), *m = di_json_get(e, "multipliers");
+    CHECK(m && m->count == 2);
+    static const int32_t layer[2] = {1, 2}; /* the tiny config's engram layers */
+    for (uint32_t l = 0; l < 2; l++) {
+        int64_t want[4];
+        np_engram_multipliers(layer[l], 768, 4, want);
+        const di_json *row = di_json_at(m, l);
+        CHECK(row && row->count == 4);
+        for (uint32_t s = 0; s < 4; s++) {
+            int64_t v = 0;
+            CHECK(di_json_as_i64(di_json_at(row, s), &v));
+            CHECK_MSG(v == want[s], "layer %d shift %u: manifest %lld, formula %lld", layer[l], s, (long long)v,
+                      (long long)want[s]);
+        }
+    }
+    di_json_free(doc);
 }
 
 TEST(engram_layout_errors) {

@@ -139,6 +139,10 @@ TEST(tiny_v4_logits_identical_on_every_isa_path) {
     int32_t tok[40];
     for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 53 + 7) % V);
     di_isa hw = di_cpu_isa_hw();
+    if (hw == DI_ISA_SCALAR) {
+        di_v4_free(m);
+        SKIP("only the scalar path on this CPU: no vector path to compare with it");
+    }
     float *ref = NULL;
     for (int isa = DI_ISA_SCALAR; isa <= (int)hw; isa++) {
         di_cpu_set_isa((di_isa)isa);

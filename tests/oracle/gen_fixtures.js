@@ -6,8 +6,11 @@
 // in package.json) using DeepSeek's tokenizer.json, and writes one JSON object
 // per line:
 //   {"text": "...", "ids": [...]}            valid UTF-8 input
-//   {"hex": "e4b8...", "ids": [...]}         raw bytes with invalid UTF-8; the
+//   {"hex": "e4b8...", "decoded": "...", "ids": [...]}
+//                                            raw bytes with invalid UTF-8; the
 //                                            oracle saw TextDecoder's lossy decoding
+//                                            (WHATWG: each maximal invalid subpart
+//                                            -> U+FFFD); "decoded" is HF's decode(ids)
 //   "skip": "..."                            (optional) decode(ids, skipSpecial=true)
 //                                            when it differs from the text
 //
@@ -246,7 +249,7 @@ async function main() {
     const ids = Array.from(enc.getIds());
     const back = await tok.decode(ids, false);
     if (back !== text) { bad++; console.error('round-trip differs for', JSON.stringify(text).slice(0, 80)); }
-    const rec = c.bytes ? { hex: c.bytes.toString('hex'), ids } : { text, ids };
+    const rec = c.bytes ? { hex: c.bytes.toString('hex'), decoded: back, ids } : { text, ids };
     const skip = await tok.decode(ids, true);
     if (skip !== text) rec.skip = skip;
     lines.push(JSON.stringify(rec));

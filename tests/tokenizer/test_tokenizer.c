@@ -28,7 +28,7 @@ TEST(tokenizer_synthetic_files_match_hf) {
     CHECK(di_read_file(di_test_data("tokenizer/tiny/cases.jsonl"), 0, &text, &len, &err) == DEEPINFER_OK);
     char cur[64] = "";
     di_tokenizer *tok = NULL;
-    int n = 0, fails = 0;
+    int n = 0, fails = 0, files = 0;
     int32_t *ids = NULL;
     size_t cap = 0;
     while (pos < len) {
@@ -44,6 +44,7 @@ TEST(tokenizer_synthetic_files_match_hf) {
             snprintf(rel, sizeof rel, "tokenizer/tiny/%s.json", name);
             CHECK_MSG(di_tokenizer_load(di_test_data(rel), &tok, &err) == DEEPINFER_OK, "%s: %s", name, err.msg);
             snprintf(cur, sizeof cur, "%s", name);
+            files++;
         }
         const di_json *t = di_json_get(doc->root, "text"), *exp = di_json_get(doc->root, "ids");
         size_t k = 0;
@@ -62,11 +63,14 @@ TEST(tokenizer_synthetic_files_match_hf) {
         n++;
         pos += ll + 1;
     }
-    fprintf(stderr, "    synthetic: %d/%d cases agree\n", n - fails, n);
+    fprintf(stderr, "    synthetic: %d/%d cases agree over %d tokenizer files\n", n - fails, n, files);
     free(ids);
     free(text);
     di_tokenizer_free(tok);
     CHECK_EQ_INT(fails, 0);
+    /* the whole oracle file ran: 9 tokenizer files x 27 texts (tests/oracle/gen_tiny.js) */
+    CHECK_EQ_INT(files, 9);
+    CHECK_EQ_INT(n, 243);
 }
 
 /* Push ids one at a time; every chunk must be valid UTF-8 on its own. */
@@ -334,6 +338,10 @@ TEST(tokenizer_load_errors_are_clear) {
          "\"id\"", DEEPINFER_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
          "no tokens", DEEPINFER_ERR_FORMAT},
+        /* fuzz_tokenizer_load: two tokens, ids 0 and 94 million, took 2.2 GB of id tables */
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 94444444}, \"merges\": []}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "too sparse", DEEPINFER_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
          "\"pretokenizers\": [{\"type\": \"ByteLevel\"}, {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Isolated\"}]}}",
          "after ByteLevel", DEEPINFER_ERR_UNSUPPORTED},

@@ -1,8 +1,10 @@
 /*
  * `deepinfer generate` end to end: JSONL prompts in (text, ids, messages,
  * per-line sampling params, bad lines), JSONL out, equal to the library's
- * outputs; the plan and the summary on stderr; exit statuses. Also runs
- * examples/offline_inference.
+ * outputs; the plan and the summary on stderr; exit statuses; a --chat
+ * prompt's text equal to the library's completion of that user message.
+ * Also runs examples/offline_inference and checks every completion it prints
+ * against the library's.
  */
 #include <limits.h>
 #include <sys/wait.h>
@@ -114,18 +116,82 @@ TEST(cli_generate_jsonl_matches_the_library) {
     CHECK_EQ_INT(sh(cmd), 2);
     snprintf(cmd, sizeof cmd, "'%s' generate --model %s --bogus 1 2>/dev/null", exe, model);
     CHECK_EQ_INT(sh(cmd), 2);
-    /* --prompt text printed to stdout; a V4 model has no trouble with --chat */
-    snprintf(cmd, sizeof cmd, "'%s' generate --model %s --tokenizer %s --prompt hi --chat --max-tokens 3 --quiet >%s", exe,
+    /* --prompt text printed to stdout; a V4 model has no trouble with --chat: the text is the
+     * library's greedy completion of the user message (the chat encoding, not the bare prompt) */
+    snprintf(cmd, sizeof cmd,
+             "'%s' generate --model %s --tokenizer %s --prompt hi --chat --max-tokens 8 --temperature 0 --quiet >%s", exe,
              model, tok, out);
     CHECK_EQ_INT(sh(cmd), 0);
+    free(text);
+    text = NULL;
+    CHECK(di_read_file(out, 0, &text, &len, NULL) == DEEPINFER_OK);
+    e = eng_open(&o);
+    CHECK(e);
+    deepinfer_sampling_params cs;
+    deepinfer_sampling_params_init(&cs);
+    cs.max_tokens = 8, cs.temperature = 0.0f;
+    deepinfer_prompt cp[2] = {{.messages = "[{\"role\": \"user\", \"content\": \"hi\"}]"}, {.text = "hi"}};
+    CHECK(deepinfer_generate(e, cp, 2, &cs, 1, &lib) == DEEPINFER_OK);
+    CHECK(lib[0]->status == DEEPINFER_OK && lib[0]->n_choices == 1 && lib[0]->choices[0].text_len > 0);
+    const deepinfer_completion *cc = &lib[0]->choices[0], *bare = &lib[1]->choices[0];
+    CHECK_MSG(len == cc->text_len + 1 && !memcmp(text, cc->text, cc->text_len) && text[len - 1] == '\n',
+              "--chat printed \"%.*s\", the library's chat completion is \"%.*s\" (bare prompt: \"%.*s\")", (int)len,
+              text, (int)cc->text_len, cc->text, (int)bare->text_len, bare->text);
+    /* the chat encoding mattered: the bare prompt's completion differs (else this would not tell them apart) */
+    CHECK(bare->n_tokens != cc->n_tokens || memcmp(bare->token_ids, cc->token_ids, sizeof(int32_t) * cc->n_tokens));
+    deepinfer_outputs_free(lib, 2);
+    deepinfer_engine_close(e);
     free(text), free(log);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
 }
 
-TEST(example_offline_inference_runs) {
+/* The example's prompts and sampling (examples/offline_inference.c). */
+static const char *const EXAMPLE_PROMPTS[] = {"Hello, my name is", "The president of the United States is",
+                                              "The capital of France is", "The future of AI is"};
+
+TEST(example_offline_inference_prints_the_library_outputs) {
     char exe[PATH_MAX + 64], cmd[PATH_MAX * 3];
     CHECK(di_test_sibling("examples/offline_inference", exe, sizeof exe));
-    snprintf(cmd, sizeof cmd, "'%s' %s %s >/dev/null", exe, di_test_data(ENGINE_GOLDEN), di_test_data("engine/tokenizer.json"));
+    char dir[] = "/tmp/di_ex_XXXXXX";
+    CHECK(mkdtemp(dir));
+    char out[256];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    const char *model = di_test_data(ENGINE_GOLDEN), *tok = di_test_data("engine/tokenizer.json");
+    snprintf(cmd, sizeof cmd, "'%s' %s %s >%s", exe, model, tok, out);
     CHECK_EQ_INT(sh(cmd), 0);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK(di_read_file(out, 0, &text, &len, NULL) == DEEPINFER_OK);
+    /* the same requests through the library, with the example's engine and sampling configuration */
+    deepinfer_engine_config cfg;
+    deepinfer_engine_config_init(&cfg);
+    cfg.model = model, cfg.tokenizer = tok;
+    deepinfer_engine *e = NULL;
+    char msg[1024];
+    CHECK_MSG(deepinfer_engine_open(&cfg, &e, msg, sizeof msg) == DEEPINFER_OK, "%s", msg);
+    deepinfer_sampling_params sp;
+    deepinfer_sampling_params_init(&sp);
+    sp.temperature = 0.8f, sp.top_p = 0.95f, sp.max_tokens = 32, sp.has_seed = 1, sp.seed = 0;
+    enum { N = sizeof EXAMPLE_PROMPTS / sizeof EXAMPLE_PROMPTS[0] };
+    deepinfer_prompt pr[N];
+    for (int i = 0; i < N; i++) pr[i] = (deepinfer_prompt){.text = EXAMPLE_PROMPTS[i]};
+    deepinfer_request_output **lib = NULL;
+    CHECK(deepinfer_generate(e, pr, N, &sp, 1, &lib) == DEEPINFER_OK);
+    CHECK_MSG(!strstr(text, "Error:"), "the example reports an error:\n%s", text);
+    const char *p = text;
+    for (int i = 0; i < N; i++) {
+        CHECK(lib[i]->status == DEEPINFER_OK && lib[i]->n_choices == 1);
+        char want[4096];
+        snprintf(want, sizeof want, "Prompt:    \"%s\"\nOutput:    \"%.*s\"\n", EXAMPLE_PROMPTS[i],
+                 (int)lib[i]->choices[0].text_len, lib[i]->choices[0].text);
+        const char *at = strstr(p, want);
+        CHECK_MSG(at, "request %d: the example's output lacks\n%s(its output:\n%s)", i, want, text);
+        p = at + strlen(want);
+    }
+    deepinfer_outputs_free(lib, N);
+    deepinfer_engine_close(e);
+    free(text);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
 }

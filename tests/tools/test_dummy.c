@@ -3,7 +3,9 @@
  * config validates, the in-memory safetensors image passes the same checks
  * as the same bytes read from a file (di_st_open), a corrupted image is
  * refused, and the model loads through the normal loader and scores one
- * prefill + one decode step on the CPU with finite logits.
+ * prefill + one decode step on the CPU: finite logits of the measured
+ * spread, the greedy input its row's argmax, and the same bits with the
+ * prompt in chunks and the decode input teacher-forced.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +44,7 @@ static void same_as_file(const di_safetensors *st, const char *dir) {
     CHECK(di_st_open_memory(bad, sh->size, "bad", &bt, &err) != DEEPINFER_OK && !bt);
 }
 
-static void run_one(const char *golden, int layers, int v41) {
+static void run_one(const char *golden, int layers, int v41, const double want_std[2]) {
     char dir[] = "/tmp/di-dummy-test-XXXXXX";
     CHECK(mkdtemp(dir));
     char cfgp[512];
@@ -81,9 +83,27 @@ static void run_one(const char *golden, int layers, int v41) {
     CHECK_MSG(di_score_run(&sm, &req, &res, &err) == DEEPINFER_OK, "%s", err.msg);
     CHECK(res.n_rows == 2);
     int finite = 1;
-    double sum = 0;
-    for (size_t i = 0; i < (size_t)res.n_rows * (size_t)V; i++) finite &= isfinite(res.logits[i]), sum += fabs(res.logits[i]);
-    CHECK(finite && sum > 0);
+    for (size_t i = 0; i < (size_t)res.n_rows * (size_t)V; i++) finite &= isfinite(res.logits[i]);
+    CHECK(finite);
+    /* the logits carry the model, not a constant: each row's standard deviation within a factor 2
+     * of the value measured for these weights (seed 7) */
+    for (int r = 0; r < res.n_rows; r++) {
+        const float *row = res.logits + (size_t)r * V;
+        double s1 = 0, s2 = 0;
+        int am = 0;
+        for (int i = 0; i < V; i++) s1 += row[i], s2 += (double)row[i] * row[i], am = row[i] > row[am] ? i : am;
+        double sd = sqrt(fmax(s2 / V - (s1 / V) * (s1 / V), 0));
+        fprintf(stderr, "    %s row %d: logit std %.4f, argmax %d\n", golden, r, sd, am);
+        CHECK_MSG(sd >= want_std[r] / 2 && sd <= want_std[r] * 2, "row %d: logit std %.4f, measured %.4f", r, sd, want_std[r]);
+        CHECK_EQ_INT(res.argmax[r], am); /* the greedy step fed the row's argmax */
+    }
+    /* the same scores with the prompt in chunks of 7 and the decode input teacher-forced: bit for bit */
+    di_score_req rc = {.prompt = prompt, .n_prompt = n, .force_ids = res.argmax, .n_force = 1, .chunk = 7};
+    di_score_result res2 = {0};
+    CHECK_MSG(di_score_run(&sm, &rc, &res2, &err) == DEEPINFER_OK, "%s", err.msg);
+    CHECK_EQ_INT(res2.n_rows, 2);
+    CHECK_MSG(!memcmp(res.logits, res2.logits, sizeof(float) * 2 * (size_t)V), "chunked / teacher-forced scores differ");
+    di_score_result_free(&res2);
     di_score_result_free(&res);
     di_v4_free(m4);
     di_v41_free(m41);
@@ -94,6 +114,7 @@ static void run_one(const char *golden, int layers, int v41) {
     rmdir(dir);
 }
 
-TEST(dummy_v4_from_golden_config_loads_and_scores) { run_one("golden/v4-tiny-a", 4, 0); }
+/* logit standard deviation of the prompt's last row and the decode row, as measured */
+TEST(dummy_v4_from_golden_config_loads_and_scores) { run_one("golden/v4-tiny-a", 4, 0, (const double[2]){0.998, 0.955}); }
 
-TEST(dummy_v41_from_golden_config_loads_and_scores) { run_one("golden/v41-tiny-a", 4, 1); }
+TEST(dummy_v41_from_golden_config_loads_and_scores) { run_one("golden/v41-tiny-a", 4, 1, (const double[2]){0.983, 0.997}); }

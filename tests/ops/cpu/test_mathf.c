@@ -57,4 +57,5 @@ TEST(expf_accurate_and_isa_identical) {
     CHECK(worst <= 0.5 + 0x1p-12);
     CHECK(di_expf(0.0f) == 1.0f && di_expf(-INFINITY) == 0.0f && isinf(di_expf(INFINITY)));
     CHECK(isinf(di_expf(0x1.62e430p+6f)) && di_expf(0x1.62e42ep+6f) == 0x1.ffff08p+127f); /* last finite */
+    if (hw == DI_ISA_SCALAR) SKIP("only the scalar path on this CPU: no vector path to compare with it"); /* accuracy checked; the "ISA identical" half cannot be */
 }

@@ -4,6 +4,13 @@
  *   - greedy outputs equal the CPU engine's, run in the same process before
  *     the CUDA backend is installed (prompts: prefixes of the golden prompt
  *     of the lengths tests/ops/cuda/gtest_graph.c uses);
+ *   - fast mode (batch_invariant 0) against the CPU engine and the golden
+ *     (golden_util.h's rule): greedy equal up to the reference's first step
+ *     with a top-2 margin below the reference's own CUDA-vs-CPU spread, the
+ *     rest teacher-forced (the CPU's tokens appended to the prompt): the
+ *     CPU's token wherever its margin is >= the spread, and every chosen
+ *     token's logprob within 2 x spread of the CPU's (|d logprob| <=
+ *     2 max |d logit|);
  *   - 24 mixed requests (mixed lengths and sampling parameters) run together
  *     equal each run alone, bitwise (tokens, logprobs, top logprobs;
  *     batch_invariant = 1), with prefill chunks of 16, and with the page pool
@@ -165,6 +172,144 @@ static void greedy_case(const eng_case *mc) {
 
 TEST(gpu_engine_greedy_equals_cpu_v4) { greedy_case(&V4); }
 TEST(gpu_engine_greedy_equals_cpu_v41) { greedy_case(&V41); }
+
+/* ---- (a') fast mode: accuracy against the CPU engine and the golden ------------------------------ */
+
+/* n greedy requests on accelerator acc (batch_invariant bi), max_tokens each, top-2 logprobs. */
+static deepinfer_request_output **greedy_lp(const eng_case *mc, const char *acc, int bi, const deepinfer_prompt *p, int n,
+                                            int max_tokens) {
+    deepinfer_engine *e = open_mode(mc, acc, 64, 16, 0, 0, bi, -1);
+    if (!e) return NULL;
+    deepinfer_sampling_params *sp = malloc(sizeof *sp * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        deepinfer_sampling_params_init(&sp[i]);
+        sp[i].temperature = 0;
+        sp[i].max_tokens = max_tokens;
+        sp[i].ignore_eos = 1;
+        sp[i].logprobs = 2;
+    }
+    deepinfer_request_output **out = NULL;
+    if (deepinfer_generate(e, p, (size_t)n, sp, (size_t)n, &out)) {
+        di_test_fail(__FILE__, __LINE__, "%s generate on %s: %s", mc->name, acc, deepinfer_engine_last_error(e));
+        out = NULL;
+    }
+    for (int i = 0; out && i < n; i++)
+        if (out[i]->status || out[i]->choices[0].n_top < 2) {
+            di_test_fail(__FILE__, __LINE__, "%s on %s, request %d: %s", mc->name, acc, i, out[i]->error);
+            deepinfer_outputs_free(out, (size_t)n);
+            out = NULL;
+            break;
+        }
+    free(sp);
+    deepinfer_engine_close(e);
+    return out;
+}
+
+static double top2_margin(const deepinfer_completion *c, size_t t) {
+    return (double)c->top_logprobs[t * (size_t)c->n_top] - (double)c->top_logprobs[t * (size_t)c->n_top + 1];
+}
+
+static void fast_case(const eng_case *mc) {
+    clean_env();
+    di_json_doc *man = golden_manifest(di_test_data(mc->dir));
+    CHECK(man);
+    int np = 0, no = 0;
+    int32_t *prompt = golden_ints(man->root, "prompt_token_ids", NULL, &np);
+    const char *key = mc->v41 ? "decode_fixed" : "decode";
+    int32_t *gout = golden_ints(man->root, key, "output_tokens", &no);
+    int gfirst = (int)golden_num(man->root, key, "first_token_from_prefill", NULL);
+    double spread = golden_num(man->root, "stability", mc->v41 ? "tbt_fixed_cuda_vs_cpu" : "decode_logits_cuda_vs_cpu", "max_abs_diff");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/expected/%s", di_test_data(mc->dir), mc->v41 ? "decode_logits_fixed.bin" : "decode_logits.bin");
+    size_t ng = 0, na = 0;
+    float *gdec = golden_read_f32(path, &ng);
+    snprintf(path, sizeof path, "%s/expected/prefill_logits_all.bin", di_test_data(mc->dir));
+    float *gall = golden_read_f32(path, &na);
+    CHECK(prompt && gout && gdec && gall && spread > 0 && no >= GSTEPS);
+    int V = (int)(na / (size_t)np);
+    deepinfer_prompt p[NGREEDY];
+    for (int i = 0; i < NGREEDY; i++) {
+        int len = glen[i] && glen[i] < np ? glen[i] : np;
+        p[i] = (deepinfer_prompt){.token_ids = prompt, .n_token_ids = (size_t)len};
+    }
+    deepinfer_request_output **cpu = greedy_lp(mc, "cpu", 1, p, NGREEDY, GSTEPS + 1); /* the reference, before CUDA */
+    deepinfer_request_output **gpu = cpu ? greedy_lp(mc, "cuda", 0, p, NGREEDY, GSTEPS + 1) : NULL;
+    CHECK(gpu);
+    /* free-running: equal up to the CPU's first near tie; the teacher-forced rest from there on */
+    int k[NGREEDY], nforced = 0, firm_bad = 0, lp_bad = 0;
+    double lp_max = 0;
+    for (int i = 0; i < NGREEDY; i++) {
+        const deepinfer_completion *a = &cpu[i]->choices[0], *b = &gpu[i]->choices[0];
+        CHECK(a->n_tokens == (size_t)GSTEPS + 1 && b->n_tokens == a->n_tokens);
+        k[i] = 0;
+        while (k[i] < GSTEPS + 1 && a->token_ids[k[i]] == b->token_ids[k[i]]) {
+            double d = fabs((double)a->logprobs[k[i]] - (double)b->logprobs[k[i]]);
+            lp_max = fmax(lp_max, d);
+            lp_bad += d > 2 * spread;
+            k[i]++;
+        }
+        if (k[i] <= GSTEPS) {
+            double mg = top2_margin(a, (size_t)k[i]);
+            fprintf(stderr, "    %s fast, prompt %d: %d/%d leading tokens equal to the CPU engine's; then CPU margin %.3f "
+                            "(spread %.3f)\n", mc->name, i, k[i], GSTEPS + 1, mg, spread);
+            firm_bad += mg >= spread;
+            nforced += GSTEPS + 1 - k[i];
+        }
+    }
+    CHECK_MSG(!firm_bad, "%s fast: %d prompts leave the CPU engine's greedy output where the CPU is firm", mc->name, firm_bad);
+    /* teacher-forced: request (i, t) = prompt i + the CPU's first t tokens, one greedy token */
+    deepinfer_prompt *fp = calloc((size_t)nforced + 1, sizeof *fp);
+    int32_t *ids = malloc(sizeof(int32_t) * ((size_t)nforced + 1) * (size_t)(np + GSTEPS + 1));
+    int *fi = malloc(sizeof(int) * ((size_t)nforced + 1)), *ft = malloc(sizeof(int) * ((size_t)nforced + 1)), nf = 0;
+    for (int i = 0; i < NGREEDY; i++)
+        for (int t = k[i]; t <= GSTEPS; t++, nf++) {
+            int32_t *w = ids + (size_t)nf * (size_t)(np + GSTEPS + 1);
+            memcpy(w, prompt, sizeof(int32_t) * p[i].n_token_ids);
+            memcpy(w + p[i].n_token_ids, cpu[i]->choices[0].token_ids, sizeof(int32_t) * (size_t)t);
+            fp[nf] = (deepinfer_prompt){.token_ids = w, .n_token_ids = p[i].n_token_ids + (size_t)t};
+            fi[nf] = i, ft[nf] = t;
+        }
+    deepinfer_request_output **tf = nf ? greedy_lp(mc, "cuda", 0, fp, nf, 1) : NULL;
+    int tf_bad = 0, ties = 0;
+    for (int r = 0; tf && r < nf; r++) {
+        const deepinfer_completion *a = &cpu[fi[r]]->choices[0], *b = &tf[r]->choices[0];
+        size_t t = (size_t)ft[r];
+        double d = fabs((double)a->logprobs[t] - (double)b->logprobs[0]);
+        if (b->token_ids[0] != a->token_ids[t]) {
+            if (top2_margin(a, t) < spread) ties++;
+            else tf_bad++;
+        } else {
+            lp_max = fmax(lp_max, d);
+            lp_bad += d > 2 * spread;
+        }
+    }
+    fprintf(stderr, "    %s fast: %d teacher-forced steps: %d near ties, %d firm differences; max |logprob - CPU's| %.3e "
+                    "(bound %.3e)\n", mc->name, nf, ties, tf_bad, lp_max, 2 * spread);
+    CHECK_MSG(!nf || tf, "%s fast: the teacher-forced requests failed", mc->name);
+    CHECK_MSG(!tf_bad, "%s fast: teacher-forced tokens differ from the CPU's on %d firm steps", mc->name, tf_bad);
+    CHECK_MSG(!lp_bad, "%s fast: %d logprobs differ from the CPU's by more than 2 x spread", mc->name, lp_bad);
+    /* against the golden: the whole-prompt request follows the golden greedy output by the same rule
+     * (output 0 from the prefill's last row, output t from golden decode row t - 1) */
+    const deepinfer_completion *g = &gpu[0]->choices[0];
+    int kg = 0;
+    while (kg < GSTEPS + 1 && g->token_ids[kg] == (kg ? gout[kg - 1] : gfirst)) kg++;
+    if (kg <= GSTEPS) {
+        const float *row = kg ? gdec + (size_t)(kg - 1) * V : gall + (size_t)(np - 1) * V;
+        double mg = golden_margin(row, V);
+        fprintf(stderr, "    %s fast vs golden: %d/%d leading tokens equal; then golden margin %.3f (spread %.3f)\n",
+                mc->name, kg, GSTEPS + 1, mg, spread);
+        CHECK_MSG(mg < spread, "%s fast: leaves the golden trajectory at output %d where the reference is firm", mc->name, kg);
+    } else fprintf(stderr, "    %s fast vs golden: %d/%d tokens equal\n", mc->name, kg, GSTEPS + 1);
+    if (tf) deepinfer_outputs_free(tf, (size_t)nf);
+    free(fp), free(ids), free(fi), free(ft);
+    deepinfer_outputs_free(cpu, NGREEDY);
+    deepinfer_outputs_free(gpu, NGREEDY);
+    free(prompt), free(gout), free(gdec), free(gall);
+    di_json_free(man);
+}
+
+TEST(gpu_engine_greedy_fast_accuracy_v4) { fast_case(&V4); }
+TEST(gpu_engine_greedy_fast_accuracy_v41) { fast_case(&V41); }
 
 /* ---- (b), (c) mixed requests together equal alone; preemption ----------------------------------- */
 

@@ -294,6 +294,8 @@ TEST(gpu_gemm_fp8_wgmma) {
         gemm_case(DI_WFMT_FP8, cs[i].M, cs[i].N, cs[i].K, cs[i].B, cs[i].act, 3000 + i);
         if (di_test_failed()) return;
     }
+    /* the shapes ran on whatever dic_gemm picks here; not on wgmma unless it is usable */
+    if (!dic_gemm_wgmma_usable(128, 128)) SKIP("wgmma not usable on this device (needs compute capability 9.x and cuTensorMapEncodeTiled)");
 }
 
 /* wgmma kernel vs the mma.sync tile kernel on the same quantised rows: the
@@ -315,10 +317,7 @@ static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) 
     float *d1 = gt_dev_poison((size_t)M * ldc * 4), *d2 = gt_dev_poison((size_t)M * ldc * 4),
           *d3 = gt_dev_poison((size_t)M * ldc * 4), *d4 = gt_dev_poison((size_t)M * ldc * 4);
     CHECK(dA && dW && dS && dq && dsa && d1 && d2 && d3 && d4);
-    if (!dic_gemm_wgmma_usable(N, K)) {
-        fprintf(stderr, "  wgmma not usable on this device: skipped\n");
-        return;
-    }
+    CHECK_MSG(dic_gemm_wgmma_usable(N, K), "wgmma M=%d N=%d K=%d: shape not usable (the test's cases must be)", M, N, K);
     dic_gemm_wtab *wt = malloc(sizeof *wt);
     wt->w[0] = dW, wt->s[0] = dS;
     CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, lda, K, act, NULL, NULL, dq, dsa, NULL, 0));
@@ -361,6 +360,7 @@ static void wgmma_bits_case(int M, int N, int K, int B, int act, uint64_t seed) 
 }
 
 TEST(gpu_gemm_fp8_wgmma_bits) {
+    if (!dic_gemm_wgmma_usable(128, 128)) SKIP("wgmma not usable on this device (needs compute capability 9.x and cuTensorMapEncodeTiled)");
     wgmma_bits_case(300, 520, 4096, 128, 128, 4001);
     wgmma_bits_case(150, 200, 1120, 32, 32, 4002);
     wgmma_bits_case(70, 136, 1024, 128, 64, 4003);

@@ -25,6 +25,8 @@ typedef struct run_out {
     float *logits; /* [STEPS][nseq][V] */
     int32_t *ids;  /* [STEPS][nseq] */
     int V, ngraphs;
+    int32_t first[5];  /* each sequence's first decode input: its prefill's argmax */
+    double pmargin[5]; /* that prefill row's top-1 minus top-2 logit */
 } run_out;
 
 /* Prompt lengths: the decode steps cross ratio-4 emissions and, at
@@ -68,7 +70,10 @@ static int run(const char *dir, int v41, di_backend_kind k, int graph, const int
         di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = nseq, .logit_rows = lrows, .logits = lbuf};
         st = v41 ? di_v41_forward(m, &b, &err) : di_v4_forward(m, &b, &err);
     }
-    for (int j = 0; j < nseq && !st; j++) first[j] = golden_argmax(lbuf + (size_t)j * V, V);
+    for (int j = 0; j < nseq && !st; j++) {
+        first[j] = o->first[j] = golden_argmax(lbuf + (size_t)j * V, V);
+        o->pmargin[j] = golden_margin(lbuf + (size_t)j * V, V);
+    }
     o->V = V;
     o->logits = st ? NULL : malloc(sizeof(float) * (size_t)STEPS * nseq * V);
     o->ids = st ? NULL : malloc(sizeof(int32_t) * (size_t)STEPS * nseq);
@@ -116,9 +121,119 @@ static int same_ids(const char *what, const run_out *a, const run_out *b, int ns
     return 1;
 }
 
+/* The decode of run() teacher-forced on backend k: the same prefill, then STEPS steps whose inputs are
+ * ref's (ref->first, then ref->ids), one row per sequence, through the model's forward. Logits
+ * [STEPS][nseq][V] into out. Fast mode's accuracy is checked on these rows: after a near tie the
+ * free-running rows of the two runs have different inputs. */
+static int forced_run(const char *dir, int v41, di_backend_kind k, const int32_t *prompt, int N, int nseq,
+                      const run_out *ref, float *out) {
+    di_error err = {0};
+    if (di_backend_use(k, &err)) {
+        di_test_fail(__FILE__, __LINE__, "backend %s: %s", di_backend_name(k), err.msg);
+        return 0;
+    }
+    char hash[4096];
+    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(dir));
+    di_v4_options opt = {.engram_hash = v41 ? hash : NULL};
+    void *m = NULL;
+    deepinfer_status st = v41 ? di_v41_load(di_test_data(dir), &opt, (di_v41_model **)&m, &err)
+                              : di_v4_load(di_test_data(dir), &opt, (di_v4_model **)&m, &err);
+    int V = ref->V;
+    di_seq_state *seq[5] = {0}, *rowseq[5 * 300];
+    int32_t tok[5 * 300];
+    int64_t pos[5 * 300];
+    int len[5], lrows[5], n = 0;
+    for (int j = 0; j < nseq && !st; j++) {
+        len[j] = plen[j] < N ? plen[j] : N;
+        st = v41 ? di_v41_seq_new(m, &seq[j], &err) : di_v4_seq_new(m, &seq[j], &err);
+        for (int t = 0; t < len[j] && !st; t++, n++) tok[n] = prompt[t], pos[n] = t, rowseq[n] = seq[j];
+        lrows[j] = j;
+    }
+    if (!st) {
+        di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = rowseq};
+        st = v41 ? di_v41_forward(m, &b, &err) : di_v4_forward(m, &b, &err);
+    }
+    for (int s = 0; s < STEPS && !st; s++) {
+        for (int j = 0; j < nseq; j++) {
+            tok[j] = s ? ref->ids[(size_t)(s - 1) * nseq + j] : ref->first[j];
+            pos[j] = len[j] + s;
+            rowseq[j] = seq[j];
+        }
+        di_v4_batch b = {.n = nseq, .tokens = tok, .pos = pos, .seq = rowseq, .n_logits = nseq, .logit_rows = lrows,
+                         .logits = out + (size_t)s * nseq * V};
+        st = v41 ? di_v41_forward(m, &b, &err) : di_v4_forward(m, &b, &err);
+    }
+    for (int j = 0; j < nseq; j++) di_seq_destroy(seq[j]);
+    if (m && v41) di_v41_free(m);
+    else if (m) di_v4_free(m);
+    di_backend_use(DI_BACKEND_CPU, NULL);
+    if (st) di_test_fail(__FILE__, __LINE__, "%s teacher-forced on %s: %s", dir, di_backend_name(k), err.msg);
+    return !st;
+}
+
+/* Fast mode's accuracy (golden_util.h's rule): the graph's free-running trajectory equal to the CPU's
+ * up to the first step whose CPU margin is below `spread` (the reference's own CUDA-vs-CPU max |diff|),
+ * and the teacher-forced GPU rows within 2 x ref_mean of the CPU's, with the CPU's argmax wherever its
+ * margin is >= spread. Fails the test on a violation. */
+static void fast_accuracy(const run_out *graph, const run_out *cpu, const float *forced, int nseq, double ref_mean,
+                          double spread) {
+    int V = cpu->V, free_bad = 0, tf_bad = 0, ties = 0;
+    for (int j = 0; j < nseq; j++) {
+        CHECK_MSG(graph->first[j] == cpu->first[j] || cpu->pmargin[j] < spread,
+                  "sequence %d: first token %d, CPU %d (CPU margin %.3f)", j, graph->first[j], cpu->first[j],
+                  cpu->pmargin[j]);
+        int k = 0;
+        while (k < STEPS && graph->ids[(size_t)k * nseq + j] == cpu->ids[(size_t)k * nseq + j]) k++;
+        double mg = k < STEPS ? golden_margin(cpu->logits + ((size_t)k * nseq + j) * V, V) : INFINITY;
+        fprintf(stderr, "    fast, sequence %d: %d/%d leading steps equal to the CPU's%s", j, k, STEPS,
+                k < STEPS ? "" : "\n");
+        if (k < STEPS) fprintf(stderr, "; step %d: CPU margin %.3f (spread %.3f)\n", k, mg, spread);
+        if (k < STEPS && mg >= spread) free_bad++;
+    }
+    golden_stats st = golden_compare(forced, cpu->logits, 0, STEPS * nseq, V);
+    for (int r = 0; r < STEPS * nseq; r++) {
+        if (golden_argmax(forced + (size_t)r * V, V) == cpu->ids[r]) continue;
+        if (golden_margin(cpu->logits + (size_t)r * V, V) < spread) ties++;
+        else tf_bad++;
+    }
+    fprintf(stderr, "    fast, teacher-forced GPU vs CPU (%d rows): mean|d| %.3e (bound %.3e) max|d| %.3e; argmax differs "
+                    "at %d near ties, %d firm rows; nonfinite %d\n",
+            st.rows, st.mean_abs, 2 * ref_mean, st.max_abs, ties, tf_bad, st.nonfinite);
+    CHECK_MSG(!free_bad, "fast mode: %d sequences leave the CPU's trajectory where the CPU is firm", free_bad);
+    CHECK_MSG(st.mean_abs <= 2 * ref_mean && !st.nonfinite, "fast mode: teacher-forced logits mean|d| %.3e > %.3e",
+              st.mean_abs, 2 * ref_mean);
+    CHECK_MSG(!tf_bad, "fast mode: teacher-forced argmax differs from the CPU's on %d firm rows", tf_bad);
+}
+
+/* Fast mode against the golden: sequences whose prompt is the whole golden prompt follow the golden's
+ * greedy trajectory up to the first step whose golden margin is below spread. */
+static void golden_trajectory_check(const di_json *man, int v41, const run_out *graph, int N, int nseq, double spread,
+                                    const float *gdec, int ngd) {
+    int no = 0;
+    const char *key = v41 ? "decode_fixed" : "decode";
+    int32_t *want = golden_ints(man, key, "output_tokens", &no);
+    int first = (int)golden_num(man, key, "first_token_from_prefill", NULL);
+    int V = graph->V, steps = STEPS < no ? STEPS : no;
+    CHECK(want && ngd >= steps);
+    for (int j = 0; j < nseq; j++) {
+        if (plen[j] < N) continue; /* a cut prompt: the golden has no trajectory for it */
+        CHECK_MSG(graph->first[j] == first, "sequence %d: first token %d, golden %d", j, graph->first[j], first);
+        int k = 0;
+        while (k < steps && graph->ids[(size_t)k * nseq + j] == want[k]) k++;
+        double mg = k < steps ? golden_margin(gdec + (size_t)k * V, V) : INFINITY;
+        fprintf(stderr, "    fast, sequence %d vs golden: %d/%d leading steps equal%s", j, k, steps, k < steps ? "" : "\n");
+        if (k < steps) fprintf(stderr, "; step %d: golden margin %.3f (spread %.3f)\n", k, mg, spread);
+        CHECK_MSG(k == steps || mg < spread, "sequence %d leaves the golden trajectory at step %d (margin %.3f >= %.3f)",
+                  j, k, mg, spread);
+    }
+    free(want);
+}
+
 /* fast: the batch_invariant = 0 kernels (eager vs graph still bitwise: the same kernels
  * and launch shapes; the graph's concurrent lines, docs/cuda-backend.md §9, must not
- * change a bit); the CPU trajectory is then only compared for the first steps' logits. */
+ * change a bit); the CPU trajectory is then checked by fast_accuracy (free-running up to
+ * the CPU's first near tie, teacher-forced rows within the golden tolerance) and, for the
+ * sequences with the whole golden prompt, the golden's trajectory by the same rule. */
 static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
     di_json_doc *man = golden_manifest(di_test_data(dir));
     CHECK(man != NULL);
@@ -146,6 +261,24 @@ static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
                 s.mean_abs, s.max_abs, s.nonfinite, graph.ngraphs);
         CHECK(!s.nonfinite);
         CHECK_EQ_INT(graph.ngraphs, 1);
+        if (fast) {
+            double ref_mean = golden_num(man->root, "stability", "prefill_all_cuda_vs_cpu", "mean_abs_diff");
+            double spread = golden_num(man->root, "stability", v41 ? "tbt_fixed_cuda_vs_cpu" : "decode_logits_cuda_vs_cpu",
+                                       "max_abs_diff");
+            CHECK(ref_mean > 0 && spread > 0);
+            float *forced = malloc(sizeof(float) * (size_t)STEPS * nseq * cpu.V);
+            if (forced_run(dir, v41, DI_BACKEND_CUDA, prompt, N, nseq, &cpu, forced))
+                fast_accuracy(&graph, &cpu, forced, nseq, ref_mean, spread);
+            free(forced);
+            char gp[4096];
+            snprintf(gp, sizeof gp, "%s/expected/%s", di_test_data(dir), v41 ? "decode_logits_fixed.bin" : "decode_logits.bin");
+            size_t ng = 0;
+            float *gdec = golden_read_f32(gp, &ng);
+            CHECK(gdec);
+            golden_trajectory_check(man->root, v41, &graph, N, nseq, spread, gdec, (int)(ng / (size_t)graph.V));
+            free(gdec);
+            if (di_test_failed()) goto done;
+        }
         if (fast) { /* the greedy argmax fused into the lm_head (dic_gemm_argmax) vs its own launch (the
                      * default fuses at M >= DIC_AM_MINM_DEF: below it the other run is the fused one) */
             dic_gemm_argmax_enable(nseq < DIC_AM_MINM_DEF ? 1 : 0);
@@ -158,7 +291,9 @@ static void run_case_mode(const char *dir, int v41, int nseq, int fast) {
             dic_gemm_argmax_enable(-1);
         }
     }
+done:
     if (fast) di_backend_set_batch_invariant(-1);
+    dic_gemm_argmax_enable(-1);
     free(cpu.logits), free(cpu.ids), free(eager.logits), free(eager.ids), free(graph.logits), free(graph.ids);
     free(sep.logits), free(sep.ids);
     free(prompt);

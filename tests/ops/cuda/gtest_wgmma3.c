@@ -38,10 +38,8 @@ static void w3_case(int M, int N, int K, int B, int act, int bf16, uint64_t seed
     const size_t cb = (size_t)M * ldc * osz;
     void *dref = gt_dev_poison(cb), *dv = gt_dev_poison(cb), *d3 = gt_dev_poison(cb);
     CHECK(dA && dW && dS && dq && dsa && dref && dv && d3);
-    if (!dic_gemm_wgmma_usable(N, K) || !dic_gemm_wgmma3_ok(N, K, B, act)) {
-        fprintf(stderr, "  wgmma v3 not usable here (M=%d N=%d K=%d): skipped\n", M, N, K);
-        return;
-    }
+    CHECK_MSG(dic_gemm_wgmma_usable(N, K) && dic_gemm_wgmma3_ok(N, K, B, act),
+              "wgmma v3 M=%d N=%d K=%d B=%d act=%d: shape not usable (the test's cases must be)", M, N, K, B, act);
     const size_t ldq = dic_gemm_ldq(K);
     CUDA_SYNC_CHECK(dic_gemm_quant(0, M, dA, K, K, act, NULL, NULL, dq, dsa, NULL, 0));
     float *C32 = bf16 ? NULL : (float *)dref;
@@ -111,6 +109,7 @@ static void w3_case(int M, int N, int K, int B, int act, int bf16, uint64_t seed
 }
 
 TEST(gpu_gemm_fp8_wgmma3) {
+    if (!dic_gemm_wgmma_usable(128, 256)) SKIP("wgmma not usable on this device (needs compute capability 9.x and cuTensorMapEncodeTiled)");
     static const struct { int M, N, K, B, act, bf16; } cs[] = {
         {1, 128, 256, 128, 128, 0},    {3, 200, 512, 128, 128, 0},   {8, 136, 1024, 128, 128, 1},
         {17, 520, 768, 128, 128, 0},   {64, 256, 2048, 128, 128, 0}, {129, 77, 256, 128, 128, 0},

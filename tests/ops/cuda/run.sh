@@ -5,7 +5,9 @@
 #   tests/ops/cuda/run.sh [tests|bench|all] [TEST FILTER...]
 #
 # Prints the GPU state, runs the GPU test runner (last line "N passed,
-# N failed") and every lab program in $BUILD/lab/<family>/ (lab/README.md), and leaves the logs in $OUT
+# N failed, N skipped"; a test whose hardware is missing, e.g. wgmma off
+# sm_90, is a SKIP with its reason, never a pass) and every lab program in
+# $BUILD/lab/<family>/ (lab/README.md), and leaves the logs in $OUT
 # (the device tool brings that folder back).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
