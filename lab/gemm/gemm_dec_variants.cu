@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
+#include "lab_lean.cuh"
 #include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_gemm_int.h"
 #include "gemm_lab.h"

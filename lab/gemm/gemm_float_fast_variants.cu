@@ -62,6 +62,7 @@
 
 #include "ops/cuda/dic_argmax_key.cuh"
 #include "ops/cuda/dic_common.cuh"
+#include "lab_lean.cuh"
 #include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_fp8w.cuh"
 #include "ops/cuda/dic_gemm_int.h"

@@ -15,6 +15,7 @@
  * kernel at M <= 2, else 7. Variants with the same columns per CTA give the same bits.
  */
 #include "ops/cuda/dic_common.cuh"
+#include "lab_lean.cuh"
 #include "ops/cuda/dic_model.h"
 #include "ops/cuda/dic_mhc_int.cuh"
 

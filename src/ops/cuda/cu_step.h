@@ -45,8 +45,7 @@ void di_cuda_argmax(di_exec *x, int M, const float *logits, int V, int32_t *ids)
  * forward asks the GEMM whose fp32 output is `logits` (M rows of V, row stride V) to write ids
  * too (fast mode, dic_gemm_int.h dic_gemm_argmax: BF16 weights, M <= 8; the choice depends on
  * shapes only, so a step's capture and its replays agree); _rest after it runs di_cuda_argmax
- * unless the GEMM did, and clears the request. The ids are dic_argmax's (dic_gemm_argmax_enable
- * switches the fusion). */
+ * unless the GEMM did, and clears the request. The ids are dic_argmax's. */
 void di_cuda_argmax_fuse(di_exec *x, int M, const float *logits, int V, int32_t *ids);
 void di_cuda_argmax_rest(di_exec *x, int M, const float *logits, int V, int32_t *ids);
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "ops/cuda/dic.h"
-#include "ops/cuda/dic_retired_knobs.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,12 +12,6 @@ static int g_armed = 1;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
 
-/* The lean (code-size) instantiations of the decode kernels: on by default; off selects the full
- * instantiations of the same kernels (the same bits). The GEMM and mHC launchers no longer read it;
- * the MoE decode / router / norm launchers and cu_skip.c's lean knob still do. */
-static int g_lean_off;
-extern "C" void dic_lean_set(int on) { g_lean_off = !on; }
-extern "C" int dic_lean_off(void) { return g_lean_off; }
 extern "C" int dic_pdl_armed(void) { return g_armed; }
 extern "C" void dic_pdl_set_armed(int a) { g_armed = a != 0; }
 

@@ -18,7 +18,6 @@
 
 #include "ops/cuda/dic.h"
 #include "ops/ops.h" /* di_index_select_args */
-#include "ops/cuda/dic_retired_knobs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -139,10 +138,6 @@ cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t ld
                            float route_scale, float norm_eps, int normalize, int *sel, float *w);
 /* The hash rows' token ids (tokens) are read before the PDL wait: they must not be written by the
  * launch just before (the forward writes them at the step's start; docs/kernels/router.md). */
-/* Lean decode instantiations (transition / head, router, routed experts, decode GEMM, M = 1 GEMV): on (default)
- * or off (the full kernels, the same bits): an A/B switch for measurements. */
-void dic_lean_set(int on);
-int dic_lean_off(void);
 /* dic_moe_dispatch plus inv[m*k + slot] = the entry's index in rows.
  * off [E+1], rows / inv [M*k] device. */
 cudaError_t dic_moe_dispatch_inv(const dic_ctx *c, int M, int k, const int *sel, int E, int *off, int *rows,
