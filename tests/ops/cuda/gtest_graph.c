@@ -33,20 +33,29 @@ typedef struct run_out {
  * sequence. Cut to the golden prompt's length. */
 static const int plen[5] = {250, 120, 283, 280, 61};
 
-/* Prefill nseq sequences (sequence j: the first plen[j] prompt tokens) in one step, then STEPS greedy steps. */
-static int run(const char *dir, int v41, di_backend_kind k, int graph, const int32_t *prompt, int N, int nseq,
-               run_out *o) {
-    di_error err = {0};
-    if (di_backend_use(k, &err)) {
-        di_test_fail(__FILE__, __LINE__, "backend %s: %s", di_backend_name(k), err.msg);
+/* Backend k in use and the golden model of dir loaded on it (V4.1 with its manifest's Engram hash);
+ * 0 when the backend cannot start (the test has failed), else 1 with *st the load's status. */
+static int model_open(const char *dir, int v41, di_backend_kind k, void **m, deepinfer_status *st, di_error *err) {
+    if (di_backend_use(k, err)) {
+        di_test_fail(__FILE__, __LINE__, "backend %s: %s", di_backend_name(k), err->msg);
         return 0;
     }
     char hash[4096];
     snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(dir));
     di_v4_options opt = {.engram_hash = v41 ? hash : NULL};
+    *m = NULL;
+    *st = v41 ? di_v41_load(di_test_data(dir), &opt, (di_v41_model **)m, err)
+              : di_v4_load(di_test_data(dir), &opt, (di_v4_model **)m, err);
+    return 1;
+}
+
+/* Prefill nseq sequences (sequence j: the first plen[j] prompt tokens) in one step, then STEPS greedy steps. */
+static int run(const char *dir, int v41, di_backend_kind k, int graph, const int32_t *prompt, int N, int nseq,
+               run_out *o) {
+    di_error err = {0};
     void *m = NULL;
-    deepinfer_status st = v41 ? di_v41_load(di_test_data(dir), &opt, (di_v41_model **)&m, &err)
-                              : di_v4_load(di_test_data(dir), &opt, (di_v4_model **)&m, &err);
+    deepinfer_status st;
+    if (!model_open(dir, v41, k, &m, &st, &err)) return 0;
     const di_model_config *c = st ? NULL : v41 ? di_v41_config(m) : di_v4_config(m);
     int V = c ? (int)c->vocab_size : 0;
     di_seq_state *seq[5] = {0};
@@ -127,16 +136,9 @@ static int same_ids(const char *what, const run_out *a, const run_out *b, int ns
 static int forced_run(const char *dir, int v41, di_backend_kind k, const int32_t *prompt, int N, int nseq,
                       const run_out *ref, float *out) {
     di_error err = {0};
-    if (di_backend_use(k, &err)) {
-        di_test_fail(__FILE__, __LINE__, "backend %s: %s", di_backend_name(k), err.msg);
-        return 0;
-    }
-    char hash[4096];
-    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(dir));
-    di_v4_options opt = {.engram_hash = v41 ? hash : NULL};
     void *m = NULL;
-    deepinfer_status st = v41 ? di_v41_load(di_test_data(dir), &opt, (di_v41_model **)&m, &err)
-                              : di_v4_load(di_test_data(dir), &opt, (di_v4_model **)&m, &err);
+    deepinfer_status st;
+    if (!model_open(dir, v41, k, &m, &st, &err)) return 0;
     int V = ref->V;
     di_seq_state *seq[5] = {0}, *rowseq[5 * 300];
     int32_t tok[5 * 300];
