@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/sysmem.h"
 #include "engine/engine_internal.h"
 #include "ops/cpu/threadpool.h"
 #include "util/env.h"
@@ -135,17 +136,6 @@ static deepinfer_status load_tokenizer(deepinfer_engine *e, di_error *err) {
 
 /* ---- the memory plan ----------------------------------------------------------- */
 
-static uint64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 static int64_t max_tokens_for_pages(const di_model_config *cfg, const di_pool_geom *g, int64_t pages) {
     if (di_pool_geom_pages_for(cfg, g, g->max_tokens) <= pages) return g->max_tokens;
     int64_t lo = 0, hi = g->max_tokens;
@@ -197,7 +187,7 @@ static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, 
         if (*n_pages < per_seq) *n_pages = per_seq;
     } else { /* auto: every slot at max_model_len, within half of the available memory */
         int64_t full = per_seq * c->max_num_seqs;
-        uint64_t avail = mem_available() / 2;
+        uint64_t avail = di_sys_mem_available() / 2;
         int64_t fit = avail > fixed ? (int64_t)((avail - fixed) / g->page_bytes) : 0;
         *n_pages = full < fit ? full : fit;
         if (*n_pages < per_seq) *n_pages = per_seq;

@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "io/json.h"
 #include "util/arena.h"
@@ -50,6 +53,10 @@ struct di_safetensors {
     di_strmap names;
     di_st_totals totals;
     int64_t index_total_size;
+    di_st_gen_fn gen;       /* generated image (di_st_open_generated), else NULL */
+    void *gen_ctx;
+    void (*gen_free)(void *);
+    unsigned char *gen_head; /* its 8-byte length + header (shard 0's data) */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -99,6 +106,8 @@ void di_st_close(di_safetensors *st) {
     if (st->maps)
         for (size_t i = 0; i < st->nshards; i++) di_unmap_file(&st->maps[i]);
     free(st->maps);
+    if (st->gen_free) st->gen_free(st->gen_ctx);
+    free(st->gen_head);
     free(st->shards);
     free(st->tensors);
     free(st->meta);
@@ -360,7 +369,8 @@ static deepinfer_status parse_shard(di_safetensors *st, uint32_t si, di_error *e
     }
     for (size_t i = 0; i < nt; i++) {
         di_tensor *t = &ts[i];
-        t->data = t->nbytes ? sh->data + sh->data_start + t->file_offset : NULL;
+        t->data = t->nbytes && !st->gen ? sh->data + sh->data_start + t->file_offset : NULL;
+        t->owner = st;
         t->file_offset += sh->data_start;
         size_t rl = strlen(t->ref_name);
         uint32_t prev;
@@ -749,6 +759,88 @@ deepinfer_status di_st_open_memory(void *image, size_t size, const char *label, 
     compute_totals(st);
     *out = st;
     return DEEPINFER_OK;
+}
+
+deepinfer_status di_st_open_generated(const char *header, size_t header_len, uint64_t data_bytes, di_st_gen_fn gen,
+                                      void *ctx, void (*ctx_free)(void *), const char *label, di_safetensors **out,
+                                      di_error *err) {
+    *out = NULL;
+    if (!label) label = "<generated>";
+    di_safetensors *st = st_new(label);
+    if (!st) {
+        if (ctx_free) ctx_free(ctx);
+        return oom(err, "opening a checkpoint");
+    }
+    st->gen = gen, st->gen_ctx = ctx, st->gen_free = ctx_free;
+    deepinfer_status rc = gen ? alloc_shards(st, 1, 0, err)
+                              : di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "%s: no generator", label);
+    if (rc == DEEPINFER_OK && !(st->gen_head = malloc(8 + header_len))) rc = oom(err, "copying a header");
+    if (rc == DEEPINFER_OK) {
+        for (int b = 0; b < 8; b++) st->gen_head[b] = (unsigned char)((uint64_t)header_len >> (8 * b));
+        memcpy(st->gen_head + 8, header, header_len);
+        st->shards[0].path = st->path;
+        st->shards[0].data = st->gen_head; /* parse_shard reads the length and header only */
+        st->shards[0].size = 8 + header_len + data_bytes;
+        rc = parse_shard(st, 0, err);
+    }
+    if (rc != DEEPINFER_OK) {
+        di_st_close(st);
+        return rc;
+    }
+    compute_totals(st);
+    *out = st;
+    return DEEPINFER_OK;
+}
+
+/* ---- reading tensor bytes (loaders) ------------------------------------------------------ */
+
+static int shard_fd(const di_tensor *t) {
+    const di_safetensors *st = t->owner;
+    return st && st->maps && t->shard < st->nshards ? st->maps[t->shard].fd : -1;
+}
+
+int di_st_mapped(const di_tensor *t) { return t->owner && !t->owner->gen; }
+
+deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t n, di_error *err) {
+    if (off > t->nbytes || n > t->nbytes - off)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "tensor %s: bytes %llu..%llu are outside its %llu",
+                            t->name, (unsigned long long)off, (unsigned long long)(off + n),
+                            (unsigned long long)t->nbytes);
+    if (!n) return DEEPINFER_OK;
+    const di_safetensors *st = t->owner;
+    if (st && st->gen) return st->gen(st->gen_ctx, t, off, dst, n, err);
+    int fd = shard_fd(t);
+    if (fd < 0) { /* a memory image */
+        memcpy(dst, (const unsigned char *)t->data + off, n);
+        return DEEPINFER_OK;
+    }
+    unsigned char *d = dst;
+    uint64_t at = t->file_offset + off;
+    while (n) {
+        ssize_t r = pread(fd, d, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return di_error_set(err, DEEPINFER_ERR_IO, "%s: reading tensor %s at byte %llu: %s",
+                                st->shards[t->shard].path, t->name, (unsigned long long)at,
+                                r < 0 ? strerror(errno) : "unexpected end of file");
+        d += r, at += (uint64_t)r, n -= (size_t)r;
+    }
+    return DEEPINFER_OK;
+}
+
+void di_st_prefetch(const di_tensor *t) {
+    int fd = shard_fd(t);
+    if (fd >= 0 && t->nbytes) posix_fadvise(fd, (off_t)t->file_offset, (off_t)t->nbytes, POSIX_FADV_WILLNEED);
+}
+
+void di_st_release(const di_tensor *t) {
+    int fd = shard_fd(t);
+    if (fd < 0 || !t->nbytes) return;
+    posix_fadvise(fd, (off_t)t->file_offset, (off_t)t->nbytes, POSIX_FADV_DONTNEED);
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t b = (uintptr_t)t->data, e = b + t->nbytes, ps = pg > 0 ? (uintptr_t)pg : 4096;
+    b = (b + ps - 1) & ~(ps - 1), e &= ~(ps - 1);
+    if (e > b) madvise((void *)b, e - b, MADV_DONTNEED); /* a private read-only file mapping: pages read back */
 }
 
 /* ---- queries ---------------------------------------------------------------------------- */

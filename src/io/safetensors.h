@@ -51,6 +51,7 @@ typedef struct di_tensor {
     uint64_t nbytes;       /* numel × di_dtype_size(dtype) */
     uint64_t file_offset;  /* absolute offset of the data in the shard file */
     uint32_t shard;        /* index of the shard (di_st_shard) */
+    const struct di_safetensors *owner; /* the checkpoint holding it (di_st_read) */
 } di_tensor;
 
 typedef struct di_st_shard_info {
@@ -96,6 +97,41 @@ deepinfer_status di_st_open_buffer(const void *data, size_t size, const char *la
  * files, so everything after the bytes (spec check, binding) is the same. */
 deepinfer_status di_st_open_memory(void *image, size_t size, const char *label, di_safetensors **out,
                                    di_error *err);
+
+/* A generated checkpoint: the tensors of a safetensors header (validated
+ * like a file's, against a data section of `data_bytes`) whose bytes exist
+ * only as a function: gen(ctx, t, off, dst, n, err) writes bytes
+ * [off, off + n) of tensor t, for any range in any order (the same bytes
+ * whatever the ranges). Nothing is mapped: t->data is NULL and readers go
+ * through di_st_read, so a model of any size is produced in the loader's
+ * staging buffers (tools/dummy/dummy.h). `header` (JSON, `header_len` bytes)
+ * is copied; `ctx` is owned by the handle and released with ctx_free
+ * (may be NULL) in di_st_close, on failure too. */
+typedef deepinfer_status (*di_st_gen_fn)(void *ctx, const di_tensor *t, uint64_t off, void *dst, size_t n,
+                                         di_error *err);
+deepinfer_status di_st_open_generated(const char *header, size_t header_len, uint64_t data_bytes, di_st_gen_fn gen,
+                                      void *ctx, void (*ctx_free)(void *), const char *label, di_safetensors **out,
+                                      di_error *err);
+
+/* Bytes [off, off + n) of tensor t into dst (any alignment). Files are read
+ * with pread, so the loader's copies never fault the mapping into the
+ * process; memory images are copied; generated images generate. A range
+ * outside the tensor is an error. */
+deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t n, di_error *err);
+
+/* Hints for a loader streaming a file checkpoint (no-ops elsewhere):
+ * di_st_prefetch starts the kernel's read-ahead of t's pages
+ * (POSIX_FADV_WILLNEED); di_st_release drops them behind the reader
+ * (POSIX_FADV_DONTNEED on the file range, MADV_DONTNEED on the mapping's
+ * whole pages) so that a checkpoint larger than RAM streams through the
+ * page cache. Data pointers stay valid: released pages read back from the
+ * file. */
+void di_st_prefetch(const di_tensor *t);
+void di_st_release(const di_tensor *t);
+
+/* 1 when t's bytes are addressable in memory (t->data: a mapped file or a
+ * memory image), 0 for a generated image. */
+int di_st_mapped(const di_tensor *t);
 
 /* Unmap every shard and free the handle; NULL is a no-op. */
 void di_st_close(di_safetensors *st);

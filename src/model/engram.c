@@ -46,13 +46,17 @@ deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_
     }
     l->d = *d;
     l->dqk = l->qk;
+    if (d->tables_in_backend) l->dev_tables = 1;
     if (!di_allocator_is_host()) { /* device backends: the table and qk in device memory */
         size_t tb = (size_t)d->rows * (size_t)d->head_dim, sb = tb / SCALE_BLOCK;
         l->dqk = di_dev_dup(l->qk, n * sizeof *l->qk);
-        l->d.table = di_dev_dup(d->table, tb);
-        l->d.table_scale = di_dev_dup(d->table_scale, sb);
+        if (!d->tables_in_backend) {
+            l->d.table = di_dev_dup(d->table, tb);
+            l->d.table_scale = di_dev_dup(d->table_scale, sb);
+        }
         l->dev_tables = 1;
         if (!l->dqk || !l->d.table || !l->d.table_scale) {
+            if (d->tables_in_backend) l->d.table = l->d.table_scale = NULL; /* handed over on success only */
             di_engram_layer_free(l);
             return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of device memory for the table");
         }
@@ -65,8 +69,8 @@ void di_engram_layer_free(di_engram_layer *l) {
     if (l->dev_tables) {
         di_dev_free((void *)l->d.table);
         di_dev_free((void *)l->d.table_scale);
-        di_dev_free(l->dqk);
     }
+    if (l->dqk != l->qk) di_dev_free(l->dqk);
     free(l->qk);
     memset(l, 0, sizeof *l);
 }

@@ -44,6 +44,8 @@ typedef struct di_engram_layer_desc {
     const void *q_weight;        /* engram.q_weight [hc][dim], BF16 or F32 (qk_f32) */
     const void *k_weight;        /* engram.k_weight [hc][dim] */
     int qk_f32;                  /* 1: q/k weights are F32; 0: BF16 */
+    int tables_in_backend;       /* 1: table / table_scale are already backend memory (di_dev_alloc),
+                                    handed over when init succeeds: the layer frees them */
 } di_engram_layer_desc;
 
 typedef struct di_engram_layer {

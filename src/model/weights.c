@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/numfmt.h"
+#include "model/wload.h"
 
 #define NAME_MAX_LEN 256
 
@@ -16,27 +17,9 @@ static const di_tensor *get_tensor(const di_weight_spec *spec, const char *name,
     return t;
 }
 
-/* An aligned private copy of a tensor's bytes (checkpoint data is only
- * byte-aligned). Caller frees. */
-static void *aligned_copy(const di_tensor *t, di_error *err) {
-    size_t n = (size_t)t->nbytes;
-    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-    if (!p) {
-        di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory (%zu bytes)", t->name, n);
-        return NULL;
-    }
-    if (n) memcpy(p, t->data, n);
-    return p;
-}
-
-static deepinfer_status check_scales(const di_tensor *s, di_error *err) {
-    const uint8_t *b = s->data;
-    for (uint64_t i = 0; i < s->nbytes; i++)
-        if (b[i] == 0xFF)
-            return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: e8m0 scale %llu is NaN (0xFF)", s->name,
-                                (unsigned long long)i);
-    return DEEPINFER_OK;
-}
+/* Device backends keep weights in their checkpoint form only (no host
+ * panels); the CPU packs from the mapping in place (wload.h). */
+static int on_device(void) { return !di_allocator_is_host(); }
 
 static deepinfer_status bind_vec_host(float **out, const di_weight_spec *spec, di_error *err, const char *name) {
     *out = NULL;
@@ -44,8 +27,11 @@ static deepinfer_status bind_vec_host(float **out, const di_weight_spec *spec, d
     if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
     size_t n = (size_t)t->numel;
     float *v = aligned_alloc(64, ((n ? n : 1) * 4 + 63) & ~(size_t)63);
-    if (!v) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", name);
-    const unsigned char *d = t->data;
+    unsigned char *d = v ? di_wload_copy(t, err) : NULL;
+    if (!d) {
+        free(v);
+        return v ? err->code : di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", name);
+    }
     for (size_t i = 0; i < n; i++) {
         if (t->dtype == DI_DTYPE_BF16) {
             uint16_t h;
@@ -54,11 +40,12 @@ static deepinfer_status bind_vec_host(float **out, const di_weight_spec *spec, d
         } else if (t->dtype == DI_DTYPE_F32) {
             memcpy(&v[i], d + 4 * i, 4);
         } else {
-            free(v);
+            free(v), free(d);
             return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expected BF16 or F32, found %s", name,
                                 di_dtype_name(t->dtype));
         }
     }
+    free(d);
     *out = v;
     return DEEPINFER_OK;
 }
@@ -103,8 +90,16 @@ deepinfer_status di_bind_bf16(uint16_t **out, const di_weight_spec *spec, di_err
     const di_tensor *t = get_tensor(spec, name, err);
     if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
     if (t->dtype != DI_DTYPE_BF16) return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expected BF16", name);
-    if (!(*out = aligned_copy(t, err))) return err->code;
-    return to_backend((void **)out, (size_t)t->nbytes, err, name);
+    size_t n = (size_t)t->nbytes;
+    if (!(*out = di_dev_alloc(n ? n : 2)))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of backend memory (%zu bytes)", name, n);
+    deepinfer_status st = di_wload_to_dev(*out, t, 0, n, 0, err); /* host: read straight into the copy */
+    di_wload_release(t);
+    if (st) {
+        di_dev_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* Pack a linear `base` (base.weight [+ base.scale]) by its stored dtype. */
@@ -133,31 +128,43 @@ static deepinfer_status bind_linear_rows(di_wmat *out, const di_model_config *cf
     if (fmt == DI_WFMT_FP8 || fmt == DI_WFMT_FP4) {
         s = get_tensor(spec, sn, err);
         if (!s) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
-        deepinfer_status st = check_scales(s, err);
-        if (st) return st;
     }
     int block = cfg->fp8_block_in;
     if (fmt == DI_WFMT_FP8 && cfg->fp8_block_out != cfg->fp8_block_in)
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "tensor %s: non-square FP8 blocks %dx%d", wn,
                             cfg->fp8_block_out, cfg->fp8_block_in);
-    void *wc = aligned_copy(w, err);
-    if (!wc) return err->code;
-    deepinfer_status st = di_wmat_pack_rows(out, fmt, wc, s ? s->data : NULL, row0, nrows, k, block, err);
-    free(wc);
-    if (!st) { /* the checkpoint bytes of these rows, for a device backend (ops.h di_wmat_raw) */
-        size_t rowb = fmt == DI_WFMT_FP4 ? (size_t)k / 2 : (size_t)k * (fmt == DI_WFMT_FP8 ? 1 : fmt == DI_WFMT_BF16 ? 2 : 4);
-        const uint8_t *sc = NULL;
-        size_t sb = 0;
-        if (fmt == DI_WFMT_FP8) {
-            sc = (const uint8_t *)s->data + (size_t)(row0 / block) * (size_t)(k / block);
-            sb = (size_t)((nrows + block - 1) / block) * (size_t)(k / block);
-        } else if (fmt == DI_WFMT_FP4) {
-            sc = (const uint8_t *)s->data + (size_t)row0 * (size_t)(k / 32);
-            sb = (size_t)nrows * (size_t)(k / 32);
-        }
-        st = di_wmat_set_raw(out, (const uint8_t *)w->data + (size_t)row0 * rowb, (size_t)nrows * rowb, sc, sb, err);
-        if (st) di_wmat_free(out);
+    /* the checkpoint bytes of these rows (ops.h di_wmat_raw): weights, then scales */
+    size_t rowb = fmt == DI_WFMT_FP4 ? (size_t)k / 2 : (size_t)k * (fmt == DI_WFMT_FP8 ? 1 : fmt == DI_WFMT_BF16 ? 2 : 4);
+    size_t soff = 0, sb = 0;
+    if (fmt == DI_WFMT_FP8) {
+        soff = (size_t)(row0 / block) * (size_t)(k / block);
+        sb = (size_t)((nrows + block - 1) / block) * (size_t)(k / block);
+    } else if (fmt == DI_WFMT_FP4) {
+        soff = (size_t)row0 * (size_t)(k / 32);
+        sb = (size_t)nrows * (size_t)(k / 32);
     }
+    deepinfer_status st;
+    if (on_device()) { /* streamed file -> staging ring -> device, in the checkpoint form */
+        st = di_wmat_alloc_raw(out, fmt, nrows, k, fmt == DI_WFMT_FP8 ? block : 0, (size_t)nrows * rowb, sb, err);
+        if (!st) st = di_wload_to_dev((void *)out->raw_w, w, (uint64_t)row0 * rowb, (size_t)nrows * rowb, 0, err);
+        if (!st && s) st = di_wload_to_dev((void *)out->raw_scale, s, soff, sb, 1, err);
+        if (st) di_wmat_free(out);
+    } else { /* packed from the mapping (or a copy of a generated tensor), file pages dropped behind */
+        void *wo = NULL, *so = NULL;
+        const uint8_t *wv = di_wload_view(w, &wo, err), *sv = NULL;
+        st = wv ? DEEPINFER_OK : err->code;
+        if (!st && s) {
+            sv = di_wload_view(s, &so, err);
+            st = sv ? di_wload_check_e8m0(s, sv, (size_t)s->nbytes, 0, err) : err->code;
+        }
+        if (!st) st = di_wmat_pack_rows(out, fmt, wv, sv, row0, nrows, k, block, err);
+        if (!st && !wo && !so) /* borrowed from the mapping, which the model keeps open */
+            st = di_wmat_set_raw(out, wv + (size_t)row0 * rowb, (size_t)nrows * rowb, sv ? sv + soff : NULL, sb, err);
+        if (st) di_wmat_free(out);
+        free(wo), free(so);
+    }
+    di_wload_release(w);
+    if (s) di_wload_release(s);
     if (st) return di_error_prefix(err, "tensor %s", wn);
     return DEEPINFER_OK;
 }
@@ -187,12 +194,19 @@ deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *
     if (!fn) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
     h->nmix = (int)fn->shape[0];
     if (h->nmix > 24) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "tensor %s: %d mixes (at most 24)", name, h->nmix);
-    void *c = aligned_copy(fn, err);
-    if (!c) return err->code;
-    deepinfer_status st = di_wmat_pack(&h->fn, DI_WFMT_F32, c, NULL, (int)fn->shape[0], (int)fn->shape[1], 0, err);
-    if (!st && !di_allocator_is_host()) /* no checkpoint form kept: the device GEMM reads this copy */
-        st = di_wmat_set_raw(&h->fn, c, (size_t)fn->nbytes, NULL, 0, err);
-    free(c);
+    deepinfer_status st;
+    if (fn->dtype != DI_DTYPE_F32)
+        return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expected F32, found %s", name, di_dtype_name(fn->dtype));
+    if (on_device()) { /* the device GEMM reads the F32 rows */
+        st = di_wmat_alloc_raw(&h->fn, DI_WFMT_F32, (int)fn->shape[0], (int)fn->shape[1], 0, (size_t)fn->nbytes, 0, err);
+        if (!st) st = di_wload_to_dev((void *)h->fn.raw_w, fn, 0, (size_t)fn->nbytes, 0, err);
+    } else {
+        void *own = NULL;
+        const void *v = di_wload_view(fn, &own, err);
+        st = v ? di_wmat_pack(&h->fn, DI_WFMT_F32, v, NULL, (int)fn->shape[0], (int)fn->shape[1], 0, err) : err->code;
+        free(own);
+    }
+    di_wload_release(fn);
     if (st) return di_error_prefix(err, "tensor %s", name);
     float *v = NULL;
     if ((st = di_bind_vec_host(&v, spec, err, "%shc_%s_base", prefix, site))) return st;
@@ -240,6 +254,60 @@ static void compressor_free(di_compressor_w *c) {
     di_dev_free(c->k_norm);
 }
 
+/* wo_a: dequantised to BF16 (exact) and split into its output groups. A device backend keeps
+ * the FP8 bytes and scales of each group instead wherever the groups hold whole scale blocks
+ * (V4 128, V4.1 32: R = 1024): FP8 storage, BF16 math (dic.h DIC_WFMT_FP8B), the same BF16
+ * values at half the bytes, streamed without a host copy; the device GEMMs read them directly
+ * (docs/kernels/gemm-float.md: dic_gemm_fp8w_gemv.cu at M <= 4, dic_gemm_fp8w_mma.cu above,
+ * mode 1 dic_gemm_fp8w_bd_g). Other block geometries upload the BF16 rows (the same bits). */
+static deepinfer_status bind_wo_a(di_attn_w *a, const di_model_config *cfg, const di_weight_spec *spec, const char *p,
+                                  di_error *err) {
+    char wn[NAME_MAX_LEN], sn[NAME_MAX_LEN];
+    snprintf(wn, sizeof wn, "%sattn.wo_a.weight", p);
+    snprintf(sn, sizeof sn, "%sattn.wo_a.scale", p);
+    const di_tensor *w = get_tensor(spec, wn, err), *s = w ? get_tensor(spec, sn, err) : NULL;
+    if (!w || !s) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
+    int G = (int)cfg->o_groups, R = (int)cfg->o_lora_rank, K = (int)w->shape[1];
+    const int B = (int)cfg->fp8_block_in;
+    const int fp8 = cfg->fp8_block_out == B && B > 0 && B % 16 == 0 && R % B == 0 && K % B == 0;
+    if (!(a->wo_a = calloc((size_t)G, sizeof *a->wo_a)))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", wn);
+    a->groups = G;
+    deepinfer_status st = DEEPINFER_OK;
+    if (on_device() && fp8) { /* each group's e4m3 rows and scale rows, streamed */
+        size_t sb = (size_t)(R / B) * (size_t)(K / B);
+        for (int g = 0; g < G && !st; g++) {
+            di_wmat *o = &a->wo_a[g];
+            st = di_wmat_alloc_raw(o, DI_WFMT_BF16, R, K, 0, (size_t)R * K, sb, err);
+            if (!st) o->raw_fp8_block = B;
+            if (!st) st = di_wload_to_dev((void *)o->raw_w, w, (uint64_t)g * R * K, (size_t)R * K, 0, err);
+            if (!st) st = di_wload_to_dev((void *)o->raw_scale, s, (uint64_t)g * sb, sb, 1, err);
+        }
+    } else {
+        void *wo = NULL, *so = NULL;
+        const uint8_t *wv = di_wload_view(w, &wo, err), *sv = wv ? di_wload_view(s, &so, err) : NULL;
+        size_t nk = (size_t)w->shape[0] * (size_t)K;
+        float *f = sv ? malloc(nk * 4) : NULL;
+        uint16_t *h = f ? malloc(nk * 2) : NULL;
+        st = !sv ? err->code : !h ? di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", wn)
+                                  : di_wload_check_e8m0(s, sv, (size_t)s->nbytes, 0, err);
+        if (!st) {
+            di_dequant_fp8_block(wv, sv, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
+            for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
+        }
+        for (int g = 0; g < G && !st; g++) {
+            if (!on_device()) st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
+            else if (!(st = di_wmat_alloc_raw(&a->wo_a[g], DI_WFMT_BF16, R, K, 0, (size_t)R * K * 2, 0, err)))
+                di_dev_upload((void *)a->wo_a[g].raw_w, h + (size_t)g * R * K, (size_t)R * K * 2);
+        }
+        free(f), free(h), free(wo), free(so);
+    }
+    di_wload_release(w);
+    di_wload_release(s);
+    if (st) return di_error_prefix(err, "tensor %s", wn);
+    return DEEPINFER_OK;
+}
+
 static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, const di_layer_cfg *L,
                                   const di_weight_spec *spec, const char *p, di_error *err) {
     deepinfer_status st;
@@ -251,45 +319,7 @@ static deepinfer_status bind_attn(di_attn_w *a, const di_model_config *cfg, cons
     if ((st = di_bind_vec(&a->q_norm, spec, err, "%sattn.q_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->kv_norm, spec, err, "%sattn.kv_norm.weight", p))) return st;
     if ((st = di_bind_vec(&a->sink, spec, err, "%sattn.attn_sink", p))) return st;
-    /* wo_a: dequantised to BF16 (exact) and split into its output groups; a device backend
-     * keeps the FP8 bytes and scales of each group instead (by default; FP8 storage, BF16 math:
-     * dic.h DIC_WFMT_FP8B), the same BF16 values at half the bytes */
-    char wn[NAME_MAX_LEN], sn[NAME_MAX_LEN];
-    snprintf(wn, sizeof wn, "%sattn.wo_a.weight", p);
-    snprintf(sn, sizeof sn, "%sattn.wo_a.scale", p);
-    const di_tensor *w = get_tensor(spec, wn, err), *s = w ? get_tensor(spec, sn, err) : NULL;
-    if (!w || !s) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
-    if ((st = check_scales(s, err))) return st;
-    int G = (int)cfg->o_groups, R = (int)cfg->o_lora_rank, K = (int)w->shape[1];
-    size_t nk = (size_t)w->shape[0] * (size_t)K;
-    float *f = malloc(nk * 4);
-    uint16_t *h = malloc(nk * 2);
-    a->wo_a = calloc((size_t)G, sizeof *a->wo_a);
-    if (!f || !h || !a->wo_a) {
-        free(f), free(h);
-        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", wn);
-    }
-    a->groups = G;
-    const int B = (int)cfg->fp8_block_in;
-    di_dequant_fp8_block(w->data, s->data, (size_t)w->shape[0], (size_t)K, (size_t)B, f);
-    for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
-    /* FP8 storage on the device (the released e4m3 bytes + E8M0 scale rows) wherever the groups hold
-     * whole scale blocks (V4 128, V4.1 32: R = 1024); the device GEMMs read them directly
-     * (docs/kernels/gemm-float.md: dic_gemm_fp8w_gemv.cu at M <= 4, dic_gemm_fp8w_mma.cu above, mode 1
-     * dic_gemm_fp8w_bd_g). Other block geometries upload the BF16 rows (the same bits in mode 1). */
-    const int fp8 = cfg->fp8_block_out == B && B > 0 && B % 16 == 0 && R % B == 0 && K % B == 0;
-    st = DEEPINFER_OK;
-    for (int g = 0; g < G && !st; g++) {
-        st = di_wmat_pack_rows(&a->wo_a[g], DI_WFMT_BF16, h, NULL, g * R, R, K, 0, err);
-        if (st || di_allocator_is_host()) continue;
-        if (fp8) /* the device GEMM reads the group's e4m3 rows and scale rows */
-            st = di_wmat_set_raw_fp8(&a->wo_a[g], (const uint8_t *)w->data + (size_t)g * R * K,
-                                     (const uint8_t *)s->data + (size_t)(g * R / B) * (size_t)(K / B), B, err);
-        else /* the device GEMM reads the BF16 rows */
-            st = di_wmat_set_raw(&a->wo_a[g], h + (size_t)g * R * K, (size_t)R * K * 2, NULL, 0, err);
-    }
-    free(f), free(h);
-    if (st) return di_error_prefix(err, "tensor %s", wn);
+    if ((st = bind_wo_a(a, cfg, spec, p, err))) return st;
     if (L->has_compressor) {
         a->has_cmp = 1;
         if ((st = bind_compressor(&a->cmp, cfg, L, spec, p, "attn.compressor", (int)cfg->head_dim, err))) return st;
@@ -334,14 +364,19 @@ static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const 
         if (!t) return err ? err->code : DEEPINFER_ERR_NOT_FOUND;
         m->tid2eid = malloc((size_t)t->numel * sizeof(int32_t));
         if (!m->tid2eid) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory", n);
+        unsigned char *raw = di_wload_copy(t, err);
+        if (!raw) return err->code;
         for (uint64_t i = 0; i < t->numel; i++) {
             int64_t v;
-            memcpy(&v, (const unsigned char *)t->data + 8 * i, 8);
-            if (v < 0 || v >= E)
+            memcpy(&v, raw + 8 * i, 8);
+            if (v < 0 || v >= E) {
+                free(raw);
                 return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: expert id %lld at %llu is out of [0,%d)", n,
                                     (long long)v, (unsigned long long)i, E);
+            }
             m->tid2eid[i] = (int32_t)v;
         }
+        free(raw);
         int K = (int)t->shape[1];
         for (uint64_t r = 0; r < t->numel / (uint64_t)K; r++)
             for (int a = 0; a < K; a++)
@@ -435,8 +470,11 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory binding layers");
         goto fail;
     }
+    di_wload_prefetch(spec, "layers.0.");
     for (int l = 0; l < cfg->n_layers; l++) {
         char p[32];
+        snprintf(p, sizeof p, "layers.%d.", l + 1);
+        di_wload_prefetch(spec, l + 1 < cfg->n_layers ? p : "mtp."); /* the next layer's pages while this one binds */
         snprintf(p, sizeof p, "layers.%d.", l);
         if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err))) goto fail;
         w->bytes += di_block_bytes(&w->layers[l]);
@@ -456,8 +494,10 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         w->bytes += di_block_bytes(&m->blk) + m->e_proj.bytes + m->h_proj.bytes;
     }
     w->bytes += w->head.bytes + (size_t)(cfg->vocab_size * cfg->hidden_size * 2);
+    di_dev_fill_finish(); /* every upload landed; the staging ring given back */
     return DEEPINFER_OK;
 fail:
+    di_dev_fill_finish();
     di_v4_weights_free(w);
     return st;
 }

@@ -16,7 +16,11 @@
  *   hc_*_fn     F32 -> di_wmat F32
  *   norms, sinks, biases, ape, hc base/scale -> owned fp32 arrays
  *   tid2eid     I64 -> int32 table (ids checked < n_routed_experts)
- * Everything is copied: the checkpoint can be closed after binding.
+ * How bytes move (wload.h, docs/loading.md): a device backend keeps the
+ * checkpoint form only (di_wmat_alloc_raw: no host panels), streamed from
+ * the file through its staging ring; the CPU packs from the mapping in
+ * place and drops the file pages behind (the raw form stays borrowed from
+ * the mapping, which the model keeps open).
  */
 #ifndef DI_MODEL_WEIGHTS_H
 #define DI_MODEL_WEIGHTS_H

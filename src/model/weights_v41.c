@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/wload.h"
+
 static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_config *cfg, const di_weight_spec *spec,
                                     di_error *err) {
     int l = cfg->engram_layer_ids[i];
@@ -15,6 +17,24 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
     const di_tensor *t = di_spec_get(spec, "layers.%d.engram.embed.weight", l);
     const di_tensor *s = di_spec_get(spec, "layers.%d.engram.embed.scale", l);
     if (!t || !s) return di_error_set(err, DEEPINFER_ERR_NOT_FOUND, "tensor layers.%d.engram.embed.*: missing", l);
+    /* the tables: streamed into device memory; on the CPU read in place from the mapping (a
+     * generated checkpoint: a host copy, the model's) */
+    const uint8_t *tab = t->data, *tsc = s->data;
+    int in_backend = 0;
+    if (!di_allocator_is_host() || !di_st_mapped(t) || !di_st_mapped(s)) {
+        uint8_t *a = di_dev_alloc((size_t)t->nbytes), *b = di_dev_alloc((size_t)s->nbytes);
+        st = !a || !b ? di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "layer %d: out of memory for the Engram table "
+                                                                      "(%.2f GB)", l, (double)(t->nbytes + s->nbytes) / 1e9)
+                      : di_wload_to_dev(a, t, 0, (size_t)t->nbytes, 0, err);
+        if (!st) st = di_wload_to_dev(b, s, 0, (size_t)s->nbytes, 1, err);
+        di_dev_fill_finish();
+        di_wload_release(t), di_wload_release(s);
+        if (st) {
+            di_dev_free(a), di_dev_free(b);
+            return st;
+        }
+        tab = a, tsc = b, in_backend = 1;
+    }
     di_engram_layer_desc d = {.dim = (int)cfg->hidden_size,
                               .hc = (int)cfg->hc_mult,
                               .n_cols = cfg->engram_cols,
@@ -22,15 +42,19 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
                               .rows = cfg->engram_num_embeddings[i],
                               .eps = (float)cfg->rms_norm_eps,
                               .act_block = cfg->act_block,
-                              .table = t->data,
-                              .table_scale = s->data,
+                              .table = tab,
+                              .table_scale = tsc,
+                              .tables_in_backend = in_backend,
                               .wkv = &w->engram_wkv[i],
                               .q_weight = w->engram_q[i],
                               .k_weight = w->engram_k[i],
                               .qk_f32 = 1}; /* bound as fp32 (exact for BF16 checkpoints) */
     w->engram_table_bytes += (size_t)t->nbytes + (size_t)s->nbytes;
     w->bytes += w->engram_wkv[i].bytes;
-    if ((st = di_engram_layer_init(&w->engram[i], &d, err))) return di_error_prefix(err, "layer %d", l);
+    if ((st = di_engram_layer_init(&w->engram[i], &d, err))) {
+        if (in_backend) di_dev_free((void *)tab), di_dev_free((void *)tsc);
+        return di_error_prefix(err, "layer %d", l);
+    }
     return DEEPINFER_OK;
 }
 
@@ -73,8 +97,11 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
     if ((st = di_bind_linear(&w->head, cfg, spec, err, "head"))) goto fail;
     if ((st = di_bind_vec(&w->norm, spec, err, "norm.weight"))) goto fail;
     w->bytes = w->head.bytes + (size_t)(cfg->vocab_size * cfg->hidden_size * 2);
+    di_wload_prefetch(spec, "layers.0.");
     for (int l = 0; l < w->n_layers; l++) {
         char p[32];
+        snprintf(p, sizeof p, "layers.%d.", l + 1);
+        di_wload_prefetch(spec, l + 1 < w->n_layers ? p : "mtp."); /* the next layer's pages while this one binds */
         snprintf(p, sizeof p, "layers.%d.", l);
         if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err)))
             goto fail;
@@ -87,8 +114,10 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
         const di_v41_stage_w *sw = &w->stages[s];
         w->bytes += di_block_bytes(&sw->blk) + sw->main_proj.bytes + sw->markov_head.bytes + sw->conf.bytes;
     }
+    di_dev_fill_finish(); /* every upload landed; the staging ring given back */
     return DEEPINFER_OK;
 fail:
+    di_dev_fill_finish();
     di_v41_weights_free(w);
     return st;
 }

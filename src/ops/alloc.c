@@ -27,11 +27,32 @@ static void host_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
 }
 
-static di_allocator g_alloc = {host_alloc, host_free, host_zero, host_upload, NULL};
+static di_allocator g_alloc = {host_alloc, host_free, host_zero, host_upload, NULL, NULL, NULL, NULL};
 
 void di_set_allocator(const di_allocator *a) {
     if (a) g_alloc = *a;
-    else g_alloc = (di_allocator){host_alloc, host_free, host_zero, host_upload, NULL};
+    else g_alloc = (di_allocator){host_alloc, host_free, host_zero, host_upload, NULL, NULL, NULL, NULL};
+}
+
+deepinfer_status di_dev_fill(void *dst, size_t bytes, di_fill_fn fill, void *ctx, di_error *err) {
+    if (!bytes) return DEEPINFER_OK;
+    if (!g_alloc.stage_get) return fill(ctx, 0, dst, bytes, err); /* host memory: in place */
+    for (size_t off = 0; off < bytes;) {
+        size_t cap = 0;
+        void *buf = g_alloc.stage_get(g_alloc.ctx, &cap);
+        if (!buf || !cap)
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "no host staging buffer for the upload");
+        size_t n = bytes - off < cap ? bytes - off : cap;
+        deepinfer_status st = fill(ctx, off, buf, n, err);
+        if (st) return st;
+        g_alloc.stage_put(g_alloc.ctx, buf, (unsigned char *)dst + off, n);
+        off += n;
+    }
+    return DEEPINFER_OK;
+}
+
+void di_dev_fill_finish(void) {
+    if (g_alloc.stage_finish) g_alloc.stage_finish(g_alloc.ctx);
 }
 
 void di_dev_zero(void *p, size_t bytes) {
@@ -81,6 +102,23 @@ deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, co
     w->raw_w = a;
     w->raw_scale = b;
     w->raw_owned = 1;
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_wmat_alloc_raw(di_wmat *w, di_wfmt fmt, int n, int k, int wblock, size_t wbytes, size_t sbytes,
+                                   di_error *err) {
+    memset(w, 0, sizeof *w);
+    w->fmt = fmt, w->n = n, w->k = k;
+    w->wblock = fmt == DI_WFMT_FP8 ? wblock : fmt == DI_WFMT_FP4 ? 32 : 0;
+    void *a = di_dev_alloc(wbytes), *b = sbytes ? di_dev_alloc(sbytes) : NULL;
+    if (!a || (sbytes && !b)) {
+        di_dev_free(a);
+        di_dev_free(b);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of backend memory for a [%d,%d] weight (%zu bytes)",
+                            n, k, wbytes + sbytes);
+    }
+    w->raw_w = a, w->raw_scale = b, w->raw_owned = 1;
+    w->bytes = wbytes + sbytes;
     return DEEPINFER_OK;
 }
 

@@ -452,6 +452,15 @@ typedef struct di_allocator {
     void (*zero)(void *ctx, void *p, size_t bytes); /* clear (outside steps) */
     void (*upload)(void *ctx, void *dst, const void *src, size_t bytes); /* host -> backend memory (load time) */
     void *ctx;
+    /* Streaming upload (load time; all NULL for host memory): a ring of host
+     * staging buffers the backend copies from asynchronously.
+     *   stage_get    a free buffer and its capacity (waits for the copy that
+     *                last used it); NULL when none can be made;
+     *   stage_put    start copying `bytes` of that buffer to `dst`;
+     *   stage_finish wait for every copy and give the ring back. */
+    void *(*stage_get)(void *ctx, size_t *cap);
+    void (*stage_put)(void *ctx, void *buf, void *dst, size_t bytes);
+    void (*stage_finish)(void *ctx);
 } di_allocator;
 
 void di_set_allocator(const di_allocator *a); /* NULL restores the host default */
@@ -461,6 +470,18 @@ void di_dev_zero(void *p, size_t bytes);
 void di_dev_upload(void *dst, const void *src, size_t bytes);
 /* A copy of `bytes` host bytes in backend memory (load time); NULL on failure. */
 void *di_dev_dup(const void *src, size_t bytes);
+
+/* Write `bytes` of backend memory at `dst` from a producer (load time):
+ * fill(ctx, off, buf, n) writes bytes [off, off + n) into buf. Host memory:
+ * one call straight into dst. A device backend: chunk by chunk through its
+ * staging ring, each chunk's copy overlapping the next chunk's fill, so the
+ * host holds the ring and nothing the size of the data. The copies may
+ * still run on return; di_dev_fill_finish waits for them and gives the
+ * ring back (before the producer's sources go, and at the end of a load).
+ * Returns fill's first error. */
+typedef deepinfer_status (*di_fill_fn)(void *ctx, uint64_t off, void *buf, size_t n, di_error *err);
+deepinfer_status di_dev_fill(void *dst, size_t bytes, di_fill_fn fill, void *ctx, di_error *err);
+void di_dev_fill_finish(void);
 
 /* The checkpoint bytes of a packed weight (what a device backend uploads:
  * dic.h dic_wmat): `w` row-major bf16 / f32 / e4m3 [n][k] or packed e2m1
@@ -476,6 +497,12 @@ int di_allocator_is_host(void);
 /* Record w's checkpoint bytes (wbytes bytes of weights, sbytes of scales). */
 deepinfer_status di_wmat_set_raw(di_wmat *w, const void *wsrc, size_t wbytes, const uint8_t *ssrc, size_t sbytes,
                                  di_error *err);
+/* A weight held only in its checkpoint form in backend memory (device
+ * backends: no packed panels; data and scale stay NULL): sets the shape and
+ * format, allocates raw_w (wbytes) and raw_scale (sbytes, none when 0),
+ * owned, for the caller to fill (di_dev_fill); bytes = wbytes + sbytes. */
+deepinfer_status di_wmat_alloc_raw(di_wmat *w, di_wfmt fmt, int n, int k, int wblock, size_t wbytes, size_t sbytes,
+                                   di_error *err);
 /* Record a BF16 weight's checkpoint bytes as FP8 (its values are exactly
  * bf16(e4m3 * 2^(s-127))): `wsrc` e4m3 [n][k], `ssrc` e8m0 [ceil(n/B)][k/B]
  * for B = wblock (a multiple of 16 dividing k); sets raw_fp8_block. */

@@ -95,24 +95,21 @@ deepinfer_status di_wmat_pack_rows(di_wmat *out, di_wfmt fmt, const void *w, con
     size_t K = (size_t)k;
     switch (fmt) {
     case DI_WFMT_BF16: {
-        const uint16_t *src = (const uint16_t *)w + (size_t)row0 * K;
+        /* the source may be only byte-aligned (a mapped checkpoint): pairs copied as bytes */
+        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * K * 2;
         uint16_t *dst = out->data;
         for (int r = 0; r < n; r++) {
             size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
-            for (size_t p = 0; p < K / 2; p++) {
-                uint16_t *c = dst + (P * (K / 2) + p) * 32;
-                c[2 * l] = src[(size_t)r * K + 2 * p];
-                c[2 * l + 1] = src[(size_t)r * K + 2 * p + 1];
-            }
+            for (size_t p = 0; p < K / 2; p++) memcpy(dst + (P * (K / 2) + p) * 32 + 2 * l, src + ((size_t)r * K + 2 * p) * 2, 4);
         }
         break;
     }
     case DI_WFMT_F32: {
-        const float *src = (const float *)w + (size_t)row0 * K;
+        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * K * 4; /* may be only byte-aligned */
         float *dst = out->data;
         for (int r = 0; r < n; r++) {
             size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
-            for (size_t kk = 0; kk < K; kk++) dst[(P * K + kk) * 16 + l] = src[(size_t)r * K + kk];
+            for (size_t kk = 0; kk < K; kk++) memcpy(&dst[(P * K + kk) * 16 + l], src + ((size_t)r * K + kk) * 4, 4);
         }
         break;
     }

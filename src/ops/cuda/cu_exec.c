@@ -182,6 +182,62 @@ static void dev_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
+/* The load's staging ring (ops.h di_dev_fill): STAGE_COUNT pinned buffers of STAGE_BYTES, each
+ * copied on the legacy stream (ordered after dev_alloc's poison memset) with an event that
+ * says when it may be refilled. Allocated at the first chunk of a load, freed at its end. */
+#define STAGE_COUNT 4
+#define STAGE_BYTES ((size_t)32 << 20)
+
+typedef struct stage_ring {
+    void *buf[STAGE_COUNT];
+    cudaEvent_t done[STAGE_COUNT];
+    int used[STAGE_COUNT];
+    int next, ready;
+} stage_ring;
+
+static stage_ring g_ring;
+
+static void stage_finish(void *ctx) {
+    (void)ctx;
+    if (!g_ring.ready) return;
+    cudaStreamSynchronize(0);
+    for (int i = 0; i < STAGE_COUNT; i++) {
+        cudaFreeHost(g_ring.buf[i]);
+        cudaEventDestroy(g_ring.done[i]);
+    }
+    memset(&g_ring, 0, sizeof g_ring);
+}
+
+static void *stage_get(void *ctx, size_t *cap) {
+    if (!g_ring.ready) {
+        memset(&g_ring, 0, sizeof g_ring);
+        for (int i = 0; i < STAGE_COUNT; i++)
+            if (cudaHostAlloc(&g_ring.buf[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+                cudaEventCreateWithFlags(&g_ring.done[i], cudaEventDisableTiming) != cudaSuccess) {
+                g_ring.ready = 1;
+                stage_finish(ctx);
+                *cap = 0;
+                return NULL;
+            }
+        g_ring.ready = 1;
+    }
+    int i = g_ring.next;
+    if (g_ring.used[i]) cudaEventSynchronize(g_ring.done[i]);
+    g_ring.used[i] = 0;
+    *cap = STAGE_BYTES;
+    return g_ring.buf[i];
+}
+
+static void stage_put(void *ctx, void *buf, void *dst, size_t bytes) {
+    (void)ctx;
+    int i = g_ring.next;
+    (void)buf; /* the buffer stage_get handed out last */
+    cudaMemcpyAsync(dst, g_ring.buf[i], bytes, cudaMemcpyHostToDevice, 0);
+    cudaEventRecord(g_ring.done[i], 0);
+    g_ring.used[i] = 1;
+    g_ring.next = (i + 1) % STAGE_COUNT;
+}
+
 static di_dev_ops g_ops;
 
 /* backend.h di_backend_use (through the table, cu_backend.c): install the
@@ -203,7 +259,7 @@ int di_cuda_backend_install(char *why, size_t why_len) {
     g_ops.join = cu_lines_join;
     cu_fill_dense_ops(&g_ops);
     cu_fill_model_ops(&g_ops);
-    di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL};
+    di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL, stage_get, stage_put, stage_finish};
     di_set_allocator(&a);
     g_state_exec.dev_ctx = ctx_new(0);
     if (!g_state_exec.dev_ctx) {
@@ -221,6 +277,7 @@ int di_cuda_backend_install(char *why, size_t why_len) {
 void di_cuda_backend_uninstall(void) {
     if (!g_ops.name) return;
     cudaStreamSynchronize(g_stream);
+    stage_finish(NULL);
     di_set_dev_ops(NULL, NULL);
     di_set_allocator(NULL);
     ctx_free(g_state_exec.dev_ctx);

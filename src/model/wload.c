@@ -1,0 +1,78 @@
+/* wload.c — checkpoint tensors into model memory (wload.h). */
+#include "model/wload.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+static _Atomic uint64_t g_bytes;
+
+uint64_t di_wload_bytes(void) { return atomic_load(&g_bytes); }
+
+deepinfer_status di_wload_check_e8m0(const di_tensor *t, const uint8_t *b, size_t n, uint64_t off, di_error *err) {
+    const uint8_t *p = memchr(b, 0xFF, n);
+    if (p)
+        return di_error_set(err, DEEPINFER_ERR_FORMAT, "tensor %s: e8m0 scale %llu is NaN (0xFF)", t->name,
+                            (unsigned long long)(off + (uint64_t)(p - b)));
+    return DEEPINFER_OK;
+}
+
+typedef struct fill_src {
+    const di_tensor *t;
+    uint64_t off;
+    int check_e8m0;
+} fill_src;
+
+static deepinfer_status fill_from_tensor(void *ctx, uint64_t off, void *buf, size_t n, di_error *err) {
+    const fill_src *s = ctx;
+    deepinfer_status st = di_st_read(s->t, s->off + off, buf, n, err);
+    if (!st && s->check_e8m0) st = di_wload_check_e8m0(s->t, buf, n, s->off + off, err);
+    if (!st) atomic_fetch_add(&g_bytes, (uint64_t)n);
+    return st;
+}
+
+deepinfer_status di_wload_to_dev(void *dst, const di_tensor *t, uint64_t off, size_t n, int check_e8m0,
+                                 di_error *err) {
+    fill_src s = {t, off, check_e8m0};
+    return di_dev_fill(dst, n, fill_from_tensor, &s, err);
+}
+
+void *di_wload_copy(const di_tensor *t, di_error *err) {
+    size_t n = (size_t)t->nbytes;
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63 ? (n + 63) & ~(size_t)63 : 64);
+    if (!p) {
+        di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "tensor %s: out of memory (%zu bytes)", t->name, n);
+        return NULL;
+    }
+    if (di_st_read(t, 0, p, n, err)) {
+        free(p);
+        return NULL;
+    }
+    atomic_fetch_add(&g_bytes, (uint64_t)n);
+    return p;
+}
+
+const void *di_wload_view(const di_tensor *t, void **owned, di_error *err) {
+    *owned = NULL;
+    if (di_st_mapped(t) && t->data) {
+        atomic_fetch_add(&g_bytes, t->nbytes);
+        return t->data;
+    }
+    return *owned = di_wload_copy(t, err);
+}
+
+void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
+    size_t pl = strlen(prefix), n = di_spec_count(spec);
+    for (size_t i = 0; i < n; i++) {
+        const di_tensor_spec *e = di_spec_at(spec, i);
+        if (strncmp(e->name, prefix, pl)) continue;
+        const di_tensor *t = di_spec_tensor(e);
+        if (t) di_st_prefetch(t);
+    }
+}
+
+void di_wload_release(const di_tensor *t) {
+    if (t) di_st_release(t);
+}
