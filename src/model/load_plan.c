@@ -265,7 +265,7 @@ deepinfer_status di_load_plan_check(const di_load_plan *p, uint64_t dev_free, ui
     if (p->budget && total > p->budget)
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY,
                             "the model needs %.2f GB (%llu bytes: weights %.2f GB, workspace and step buffers %.2f GB, "
-                            "states and other reserves %.2f GB, host tables %.2f GB) but the memory budget is %.2f GB "
+                            "states and other reserves %.2f GB, host tables %.2f GB) but the memory_budget is %.2f GB "
                             "(%llu bytes); %s",
                             gb(total), (unsigned long long)total, gb(p->weights), gb(p->workspace + p->step),
                             gb(p->reserve_device + p->reserve_host), gb(p->host_tables), gb(p->budget),

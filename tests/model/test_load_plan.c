@@ -167,7 +167,7 @@ TEST(load_plan_check_refuses_with_both_numbers_and_accepts_a_fit) {
     /* a budget */
     c.budget = 400000000000ull;
     CHECK(di_load_plan_check(&c, 0, 0, &err) == DEEPINFER_ERR_OUT_OF_MEMORY);
-    CHECK_MSG(strstr(err.msg, "512.00 GB") && strstr(err.msg, "memory budget is 400.00 GB"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "512.00 GB") && strstr(err.msg, "memory_budget is 400.00 GB"), "%s", err.msg);
     char buf[2048];
     di_load_plan_format(&p, "  ", buf, sizeof buf);
     CHECK_MSG(strstr(buf, "weights      160.20 GB in device memory") && strstr(buf, "device       171.30 GB"), "%s", buf);
@@ -258,7 +258,7 @@ TEST(load_plan_engine_refuses_states_beyond_its_budget_before_the_load) {
     deepinfer_engine *e = NULL;
     char msg[1024];
     CHECK(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_ERR_OUT_OF_MEMORY && !e);
-    CHECK_MSG(strstr(msg, "memory budget is 0.00 GB (4194304 bytes)") && strstr(msg, "states and other reserves"),
+    CHECK_MSG(strstr(msg, "memory_budget is 0.00 GB (4194304 bytes)") && strstr(msg, "states and other reserves"),
               "%s", msg);
     c.memory_budget = 0;
     CHECK_MSG(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_OK, "%s", msg);
