@@ -1,8 +1,11 @@
 /* bench_dummy.c — `deepinfer bench --dummy` (bench_dummy.h).
  *
  * Order of work (progress on stderr, the table last on stdout):
- *  1. reduced config in a temp dir, memory plan, early failure if it cannot fit;
- *  2. random checkpoint image (in memory), normal load (config + image), temp dir removed;
+ *  1. reduced config in a temp dir, the random checkpoint's handle (tools/dummy/dummy.h), the
+ *     library's load plan (di_model_plan: weights by format, workspace, backend contexts, the
+ *     sequences' states as a reserve) printed, refused before the load when it does not fit;
+ *  2. normal load (config + checkpoint), temp dir removed; device memory in use after it vs the
+ *     plan, and the peak host RSS (VmHWM);
  *  3. probes: copy bandwidth (CUDA: 2 GiB cudaMemcpy D2D, read + written; CPU: the read probe)
  *     and FP8 GEMM rate (CUDA: dic_gemm 8192^3, batch-invariant kernels = the forward's path,
  *     and the fastest path for reference);
@@ -33,9 +36,12 @@
 #include "engine/greedy_loop.h"
 #include "engine/seq_snapshot.h"
 #include "io/safetensors.h"
+#include "model/load_plan.h"
+#include "model/model.h"
 #include "dummy/dummy.h"
 #include "ops/backend.h"
 #include "ops/ops.h"
+#include "util/sysmem.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -87,33 +93,6 @@ static deepinfer_status prefill(cli_model *m, bufs *k, di_seq_state *seq, int L,
 
 static double gb(double b) { return b / 1e9; }
 
-typedef struct plan {
-    double state_seq, states, weights, host_free, dev_free, dev_total;
-} plan;
-
-static void print_plan(const bench_dummy_args *a, const di_model_config *c, const bench_costs *k, int maxb,
-                       int64_t ctx, plan *p) {
-    p->state_seq = bench_state_bytes(c, ctx);
-    p->states = p->state_seq * (maxb + 1);
-    p->weights = k->image_bytes;
-    size_t fb = 0, tb = 0;
-    int dev = !strcmp(a->backend, "cuda") && di_backend_mem_info(&fb, &tb) == 0;
-    p->dev_free = dev ? (double)fb : -1, p->dev_total = dev ? (double)tb : -1;
-    p->host_free = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    fprintf(stderr, "memory plan (%s):\n", a->backend);
-    fprintf(stderr, "  checkpoint image (host, anonymous mmap)  %8.2f GB  (one routed expert of layer %d: %.1f MB, "
-            "x %lld experts)\n", gb(k->image_bytes), c->n_layers - 1, k->expert_bytes[c->n_layers - 1] / 1e6,
-            (long long)c->n_routed_experts);
-    fprintf(stderr, "  weights in backend memory (raw formats)  %8.2f GB  (+ host packed copies at load)\n",
-            gb(p->weights));
-    fprintf(stderr, "  state per sequence at %lld tokens        %8.4f GB\n", (long long)ctx, gb(p->state_seq));
-    fprintf(stderr, "  states: %d decode sequences + 1 prefill  %8.2f GB\n", maxb, gb(p->states));
-    fprintf(stderr, "  step workspace (--rows %d)              known after load\n", a->rows);
-    fprintf(stderr, "  free: host %.1f GB", gb(p->host_free));
-    if (dev) fprintf(stderr, ", device %.1f of %.1f GB", gb(p->dev_free), gb(p->dev_total));
-    fputc('\n', stderr);
-}
-
 int bench_dummy_run(const bench_dummy_args *a) {
     t_start = now_s();
     di_error err = {0};
@@ -149,39 +128,36 @@ int bench_dummy_run(const bench_dummy_args *a) {
         fprintf(stderr, "; Engram at %d layer(s), engram_vocab_size %lld (tables %lld rows)", cfg.n_engram_layer_ids,
                 (long long)info.engram_vocab, (long long)cfg.engram_num_embeddings[0]);
     fputc('\n', stderr);
-    plan p;
-    print_plan(a, &cfg, &k, maxb, ctx, &p);
-    double need_dev = p.weights + p.states;
-    if (p.dev_free > 0 && need_dev > 0.92 * p.dev_free) {
-        rm_dir(dir);
-        fprintf(stderr, "deepinfer bench: does not fit: weights %.1f GB + states %.1f GB (%d x %lld tokens) > 92%% of "
-                "the %.1f GB free on the device; use fewer --layers, a smaller --batch or --prompt\n",
-                gb(p.weights), gb(p.states), maxb + 1, (long long)ctx, gb(p.dev_free));
-        return 1;
-    }
-    double host_need = 2 * p.weights + (p.dev_free > 0 ? 0 : p.states);
-    if (host_need > 0.95 * p.host_free) {
-        rm_dir(dir);
-        fprintf(stderr, "deepinfer bench: does not fit in host memory: about %.1f GB needed (image + packed copies%s), "
-                "%.1f GB free\n", gb(host_need), p.dev_free > 0 ? "" : " + states", gb(p.host_free));
-        return 1;
-    }
-    if (a->plan_only) {
-        rm_dir(dir);
-        return 0;
-    }
-
-    PROGRESS("building the %.1f GB random checkpoint", gb(k.image_bytes));
+    /* the library's load plan (model/load_plan.h), computed from the config and the checkpoint's
+     * tensor list before anything large is allocated; the states of the benchmark's sequences are
+     * declared as the caller's reserve (backend memory) */
+    double state_seq = bench_state_bytes(&cfg, ctx), states = state_seq * (maxb + 1);
     di_safetensors *st = NULL;
     if (di_dummy_weights(&cfg, a->seed, &st, &err)) {
         rm_dir(dir);
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }
-    PROGRESS("loading through the normal chain (spec check, packing, upload)");
+    di_load_plan lp;
+    memset(&lp, 0, sizeof lp);
+    di_model_options po = {.max_rows = rows, .max_context = ctx, .reserve_device = (uint64_t)states};
+    deepinfer_status pst = di_model_plan(dir, &po, st, &lp, &err);
+    char ptxt[2048] = "";
+    di_load_plan_format(&lp, "  ", ptxt, sizeof ptxt);
+    fprintf(stderr, "memory plan (%s), before the load:\n%s", a->backend, ptxt);
+    fprintf(stderr, "  states: %d decode sequences + 1 prefill at %lld tokens: %.3f GB each, %.2f GB (reserved)\n",
+            maxb, (long long)ctx, gb(state_seq), gb(states));
+    if (pst || a->plan_only) {
+        rm_dir(dir);
+        di_st_close(st);
+        if (pst) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return pst ? 1 : 0;
+    }
+
+    PROGRESS("loading through the normal chain (spec check, plan, streamed upload)");
     size_t f0 = 0, t0b = 0, f1 = 0;
     int dev = bk == DI_BACKEND_CUDA && di_backend_mem_info(&f0, &t0b) == 0;
-    di_v4_options opt = {.max_rows = rows, .max_context = ctx, .weights = st};
+    di_v4_options opt = {.max_rows = rows, .max_context = ctx, .weights = st, .reserve_device = (uint64_t)states};
     cli_model m;
     deepinfer_status lst = cli_model_load(dir, &opt, &m, &err);
     rm_dir(dir);
@@ -190,21 +166,25 @@ int bench_dummy_run(const bench_dummy_args *a) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }
-    const di_model_config *c = m.sm.cfg;
     size_t ws = m.v4 ? di_v4_workspace_bytes(m.v4) : di_v41_workspace_bytes(m.v41);
+    double planned = (double)(lp.device_need - lp.reserve_device); /* the states are not allocated yet */
     if (dev && di_backend_mem_info(&f1, &t0b) == 0)
-        PROGRESS("loaded: device memory used %.2f GB (workspace %.2f GB), %.1f GB free", gb((double)(f0 - f1)),
-                 gb((double)ws), gb((double)f1));
+        PROGRESS("loaded: device memory in use after the load %.2f GB vs plan %.2f GB (%.3f); workspace %.2f GB, "
+                 "%.1f GB free; peak host RSS %.2f GB (VmHWM)", gb((double)(f0 - f1)), gb(planned),
+                 planned > 0 ? (double)(f0 - f1) / planned : 0.0, gb((double)ws), gb((double)f1),
+                 gb((double)di_proc_peak_rss()));
     else
-        PROGRESS("loaded (workspace %.2f GB)", gb((double)ws));
-    if (dev && p.states > 0.95 * (double)f1) {
+        PROGRESS("loaded (workspace %.2f GB; host plan %.2f GB); peak host RSS %.2f GB (VmHWM)", gb((double)ws),
+                 gb((double)lp.host_need), gb((double)di_proc_peak_rss()));
+    if (dev && states > 0.95 * (double)f1) {
         fprintf(stderr, "deepinfer bench: does not fit: the states need %.1f GB (%d sequences x %.3f GB at %lld "
-                "tokens), %.1f GB free after the load; use a smaller --batch or --prompt\n", gb(p.states), maxb + 1,
-                gb(p.state_seq), (long long)ctx, gb((double)f1));
+                "tokens), %.1f GB free after the load; use a smaller --batch or --prompt\n", gb(states), maxb + 1,
+                gb(state_seq), (long long)ctx, gb((double)f1));
         cli_model_free(&m);
         di_st_close(st);
         return 1;
     }
+    const di_model_config *c = m.sm.cfg;
 
     /* probes */
     double bw, rate = -1, rate_fast = -1, triad;

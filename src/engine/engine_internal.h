@@ -18,6 +18,7 @@
 #include "engine/state_pool.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
+#include "model/load_plan.h"
 #include "model/model.h"
 #include "ops/backend.h"
 #include "tokenizer/chat.h"
@@ -51,6 +52,7 @@ struct deepinfer_engine {
     const deepinfer_request_output **updated_pub;
     size_t n_updated, cap_updated;
     deepinfer_memory_plan plan;
+    di_load_plan load_plan;           /* the model load's plan (computed before the weights were allocated) */
     char plan_text[8192];
     deepinfer_engine_stats stats;
     char last_error[DI_ERROR_MSG_MAX];

@@ -147,18 +147,44 @@ static int64_t max_tokens_for_pages(const di_model_config *cfg, const di_pool_ge
     return lo;
 }
 
+/* The engine's own host buffers beside the model's workspace: logits, sampler scratch (one per
+ * thread), step rows, sample specs. */
+static uint64_t engine_host_bytes(const deepinfer_engine_config *c, int64_t vocab) {
+    size_t V = (size_t)vocab;
+    di_threadpool *tp = di_threadpool_global();
+    size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
+    return (size_t)c->max_num_seqs * V * 4 + threads * V * 15 + 2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) +
+           2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
+}
+
+/* What the engine allocates after the model load, declared to the load's plan (load_plan.h) so
+ * that an engine which cannot hold its slots and one sequence at max_model_len (or the num_pages
+ * asked for) is refused before the weights are allocated: slots and pages in backend memory
+ * (state_pool.c), the slots' headers and page tables and the engine's buffers on the host; with a
+ * memory_budget, the plan's total must stay within it. */
+static deepinfer_status declare_states(const deepinfer_engine *e, const di_model_config *cfg, di_model_options *mo,
+                                       di_error *err) {
+    const deepinfer_engine_config *c = &e->cfg;
+    di_pool_geom g;
+    deepinfer_status st = di_pool_geom_compute(cfg, c->page_rows, c->max_model_len, c->max_draft_tokens, &g, err);
+    if (st) return st;
+    int64_t pages = c->num_pages ? c->num_pages : di_pool_geom_pages_for(cfg, &g, g.max_tokens);
+    mo->reserve_device = (uint64_t)c->max_num_seqs * g.dev_slot_bytes + (uint64_t)pages * g.page_bytes;
+    mo->reserve_host = (uint64_t)c->max_num_seqs * g.host_slot_bytes + engine_host_bytes(c, cfg->vocab_size);
+    mo->budget = c->num_pages ? 0 : c->memory_budget;
+    return DEEPINFER_OK;
+}
+
 static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, int64_t *n_pages, di_error *err) {
     const deepinfer_engine_config *c = &e->cfg;
     deepinfer_memory_plan *p = &e->plan;
     size_t V = (size_t)e->mcfg->vocab_size;
     di_threadpool *tp = di_threadpool_global();
     size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
+    (void)V, (void)threads;
     p->weight_bytes = di_model_weight_bytes(e->model);
     p->decode_weight_bytes = di_model_decode_weight_bytes(e->model);
-    p->workspace_bytes = di_model_workspace_bytes(e->model) + (size_t)c->max_num_seqs * V * 4 /* logits */ +
-                         threads * V * 15 /* sampler scratch, one per thread */ +
-                         2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) /* step rows */ +
-                         2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
+    p->workspace_bytes = di_model_workspace_bytes(e->model) + engine_host_bytes(c, e->mcfg->vocab_size);
     p->slot_bytes = g->slot_bytes;
     p->num_slots = c->max_num_seqs;
     p->page_bytes = g->page_bytes;
@@ -265,6 +291,14 @@ static void plan_text(deepinfer_engine *e) {
              e->cfg.memory_budget ? "" : (e->cfg.num_pages ? " (num_pages given)" : " (auto)"), w, ws, p->num_slots, sl, slt,
              (long long)p->num_pages, pg, pgt, p->page_rows_kv, p->page_rows_index, (long long)p->tokens_per_sequence_max,
              (long long)p->max_model_len, p->max_num_batched_tokens, e->cfg.max_num_seqs, p->chunk_size);
+    size_t used = strlen(e->plan_text);
+    if (used + 1 < sizeof e->plan_text) { /* the load's plan, made before the weights were allocated */
+        int k = snprintf(e->plan_text + used, sizeof e->plan_text - used, "load plan (before the load, states reserved: "
+                         "%d slots + %s):\n", e->cfg.max_num_seqs,
+                         e->cfg.num_pages ? "num_pages" : "one sequence at max_model_len");
+        if (k > 0 && used + (size_t)k < sizeof e->plan_text)
+            di_load_plan_format(&e->load_plan, "  ", e->plan_text + used + k, sizeof e->plan_text - used - (size_t)k);
+    }
 }
 
 void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out) { *out = e->plan; }
@@ -291,7 +325,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
     int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
     di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash,
-                           .weights = e->weights};
+                           .weights = e->weights, .plan_out = &e->load_plan};
+    if ((st = declare_states(e, &peek, &mo, err))) return st;
     /* the backend before the model: on CUDA the allocator and ops table put weights, workspace and
      * (below) the state pools in device memory (ops/backend.h di_backend_use) */
     di_backend_kind bk;

@@ -27,6 +27,17 @@ typedef struct di_v4_options {
      * borrowed: used instead of the directory's safetensors files, must
      * outlive the model. NULL = open the directory's. */
     struct di_safetensors *weights;
+    /* The load plan (model/load_plan.h), computed after the spec check and
+     * before any large allocation: reserve_device / reserve_host are what
+     * the caller will allocate after the load (the engine's state pools, a
+     * benchmark's sequences), in backend memory / on the host, checked with
+     * the model's needs against free memory; budget, when nonzero, a total
+     * the plan must stay within (the engine's memory_budget); plan_out, when
+     * set, receives the plan (also when the check refuses); plan_only: plan
+     * and check, load nothing (*out stays NULL). */
+    uint64_t reserve_device, reserve_host, budget;
+    struct di_load_plan *plan_out;
+    int plan_only;
 } di_v4_options;
 
 typedef struct di_v4_batch {

@@ -73,10 +73,26 @@ static deepinfer_status init_buffers(di_core *c, int scratch_rows, di_error *err
     return DEEPINFER_OK;
 }
 
+void di_core_limits(const di_v4_options *opt, int *max_rows, int64_t *max_context) {
+    *max_rows = opt && opt->max_rows > 0 ? opt->max_rows : DEFAULT_MAX_ROWS;
+    *max_context = opt && opt->max_context > 0 ? opt->max_context : DEFAULT_MAX_CONTEXT;
+}
+
+void di_core_sizes(const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads, int on_device,
+                   di_core_size *s) {
+    size_t hcd = (size_t)(cfg->hc_mult * cfg->hidden_size);
+    memset(s, 0, sizeof *s);
+    s->exec_scratch = di_gemm_scratch_per_row((int)max_k(cfg)) * (size_t)(max_rows * cfg->hc_mult);
+    s->exec_scratch = (s->exec_scratch + 63) & ~(size_t)63; /* di_exec_init's rounding */
+    di_ws_sizes(cfg, max_rows, max_context, nthreads, &s->ws_dev, &s->ws_host);
+    s->step_dev = (size_t)max_rows * hcd * 2; /* R */
+    if (on_device) s->step_dev += (size_t)max_rows * (size_t)cfg->vocab_size * sizeof(float); /* dlogits */
+    s->step_host = (size_t)max_rows * sizeof(di_seg);
+}
+
 deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err) {
     const di_model_config *cfg = &c->cfg;
-    c->max_rows = opt && opt->max_rows > 0 ? opt->max_rows : DEFAULT_MAX_ROWS;
-    c->max_context = opt && opt->max_context > 0 ? opt->max_context : DEFAULT_MAX_CONTEXT;
+    di_core_limits(opt, &c->max_rows, &c->max_context);
     deepinfer_status st = init_buffers(c, 0, err);
     if (st) return st;
     int rd = (int)cfg->qk_rope_head_dim;

@@ -32,6 +32,21 @@ typedef struct di_core {
  * counts, ratios). */
 deepinfer_status di_core_check_config(const di_model_config *c, di_error *err);
 
+/* The rows per pass and the context limit di_core_init takes from opt
+ * (its defaults where opt leaves them 0). */
+void di_core_limits(const di_v4_options *opt, int *max_rows, int64_t *max_context);
+
+/* What di_core_init allocates, without allocating (load_plan.h): the exec's
+ * host scratch (a device backend's context is sized from it too), the
+ * workspace (di_ws_sizes) and the step buffers (R; the device logits when
+ * on_device) in backend memory, the segment table on the host. nthreads:
+ * the pool's size (the workspace's per-thread index scratch). */
+typedef struct di_core_size {
+    size_t exec_scratch, ws_dev, ws_host, step_dev, step_host;
+} di_core_size;
+void di_core_sizes(const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads, int on_device,
+                   di_core_size *s);
+
 /* Size the execution context, workspace and step buffers for c->cfg
  * (already loaded) and the options. */
 deepinfer_status di_core_init(di_core *c, const di_v4_options *opt, di_error *err);

@@ -9,6 +9,7 @@
 #include "model/block.h"
 #include "model/dsv4_internal.h"
 #include "model/mhc.h"
+#include "model/load_plan.h"
 #include "model/tensor_spec.h"
 
 deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_model **out, di_error *err) {
@@ -32,6 +33,8 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     else if ((st = di_st_open(dir, &stf, err))) goto fail;
     if ((st = di_spec_build(c, &spec, err))) goto fail;
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
+    /* the plan before any large allocation: refused here when it does not fit (load_plan.h) */
+    if ((st = di_load_plan_for_load(c, spec, opt, err)) || (opt && opt->plan_only)) goto fail;
     if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;

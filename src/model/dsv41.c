@@ -12,6 +12,7 @@
 #include "model/block.h"
 #include "model/dsv41_internal.h"
 #include "model/mhc.h"
+#include "model/load_plan.h"
 #include "model/tensor_spec.h"
 #include "util/file.h"
 
@@ -86,6 +87,8 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     }
     if ((st = di_spec_build(c, &spec, err))) goto fail;
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
+    /* the plan before any large allocation: refused here when it does not fit (load_plan.h) */
+    if ((st = di_load_plan_for_load(c, spec, opt, err)) || (opt && opt->plan_only)) goto fail;
     if ((st = di_v41_weights_bind(&m->w, c, spec, err))) goto fail;
     di_spec_free(spec);
     spec = NULL;

@@ -113,6 +113,10 @@ typedef struct di_fwd {
 deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads,
                              di_error *err);
 void di_ws_free(di_ws *ws);
+/* What di_ws_alloc allocates for these arguments, without allocating (the
+ * load plan, load_plan.h): the backend-memory buffers and the host tables. */
+void di_ws_sizes(const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads, size_t *dev_bytes,
+                 size_t *host_bytes);
 
 static inline const float *di_fwd_inv_freq(const di_fwd *f, const di_layer_cfg *L) {
     return L->rope_compress ? f->inv_freq_cmp : f->inv_freq_main;

@@ -14,6 +14,34 @@ struct di_model {
     int borrowed; /* di_model_borrow: the models are the caller's */
 };
 
+static di_v4_options v4_options(const di_model_options *opt) {
+    di_v4_options o = {0};
+    if (!opt) return o;
+    o.max_rows = opt->max_rows;
+    o.max_context = opt->max_context;
+    o.engram_hash = opt->engram_hash;
+    o.weights = opt->weights;
+    o.reserve_device = opt->reserve_device;
+    o.reserve_host = opt->reserve_host;
+    o.budget = opt->budget;
+    o.plan_out = opt->plan_out;
+    return o;
+}
+
+deepinfer_status di_model_plan(const char *dir, const di_model_options *opt, struct di_safetensors *weights,
+                               struct di_load_plan *plan, di_error *err) {
+    di_model_config cfg;
+    deepinfer_status st = di_config_load(dir, &cfg, err);
+    if (st) return st;
+    di_v4_options o = v4_options(opt);
+    if (weights) o.weights = weights;
+    o.plan_out = plan;
+    o.plan_only = 1;
+    di_v4_model *v4 = NULL;
+    di_v41_model *v41 = NULL;
+    return cfg.arch == DI_ARCH_V41 ? di_v41_load(dir, &o, &v41, err) : di_v4_load(dir, &o, &v4, err);
+}
+
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err) {
     *out = NULL;
     di_model_config cfg;
@@ -22,10 +50,7 @@ deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     m->arch = cfg.arch;
-    di_v4_options o = {.max_rows = opt ? opt->max_rows : 0,
-                       .max_context = opt ? opt->max_context : 0,
-                       .engram_hash = opt ? opt->engram_hash : NULL,
-                       .weights = opt ? opt->weights : NULL};
+    di_v4_options o = v4_options(opt);
     st = m->arch == DI_ARCH_V41 ? di_v41_load(dir, &o, &m->v41, err) : di_v4_load(dir, &o, &m->v4, err);
     if (st) {
         free(m);

@@ -31,12 +31,25 @@ typedef struct di_model_options {
     struct di_safetensors *weights; /* the checkpoint already open (e.g. tools/dummy/dummy.h's in-memory image):
                                        borrowed, kept open by the caller until di_model_free; NULL = open `dir`'s
                                        files */
+    /* The load plan (load_plan.h; di_v4_options has the same fields): further needs in backend
+     * memory / on the host that the caller allocates after the load (the engine's state pools),
+     * checked with the model's before any large allocation; a total budget (0: none); where to
+     * copy the plan (NULL: not copied). */
+    uint64_t reserve_device, reserve_host, budget;
+    struct di_load_plan *plan_out;
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.
  * Caller frees with di_model_free. */
 deepinfer_status di_model_load(const char *dir, const di_model_options *opt, di_model **out, di_error *err);
 void di_model_free(di_model *m);
+
+/* The load plan of the checkpoint in `dir` for `opt` on the backend in place, without loading:
+ * the config, the checkpoint's headers (or `weights`, borrowed, when not NULL), the spec check,
+ * the plan and its fit check. *plan is filled whenever the plan could be computed; the status is
+ * the fit check's (DEEPINFER_ERR_OUT_OF_MEMORY with both numbers when it does not fit). */
+deepinfer_status di_model_plan(const char *dir, const di_model_options *opt, struct di_safetensors *weights,
+                               struct di_load_plan *plan, di_error *err);
 
 /* A di_model over a model already loaded with di_v4_load or di_v41_load
  * (exactly one non-NULL; borrowed: di_model_free then frees the view only,

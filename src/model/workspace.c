@@ -135,15 +135,22 @@ static void layout_tabs(di_tabs *t, const di_model_config *c, int M, bump *b) {
     t->rope = take(b, 4 * m * (size_t)(c->qk_rope_head_dim / 2) * sizeof(float));
 }
 
+void di_ws_sizes(const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads, size_t *dev_bytes,
+                 size_t *host_bytes) {
+    di_ws ws;
+    memset(&ws, 0, sizeof ws);
+    bump b = {NULL, 0}, bt = {NULL, 0};
+    layout(&ws, cfg, max_rows, max_context, nthreads, &b);
+    layout_tabs(&ws.t, cfg, max_rows, &bt);
+    *dev_bytes = (b.off + 63) & ~(size_t)63;
+    *host_bytes = (bt.off + 63) & ~(size_t)63;
+}
+
 deepinfer_status di_ws_alloc(di_ws *ws, const di_model_config *cfg, int max_rows, int64_t max_context, int nthreads,
                              di_error *err) {
     memset(ws, 0, sizeof *ws);
-    bump b = {NULL, 0};
-    layout(ws, cfg, max_rows, max_context, nthreads, &b);
-    size_t bytes = (b.off + 63) & ~(size_t)63;
-    bump bt = {NULL, 0};
-    layout_tabs(&ws->t, cfg, max_rows, &bt);
-    size_t tbytes = (bt.off + 63) & ~(size_t)63;
+    size_t bytes, tbytes;
+    di_ws_sizes(cfg, max_rows, max_context, nthreads, &bytes, &tbytes);
     void *mem = di_dev_alloc(bytes);
     void *tmem = aligned_alloc(64, tbytes);
     if (!mem || !tmem) {
