@@ -12,5 +12,5 @@ ln -sf libpcre2-8.so.0 .dev/lib/libpcre2-8.so
 if [ $# -ge 1 ]; then
     git archive "$1" src tools include Makefile examples bench/configs tests/runner.c tests/test.h | xz -9 > .dev/old.tar.xz
 fi
-cp lab/device/bits.sh lab/device/session.sh .dev/
+cp lab/device/bits.sh lab/device/session.sh lab/device/load.sh .dev/
 du -sh .dev
