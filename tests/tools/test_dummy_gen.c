@@ -7,6 +7,7 @@
  * experts (and the V4.1 drafter's, which has its own) and the reduced model
  * loads and runs one forward on the CPU.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,4 +213,43 @@ TEST(dummy_experts_reduction_loads_and_runs_a_forward) {
         di_st_close(st);
         rm_dir(dir);
     }
+}
+
+/* `deepinfer dummy` writes a model directory that `deepinfer bench --load`
+ * loads, runs and measures (the table's rows present, the load counted the
+ * checkpoint's bytes); bad arguments are refused. */
+TEST(cli_dummy_writes_a_directory_bench_load_measures) {
+    char exe[PATH_MAX], cmd[3 * PATH_MAX], dir[] = "/tmp/di-cli-dummy-XXXXXX", outf[] = "/tmp/di-cli-dummy-out-XXXXXX";
+    if (!di_test_sibling("deepinfer", exe, sizeof exe)) {
+        di_test_skip("CLI not built: %s", exe);
+        return;
+    }
+    CHECK(mkdtemp(dir));
+    int fd = mkstemp(outf);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *cfg = di_test_data("golden/v4-tiny-a/config.json");
+    snprintf(cmd, sizeof cmd, "DEEPINFER_THREADS=2 '%s' dummy '%s' --layers 2 --experts 3 --out '%s' --shard-gb 0.0004 "
+             "--seed 9 >/dev/null 2>&1", exe, cfg, dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    di_safetensors *st = NULL;
+    di_error err = {0};
+    CHECK_MSG(di_st_open(dir, &st, &err) == DEEPINFER_OK, "%s", err.msg);
+    CHECK(di_st_shard_count(st) >= 2);
+    di_st_close(st);
+    snprintf(cmd, sizeof cmd, "DEEPINFER_THREADS=2 '%s' bench --load '%s' --prompt 4 >%s 2>/dev/null", exe, dir, outf);
+    CHECK_EQ_INT(system(cmd), 0);
+    FILE *f = fopen(outf, "r");
+    char out[8192] = {0};
+    CHECK(f && fread(out, 1, sizeof out - 1, f) > 0);
+    if (f) fclose(f);
+    const char *rows[] = {"storage read", "load / read", "peak host RSS", "first token", "3 routed experts"};
+    for (int i = 0; i < 5; i++) CHECK_MSG(strstr(out, rows[i]) != NULL, "no '%s' in:\n%s", rows[i], out);
+    /* bad arguments: too few experts, no --out */
+    snprintf(cmd, sizeof cmd, "'%s' dummy '%s' --layers 2 --experts 1 --out '%s' >/dev/null 2>&1", exe, cfg, dir);
+    CHECK(system(cmd) != 0);
+    snprintf(cmd, sizeof cmd, "'%s' dummy '%s' --layers 2 >/dev/null 2>&1", exe, cfg);
+    CHECK(system(cmd) != 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, outf);
+    CHECK_EQ_INT(system(cmd), 0);
 }

@@ -59,8 +59,10 @@
  *                     ~2.9), row scales 2^-round(log2(2.9 sqrt(K)));
  *       bf16 / f32 matrices: uniform in (-a, a), a = sqrt(3/K) (RMS
  *                     1/sqrt(K); embedding rows a = sqrt(3), RMS 1): bf16
- *                     takes the word's four 16-bit lanes, f32 the top 24
- *                     bits of its two 32-bit halves, (u + 0.5)·2/2^bits − 1;
+ *                     takes the word's four 16-bit lanes u, value
+ *                     (u − 32767.5)/32768 · a in float, truncated to bf16;
+ *                     f32 the top 24 bits u of its two 32-bit halves,
+ *                     ((u + 0.5)·2/2^24 − 1) · a;
  *       norm weights, hc scales, Engram q/k weights 1; biases, hc bases,
  *                     attention sinks, compressor ape 0;
  *       Engram tables: e4m3 as above with scale 1;

@@ -142,10 +142,9 @@ static inline uint64_t word(const item *it, uint64_t w) {
     case F_BF16: {
         if (it->c) return 0x0001000100010001ull * bf16_bits(it->a);
         uint64_t r = RAND(w), v = 0;
-        for (int i = 0; i < 4; i++) {
-            double u = ((double)((r >> (16 * i)) & 0xFFFF) + 0.5) * (2.0 / 65536.0) - 1.0;
-            v |= (uint64_t)bf16_bits((float)u * it->a) << (16 * i);
-        }
+        float s = it->a * (1.0f / 32768.0f); /* (lane - 32767.5) / 32768 in (-1, 1), exact in float */
+        for (int i = 0; i < 4; i++)
+            v |= (uint64_t)bf16_bits(((float)(int)((r >> (16 * i)) & 0xFFFF) - 32767.5f) * s) << (16 * i);
         return v;
     }
     case F_F32: {
