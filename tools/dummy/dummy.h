@@ -44,7 +44,9 @@
  *     generator that produces any byte range of any tensor on demand —
  *     nothing the size of the model exists on the host; the loader streams
  *     the bytes through its staging buffers. Ranges of 1 MB or more are
- *     filled on the threadpool in 256 KB pieces.
+ *     filled on the threadpool in 256 KB pieces (so reads of one handle
+ *     come from one thread at a time, as the loader makes them; a read
+ *     from inside a pool region runs serially).
  *     The bytes are a function of (seed, tensor name, byte offset) only, the
  *     same whatever ranges are asked in whatever order:
  *       key(t)   = splitmix64(splitmix64(seed) ^ fnv1a64(t's name));

@@ -14,6 +14,7 @@
 /* Ranges of at least PAR_MIN bytes are filled on the pool in PAR_CHUNK pieces. */
 #define PAR_MIN ((size_t)1 << 20)
 #define PAR_CHUNK ((size_t)256 << 10)
+#define PAR_MAX_CHUNKS ((size_t)1 << 16)
 
 typedef enum fill_kind { F_E4M3, F_BYTE, F_RANDOM, F_BF16, F_F32, F_EIDS } fill_kind;
 
@@ -207,14 +208,14 @@ typedef struct par_fill {
     const item *it;
     uint64_t off;
     unsigned char *dst;
-    size_t n;
+    size_t n, chunk;
 } par_fill;
 
 static void par_task(void *p, int t, int nt) {
     (void)nt;
     const par_fill *f = p;
-    size_t b = (size_t)t * PAR_CHUNK, e = b + PAR_CHUNK < f->n ? b + PAR_CHUNK : f->n;
-    fill_range(f->it, f->off + b, f->dst + b, e - b);
+    size_t b = (size_t)t * f->chunk, e = b + f->chunk < f->n ? b + f->chunk : f->n;
+    if (b < e) fill_range(f->it, f->off + b, f->dst + b, e - b);
 }
 
 static deepinfer_status generate(void *ctx, const di_tensor *t, uint64_t off, void *dst, size_t n, di_error *err) {
@@ -234,8 +235,10 @@ static deepinfer_status generate(void *ctx, const di_tensor *t, uint64_t off, vo
                             (unsigned long long)off, (unsigned long long)(off + n), t->name,
                             (unsigned long long)it->nbytes);
     if (n >= PAR_MIN && it->fk != F_BYTE) {
-        par_fill f = {it, off, dst, n};
-        di_threadpool_run_n(di_threadpool_global(), (int)((n + PAR_CHUNK - 1) / PAR_CHUNK), par_task, &f);
+        size_t nch = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+        if (nch > PAR_MAX_CHUNKS) nch = PAR_MAX_CHUNKS;
+        par_fill f = {it, off, dst, n, ((n + nch - 1) / nch + 7) & ~(size_t)7};
+        di_threadpool_run_n(di_threadpool_global(), (int)nch, par_task, &f);
     } else {
         fill_range(it, off, dst, n);
     }
