@@ -112,7 +112,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
     di_dummy_info info;
     di_model_config cfg;
     bench_costs k;
-    if (di_dummy_write_dir(a->config, a->layers, dir, &info, &err) || di_config_load(dir, &cfg, &err) ||
+    if (di_dummy_write_dir_ex(a->config, a->layers, a->experts, dir, &info, &err) || di_config_load(dir, &cfg, &err) ||
         bench_costs_compute(&cfg, &k, &err)) {
         rm_dir(dir);
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);

@@ -15,6 +15,7 @@ typedef struct bench_dummy_args {
     const char *config;  /* full HF config.json (bench/configs/) */
     const char *backend; /* "cpu" / "cuda" */
     int layers;          /* default 4 */
+    int experts;         /* routed experts (--experts; 0: the config's count) */
     int prompts[BENCH_MAX_SWEEP], nprompt; /* decode contexts: each sequence holds this many tokens (default 4096) */
     int prompt;          /* the largest of prompts[] (sizes the states) */
     int decode;          /* timed decode steps per batch size (default 8) */

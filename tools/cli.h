@@ -27,6 +27,10 @@ void di_cli_register(const char *name, const char *summary, di_cli_main_fn fn);
 /* 1 if argv[i] equals `flag` and a value follows (then *val is set and i advanced). */
 int di_cli_flag_value(int argc, char **argv, int *i, const char *flag, const char **val);
 
+/* CLOCK_MONOTONIC seconds at the entry of main (tools/deepinfer.c): the
+ * process start for "time to first token" figures. */
+double di_cli_start_time(void);
+
 /* 1 if any argument is --help or -h. */
 int di_cli_wants_help(int argc, char **argv);
 

@@ -9,6 +9,7 @@
 
 #include "bench_dummy.h"
 #include "cli.h"
+#include "cli_bench_load.h"
 #include "cli_model.h"
 #include "io/model_dir.h"
 #include "model/dsv41_internal.h"
@@ -18,12 +19,15 @@
 static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
     "                       [--engram-hash FILE] [--lanes L] [--pool-stats]\n"
-    "       deepinfer bench --dummy CONFIG.json [--layers N] [--backend cpu|cuda] [--batch B[,B...]]\n"
+    "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
     "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
-    "v41-flash.json) with N layers (default 4; layer roles kept, tools/dummy/dummy.h),\n"
-    "built in memory and loaded through the normal chain on the backend (default cpu).\n"
+    "v41-flash.json) with N layers (default 4; layer roles kept, tools/dummy/dummy.h)\n"
+    "and E routed experts (--experts; default the config's count, at least the top-k:\n"
+    "prefill FLOPs per token do not depend on it), generated on demand into the\n"
+    "loader's staging buffers through the normal chain on the backend (default cpu).\n"
     "Prefill tokens/s for each --prefill length (default 1024,4096) vs FLOPs / the\n"
     "FP8 GEMM rate; decode ms/step and tokens/s for each --batch size (default 1) of\n"
     "sequences forked from one --prompt-token prefill (default 4096; a list measures\n"
@@ -34,6 +38,15 @@ static const char USAGE[] =
     "'(graph)' row with its GPU idle share, or the reason it could not run.\n"
     "--rows: forward sub-batch rows (default 1024). --plan: print the\n"
     "memory plan only. Progress on stderr, the table on stdout.\n"
+    "\n"
+    "--load DIR: load-speed figures of a model directory (e.g. one written by\n"
+    "`deepinfer dummy`): the load through the normal path on a dropped page cache\n"
+    "(posix_fadvise DONTNEED; the cached fraction before it measured with mincore,\n"
+    "\"cold\" when ~0), timed from the call to loaded, in GB/s of tensor bytes; the\n"
+    "storage read rate of the same files (cache dropped again, sequential 64 MB\n"
+    "preads) and load / read; peak host RSS (VmHWM); device memory the load took\n"
+    "(cuda); time to first token: main entry to the logits of an N-token prompt\n"
+    "(--prompt, 1..64, default 8).\n"
     "\n"
     "Measures, in one run: memory bandwidth (STREAM-style read and triad over\n"
     "3 x 128 MiB, all threads), prefill tokens/s (one N-token prompt per step),\n"
@@ -214,10 +227,15 @@ static int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *engram_hash = NULL, *v;
     int prompt = 512, decode = 64, reps = 3, batches[MAX_SWEEP] = {1}, nb = 1, maxb = 1, lanes = 0, pool_stats = 0;
     int set_prompt = 0, set_decode = 0;
+    const char *load = NULL;
     bench_dummy_args da = {.backend = "cpu", .layers = 4, .rows = 1024, .seed = 1, .np = 2, .prefill = {1024, 4096}};
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--dummy", &da.config)) {
             if (!da.config) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--load", &load)) {
+            if (!load) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--experts", &v)) {
+            if (!v || (da.experts = atoi(v)) < 1) return fprintf(stderr, "error: --experts needs E >= 1\n"), 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--backend", &da.backend)) {
             if (!da.backend) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
@@ -259,6 +277,14 @@ static int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (load) {
+        if (da.config || model) return fprintf(stderr, "error: give one of --load, --dummy, --model\n"), 2;
+        if (set_prompt && (da.nprompt != 1 || prompt > 64))
+            return fprintf(stderr, "error: --load takes one --prompt length of 1..64\n"), 2;
+        bench_load_args la = {.dir = load, .backend = da.backend, .prompt = set_prompt ? prompt : 8};
+        return bench_load_run(&la);
+    }
+    if (da.experts && !da.config) return fprintf(stderr, "error: --experts is for --dummy\n"), 2;
     if (da.config && (lanes || pool_stats))
         return fprintf(stderr, "error: --lanes and --pool-stats are for --model\n"), 2;
     di_pool_stats_enable(pool_stats);

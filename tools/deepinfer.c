@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "deepinfer.h"
@@ -17,6 +18,9 @@ typedef struct cli_command {
 
 static cli_command g_cmds[64];
 static int g_ncmds;
+static double g_start; /* CLOCK_MONOTONIC at main entry */
+
+double di_cli_start_time(void) { return g_start; }
 
 void di_cli_register(const char *name, const char *summary, di_cli_main_fn fn) {
     if (g_ncmds < (int)(sizeof g_cmds / sizeof g_cmds[0])) g_cmds[g_ncmds++] = (cli_command){name, summary, fn};
@@ -56,6 +60,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    g_start = (double)t0.tv_sec + (double)t0.tv_nsec * 1e-9;
     qsort(g_cmds, (size_t)g_ncmds, sizeof g_cmds[0], cmp_cmd);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);

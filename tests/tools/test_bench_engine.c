@@ -53,9 +53,8 @@ TEST(engine_open_weights_matches_the_same_checkpoint_from_files) {
     CHECK_MSG(di_config_load(dir, &cfg, &err) == DEEPINFER_OK, "%s", err.msg);
     di_safetensors *st = NULL;
     CHECK_MSG(di_dummy_weights(&cfg, 3, &st, &err) == DEEPINFER_OK, "%s", err.msg);
-    const di_st_shard_info *sh = di_st_shard(st, 0);
-    FILE *f = fopen(st_path, "wb");
-    CHECK(f && fwrite(sh->data, 1, sh->size, f) == sh->size && !fclose(f));
+    /* the same bytes as files: one shard and its index */
+    CHECK_MSG(di_dummy_write_checkpoint(&cfg, 3, dir, UINT64_MAX, &err) == DEEPINFER_OK, "%s", err.msg);
 
     deepinfer_engine_config c;
     deepinfer_engine_config_init(&c);
@@ -81,9 +80,9 @@ TEST(engine_open_weights_matches_the_same_checkpoint_from_files) {
     c.model = "/nonexistent/di-bench-engine";
     CHECK(di_engine_open_weights(&c, st2, &z, &err) != DEEPINFER_OK && !z);
 
-    unlink(st_path);
-    const char *files[] = {"config.json", "engram_token_map.json", "engram_hash.json"};
-    for (int i = 0; i < 3; i++) snprintf(st_path, sizeof st_path, "%s/%s", dir, files[i]), unlink(st_path);
+    const char *files[] = {"config.json", "engram_token_map.json", "engram_hash.json", "model.safetensors.index.json",
+                           "model-00001-of-00001.safetensors"};
+    for (int i = 0; i < 5; i++) snprintf(st_path, sizeof st_path, "%s/%s", dir, files[i]), unlink(st_path);
     CHECK(rmdir(dir) == 0);
 }
 

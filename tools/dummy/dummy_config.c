@@ -278,8 +278,27 @@ static deepinfer_status sidecars(const reducer *r, const char *dir, int n_engram
     return st;
 }
 
+/* --experts: n_routed_experts = E; a drafter with its own count
+ * (dspark_n_routed_experts) keeps min(its count, E), at least its top-k. */
+static void experts(reducer *r, int64_t E, di_dummy_info *info) {
+    if (info) info->n_experts = geti(r->text, "n_routed_experts", 0);
+    if (E <= 0) return;
+    set_int(r, "n_routed_experts", E);
+    if (info) info->n_experts = E;
+    int64_t d = geti(r->text, "dspark_n_routed_experts", -1);
+    if (d < 0) return;
+    int64_t dk = geti(r->text, "dspark_num_experts_per_tok", geti(r->text, "num_experts_per_tok", 1));
+    d = d < E ? d : E;
+    set_int(r, "dspark_n_routed_experts", d > dk ? d : dk);
+}
+
 deepinfer_status di_dummy_write_dir(const char *config_path, int n_layers, const char *dir, di_dummy_info *info,
                                     di_error *err) {
+    return di_dummy_write_dir_ex(config_path, n_layers, 0, dir, info, err);
+}
+
+deepinfer_status di_dummy_write_dir_ex(const char *config_path, int n_layers, int n_experts, const char *dir,
+                                       di_dummy_info *info, di_error *err) {
     char *text = NULL;
     size_t len = 0;
     deepinfer_status st = di_read_file(config_path, (size_t)16 << 20, &text, &len, err);
@@ -302,8 +321,14 @@ deepinfer_status di_dummy_write_dir(const char *config_path, int n_layers, const
     } else if (n_layers < 1 || n_layers > r.orig_n || n_layers > MAX_KEEP) {
         st = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "--layers %d: the config has %d layers", n_layers,
                           r.orig_n);
+    } else if (n_experts < 0 || (n_experts > 0 && n_experts < geti(r.text, "num_experts_per_tok", 1))) {
+        st = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                          "--experts %d: needs at least num_experts_per_tok = %lld routed experts (0 keeps the "
+                          "config's %lld)", n_experts, (long long)geti(r.text, "num_experts_per_tok", 1),
+                          (long long)geti(r.text, "n_routed_experts", 0));
     }
     if (!st) {
+        experts(&r, n_experts, info);
         choose(&r, v41);
         set_int(&r, "num_hidden_layers", r.n);
         sbuf b = {0};
