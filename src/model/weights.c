@@ -494,9 +494,11 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         w->bytes += di_block_bytes(&m->blk) + m->e_proj.bytes + m->h_proj.bytes;
     }
     w->bytes += w->head.bytes + (size_t)(cfg->vocab_size * cfg->hidden_size * 2);
+    di_wload_prefetch_wait();
     di_dev_fill_finish(); /* every upload landed; the staging ring given back */
     return DEEPINFER_OK;
 fail:
+    di_wload_prefetch_wait();
     di_dev_fill_finish();
     di_v4_weights_free(w);
     return st;

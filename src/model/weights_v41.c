@@ -114,9 +114,11 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
         const di_v41_stage_w *sw = &w->stages[s];
         w->bytes += di_block_bytes(&sw->blk) + sw->main_proj.bytes + sw->markov_head.bytes + sw->conf.bytes;
     }
+    di_wload_prefetch_wait();
     di_dev_fill_finish(); /* every upload landed; the staging ring given back */
     return DEEPINFER_OK;
 fail:
+    di_wload_prefetch_wait();
     di_dev_fill_finish();
     di_v41_weights_free(w);
     return st;

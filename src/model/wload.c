@@ -1,7 +1,9 @@
 /* wload.c — checkpoint tensors into model memory (wload.h). */
 #include "model/wload.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,14 +65,40 @@ const void *di_wload_view(const di_tensor *t, void **owned, di_error *err) {
     return *owned = di_wload_copy(t, err);
 }
 
-void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
-    size_t pl = strlen(prefix), n = di_spec_count(spec);
+/* Read-ahead runs on its own thread: POSIX_FADV_WILLNEED blocks while it queues the reads of a
+ * whole layer, so issued from the binding thread it would serialise the disk with the copies. */
+typedef struct prefetch_job {
+    const di_weight_spec *spec;
+    char prefix[64];
+} prefetch_job;
+
+static prefetch_job g_job;
+static pthread_t g_thread;
+static int g_running;
+
+static void *prefetch_main(void *arg) {
+    const prefetch_job *j = arg;
+    size_t pl = strlen(j->prefix), n = di_spec_count(j->spec);
     for (size_t i = 0; i < n; i++) {
-        const di_tensor_spec *e = di_spec_at(spec, i);
-        if (strncmp(e->name, prefix, pl)) continue;
+        const di_tensor_spec *e = di_spec_at(j->spec, i);
+        if (strncmp(e->name, j->prefix, pl)) continue;
         const di_tensor *t = di_spec_tensor(e);
         if (t) di_st_prefetch(t);
     }
+    return NULL;
+}
+
+void di_wload_prefetch_wait(void) {
+    if (g_running) pthread_join(g_thread, NULL);
+    g_running = 0;
+}
+
+void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
+    di_wload_prefetch_wait(); /* one layer ahead at most: the page cache holds two */
+    g_job.spec = spec;
+    snprintf(g_job.prefix, sizeof g_job.prefix, "%s", prefix);
+    if (pthread_create(&g_thread, NULL, prefetch_main, &g_job) == 0) g_running = 1;
+    else prefetch_main(&g_job); /* no thread: the hints inline */
 }
 
 void di_wload_release(const di_tensor *t) {

@@ -34,8 +34,11 @@ void *di_wload_copy(const di_tensor *t, di_error *err);
 deepinfer_status di_wload_check_e8m0(const di_tensor *t, const uint8_t *b, size_t n, uint64_t off, di_error *err);
 
 /* Read-ahead of every spec tensor whose name starts with `prefix` (the next
- * layer while this one binds), and dropping one tensor's pages behind. */
+ * layer while this one binds), issued on a background thread (it waits for
+ * the previous one first); di_wload_prefetch_wait joins it (before the spec
+ * goes: at the end of binding). And dropping one tensor's pages behind. */
 void di_wload_prefetch(const di_weight_spec *spec, const char *prefix);
+void di_wload_prefetch_wait(void);
 void di_wload_release(const di_tensor *t);
 
 /* Bytes moved by this process's loads so far (file, memory or generated

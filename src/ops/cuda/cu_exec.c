@@ -159,15 +159,18 @@ static void *dev_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     void *p = NULL;
     if (!bytes) bytes = 256;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
+    if (cu_slab_wants(bytes)) p = cu_slab_alloc(bytes); /* no 2 MiB granule tail per allocation (cu_slab.c) */
+    else if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
+    if (!p) return NULL;
     cudaMemset(p, POISON_BYTE, bytes);
     return p;
 }
 
 static void dev_free(void *ctx, void *p) {
     (void)ctx;
+    if (!p) return;
     cudaStreamSynchronize(g_stream);
-    cudaFree(p);
+    if (!cu_slab_free(p)) cudaFree(p);
 }
 
 static void dev_zero(void *ctx, void *p, size_t bytes) {

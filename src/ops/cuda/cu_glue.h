@@ -146,4 +146,10 @@ __typeof__(di_backend_copy_gbs) di_cuda_copy_gbs;
 __typeof__(di_backend_fp8_tflops) di_cuda_fp8_tflops;
 __typeof__(di_backend_mem_info) di_cuda_mem_info;
 
+/* cu_slab.c: device allocations of 1..64 MiB that are not whole 2 MiB granules, carved from
+ * 256 MiB slabs (the allocator's dev_alloc / dev_free). */
+int cu_slab_wants(size_t bytes);
+void *cu_slab_alloc(size_t bytes);
+int cu_slab_free(void *p); /* 1 when p was a slab piece (then freed) */
+
 #endif
