@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# load.sh [big|disk|all] — run THERE (lab/device/README.md): the loading-at-scale measurements of
+# load.sh [big|disk|all|final] — run THERE (lab/device/README.md): the loading-at-scale measurements of
 # docs/loading.md in one device call. big: bench --dummy at depths that need the streaming loader
 # (V4-Flash 24 layers, V4.1-Flash 10 layers, V4-Flash 43 layers with 64 routed experts) and the
 # refusals (V4-Flash 43 layers on the device, V4.1-Flash 40 layers on the CPU); disk: a dummy
@@ -21,6 +21,10 @@ run() { # name, args...
   echo "== $n rc=$rc $(( $(date +%s) - t )) s  maxrss $(awk -F: '/Maximum resident/ {printf "%.2f GB", $2/1048576}' $OUT/$n.err)"
   grep -E "plan|weights|device|host|VmHWM|refus|does not fit|needs|loaded|load|read|first token|error|decode b|prefill 1024" $OUT/$n.err $OUT/$n.log | grep -v "^\s*$" | cut -c1-220 | head -24
 }
+if [ "$WHAT" = final ]; then # after a change: the two acceptance depths only
+  run v4_24 bench --dummy bench/configs/v4-flash.json --layers 24 $BENCH
+  run v41_10 bench --dummy bench/configs/v41-flash.json --layers 10 $BENCH
+fi
 if [ "$WHAT" = big ] || [ "$WHAT" = all ]; then
   run v4_24 bench --dummy bench/configs/v4-flash.json --layers 24 $BENCH
   run v41_10 bench --dummy bench/configs/v41-flash.json --layers 10 $BENCH
@@ -28,7 +32,7 @@ if [ "$WHAT" = big ] || [ "$WHAT" = all ]; then
   run v4_43_refused bench --dummy bench/configs/v4-flash.json --layers 43 --backend cuda --plan
   run v41_40_cpu_refused bench --dummy bench/configs/v41-flash.json --layers 40 --backend cpu --plan
 fi
-if [ "$WHAT" = disk ] || [ "$WHAT" = all ]; then
+if [ "$WHAT" = disk ] || [ "$WHAT" = all ] || [ "$WHAT" = final ]; then
   rm -rf /tmp/ck; t=$(date +%s)
   "$B" dummy bench/configs/v4-flash.json --layers 8 --out /tmp/ck > $OUT/write.log 2>&1; echo "== write rc=$? $(( $(date +%s) - t )) s: $(du -sh /tmp/ck | cut -f1)"
   tail -3 $OUT/write.log
