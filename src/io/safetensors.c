@@ -799,6 +799,8 @@ static int shard_fd(const di_tensor *t) {
     return st && st->maps && t->shard < st->nshards ? st->maps[t->shard].fd : -1;
 }
 
+int di_st_is_file(const di_tensor *t) { return shard_fd(t) >= 0; }
+
 int di_st_mapped(const di_tensor *t) { return t->owner && !t->owner->gen; }
 
 deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t n, di_error *err) {

@@ -129,6 +129,9 @@ deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t 
 void di_st_prefetch(const di_tensor *t);
 void di_st_release(const di_tensor *t);
 
+/* 1 when t's bytes come from a file (di_st_open), 0 for memory and generated images. */
+int di_st_is_file(const di_tensor *t);
+
 /* 1 when t's bytes are addressable in memory (t->data: a mapped file or a
  * memory image), 0 for a generated image. */
 int di_st_mapped(const di_tensor *t);
