@@ -835,14 +835,27 @@ void di_st_prefetch(const di_tensor *t) {
     if (fd >= 0 && t->nbytes) posix_fadvise(fd, (off_t)t->file_offset, (off_t)t->nbytes, POSIX_FADV_WILLNEED);
 }
 
-void di_st_release(const di_tensor *t) {
-    int fd = shard_fd(t);
-    if (fd < 0 || !t->nbytes) return;
-    posix_fadvise(fd, (off_t)t->file_offset, (off_t)t->nbytes, POSIX_FADV_DONTNEED);
+void di_st_release_map(const di_tensor *t) {
+    if (shard_fd(t) < 0 || !t->nbytes) return;
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t b = (uintptr_t)t->data, e = b + t->nbytes, ps = pg > 0 ? (uintptr_t)pg : 4096;
     b = (b + ps - 1) & ~(ps - 1), e &= ~(ps - 1);
     if (e > b) madvise((void *)b, e - b, MADV_DONTNEED); /* a private read-only file mapping: pages read back */
+}
+
+void di_st_release_range(const di_tensor *t, uint64_t len) {
+    int fd = shard_fd(t);
+    if (fd >= 0 && len) posix_fadvise(fd, (off_t)t->file_offset, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
+void di_st_release(const di_tensor *t) {
+    di_st_release_map(t); /* unmap first: the page cache keeps pages that a mapping still holds */
+    di_st_release_range(t, t->nbytes);
+}
+
+void di_st_release_all(const di_safetensors *st) {
+    for (size_t i = 0; st && st->maps && i < st->nshards; i++)
+        if (st->maps[i].fd >= 0) posix_fadvise(st->maps[i].fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
 /* ---- queries ---------------------------------------------------------------------------- */

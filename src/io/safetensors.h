@@ -128,6 +128,12 @@ deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t 
  * file. */
 void di_st_prefetch(const di_tensor *t);
 void di_st_release(const di_tensor *t);
+/* di_st_release in parts: the mapping's pages of t; the file's page cache
+ * of `len` bytes from t's offset (a run of adjacent tensors of one shard);
+ * every shard's whole page cache (the end of a load). */
+void di_st_release_map(const di_tensor *t);
+void di_st_release_range(const di_tensor *t, uint64_t len);
+void di_st_release_all(const di_safetensors *st);
 
 /* 1 when t's bytes come from a file (di_st_open), 0 for memory and generated images. */
 int di_st_is_file(const di_tensor *t);

@@ -479,6 +479,7 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err))) goto fail;
         w->bytes += di_block_bytes(&w->layers[l]);
     }
+    di_wload_prefetch_wait(); /* the drafter's read-ahead done before it binds */
     for (int s = 0; s < w->n_mtp; s++) {
         char p[32];
         snprintf(p, sizeof p, "mtp.%d.", s);
@@ -494,12 +495,10 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         w->bytes += di_block_bytes(&m->blk) + m->e_proj.bytes + m->h_proj.bytes;
     }
     w->bytes += w->head.bytes + (size_t)(cfg->vocab_size * cfg->hidden_size * 2);
-    di_wload_prefetch_wait();
-    di_dev_fill_finish(); /* every upload landed; the staging ring given back */
+    di_wload_finish();
     return DEEPINFER_OK;
 fail:
-    di_wload_prefetch_wait();
-    di_dev_fill_finish();
+    di_wload_finish();
     di_v4_weights_free(w);
     return st;
 }

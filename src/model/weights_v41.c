@@ -27,7 +27,6 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
                                                                       "(%.2f GB)", l, (double)(t->nbytes + s->nbytes) / 1e9)
                       : di_wload_to_dev(a, t, 0, (size_t)t->nbytes, 0, err);
         if (!st) st = di_wload_to_dev(b, s, 0, (size_t)s->nbytes, 1, err);
-        di_dev_fill_finish();
         di_wload_release(t), di_wload_release(s);
         if (st) {
             di_dev_free(a), di_dev_free(b);
@@ -107,6 +106,7 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
             goto fail;
         w->bytes += di_block_bytes(&w->layers[l]);
     }
+    di_wload_prefetch_wait(); /* the drafter's read-ahead done before it binds */
     for (int i = 0; i < w->n_engram; i++)
         if ((st = bind_engram(w, i, cfg, spec, err))) goto fail;
     for (int s = 0; s < w->n_stages; s++) {
@@ -114,12 +114,10 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
         const di_v41_stage_w *sw = &w->stages[s];
         w->bytes += di_block_bytes(&sw->blk) + sw->main_proj.bytes + sw->markov_head.bytes + sw->conf.bytes;
     }
-    di_wload_prefetch_wait();
-    di_dev_fill_finish(); /* every upload landed; the staging ring given back */
+    di_wload_finish();
     return DEEPINFER_OK;
 fail:
-    di_wload_prefetch_wait();
-    di_dev_fill_finish();
+    di_wload_finish();
     di_v41_weights_free(w);
     return st;
 }

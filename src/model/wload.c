@@ -110,9 +110,12 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
+static void flush_releases(void);
+
 void di_wload_prefetch_wait(void) {
     if (g_running) pthread_join(g_thread, NULL);
     g_running = 0;
+    flush_releases(); /* the layer just bound */
 }
 
 void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
@@ -123,6 +126,52 @@ void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
     else prefetch_main(&g_job); /* no thread: the hints inline */
 }
 
+/* Releases wait for the layer's end and go out merged: the page cache holds large folios
+ * (up to 2 MiB) that straddle tensor boundaries, which a per-tensor POSIX_FADV_DONTNEED cannot
+ * drop (half of a streamed checkpoint stayed cached that way); the merged ranges of adjacent
+ * tensors cover them. */
+static const di_tensor **g_rel;
+static size_t g_nrel, g_caprel;
+static const struct di_safetensors *g_owner;
+
+static void flush_releases(void) {
+    qsort(g_rel, g_nrel, sizeof *g_rel, by_file_order);
+    for (size_t i = 0; i < g_nrel;) {
+        const di_tensor *a = g_rel[i];
+        uint64_t end = a->file_offset + a->nbytes;
+        size_t j = i + 1;
+        while (j < g_nrel && g_rel[j]->owner == a->owner && g_rel[j]->shard == a->shard && g_rel[j]->file_offset <= end) {
+            uint64_t e = g_rel[j]->file_offset + g_rel[j]->nbytes;
+            if (e > end) end = e;
+            j++;
+        }
+        di_st_release_range(a, end - a->file_offset);
+        i = j;
+    }
+    g_nrel = 0;
+}
+
 void di_wload_release(const di_tensor *t) {
-    if (t) di_st_release(t);
+    if (!t || !di_st_is_file(t)) return;
+    di_st_release_map(t); /* the mapping's pages now (the CPU packed from them) */
+    if (g_nrel == g_caprel) {
+        size_t cap = g_caprel ? 2 * g_caprel : 4096;
+        const di_tensor **r = realloc(g_rel, cap * sizeof *r);
+        if (!r) {
+            di_st_release(t); /* no room to defer: drop what can be dropped now */
+            return;
+        }
+        g_rel = r, g_caprel = cap;
+    }
+    g_rel[g_nrel++] = t;
+    g_owner = t->owner;
+}
+
+void di_wload_finish(void) {
+    di_wload_prefetch_wait();
+    di_dev_fill_finish(); /* every upload landed; the staging ring given back */
+    if (g_owner) di_st_release_all(g_owner); /* what read-ahead brought in around the tensors */
+    g_owner = NULL;
+    free(g_rel);
+    g_rel = NULL, g_nrel = g_caprel = 0;
 }

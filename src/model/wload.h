@@ -33,13 +33,19 @@ void *di_wload_copy(const di_tensor *t, di_error *err);
 /* e8m0 scale bytes: an error naming t at the first NaN code (0xFF). */
 deepinfer_status di_wload_check_e8m0(const di_tensor *t, const uint8_t *b, size_t n, uint64_t off, di_error *err);
 
-/* Read-ahead of every spec tensor whose name starts with `prefix` (the next
- * layer while this one binds), issued on a background thread (it waits for
- * the previous one first); di_wload_prefetch_wait joins it (before the spec
- * goes: at the end of binding). And dropping one tensor's pages behind. */
+/* Layer boundaries of a load. di_wload_prefetch starts reading ahead every
+ * spec tensor whose name starts with `prefix` (the next layer while this
+ * one binds) on a background thread, after di_wload_prefetch_wait: which
+ * joins the previous read-ahead (binding must not overtake it) and drops
+ * the page cache of the tensors released since (merged ranges).
+ * di_wload_release marks a bound tensor's file pages as no longer needed
+ * (its mapping's pages go at once). di_wload_finish ends a load: joins,
+ * waits for every upload (di_dev_fill_finish) and drops the checkpoint's
+ * remaining page cache. */
 void di_wload_prefetch(const di_weight_spec *spec, const char *prefix);
 void di_wload_prefetch_wait(void);
 void di_wload_release(const di_tensor *t);
+void di_wload_finish(void);
 
 /* Bytes moved by this process's loads so far (file, memory or generated
  * sources), for the load-rate report. */
