@@ -26,6 +26,7 @@
 
 #include "model/config.h"
 #include "model/tensor_spec.h"
+#include "ops/backend.h"
 #include "util/error.h"
 
 /* Margins of the fit check. Device: 1 GiB + 2 % of the free memory stay
@@ -38,14 +39,10 @@
 #define DI_PLAN_DEV_MARGIN_PCT 2
 #define DI_PLAN_HOST_PCT 90
 
-/* A device backend's fixed costs (src/ops/cuda/cu_exec.c: ctx_new, the
- * staging ring): per exec, scratch for each concurrent line (the main one
- * and DI_EXEC_BRANCHES branches, at least 256 MiB) and a 64 MiB op-table
- * buffer on the device and on the host; the load's ring of 4 x 32 MiB
- * pinned host buffers. */
-#define DI_PLAN_DEV_MIN_SCRATCH ((uint64_t)256 << 20)
-#define DI_PLAN_DEV_TAB_BYTES ((uint64_t)64 << 20)
-#define DI_PLAN_DEV_STAGING ((uint64_t)4 * ((uint64_t)32 << 20))
+/* A device backend's fixed costs: ops/backend.h DI_DEV_EXEC_* and DI_DEV_STAGE_*. */
+#define DI_PLAN_DEV_MIN_SCRATCH ((uint64_t)DI_DEV_EXEC_MIN_SCRATCH)
+#define DI_PLAN_DEV_TAB_BYTES ((uint64_t)DI_DEV_EXEC_TAB_BYTES)
+#define DI_PLAN_DEV_STAGING ((uint64_t)DI_DEV_STAGE_COUNT * (uint64_t)DI_DEV_STAGE_BYTES)
 
 typedef struct di_load_plan_opts {
     int max_rows;            /* rows per pass (0: the loader's default) */

@@ -4,7 +4,9 @@
  * device backend streams it from the file (pread) through its staging ring
  * (ops.h di_dev_fill) and the host never holds more than the ring, and the
  * CPU backend packs from the mapping in place and drops the file pages
- * behind itself (the packed copy replaces them).
+ * behind itself (the packed copy replaces them). The read-ahead thread and
+ * the deferred releases are process-wide: one load runs at a time (as the
+ * backend's staging ring is one).
  */
 #ifndef DI_MODEL_WLOAD_H
 #define DI_MODEL_WLOAD_H

@@ -212,4 +212,16 @@ typedef struct di_device_backend {
 /* Register the device backend (one per process; a second call replaces the first). */
 void di_backend_register(const di_device_backend *b);
 
+/* A device backend's fixed memory, shared by the CUDA backend (cu_exec.c) and
+ * the load plan that must count it before the load (src/model/load_plan.h):
+ * per exec, dic scratch for each concurrent line (the main one and
+ * DI_EXEC_BRANCHES branches) of at least DI_DEV_EXEC_MIN_SCRATCH, and an
+ * op-table buffer of DI_DEV_EXEC_TAB_BYTES on the device and on the host;
+ * during a load, a ring of DI_DEV_STAGE_COUNT pinned host buffers of
+ * DI_DEV_STAGE_BYTES (ops.h di_dev_fill). */
+#define DI_DEV_EXEC_MIN_SCRATCH ((size_t)256 << 20)
+#define DI_DEV_EXEC_TAB_BYTES ((size_t)64 << 20)
+#define DI_DEV_STAGE_COUNT 4
+#define DI_DEV_STAGE_BYTES ((size_t)32 << 20)
+
 #endif

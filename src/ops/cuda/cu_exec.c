@@ -8,8 +8,8 @@
 #include "ops/cuda/cu_glue.h"
 #include "util/env.h"
 
-#define TAB_CAP ((size_t)64 << 20)        /* host tables of one op */
-#define MIN_SCRATCH ((size_t)256 << 20)   /* dic scratch: GEMM quantisation, attention, indexer scores */
+#define TAB_CAP DI_DEV_EXEC_TAB_BYTES      /* host tables of one op (ops/backend.h: the load plan counts it) */
+#define MIN_SCRATCH DI_DEV_EXEC_MIN_SCRATCH /* dic scratch: GEMM quantisation, attention, indexer scores */
 
 /* Device memory starts as 0xFF bytes (NaN, -1) so that reads of unwritten
  * memory show. */
@@ -188,8 +188,8 @@ static void dev_upload(void *ctx, void *dst, const void *src, size_t bytes) {
 /* The load's staging ring (ops.h di_dev_fill): STAGE_COUNT pinned buffers of STAGE_BYTES, each
  * copied on the legacy stream (ordered after dev_alloc's poison memset) with an event that
  * says when it may be refilled. Allocated at the first chunk of a load, freed at its end. */
-#define STAGE_COUNT 4
-#define STAGE_BYTES ((size_t)32 << 20)
+#define STAGE_COUNT DI_DEV_STAGE_COUNT
+#define STAGE_BYTES DI_DEV_STAGE_BYTES
 
 typedef struct stage_ring {
     void *buf[STAGE_COUNT];
