@@ -327,3 +327,54 @@ TEST(wload_device_path_streams_every_weight_bitwise_v41) { bind_and_compare(di_t
 TEST(wload_device_path_streams_every_weight_bitwise_tiny_v4) { bind_and_compare(di_test_gen_data("tiny-v4-b"), 1); }
 TEST(wload_cpu_packs_in_place_as_from_a_copy_v4) { bind_and_compare(di_test_data("golden/v4-tiny-a"), 0); }
 TEST(wload_cpu_packs_in_place_as_from_a_copy_v41) { bind_and_compare(di_test_data("golden/v41-tiny-a"), 0); }
+
+/* Packing large matrices runs in chunks of panels on the pool: every element of a 2100-row
+ * matrix (three chunks, a ragged last panel) reads back exactly, in each format. */
+TEST(wload_parallel_packing_is_exact_in_every_format) {
+    const int n = 2100, k = 256, B = 128;
+    size_t nk = (size_t)n * k;
+    uint8_t *bytes = malloc(nk * 4), *sc = malloc(nk);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < nk * 4; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        bytes[i] = (uint8_t)(x >> 24);
+    }
+    for (size_t i = 0; i < nk; i++) sc[i] = (uint8_t)(120 + i % 10); /* e8m0 2^-7 .. 2^2 */
+    for (size_t i = 0; i < nk; i++) /* e4m3: no NaN (S.1111.111) */
+        if ((bytes[i] & 0x7F) == 0x7F) bytes[i] &= 0xFE;
+    uint16_t *bf = malloc(nk * 2);
+    float *f32 = malloc(nk * 4);
+    for (size_t i = 0; i < nk; i++) {
+        f32[i] = (float)((int)(bytes[i] % 200) - 100) / 16.0f;
+        bf[i] = di_f32_to_bf16(f32[i]);
+    }
+    di_error err = {0};
+    di_wfmt fmts[4] = {DI_WFMT_BF16, DI_WFMT_F32, DI_WFMT_FP8, DI_WFMT_FP4};
+    for (int fi = 0; fi < 4; fi++) {
+        di_wmat w;
+        const void *src = fmts[fi] == DI_WFMT_BF16 ? (const void *)bf : fmts[fi] == DI_WFMT_F32 ? (const void *)f32 : bytes;
+        CHECK(di_wmat_pack(&w, fmts[fi], src, sc, n, k, fmts[fi] == DI_WFMT_FP8 ? B : 0, &err) == DEEPINFER_OK);
+        long bad = 0;
+        for (int r = 0; r < n; r++)
+            for (int c = 0; c < k; c++) {
+                double ref;
+                size_t i = (size_t)r * k + c;
+                switch (fmts[fi]) {
+                case DI_WFMT_BF16: ref = di_bf16_to_f32(bf[i]); break;
+                case DI_WFMT_F32: ref = f32[i]; break;
+                case DI_WFMT_FP8:
+                    ref = (double)di_e4m3_to_f32(bytes[i]) * di_e8m0_to_f32(sc[(size_t)(r / B) * (k / B) + c / B]);
+                    break;
+                default: {
+                    uint8_t b = bytes[(size_t)r * (k / 2) + c / 2];
+                    ref = (double)di_e2m1_to_f32((uint8_t)(c % 2 ? b >> 4 : b & 15)) *
+                          di_e8m0_to_f32(sc[(size_t)r * (k / 32) + c / 32]);
+                }
+                }
+                bad += (double)di_wmat_get(&w, r, c) != ref;
+            }
+        CHECK_MSG(bad == 0, "format %d: %ld elements differ", (int)fmts[fi], bad);
+        di_wmat_free(&w);
+    }
+    free(bytes), free(sc), free(bf), free(f32);
+}

@@ -8,6 +8,7 @@
 
 #include "io/numfmt.h"
 #include "ops/cpu/gemm_layout.h"
+#include "ops/cpu/threadpool.h"
 #include "ops/ops.h"
 
 static void *alloc64(size_t bytes) {
@@ -83,6 +84,74 @@ static deepinfer_status alloc_wmat(di_wmat *out, di_wfmt fmt, int n, int k, int 
 /* e8m0 -> fp32 (NaN codes are rejected by the weight binder before packing). */
 static float e8m0(uint8_t b) { return di_e8m0_to_f32(b); }
 
+/* One packing job: rows [r0, r1) of W (whole panels, except the last) into out. */
+typedef struct pack_job {
+    di_wmat *out;
+    const uint8_t *src;    /* row 0 of the rows being packed */
+    const uint8_t *scale;  /* FP4: the scale row of row 0 */
+    int n;
+} pack_job;
+
+static void pack_rows_range(const pack_job *j, int r0, int r1) {
+    di_wmat *out = j->out;
+    size_t K = (size_t)out->k;
+    switch (out->fmt) {
+    case DI_WFMT_BF16: { /* the source may be only byte-aligned (a mapped checkpoint): pairs copied as bytes */
+        uint16_t *dst = out->data;
+        for (int r = r0; r < r1; r++) {
+            size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
+            for (size_t p = 0; p < K / 2; p++) memcpy(dst + (P * (K / 2) + p) * 32 + 2 * l, j->src + ((size_t)r * K + 2 * p) * 2, 4);
+        }
+        break;
+    }
+    case DI_WFMT_F32: {
+        float *dst = out->data;
+        for (int r = r0; r < r1; r++) {
+            size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
+            for (size_t kk = 0; kk < K; kk++) memcpy(&dst[(P * K + kk) * 16 + l], j->src + ((size_t)r * K + kk) * 4, 4);
+        }
+        break;
+    }
+    case DI_WFMT_FP8: {
+        uint8_t *dst = out->data;
+        for (int r = r0; r < r1; r++) {
+            size_t P = (size_t)r / DI_PANEL;
+            int l = r % DI_PANEL;
+            for (size_t kk = 0; kk < K; kk++) {
+                size_t c = kk / 4;
+                dst[(P * (K / 4) + c) * 64 + (size_t)di_fp8_pos(l, (int)(kk % 4))] = j->src[(size_t)r * K + kk];
+            }
+        }
+        break;
+    }
+    case DI_WFMT_FP4: {
+        size_t kb = K / 2, nsb = K / 32;
+        uint8_t *dst = out->data;
+        for (int r = r0; r < r1; r++) {
+            size_t P = (size_t)r / DI_PANEL;
+            int l = r % DI_PANEL;
+            for (size_t p = 0; p < kb; p++) {
+                size_t c = p / 4;
+                dst[(P * (kb / 4) + c) * 64 + (size_t)di_fp4_pos(l, (int)(p % 4))] = j->src[(size_t)r * kb + p];
+            }
+            for (size_t b = 0; b < nsb; b++) out->scale[(P * nsb + b) * 16 + (size_t)l] = e8m0(j->scale[(size_t)r * nsb + b]);
+        }
+        break;
+    }
+    }
+}
+
+/* Panels are independent: load-time packing runs on the pool (a pure copy, so the result is the
+ * same however it is split), PACK_PANELS panels per chunk. */
+#define PACK_PANELS 64
+
+static void pack_chunk(void *ctx, int t, int nchunks) {
+    (void)nchunks;
+    const pack_job *j = ctx;
+    int r0 = t * PACK_PANELS * DI_PANEL, r1 = r0 + PACK_PANELS * DI_PANEL;
+    pack_rows_range(j, r0, r1 < j->n ? r1 : j->n);
+}
+
 deepinfer_status di_wmat_pack_rows(di_wmat *out, di_wfmt fmt, const void *w, const uint8_t *scale, int row0, int n,
                                    int k, int wblock, di_error *err) {
     if (fmt == DI_WFMT_FP8 && (wblock <= 0 || row0 % wblock)) {
@@ -92,66 +161,24 @@ deepinfer_status di_wmat_pack_rows(di_wmat *out, di_wfmt fmt, const void *w, con
     }
     deepinfer_status st = alloc_wmat(out, fmt, n, k, wblock, err);
     if (st) return st;
-    size_t K = (size_t)k;
-    switch (fmt) {
-    case DI_WFMT_BF16: {
-        /* the source may be only byte-aligned (a mapped checkpoint): pairs copied as bytes */
-        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * K * 2;
-        uint16_t *dst = out->data;
-        for (int r = 0; r < n; r++) {
-            size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
-            for (size_t p = 0; p < K / 2; p++) memcpy(dst + (P * (K / 2) + p) * 32 + 2 * l, src + ((size_t)r * K + 2 * p) * 2, 4);
-        }
-        break;
-    }
-    case DI_WFMT_F32: {
-        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * K * 4; /* may be only byte-aligned */
-        float *dst = out->data;
-        for (int r = 0; r < n; r++) {
-            size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
-            for (size_t kk = 0; kk < K; kk++) memcpy(&dst[(P * K + kk) * 16 + l], src + ((size_t)r * K + kk) * 4, 4);
-        }
-        break;
-    }
-    case DI_WFMT_FP8: {
-        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * K;
-        uint8_t *dst = out->data;
-        for (int r = 0; r < n; r++) {
-            size_t P = (size_t)r / DI_PANEL;
-            int l = r % DI_PANEL;
-            for (size_t kk = 0; kk < K; kk++) {
-                size_t c = kk / 4;
-                dst[(P * (K / 4) + c) * 64 + (size_t)di_fp8_pos(l, (int)(kk % 4))] = src[(size_t)r * K + kk];
-            }
-        }
+    size_t K = (size_t)k, rowb = fmt == DI_WFMT_FP4 ? K / 2 : K * (fmt == DI_WFMT_FP8 ? 1 : fmt == DI_WFMT_BF16 ? 2 : 4);
+    pack_job j = {out, (const uint8_t *)w + (size_t)row0 * rowb, fmt == DI_WFMT_FP4 ? scale + (size_t)row0 * (K / 32) : NULL,
+                  n};
+    int nchunks = (out->npanels + PACK_PANELS - 1) / PACK_PANELS;
+    if (nchunks > 1) di_threadpool_run_n(di_threadpool_global(), nchunks, pack_chunk, &j);
+    else pack_rows_range(&j, 0, n);
+    if (fmt == DI_WFMT_FP8) {
         int sb_k = k / wblock, full_k = sb_k;
         int sb_n = (n + wblock - 1) / wblock;
         const uint8_t *ssrc = scale + (size_t)(row0 / wblock) * (size_t)full_k;
         for (int bn = 0; bn < sb_n; bn++)
             for (int bk = 0; bk < sb_k; bk++) out->scale[(size_t)bn * sb_k + bk] = e8m0(ssrc[(size_t)bn * full_k + bk]);
-        break;
-    }
-    case DI_WFMT_FP4: {
-        size_t kb = K / 2, nsb = K / 32;
-        const uint8_t *src = (const uint8_t *)w + (size_t)row0 * kb;
-        const uint8_t *ssrc = scale + (size_t)row0 * nsb;
-        uint8_t *dst = out->data;
-        for (int r = 0; r < n; r++) {
-            size_t P = (size_t)r / DI_PANEL;
-            int l = r % DI_PANEL;
-            for (size_t p = 0; p < kb; p++) {
-                size_t c = p / 4;
-                dst[(P * (kb / 4) + c) * 64 + (size_t)di_fp4_pos(l, (int)(p % 4))] = src[(size_t)r * kb + p];
-            }
-            for (size_t b = 0; b < nsb; b++) out->scale[(P * nsb + b) * 16 + (size_t)l] = e8m0(ssrc[(size_t)r * nsb + b]);
-        }
-        /* padding rows: scale 1 (their weights are zero) */
+    } else if (fmt == DI_WFMT_FP4) { /* padding rows: scale 1 (their weights are zero) */
+        size_t nsb = K / 32;
         for (int r = n; r < out->npanels * DI_PANEL; r++) {
             size_t P = (size_t)r / DI_PANEL, l = (size_t)r % DI_PANEL;
             for (size_t b = 0; b < nsb; b++) out->scale[(P * nsb + b) * 16 + l] = 1.0f;
         }
-        break;
-    }
     }
     return DEEPINFER_OK;
 }
