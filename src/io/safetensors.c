@@ -801,6 +801,17 @@ static int shard_fd(const di_tensor *t) {
 
 int di_st_is_file(const di_tensor *t) { return shard_fd(t) >= 0; }
 
+void di_st_populate(const di_tensor *t) {
+#ifdef MADV_POPULATE_READ
+    if (shard_fd(t) < 0 || !t->nbytes) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t ps = pg > 0 ? (uintptr_t)pg : 4096, b = (uintptr_t)t->data & ~(ps - 1), e = (uintptr_t)t->data + t->nbytes;
+    madvise((void *)b, e - b, MADV_POPULATE_READ); /* one call instead of a fault per page; a hint (older kernels: EINVAL) */
+#else
+    (void)t;
+#endif
+}
+
 int di_st_mapped(const di_tensor *t) { return t->owner && !t->owner->gen; }
 
 deepinfer_status di_st_read(const di_tensor *t, uint64_t off, void *dst, size_t n, di_error *err) {

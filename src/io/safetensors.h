@@ -135,6 +135,10 @@ void di_st_release_map(const di_tensor *t);
 void di_st_release_range(const di_tensor *t, uint64_t len);
 void di_st_release_all(const di_safetensors *st);
 
+/* Map t's pages into the process in one call (MADV_POPULATE_READ where the
+ * kernel has it), before a reader walks the mapping; no-op elsewhere. */
+void di_st_populate(const di_tensor *t);
+
 /* 1 when t's bytes come from a file (di_st_open), 0 for memory and generated images. */
 int di_st_is_file(const di_tensor *t);
 

@@ -59,6 +59,7 @@ void *di_wload_copy(const di_tensor *t, di_error *err) {
 const void *di_wload_view(const di_tensor *t, void **owned, di_error *err) {
     *owned = NULL;
     if (di_st_mapped(t) && t->data) {
+        di_st_populate(t);
         atomic_fetch_add(&g_bytes, t->nbytes);
         return t->data;
     }
