@@ -7,10 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/sysmem.h"
 #include "engine/engine_internal.h"
 #include "ops/cpu/threadpool.h"
 #include "util/env.h"
+#include "util/sysmem.h"
 #include "util/file.h"
 
 #define DEMO_MODEL "models/deepinfer-demo-v41"
@@ -178,10 +178,6 @@ static deepinfer_status declare_states(const deepinfer_engine *e, const di_model
 static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, int64_t *n_pages, di_error *err) {
     const deepinfer_engine_config *c = &e->cfg;
     deepinfer_memory_plan *p = &e->plan;
-    size_t V = (size_t)e->mcfg->vocab_size;
-    di_threadpool *tp = di_threadpool_global();
-    size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
-    (void)V, (void)threads;
     p->weight_bytes = di_model_weight_bytes(e->model);
     p->decode_weight_bytes = di_model_decode_weight_bytes(e->model);
     p->workspace_bytes = di_model_workspace_bytes(e->model) + engine_host_bytes(c, e->mcfg->vocab_size);
