@@ -2,15 +2,18 @@
  * checkpoint on the CPU, measured in the same run as the machine's memory
  * bandwidth, with the bytes-per-decode-token floor (weights touched per
  * token / bandwidth). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bench_dummy.h"
+#include "args/cli_args.h"
 #include "cli.h"
 #include "cli_bench_load.h"
 #include "cli_model.h"
+#include "args/cli_model_dir.h"
 #include "io/model_dir.h"
 #include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
@@ -22,7 +25,7 @@ static const char USAGE[] =
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
     "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
-    "\n"
+    "\n" DI_CLI_MODEL_RULE "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
     "v41-flash.json) with N layers (default 4; layer roles kept, tools/dummy/dummy.h)\n"
     "and E routed experts (--experts; default the config's count, at least the top-k:\n"
@@ -124,32 +127,6 @@ static int32_t text_token(const di_model_config *c, int t) {
 
 #define MAX_SWEEP BENCH_MAX_SWEEP
 
-/* Parse "B[,B...]" (each 1..1024, at most MAX_SWEEP); returns the count or 0. */
-static int parse_batches(const char *v, int *out) {
-    int n = 0;
-    while (v && *v) {
-        char *end;
-        long b = strtol(v, &end, 10);
-        if (end == v || b < 1 || b > 1024 || n == MAX_SWEEP || (*end && *end != ',')) return 0;
-        out[n++] = (int)b;
-        v = *end ? end + 1 : end;
-    }
-    return n;
-}
-
-/* Parse "L[,L...]" prompt lengths (each 1..1048576, at most MAX_SWEEP); returns the count or 0. */
-static int parse_lengths(const char *v, int *out) {
-    int n = 0;
-    while (v && *v) {
-        char *end;
-        long b = strtol(v, &end, 10);
-        if (end == v || b < 1 || b > (1 << 20) || n == MAX_SWEEP || (*end && *end != ',')) return 0;
-        out[n++] = (int)b;
-        v = *end ? end + 1 : end;
-    }
-    return n;
-}
-
 typedef struct bench_buf {
     di_seq_state **seqs, **rowseq;
     int32_t *tok;
@@ -235,20 +212,17 @@ static int cmd_bench(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--load", &load)) {
             if (!load) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--experts", &v)) {
-            if (!v || (da.experts = atoi(v)) < 1) return fprintf(stderr, "error: --experts needs E >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--experts", v, 1, INT_MAX, &da.experts)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--backend", &da.backend)) {
             if (!da.backend) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
-            if (!v || (da.layers = atoi(v)) < 1) return fprintf(stderr, "error: --layers needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--layers", v, 1, INT_MAX, &da.layers)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--rows", &v)) {
-            if (!v || (da.rows = atoi(v)) < 1) return fprintf(stderr, "error: --rows needs R >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--rows", v, 1, INT_MAX, &da.rows)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
-            if (!v) return 2;
-            da.seed = strtoull(v, NULL, 10);
+            if (!v || di_cli_parse_u64("--seed", v, UINT64_MAX, &da.seed)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prefill", &v)) {
-            if (!(da.np = parse_lengths(v, da.prefill)))
-                return fprintf(stderr, "error: --prefill needs L or a list L,L,... (each 1..1048576, at most %d)\n",
-                               MAX_SWEEP), 2;
+            if (!v || di_cli_parse_int_list("--prefill", v, 1, 1 << 20, da.prefill, MAX_SWEEP, &da.np)) return 2;
         } else if (!strcmp(argv[i], "--plan")) {
             da.plan_only = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
@@ -257,19 +231,18 @@ static int cmd_bench(int argc, char **argv) {
             if (!engram_hash) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
             /* --dummy takes a list of decode contexts (one load); --model one prompt length */
-            if (!v || !(da.nprompt = parse_lengths(v, da.prompts)) || (prompt = da.prompts[0]) < 1)
-                return fprintf(stderr, "error: --prompt needs N >= 1 (with --dummy: N or N,N,...)\n"), 2;
+            if (!v || di_cli_parse_int_list("--prompt", v, 1, 1 << 20, da.prompts, MAX_SWEEP, &da.nprompt)) return 2;
+            prompt = da.prompts[0];
             set_prompt = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
-            if (!v || (decode = atoi(v)) < 1) return fprintf(stderr, "error: --decode needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--decode", v, 1, INT_MAX, &decode)) return 2;
             set_decode = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--batch", &v)) {
-            if (!(nb = parse_batches(v, batches)))
-                return fprintf(stderr, "error: --batch needs B or a list B,B,... (each 1..1024, at most %d)\n", MAX_SWEEP), 2;
+            if (!v || di_cli_parse_int_list("--batch", v, 1, 1024, batches, MAX_SWEEP, &nb)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
-            if (!v || (reps = atoi(v)) < 1) return fprintf(stderr, "error: --reps needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--reps", v, 1, INT_MAX, &reps)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--lanes", &v)) {
-            if (!v || (lanes = atoi(v)) < 1) return fprintf(stderr, "error: --lanes needs L >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--lanes", v, 1, INT_MAX, &lanes)) return 2;
         } else if (!strcmp(argv[i], "--pool-stats")) {
             pool_stats = 1;
         } else {
@@ -309,7 +282,7 @@ static int cmd_bench(int argc, char **argv) {
     if (rows_max < maxb) rows_max = maxb;
     di_v4_options opt = {.max_rows = prompt > maxb ? prompt : maxb, .max_context = prompt + decode + 16,
                          .engram_hash = engram_hash};
-    if (di_model_locate(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
+    if (di_cli_locate_model(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }

@@ -10,6 +10,7 @@
  * (di_engine_open_weights), and the floor is tools/bench_floor.c's decode
  * floor (dense weights + head + the expected distinct experts + per-sequence
  * state, over the copy bandwidth), the one `bench --dummy` prints. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 
 #include "bench_dummy.h"
 #include "bench_floor.h"
+#include "args/cli_args.h"
+#include "args/cli_model_dir.h"
 #include "cli.h"
 #include "deepinfer.h"
 #include "engine/engine_internal.h"
@@ -31,7 +34,7 @@ static const char USAGE[] =
     "                              [--graphs 0|1] [--lanes L]\n"
     "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
     "                              --engram-hash]\n"
-    "\n"
+    "\n" DI_CLI_MODEL_RULE "\n"
     "For each batch size B: B requests with different N-token prompts (default 64)\n"
     "run greedily for --decode tokens (default 64, EOS ignored) through the engine;\n"
     "the steps in which all B requests decode one token each are timed (whole\n"
@@ -221,10 +224,9 @@ static int cmd_bench_engine(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--dummy", &dummy)) {
             if (!dummy) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
-            if (!v || (layers = atoi(v)) < 1) return fprintf(stderr, "error: --layers needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--layers", v, 1, INT_MAX, &layers)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
-            if (!v) return 2;
-            seed = strtoull(v, NULL, 10);
+            if (!v || di_cli_parse_u64("--seed", v, UINT64_MAX, &seed)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram)) {
             if (!engram) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--accelerator", &accel)) {
@@ -232,19 +234,17 @@ static int cmd_bench_engine(int argc, char **argv) {
         } else if (di_cli_flag_value(argc, argv, &i, "--batches", &batches)) {
             if (!batches) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--prompt", &v)) {
-            if (!v || (prompt = atoi(v)) < 1 || prompt > (1 << 20))
-                return fprintf(stderr, "error: --prompt needs N in [1, 1048576]\n"), 2;
+            if (!v || di_cli_parse_int("--prompt", v, 1, 1 << 20, &prompt)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--decode", &v)) {
-            if (!v || (decode = atoi(v)) < 2) return fprintf(stderr, "error: --decode needs N >= 2\n"), 2;
+            if (!v || di_cli_parse_int("--decode", v, 2, INT_MAX, &decode)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--max-num-batched-tokens", &v)) {
-            if (!v || (step_tokens = atoi(v)) < 1) return fprintf(stderr, "error: --max-num-batched-tokens needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--max-num-batched-tokens", v, 1, INT_MAX, &step_tokens)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--lanes", &v)) {
-            if (!v || (lanes = atoi(v)) < 1) return fprintf(stderr, "error: --lanes needs L >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--lanes", v, 1, INT_MAX, &lanes)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--graphs", &v)) {
-            if (!v || (strcmp(v, "0") && strcmp(v, "1"))) return fprintf(stderr, "error: --graphs needs 0 or 1\n"), 2;
-            graphs = atoi(v);
+            if (!v || di_cli_parse_int("--graphs", v, 0, 1, &graphs)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
-            if (!v || (reps = atoi(v)) < 1) return fprintf(stderr, "error: --reps needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--reps", v, 1, INT_MAX, &reps)) return 2;
         } else {
             fprintf(stderr, "error: unknown option '%s' (see deepinfer bench-engine --help)\n", argv[i]);
             return 2;
@@ -254,13 +254,13 @@ static int cmd_bench_engine(int argc, char **argv) {
     if (dummy && engram)
         return fprintf(stderr, "error: --engram-hash is for --model (a --dummy V4.1 model writes its own)\n"), 2;
     int bs[32], nb = 0, maxb = 1;
-    for (const char *s = batches; *s && nb < 32;) {
-        char *end;
-        long b = strtol(s, &end, 10);
-        if (end == s || b < 1 || b > 4096) return fprintf(stderr, "error: --batches wants sizes like 1,8,32,64\n"), 2;
-        bs[nb++] = (int)b;
-        if (b > maxb) maxb = (int)b;
-        s = *end == ',' ? end + 1 : end;
+    if (di_cli_parse_int_list("--batches", batches, 1, 4096, bs, 32, &nb)) return 2;
+    for (int k = 0; k < nb; k++)
+        if (bs[k] > maxb) maxb = bs[k];
+    if (!dummy) { /* the one model rule of every command (cli_model_dir.h), checked before anything runs */
+        di_model_location loc;
+        di_error merr = {0};
+        if (di_cli_locate_model(model, &loc, &merr)) return fprintf(stderr, "deepinfer bench-engine: %s\n", merr.msg), 1;
     }
     deepinfer_engine_config cfg;
     deepinfer_engine_config_init(&cfg);

@@ -3,12 +3,14 @@
  * with --model DIR like a released checkpoint — for load-rate measurement
  * on real files (`deepinfer bench --load DIR`). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "args/cli_args.h"
 #include "cli.h"
 #include "dummy/dummy.h"
 #include "util/sysmem.h"
@@ -54,16 +56,15 @@ static int cmd_dummy(int argc, char **argv) {
     double shard_gb = 5;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
-            if (!v || (layers = atoi(v)) < 1) return fprintf(stderr, "error: --layers needs N >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--layers", v, 1, INT_MAX, &layers)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--experts", &v)) {
-            if (!v || (experts = atoi(v)) < 1) return fprintf(stderr, "error: --experts needs E >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--experts", v, 1, INT_MAX, &experts)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--out", &out)) {
             if (!out) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
-            if (!v) return 2;
-            seed = strtoull(v, NULL, 10);
+            if (!v || di_cli_parse_u64("--seed", v, UINT64_MAX, &seed)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--shard-gb", &v)) {
-            if (!v || !((shard_gb = atof(v)) > 0)) return fprintf(stderr, "error: --shard-gb needs G > 0\n"), 2;
+            if (!v || di_cli_parse_f64("--shard-gb", v, 1e-6, 1e6, &shard_gb)) return 2;
         } else if (argv[i][0] != '-' && !config) {
             config = argv[i];
         } else {

@@ -1,15 +1,20 @@
 /* `deepinfer generate`: offline batch generation through the engine
  * (include/deepinfer.h), with a progress bar and a throughput summary. */
+#include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "args/cli_args.h"
+#include "args/cli_model_dir.h"
 #include "cli.h"
 #include "deepinfer.h"
 #include "gen_io.h"
+#include "gen_sink.h"
 
 static const char USAGE[] =
     "usage: deepinfer generate [--model DIR|ORG/NAME] (--prompt TEXT ... | --prompt-ids 1,2,3 | --prompts FILE.jsonl)\n"
@@ -19,9 +24,7 @@ static const char USAGE[] =
     "the completions, or writes them as JSON lines with --output. Prints the memory\n"
     "plan first, a progress bar on a terminal, and a summary at the end (stderr).\n"
     "\n"
-    "Model: --model DIR or ORG/NAME[@REV]; else $DEEPINFER_HF_MODEL_DIR; else the\n"
-    "embedded demo model models/deepinfer-demo-v41 (next to the executable's tree,\n"
-    "or the source tree it was built from).\n"
+    DI_CLI_MODEL_RULE
     "\n"
     "Prompts:\n"
     "  --prompt TEXT            a text prompt (repeatable); with --chat, a user message\n"
@@ -57,46 +60,38 @@ static const char USAGE[] =
     "Environment: $DEEPINFER_ACCELERATOR, $DEEPINFER_BATCH_INVARIANT, $DEEPINFER_HF_MODEL_DIR,\n"
     "$DEEPINFER_THREADS.\n"
     "\n"
-    "Output:\n"
-    "  --output FILE.jsonl      one JSON line per request, in input order (text, token ids,\n"
-    "                           logprobs, finish reason, metrics); '-' = standard output\n"
+    "Output (each request is written and flushed the moment it finishes, so the order is the\n"
+    "order of finishing, not of the input; every record names its input position):\n"
+    "  --output FILE.jsonl      one JSON line per request, with \"index\" = its 0-based position\n"
+    "                           among the prompts (--prompt / --prompt-ids in order, then the\n"
+    "                           --prompts lines), text, token ids, logprobs, finish reason,\n"
+    "                           metrics; '-' = standard output. Opened (created or truncated)\n"
+    "                           before the model loads: a path that cannot be written fails first\n"
+    "  (no --output)            the completion text on standard output; with several requests\n"
+    "                           or choices each is headed \"--- request I, choice J (reason) ---\"\n"
     "  --quiet                  no plan, progress or summary\n"
     "\n"
+    "Numbers are checked strictly: a value that is not wholly a number in the flag's range\n"
+    "(\"12x\", \"-1\" for --seed, 0 for --max-num-seqs, an overflow) is refused, naming the flag.\n"
+    "A text prompt holding a NUL character (\\u0000 in JSONL) is refused (naming the line);\n"
+    "other control characters are kept; \"messages\" keep NULs too.\n"
+    "\n"
     "Summary: requests, prefill tok/s (prompt tokens / wall time), decode tok/s (output\n"
-    "tokens / wall time), TTFT and TPOT p50/p99, preemptions. Exit status 0 when every\n"
-    "request succeeded, 1 when some failed (each failure is reported), 2 on bad usage.\n";
+    "tokens / wall time), TTFT and TPOT p50/p99, preemptions.\n"
+    "\n"
+    "SIGINT / SIGTERM: the run stops after the current step; every request that finished\n"
+    "is already written, the ones in flight are aborted and not written, and a line on\n"
+    "stderr says how many were left unfinished (a second signal ends the process at once).\n"
+    "\n"
+    "Exit status: 0 every request succeeded; 1 some failed (each failure is reported and\n"
+    "has its JSONL line), or the model could not be loaded, or writing the output failed\n"
+    "(the message names the file and the reason); 2 bad usage; 130 stopped by SIGINT,\n"
+    "143 by SIGTERM.\n";
 
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int parse_ids(const char *s, int32_t *out, int max) {
-    int n = 0;
-    while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || n >= max) return -1;
-        out[n++] = (int32_t)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
-}
-
-static int parse_bytes(const char *s, uint64_t *out) {
-    char *end;
-    double v = strtod(s, &end);
-    double mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
-    if (*end == 'i') end++;
-    if (*end == 'B') end++;
-    if (*end || !(v >= 0)) return -1;
-    *out = (uint64_t)(v * mul);
-    return 0;
 }
 
 typedef struct cli_state {
@@ -124,28 +119,36 @@ static gen_request *push(cli_state *c) {
     return r;
 }
 
-/* One flag; returns 1 if consumed, 0 if unknown, -1 on a bad value. */
+/* One flag; returns 1 if consumed, 0 if unknown, -1 on a bad value (the
+ * message, naming the flag, is printed by the cli_args.h helpers). Numeric
+ * values are strict: the whole text in range, else refused. Ranges are the
+ * engine's where it has one; settings whose 0 means "the default" in
+ * deepinfer_engine_config start at 1 (leave the flag out for the default). */
 static int flag(cli_state *c, int argc, char **argv, int *i) {
     const char *v = NULL;
     deepinfer_sampling_params *p = &c->sp;
-#define F(name) di_cli_flag_value(argc, argv, i, name, &v)
+    const char *name = argv[*i];
+#define F(f) di_cli_flag_value(argc, argv, i, f, &v)
 #define NEED                                                                                    \
     do {                                                                                        \
         if (!v) return -1;                                                                      \
     } while (0)
+#define INT(dst, lo, hi) return di_cli_parse_int(name, v, lo, hi, &(dst)) ? -1 : 1
+#define I64(dst, lo, hi) return di_cli_parse_i64(name, v, lo, hi, &(dst)) ? -1 : 1
+#define FLT(dst, lo, hi) return di_cli_parse_float(name, v, lo, hi, &(dst)) ? -1 : 1
     if (F("--model")) { NEED; c->cfg.model = v; }
     else if (F("--tokenizer")) { NEED; c->cfg.tokenizer = v; }
     else if (F("--accelerator")) { NEED; c->cfg.accelerator = v; }
-    else if (F("--memory-budget")) { NEED; if (parse_bytes(v, &c->cfg.memory_budget)) return -1; }
-    else if (F("--max-num-seqs")) { NEED; c->cfg.max_num_seqs = atoi(v); }
-    else if (F("--max-num-batched-tokens")) { NEED; c->cfg.max_num_batched_tokens = atoi(v); }
-    else if (F("--chunk-size")) { NEED; c->cfg.chunk_size = atoi(v); }
-    else if (F("--max-model-len")) { NEED; c->cfg.max_model_len = atoll(v); }
-    else if (F("--page-rows")) { NEED; c->cfg.page_rows = atoi(v); }
-    else if (F("--num-pages")) { NEED; c->cfg.num_pages = atoll(v); }
+    else if (F("--memory-budget")) { NEED; return di_cli_parse_bytes(name, v, &c->cfg.memory_budget) ? -1 : 1; }
+    else if (F("--max-num-seqs")) { NEED; INT(c->cfg.max_num_seqs, 1, 16384); }
+    else if (F("--max-num-batched-tokens")) { NEED; INT(c->cfg.max_num_batched_tokens, 1, 1 << 20); }
+    else if (F("--chunk-size")) { NEED; INT(c->cfg.chunk_size, 1, 1 << 20); }
+    else if (F("--max-model-len")) { NEED; I64(c->cfg.max_model_len, 1, INT64_MAX); }
+    else if (F("--page-rows")) { NEED; INT(c->cfg.page_rows, 1, 65536); }
+    else if (F("--num-pages")) { NEED; I64(c->cfg.num_pages, 1, INT64_MAX); }
     else if (F("--engram-hash")) { NEED; c->cfg.engram_hash = v; }
-    else if (F("--async-scheduling")) { NEED; c->cfg.async_scheduling = atoi(v); }
-    else if (F("--batch-invariant")) { NEED; c->cfg.batch_invariant = atoi(v); }
+    else if (F("--async-scheduling")) { NEED; INT(c->cfg.async_scheduling, 0, 1); }
+    else if (F("--batch-invariant")) { NEED; INT(c->cfg.batch_invariant, 0, 1); }
     else if (F("--prompt")) {
         NEED;
         gen_request *r = push(c);
@@ -157,39 +160,45 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
         gen_request *r = push(c);
         size_t max = strlen(v) / 2 + 2;
         if (!r || !(r->ids = malloc(sizeof(int32_t) * max))) return -1;
-        int n = parse_ids(v, r->ids, (int)max);
-        if (n < 0) return -1;
+        int n = 0;
+        if (di_cli_parse_i32_list(name, v, 0, INT32_MAX, r->ids, (int)max, &n)) return -1;
         r->prompt.token_ids = r->ids;
         r->prompt.n_token_ids = (size_t)n;
     } else if (F("--prompts")) { NEED; c->prompts_file = v; }
     else if (F("--output")) { NEED; c->output = v; }
     else if (F("--reasoning-effort")) { NEED; c->effort = v; }
-    else if (F("--temperature")) { NEED; p->temperature = (float)atof(v); }
-    else if (F("--top-k")) { NEED; p->top_k = atoi(v); }
-    else if (F("--top-p")) { NEED; p->top_p = (float)atof(v); }
-    else if (F("--min-p")) { NEED; p->min_p = (float)atof(v); }
-    else if (F("--repetition-penalty")) { NEED; p->repetition_penalty = (float)atof(v); }
-    else if (F("--presence-penalty")) { NEED; p->presence_penalty = (float)atof(v); }
-    else if (F("--frequency-penalty")) { NEED; p->frequency_penalty = (float)atof(v); }
-    else if (F("--max-tokens")) { NEED; p->max_tokens = atoi(v); }
-    else if (F("--min-tokens")) { NEED; p->min_tokens = atoi(v); }
-    else if (F("--n")) { NEED; p->n = atoi(v); }
-    else if (F("--seed")) { NEED; p->has_seed = 1, p->seed = strtoull(v, NULL, 10); }
-    else if (F("--logprobs")) { NEED; p->logprobs = atoi(v); }
+    else if (F("--temperature")) { NEED; FLT(p->temperature, 0, FLT_MAX); }
+    else if (F("--top-k")) { NEED; INT(p->top_k, -1, INT32_MAX); }
+    else if (F("--top-p")) { NEED; FLT(p->top_p, FLT_MIN, 1); }
+    else if (F("--min-p")) { NEED; FLT(p->min_p, 0, 1); }
+    else if (F("--repetition-penalty")) { NEED; FLT(p->repetition_penalty, FLT_MIN, FLT_MAX); }
+    else if (F("--presence-penalty")) { NEED; FLT(p->presence_penalty, -2, 2); }
+    else if (F("--frequency-penalty")) { NEED; FLT(p->frequency_penalty, -2, 2); }
+    else if (F("--max-tokens")) { NEED; INT(p->max_tokens, 1, INT32_MAX); }
+    else if (F("--min-tokens")) { NEED; INT(p->min_tokens, 0, INT32_MAX); }
+    else if (F("--n")) { NEED; INT(p->n, 1, 1024); }
+    else if (F("--seed")) {
+        NEED;
+        if (di_cli_parse_u64(name, v, UINT64_MAX, &p->seed)) return -1;
+        p->has_seed = 1;
+    } else if (F("--logprobs")) { NEED; INT(p->logprobs, 0, 20); }
     else if (F("--stop")) {
         NEED;
-        if (p->n_stop >= DEEPINFER_MAX_STOP_STRINGS) return -1;
+        if (p->n_stop >= DEEPINFER_MAX_STOP_STRINGS) {
+            fprintf(stderr, "error: --stop: at most %d stop strings\n", DEEPINFER_MAX_STOP_STRINGS);
+            return -1;
+        }
         p->stop[p->n_stop++] = v;
     } else if (F("--stop-token-ids")) {
         NEED;
-        int n = parse_ids(v, p->stop_ids, DEEPINFER_MAX_STOP_IDS);
-        if (n < 0) return -1;
+        int n = 0;
+        if (di_cli_parse_i32_list(name, v, 0, INT32_MAX, p->stop_ids, DEEPINFER_MAX_STOP_IDS, &n)) return -1;
         p->n_stop_ids = n;
     } else if (F("--so-json") || F("--so-regex") || F("--so-ebnf")) {
         NEED; /* structured outputs: the schema / regex / grammar text (argv outlives the run) */
         p->so_schema_type = argv[*i - 1] + 5; /* "json", "regex" or "ebnf" */
         p->so_schema = v;
-    } else if (F("--so-whitespace-max")) { NEED; p->so_whitespace_max = atoi(v); }
+    } else if (F("--so-whitespace-max")) { NEED; INT(p->so_whitespace_max, 0, INT32_MAX); }
     else if (!strcmp(argv[*i], "--so-after-think")) p->so_after_think = 1;
     else if (!strcmp(argv[*i], "--ignore-eos")) p->ignore_eos = 1;
     else if (!strcmp(argv[*i], "--keep-special-tokens")) p->skip_special_tokens = 0;
@@ -201,6 +210,9 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
     return 1;
 #undef F
 #undef NEED
+#undef INT
+#undef I64
+#undef FLT
 }
 
 /* --chat: wrap each text prompt as one user message. */
@@ -245,16 +257,23 @@ static void progress(size_t done, size_t total, long long tokens, long long budg
     if (final) fputc('\n', stderr);
 }
 
-static void summary(deepinfer_request_output **outs, size_t n, size_t failed, double wall, const deepinfer_engine *e) {
+/* The figures of one finished request the summary needs (the outputs
+ * themselves are written and freed as they finish). */
+typedef struct req_metrics {
+    int ok;
+    deepinfer_request_metrics m;
+} req_metrics;
+
+static void summary(const req_metrics *rm, size_t n, size_t failed, double wall, const deepinfer_engine *e) {
     double *ttft = calloc(n + 1, sizeof *ttft), *tpot = calloc(n + 1, sizeof *tpot);
     size_t nt = 0, np = 0;
     long long in = 0, out = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!outs[i] || outs[i]->status) continue;
-        in += (long long)outs[i]->metrics.prompt_tokens;
-        out += (long long)outs[i]->metrics.output_tokens;
-        if (ttft) ttft[nt++] = outs[i]->metrics.ttft_s;
-        if (tpot && outs[i]->metrics.tpot_s > 0) tpot[np++] = outs[i]->metrics.tpot_s;
+        if (!rm[i].ok) continue;
+        in += (long long)rm[i].m.prompt_tokens;
+        out += (long long)rm[i].m.output_tokens;
+        if (ttft) ttft[nt++] = rm[i].m.ttft_s;
+        if (tpot && rm[i].m.tpot_s > 0) tpot[np++] = rm[i].m.tpot_s;
     }
     if (ttft) qsort(ttft, nt, sizeof *ttft, cmp_d);
     if (tpot) qsort(tpot, np, sizeof *tpot, cmp_d);
@@ -275,85 +294,149 @@ static void summary(deepinfer_request_output **outs, size_t n, size_t failed, do
     free(tpot);
 }
 
-static void print_text(FILE *f, size_t i, size_t n, const deepinfer_request_output *o) {
-    for (size_t j = 0; j < o->n_choices; j++) {
-        const deepinfer_completion *c = &o->choices[j];
-        if (n > 1 || o->n_choices > 1) fprintf(f, "--- request %zu, choice %zu (%s) ---\n", i, j, deepinfer_finish_reason_name(c->finish_reason));
-        if (c->text_len || c->n_tokens == 0) fwrite(c->text, 1, c->text_len, f);
-        else /* no tokenizer: the ids */
-            for (size_t t = 0; t < c->n_tokens; t++) fprintf(f, "%s%d", t ? " " : "", c->token_ids[t]);
-        fputc('\n', f);
-    }
+/* SIGINT / SIGTERM: the handler only records the signal; the run loop looks
+ * at it between steps, aborts what is in flight and keeps what finished.
+ * SA_RESETHAND: a second signal ends the process at once. SA_RESTART: a
+ * write to a pipe or terminal the signal interrupts resumes (no EINTR). */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Add every request, step to the end, collect outputs in input order. */
-static int run(cli_state *c, deepinfer_engine *e, deepinfer_request_output **outs, double *wall) {
-    size_t n = c->n, done = 0, failed = 0;
+/* Request ids increase in input order: the input index of `id` by bisection
+ * over the queued inputs (by_id), or -1. */
+static long index_of(const uint64_t *ids, const size_t *by_id, size_t n_q, uint64_t id) {
+    size_t lo = 0, hi = n_q;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (ids[by_id[mid]] <= id) lo = mid;
+        else hi = mid;
+    }
+    return n_q && ids[by_id[lo]] == id ? (long)by_id[lo] : -1;
+}
+
+typedef struct run_result {
+    size_t finished, failed, unfinished; /* unfinished: aborted by a signal or a failed write */
+    double wall;
+    int engine_failed;                   /* a step failed: the run stopped */
+} run_result;
+
+/* Hand request `i` (id) over, write it, note its figures. Returns 0, or -1
+ * when the write failed. `only_done`: skip (and count as unfinished) an
+ * output a signal aborted. */
+static int deliver(deepinfer_engine *e, gen_sink *sink, size_t i, uint64_t id, req_metrics *rm,
+                   run_result *rr, int only_done) {
+    deepinfer_request_output *o = NULL;
+    if (deepinfer_take_output(e, id, &o)) return 0;
+    int aborted = 0;
+    for (size_t j = 0; j < o->n_choices; j++) aborted |= o->choices[j].finish_reason == DEEPINFER_FINISH_ABORT;
+    int rc = 0;
+    if (only_done && (aborted || sink->failed)) {
+        rr->unfinished++;
+    } else {
+        if (o->status) fprintf(stderr, "request %zu: %s\n", i, o->error), rr->failed++;
+        else rr->finished++;
+        rm[i].ok = !o->status;
+        rm[i].m = o->metrics;
+        rc = sink->failed ? -1 : gen_sink_write(sink, i, o);
+    }
+    deepinfer_output_free(o);
+    return rc;
+}
+
+/* Add every request, step until all finished (or a signal, or a failed
+ * write), writing each request the moment it finishes. */
+static int run(cli_state *c, deepinfer_engine *e, gen_sink *sink, req_metrics *rm, run_result *rr) {
+    size_t n = c->n, done = 0;
     uint64_t *ids = calloc(n ? n : 1, sizeof *ids);
     size_t *by_id = calloc(n ? n : 1, sizeof *by_id), n_q = 0; /* queued inputs in id order */
     char *queued = calloc(n ? n : 1, 1);
-    if (!ids || !queued || !by_id) return -1;
+    uint64_t *fin = calloc(n ? n : 1, sizeof *fin);
+    if (!ids || !queued || !by_id || !fin) {
+        free(ids), free(by_id), free(queued), free(fin);
+        fprintf(stderr, "deepinfer generate: out of memory\n");
+        return -1;
+    }
     int tty = !c->quiet && isatty(2);
     double t0 = now_s(), last = 0;
     for (size_t i = 0; i < n; i++) {
         gen_request *r = &c->reqs[i];
-        if (r->error[0]) {
-            fprintf(stderr, "request %zu: %s\n", i, r->error);
-            failed++;
-            continue;
-        }
-        if (deepinfer_add_request(e, &r->prompt, &r->params, &ids[i])) {
+        if (!r->error[0] && deepinfer_add_request(e, &r->prompt, &r->params, &ids[i]))
             snprintf(r->error, sizeof r->error, "%s", deepinfer_engine_last_error(e));
-            fprintf(stderr, "request %zu: %s\n", i, r->error);
-            failed++;
+        if (!r->error[0]) {
+            by_id[n_q++] = i;
+            queued[i] = 1;
             continue;
         }
-        by_id[n_q++] = i;
-        queued[i] = 1;
+        /* refused before it ran: its line (an error) is written now, like any finished request */
+        fprintf(stderr, "request %zu: %s\n", i, r->error);
+        rr->failed++;
+        deepinfer_request_output bad = {.request_id = UINT64_MAX, .status = DEEPINFER_ERR_INVALID_ARGUMENT,
+                                        .error = r->error, .finished = 1};
+        gen_sink_write(sink, i, &bad);
     }
-    done = failed;
+    done = rr->failed;
     long long tokens = 0, budget = 0;
     for (size_t i = 0; i < n; i++)
         if (queued[i]) budget += (long long)c->reqs[i].params.max_tokens * c->reqs[i].params.n;
-    while (deepinfer_has_unfinished(e)) {
+    while (!sink->failed && !g_signal && deepinfer_has_unfinished(e)) {
         if (deepinfer_step(e, NULL)) {
             fprintf(stderr, "deepinfer generate: %s\n", deepinfer_engine_last_error(e));
-            return -1;
+            rr->engine_failed = 1;
+            break;
         }
         const deepinfer_request_output *const *up;
-        size_t nu;
+        size_t nu, nf = 0;
         deepinfer_read_outputs(e, &up, &nu);
         for (size_t k = 0; k < nu; k++) {
             for (size_t j = 0; j < up[k]->n_choices; j++) {
                 const deepinfer_completion *ch = &up[k]->choices[j];
                 tokens += (long long)(ch->n_tokens - ch->n_prev_tokens);
             }
-            if (up[k]->finished) { /* stopped early: its unused tokens leave the budget */
-                size_t lo = 0, hi = n_q; /* request ids increase in input order: bisect */
-                while (hi - lo > 1) {
-                    size_t mid = (lo + hi) / 2;
-                    if (ids[by_id[mid]] <= up[k]->request_id) lo = mid;
-                    else hi = mid;
-                }
-                if (n_q && ids[by_id[lo]] == up[k]->request_id) {
-                    const gen_request *g = &c->reqs[by_id[lo]];
-                    budget -= (long long)g->params.max_tokens * g->params.n - up[k]->metrics.output_tokens;
-                }
-                done++;
+            if (!up[k]->finished) continue;
+            long i = index_of(ids, by_id, n_q, up[k]->request_id);
+            if (i >= 0) { /* stopped early: its unused tokens leave the budget */
+                const gen_request *g = &c->reqs[i];
+                budget -= (long long)g->params.max_tokens * g->params.n - up[k]->metrics.output_tokens;
             }
+            if (nf < n) fin[nf++] = up[k]->request_id;
+        }
+        /* take_output invalidates `up`: the finished ids were copied out first */
+        for (size_t k = 0; k < nf && !sink->failed; k++) {
+            long i = index_of(ids, by_id, n_q, fin[k]);
+            if (i < 0 || !queued[i]) continue;
+            queued[i] = 0;
+            done++;
+            deliver(e, sink, (size_t)i, fin[k], rm, rr, 0);
         }
         if (tty && now_s() - last > 0.1) progress(done, n, tokens, budget, t0, 0), last = now_s();
     }
-    *wall = now_s() - t0;
-    if (tty) progress(n, n, tokens, budget, t0, 1);
-    for (size_t i = 0; i < n; i++) {
-        if (!queued[i] || deepinfer_take_output(e, ids[i], &outs[i])) continue;
-        if (outs[i]->status) fprintf(stderr, "request %zu: %s\n", i, outs[i]->error), failed++;
+    rr->wall = now_s() - t0;
+    if (tty) progress(done, n, tokens, budget, t0, 1);
+    /* stopped early (a signal, a failed write or step): abort what is left; a request that did
+     * finish (async scheduling reports it a step late) is still written */
+    for (size_t k = 0; k < n_q; k++) {
+        size_t i = by_id[k];
+        if (!queued[i]) continue;
+        deepinfer_abort(e, ids[i]);
+        deliver(e, sink, i, ids[i], rm, rr, 1);
     }
+    size_t accounted = rr->finished + rr->failed + rr->unfinished;
+    if (accounted < n) rr->unfinished += n - accounted; /* never handed over */
     free(ids);
     free(by_id);
     free(queued);
-    return (int)failed;
+    free(fin);
+    return 0;
 }
 
 static int cmd_generate(int argc, char **argv) {
@@ -368,9 +451,7 @@ static int cmd_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int r = flag(&c, argc, argv, &i);
         if (r == 1) continue;
-        fprintf(stderr, r ? "error: bad value for %s (see deepinfer generate --help)\n"
-                          : "error: unknown option '%s' (see deepinfer generate --help)\n",
-                argv[i]);
+        if (r == 0) fprintf(stderr, "error: unknown option '%s' (see deepinfer generate --help)\n", argv[i]);
         gen_requests_free(c.reqs, c.n);
         return 2;
     }
@@ -402,38 +483,49 @@ static int cmd_generate(int argc, char **argv) {
         c.reqs[i].prompt.no_bos = c.no_bos;
         c.reqs[i].prompt.reasoning_effort = c.effort;
     }
+    /* the model by the one rule of every command (cli_model_dir.h; the engine applies the same
+     * rule to cfg.model, so the embedded demo model is left for it to name in the plan) */
+    di_model_location loc;
+    di_error merr = {0};
+    if (di_cli_locate_model(c.cfg.model, &loc, &merr)) {
+        fprintf(stderr, "deepinfer generate: %s\n", merr.msg);
+        gen_requests_free(c.reqs, c.n);
+        return 1;
+    }
+    /* the destination next: a path that cannot be written fails before the model loads */
+    gen_sink sink;
+    if (gen_sink_open(&sink, c.output, c.n)) {
+        gen_requests_free(c.reqs, c.n);
+        return 1;
+    }
     char msg[2048];
     deepinfer_engine *e = NULL;
     if (deepinfer_engine_open(&c.cfg, &e, msg, sizeof msg)) {
         fprintf(stderr, "deepinfer generate: %s\n", msg);
+        gen_sink_close(&sink);
         gen_requests_free(c.reqs, c.n);
         return 1;
     }
     if (!c.quiet) fputs(deepinfer_engine_plan_text(e), stderr);
-    deepinfer_request_output **outs = calloc(c.n, sizeof *outs);
-    double wall = 0;
-    int failed = outs ? run(&c, e, outs, &wall) : -1;
-    if (failed >= 0) {
-        FILE *f = stdout;
-        if (c.output && strcmp(c.output, "-") && !(f = fopen(c.output, "w"))) {
-            fprintf(stderr, "deepinfer generate: cannot write %s\n", c.output);
-            failed = -1;
-        }
-        for (size_t i = 0; f && failed >= 0 && i < c.n; i++) {
-            deepinfer_request_output bad = {.request_id = (uint64_t)-1, .status = DEEPINFER_ERR_INVALID_ARGUMENT,
-                                            .error = c.reqs[i].error, .finished = 1};
-            const deepinfer_request_output *o = outs[i] ? outs[i] : &bad;
-            if (c.output) gen_write_output(f, i, o);
-            else if (!o->status) print_text(f, i, c.n, o);
-        }
-        if (f && f != stdout) fclose(f);
-        if (failed >= 0 && !c.quiet) summary(outs, c.n, (size_t)failed, wall, e);
-    }
-    for (size_t i = 0; outs && i < c.n; i++) deepinfer_output_free(outs[i]);
-    free(outs);
+    req_metrics *rm = calloc(c.n, sizeof *rm);
+    run_result rr = {0};
+    catch_signals();
+    int bad = !rm || run(&c, e, &sink, rm, &rr);
+    int write_failed = gen_sink_close(&sink) != 0;
+    int sig = g_signal;
+    if (sig)
+        fprintf(stderr,
+                "deepinfer generate: interrupted by %s: %zu of %zu requests finished and were written to %s, %zu left "
+                "unfinished (aborted, not written)\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", rr.finished + rr.failed, c.n, sink.name, rr.unfinished);
+    else if (write_failed && rr.unfinished)
+        fprintf(stderr, "deepinfer generate: stopped: %zu requests left unfinished\n", rr.unfinished);
+    if (!bad && !c.quiet) summary(rm, c.n, rr.failed, rr.wall, e);
+    free(rm);
     deepinfer_engine_close(e);
     gen_requests_free(c.reqs, c.n);
-    return failed < 0 ? 1 : failed > 0;
+    if (sig) return 128 + sig;
+    return bad || write_failed || rr.engine_failed ? 1 : rr.failed > 0;
 }
 
 DI_CLI_COMMAND(generate, "generate completions for prompts through the engine (offline batch)", cmd_generate)

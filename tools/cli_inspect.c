@@ -5,11 +5,14 @@
  * same as one JSON object.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args/cli_args.h"
 #include "cli.h"
+#include "args/cli_model_dir.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -27,10 +30,10 @@ static const char *USAGE =
     "\n"
     "options:\n"
     "  --model X      a directory with config.json and safetensors; or a Hugging Face repo id\n"
-    "                 (ORG/NAME, optionally @REV) looked up in the HF cache. Without --model:\n"
-    "                 $DEEPINFER_HF_MODEL_DIR, else the only models--deepseek-ai--DeepSeek-V4*\n"
-    "                 entry of the HF cache ($HF_HUB_CACHE, else $HF_HOME/hub, else\n"
-    "                 ~/.cache/huggingface/hub).\n"
+    "                 (ORG/NAME, optionally @REV) looked up in the HF cache ($HF_HUB_CACHE,\n"
+    "                 else $HF_HOME/hub, else ~/.cache/huggingface/hub). Without --model:\n"
+    "                 $DEEPINFER_HF_MODEL_DIR, else the embedded demo model (the rule of\n"
+    "                 every command: deepinfer --help)\n"
     "  --json         print one JSON object instead of text\n"
     "  --context N    tokens of context for the per-sequence state total (default:\n"
     "                 max_position_embeddings)\n"
@@ -390,14 +393,8 @@ static int parse_args(int argc, char **argv, opts *o) {
             if (!v) return -1;
             o->model = v;
         } else if (di_cli_flag_value(argc, argv, &i, "--context", &v)) {
-            char *end = NULL;
-            if (!v) return -1;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (!*v || *end || n == 0 || v[0] == '-') {
-                fprintf(stderr, "error: --context needs a positive integer, got '%s'\n", v);
-                return -1;
-            }
-            o->context = n;
+            if (!v || di_cli_parse_u64("--context", v, UINT64_MAX, &o->context)) return -1;
+            if (!o->context) return fprintf(stderr, "error: --context: must be >= 1, got 0\n"), -1;
         } else if (!strcmp(argv[i], "--json")) {
             o->json = 1;
         } else if (!strcmp(argv[i], "--all-issues")) {
@@ -421,7 +418,7 @@ static int cmd_inspect(int argc, char **argv) {
     if (parse_args(argc, argv, &o) != 0) return 2;
     di_error err = {0};
     di_model_location loc;
-    if (di_model_locate(o.model, &loc, &err) != DEEPINFER_OK) {
+    if (di_cli_locate_model(o.model, &loc, &err) != DEEPINFER_OK) {
         fprintf(stderr, "deepinfer inspect: %s\n", err.msg);
         return 1;
     }

@@ -1,12 +1,15 @@
 /* `deepinfer score`: prefill token ids, then greedy or teacher-forced decode
  * steps, writing raw float32 logits (docs/DESIGN.md §4; tools/score/score.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args/cli_args.h"
 #include "cli.h"
 #include "cli_model.h"
+#include "args/cli_model_dir.h"
 #include "io/model_dir.h"
 #include "ops/backend.h"
 
@@ -18,7 +21,8 @@ static const char USAGE[] =
     "\n"
     "Prefill the prompt, then single-token decode steps, and write the logits.\n"
     "\n"
-    "  --model DIR        model directory (or HF cache repo id; see deepinfer --help)\n"
+    "  --model DIR        model directory or HF cache repo id; without it $DEEPINFER_HF_MODEL_DIR,\n"
+    "                     else the embedded demo model (the rule of every command: deepinfer --help)\n"
     "  --prompt-ids LIST  comma-separated token ids of the prompt\n"
     "  --all-positions    write a logits row for every prompt position (else only the last)\n"
     "  --steps N          decode N tokens greedily (each step feeds the previous row's argmax)\n"
@@ -36,43 +40,16 @@ static const char USAGE[] =
     "Logits are bit-identical whatever --chunk and --batch-with are (and, without\n"
     "--released-index-k, whether a position is prefilled or decoded).\n";
 
-/* Parse "1,2,3" into a new array; returns the count or -1. */
-static int parse_ids(const char *s, int32_t **out) {
-    int cap = 16, n = 0;
+/* Parse "1,2,3" (token ids) into a new array; returns the count, or -1 after naming the flag. */
+static int parse_ids(const char *flag, const char *s, int32_t **out) {
+    int cap = (int)(strlen(s) / 2 + 2), n = 0;
     int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!v) return -1;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > 0x7FFFFFFF || (*end && *end != ',')) {
-            free(v);
-            return -1;
-        }
-        if (n == cap) {
-            cap *= 2;
-            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)cap);
-            if (!nv) {
-                free(v);
-                return -1;
-            }
-            v = nv;
-        }
-        v[n++] = (int32_t)x;
-        p = *end ? end + 1 : end;
+    if (!v || di_cli_parse_i32_list(flag, s, 0, INT32_MAX, v, cap, &n)) {
+        free(v);
+        return -1;
     }
     *out = v;
     return n;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (end == s || *end || errno || x < lo || x > hi) return -1;
-    *out = (int)x;
-    return 0;
 }
 
 static int cmd_score(int argc, char **argv) {
@@ -102,12 +79,12 @@ static int cmd_score(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--released-index-k")) {
             released = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--steps", &v)) {
-            if (!v || parse_int(v, 0, 1 << 24, &steps)) return fprintf(stderr, "error: --steps needs a count >= 0\n"), 2;
+            if (!v || di_cli_parse_int("--steps", v, 0, 1 << 24, &steps)) return 2;
             have_steps = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--chunk", &v)) {
-            if (!v || parse_int(v, 1, 1 << 24, &chunk)) return fprintf(stderr, "error: --chunk needs a size >= 1\n"), 2;
+            if (!v || di_cli_parse_int("--chunk", v, 1, 1 << 24, &chunk)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--batch-with", &v)) {
-            if (!v || parse_int(v, 0, 256, &batch_with)) return fprintf(stderr, "error: --batch-with needs 0..256\n"), 2;
+            if (!v || di_cli_parse_int("--batch-with", v, 0, 256, &batch_with)) return 2;
         } else {
             fprintf(stderr, "error: unknown option '%s' (see deepinfer score --help)\n", argv[i]);
             return 2;
@@ -132,14 +109,10 @@ static int cmd_score(int argc, char **argv) {
         return 1;
     }
     int32_t *prompt = NULL, *force = NULL;
-    int np = parse_ids(prompt_s, &prompt), nf = 0;
-    if (np < 1) {
-        fprintf(stderr, "error: --prompt-ids needs comma-separated non-negative integers\n");
-        return 2;
-    }
-    if (force_s && (nf = parse_ids(force_s, &force)) < 0) {
+    int np = parse_ids("--prompt-ids", prompt_s, &prompt), nf = 0;
+    if (np < 1) return 2;
+    if (force_s && (nf = parse_ids("--force-ids", force_s, &force)) < 0) {
         free(prompt);
-        fprintf(stderr, "error: --force-ids needs comma-separated non-negative integers\n");
         return 2;
     }
     int rc = 1;
@@ -148,7 +121,7 @@ static int cmd_score(int argc, char **argv) {
     di_score_result res = {0};
     di_model_location loc;
     di_v4_options opt = {.released_index_k = released, .engram_hash = engram_hash};
-    if (di_model_locate(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
+    if (di_cli_locate_model(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;
     }

@@ -11,12 +11,14 @@
  *     categories when --expected is given.
  */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
 
+#include "args/cli_args.h"
 #include "cli.h"
 #include "io/json.h"
 #include "tokenizer/tokenizer.h"
@@ -463,7 +465,7 @@ static int cmd_so_check(int argc, char **argv) {
     const char *files[64];
     int nfiles = 0, limit = 0, ws = -1, verbose = 0;
     double slow_us = 0;
-    int32_t vs = 129280;
+    int vs = 129280;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--tokenizer", &tok)) continue;
         if (di_cli_flag_value(argc, argv, &i, "--jsts", &jsts)) continue;
@@ -481,19 +483,19 @@ static int cmd_so_check(int argc, char **argv) {
             continue;
         }
         if (di_cli_flag_value(argc, argv, &i, "--limit", &val)) {
-            limit = val ? atoi(val) : 0;
+            if (!val || di_cli_parse_int("--limit", val, 1, INT_MAX, &limit)) return 2;
             continue;
         }
         if (di_cli_flag_value(argc, argv, &i, "--whitespace-max", &val)) {
-            ws = val ? atoi(val) : -1;
+            if (!val || di_cli_parse_int("--whitespace-max", val, 0, INT_MAX, &ws)) return 2;
             continue;
         }
         if (di_cli_flag_value(argc, argv, &i, "--vocab-size", &val)) {
-            vs = val ? atoi(val) : vs;
+            if (!val || di_cli_parse_int("--vocab-size", val, 1, INT32_MAX, &vs)) return 2;
             continue;
         }
         if (di_cli_flag_value(argc, argv, &i, "--slow-us", &val)) {
-            slow_us = val ? atof(val) : 0;
+            if (!val || di_cli_parse_f64("--slow-us", val, 0, 1e12, &slow_us)) return 2;
             continue;
         }
         if (!strcmp(argv[i], "--verbose")) {

@@ -1,9 +1,11 @@
 /* `deepinfer tokenize`: text ↔ ids with a tokenizer.json, one line each. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "args/cli_args.h"
 #include "cli.h"
 #include "io/json.h"
 #include "tokenizer/pyjson.h"
@@ -143,14 +145,18 @@ static int decode_lines(const di_tokenizer *tok, int skip_special) {
         for (;;) {
             while (*p == ' ' || *p == '\t' || *p == ',') p++;
             if (!*p) break;
-            char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 0 || v >= di_tokenizer_vocab_size(tok)) {
-                fprintf(stderr, "tokenize: line %zu: \"%.20s\" is not an id in [0, %d)\n", lineno, p,
+            size_t w = strcspn(p, " \t,");
+            char item[32], why[160];
+            int64_t v = -1;
+            if (w < sizeof item) memcpy(item, p, w), item[w] = '\0';
+            else snprintf(item, sizeof item, "%.*s", (int)(sizeof item - 1), p);
+            if (w >= sizeof item || di_parse_i64(item, 0, di_tokenizer_vocab_size(tok) - 1, &v, why, sizeof why)) {
+                fprintf(stderr, "tokenize: line %zu: \"%.20s\" is not an id in [0, %d)\n", lineno, item,
                         di_tokenizer_vocab_size(tok));
                 rc = 1;
                 break;
             }
+            char *end = p + w;
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;
                 int32_t *np = realloc(ids, cap * sizeof *ids);
@@ -223,9 +229,14 @@ static int cmd_tokenize(int argc, char **argv) {
     }
     int rc;
     if (bench_file) {
-        int repeat = repeat_s ? atoi(repeat_s) : 5;
-        long chunk = chunk_s ? atol(chunk_s) : 0;
-        rc = bench(tok, bench_file, repeat > 0 ? repeat : 1, chunk > 0 ? (size_t)chunk : 0);
+        int repeat = 5;
+        int64_t chunk = 0;
+        if ((repeat_s && di_cli_parse_int("--repeat", repeat_s, 1, INT_MAX, &repeat)) ||
+            (chunk_s && di_cli_parse_i64("--chunk", chunk_s, 1, INT64_MAX, &chunk))) {
+            di_tokenizer_free(tok);
+            return 2;
+        }
+        rc = bench(tok, bench_file, repeat, (size_t)chunk);
     } else {
         rc = decode ? decode_lines(tok, skip_special) : encode_lines(tok);
     }

@@ -55,8 +55,10 @@ static void usage(FILE *f) {
             deepinfer_version());
     for (int i = 0; i < g_ncmds; i++) fprintf(f, "  %-12s %s\n", g_cmds[i].name, g_cmds[i].summary);
     fprintf(f,
-            "\nmodel location (commands taking --model): --model DIR, else $DEEPINFER_HF_MODEL_DIR,\n"
-            "else the Hugging Face cache ($HF_HUB_CACHE or $HF_HOME/hub).\n");
+            "\nmodel location, the same for every command (and the library, the Python API and serve):\n"
+            "--model DIR or ORG/NAME[@REV] (ORG/NAME: looked up in the Hugging Face cache, $HF_HUB_CACHE,\n"
+            "else $HF_HOME/hub, else ~/.cache/huggingface/hub); else $DEEPINFER_HF_MODEL_DIR (a model\n"
+            "directory or a hub cache root); else the embedded demo model models/deepinfer-demo-v41.\n");
 }
 
 int main(int argc, char **argv) {

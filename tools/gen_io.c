@@ -116,7 +116,7 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
         int b = 0;
         if (!strcmp(k, "temperature") || !strcmp(k, "top_p") || !strcmp(k, "min_p") || !strcmp(k, "repetition_penalty") ||
             !strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
-            if (!num(v, &d)) return fail(err, errlen, " must be a number", k);
+            if (!num(v, &d) || !isfinite(d)) return fail(err, errlen, " must be a finite number", k);
             float *dst = !strcmp(k, "temperature") ? &p->temperature
                          : !strcmp(k, "top_p")     ? &p->top_p
                          : !strcmp(k, "min_p")     ? &p->min_p
@@ -128,7 +128,7 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
                    !strcmp(k, "logprobs")) {
             int64_t x;
             if (!di_json_as_i64(v, &x) || x < -2147483647 || x > 2147483647)
-                return fail(err, errlen, " must be an integer", k);
+                return fail(err, errlen, " must be an integer in [-2147483647, 2147483647]", k);
             int32_t *dst = !strcmp(k, "top_k") ? &p->top_k
                            : !strcmp(k, "max_tokens") ? &p->max_tokens
                            : !strcmp(k, "min_tokens") ? &p->min_tokens
@@ -138,7 +138,8 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
         } else if (!strcmp(k, "seed")) {
             int64_t x;
             if (v->type == DI_JSON_NULL) continue;
-            if (!di_json_as_i64(v, &x)) return fail(err, errlen, " must be an integer", k);
+            if (!di_json_as_i64(v, &x) || x < 0) /* a negative seed is refused, not wrapped to 2^64 - x */
+                return fail(err, errlen, " must be an integer in [0, 9223372036854775807]", k);
             p->has_seed = 1;
             p->seed = (uint64_t)x;
         } else if (!strcmp(k, "ignore_eos") || !strcmp(k, "skip_special_tokens")) {
@@ -155,6 +156,8 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
             for (uint32_t j = 0; j < cnt; j++) {
                 const di_json *s = v->type == DI_JSON_ARRAY ? di_json_at(arr, j) : v;
                 if (!di_json_is_string(s)) return fail(err, errlen, " must hold strings", k);
+                if (memchr(s->str, '\0', s->str_len)) /* stop strings are NUL-terminated: never cut one short */
+                    return fail(err, errlen, " must not hold a NUL character (\\u0000)", k);
                 if ((stop_at[j] = stash(store, &len, s->str, s->str_len)) < 0) return fail(err, errlen, ": out of memory", k);
             }
         } else if (!strcmp(k, "stop_token_ids")) {
@@ -162,7 +165,8 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
                 return fail(err, errlen, " must be an array of at most 64 ids", k);
             for (uint32_t j = 0; j < v->count; j++) {
                 int64_t x;
-                if (!di_json_as_i64(di_json_at(v, j), &x)) return fail(err, errlen, " must hold integers", k);
+                if (!di_json_as_i64(di_json_at(v, j), &x) || x < 0 || x > INT32_MAX)
+                    return fail(err, errlen, " must hold token ids (integers in [0, 2147483647])", k);
                 p->stop_ids[j] = (int32_t)x;
             }
             p->n_stop_ids = (int32_t)v->count;
@@ -175,6 +179,10 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
                 di_arena_free(&arena);
                 snprintf(err, errlen, "sampling_params.so_args: %s", e.msg);
                 return -1;
+            }
+            if (memchr(a.schema, '\0', a.schema_len)) { /* the schema is passed NUL-terminated */
+                di_arena_free(&arena);
+                return fail(err, errlen, ": the schema must not hold a NUL character (\\u0000)", k);
             }
             static const char *const names[] = {"regex", "json", "ebnf"};
             type_at = stash(store, &len, names[a.type], strlen(names[a.type]));
@@ -196,6 +204,21 @@ int gen_parse_params(const di_json *obj, deepinfer_sampling_params *p, char **st
     return 0;
 }
 
+/* A text prompt reaches the engine as a NUL-terminated string
+ * (deepinfer_prompt.text), so a NUL inside it would silently cut it short:
+ * such a line is refused instead, naming the line, the field and the byte.
+ * Other control characters are kept as they are. ("messages" keep NULs: the
+ * chat encoder reads the JSON text itself.) */
+static int has_nul(gen_request *r, const di_json *s, size_t lineno, const char *what) {
+    const char *z = memchr(s->str, '\0', s->str_len);
+    if (!z) return 0;
+    snprintf(r->error, sizeof r->error,
+             "line %zu: %s holds a NUL character (\\u0000) at byte %zu; a text prompt cannot hold NUL (give "
+             "\"prompt_token_ids\" instead)",
+             lineno, what, (size_t)(z - s->str));
+    return 1;
+}
+
 static void read_line(gen_request *r, const char *line, size_t len, size_t lineno) {
     di_json_doc *doc = NULL;
     di_error e = {0};
@@ -205,9 +228,11 @@ static void read_line(gen_request *r, const char *line, size_t len, size_t linen
     }
     const di_json *root = doc->root;
     if (di_json_is_string(root)) {
-        r->text = malloc(root->str_len + 1);
-        if (r->text) memcpy(r->text, root->str, root->str_len + 1);
-        r->prompt.text = r->text;
+        if (has_nul(r, root, lineno, "the prompt string")) {
+        } else if ((r->text = malloc(root->str_len + 1))) {
+            memcpy(r->text, root->str, root->str_len + 1);
+            r->prompt.text = r->text;
+        }
     } else if (root->type == DI_JSON_OBJECT) {
         const di_json *t = di_json_get(root, "prompt"), *ids = di_json_get(root, "prompt_token_ids"),
                       *msgs = di_json_get(root, "messages"), *sp = di_json_get(root, "sampling_params");
@@ -216,13 +241,17 @@ static void read_line(gen_request *r, const char *line, size_t len, size_t linen
                      lineno);
         } else if (t) {
             if (!di_json_is_string(t)) snprintf(r->error, sizeof r->error, "line %zu: \"prompt\" must be a string", lineno);
-            else if ((r->text = malloc(t->str_len + 1))) memcpy(r->text, t->str, t->str_len + 1), r->prompt.text = r->text;
+            else if (has_nul(r, t, lineno, "\"prompt\"")) {
+            } else if ((r->text = malloc(t->str_len + 1))) memcpy(r->text, t->str, t->str_len + 1), r->prompt.text = r->text;
+        } else if (ids && ids->type != DI_JSON_ARRAY) {
+            snprintf(r->error, sizeof r->error, "line %zu: \"prompt_token_ids\" must be an array of integers", lineno);
         } else if (ids) {
             r->ids = malloc(sizeof(int32_t) * (ids->count ? ids->count : 1));
             for (uint32_t i = 0; r->ids && i < ids->count && !r->error[0]; i++) {
                 int64_t x;
-                if (!di_json_as_i64(di_json_at(ids, i), &x) || x < INT32_MIN || x > INT32_MAX)
-                    snprintf(r->error, sizeof r->error, "line %zu: prompt_token_ids[%u] is not an integer", lineno, i);
+                if (!di_json_as_i64(di_json_at(ids, i), &x) || x < 0 || x > INT32_MAX)
+                    snprintf(r->error, sizeof r->error,
+                             "line %zu: prompt_token_ids[%u] is not a token id (an integer in [0, 2147483647])", lineno, i);
                 r->ids[i] = (int32_t)x;
             }
             r->prompt.token_ids = r->ids;

@@ -10,9 +10,14 @@
  * frequency_penalty, max_tokens, min_tokens, n, seed, ignore_eos, logprobs,
  * stop, stop_token_ids, skip_special_tokens, so_args) overriding the command
  * line's. Blank lines are skipped. A line that cannot be read becomes a
- * failed request whose error names the line; the others still run.
+ * failed request whose error names the line; the others still run. Numbers
+ * are checked (integers in range, a seed >= 0, finite floats, token ids in
+ * [0, 2^31)); a text prompt, stop string or schema holding a NUL character
+ * is refused (the engine takes them NUL-terminated: it would be cut short).
  *
- * Output, --output FILE.jsonl: one line per request, in input order:
+ * Output, --output FILE.jsonl: one line per request, written (and flushed)
+ * as it finishes, so in the order of finishing; "index" is the request's
+ * 0-based position in the input:
  *   {"index", "request_id", "status", "error", "prompt_tokens",
  *    "outputs": [{"index", "text", "token_ids", "finish_reason",
  *                 "stop_reason", "logprobs", "top_logprobs", "preemptions"}],
