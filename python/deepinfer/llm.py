@@ -149,6 +149,9 @@ class LLM:
         self._handle = handle
         plan = S.MemoryPlanC()
         lib.deepinfer_engine_plan(handle, C.byref(plan))
+        # the memory plan and resolved configuration (deepinfer_memory_plan) as a dict
+        self.plan = {name: (getattr(plan, name).decode() if isinstance(getattr(plan, name), bytes)
+                            else getattr(plan, name)) for name, _ in S.MemoryPlanC._fields_}
         self.model_dir = plan.model_dir.decode()
         self.arch = plan.arch.decode()
         self.accelerator = plan.accelerator.decode()
