@@ -71,7 +71,7 @@ TEST_BIN   := $(BUILD)/test_runner
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 CUDA_CLI   := $(BUILD)/deepinfer-cuda
 
-.PHONY: all lib cli tests examples test asan cuda cuda-objs cuda-tests lab fuzz fuzz-bins install clean help
+.PHONY: all lib cli tests examples test test-python asan cuda cuda-objs cuda-tests lab fuzz fuzz-bins install clean help
 .DEFAULT_GOAL := all
 
 all: lib cli tests examples ## build libdeepinfer (static + shared), the CLI, the test runner and the examples
@@ -147,6 +147,12 @@ $(AJV): tests/ajv/package.json tests/ajv/package-lock.json
 
 test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
+
+# The Python API's pytest suite alone (the test runner runs it as the test
+# python_api_pytest_suite, tests/tools/test_python_api.c); Debian's python3 has python3-pytest.
+PYTHON_TEST ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
+test-python: $(CLI) $(SHARED_LIB) ## run the Python API's pytest suite (python/tests) on build/libdeepinfer.so
+	$(PYTHON_TEST) -m pytest -q -p no:cacheprovider python/tests
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test

@@ -36,10 +36,13 @@ install_missing() {
 
 mode="${1:-build}"
 check_pkgs "${APT_PACKAGES[@]}"
-# The tests use an npm package (ajv) as an independent JSON Schema validator.
+# The tests use an npm package (ajv) as an independent JSON Schema validator,
+# and Debian's pytest for the Python API's suite (python/tests, run by the test
+# runner; skipped in the sanitizer build).
 if [ "$mode" = "test" ] || [ "$mode" = "asan" ]; then
     if ! command -v node >/dev/null || ! command -v npm >/dev/null; then check_pkgs nodejs npm; fi
 fi
+if [ "$mode" = "test" ]; then check_pkgs python3 python3-pytest; fi
 if [ "$mode" = "fuzz" ]; then check_pkgs "${FUZZ_PACKAGES[@]}"; fi
 install_missing
 
