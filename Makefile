@@ -27,6 +27,9 @@ CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUI
 # binaries link the objects or the static archive and see every symbol.
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -fno-strict-aliasing $(SAN) -MMD -MP
 LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
+# libmicrohttpd: the HTTP server of `deepinfer serve` (tools/serve/), linked into the
+# binaries that hold tools/ (the CLIs and the test runners), never into libdeepinfer.
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -111,10 +114,10 @@ $(SHARED_LIB): $(LIB_OBJ)
 # Objects are linked directly (not through the archive) so that
 # self-registering tests and subcommands are never dropped by the linker.
 $(CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 $(TEST_BIN): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 # `make install [PREFIX=/usr/local] [DESTDIR=...]`: the static and shared
 # library (real name, soname and link-name symlinks), the public header and a
@@ -156,7 +159,7 @@ cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
 $(CUDA_CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
 # CI only builds them; tests/ops/cuda/*.cu hold test-only kernels).
@@ -181,7 +184,7 @@ CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
 $(CUDA_SO): $(CU_OBJ)
 	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
 GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STATIC_LIB) -L$(BUILD) -ldeepinfer_cuda \
-	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
+	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) $(MHD_LIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
 
 $(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	$(GPU_LINK)
