@@ -124,6 +124,27 @@ static int parse_response_format(pctx *c, const di_json *v) {
     return 0;
 }
 
+/* structured_outputs (vLLM's extra): {"json": schema | "regex": "..." | "grammar": "GBNF"}, one of them. */
+static int parse_structured(pctx *c, const di_json *v) {
+    deepinfer_sampling_params *p = &c->r->params;
+    if (v->type == DI_JSON_NULL) return 0;
+    if (v->type != DI_JSON_OBJECT || v->count != 1)
+        return fail(c, "structured_outputs", "structured_outputs must be an object with one of json, regex, grammar");
+    const di_json *m = &v->items[0];
+    if (!strcmp(m->key, "json")) {
+        di_sbuf b = {0};
+        if (m->type == DI_JSON_STRING) di_sbuf_put(&b, m->str, m->str_len);
+        else di_pyjson_dump(&b, m);
+        if (!(p->so_schema = keep_sbuf(c->r, &b))) return fail(c, "structured_outputs", "structured_outputs: out of memory");
+        p->so_schema_type = "json";
+        return 0;
+    }
+    if (strcmp(m->key, "regex") && strcmp(m->key, "grammar"))
+        return fail(c, "structured_outputs", "structured_outputs.%s is not supported (json, regex, grammar)", m->key);
+    p->so_schema_type = m->key[0] == 'r' ? "regex" : "ebnf";
+    return string_field(c, m, m->key[0] == 'r' ? "structured_outputs.regex" : "structured_outputs.grammar", &p->so_schema);
+}
+
 /* chat_template_kwargs: the template switches vLLM passes to DeepSeek's encoder. */
 static int parse_template_kwargs(pctx *c, const di_json *v) {
     if (v->type == DI_JSON_NULL) return 0;
@@ -244,6 +265,7 @@ static int parse_members(pctx *c, const di_json *root, int chat) {
             if (v->type != DI_JSON_NULL) ok = int_field(c, v, k, 0, DEEPINFER_MAX_LOGPROBS, &top_logprobs);
         } else if (!strcmp(k, "ignore_eos")) ok = bool_field(c, v, k, &p->ignore_eos);
         else if (!strcmp(k, "response_format")) ok = parse_response_format(c, v);
+        else if (!strcmp(k, "structured_outputs")) ok = parse_structured(c, v);
         else if (!strcmp(k, "stream")) ok = v->type == DI_JSON_NULL ? 0 : bool_field(c, v, k, &r->stream);
         else if (!strcmp(k, "stream_options")) {
             const di_json *u = di_json_get(v, "include_usage");

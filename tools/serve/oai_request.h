@@ -13,7 +13,8 @@
  *   (chat: bool with top_logprobs 0..20; completions: 0..20), presence_penalty,
  *   frequency_penalty, ignore_eos, response_format ({"type": "text" |
  *   "json_object" | "json_schema", "json_schema": {"schema": {...}}} ->
- *   structured outputs, applied after </think> in thinking mode), stream,
+ *   structured outputs, applied after </think> in thinking mode),
+ *   structured_outputs (vLLM's: {"json" | "regex" | "grammar": ...}), stream,
  *   stream_options.include_usage, thinking (bool), chat_template_kwargs
  *   {"thinking" | "enable_thinking": bool, "reasoning_effort"},
  *   reasoning_effort, user. Any other field is refused (400, naming it): a
