@@ -148,7 +148,13 @@ $(AJV): tests/ajv/package.json tests/ajv/package-lock.json
 	cd tests/ajv && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
+# The official OpenAI client (npm `openai`) that tests `deepinfer serve` end to end (tests/serve/).
+OPENAI_CLIENT := tests/openai/node_modules/openai/package.json
+$(OPENAI_CLIENT): tests/openai/package.json tests/openai/package-lock.json
+	cd tests/openai && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) $(OPENAI_CLIENT) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 asan: ## build in build-asan with ASan+UBSan and run the tests
