@@ -232,6 +232,9 @@ fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
+# the server's request mapping and output split live in tools/serve/, not in the library
+$(BUILD)/fuzz_oai_request: $(addprefix $(BUILD)/tools/serve/,oai_request.o oai_split.o oai_response.o dsml.o)
+
 clean: ## remove build outputs
 	rm -rf build build-asan build-fuzz
 

@@ -31,7 +31,7 @@ static int tag(cur *c, int end_tag, const char *const names[2], int gt) {
     cur t = *c;
     if (end_tag && !lit(&t, "</")) return 0;
     if (!end_tag && !lit(&t, "<")) return 0;
-    if (!lit(&t, DSML_MARK + 1)) return 0;
+    if (!lit(&t, &DSML_MARK[1])) return 0; /* the mark without its "<" */
     int ok = 0;
     for (int i = 0; i < 2 && !ok; i++) ok = lit(&t, names[i]); /* either dialect */
     if (!ok || (gt && !lit(&t, ">"))) return 0;
