@@ -27,6 +27,9 @@ CPPFLAGS += -Iinclude -Isrc -Itests -Itools -D_GNU_SOURCE -DDI_BUILD_DIR=\"$(BUI
 # binaries link the objects or the static archive and see every symbol.
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -fno-strict-aliasing $(SAN) -MMD -MP
 LDLIBS   += $(PCRE2_LIBS) -lz -lm -lpthread -ldl
+# libmicrohttpd: the HTTP server of `deepinfer serve` (tools/serve/), linked into the
+# binaries that hold tools/ (the CLIs and the test runners), never into libdeepinfer.
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 LDFLAGS  += $(SAN) -pthread
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
@@ -111,10 +114,10 @@ $(SHARED_LIB): $(LIB_OBJ)
 # Objects are linked directly (not through the archive) so that
 # self-registering tests and subcommands are never dropped by the linker.
 $(CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 $(TEST_BIN): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 # `make install [PREFIX=/usr/local] [DESTDIR=...]`: the static and shared
 # library (real name, soname and link-name symlinks), the public header and a
@@ -145,7 +148,13 @@ $(AJV): tests/ajv/package.json tests/ajv/package-lock.json
 	cd tests/ajv && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) ## build and run every test; exits non-zero on any failure
+# The official OpenAI client (npm `openai`) that tests `deepinfer serve` end to end (tests/serve/).
+OPENAI_CLIENT := tests/openai/node_modules/openai/package.json
+$(OPENAI_CLIENT): tests/openai/package.json tests/openai/package-lock.json
+	cd tests/openai && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+test: $(TEST_BIN) $(CLI) $(EXAMPLE_BIN) $(STATIC_LIB) $(SHARED_LIB) $(GEN_DATA) $(AJV) $(OPENAI_CLIENT) ## build and run every test; exits non-zero on any failure
 	./$(TEST_BIN) $(TEST_ARGS)
 
 # The Python API's pytest suite alone (the test runner runs it as the test
@@ -162,7 +171,7 @@ cuda-objs: $(CU_OBJ) $(CU_C_OBJ) ## compile every .cu file for sm_90a and sm_100
 cuda: $(CUDA_CLI) ## build the CLI with the CUDA backend (falls back to the CPU without a GPU)
 
 $(CUDA_CLI): $(CLI_OBJ) $(TOOLS_LIB_OBJ) $(LIB_OBJ) $(CU_OBJ) $(CU_C_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS) $(CUDA_LIBS)
 
 # GPU tests (tests/ops/cuda/gtest_*.c, run by tests/ops/cuda/run.sh on a GPU machine;
 # CI only builds them; tests/ops/cuda/*.cu hold test-only kernels).
@@ -187,7 +196,7 @@ CUDA_SO := $(BUILD)/libdeepinfer_cuda.so
 $(CUDA_SO): $(CU_OBJ)
 	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
 GPU_LINK = $(CC) $(LDFLAGS) -o $@ $(filter-out $(CU_OBJ),$(filter %.o,$^)) $(STATIC_LIB) -L$(BUILD) -ldeepinfer_cuda \
-	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
+	-Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -Wl,--as-needed $(LDLIBS) $(MHD_LIBS) -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
 
 $(GPU_TEST_BIN): $(GPU_TEST_OBJ) $(STATIC_LIB) $(CUDA_SO)
 	$(GPU_LINK)
@@ -228,6 +237,9 @@ fuzz-bins: $(FUZZ_BIN)
 
 $(BUILD)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+# the server's request mapping and output split live in tools/serve/, not in the library
+$(BUILD)/fuzz_oai_request: $(addprefix $(BUILD)/tools/serve/,oai_request.o oai_split.o oai_response.o dsml.o)
 
 clean: ## remove build outputs
 	rm -rf build build-asan build-fuzz

@@ -14,7 +14,8 @@ cd "$(dirname "$0")"
 
 # libicu72: ICU's runtime library, dlopened (not linked) for DeepSeek-V4.1 Engram
 # token keys (src/util/icu_loader.c); the ICU headers (libicu-dev) are not needed.
-APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu72 zlib1g-dev)
+# libmicrohttpd-dev: the HTTP server library of `deepinfer serve` (tools/serve/).
+APT_PACKAGES=(build-essential pkg-config libpcre2-dev libicu72 zlib1g-dev libmicrohttpd-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 need_install=()

@@ -16,6 +16,7 @@ OUT_DIR/regex/        the `pattern` regexes of those schemas plus a few hand-mad
 OUT_DIR/chat/         DeepSeek's V4 chat inputs and the reference cases' message lists (fuzz_chat).
 OUT_DIR/tokenizer/    texts and invalid-UTF-8 byte strings of the tokenizer oracle fixture (fuzz_tokenizer).
 OUT_DIR/tokenizer_load/ the synthetic tokenizer.json files of tests/data/tokenizer/tiny (fuzz_tokenizer_load).
+OUT_DIR/oai_request/  OpenAI request bodies and DSML tool-call outputs, behind fuzz_oai_request's mode byte.
 """
 import json
 import os
@@ -100,7 +101,39 @@ def main():
         n += 1
     n += structured_seeds(out)
     n += text_seeds(out)
+    n += oai_seeds(out)
     print(f"wrote {n} seeds under {out}")
+
+
+def oai_seeds(out):
+    """Seeds for fuzz_oai_request: a mode byte (bit 0 chat, 1 thinking, 2 tools) and a body."""
+    d = os.path.join(out, "oai_request")
+    os.makedirs(d, exist_ok=True)
+    dsml = "\uff5cDSML\uff5c"
+    call = (f"<{dsml} calls>\n<{dsml} invoke name=\"f\">\n<{dsml} parameter name=\"a\" string=\"false\">[1]"
+            f"</{dsml} parameter>\n</{dsml} invoke>\n</{dsml} calls>")
+    bodies = [
+        (1, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+             "stream_options": {"include_usage": True}, "max_tokens": 8, "seed": 1, "stop": ["a", "b"]}),
+        (1, {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}], "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto",
+            "logprobs": True, "top_logprobs": 2, "thinking": True, "reasoning_effort": "max"}),
+        (1, {"messages": [{"role": "user", "content": "j"}], "response_format": {"type": "json_schema", "json_schema": {
+            "name": "n", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}},
+            "chat_template_kwargs": {"thinking": True}}),
+        (0, {"prompt": "once", "logprobs": 3, "n": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 5}),
+        (0, {"prompt": [1, 2, 3], "structured_outputs": {"regex": "[a-z]+"}, "presence_penalty": 1}),
+    ]
+    n = 0
+    for i, (mode, b) in enumerate(bodies):
+        with open(os.path.join(d, f"req{i}"), "wb") as o:
+            o.write(bytes([mode]) + json.dumps(b).encode())
+        n += 1
+    for i, text in enumerate(["why</think>ok", "pre" + call, "r</think>" + call + "\n", call[:40]]):
+        with open(os.path.join(d, f"out{i}"), "wb") as o:
+            o.write(bytes([6]) + text.encode())
+        n += 1
+    return n
 
 
 def text_seeds(out):

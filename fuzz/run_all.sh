@@ -31,6 +31,7 @@ declare -A seeds=(
     [fuzz_chat]="chat"
     [fuzz_tokenizer]="tokenizer -timeout=10"
     [fuzz_tokenizer_load]="tokenizer_load -timeout=10"
+    [fuzz_oai_request]="oai_request"
 )
 
 run_one() {

@@ -324,7 +324,12 @@ deepinfer_status deepinfer_abort(deepinfer_engine *e, uint64_t request_id) {
     return DEEPINFER_OK;
 }
 
-void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out) { *out = e->stats; }
+/* pages_in_use is read now, not at the last step's end: deepinfer_abort and
+ * deepinfer_take_output return pages between steps. */
+void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out) {
+    *out = e->stats;
+    out->pages_in_use = di_pool_pages_used(&e->pool);
+}
 
 void deepinfer_output_free(deepinfer_request_output *out) {
     if (out) di_request_free(di_request_of(out));
