@@ -12,7 +12,9 @@ import fs from 'node:fs';
 const [base, model, reqPath, expPath, nArg, dArg] = process.argv.slice(2);
 const N = Number(nArg), D = Number(dArg);
 const reqs = fs.readFileSync(reqPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-const exp = fs.readFileSync(expPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+// generate writes each result as its request finishes, with its prompt's position in "index"
+const exp = [];
+for (const l of fs.readFileSync(expPath, 'utf8').trim().split('\n')) { const o = JSON.parse(l); exp[o.index] = o; }
 let bad = 0;
 const fail = (m) => { bad++; if (bad <= 20) console.log('FAIL ' + m); };
 
