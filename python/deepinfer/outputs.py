@@ -37,7 +37,7 @@ class CompletionOutput:
     index: int
     text: str
     token_ids: List[int]
-    finish_reason: Optional[str]
+    finish_reason: Optional[str]       # "stop" (EOS, a stop string or id), "length", "abort", "error"
     stop_reason: object = None          # the stop string or stop token id that ended it, else None
     logprobs: Optional[List[Dict[int, Logprob]]] = None  # per token: {token_id: Logprob}, when requested
     cumulative_logprob: Optional[float] = None
@@ -63,6 +63,8 @@ def _completion(c, finish_name):
     ids = c.token_ids[:n] if n else []
     text = C.string_at(c.text, c.text_len).decode("utf-8", errors="replace") if c.text else ""
     reason = finish_name(c.finish_reason) if c.finish_reason != S.FINISH_NONE else None
+    if reason == "eos":  # vLLM's names: end of sequence is "stop" with no stop_reason
+        reason = "stop"
     if c.stop_str is not None:
         stop_reason = c.stop_str.decode("utf-8", errors="replace")
     elif c.finish_reason == S.FINISH_STOP and c.stop_token >= 0:

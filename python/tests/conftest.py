@@ -29,4 +29,5 @@ def cli_generate(*args):
     r = subprocess.run([CLI, "generate", "--model", DEMO, "--accelerator", "cpu", "--quiet", "--output", "-", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    return sorted(lines, key=lambda o: o.get("index", 0))  # written in finish order, with the prompt's index

@@ -63,3 +63,15 @@ def test_init_fills_what_the_structs_cover():
 def test_finish_reason_numbers(r, name):
     from deepinfer._lib import lib
     assert lib.deepinfer_finish_reason_name(r).decode() == name
+
+
+def test_end_of_sequence_is_reported_as_stop_like_vllm():
+    from deepinfer import outputs
+    from deepinfer.llm import _finish_name
+    c = S.CompletionC()
+    c.finish_reason = S.FINISH_EOS
+    c.stop_token = 1
+    out = outputs._completion(c, _finish_name)
+    assert out.finish_reason == "stop" and out.stop_reason is None
+    c.finish_reason = S.FINISH_LENGTH
+    assert outputs._completion(c, _finish_name).finish_reason == "length"
