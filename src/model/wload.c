@@ -136,6 +136,7 @@ static size_t g_nrel, g_caprel;
 static const struct di_safetensors *g_owner;
 
 static void flush_releases(void) {
+    if (!g_nrel) return;
     qsort(g_rel, g_nrel, sizeof *g_rel, by_file_order);
     for (size_t i = 0; i < g_nrel;) {
         const di_tensor *a = g_rel[i];
