@@ -86,7 +86,7 @@ examples: $(EXAMPLE_BIN) ## build examples/*.c against the public header and the
 
 # The engine finds the embedded demo model next to the executable's tree, else
 # in this source tree (engine_open.c).
-$(BUILD)/src/engine/engine_open.o $(BUILD)/tools/args/cli_model_dir.o: CPPFLAGS += -DDEEPINFER_SOURCE_DIR='"$(CURDIR)"'
+$(BUILD)/src/io/model_dir.o: CPPFLAGS += -DDEEPINFER_SOURCE_DIR='"$(CURDIR)"'
 
 # Examples see only the public header, and link the static library.
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB) include/deepinfer.h

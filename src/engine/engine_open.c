@@ -13,10 +13,6 @@
 #include "util/sysmem.h"
 #include "util/file.h"
 
-#define DEMO_MODEL "models/deepinfer-demo-v41"
-#ifndef DEEPINFER_SOURCE_DIR
-#define DEEPINFER_SOURCE_DIR "."
-#endif
 
 void deepinfer_engine_config_init(deepinfer_engine_config *c) {
     memset(c, 0, sizeof *c);
@@ -75,39 +71,12 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     return DEEPINFER_OK;
 }
 
-/* The embedded demo model: next to the executable's tree, else the source tree. */
-static int demo_model_dir(char *out, size_t n) {
-    char exe[DI_PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            char cand[DI_PATH_MAX + 64];
-            snprintf(cand, sizeof cand, "%s/../%s", exe, DEMO_MODEL);
-            if (di_is_dir(cand) && realpath(cand, out) && strlen(out) < n) return 1;
-        }
-    }
-    snprintf(out, n, "%s/%s", DEEPINFER_SOURCE_DIR, DEMO_MODEL);
-    return di_is_dir(out);
-}
-
 static deepinfer_status locate_model(deepinfer_engine *e, di_error *err) {
-    if ((e->cfg.model && *e->cfg.model) || di_env(DI_ENV_HF_MODEL_DIR)) {
-        di_model_location loc;
-        deepinfer_status st = di_model_locate(e->cfg.model, &loc, err);
-        if (st) return st;
-        snprintf(e->model_dir, sizeof e->model_dir, "%s", loc.dir);
-        snprintf(e->model_how, sizeof e->model_how, "%s", loc.how);
-        return DEEPINFER_OK;
-    }
-    if (!demo_model_dir(e->model_dir, sizeof e->model_dir))
-        return di_error_set(err, DEEPINFER_ERR_NOT_FOUND,
-                            "no model given (--model, $DEEPINFER_HF_MODEL_DIR) and the embedded demo model is not at "
-                            "<executable dir>/../%s nor %s/%s",
-                            DEMO_MODEL, DEEPINFER_SOURCE_DIR, DEMO_MODEL);
-    snprintf(e->model_how, sizeof e->model_how, "the embedded demo model (no --model, no $DEEPINFER_HF_MODEL_DIR)");
+    di_model_location loc;
+    deepinfer_status st = di_model_resolve(e->cfg.model, &loc, err); /* io/model_dir.h: the one rule */
+    if (st) return st;
+    snprintf(e->model_dir, sizeof e->model_dir, "%s", loc.dir);
+    snprintf(e->model_how, sizeof e->model_how, "%s", loc.how);
     return DEEPINFER_OK;
 }
 

@@ -36,6 +36,13 @@ typedef struct di_model_location {
 /* Resolve `model_arg` (may be NULL or "") as above into *loc (caller-owned). */
 deepinfer_status di_model_locate(const char *model_arg, di_model_location *loc, di_error *err);
 
+/* The product's one model rule (every CLI command, the engine, Python,
+ * serve): `model_arg` when given, else $DEEPINFER_HF_MODEL_DIR (both through
+ * di_model_locate), else the embedded demo model models/deepinfer-demo-v41
+ * beside the executable's tree, else in the source tree it was built from;
+ * loc->how says which. */
+deepinfer_status di_model_resolve(const char *model_arg, di_model_location *loc, di_error *err);
+
 /* The HF hub cache root from the environment ($HF_HUB_CACHE, $HF_HOME/hub,
  * ~/.cache/huggingface/hub) into out; *source names the variable used.
  * Returns 0, or -1 if none can be formed (no HOME) or it does not fit. */
