@@ -34,11 +34,16 @@ ENGINE_KEYS = {
 
 class DeepInferError(RuntimeError):
     """A failure reported by the engine; str() is the engine's message.
-    .status is the deepinfer_status name ("invalid argument", ...)."""
+    .status is the deepinfer_status name ("invalid argument", ...). When
+    requests of a batch failed, .outputs holds every request's result in
+    order (None for a failed one), so finished work is never lost, and
+    .errors maps the failed indices to their messages."""
 
-    def __init__(self, message, status=None):
+    def __init__(self, message, status=None, outputs=None, errors=None):
         super().__init__(message)
         self.status = status
+        self.outputs = outputs
+        self.errors = errors or {}
 
 
 def _status_name(st):
@@ -210,16 +215,23 @@ class LLM:
                 msg = lib.deepinfer_engine_last_error(self._handle).decode("utf-8", errors="replace")
                 raise DeepInferError(msg or _status_name(st), _status_name(st))
         try:
-            results = []
+            results, errors, first = [], {}, None
             for i in range(n):
                 o = outs[i].contents
                 if o.status != S.OK:
                     msg = (o.error or b"").decode("utf-8", errors="replace") or _status_name(o.status)
-                    raise DeepInferError(f"request {i}: {msg}" if n > 1 else msg, _status_name(o.status))
+                    errors[i] = msg
+                    first = first or (i, msg, _status_name(o.status))
+                    results.append(None)
+                    continue
                 results.append(from_c(o, texts[i], _finish_name))
-            return results
         finally:
             lib.deepinfer_outputs_free(outs, n)
+        if first:  # the others finished: they travel with the exception
+            i, msg, status = first
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise DeepInferError((f"request {i}: {msg}" if n > 1 else msg) + more, status, results, errors)
+        return results
 
     def generate(self, prompts, sampling_params=None):
         """Complete prompts: a string, a list of strings, a list of token ids,

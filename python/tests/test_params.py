@@ -107,3 +107,13 @@ def test_engine_open_errors_carry_the_engine_message(tmp_path):
         LLM(accelerator="cpu", max_model_len=(1 << 31) - 1)
     with pytest.raises(DeepInferError, match=r"max_num_seqs must be in \[1, 16384\]"):
         LLM(accelerator="cpu", max_num_seqs=100000)
+
+
+def test_a_failed_request_in_a_batch_keeps_the_others_outputs(llm):
+    ok = SamplingParams(temperature=0, max_tokens=4)
+    with pytest.raises(DeepInferError, match=r"request 1: .*outside the vocabulary") as err:
+        llm.generate(["The old man said", [10 ** 9], "In the beginning"], ok)
+    outs = err.value.outputs
+    assert outs[1] is None and set(err.value.errors) == {1}
+    alone = llm.generate(["The old man said", "In the beginning"], ok)
+    assert [o.outputs[0].text for o in (outs[0], outs[2])] == [o.outputs[0].text for o in alone]
