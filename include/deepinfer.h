@@ -163,6 +163,15 @@ typedef struct deepinfer_engine_config {
                                       the model directory's engram_hash.json, else the released constants */
     int cuda_graphs;               /* -1 = default (1): on CUDA, decode steps run as recorded CUDA graphs (the same
                                       results); 0 = every step eager; no effect on the CPU */
+    /* V4.1 bounded replay of the late layers in prefill (DeepInfer's YOCO_PREFILL_TRUNCATION_MODE;
+     * docs/architecture.md §6.5), an approximation, off by default. $DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE
+     * (exact | compact) and $DEEPINFER_YOCO_PREFILL_KEEP_TOKENS override these two (README "Environment"). */
+    int yoco_compact;              /* 0 = exact (default): every layer on every prompt token; 1 = compact: the
+                                      layers after the last KV source run only on each request's last
+                                      yoco_keep_tokens prompt tokens (and every decode token). Requests then get no
+                                      prompt logits. V4.1 CPU only; refused at open on V4 or a device backend */
+    int64_t yoco_keep_tokens;      /* compact's tail length; 0 = 140 for V4.1. Must be >= sliding_window + the
+                                      longest draft (max_draft_tokens, or the DSpark block size) */
 } deepinfer_engine_config;
 
 DEEPINFER_API void deepinfer_engine_config_init(deepinfer_engine_config *cfg);

@@ -30,6 +30,7 @@
 
 static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
+    "       [--yoco-compact] [--yoco-keep-tokens N]   V4.1 compact prefill (architecture.md 6.5)\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
     "                              [--graphs 0|1] [--lanes L]\n"
     "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
@@ -216,7 +217,8 @@ static int cmd_bench_engine(int argc, char **argv) {
         return 0;
     }
     const char *model = NULL, *dummy = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
-    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4, lanes = 0;
+    int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4, lanes = 0, yoco = 0;
+    int64_t yoco_keep = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
@@ -243,6 +245,10 @@ static int cmd_bench_engine(int argc, char **argv) {
             if (!v || di_cli_parse_int("--lanes", v, 1, INT_MAX, &lanes)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--graphs", &v)) {
             if (!v || di_cli_parse_int("--graphs", v, 0, 1, &graphs)) return 2;
+        } else if (!strcmp(argv[i], "--yoco-compact")) {
+            yoco = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
+            if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &yoco_keep)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
             if (!v || di_cli_parse_int("--reps", v, 1, INT_MAX, &reps)) return 2;
         } else {
@@ -275,6 +281,8 @@ static int cmd_bench_engine(int argc, char **argv) {
     if (step_tokens) cfg.max_num_batched_tokens = step_tokens;
     cfg.chunk_size = prompt;
     if (graphs >= 0) cfg.cuda_graphs = graphs;
+    cfg.yoco_compact = yoco;
+    cfg.yoco_keep_tokens = yoco_keep;
     deepinfer_engine *e = NULL;
     /* --dummy: the reduced config's directory, its config and floor costs, the in-memory checkpoint */
     char ddir[] = "/tmp/deepinfer-bench-engine-XXXXXX";

@@ -53,6 +53,8 @@ static const char USAGE[] =
     "Engine:\n"
     "  --tokenizer PATH  --accelerator auto|cpu|cuda  --memory-budget BYTES[K|M|G]\n"
     "  --max-num-seqs N (64)  --max-num-batched-tokens N (2048)  --chunk-size N (512)\n"
+    "  --yoco-compact  V4.1: the layers after the last KV source prefill only each prompt's tail\n"
+    "  --yoco-keep-tokens N (140)  that tail (>= sliding window + longest draft)\n"
     "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"
     "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"
     "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
@@ -143,6 +145,8 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
     else if (F("--max-num-seqs")) { NEED; INT(c->cfg.max_num_seqs, 1, 16384); }
     else if (F("--max-num-batched-tokens")) { NEED; INT(c->cfg.max_num_batched_tokens, 1, 1 << 20); }
     else if (F("--chunk-size")) { NEED; INT(c->cfg.chunk_size, 1, 1 << 20); }
+    else if (!strcmp(name, "--yoco-compact")) { c->cfg.yoco_compact = 1; return 1; }
+    else if (F("--yoco-keep-tokens")) { NEED; I64(c->cfg.yoco_keep_tokens, 1, INT64_MAX); }
     else if (F("--max-model-len")) { NEED; I64(c->cfg.max_model_len, 1, INT64_MAX); }
     else if (F("--page-rows")) { NEED; INT(c->cfg.page_rows, 1, 65536); }
     else if (F("--num-pages")) { NEED; I64(c->cfg.num_pages, 1, INT64_MAX); }

@@ -1,5 +1,6 @@
 /* engine_open.c — configuration, model location, the memory plan, and
  * opening / closing an engine (deepinfer.h). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
+#include "model/dsv41_compact.h"
 #include "ops/cpu/threadpool.h"
 #include "util/env.h"
 #include "util/sysmem.h"
@@ -36,9 +38,44 @@ const char *deepinfer_engine_last_error(const deepinfer_engine *e) { return e ? 
 
 /* ---- configuration ----------------------------------------------------------- */
 
+/* Compact prefill's mode and tail length: the environment overrides the config (README
+ * "Environment"); the model checks come at open (check_yoco). */
+static deepinfer_status yoco_from_env(deepinfer_engine_config *c, di_error *err) {
+    const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    const char *mode = di_env(DI_ENV_YOCO_MODE), *keep = di_env(DI_ENV_YOCO_KEEP);
+    if (mode) {
+        if (!strcmp(mode, "compact")) c->yoco_compact = 1;
+        else if (!strcmp(mode, "exact")) c->yoco_compact = 0;
+        else return di_error_set(err, E, "$%s must be \"exact\" or \"compact\", got \"%s\"", di_env_name(DI_ENV_YOCO_MODE), mode);
+    }
+    if (keep) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(keep, &end, 10);
+        if (errno || end == keep || *end || v < 1)
+            return di_error_set(err, E, "$%s must be a token count >= 1, got \"%s\"", di_env_name(DI_ENV_YOCO_KEEP), keep);
+        c->yoco_keep_tokens = v;
+    }
+    if (c->yoco_compact < 0 || c->yoco_compact > 1)
+        return di_error_set(err, E, "yoco_compact must be 0 (exact) or 1 (compact), got %d", c->yoco_compact);
+    if (c->yoco_keep_tokens < 0)
+        return di_error_set(err, E, "yoco_keep_tokens must be >= 0 (0 = 140), got %lld", (long long)c->yoco_keep_tokens);
+    if (!c->yoco_keep_tokens) c->yoco_keep_tokens = 140; /* DeepInfer's V4.1 default */
+    return DEEPINFER_OK;
+}
+
+/* Compact prefill against the model (§6.5's condition, the tail covering window + draft). */
+static deepinfer_status check_yoco(const deepinfer_engine_config *c, const di_model_config *m, di_error *err) {
+    if (!c->yoco_compact) return DEEPINFER_OK;
+    int64_t draft = c->max_draft_tokens;
+    if (m->drafter == DI_DRAFTER_DSPARK && m->dspark_block_size > draft) draft = m->dspark_block_size;
+    return di_v41_compact_check(m, c->yoco_keep_tokens, draft, err);
+}
+
 static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engine_config *in, di_error *err) {
     deepinfer_engine_config c = *in;
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    deepinfer_status st_yoco;
     const char *acc = di_env(DI_ENV_ACCELERATOR); /* the environment overrides the config (README "Environment") */
     if (!acc) acc = c.accelerator && *c.accelerator ? c.accelerator : "auto";
     if (!strcmp(acc, "gpu")) acc = "cuda";
@@ -65,6 +102,7 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     if (c.max_model_len < 0) return di_error_set(err, E, "max_model_len must be >= 0 (0 = the model's), got %lld",
                                                  (long long)c.max_model_len);
     if (c.num_pages < 0) return di_error_set(err, E, "num_pages must be >= 0, got %lld", (long long)c.num_pages);
+    if ((st_yoco = yoco_from_env(&c, err))) return st_yoco;
     if (c.async_scheduling < -1 || c.async_scheduling > 1)
         return di_error_set(err, E, "async_scheduling must be -1, 0 or 1, got %d", c.async_scheduling);
     e->cfg = c;
@@ -278,6 +316,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = resolve_config(e, cfg, err)) || (st = locate_model(e, err))) return st;
     di_model_config peek;
     if ((st = di_config_load(e->model_dir, &peek, err))) return st;
+    if ((st = check_yoco(&e->cfg, &peek, err))) return st;
     int64_t ctx = e->cfg.max_model_len ? e->cfg.max_model_len : 65536;
     if (ctx > peek.max_position_embeddings) {
         if (e->cfg.max_model_len)
@@ -298,6 +337,11 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_engine_backend_acquire(e->cfg.accelerator, e->cfg.batch_invariant, &bk, err))) return st;
     e->backend = bk;
     e->cfg.accelerator = di_backend_name(bk);
+    if (e->cfg.yoco_compact && bk != DI_BACKEND_CPU)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "compact prefill (yoco_compact) runs on the CPU backend only in this build; the %s "
+                            "backend runs exact prefill",
+                            e->cfg.accelerator);
     st = di_model_load(e->model_dir, &mo, &e->model, err);
     di_engine_backend_loaded(bk);
     if (st) return st;
@@ -326,6 +370,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_sched_init(&e->sched, &sc, &e->pool, err))) return st;
     if ((st = di_runner_init(&e->runner, &e->pool, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, err)))
         return st;
+    if (e->cfg.yoco_compact) e->runner.yoco_keep = e->cfg.yoco_keep_tokens;
     int64_t img = e->mcfg->image_token_id, V = e->mcfg->vocab_size;
     if (img >= 0 && img < V) { /* text only: the image token is never sampled (the forward refuses it) */
         size_t words = (size_t)(V + 31) / 32;

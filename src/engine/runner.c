@@ -13,12 +13,13 @@ deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows,
         di_step_buf *s = &r->buf[b];
         s->tokens = malloc(sizeof(int32_t) * (size_t)max_rows);
         s->pos = malloc(sizeof(int64_t) * (size_t)max_rows);
+        s->late_from = malloc(sizeof(int64_t) * (size_t)max_rows);
         s->seq = malloc(sizeof(di_seq_state *) * (size_t)max_rows);
         s->src = malloc(sizeof(int32_t) * (size_t)max_rows);
         s->samples = malloc(sizeof(di_sample_spec) * (size_t)max_items);
         s->ops = malloc(sizeof(di_state_op) * (size_t)max_items);
         s->items = malloc(sizeof(di_step_item) * (size_t)max_items);
-        if (!s->tokens || !s->pos || !s->seq || !s->src || !s->samples || !s->ops || !s->items) {
+        if (!s->tokens || !s->pos || !s->late_from || !s->seq || !s->src || !s->samples || !s->ops || !s->items) {
             di_runner_free(r);
             return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
         }
@@ -29,7 +30,7 @@ deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows,
 void di_runner_free(di_runner *r) {
     for (int b = 0; b < 2; b++) {
         di_step_buf *s = &r->buf[b];
-        free(s->tokens), free(s->pos), free(s->seq), free(s->src);
+        free(s->tokens), free(s->pos), free(s->late_from), free(s->seq), free(s->src);
         free(s->samples), free(s->ops), free(s->items);
     }
     memset(r, 0, sizeof *r);
@@ -79,6 +80,8 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
                 b->src[rows] = c->pend_sample;
             }
             b->pos[rows] = idx;
+            /* a recompute after preemption runs the same rows as the first pass (prompt tail, then outputs) */
+            b->late_from[rows] = q->n_prompt > r->yoco_keep ? q->n_prompt - r->yoco_keep : 0;
             b->seq[rows] = s;
         }
         b->items[ni++] = (di_step_item){.request_id = q->id,
@@ -102,6 +105,7 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     st->ops = b->ops;
     st->n_ops = plan->n_ops;
     st->batch = (di_model_batch){.n = rows, .tokens = b->tokens, .pos = b->pos, .seq = b->seq};
+    if (r->yoco_keep > 0) st->batch.late_from = b->late_from;
     st->src = b->src;
     st->samples = b->samples;
     st->n_samples = ns;

@@ -26,6 +26,7 @@ typedef struct di_step_buf {
     di_step step;
     int32_t *tokens;
     int64_t *pos;
+    int64_t *late_from;          /* compact prefill (batch.h late_from); used when the runner's keep > 0 */
     di_seq_state **seq;
     int32_t *src;
     di_sample_spec *samples;
@@ -38,6 +39,7 @@ typedef struct di_runner {
     di_state_pool *pool;
     const uint32_t *base_mask;   /* ids any request may sample (NULL = all): a text-only model's image token is out */
     int max_rows, max_items;
+    int64_t yoco_keep;           /* > 0: compact prefill, each request's late layers from n_prompt - yoco_keep */
     di_step_buf buf[2];
     int next;
     uint64_t seq_no;

@@ -53,6 +53,13 @@ typedef struct di_v4_batch {
     uint16_t *target_hidden;     /* optional, V4.1: [n][n_targets*dim] bf16, the DSpark
                                     drafter's input: for each dspark_target_layer_ids layer, the
                                     residual entering it averaged over the hc copies */
+    /* V4.1 bounded replay (architecture.md §6.5, DeepInfer's compact prefill): optional [n];
+     * row i runs the layers after the last KV source only when pos[i] >= late_from[i]
+     * (the engine gives every row of a request max(0, prompt length - keep tokens)), and
+     * those layers' windows see no position below late_from. Rows that skip them give no
+     * logits, hidden states or late target hiddens (zeros). NULL = every row runs every
+     * layer (exact). CPU only; `hidden` must be NULL. */
+    const int64_t *late_from;
     /* Device backends only (the engine queue and greedy loop, ops/backend.h); the CPU ignores both: */
     int tokens_on_device;        /* 1: the step's tokens are already in the model's device token
                                     buffer (a device argmax wrote them); `tokens` still serves the

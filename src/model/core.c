@@ -125,6 +125,13 @@ void di_core_free(di_core *c) {
     di_dev_free(c->dlogits);
     c->dlogits = NULL;
     free(c->segs);
+    free(c->keep);
+    free(c->ktok);
+    free(c->kpos);
+    free(c->klo);
+    c->keep = NULL;
+    c->ktok = NULL;
+    c->kpos = c->klo = NULL;
     c->R = NULL;
     c->segs = NULL;
 }

@@ -22,6 +22,11 @@ typedef struct di_core {
     uint16_t *R;      /* [max_rows][hc*dim] residual of the step */
     float *dlogits;   /* device backends: [max_rows][vocab] logits before the copy to the caller; else NULL */
     di_seg *segs;     /* [max_rows] */
+    /* V4.1 compact prefill (dsv41_compact.c), allocated on first use: the late rows' step
+     * indices, tokens and positions [max_rows], the per-segment window floors [max_rows] */
+    int *keep;
+    int32_t *ktok;
+    int64_t *kpos, *klo;
     int max_rows;
     int64_t max_context;
     di_v4_index_observer index_obs;

@@ -10,6 +10,7 @@
 #include "io/numfmt.h"
 #include "model/attention.h"
 #include "model/block.h"
+#include "model/dsv41_compact.h"
 #include "model/dsv41_internal.h"
 #include "model/mhc.h"
 #include "model/load_plan.h"
@@ -174,6 +175,17 @@ static deepinfer_status check_tokens(const di_v41_model *m, const di_v4_batch *b
     return DEEPINFER_OK;
 }
 
+/* What a compact-prefill batch (late_from) may ask: the CPU, no full hidden states, §6.5's condition. */
+static deepinfer_status check_compact(di_v41_model *m, const di_v4_batch *b, di_error *err) {
+    if (di_exec_on_device(&m->core.x) || b->logits_on_device || b->tokens_on_device)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "compact prefill (late_from) runs on the CPU backend only in this build");
+    if (b->hidden)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "compact prefill gives no full-prompt hidden states: batch.hidden must be NULL");
+    return di_v41_compact_check(&m->core.cfg, m->core.cfg.sliding_window, 0, err);
+}
+
 /* Hash ids of the step's rows (advances each sequence's Engram history). */
 static deepinfer_status engram_ids(di_v41_model *m, di_fwd *f, di_error *err) {
     const di_model_config *c = &m->core.cfg;
@@ -199,6 +211,19 @@ static void capture_target(const di_core *core, const di_fwd *f, const di_v4_bat
     di_hc_mean(f->x, f->M, core->R, hc, d, b->target_hidden + (size_t)r0 * ld + (size_t)t * d, ld);
 }
 
+/* The same for a compacted pass of k rows (CPU): each late row into its own
+ * batch row, zeros for the rows that skipped the late layers. */
+static void capture_target_compact(const di_core *core, const di_fwd *f, const di_v4_batch *b, int r0, int k, int t) {
+    const di_model_config *c = &core->cfg;
+    int d = (int)c->hidden_size, hc = (int)c->hc_mult;
+    size_t ld = (size_t)c->n_dspark_target_layer_ids * d, hcd = (size_t)hc * d;
+    for (int i = 0, j = 0; i < k; i++) {
+        uint16_t *dst = b->target_hidden + (size_t)(r0 + i) * ld + (size_t)t * d;
+        if (j < f->M && core->keep[j] == i) di_hc_mean(f->x, 1, core->R + (size_t)j * hcd, hc, d, dst, ld), j++;
+        else memset(dst, 0, (size_t)d * 2);
+    }
+}
+
 /* Rows [r0, r0 + n) of a checked batch through the backbone on one core
  * (the model's, or a lane's) and its Engram workspace, in passes of the
  * core's max_rows. */
@@ -216,19 +241,41 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
         if ((st = engram_ids(m, &f, err))) return st;
         di_core_embed(core, &f, m->w.embed);
         di_block_chain_start(&f);
+        /* compact prefill (dsv41_compact.h): the step shrinks to its late rows before layer `late` */
+        int late = b->late_from ? di_v41_late_layer(c) : c->n_layers, compacted = 0;
         for (int l = 0; l < c->n_layers; l++) {
             const di_layer_cfg *L = &c->layers[l];
+            if (l == late) {
+                if ((st = di_v41_compact_rows(core, &f, b, r0, err))) return st;
+                compacted = 1;
+                if (!f.M) break; /* every row is before its tail */
+            }
             if (L->engram >= 0 &&
                 (st = di_engram_forward(f.x, &m->w.engram[L->engram], ews, core->R, k,
                                         f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
                 return st;
-            if (b->target_hidden && m->target_slot[l] >= 0) capture_target(core, &f, b, r0, m->target_slot[l]);
+            if (b->target_hidden && m->target_slot[l] >= 0) {
+                if (compacted) capture_target_compact(core, &f, b, r0, k, m->target_slot[l]);
+                else capture_target(core, &f, b, r0, m->target_slot[l]);
+            }
             /* the next layer's pre joins this block's last post unless R is read or
-             * changed in between (Engram, the DSpark target capture) */
+             * changed in between (Engram, the DSpark target capture, the compaction) */
             int fuse = l + 1 < c->n_layers && c->layers[l + 1].engram < 0 &&
-                       !(b->target_hidden && m->target_slot[l + 1] >= 0);
+                       !(b->target_hidden && m->target_slot[l + 1] >= 0) && l + 1 != late;
             f.hc_defer_post = l + 1 == c->n_layers; /* the last post joins the head below */
             di_block(&f, &m->w.layers[l], L, l, core->R, 1, di_attn_block, &m->moe, fuse ? &m->w.layers[l + 1] : NULL);
+        }
+        if (compacted) {
+            if (b->target_hidden && !f.M) /* no late rows: the late target slots are zeros */
+                for (int l = late; l < c->n_layers; l++)
+                    if (m->target_slot[l] >= 0) capture_target_compact(core, &f, b, r0, k, m->target_slot[l]);
+            if (di_core_has_logits(b, r0, k)) {
+                if (!f.M) return di_v41_compact_logits(core, &f, b, r0, k, &m->w.head, err); /* names the row */
+                di_mhc_head_final(&f, NULL, m->w.norm, core->R);
+                if ((st = di_v41_compact_logits(core, &f, b, r0, k, &m->w.head, err))) return st;
+            }
+            for (int i = r0; i < r0 + k; i++) b->seq[i]->n_tokens = b->pos[i] + 1; /* segments may have gone */
+            continue;
         }
         int logits = di_core_has_logits(b, r0, k);
         if (b->hidden || !logits) di_mhc_post_pending(&f, core->R); /* R is read, or there is no head */
@@ -245,6 +292,7 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
 deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error *err) {
     deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
     if (!st) st = check_tokens(m, b, err);
+    if (!st && b->late_from) st = check_compact(m, b, err);
     if (st) return st;
     int start[DI_LANES_MAX + 1];
     int nl = di_v41_lanes_plan(m, b, start);

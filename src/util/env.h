@@ -20,6 +20,8 @@ typedef enum di_env_id {
     DI_ENV_CPU_ISA,          /* DEEPINFER_CPU_ISA: scalar | avx2 | avx512 (lowers the choice) */
     DI_ENV_ICU_LIB,          /* DEEPINFER_ICU_LIB: path of libicuuc.so.N */
     DI_ENV_CUDA_GRAPHS,      /* DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 */
+    DI_ENV_YOCO_MODE,        /* DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE: exact (default) | compact */
+    DI_ENV_YOCO_KEEP,        /* DEEPINFER_YOCO_PREFILL_KEEP_TOKENS: compact prefill's tail length */
     DI_ENV_HF_HUB_CACHE,     /* HF_HUB_CACHE: Hugging Face's cache folder */
     DI_ENV_HF_HOME,          /* HF_HOME: Hugging Face's home (cache under hub/) */
     DI_ENV_HOME,             /* HOME: ~/.cache/huggingface/hub otherwise */
