@@ -76,6 +76,8 @@ class EngineConfigC(C.Structure):
         ("seed", C.c_uint64),
         ("engram_hash", C.c_char_p),
         ("cuda_graphs", C.c_int),
+        ("yoco_compact", C.c_int),
+        ("yoco_keep_tokens", C.c_int64),
     ]
 
 

@@ -29,6 +29,8 @@ ENGINE_KEYS = {
     "seed": "u64",
     "engram_hash": "str",
     "cuda_graphs": "tri",
+    "yoco_compact": "int",      # V4.1 compact prefill (bounded replay), 0/1
+    "yoco_keep_tokens": "int",  # its tail length; 0 = the model's default (140)
 }
 
 
