@@ -1,0 +1,64 @@
+/*
+ * eval_model.h — the model `deepinfer eval` scores with, and the one batched
+ * call every scoring task (perplexity, loglikelihood, multiple choice,
+ * loglikelihood_rolling) is built on.
+ *
+ * Why the model level and not the engine: the public API (deepinfer.h)
+ * returns log-probabilities of generated tokens only, and has no prompt
+ * logprobs; scoring needs log p(token | prefix) at every prompt position.
+ * So scoring runs the model's forward (the path `deepinfer score
+ * --all-positions` uses, tools/score/score.h: di_score_model's seq_new and
+ * forward) with logits asked for the scored rows, many sequences per
+ * forward step. The CPU kernels are batch invariant, so a sequence's
+ * scores do not depend on what else is in the step. Generation tasks use
+ * the public engine (eval_gen.h).
+ */
+#ifndef DI_TOOLS_EVAL_MODEL_H
+#define DI_TOOLS_EVAL_MODEL_H
+
+#include <stdint.h>
+
+#include "score/score.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct ev_model {
+    di_model_config cfg;
+    di_tokenizer *tok;
+    di_v4_model *v4;          /* loaded by ev_model_load (one of the two) */
+    di_v41_model *v41;
+    di_score_model sm;        /* its score view: seq_new, forward, max_context */
+    int loaded;
+    int64_t context;          /* the model's context: min(max_position_embeddings, 65536), the engine's rule */
+    int32_t vocab, bos;
+    char dir[4096];
+    const char *accelerator;  /* "cpu" | "cuda" (resolved) */
+    int batch_invariant;      /* 1 on the CPU always; on CUDA from $DEEPINFER_BATCH_INVARIANT (default 1) */
+    int rows_per_step;        /* token rows per forward step */
+} ev_model;
+
+/* Locate the model (the CLI rule, args/cli_model_dir.h), read its config and
+ * tokenizer, pick the backend (`accelerator`: auto | cpu | cuda, NULL =
+ * $DEEPINFER_ACCELERATOR else auto). The weights are loaded by ev_model_load. */
+deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, ev_model *m, di_error *err);
+
+/* Load the weights with room for sequences of max_len positions (<= context). */
+deepinfer_status ev_model_load(ev_model *m, int64_t max_len, di_error *err);
+void ev_model_close(ev_model *m);
+
+/* Text -> token ids (no BOS). *ids malloc'd (caller frees), *n set. */
+deepinfer_status ev_encode(const ev_model *m, const char *text, size_t len, int32_t **ids, int *n, di_error *err);
+
+/* One sequence to score: lp[i] = log p(ids[i] | ids[0..i-1]) and greedy[i]
+ * = (ids[i] is the argmax, lowest id on ties) for i in [score_from, n). */
+typedef struct ev_seq {
+    const int32_t *ids;
+    int n;
+    int score_from;           /* >= 1 */
+    double *lp;               /* [n], caller memory */
+    uint8_t *greedy;          /* [n], caller memory */
+} ev_seq;
+
+/* Score n sequences, packing several into every forward step. */
+deepinfer_status ev_score(ev_model *m, ev_seq *seqs, int n, di_error *err);
+
+#endif
