@@ -333,6 +333,12 @@ static deepinfer_status parse_shard(di_safetensors *st, uint32_t si, di_error *e
         t->name = name;
         size_t rl = m->key_len;
         t->ref_name = strip_model_prefix(name, &rl);
+        if (rl > 6 && !memcmp(t->ref_name, "model.", 6)) { /* lookups strip one prefix: two would not round-trip */
+            rc = di_error_set(err, DEEPINFER_ERR_FORMAT,
+                              "%s: tensor name '%s' has a doubled 'model.' prefix, which lookups cannot tell from "
+                              "'%s'; rename it", label, name, t->ref_name);
+            goto done;
+        }
         t->shard = si;
         rc = parse_tensor_entry(m, t, data_size, label, err);
         if (rc != DEEPINFER_OK) goto done;
@@ -341,8 +347,8 @@ static deepinfer_status parse_shard(di_safetensors *st, uint32_t si, di_error *e
     /* Tensors must tile the data section: sorted by offset, each begins where
      * the previous ended, the first at 0 and the last ends at the file end. */
     size_t nt = st->count - first;
-    di_tensor *ts = st->tensors + first;
-    qsort(ts, nt, sizeof *ts, cmp_offset);
+    di_tensor *ts = nt ? st->tensors + first : NULL; /* a header of metadata only: no array yet */
+    if (nt) qsort(ts, nt, sizeof *ts, cmp_offset);
     uint64_t at = 0;
     for (size_t i = 0; i < nt; i++) {
         if (ts[i].file_offset < at) {

@@ -23,7 +23,8 @@
  * "model." removed. Tensors are indexed by reference name, and lookups
  * remove one leading "model." from the query too, so either spelling finds
  * the tensor whichever way it is stored. A checkpoint holding both `X` and
- * `model.X` is rejected as ambiguous.
+ * `model.X` is rejected as ambiguous, and so is a name with the prefix twice
+ * (`model.model.X`: its reference name would not find itself).
  *
  * Data pointers point into the mapping, so tensors are only byte-aligned in
  * general (safetensors does not align); use unaligned loads or copy.

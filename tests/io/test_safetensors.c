@@ -228,6 +228,21 @@ TEST(st_rejects_duplicate_names) {
     EXPECT_ERR("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
                "\"model.w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
                2, DEEPINFER_ERR_FORMAT, "same reference name");
+    /* a doubled prefix: its reference name "model.w" would look up "w" (a fuzzer finding) */
+    EXPECT_ERR("{\"model.model.w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+               DEEPINFER_ERR_FORMAT, "doubled 'model.' prefix");
+}
+
+/* A header of metadata only holds no tensors (and no tensor array): valid, empty. */
+TEST(st_metadata_only_header_is_an_empty_checkpoint) {
+    size_t n = 0;
+    unsigned char *b = make_st("{\"__metadata__\":{\"format\":\"pt\"}}", 0, &n);
+    di_safetensors *st = NULL;
+    di_error e = {0};
+    CHECK_MSG(di_st_open_buffer(b, n, "t.safetensors", &st, &e) == DEEPINFER_OK, "%s", e.msg);
+    CHECK(di_st_count(st) == 0);
+    di_st_close(st);
+    free(b);
 }
 
 TEST(st_truncated_golden_shard) {
