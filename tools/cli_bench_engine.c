@@ -25,6 +25,7 @@
 #include "deepinfer.h"
 #include "engine/engine_internal.h"
 #include "dummy/dummy.h"
+#include "util/sysmem.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 
@@ -196,7 +197,7 @@ static int dummy_prepare(const char *config, int layers, uint64_t seed, const ch
     double weights = k->image_bytes, states = bench_state_bytes(cfg, ctx) * maxb;
     size_t fb = 0, tb = 0;
     int dev = (!accel || strcmp(accel, "cpu")) && di_backend_mem_info(&fb, &tb) == 0;
-    double host_free = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double host_free = (double)di_sys_mem_available(); /* what the load plan checks against */
     fprintf(stderr, "dummy %s (%s): %d layers kept (original", config, di_arch_name(cfg->arch), info.n_layers);
     for (int i = 0; i < info.n_layers && i < 64; i++) fprintf(stderr, " %d", info.kept[i]);
     fprintf(stderr, "); weights %.2f GB, states %d x %lld tokens %.3f GB; free: host %.1f GB", gb(weights), maxb,

@@ -69,8 +69,8 @@ const void *di_wload_view(const di_tensor *t, void **owned, di_error *err) {
 /* Read-ahead runs on its own thread, one layer ahead of the binding: the layer's file-backed
  * tensors read in file order with large preads into a scratch buffer (the pattern of a
  * sequential read, which the storage serves fastest), so the binding's own preads hit the page
- * cache. POSIX_FADV_WILLNEED alone issued small asynchronous reads and blocked the caller while
- * it queued them (load/read 0.67 on the H200 machine's disk). Generated images are skipped. */
+ * cache (POSIX_FADV_WILLNEED instead issues small asynchronous reads and blocks the caller
+ * while it queues them: docs/loading.md §1). Generated images are skipped. */
 #define PREFETCH_CHUNK ((size_t)16 << 20)
 
 typedef struct prefetch_job {
@@ -129,8 +129,7 @@ void di_wload_prefetch(const di_weight_spec *spec, const char *prefix) {
 
 /* Releases wait for the layer's end and go out merged: the page cache holds large folios
  * (up to 2 MiB) that straddle tensor boundaries, which a per-tensor POSIX_FADV_DONTNEED cannot
- * drop (half of a streamed checkpoint stayed cached that way); the merged ranges of adjacent
- * tensors cover them. */
+ * drop; the merged ranges of adjacent tensors cover them (docs/loading.md §1). */
 static const di_tensor **g_rel;
 static size_t g_nrel, g_caprel;
 static const struct di_safetensors *g_owner;

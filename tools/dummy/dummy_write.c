@@ -14,48 +14,20 @@
 #include <unistd.h>
 
 #include "dummy/dummy.h"
+#include "tokenizer/sbuf.h"
 #include "util/file.h"
 
 #define BLOCK ((size_t)32 << 20)
 
-/* ---- a growable string ---------------------------------------------------------------------- */
+/* ---- the shard header: JSON text in a di_sbuf (tokenizer/sbuf.h) ------------------------------ */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q, b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_fmt(sbuf *b, const char *fmt, unsigned long long v) {
-    char t[64];
-    int w = snprintf(t, sizeof t, fmt, v);
-    sb_put(b, t, (size_t)w);
-}
-
-static void sb_name(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+static void sb_name(di_sbuf *b, const char *s) {
+    di_sbuf_put(b, "\"", 1);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') sb_put(b, "\\", 1);
-        sb_put(b, s, 1);
+        if (*s == '"' || *s == '\\') di_sbuf_put(b, "\\", 1);
+        di_sbuf_put(b, s, 1);
     }
-    sb_put(b, "\"", 1);
+    di_sbuf_put(b, "\"", 1);
 }
 
 /* ---- the writer thread -------------------------------------------------------------------- */
@@ -212,50 +184,50 @@ static size_t plan_shards(const di_safetensors *st, uint64_t shard_bytes, size_t
 }
 
 /* The header of tensors [a, b) (offsets from the shard's data start), padded to 64-byte data alignment. */
-static void shard_header(const di_safetensors *st, size_t a, size_t b, sbuf *h) {
-    sb_put(h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"deepinfer dummy\"}", 58);
+static void shard_header(const di_safetensors *st, size_t a, size_t b, di_sbuf *h) {
+    di_sbuf_put(h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"deepinfer dummy\"}", 58);
     uint64_t off = 0;
     for (size_t i = a; i < b; i++) {
         const di_tensor *t = di_st_at(st, i);
-        sb_put(h, ",", 1);
+        di_sbuf_put(h, ",", 1);
         sb_name(h, t->name);
-        sb_put(h, ":{\"dtype\":\"", 11);
-        sb_put(h, di_dtype_name(t->dtype), strlen(di_dtype_name(t->dtype)));
-        sb_put(h, "\",\"shape\":[", 11);
-        for (int d = 0; d < t->ndim; d++) sb_fmt(h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
-        sb_fmt(h, "],\"data_offsets\":[%llu,", off);
+        di_sbuf_put(h, ":{\"dtype\":\"", 11);
+        di_sbuf_put(h, di_dtype_name(t->dtype), strlen(di_dtype_name(t->dtype)));
+        di_sbuf_put(h, "\",\"shape\":[", 11);
+        for (int d = 0; d < t->ndim; d++) di_sbuf_printf(h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
+        di_sbuf_printf(h, "],\"data_offsets\":[%llu,", (unsigned long long)off);
         off += t->nbytes;
-        sb_fmt(h, "%llu]}", off);
+        di_sbuf_printf(h, "%llu]}", (unsigned long long)off);
     }
-    sb_put(h, "}", 1);
-    while ((8 + h->len) % 64) sb_put(h, " ", 1);
+    di_sbuf_put(h, "}", 1);
+    while ((8 + h->n) % 64) di_sbuf_put(h, " ", 1);
 }
 
 static deepinfer_status write_index(const di_safetensors *st, const char *dir, const size_t *first, size_t ns,
                                     di_error *err) {
-    sbuf x = {0};
-    sb_fmt(&x, "{\n  \"metadata\": {\"total_size\": %llu},", di_st_get_totals(st)->total_bytes);
-    sb_put(&x, "\n  \"weight_map\": {", 18);
+    di_sbuf x = {0};
+    di_sbuf_printf(&x, "{\n  \"metadata\": {\"total_size\": %llu},", (unsigned long long)di_st_get_totals(st)->total_bytes);
+    di_sbuf_put(&x, "\n  \"weight_map\": {", 18);
     char shard[64];
     for (size_t j = 0; j < ns; j++) {
         snprintf(shard, sizeof shard, "model-%05zu-of-%05zu.safetensors", j + 1, ns);
         for (size_t i = first[j]; i < first[j + 1]; i++) {
-            sb_put(&x, i ? ",\n    " : "\n    ", 6 - !i);
+            di_sbuf_put(&x, i ? ",\n    " : "\n    ", 6 - !i);
             sb_name(&x, di_st_at(st, i)->name);
-            sb_put(&x, ": \"", 3);
-            sb_put(&x, shard, strlen(shard));
-            sb_put(&x, "\"", 1);
+            di_sbuf_put(&x, ": \"", 3);
+            di_sbuf_put(&x, shard, strlen(shard));
+            di_sbuf_put(&x, "\"", 1);
         }
     }
-    sb_put(&x, "\n  }\n}\n", 7);
+    di_sbuf_put(&x, "\n  }\n}\n", 7);
     char path[4096];
     deepinfer_status rc = DEEPINFER_OK;
-    if (x.failed) rc = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory writing the index");
+    if (x.oom) rc = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory writing the index");
     else if (di_path_join(path, sizeof path, dir, "model.safetensors.index.json"))
         rc = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "%s: path too long", dir);
     if (!rc) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0 || write_all(fd, (const unsigned char *)x.p, x.len, 0) || fsync(fd))
+        if (fd < 0 || write_all(fd, (const unsigned char *)x.p, x.n, 0) || fsync(fd))
             rc = di_error_set(err, DEEPINFER_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
     }
@@ -306,9 +278,9 @@ deepinfer_status di_dummy_save(const di_safetensors *st, const char *dir, uint64
             rc = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "%s: path too long", dir);
             break;
         }
-        sbuf h = {0};
+        di_sbuf h = {0};
         shard_header(st, first[j], first[j + 1], &h);
-        if (h.failed) {
+        if (h.oom) {
             free(h.p);
             rc = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory (shard header)");
             break;
@@ -321,9 +293,9 @@ deepinfer_status di_dummy_save(const di_safetensors *st, const char *dir, uint64
         }
         s.fd = fd, s.pos = 0, s.path = pth;
         unsigned char len8[8];
-        for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
+        for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.n >> (8 * b));
         put_bytes(&s, len8, 8);
-        put_bytes(&s, h.p, h.len);
+        put_bytes(&s, h.p, h.n);
         free(h.p);
         for (size_t i = first[j]; i < first[j + 1] && !rc; i++) {
             rc = put_tensor(&s, di_st_at(st, i), err);

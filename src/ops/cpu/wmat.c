@@ -13,8 +13,7 @@
 #include "ops/ops.h"
 
 /* Packed panels: 64-byte aligned; large ones on 2 MiB boundaries with transparent huge pages
- * asked for, so that writing a model's packed weights faults 512x fewer pages (the load's
- * system time on the CPU backend was mostly first-touch faults). */
+ * asked for, so that writing a model's packed weights takes 512x fewer first-touch faults. */
 #define HUGE_ALIGN ((size_t)2 << 20)
 
 static void *alloc64(size_t bytes) {
