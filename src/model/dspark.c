@@ -18,6 +18,11 @@
  * for i < B: m_i = markov_embed[prev_i] (prev_0 = anchor, then the drafts),
  * logits_i += markov_head . m_i (fp32), draft_i = pick(logits_i),
  * confidence_i = proj . [x_i ; m_i] (fp32).
+ *
+ * Device backends: activations, logits and the Markov ids live in backend
+ * memory; the host reads logits only where a pick (or the caller) needs
+ * them, else the greedy drafts are a device argmax feeding the next Markov
+ * step, and the ids and confidences come back once per group.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +33,7 @@
 #include "model/block.h"
 #include "model/dsv41_internal.h"
 #include "model/mhc.h"
+#include "ops/backend.h"
 
 #define DRAFT_GROUP 8 /* requests drafted per internal pass (bounds the logits scratch) */
 
@@ -35,29 +41,53 @@ deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err) {
     const di_model_config *c = &m->core.cfg;
     if (m->w.n_stages < 1) return DEEPINFER_OK;
     int B = (int)c->dspark_block_size, V = (int)c->vocab_size, d = (int)c->hidden_size;
-    int R = (int)c->dspark_markov_rank;
-    m->draft_max = m->core.max_rows / B < DRAFT_GROUP ? m->core.max_rows / B : DRAFT_GROUP;
+    int R = (int)c->dspark_markov_rank, M = m->core.max_rows;
+    m->draft_max = M / B < DRAFT_GROUP ? M / B : DRAFT_GROUP;
     if (m->draft_max < 1)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "max_rows %d is smaller than the DSpark block (%d)",
                             m->core.max_rows, B);
-    size_t rows = (size_t)m->draft_max * B;
+    size_t rows = (size_t)m->draft_max * B, G = (size_t)m->draft_max;
     m->dtok = malloc(rows * sizeof *m->dtok);
-    m->dprev = malloc((size_t)m->draft_max * sizeof *m->dprev);
+    m->dprev = malloc(G * sizeof *m->dprev);
     m->dpos = malloc(rows * sizeof *m->dpos);
     m->dseq = malloc(rows * sizeof *m->dseq);
+    m->dsel = malloc(rows * sizeof *m->dsel);
+    m->dconf_h = malloc(rows * sizeof *m->dconf_h);
+    m->fpos = malloc((size_t)M * sizeof *m->fpos);
+    m->fseq = malloc((size_t)M * sizeof *m->fseq);
+    m->fhid = malloc((size_t)M * sizeof *m->fhid);
     m->dlogits = di_dev_alloc(rows * (size_t)V * sizeof(float));
-    m->dbias = di_dev_alloc((size_t)m->draft_max * (size_t)V * sizeof(float));
+    m->dbias = di_dev_alloc(G * (size_t)V * sizeof(float));
     m->dhid = di_dev_alloc(rows * (size_t)d * 2);
-    m->dmark = di_dev_alloc((size_t)m->draft_max * (size_t)R * 2);
-    m->dcin = di_dev_alloc((size_t)m->draft_max * (size_t)(d + R) * 2);
-    if (!m->dtok || !m->dprev || !m->dpos || !m->dseq || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin)
+    m->dmark = di_dev_alloc(G * (size_t)R * 2);
+    m->dcin = di_dev_alloc(G * (size_t)(d + R) * 2);
+    m->dids = di_dev_alloc((rows + G) * sizeof *m->dids);
+    m->dconf = di_dev_alloc(rows * sizeof *m->dconf);
+    /* device backends: the host copy of a group's corrected logits (picks, di_v41_draft.logits) */
+    m->dlog_h = di_exec_on_device(&m->core.x) ? malloc(G * (size_t)V * sizeof(float)) : NULL;
+    if (!m->dtok || !m->dprev || !m->dpos || !m->dseq || !m->dsel || !m->dconf_h || !m->fpos || !m->fseq ||
+        !m->fhid || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin || !m->dids || !m->dconf ||
+        (di_exec_on_device(&m->core.x) && !m->dlog_h))
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the DSpark scratch");
     return DEEPINFER_OK;
 }
 
 void di_v41_dspark_free(di_v41_model *m) {
-    free(m->dtok), free(m->dprev), free(m->dpos), free(m->dseq);
+    free(m->dtok), free(m->dprev), free(m->dpos), free(m->dseq), free(m->dsel), free(m->dconf_h);
+    free(m->fpos), free(m->fseq), free(m->fhid), free(m->dlog_h);
     di_dev_free(m->dlogits), di_dev_free(m->dbias), di_dev_free(m->dhid), di_dev_free(m->dmark), di_dev_free(m->dcin);
+    di_dev_free(m->dids), di_dev_free(m->dconf);
+}
+
+size_t di_v41_dspark_bytes(const di_v41_model *m) {
+    const di_model_config *c = &m->core.cfg;
+    if (m->w.n_stages < 1) return 0;
+    size_t B = (size_t)c->dspark_block_size, G = (size_t)m->draft_max, rows = G * B, V = (size_t)c->vocab_size;
+    size_t d = (size_t)c->hidden_size, R = (size_t)c->dspark_markov_rank, M = (size_t)m->core.max_rows;
+    size_t host = rows * (4 + 8 + sizeof(void *) + 4 + 4) + G * 4 + M * (8 + 2 * sizeof(void *)) +
+                  (m->dlog_h ? G * V * 4 : 0);
+    size_t dev = rows * V * 4 + G * V * 4 + rows * d * 2 + G * R * 2 + G * (d + R) * 2 + (rows + G) * 4 + rows * 4;
+    return host + dev;
 }
 
 /* ---- context rings ------------------------------------------------------------------------- */
@@ -87,45 +117,73 @@ static deepinfer_status check_feed(const di_v41_model *m, const di_v4_batch *b, 
     return DEEPINFER_OK;
 }
 
-/* Context rows for n consecutive positions pos[0..n) of one sequence. */
-static void feed_rows(di_v41_model *m, di_seq_state *s, const int64_t *pos, int n, const uint16_t *hid) {
+/* The context rows queued in m->fseq / fpos / fhid [0, n) (any sequences, each sequence's
+ * positions distinct modulo the window) into every stage's ring. main_proj runs once per run
+ * of rows whose inputs are consecutive rows of one buffer (every op is per row: the same bits
+ * however the rows are grouped). */
+static void feed_pass(di_v41_model *m, int n) {
     const di_model_config *c = &m->core.cfg;
     di_ws *ws = &m->core.ws;
     int d = (int)c->hidden_size, hd = (int)c->head_dim, win = (int)c->sliding_window, rd = (int)c->qk_rope_head_dim;
     size_t ld = (size_t)c->n_dspark_target_layer_ids * d;
     di_fwd f = {.x = &m->core.x, .cfg = c, .ws = ws, .M = n};
     const di_v41_stage_w *s0 = &m->w.stages[0];
-    di_gemm(f.x, n, hid, ld, &s0->main_proj, c->act_block, NULL, ws->mainx, (size_t)d);
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && m->fhid[j] == m->fhid[j - 1] + ld) j++;
+        di_gemm(f.x, j - i, m->fhid[i], ld, &s0->main_proj, c->act_block, NULL, ws->mainx + (size_t)i * d, (size_t)d);
+        i = j;
+    }
     di_rmsnorm(f.x, n, ws->mainx, (size_t)d, s0->main_norm, d, (float)c->rms_norm_eps, ws->mainx, (size_t)d);
-    di_rope_table(n, pos, m->core.inv_main, rd, ws->rope_cs[0], ws->rope_sn[0]);
+    if (di_exec_on_device(f.x)) { /* the table built on the host, then copied (core.c does the same) */
+        size_t h = (size_t)n * (size_t)(rd / 2);
+        float *t = ws->t.rope;
+        di_rope_table(n, m->fpos, m->core.inv_main, rd, t, t + h);
+        di_copy_h2d(f.x, ws->rope_cs[0], t, h * sizeof *t);
+        di_copy_h2d(f.x, ws->rope_sn[0], t + h, h * sizeof *t);
+    } else {
+        di_rope_table(n, m->fpos, m->core.inv_main, rd, ws->rope_cs[0], ws->rope_sn[0]);
+    }
     for (int st = 0; st < m->w.n_stages; st++) {
         di_attn_kv(&f, &m->w.stages[st].blk.attn, ws->rope_cs[0], ws->rope_sn[0], n, ws->mainx, ws->kv, -1);
-        uint16_t *ring = s->layers[c->n_layers + st].ring;
-        for (int i = 0; i < n; i++) ws->t.dst[i] = ring + (size_t)(pos[i] % win) * hd;
+        for (int i = 0; i < n; i++) /* host table: ring slot addresses */
+            ws->t.dst[i] = m->fseq[i]->layers[c->n_layers + st].ring + (size_t)(m->fpos[i] % win) * hd;
         di_scatter_rows(f.x, n, NULL, ws->kv, (size_t)hd, ws->t.dst, hd);
     }
 }
 
-deepinfer_status di_v41_dspark_feed(di_v41_model *m, const di_v4_batch *b, const uint16_t *hid, di_error *err) {
-    if (di_exec_on_device(&m->core.x))
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "DSpark drafting is not supported on CUDA yet");
-    deepinfer_status st = check_feed(m, b, hid, err);
-    if (st) return st;
+/* Queue the context rows of positions q0 .. q0 + n - 1 of s (inputs hid, rows ld apart): only
+ * the last `window` survive in the rings, so only those run. Full passes run on the way. */
+static void feed_queue(di_v41_model *m, int *nq, di_seq_state *s, int64_t q0, int n, const uint16_t *hid) {
     const di_model_config *c = &m->core.cfg;
     size_t ld = (size_t)c->n_dspark_target_layer_ids * c->hidden_size;
     int win = (int)c->sliding_window;
+    for (int i = n > win ? n - win : 0; i < n; i++) {
+        if (*nq == m->core.max_rows) {
+            feed_pass(m, *nq);
+            *nq = 0;
+        }
+        m->fseq[*nq] = s;
+        m->fpos[*nq] = q0 + i;
+        m->fhid[*nq] = hid + (size_t)i * ld;
+        (*nq)++;
+    }
+}
+
+deepinfer_status di_v41_dspark_feed(di_v41_model *m, const di_v4_batch *b, const uint16_t *hid, di_error *err) {
+    deepinfer_status st = check_feed(m, b, hid, err);
+    if (st) return st;
+    size_t ld = (size_t)m->core.cfg.n_dspark_target_layer_ids * m->core.cfg.hidden_size;
+    int nq = 0;
     for (int i = 0; i < b->n;) {
         int j = i;
         while (j < b->n && b->seq[j] == b->seq[i]) j++;
-        /* only the last `window` positions survive in the ring */
-        for (int r = j - i > win ? j - win : i; r < j; r += m->core.max_rows) {
-            int k = j - r < m->core.max_rows ? j - r : m->core.max_rows;
-            feed_rows(m, b->seq[i], b->pos + r, k, hid + (size_t)r * ld);
-        }
-        b->seq[i]->mtp_tokens = b->pos[j - 1] + 1;
+        feed_queue(m, &nq, b->seq[i], b->pos[i], j - i, hid + (size_t)i * ld);
         i = j;
     }
-    return DEEPINFER_OK;
+    if (nq) feed_pass(m, nq);
+    for (int i = 0; i < b->n; i++) b->seq[i]->mtp_tokens = b->pos[i] + 1;
+    return di_exec_sync(&m->core.x, err); /* device backends: the first failed op */
 }
 
 /* ---- drafting -------------------------------------------------------------------------------- */
@@ -160,6 +218,120 @@ static int argmax(const float *v, int n) {
     return b;
 }
 
+/* One pass of at most draft_max block drafts: the requests, where their outputs go (indexed by
+ * the caller's request index), and how many drafts of each are written out. */
+typedef struct draft_job {
+    int n;
+    di_seq_state *seq[DRAFT_GROUP];
+    int64_t pos[DRAFT_GROUP];    /* p */
+    int32_t anchor[DRAFT_GROUP]; /* the token at p + 1 */
+    int req[DRAFT_GROUP];        /* the caller's request index */
+    int keep[DRAFT_GROUP];       /* drafts written to ids / confidence */
+    const int32_t *force;        /* [caller request][B] teacher-forced Markov inputs, or NULL */
+    di_draft_pick_fn pick;
+    void *pick_ctx;
+    int32_t *ids;                /* [caller request][B] */
+    float *logits;               /* [caller request][B][vocab] or NULL */
+    float *confidence;           /* [caller request][B] or NULL */
+} draft_job;
+
+static deepinfer_status bad_pick(int req, int i, int32_t t, int V, di_error *err) {
+    return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                        "DSpark draft %d of request %d: the pick returned token %d, outside the vocabulary [0,%d)", i,
+                        req, t, V);
+}
+
+/* The Markov correction and the confidence head, step by step over a job. Step i's Markov
+ * ids are m->dids row i ([B + 1][G], backend memory): the anchors, then each step's drafts. */
+static deepinfer_status markov_head(di_v41_model *m, const draft_job *j, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    const di_v41_stage_w *last = &m->w.stages[m->w.n_stages - 1];
+    int B = (int)c->dspark_block_size, V = (int)c->vocab_size, D = (int)c->hidden_size;
+    int R = (int)c->dspark_markov_rank, G = j->n;
+    di_exec *x = &m->core.x;
+    int dev = di_exec_on_device(x);
+    /* the corrected logits are read on the host (CPU; a pick; the caller wants them; teacher forcing,
+     * whose Markov inputs take the device rows the greedy drafts would) */
+    int host_pick = !dev || j->pick || j->logits || j->force;
+    for (int i = 0; i < B; i++) {
+        int32_t *ids = m->dids + (size_t)i * G;
+        if (i == 0 || host_pick) { /* this step's Markov inputs are known on the host */
+            for (int r = 0; r < G; r++)
+                m->dprev[r] = i == 0     ? j->anchor[r]
+                              : j->force ? j->force[(size_t)j->req[r] * B + i - 1]
+                                         : m->dsel[(size_t)r * B + i - 1];
+            di_copy_h2d(x, ids, m->dprev, (size_t)G * sizeof *ids);
+        }
+        di_embed(x, G, ids, last->markov_embed, R, m->dmark, (size_t)R);
+        di_copy_2d(x, G, m->dhid + (size_t)i * D, (size_t)B * D * 2, m->dcin, (size_t)(D + R) * 2, (size_t)D * 2);
+        di_copy_2d(x, G, m->dmark, (size_t)R * 2, m->dcin + D, (size_t)(D + R) * 2, (size_t)R * 2);
+        di_gemm(x, G, m->dmark, (size_t)R, &last->markov_head, 0, m->dbias, NULL, (size_t)V);
+        di_gemm(x, G, m->dcin, (size_t)(D + R), &last->conf, 0, m->dconf + (size_t)i * G, NULL, 1);
+        for (int r = 0; r < G; r++) { /* corrected logits U_i + bias_i into dbias row r (fp32 add commutes) */
+            float *bias = m->dbias + (size_t)r * V;
+            di_add_f32_x(x, bias, m->dlogits + ((size_t)r * B + i) * V, bias, (size_t)V);
+        }
+        if (!host_pick) { /* greedy on the device: the next step's Markov ids */
+            di_backend_argmax_rest(x, G, m->dbias, V, m->dids + (size_t)(i + 1) * G);
+            continue;
+        }
+        const float *hl = m->dbias;
+        if (dev) {
+            di_copy_d2h(x, m->dlog_h, m->dbias, (size_t)G * V * sizeof(float));
+            hl = m->dlog_h;
+        }
+        for (int r = 0; r < G; r++) {
+            const float *row = hl + (size_t)r * V;
+            int32_t t = j->pick ? j->pick(j->pick_ctx, j->req[r], i, row) : argmax(row, V);
+            if (t < 0 || t >= V) return bad_pick(j->req[r], i, t, V, err);
+            m->dsel[(size_t)r * B + i] = t;
+            if (j->logits) memcpy(j->logits + ((size_t)j->req[r] * B + i) * V, row, sizeof(float) * (size_t)V);
+        }
+    }
+    if (!host_pick) { /* the device's drafts: rows 1 .. B of dids */
+        int32_t *h = m->dtok; /* its tokens went to the device at di_core_fwd_init: free, [draft_max * B] */
+        di_copy_d2h(x, h, m->dids + G, (size_t)G * B * sizeof *h);
+        for (int i = 0; i < B; i++)
+            for (int r = 0; r < G; r++) m->dsel[(size_t)r * B + i] = h[(size_t)i * G + r];
+    }
+    di_copy_d2h(x, m->dconf_h, m->dconf, (size_t)G * B * sizeof *m->dconf_h);
+    for (int r = 0; r < G; r++)
+        for (int i = 0; i < j->keep[r]; i++) {
+            size_t o = (size_t)j->req[r] * B + i;
+            j->ids[o] = m->dsel[(size_t)r * B + i];
+            if (j->confidence) j->confidence[o] = m->dconf_h[(size_t)i * G + r];
+        }
+    return DEEPINFER_OK;
+}
+
+static deepinfer_status draft_job_run(di_v41_model *m, const draft_job *j, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    int B = (int)c->dspark_block_size, V = (int)c->vocab_size, D = (int)c->hidden_size, rows = j->n * B;
+    for (int r = 0; r < j->n; r++)
+        for (int i = 0; i < B; i++) {
+            size_t k = (size_t)r * B + i;
+            m->dtok[k] = i ? (int32_t)c->dspark_noise_token_id : j->anchor[r];
+            m->dpos[k] = j->pos[r] + 1 + i;
+            m->dseq[k] = j->seq[r];
+        }
+    di_v4_batch b = {.n = rows, .tokens = m->dtok, .pos = m->dpos, .seq = m->dseq};
+    di_fwd f;
+    di_core_fwd_init(&m->core, &b, 0, rows, &m->stage_moe, &f);
+    f.mtp = 1;
+    di_core_embed(&m->core, &f, m->w.embed);
+    di_block_chain_start(&f);
+    for (int s = 0; s < m->w.n_stages; s++) {
+        int layer = c->n_layers + s;
+        di_block(&f, &m->w.stages[s].blk, &c->layers[layer], layer, m->core.R, 1, block_attn, &m->stage_moe,
+                 s + 1 < m->w.n_stages ? &m->w.stages[s + 1].blk : NULL);
+    }
+    const di_v41_stage_w *last = &m->w.stages[m->w.n_stages - 1];
+    di_mhc_collapse_carried(&f, m->core.R, m->dhid);
+    di_rmsnorm(f.x, rows, m->dhid, (size_t)D, last->norm, D, (float)c->rms_norm_eps, f.ws->xn, (size_t)D);
+    di_gemm(f.x, rows, f.ws->xn, (size_t)D, &m->w.head, 0, m->dlogits, NULL, (size_t)V);
+    return markov_head(m, j, err);
+}
+
 static deepinfer_status check_draft(const di_v41_model *m, const di_v41_draft *d, di_error *err) {
     const di_model_config *c = &m->core.cfg;
     int B = (int)c->dspark_block_size;
@@ -188,69 +360,96 @@ static deepinfer_status check_draft(const di_v41_model *m, const di_v41_draft *d
     return DEEPINFER_OK;
 }
 
-/* The Markov correction and the confidence head, step by step over a group. */
-static void markov_head(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
-    const di_model_config *c = &m->core.cfg;
-    const di_v41_stage_w *last = &m->w.stages[m->w.n_stages - 1];
-    int B = (int)c->dspark_block_size, V = (int)c->vocab_size, D = (int)c->hidden_size;
-    int R = (int)c->dspark_markov_rank;
-    di_exec *x = &m->core.x;
-    for (int i = 0; i < B; i++) {
-        for (int r = 0; r < G; r++) {
-            int q = g0 + r;
-            m->dprev[r] = i == 0 ? d->anchor[q] : d->force ? d->force[(size_t)q * B + i - 1] : d->ids[(size_t)q * B + i - 1];
-        }
-        di_embed(x, G, m->dprev, last->markov_embed, R, m->dmark, (size_t)R);
-        di_copy_2d(x, G, m->dhid + (size_t)i * D, (size_t)B * D * 2, m->dcin, (size_t)(D + R) * 2, (size_t)D * 2);
-        di_copy_2d(x, G, m->dmark, (size_t)R * 2, m->dcin + D, (size_t)(D + R) * 2, (size_t)R * 2);
-        di_gemm(x, G, m->dmark, (size_t)R, &last->markov_head, 0, m->dbias, NULL, (size_t)V);
-        float conf[DRAFT_GROUP];
-        di_gemm(x, G, m->dcin, (size_t)(D + R), &last->conf, 0, conf, NULL, 1);
-        for (int r = 0; r < G; r++) {
-            int q = g0 + r;
-            float *row = m->dlogits + ((size_t)r * B + i) * V;
-            const float *bias = m->dbias + (size_t)r * V;
-            di_add_f32_x(x, row, row, bias, (size_t)V);
-            d->ids[(size_t)q * B + i] = d->pick ? d->pick(d->pick_ctx, q, i, row) : argmax(row, V);
-            if (d->logits) memcpy(d->logits + ((size_t)q * B + i) * V, row, sizeof(float) * (size_t)V);
-            if (d->confidence) d->confidence[(size_t)q * B + i] = conf[r];
-        }
-    }
-}
-
-static void draft_group(di_v41_model *m, const di_v41_draft *d, int g0, int G) {
-    const di_model_config *c = &m->core.cfg;
-    int B = (int)c->dspark_block_size, V = (int)c->vocab_size, D = (int)c->hidden_size, rows = G * B;
-    for (int r = 0; r < G; r++)
-        for (int i = 0; i < B; i++) {
-            size_t k = (size_t)r * B + i;
-            m->dtok[k] = i ? (int32_t)c->dspark_noise_token_id : d->anchor[g0 + r];
-            m->dpos[k] = d->pos[g0 + r] + 1 + i;
-            m->dseq[k] = d->seq[g0 + r];
-        }
-    di_v4_batch b = {.n = rows, .tokens = m->dtok, .pos = m->dpos, .seq = m->dseq};
-    di_fwd f;
-    di_core_fwd_init(&m->core, &b, 0, rows, &m->stage_moe, &f);
-    f.mtp = 1;
-    di_core_embed(&m->core, &f, m->w.embed);
-    di_block_chain_start(&f);
-    for (int s = 0; s < m->w.n_stages; s++) {
-        int layer = c->n_layers + s;
-        di_block(&f, &m->w.stages[s].blk, &c->layers[layer], layer, m->core.R, 1, block_attn, &m->stage_moe,
-                 s + 1 < m->w.n_stages ? &m->w.stages[s + 1].blk : NULL);
-    }
-    const di_v41_stage_w *last = &m->w.stages[m->w.n_stages - 1];
-    di_mhc_collapse_carried(&f, m->core.R, m->dhid);
-    di_rmsnorm(f.x, rows, m->dhid, (size_t)D, last->norm, D, (float)c->rms_norm_eps, f.ws->xn, (size_t)D);
-    di_gemm(f.x, rows, f.ws->xn, (size_t)D, &m->w.head, 0, m->dlogits, NULL, (size_t)V);
-    markov_head(m, d, g0, G);
-}
-
 deepinfer_status di_v41_dspark_draft(di_v41_model *m, const di_v41_draft *d, di_error *err) {
-    if (di_exec_on_device(&m->core.x))
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "DSpark drafting is not supported on CUDA yet");
     deepinfer_status st = check_draft(m, d, err);
     if (st) return st;
-    for (int g0 = 0; g0 < d->n; g0 += m->draft_max) draft_group(m, d, g0, d->n - g0 < m->draft_max ? d->n - g0 : m->draft_max);
+    int B = (int)m->core.cfg.dspark_block_size;
+    for (int g0 = 0; g0 < d->n && !st; g0 += m->draft_max) {
+        draft_job j = {.n = d->n - g0 < m->draft_max ? d->n - g0 : m->draft_max, .force = d->force, .pick = d->pick,
+                       .pick_ctx = d->pick_ctx, .ids = d->ids, .logits = d->logits, .confidence = d->confidence};
+        for (int r = 0; r < j.n; r++) {
+            int q = g0 + r;
+            j.seq[r] = d->seq[q], j.pos[r] = d->pos[q], j.anchor[r] = d->anchor[q], j.req[r] = q, j.keep[r] = B;
+        }
+        st = draft_job_run(m, &j, err);
+    }
+    if (st) {
+        di_exec_sync(&m->core.x, NULL);
+        return st;
+    }
+    return di_exec_sync(&m->core.x, err);
+}
+
+/* ---- the engine's step: feed, then draft (draft.h) --------------------------------------------- */
+
+static deepinfer_status check_step(const di_v41_model *m, const di_model_draft *d, di_error *err) {
+    const di_model_config *c = &m->core.cfg;
+    int B = (int)c->dspark_block_size;
+    if (m->w.n_stages < 1)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no DSpark/MTP tensors: it cannot draft");
+    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->k)))
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "draft step: missing sequences, feed counts, hidden rows or draft counts");
+    for (int r = 0; r < d->n; r++) {
+        const di_seq_state *s = d->seq[r];
+        int nf = d->n_feed[r], k = d->k[r];
+        if (!s || s->n_layers != c->n_layers + c->n_stages)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no sequence of this model", r);
+        for (int q = 0; q < r; q++)
+            if (d->seq[q] == s)
+                return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step requests %d and %d share a sequence", q, r);
+        if (k < 0 || k > B)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "draft step request %d: %d drafts asked, the DSpark block gives 0 .. %d", r, k, B);
+        if (nf < 0 || (k > 0 && nf < 1))
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "draft step request %d: n_feed %d; drafting needs the position it drafts from (n_feed >= 1 "
+                                "when k > 0)", r, nf);
+        if (nf > 0 && !d->hidden[r])
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no hidden rows for %d fed positions", r, nf);
+        if (s->mtp_tokens + nf > s->n_tokens)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                                "draft step request %d: feeds positions %lld .. %lld (continuing mtp_tokens), but the target "
+                                "has processed only %lld positions",
+                                r, (long long)s->mtp_tokens, (long long)(s->mtp_tokens + nf - 1), (long long)s->n_tokens);
+        if (k == 0) continue;
+        if (!d->ids || !d->next || !d->next[r])
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no ids output or no anchor (next)", r);
+        int64_t p = s->mtp_tokens + nf - 1;
+        int32_t a = d->next[r][nf - 1];
+        if (a < 0 || a >= c->vocab_size || a == c->image_token_id)
+            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: anchor %d is not a text token", r, a);
+        if (p + 1 + B > m->core.max_context)
+            return di_error_set(err, DEEPINFER_ERR_LIMIT, "draft step request %d: the block after position %lld passes max_context %lld",
+                                r, (long long)p, (long long)m->core.max_context);
+    }
     return DEEPINFER_OK;
+}
+
+deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di_error *err) {
+    deepinfer_status st = check_step(m, d, err);
+    if (st) return st;
+    int B = (int)m->core.cfg.dspark_block_size, nq = 0;
+    for (int r = 0; r < d->n; r++)
+        if (d->n_feed[r] > 0) feed_queue(m, &nq, d->seq[r], d->seq[r]->mtp_tokens, d->n_feed[r], d->hidden[r]);
+    if (nq) feed_pass(m, nq);
+    for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens += d->n_feed[r];
+    draft_job j = {.pick = d->pick, .pick_ctx = d->pick_ctx, .ids = d->ids, .confidence = d->confidence};
+    for (int r = 0; r < d->n && !st; r++) {
+        if (d->k[r] > 0) {
+            di_seq_state *s = d->seq[r];
+            j.seq[j.n] = s, j.pos[j.n] = s->mtp_tokens - 1, j.anchor[j.n] = d->next[r][d->n_feed[r] - 1];
+            j.req[j.n] = r, j.keep[j.n] = d->k[r] < B ? d->k[r] : B;
+            j.n++;
+        }
+        if (j.n == m->draft_max || (r + 1 == d->n && j.n > 0)) {
+            st = draft_job_run(m, &j, err);
+            j.n = 0;
+        }
+    }
+    if (st) {
+        di_exec_sync(&m->core.x, NULL);
+        return st;
+    }
+    return di_exec_sync(&m->core.x, err);
 }

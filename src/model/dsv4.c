@@ -54,6 +54,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
                            .norm_eps = 0.0f,
                            .routed_limit = (float)c->swiglu_limit,
                            .shared_limit = 0.0f}; /* V4: the shared expert is not clamped (§4.7) */
+    if ((st = di_v4_mtp_init(m, err))) goto fail;
     m->step_weight_bytes = di_v4_decode_weight_bytes(m);
     *out = m;
     return DEEPINFER_OK;
@@ -66,6 +67,7 @@ fail:
 
 void di_v4_free(di_v4_model *m) {
     if (!m) return;
+    di_v4_mtp_free(m);
     di_v4_weights_free(&m->w);
     di_lane_cores_free(&m->lanes);
     di_core_free(&m->core);
@@ -80,7 +82,7 @@ size_t di_v4_weight_bytes(const di_v4_model *m) { return m->w.bytes; }
 
 size_t di_v4_workspace_bytes(const di_v4_model *m) {
     size_t hcd = (size_t)(m->core.cfg.hc_mult * m->core.cfg.hidden_size);
-    return di_core_bytes(&m->core) + (size_t)m->core.max_rows * hcd * 2; /* + the MTP scratch */
+    return di_core_bytes(&m->core) + (size_t)m->core.max_rows * hcd * 2 + di_v4_mtp_bytes(m); /* + the MTP scratch */
 }
 
 size_t di_v4_decode_weight_bytes(const di_v4_model *m) {

@@ -1,6 +1,6 @@
 /*
  * dsv4.h — the DeepSeek-V4-Flash model (architecture.md §4, §6, §7.1) on the
- * CPU backend: load a released-format checkpoint, run forward steps over
+ * CPU and CUDA backends: load a released-format checkpoint, run forward steps over
  * flat batches of token rows, and the MTP drafter block.
  *
  * A step (di_v4_batch, batch.h) is any mix of sequences: each sequence's
@@ -21,6 +21,7 @@
 
 #include "model/batch.h"
 #include "model/config.h"
+#include "model/draft.h"
 #include "model/seq_state.h"
 #include "util/error.h"
 
@@ -60,5 +61,27 @@ deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *e
  * block keeps its own window ring). b->hidden, if set, receives the MTP's
  * own output residual (for chained drafts). */
 deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const uint16_t *hidden_in, di_error *err);
+
+/* The most drafts one di_v4_mtp_step gives per request (the chain's length,
+ * bounded by the MTP ring: min(DI_MTP_MAX_DRAFT, sliding_window)); 0 without
+ * an MTP block. */
+#define DI_MTP_MAX_DRAFT 8
+int di_v4_mtp_block(const di_v4_model *m);
+
+/* The engine's drafter step (draft.h, model.h di_model_draft_step), §7.1's
+ * V3 convention: per request, rows i = mtp_tokens .. p combine the target's
+ * residual hidden[r][i - mtp_tokens] (b->hidden rows of the target forward)
+ * with the embedding of next[r][i - mtp_tokens] (the token at i + 1); when
+ * k > 0, row p's logits give draft 0 and the chain row p+1+j (the MTP's own
+ * output residual of the row before, the embedding of draft j) gives draft
+ * j+1, for j < k - 1. Only the last sliding_window rows fed run (the ring
+ * keeps no more; the same ring and drafts as di_v4_mtp_forward over all of
+ * them). The chain's ring slots are restored afterwards, so the MTP state
+ * is the one a feed without drafts leaves; seq->mtp_tokens == p + 1.
+ * confidence (if set) receives NAN. Errors (no MTP block, k outside
+ * 0 .. block, n_feed < 1 with k > 0, positions the target has not processed,
+ * tokens outside the vocabulary) are found before any state changes; a pick
+ * outside the vocabulary fails after the feed, the state whole. */
+deepinfer_status di_v4_mtp_step(di_v4_model *m, const di_model_draft *d, di_error *err);
 
 #endif

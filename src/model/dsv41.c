@@ -123,11 +123,8 @@ int64_t di_v41_max_context(const di_v41_model *m) { return m->core.max_context; 
 size_t di_v41_weight_bytes(const di_v41_model *m) { return m->w.bytes; }
 
 size_t di_v41_workspace_bytes(const di_v41_model *m) {
-    const di_model_config *c = &m->core.cfg;
-    size_t B = (size_t)c->dspark_block_size, n = (size_t)m->draft_max * B;
     /* the core's buffers and the DSpark drafting scratch (the Engram scratch is small) */
-    return di_core_bytes(&m->core) + n * (4 + 8 + sizeof(void *) + (size_t)c->vocab_size * 4 + (size_t)c->hidden_size * 2) +
-           (size_t)m->draft_max * (size_t)c->vocab_size * 4;
+    return di_core_bytes(&m->core) + di_v41_dspark_bytes(m);
 }
 
 size_t di_v41_decode_weight_bytes(const di_v41_model *m) {

@@ -1,8 +1,8 @@
 /*
- * dsv41.h — the DeepSeek-V4.1-Flash model (architecture.md §5, §6.3, §7.2)
- * on the CPU backend, text-only: load a released-format checkpoint, run
- * forward steps over flat batches of token rows (the same di_v4_batch as
- * V4, batch.h), and the DSpark drafter stages.
+ * dsv41.h — the DeepSeek-V4.1-Flash model (architecture.md §5, §6.3, §7.2),
+ * text-only: load a released-format checkpoint, run forward steps over
+ * flat batches of token rows (the same di_v4_batch as V4, batch.h), and the
+ * DSpark drafter stages.
  *
  * Every layer role comes from the config (config.h): KV sources (ratio 2
  * gated, ratio 1 ungated) with shared index keys, index sources, Reuse and
@@ -28,6 +28,10 @@
  *
  * Errors (bad positions, a state without room, a token out of range) are
  * detected before any state changes.
+ *
+ * Backends: everything here runs on the CPU and on the CUDA backend (hidden
+ * inputs, logits buffers the batch keeps on the device and the sequence
+ * state's rings are backend memory).
  */
 #ifndef DI_MODEL_DSV41_H
 #define DI_MODEL_DSV41_H
@@ -36,6 +40,7 @@
 
 #include "model/batch.h"
 #include "model/config.h"
+#include "model/draft.h"
 #include "model/seq_state.h"
 #include "util/error.h"
 
@@ -79,7 +84,7 @@ deepinfer_status di_v41_dspark_feed(di_v41_model *m, const di_v4_batch *b, const
 
 /* Picks draft token i of request `req` from its corrected logits [vocab]
  * (e.g. the engine's sampler); NULL = greedy (argmax, lowest id on ties). */
-typedef int32_t (*di_dspark_pick_fn)(void *ctx, int req, int i, const float *logits);
+typedef di_draft_pick_fn di_dspark_pick_fn;
 
 typedef struct di_v41_draft {
     int n;                       /* requests */
@@ -100,5 +105,15 @@ typedef struct di_v41_draft {
  * context), the shared head, the sequential Markov correction and the
  * confidence head. Reads the sequences' rings; changes no state. */
 deepinfer_status di_v41_dspark_draft(di_v41_model *m, const di_v41_draft *d, di_error *err);
+
+/* The engine's drafter step (draft.h, model.h di_model_draft_step): per
+ * request, di_v41_dspark_feed of positions mtp_tokens .. p (hidden[r]: their
+ * target_hidden rows), then, when k > 0, one di_v41_dspark_draft from p with
+ * the anchor next[r][n_feed - 1] (picks i = 0 .. B-1 through d->pick; the
+ * first k ids and confidences written). The same bits as those two calls.
+ * Errors (no DSpark stages, k outside 0 .. B, n_feed < 1 with k > 0, positions
+ * the target has not processed, a bad anchor) are found before any state
+ * changes; a pick outside the vocabulary fails after the feed. */
+deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di_error *err);
 
 #endif

@@ -26,17 +26,26 @@ struct di_v41_model {
     int lanes_max;              /* 0: the pool size (lanes.h); tests and benches set it (di_v41_set_lanes) */
     size_t step_weight_bytes;   /* di_v41_decode_weight_bytes, at load */
     int target_slot[DI_CFG_MAX_LAYERS]; /* position of layer l in dspark_target_layer_ids, or -1 */
-    /* DSpark drafting scratch, for up to draft_max requests at a time */
+    /* DSpark drafting scratch (dspark.c), for up to draft_max requests at a time. Host: */
     int draft_max;
     int32_t *dtok;              /* [draft_max*B] */
     int32_t *dprev;             /* [draft_max] the Markov inputs of one draft step */
     int64_t *dpos;              /* [draft_max*B] */
     di_seq_state **dseq;        /* [draft_max*B] */
+    int32_t *dsel;              /* [draft_max][B] the drafts of a group */
+    float *dconf_h;             /* [B][draft_max] their confidences */
+    float *dlog_h;              /* device backends: [draft_max][vocab] a step's corrected logits; else NULL */
+    int64_t *fpos;              /* [max_rows] context rows of a feed pass: positions, */
+    di_seq_state **fseq;        /* [max_rows] sequences, */
+    const uint16_t **fhid;      /* [max_rows] and their target-hidden rows */
+    /* backend memory: */
     float *dlogits;             /* [draft_max*B][vocab] */
-    float *dbias;               /* [draft_max][vocab] Markov bias of one step */
+    float *dbias;               /* [draft_max][vocab] Markov bias of one step, then the corrected logits */
     uint16_t *dhid;             /* [draft_max*B][dim] collapsed hidden (confidence input) */
     uint16_t *dmark;            /* [draft_max][markov_rank] Markov embeddings of one step */
     uint16_t *dcin;             /* [draft_max][dim + markov_rank] confidence input */
+    int32_t *dids;              /* [B + 1][draft_max] each step's Markov ids (the anchors, then the drafts) */
+    float *dconf;               /* [B][draft_max] confidences */
 };
 
 /* Rows [r0, r0 + n) of a checked batch through the backbone on `core`
@@ -53,8 +62,9 @@ void di_v41_lanes_free(di_v41_model *m);
  * and benches (`deepinfer bench --lanes`). */
 void di_v41_set_lanes(di_v41_model *m, int n);
 
-/* Allocate the drafting scratch (load time). */
+/* Allocate the drafting scratch (load time); its bytes (di_v41_workspace_bytes). */
 deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err);
 void di_v41_dspark_free(di_v41_model *m);
+size_t di_v41_dspark_bytes(const di_v41_model *m);
 
 #endif

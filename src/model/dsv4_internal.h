@@ -10,6 +10,24 @@
 #include "model/lanes.h"
 #include "model/weights.h"
 
+/* MTP drafting scratch (mtp.c di_v4_mtp_step), allocated at load when the checkpoint has the block. */
+typedef struct di_mtp_scratch {
+    int G;                  /* requests per pass: min(max_rows, 8) */
+    /* host */
+    int32_t *tok;           /* [max_rows] a pass's rows: tokens, */
+    int64_t *pos;           /* [max_rows] positions, */
+    di_seq_state **seq;     /* [max_rows] sequences, */
+    const uint16_t **hsrc;  /* [max_rows] the caller's residual rows, */
+    int *lrows;             /* [max_rows] logit rows */
+    float *hlog;            /* [G][vocab] logits read on the host (CPU; device backends with a pick) */
+    int32_t *hids;          /* [G] a device argmax's ids */
+    uint16_t **rdst;        /* [G * DI_MTP_MAX_DRAFT] ring slots the chain overwrote */
+    /* backend memory */
+    int32_t *dids;          /* [G] device argmax */
+    uint16_t *res;          /* [G][hc*dim] each request's output residual of row p */
+    uint16_t *save;         /* [G * DI_MTP_MAX_DRAFT][head_dim] those slots' contents */
+} di_mtp_scratch;
+
 struct di_v4_model {
     di_core core;     /* config, exec, workspace, step buffers */
     di_v4_weights w;
@@ -19,7 +37,13 @@ struct di_v4_model {
     di_lane_cores lanes;       /* lanes 1.. of a split step (lanes.h) */
     int lanes_max;             /* 0: the pool size (lanes.h); tests and benches set it */
     size_t step_weight_bytes;  /* di_v4_decode_weight_bytes, at load */
+    di_mtp_scratch msc;
 };
+
+/* The MTP drafting scratch (load time; nothing without an MTP block), its bytes. */
+deepinfer_status di_v4_mtp_init(di_v4_model *m, di_error *err);
+void di_v4_mtp_free(di_v4_model *m);
+size_t di_v4_mtp_bytes(const di_v4_model *m);
 
 /* hc_head collapse, norm and head for the rows of [r0, r0+M) listed in
  * b->logit_rows; and the residual copy-out to b->hidden; on `core` (the model's or a lane's). */

@@ -103,3 +103,36 @@ int32_t *di_model_device_tokens(di_model *m) {
     if (!di_exec_on_device(&c->x) || c->cfg.n_engram_layer_ids > 0) return NULL;
     return c->ws.tok;
 }
+
+/* ---- the drafter ---- */
+
+di_drafter di_model_drafter(const di_model *m) {
+    if (m->v41) return m->v41->w.n_stages > 0 ? DI_DRAFTER_DSPARK : DI_DRAFTER_NONE;
+    return m->v4->w.n_mtp > 0 ? DI_DRAFTER_MTP : DI_DRAFTER_NONE;
+}
+
+int di_model_draft_block(const di_model *m) {
+    switch (di_model_drafter(m)) {
+    case DI_DRAFTER_DSPARK: return (int)m->v41->core.cfg.dspark_block_size;
+    case DI_DRAFTER_MTP: return di_v4_mtp_block(m->v4);
+    default: return 0;
+    }
+}
+
+size_t di_model_draft_hidden_elems(const di_model *m) {
+    const di_model_config *c = di_model_cfg(m);
+    switch (di_model_drafter(m)) {
+    case DI_DRAFTER_DSPARK: return (size_t)c->n_dspark_target_layer_ids * (size_t)c->hidden_size;
+    case DI_DRAFTER_MTP: return (size_t)c->hc_mult * (size_t)c->hidden_size;
+    default: return 0;
+    }
+}
+
+void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint16_t *buf) {
+    if (m->v41) b->target_hidden = buf;
+    else b->hidden = buf;
+}
+
+deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err) {
+    return m->v41 ? di_v41_dspark_step(m->v41, d, err) : di_v4_mtp_step(m->v4, d, err);
+}

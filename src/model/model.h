@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/draft.h"
 #include "model/dsv4.h"
 #include "model/dsv41.h"
 #include "model/seq_state.h"
@@ -82,5 +83,36 @@ int di_model_max_rows(const di_model *m);
  * ids; NULL on the CPU), or NULL when this model's forward needs the real
  * tokens on the host (V4.1's Engram hashes them). */
 int32_t *di_model_device_tokens(di_model *m);
+
+/* ---- the drafter (architecture.md §7; draft.h) ------------------------------------------------- */
+
+/* The model's drafter (config.h di_drafter: DI_DRAFTER_NONE when the checkpoint has no drafter
+ * tensors), the most drafts one di_model_draft_step gives per request (V4.1: dspark_block_size;
+ * V4 MTP: DI_MTP_MAX_DRAFT, or the MTP ring's window if smaller; 0 without a drafter), and the
+ * bf16 values per row the drafter reads from the target forward (V4.1: n_dspark_target_layer_ids
+ * x hidden_size; V4: hc_mult x hidden_size; 0 without a drafter). */
+di_drafter di_model_drafter(const di_model *m);
+int di_model_draft_block(const di_model *m);
+size_t di_model_draft_hidden_elems(const di_model *m);
+/* Point the forward's drafter input at buf ([b->n][hidden_elems] bf16, backend memory: where the
+ * forward writes; V4.1: b->target_hidden, V4: b->hidden). */
+void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint16_t *buf);
+
+/* Feed, then draft (draft.h's di_model_draft, di_draft_pick_fn).
+ * V4.1 DSpark (dsv41.h di_v41_dspark_step): the context rings take rows mtp_tokens..p
+ * (di_v41_dspark_feed semantics: only the last `window` survive), then if k > 0 one block draft
+ * from p with the anchor (di_v41_dspark_draft; its picks through `pick`, i = 0..block-1, only
+ * the first k kept).
+ * V4 MTP (dsv4.h di_v4_mtp_step; §7.1, V3 convention): row i in [mtp_tokens, p] combines the
+ * target's residual at i with the embedding of the token at i+1 (next[]) (writes the MTP ring at
+ * i); when k > 0 the row p's logits give draft 0, then the chain: row p+1+j takes the MTP's own
+ * output residual of the row before and the embedding of draft j, its logits give draft j+1 —
+ * and the MTP ring slots the chained rows wrote (positions > p) are restored afterwards (they are
+ * speculative; the next feed rewrites p+1 with the real residual).
+ * After the call seq->mtp_tokens == p + 1. Rows of one request need not be contiguous with other
+ * requests' (they are gathered as needed). The positions fed must have been processed by the
+ * target (mtp_tokens + n_feed <= n_tokens). Device backends: not inside a recorded step
+ * (di_backend_step_begin .. _end): the picks read logits or ids back on the host. */
+deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err);
 
 #endif
