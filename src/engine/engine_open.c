@@ -317,6 +317,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     di_model_config peek;
     if ((st = di_config_load(e->model_dir, &peek, err))) return st;
     if ((st = check_yoco(&e->cfg, &peek, err))) return st;
+    if ((st = di_seq_set_max_draft(&peek, e->cfg.max_draft_tokens, err))) return st; /* as the load will (seq_state.h) */
     int64_t ctx = e->cfg.max_model_len ? e->cfg.max_model_len : 65536;
     if (ctx > peek.max_position_embeddings) {
         if (e->cfg.max_model_len)
@@ -328,8 +329,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     e->cfg.max_model_len = ctx;
     /* rows per model sub-batch: larger steps run as consecutive sub-batches (bitwise the same) */
     int rows = e->cfg.max_num_batched_tokens < 256 ? e->cfg.max_num_batched_tokens : 256;
-    di_model_options mo = {.max_rows = rows, .max_context = ctx, .engram_hash = e->cfg.engram_hash,
-                           .weights = e->weights, .plan_out = &e->load_plan};
+    di_model_options mo = {.max_rows = rows, .max_context = ctx, .max_draft = e->cfg.max_draft_tokens,
+                           .engram_hash = e->cfg.engram_hash, .weights = e->weights, .plan_out = &e->load_plan};
     if ((st = declare_states(e, &peek, &mo, err))) return st;
     /* the backend before the model: on CUDA the allocator and ops table put weights, workspace and
      * (below) the state pools in device memory (ops/backend.h di_backend_use) */

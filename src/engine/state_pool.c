@@ -31,6 +31,11 @@ deepinfer_status di_pool_geom_compute(const di_model_config *cfg, int page_rows,
     if (max_tokens < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "max_model_len must be >= 1");
     if (max_draft < 0 || max_draft > 64)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "max_draft_tokens must be in [0, 64], got %d", max_draft);
+    if (max_draft > cfg->max_draft) /* the compressor buffers protect only that many discarded rows (seq_state.h) */
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "max_draft_tokens %d: the model was loaded for drafts of at most %d tokens (load option "
+                            "max_draft); load it with max_draft >= %d",
+                            max_draft, cfg->max_draft, max_draft);
     di_seq_layout lay;
     di_seq_layout_get(cfg, page_rows > 0 ? page_rows : DEFAULT_PAGE_ROWS, &lay);
     g->n_layers = cfg->n_layers + cfg->n_stages;

@@ -17,6 +17,8 @@
 typedef struct di_v4_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = 256 */
     int64_t max_context;  /* longest sequence supported; 0 = 65536 */
+    int max_draft;        /* rows a speculative rollback may discard (di_model_config.max_draft,
+                             engine/seq_snapshot.h), 0..DI_SEQ_MAX_DRAFT; 0 = no speculation */
     /* V4.1 only (ignored by V4): */
     int released_index_k; /* 1: reproduce the released reference's stale-index-key decode
                              (architecture.md §5.4); 0: decode equals prefill */

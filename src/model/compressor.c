@@ -27,13 +27,14 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
     /* fp32 projections (the reference promotes the BF16 weights and input) */
     const cmp_bufs B = bufs_of(ws, kind);
     di_gemm2(f->x, f->M, xn, (size_t)d, &cw->wkv, &cw->wgate, 0, B.proj_kv, NULL, B.proj_sc, NULL, (size_t)width);
-    int ne = 0;
+    int ne = 0, groups = 1; /* blocks of r slots in the state (seq_state.h): the same for every sequence */
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
         di_layer_state *ls = &sg->seq->layers[layer];
         di_cmp_state *st = kind == DI_CMP_INDEX ? &ls->icmp : &ls->cmp;
         t->skv[s] = st->kv;
         t->ssc[s] = st->score;
+        groups = st->slots / r;
         for (int i = 0; i < sg->nrows; i++) {
             int64_t p = sg->pos0 + i;
             t->emit[sg->row0 + i] = (p + 1) % r ? -1 : ne;
@@ -45,7 +46,7 @@ static int run_gated(di_fwd *f, const di_compressor_w *cw, int layer, di_cmp_kin
         }
     }
     di_cmp_gated_rows(f->x, f->M, t->row_seg, t->emit, f->pos, t->skv, t->ssc, B.proj_kv, B.proj_sc, cw->ape, r, ov,
-                      hd, B.e32);
+                      groups, hd, B.e32);
     return ne;
 }
 

@@ -142,6 +142,10 @@ typedef struct di_model_config {
     uint64_t engram_primes[DI_CFG_MAX_ENGRAM][DI_CFG_MAX_ENGRAM_COLS];
     uint64_t engram_offsets[DI_CFG_MAX_ENGRAM][DI_CFG_MAX_ENGRAM_COLS];
 
+    /* ---- load option (not a config.json key; 0 after parsing) ---- */
+    int max_draft;           /* rows a rollback may discard (seq_snapshot.h): sizes the compressor
+                                buffers (seq_state.h); 0 = no speculation */
+
     /* ---- provenance ---- */
     int n_defaulted;
     const char *defaulted[DI_CFG_MAX_DEFAULTED]; /* static key names that took defaults */

@@ -22,6 +22,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
         st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "model type %s: this loader runs deepseek_v4 checkpoints",
                           di_arch_name(c->arch));
     if (!st) st = di_core_check_config(c, err);
+    if (!st) st = di_seq_set_max_draft(c, opt ? opt->max_draft : 0, err); /* sizes the compressor state */
     if (st) {
         free(m);
         return st;

@@ -76,6 +76,7 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     di_model_config *c = &m->core.cfg;
     deepinfer_status st = di_config_load(dir, c, err);
     if (!st) st = check_v41(c, err);
+    if (!st) st = di_seq_set_max_draft(c, opt ? opt->max_draft : 0, err); /* sizes the compressor state */
     if (st) {
         free(m);
         return st;

@@ -19,6 +19,7 @@ static di_v4_options v4_options(const di_model_options *opt) {
     if (!opt) return o;
     o.max_rows = opt->max_rows;
     o.max_context = opt->max_context;
+    o.max_draft = opt->max_draft;
     o.engram_hash = opt->engram_hash;
     o.weights = opt->weights;
     o.reserve_device = opt->reserve_device;

@@ -28,6 +28,7 @@ typedef di_v4_batch di_model_batch;
 typedef struct di_model_options {
     int max_rows;         /* rows per internal sub-batch (workspace size); 0 = the forward's default */
     int64_t max_context;  /* longest sequence; 0 = the forward's default */
+    int max_draft;        /* rows a speculative rollback may discard (di_v4_options.max_draft); 0 = none */
     const char *engram_hash; /* V4.1 Engram hash constants file; NULL = the model's (dsv41.h) */
     struct di_safetensors *weights; /* the checkpoint already open (e.g. tools/dummy/dummy.h's in-memory image):
                                        borrowed, kept open by the caller until di_model_free; NULL = open `dir`'s

@@ -11,16 +11,62 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Groups of r slots a gated compressor keeps (seq_state.h): position t of
+ * group g = t / r lives in slot (g mod G) * r + t mod r, and pooling group g
+ * reads block g mod G (with overlap also block (g - 1) mod G, the previous
+ * group's A halves). G = (overlap ? 1 : 0) + ceil((r - 1 + D) / r), D =
+ * cfg->max_draft, is enough for a rollback to n_keep that discards up to D
+ * rows: the rejected positions lie in [n_keep, n_keep + D - 1], groups
+ * g_c = n_keep / r .. g_l = (n_keep + D - 1) / r, and with a = n_keep mod r,
+ * g_l - g_c = floor((a + D - 1) / r) <= floor((r + D - 2) / r)
+ * = ceil((r - 1 + D) / r) - 1. So without overlap g_c .. g_l are at most G
+ * consecutive groups, in distinct blocks: the rejected rows of later groups
+ * never land in the block of the kept partial group g_c (its own rejected
+ * rows only fill slots of residues >= a, which the real positions rewrite
+ * before the group pools). With overlap g_c - 1 .. g_l are at most G
+ * consecutive groups, so the previous group's block (the complete group
+ * g_c - 1, or for g_c = 0 the reset block of -inf scores) is not aliased
+ * either. Nothing else is read: a group pools only once all r of its
+ * positions have been written, and pooling writes no state. With D = 0:
+ * G = 1, or 2 with overlap (the reference's [2r] buffers, §6.2). */
+static int cmp_groups(const di_model_config *cfg, const di_layer_cfg *L) {
+    int r = L->ratio, D = cfg->max_draft > 0 ? cfg->max_draft : 0;
+    int g = (r - 1 + D + r - 1) / r;
+    if (g < 1) g = 1;
+    return (L->compressor_overlap ? 1 : 0) + g;
+}
+
+int di_seq_cmp_groups(const di_model_config *cfg, int layer) {
+    const di_layer_cfg *L = &cfg->layers[layer];
+    if (!L->has_compressor || !L->compressor_gated || L->ratio < 1) return 0;
+    return cmp_groups(cfg, L);
+}
+
+deepinfer_status di_seq_set_max_draft(di_model_config *cfg, int max_draft, di_error *err) {
+    if (max_draft < 0 || max_draft > DI_SEQ_MAX_DRAFT)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "max_draft (rows a speculative rollback may discard) must be in [0, %d], got %d",
+                            DI_SEQ_MAX_DRAFT, max_draft);
+    int engram_back = DI_ENGRAM_HIST - (int)(cfg->engram_max_ngram_size - 1);
+    if (cfg->n_engram_layer_ids > 0 && max_draft > engram_back)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "max_draft %d: the Engram history (%d positions, n-grams of %lld) rolls back at most %d "
+                            "positions; use max_draft <= %d",
+                            max_draft, DI_ENGRAM_HIST, (long long)cfg->engram_max_ngram_size, engram_back, engram_back);
+    cfg->max_draft = max_draft;
+    return DEEPINFER_OK;
+}
+
 /* Compressor buffer geometry of layer l: slots x width (0 if none). The
  * main compressor (index 0) pools head_dim rows; V4's indexer has its own
  * compressor (index 1) of index_head_dim rows. V4.1 ratio-1 sources pool
- * nothing and keep no partial group. */
+ * nothing and keep no partial group. Slots = groups * ratio (above). */
 static void cmp_geom(const di_model_config *cfg, const di_layer_cfg *L, int index, int *slots, int *width) {
     *slots = *width = 0;
     if (!L->has_compressor || !L->compressor_gated) return;
     if (index && (cfg->arch != DI_ARCH_V4 || !L->has_index_keys)) return;
     int coff = L->compressor_overlap ? 2 : 1;
-    *slots = coff * L->ratio;
+    *slots = cmp_groups(cfg, L) * L->ratio;
     *width = coff * (int)(index ? cfg->index_head_dim : cfg->head_dim);
 }
 

@@ -5,7 +5,14 @@
  *   fixed part (per layer, size known from the config):
  *     SWA ring      [window][head_dim] bf16, slot = position mod window
  *     compressor    kv / score buffers [slots][width] fp32 (main and
- *                   indexer), scores already include `ape`; -inf = empty
+ *                   indexer), scores already include `ape`; -inf = empty.
+ *                   slots = G groups of `ratio`: position t's slot is
+ *                   ((t / ratio) mod G) * ratio + t mod ratio, so the
+ *                   rows a rollback discards (up to cfg->max_draft) never
+ *                   overwrite what a kept position still needs (seq_state.c
+ *                   proves G = (overlap ? 1 : 0) + ceil((ratio - 1 +
+ *                   max_draft) / ratio) enough; max_draft 0: ratio slots,
+ *                   2 * ratio with overlap)
  *   paged part (grows with the context):
  *     compressed KV rows [head_dim] bf16 and index-key rows
  *     [index_head_dim] bf16, addressed through a page table of
@@ -82,6 +89,19 @@ typedef struct di_seq_layout {
 } di_seq_layout;
 
 void di_seq_layout_get(const di_model_config *cfg, int page_rows, di_seq_layout *out);
+
+/* The largest cfg->max_draft (a load option: di_v4_options.max_draft). */
+#define DI_SEQ_MAX_DRAFT 16
+
+/* Check a load's max_draft and set cfg->max_draft: [0, DI_SEQ_MAX_DRAFT],
+ * and with Engram no more than its history can roll back
+ * (di_engram_seq_truncate). DEEPINFER_ERR_INVALID_ARGUMENT otherwise. Call
+ * before laying out any sequence: it sizes the compressor buffers. */
+deepinfer_status di_seq_set_max_draft(di_model_config *cfg, int max_draft, di_error *err);
+
+/* Groups of `ratio` slots layer `layer`'s gated compressor buffers hold
+ * (the layout above; all sequences of a model share it); 0 without one. */
+int di_seq_cmp_groups(const di_model_config *cfg, int layer);
 
 /* Compressed rows a layer holds after n tokens (n / ratio; 0 without a compressor). */
 int64_t di_seq_rows_needed(const di_model_config *cfg, int layer, int64_t n_tokens);

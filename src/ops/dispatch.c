@@ -39,9 +39,9 @@ void di_attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *se
 
 void di_cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
                        float *const *skv, float *const *ssc, const float *pk0, const float *ps0, const float *ape,
-                       int r, int ov, int hd, float *out) {
-    DI_DEV_CALL(x, cmp_gated_rows, M, row_seg, emit, pos, skv, ssc, pk0, ps0, ape, r, ov, hd, out);
-    di_cpu_cmp_gated_rows(x, M, row_seg, emit, pos, skv, ssc, pk0, ps0, ape, r, ov, hd, out);
+                       int r, int ov, int groups, int hd, float *out) {
+    DI_DEV_CALL(x, cmp_gated_rows, M, row_seg, emit, pos, skv, ssc, pk0, ps0, ape, r, ov, groups, hd, out);
+    di_cpu_cmp_gated_rows(x, M, row_seg, emit, pos, skv, ssc, pk0, ps0, ape, r, ov, groups, hd, out);
 }
 
 /* ---- src/ops/cpu/elem_model.c ---- */

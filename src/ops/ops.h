@@ -588,18 +588,21 @@ void di_attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int *se
 /* ---------------------------------------------------------------------------
  * Gated compressor state (src/ops/cpu/cmp_state.c), §4.5. For every segment
  * s (independent; rows of a segment in position order), with its state
- * buffers skv[s], ssc[s] ([slots][width] fp32, width = (overlap ? 2 : 1) *
- * hd) and the step's fp32 projections pk, ps ([M][width]):
- * row m at position t, o = t mod r, slot = overlap ? r + o : o:
+ * buffers skv[s], ssc[s] ([groups * r][width] fp32, width = (overlap ? 2 :
+ * 1) * hd: `groups` blocks of r slots, model/seq_state.h) and the step's
+ * fp32 projections pk, ps ([M][width]): row m at position t, group
+ * g = t / r, o = t mod r, slot = (g mod groups) * r + o:
  * skv[slot] = pk[m]; ssc[slot] = ps[m] + ape[o] (fp32 add; ape NULL: copy).
  * If emit[m] >= 0 (host table: exactly the rows with (t+1) mod r == 0, in
- * row order) the group is pooled into out[emit[m]][0..hd): without overlap
- * di_softmax_pool over the r slots; with overlap over 2r slots: slots
- * 0..r-1 their first half [:hd], r..2r-1 their second half [hd:]; then
- * (overlap) slots r..2r-1 move to 0..r-1. r <= 128, 2r <= 16 with overlap. */
+ * row order) group g is pooled into out[emit[m]][0..hd): without overlap
+ * di_softmax_pool over the r slots of block g mod groups; with overlap over
+ * 2r slots: the previous group's, block (g - 1) mod groups, their first
+ * half [:hd], then the own group's, block g mod groups, their second half
+ * [hd:]. Pooling writes no state. r <= 128, 2r <= 16 with overlap;
+ * groups >= 1 (>= 2 with overlap). */
 void di_cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
                        float *const *skv, float *const *ssc, const float *pk, const float *ps, const float *ape,
-                       int ratio, int overlap, int hd, float *out);
+                       int ratio, int overlap, int groups, int hd, float *out);
 
 /* ---------------------------------------------------------------------------
  * Lightning-indexer selection for a whole step (src/ops/cpu/index_select.c),

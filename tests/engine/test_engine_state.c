@@ -67,7 +67,8 @@ static int feed(di_v4_model *m, di_seq_state *s, int32_t tok, float *logits) {
 
 TEST(seq_snapshot_rollback_is_invisible_and_copy_is_exact) {
     di_v4_model *m = NULL;
-    CHECK(di_v4_load(di_test_data(ENGINE_GOLDEN), NULL, &m, NULL) == DEEPINFER_OK);
+    di_v4_options o = {.max_draft = 8}; /* the compressor buffers protect up to 8 discarded rows */
+    CHECK(di_v4_load(di_test_data(ENGINE_GOLDEN), &o, &m, NULL) == DEEPINFER_OK);
     const di_model_config *cfg = di_v4_config(m);
     int V = (int)cfg->vocab_size;
     di_pool_geom g;
@@ -87,7 +88,7 @@ TEST(seq_snapshot_rollback_is_invisible_and_copy_is_exact) {
         int k = 1 + round; /* draft k tokens on A, roll back, feed the real token on both */
         di_seq_snapshot_take(A, cfg, k, di_pool_snapshot_room(&pool, sa));
         for (int j = 0; j < k; j++) CHECK(feed(m, A, (round * 31 + j * 17 + 5) % V, la));
-        di_seq_snapshot_restore(A, cfg, di_pool_snapshot_room(&pool, sa));
+        CHECK(di_seq_snapshot_restore(A, cfg, di_pool_snapshot_room(&pool, sa), NULL) == DEEPINFER_OK);
         int32_t real = (round * 13 + 1) % V;
         CHECK(feed(m, A, real, la) && feed(m, B, real, lb));
         ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);

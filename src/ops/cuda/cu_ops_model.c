@@ -190,7 +190,7 @@ static void attn_list_block(di_exec *x, int nseg, const int *seg_row0, const int
 
 static void cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emit, const int64_t *pos,
                            float *const *skv, float *const *ssc, const float *pk, const float *ps, const float *ape,
-                           int ratio, int overlap, int hd, float *out) {
+                           int ratio, int overlap, int groups, int hd, float *out) {
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
     size_t ns = (size_t)nseg_of(row_seg, M), m = (size_t)M;
@@ -199,7 +199,8 @@ static void cmp_gated_rows(di_exec *x, int M, const int *row_seg, const int *emi
     const int64_t *dpos = cu_tab_put(c, pos, m * sizeof(int64_t));
     float *const *dkv = cu_tab_put(c, skv, ns * sizeof *skv), *const *dsc = cu_tab_put(c, ssc, ns * sizeof *ssc);
     cu_tab_flush(c);
-    CU_LAUNCH(x, dic_cmp_gated_rows(&c->dc, M, dseg, demit, dpos, dkv, dsc, pk, ps, ape, ratio, overlap, hd, out),
+    CU_LAUNCH(x, dic_cmp_gated_rows(&c->dc, M, dseg, demit, dpos, dkv, dsc, pk, ps, ape, ratio, overlap, groups, hd,
+                                    out),
              "dic_cmp_gated_rows");
 }
 

@@ -82,12 +82,13 @@ cudaError_t dic_attn_kv_post(const dic_ctx *c, int M, uint16_t *kv, size_t ld, c
 /* ---------------------------------------------------------------------------
  * Gated compressor state [dic_cmp_state.cu] (ops.h di_cmp_gated_rows): one
  * block per segment (rows of a segment are consecutive and sequential: the
- * state is rewritten per token), pooling as dic_softmax_pool. row_seg, emit,
+ * state is rewritten per token), pooling as dic_softmax_pool; the state
+ * holds `groups` blocks of `ratio` slots (model/seq_state.h). row_seg, emit,
  * pos [M], pk, ps, ape, out device; skv, ssc: device tables [nseg] of device
  * state pointers. */
 cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, const int *emit, const int64_t *pos,
                                float *const *skv, float *const *ssc, const float *pk, const float *ps,
-                               const float *ape, int ratio, int overlap, int hd, float *out);
+                               const float *ape, int ratio, int overlap, int groups, int hd, float *out);
 
 /* ---------------------------------------------------------------------------
  * Indexer selection over paged key stores [dic_index_select.cu] (ops.h

@@ -230,19 +230,22 @@ TEST(gpu_attn_list) {
 /* ------------------------------------------------ compressor state ---- */
 
 TEST(gpu_cmp_gated_rows) {
-    static const int cases[][6] = {/* nseg, maxrows, ratio, overlap, hd, ape */
-                                   {1, 1, 4, 1, 512, 1},  {6, 1, 4, 1, 512, 1},   {3, 37, 4, 1, 512, 1},
-                                   {2, 300, 128, 0, 512, 1}, {5, 9, 128, 0, 128, 0}, {4, 20, 4, 1, 72, 0},
-                                   {3, 11, 8, 1, 128, 1}};
+    /* groups: blocks of ratio slots (model/seq_state.h); 1 / 2 (overlap) is the layout without drafts */
+    static const int cases[][7] = {/* nseg, maxrows, ratio, overlap, hd, ape, groups */
+                                   {1, 1, 4, 1, 512, 1, 2},    {6, 1, 4, 1, 512, 1, 2},  {3, 37, 4, 1, 512, 1, 2},
+                                   {2, 300, 128, 0, 512, 1, 1}, {5, 9, 128, 0, 128, 0, 1}, {4, 20, 4, 1, 72, 0, 2},
+                                   {3, 11, 8, 1, 128, 1, 2},    {6, 1, 4, 1, 512, 1, 3},  {4, 6, 4, 1, 128, 1, 6},
+                                   {3, 37, 4, 1, 256, 1, 5},    {2, 300, 128, 0, 512, 1, 2}, {5, 7, 2, 0, 512, 0, 9},
+                                   {4, 29, 2, 0, 512, 0, 4},    {3, 11, 8, 1, 128, 1, 4}};
     dic_ctx c;
     CHECK(gt_ctx(&c, 0));
     uint64_t s = 5150;
     size_t bad = 0;
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
-        int nseg = cases[t][0], r = cases[t][2], ov = cases[t][3], hd = cases[t][4];
+        int nseg = cases[t][0], r = cases[t][2], ov = cases[t][3], hd = cases[t][4], G = cases[t][6];
         seg_plan p;
         plan_make(&p, nseg, cases[t][1], 5000, &s);
-        int M = p.M, width = (ov ? 2 : 1) * hd, slots = ov ? 2 * r : r;
+        int M = p.M, width = (ov ? 2 : 1) * hd, slots = G * r;
         size_t ssz = (size_t)slots * width;
         int *emit = malloc((size_t)M * 4), nemit = 0;
         for (int m = 0; m < M; m++) emit[m] = (p.pos[m] + 1) % r == 0 ? nemit++ : -1;
@@ -262,7 +265,7 @@ TEST(gpu_cmp_gated_rows) {
         }
         float *out = malloc((size_t)(nemit + 1) * hd * 4);
         memset(out, 0xFF, (size_t)(nemit + 1) * hd * 4);
-        di_cmp_gated_rows(NULL, M, p.row_seg, emit, p.pos, hk, hs, pk, ps, ape, r, ov, hd, out);
+        di_cmp_gated_rows(NULL, M, p.row_seg, emit, p.pos, hk, hs, pk, ps, ape, r, ov, G, hd, out);
         int *drs = gt_to_dev(p.row_seg, (size_t)M * 4), *dem = gt_to_dev(emit, (size_t)M * 4);
         int64_t *dpos = gt_to_dev(p.pos, (size_t)M * 8);
         float **ddk = gt_to_dev(dkp, (size_t)nseg * sizeof *dkp), **dds = gt_to_dev(dsp, (size_t)nseg * sizeof *dsp);
@@ -270,7 +273,7 @@ TEST(gpu_cmp_gated_rows) {
         float *dape = ape ? gt_to_dev(ape, (size_t)r * width * 4) : NULL;
         float *dout = gt_dev_poison((size_t)(nemit + 1) * hd * 4);
         CHECK(dk && ds && drs && dem && dpos && ddk && dds && dpk && dps && dout && (!ape || dape));
-        CUDA_SYNC_CHECK(dic_cmp_gated_rows(&c, M, drs, dem, dpos, ddk, dds, dpk, dps, dape, r, ov, hd, dout));
+        CUDA_SYNC_CHECK(dic_cmp_gated_rows(&c, M, drs, dem, dpos, ddk, dds, dpk, dps, dape, r, ov, G, hd, dout));
         float *gout = gt_d2h(dout, (size_t)(nemit + 1) * hd * 4), *gk = gt_d2h(dk, (size_t)nseg * ssz * 4),
               *gs = gt_d2h(ds, (size_t)nseg * ssz * 4);
         CHECK(gout && gk && gs);
@@ -278,8 +281,9 @@ TEST(gpu_cmp_gated_rows) {
                    mdiff("cmp state kv", gk, st_k, (size_t)nseg * ssz, 4, (size_t)width) +
                    mdiff("cmp state score", gs, st_s, (size_t)nseg * ssz, 4, (size_t)width);
         if (b)
-            fprintf(stderr, "cmp_gated_rows nseg=%d M=%d ratio=%d overlap=%d hd=%d ape=%d (%d emissions): %zu differ\n",
-                    nseg, M, r, ov, hd, ape != NULL, nemit, b);
+            fprintf(stderr,
+                    "cmp_gated_rows nseg=%d M=%d ratio=%d overlap=%d groups=%d hd=%d ape=%d (%d emissions): %zu differ\n",
+                    nseg, M, r, ov, G, hd, ape != NULL, nemit, b);
         bad += b;
         cudaFree(dk), cudaFree(ds), cudaFree(drs), cudaFree(dem), cudaFree(dpos), cudaFree(ddk), cudaFree(dds);
         cudaFree(dpk), cudaFree(dps), cudaFree(dape), cudaFree(dout);
