@@ -77,6 +77,7 @@ DEEPINFER_API const char *deepinfer_version(void);
 #define DEEPINFER_MAX_STOP_STRINGS 16
 #define DEEPINFER_MAX_STOP_IDS 64
 #define DEEPINFER_MAX_LOGPROBS 20
+#define DEEPINFER_MAX_DRAFT 8       /* the longest draft any drafter gives per step */
 
 /*
  * Per-request sampling parameters (DeepInfer's / vLLM's SamplingParams).
@@ -172,6 +173,16 @@ typedef struct deepinfer_engine_config {
                                       prompt logits. V4.1 CPU only; refused at open on V4 or a device backend */
     int64_t yoco_keep_tokens;      /* compact's tail length; 0 = 140 for V4.1. Must be >= sliding_window + the
                                       longest draft (max_draft_tokens, or the DSpark block size) */
+    /* Speculative decoding (DeepInfer's names; docs/speculative.md): the checkpoint's drafter (V4.1 DSpark,
+     * V4 MTP) proposes tokens that the model verifies in the same step; outputs are identical with it on or
+     * off (tokens and logprobs: a draft is accepted only where it equals the token the sampler draws without
+     * speculation). $DEEPINFER_ENABLE_MTP_VARLEN and $DEEPINFER_USE_NEXTN_DECODE override these two. */
+    int mtp_varlen;                /* -1 = default (0); 1 = speculation with confidence-scheduled verification: each
+                                      step verifies, per request, the drafts the drafter's confidence expects to
+                                      pay for (at most nextn_decode); 0 = fixed-length drafts of nextn_decode */
+    int nextn_decode;              /* -1 = default: the checkpoint's DSpark block size (V4: 1) when mtp_varlen is 1,
+                                      else 0; 0 = no speculation; N = at most N drafts per request and step (at most
+                                      the block size: an error otherwise) */
 } deepinfer_engine_config;
 
 DEEPINFER_API void deepinfer_engine_config_init(deepinfer_engine_config *cfg);
@@ -287,6 +298,9 @@ typedef struct deepinfer_request_metrics {
     int64_t prompt_tokens, output_tokens; /* output summed over choices */
     int64_t computed_tokens;       /* rows run for this request (prefill, decode, recompute) */
     int num_preemptions;
+    int64_t spec_drafted;          /* draft tokens verified for this request (speculative decoding) */
+    int64_t spec_accepted;         /* of those, accepted (each saved one decode step) */
+    int64_t spec_steps;            /* steps that verified drafts for it */
 } deepinfer_request_metrics;
 
 typedef struct deepinfer_request_output {
@@ -380,6 +394,12 @@ typedef struct deepinfer_engine_stats {
     int64_t device_sampled_steps;        /* CUDA: steps sampled on the device (ids, not logits, come back) */
     int64_t device_queued_steps;         /* CUDA: of those, steps queued while the previous step still ran (their
                                           * placeholder tokens taken on the device from its sampled ids) */
+    /* Speculative decoding: sequence-steps that verified drafts, drafts verified (rows beyond the one
+     * decode row each), drafts accepted, and accepted drafts by position in the draft (accepted_at[i]:
+     * draft i + 1 accepted, over drafted_at[i] times verified). Mean accepted length tau = committed tokens
+     * per verify = (spec_steps + spec_accepted) / spec_steps; wasted rows = spec_drafted - spec_accepted. */
+    int64_t spec_steps, spec_drafted, spec_accepted;
+    int64_t spec_drafted_at[DEEPINFER_MAX_DRAFT], spec_accepted_at[DEEPINFER_MAX_DRAFT];
 } deepinfer_engine_stats;
 
 DEEPINFER_API void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);

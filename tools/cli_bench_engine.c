@@ -19,6 +19,8 @@
 
 #include "bench_dummy.h"
 #include "bench_floor.h"
+#include "bench_verify.h"
+#include "spec_report.h"
 #include "args/cli_args.h"
 #include "args/cli_model_dir.h"
 #include "cli.h"
@@ -33,7 +35,8 @@ static const char USAGE[] =
     "usage: deepinfer bench-engine --model DIR [--batches 1,8,32,64] [--prompt N] [--decode N] [--reps R]\n"
     "       [--yoco-compact] [--yoco-keep-tokens N]   V4.1 compact prefill (architecture.md 6.5)\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
-    "                              [--graphs 0|1] [--lanes L]\n"
+    "                              [--graphs 0|1] [--lanes L] [--mtp-varlen 0|1] [--nextn-decode N]\n"
+    "                              [--verify-cost]\n"
     "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
     "                              --engram-hash]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
@@ -63,7 +66,14 @@ static const char USAGE[] =
     "--graphs (cuda): 1 (default, or $DEEPINFER_CUDA_GRAPHS) runs the decode steps as recorded CUDA graphs\n"
     "(one per batch size, captured in the first rep), 0 runs them eager (host tables staged per op).\n"
     "--lanes L (cpu): a step splits into at most L lanes of whole sequences (1: every op parallel on\n"
-    "its own; default: the thread count for models whose step weights fit the cache; src/model/lanes.h).\n";
+    "its own; default: the thread count for models whose step weights fit the cache; src/model/lanes.h).\n"
+    "--mtp-varlen / --nextn-decode: speculative decoding (the engine config's mtp_varlen / nextn_decode);\n"
+    "tokens/s then counts every token committed in the timed steps (a verify step commits 1 + accepted per\n"
+    "request), and each batch prints tau (committed tokens per verify) and the acceptance by draft position.\n"
+    "--verify-cost: instead, the cost of verify steps: for each batch size B, B sequences prefilled with\n"
+    "--prompt tokens, then one forward of B x (1 + k) rows (each sequence's decode row and k drafts, every\n"
+    "row's logits) for k = 0 .. --nextn-decode (default 5), best of --reps, with its ratio to k = 0 —\n"
+    "the speed-up at these dimensions is then tau / ratio(k) (random weights accept nothing themselves).\n";
 
 static double now_s(void) {
     struct timespec t;
@@ -152,11 +162,16 @@ static int run_batch(deepinfer_engine *e, int B, int prompt, int decode, int voc
         size_t n;
         deepinfer_read_outputs(e, &up, &n);
         int decoding = 0;
-        for (size_t k = 0; k < n; k++)
-            decoding += up[k]->choices[0].n_prev_tokens >= 1 && up[k]->choices[0].n_tokens == up[k]->choices[0].n_prev_tokens + 1;
+        long made = 0; /* tokens committed: one per request, or with speculation 1 + accepted drafts */
+        for (size_t k = 0; k < n; k++) {
+            const deepinfer_completion *c = &up[k]->choices[0];
+            int dec = c->n_prev_tokens >= 1 && c->n_tokens > c->n_prev_tokens;
+            decoding += dec;
+            if (dec) made += (long)(c->n_tokens - c->n_prev_tokens);
+        }
         if (decoding != B) continue;
         if (!warm++) continue;
-        r->secs += dt, r->tokens += B, r->steps++;
+        r->secs += dt, r->tokens += made, r->steps++;
         r->busy += s1.device_busy_s - s0.device_busy_s;
         r->idle += s1.device_idle_s - s0.device_idle_s;
         r->graph_steps += s1.graph_steps - s0.graph_steps;
@@ -219,6 +234,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     }
     const char *model = NULL, *dummy = NULL, *batches = "1,8,32,64", *engram = NULL, *accel = NULL, *v;
     int prompt = 64, decode = 64, reps = 3, step_tokens = 0, graphs = -1, layers = 4, lanes = 0, yoco = 0;
+    int varlen = -1, nextn = -1, verify_cost = 0;
     int64_t yoco_keep = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -250,6 +266,12 @@ static int cmd_bench_engine(int argc, char **argv) {
             yoco = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
             if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &yoco_keep)) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--mtp-varlen", &v)) {
+            if (!v || di_cli_parse_int("--mtp-varlen", v, 0, 1, &varlen)) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--nextn-decode", &v)) {
+            if (!v || di_cli_parse_int("--nextn-decode", v, 0, DEEPINFER_MAX_DRAFT, &nextn)) return 2;
+        } else if (!strcmp(argv[i], "--verify-cost")) {
+            verify_cost = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--reps", &v)) {
             if (!v || di_cli_parse_int("--reps", v, 1, INT_MAX, &reps)) return 2;
         } else {
@@ -284,6 +306,8 @@ static int cmd_bench_engine(int argc, char **argv) {
     if (graphs >= 0) cfg.cuda_graphs = graphs;
     cfg.yoco_compact = yoco;
     cfg.yoco_keep_tokens = yoco_keep;
+    if (verify_cost) cfg.max_draft_tokens = (nextn >= 0 ? nextn : 5) + 1; /* snapshot room for the verify rows */
+    else cfg.mtp_varlen = varlen, cfg.nextn_decode = nextn;
     deepinfer_engine *e = NULL;
     /* --dummy: the reduced config's directory, its config and floor costs, the in-memory checkpoint */
     char ddir[] = "/tmp/deepinfer-bench-engine-XXXXXX";
@@ -353,12 +377,19 @@ static int cmd_bench_engine(int argc, char **argv) {
     else
         printf("decode step  %llu weight bytes -> floor %.0f tokens/s at batch 1\n",
                (unsigned long long)plan.decode_weight_bytes, bw * 1e9 / (double)plan.decode_weight_bytes);
+    if (verify_cost) {
+        int rc = bench_verify_cost(e, bs, nb, prompt, nextn >= 0 ? nextn : 5, reps);
+        deepinfer_engine_close(e);
+        return rc;
+    }
     printf("%6s %12s %10s %9s %10s %12s %9s %9s %11s %11s\n", "batch", "tokens/s", "ms/step", "vs first", "floor ms",
            "floor tok/s", "of floor", "GPU idle", "graph", "dev-sampled");
     double base = 0;
     for (int k = 0; k < nb; k++) {
         double tps = 0;
         run_result best = {0};
+        deepinfer_engine_stats sp0, sp1;
+        deepinfer_engine_get_stats(e, &sp0);
         for (int r = 0; r < reps; r++) {
             run_result rr;
             double t_run = now_s();
@@ -386,6 +417,11 @@ static int cmd_bench_engine(int argc, char **argv) {
         snprintf(ds, sizeof ds, "%lld/%d", (long long)best.dev_sampled, best.steps);
         printf("%6d %12.1f %10.3f %9.2f %10.3f %12.0f %9.4f %9s %11s %11s\n", bs[k], tps, step_s * 1e3, tps / base,
                floor_s * 1e3, floor_tps, tps / floor_tps, idle, gs, ds);
+        deepinfer_engine_get_stats(e, &sp1);
+        sp1.spec_steps -= sp0.spec_steps, sp1.spec_drafted -= sp0.spec_drafted, sp1.spec_accepted -= sp0.spec_accepted;
+        for (int j = 0; j < DEEPINFER_MAX_DRAFT; j++)
+            sp1.spec_drafted_at[j] -= sp0.spec_drafted_at[j], sp1.spec_accepted_at[j] -= sp0.spec_accepted_at[j];
+        di_specdec_report(stdout, "       ", &sp1);
     }
     deepinfer_engine_stats st;
     deepinfer_engine_get_stats(e, &st);

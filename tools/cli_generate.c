@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "deepinfer.h"
 #include "gen_io.h"
+#include "spec_report.h"
 #include "gen_sink.h"
 
 static const char USAGE[] =
@@ -55,12 +56,16 @@ static const char USAGE[] =
     "  --max-num-seqs N (64)  --max-num-batched-tokens N (2048)  --chunk-size N (512)\n"
     "  --yoco-compact  V4.1: the layers after the last KV source prefill only each prompt's tail\n"
     "  --yoco-keep-tokens N (140)  that tail (>= sliding window + longest draft)\n"
+    "  --mtp-varlen 0|1  speculative decoding with confidence-scheduled draft lengths (the drafter:\n"
+    "                    V4.1 DSpark, V4 MTP; outputs are identical with it on or off)\n"
+    "  --nextn-decode N  the longest draft (default: the DSpark block with --mtp-varlen 1; 0 = off;\n"
+    "                    N alone: fixed-length drafts of N)\n"
     "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"
     "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"
     "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
     "Accelerator cuda: build/deepinfer-cuda (`make cuda`) on a GPU; auto picks it there, else the CPU.\n"
     "Environment: $DEEPINFER_ACCELERATOR, $DEEPINFER_BATCH_INVARIANT, $DEEPINFER_HF_MODEL_DIR,\n"
-    "$DEEPINFER_THREADS.\n"
+    "$DEEPINFER_THREADS, $DEEPINFER_ENABLE_MTP_VARLEN, $DEEPINFER_USE_NEXTN_DECODE.\n"
     "\n"
     "Output (each request is written and flushed the moment it finishes, so the order is the\n"
     "order of finishing, not of the input; every record names its input position):\n"
@@ -147,6 +152,8 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
     else if (F("--chunk-size")) { NEED; INT(c->cfg.chunk_size, 1, 1 << 20); }
     else if (!strcmp(name, "--yoco-compact")) { c->cfg.yoco_compact = 1; return 1; }
     else if (F("--yoco-keep-tokens")) { NEED; I64(c->cfg.yoco_keep_tokens, 1, INT64_MAX); }
+    else if (F("--mtp-varlen")) { NEED; INT(c->cfg.mtp_varlen, 0, 1); }
+    else if (F("--nextn-decode")) { NEED; INT(c->cfg.nextn_decode, 0, DEEPINFER_MAX_DRAFT); }
     else if (F("--max-model-len")) { NEED; I64(c->cfg.max_model_len, 1, INT64_MAX); }
     else if (F("--page-rows")) { NEED; INT(c->cfg.page_rows, 1, 65536); }
     else if (F("--num-pages")) { NEED; I64(c->cfg.num_pages, 1, INT64_MAX); }
@@ -294,6 +301,7 @@ static void summary(const req_metrics *rm, size_t n, size_t failed, double wall,
             wall > 0 ? (double)out / wall : 0, ttft ? pct(ttft, nt, 0.5) * 1e3 : 0, ttft ? pct(ttft, nt, 0.99) * 1e3 : 0,
             tpot ? pct(tpot, np, 0.5) * 1e3 : 0, tpot ? pct(tpot, np, 0.99) * 1e3 : 0, (long long)st.preemptions,
             (long long)st.pages_peak, (long long)st.num_pages);
+    di_specdec_report(stderr, "", &st);
     free(ttft);
     free(tpot);
 }

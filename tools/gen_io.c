@@ -76,9 +76,10 @@ void gen_write_output(FILE *f, size_t index, const deepinfer_request_output *o) 
     const deepinfer_request_metrics *m = &o->metrics;
     fprintf(f,
             "], \"metrics\": {\"ttft_s\": %.6f, \"tpot_s\": %.6f, \"e2e_s\": %.6f, \"prompt_tokens\": %lld, "
-            "\"output_tokens\": %lld, \"computed_tokens\": %lld, \"preemptions\": %d}}\n",
+            "\"output_tokens\": %lld, \"computed_tokens\": %lld, \"preemptions\": %d, \"spec_drafted\": %lld, "
+            "\"spec_accepted\": %lld}}\n",
             m->ttft_s, m->tpot_s, m->e2e_s, (long long)m->prompt_tokens, (long long)m->output_tokens,
-            (long long)m->computed_tokens, m->num_preemptions);
+            (long long)m->computed_tokens, m->num_preemptions, (long long)m->spec_drafted, (long long)m->spec_accepted);
 }
 
 /* ---- reading ------------------------------------------------------------------ */

@@ -78,6 +78,8 @@ class EngineConfigC(C.Structure):
         ("cuda_graphs", C.c_int),
         ("yoco_compact", C.c_int),
         ("yoco_keep_tokens", C.c_int64),
+        ("mtp_varlen", C.c_int),
+        ("nextn_decode", C.c_int),
     ]
 
 
@@ -155,6 +157,9 @@ class RequestMetricsC(C.Structure):
         ("output_tokens", C.c_int64),
         ("computed_tokens", C.c_int64),
         ("num_preemptions", C.c_int),
+        ("spec_drafted", C.c_int64),
+        ("spec_accepted", C.c_int64),
+        ("spec_steps", C.c_int64),
     ]
 
 

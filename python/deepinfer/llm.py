@@ -13,7 +13,8 @@ ACCELERATORS = ("auto", "cpu", "cuda")
 
 # engine_config keys: the deepinfer_engine_config fields LLM() takes as keywords
 # (model and accelerator are LLM's own arguments). Kind: "str", "int" (>= 0 is
-# checked by the engine), "u64", or "tri" (None = the default, else a bool or -1/0/1).
+# checked by the engine), "u64", "tri" (None = the default, else a bool or -1/0/1), or "count" (None = the
+# default, else an integer >= 0).
 ENGINE_KEYS = {
     "tokenizer": "str",
     "memory_budget": "u64",
@@ -31,6 +32,8 @@ ENGINE_KEYS = {
     "cuda_graphs": "tri",
     "yoco_compact": "int",      # V4.1 compact prefill (bounded replay), 0/1
     "yoco_keep_tokens": "int",  # its tail length; 0 = the model's default (140)
+    "mtp_varlen": "tri",        # speculative decoding with confidence-scheduled verification, 0/1
+    "nextn_decode": "count",    # the longest draft; 0 = no speculation; None = the default
 }
 
 
@@ -83,6 +86,12 @@ def _engine_config(model, accelerator, kw, keep):
         if kind == "str":
             if v is not None:
                 setattr(cfg, key, _cstr(key, str(v) if hasattr(v, "__fspath__") else v, keep))
+        elif kind == "count":
+            if v is None:
+                v = -1
+            if isinstance(v, bool) or not _is_int(v) or not -1 <= v < 1 << 31:
+                raise ValueError(f"{key} must be an integer >= 0, or None (the default), got {v!r}")
+            setattr(cfg, key, v)
         elif kind == "tri":
             if v is None:
                 v = -1

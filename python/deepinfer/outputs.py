@@ -30,6 +30,8 @@ class RequestMetrics:
     output_tokens: int
     computed_tokens: int
     num_preemptions: int
+    spec_drafted: int = 0              # draft tokens verified (speculative decoding)
+    spec_accepted: int = 0             # of those, accepted
 
 
 @dataclass
@@ -93,7 +95,8 @@ def from_c(o, prompt_text, finish_name):
     """A RequestOutput from a deepinfer_request_output (must have status OK)."""
     m = o.metrics
     metrics = RequestMetrics(m.arrival_s, m.first_scheduled_s, m.first_token_s, m.finished_s, m.ttft_s, m.tpot_s,
-                             m.e2e_s, m.prompt_tokens, m.output_tokens, m.computed_tokens, m.num_preemptions)
+                             m.e2e_s, m.prompt_tokens, m.output_tokens, m.computed_tokens, m.num_preemptions,
+                             m.spec_drafted, m.spec_accepted)
     choices = [_completion(o.choices[i], finish_name) for i in range(o.n_choices)]
     return RequestOutput(request_id=str(o.request_id), prompt=prompt_text,
                          prompt_token_ids=list(o.prompt_ids[:o.n_prompt]) if o.n_prompt else [],

@@ -23,6 +23,7 @@
 #include "engine/constrain.h"
 #include "engine/devq.h"
 #include "engine/devq_graph.h"
+#include "engine/devq_spec.h"
 #include "engine/sampler.h"
 #include "engine/seq_snapshot.h"
 #include "ops/backend.h"
@@ -49,6 +50,7 @@ typedef struct queue {
     di_step *in_flight;        /* sampled on the device, results not taken yet */
     di_backend_sample_row *rows;
     int32_t *ids;
+    di_devq_spec *spec;        /* speculative decoding (di_devq_enable_spec), else NULL */
 } queue;
 
 typedef struct sample_job {
@@ -95,11 +97,30 @@ static void sample_one(queue *q, di_sample_spec *sp, size_t i, int t) {
         }
 }
 
+/* Samples [b, e) of s, a verify group in row order: it goes on only while the token sampled equals
+ * the draft after it (devq.h spec_next); the rest of the group is skipped. */
+static void sample_range(queue *q, di_step *s, size_t b, size_t e, int t) {
+    for (size_t i = b; i < e; i++) {
+        di_sample_spec *sp = &s->samples[i];
+        sample_one(q, sp, i, t);
+        if (sp->spec_rest > 0 && (sp->status || sp->token != sp->spec_next)) {
+            for (int r = 1; r <= sp->spec_rest; r++) s->samples[i + (size_t)r].skipped = 1;
+            i += (size_t)sp->spec_rest;
+        }
+    }
+}
+
+/* The first sample at or after i that starts a verify group (or stands alone). */
+static size_t group_start(const di_step *s, size_t i) {
+    while (i > 0 && i < (size_t)s->n_samples && s->samples[i - 1].spec_rest > 0) i++;
+    return i < (size_t)s->n_samples ? i : (size_t)s->n_samples;
+}
+
 static void sample_task(void *ctx, int t, int nt) {
     sample_job *j = ctx;
     size_t b, e;
     di_split_range((size_t)j->step->n_samples, t, nt, &b, &e);
-    for (size_t i = b; i < e; i++) sample_one(j->q, &j->step->samples[i], i, t);
+    sample_range(j->q, j->step, group_start(j->step, b), group_start(j->step, e), t);
 }
 
 static deepinfer_status run_ops(queue *q, di_step *s, di_error *err) {
@@ -218,7 +239,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     (void)err;
     s->on_device = 0;
     di_step *prev = q->in_flight;
-    int dev_sample = device_samples(q, s) && s->n_samples <= q->max_rows;
+    int dev_sample = !s->n_spec && device_samples(q, s) && s->n_samples <= q->max_rows;
     int feed = dev_sample && device_feeds(q, s, prev);
     if (prev && !feed) finish_device(q, prev); /* placeholders and histories need its tokens on the host */
     if (q->dev) di_backend_dq_begin(q->dev, s->seq_no);
@@ -242,7 +263,8 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         b.n_logits = s->n_samples;
         b.logit_rows = q->logit_rows;
         b.logits = dev_sample ? NULL : q->logits;
-        if (di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
+        if (s->n_spec && q->spec) di_devq_spec_before(q->spec, s, &b);
+        if (!s->n_spec && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
             s->status = dev_sample ? di_devq_graph_run(&q->graph, &b, &s->err)
                                    : di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
@@ -271,13 +293,14 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         if (!di_backend_dq_finish(q->dev, s->seq_no, 0, NULL, &busy, &idle, &e2)) account(q, busy, idle);
     }
     if (!s->status && s->n_samples <= 4) { /* a parallel region costs more than a few rows */
-        for (int i = 0; i < s->n_samples; i++) sample_one(q, &s->samples[i], (size_t)i, 0);
+        sample_range(q, s, 0, (size_t)s->n_samples, 0);
     } else if (!s->status) {
         sample_job j = {q, s};
         di_threadpool_run(q->tp, sample_task, &j);
     } else {
         fail_samples(s);
     }
+    if (!s->status && s->n_spec && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
     q->prev = s;
     return DEEPINFER_OK;
 }
@@ -290,6 +313,8 @@ static deepinfer_status queue_wait(di_devq *dq, di_step *s, di_error *err) {
 
 static void queue_destroy(di_devq *dq) {
     queue *q = (queue *)dq;
+    if (q->spec) di_devq_spec_free(q->spec);
+    free(q->spec);
     di_backend_dq_free(q->dev); /* waits for the device */
     di_devq_graph_free(&q->graph);
     for (int i = 0; i < q->nscratch; i++) di_sampler_scratch_free(&q->scratch[i]);
@@ -300,6 +325,30 @@ static void queue_destroy(di_devq *dq) {
     free(q->rows);
     free(q->ids);
     free(q);
+}
+
+deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, int max_samples, int spec_n,
+                                     di_error *err) {
+    queue *q = (queue *)dq;
+    if (q->spec) return DEEPINFER_OK;
+    int rows = max_samples; /* a verify group samples every row from its decode row on */
+    if (rows > q->max_rows) {
+        size_t V = (size_t)q->cfg->vocab_size;
+        float *lg = realloc(q->logits, sizeof(float) * V * (size_t)rows);
+        if (lg) q->logits = lg;
+        int *lr = realloc(q->logit_rows, sizeof(int) * (size_t)rows);
+        if (lr) q->logit_rows = lr;
+        if (!lg || !lr) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", rows);
+        q->max_rows = rows;
+    }
+    q->spec = calloc(1, sizeof *q->spec);
+    if (!q->spec) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    deepinfer_status st = di_devq_spec_init(q->spec, q->model, max_rows, max_items, spec_n, err);
+    if (st) {
+        free(q->spec);
+        q->spec = NULL;
+    }
+    return st;
 }
 
 static const di_devq_vtable QUEUE_VT = {queue_submit, queue_wait, queue_destroy};

@@ -73,10 +73,35 @@ typedef struct di_sample_spec {
     deepinfer_status status;    /* DEEPINFER_OK, or why this row could not be sampled */
     int grammar_done;           /* the matcher can take no further token after this one */
     char why[192];              /* with a failed status: what went wrong */
+    /* speculative decoding: a verify group's samples are consecutive; a sample with spec_rest > 0
+     * is followed by spec_rest more of its group and its row by the draft spec_next: the group goes
+     * on only while the token sampled equals the draft (the rest is skipped) */
+    int32_t spec_next;
+    int spec_rest;
+    int skipped;                /* written: not sampled (an earlier draft of its group was rejected) */
     /* host bookkeeping, ignored by the device */
     uint64_t request_id;
     int choice;
 } di_sample_spec;
+
+/* Speculative decoding (docs/speculative.md): one sequence's part of a step. After the forward and
+ * the samples, the queue rolls back the rows of rejected drafts (seq_snapshot.h), feeds the drafter
+ * the kept rows (model.h di_model_draft_step) and, with draft_next, drafts from the last kept
+ * sample. */
+typedef struct di_spec_item {
+    di_seq_state *seq;
+    void *room;                 /* the slot's snapshot room (used when draft > 0) */
+    int row0, nrows;            /* the sequence's rows in the step */
+    int draft;                  /* its last `draft` rows are drafts under verification */
+    int sample0;                /* its first sample (the decode row's for a verify group); -1: it samples nothing */
+    int draft_next;             /* draft for the next step from the last kept sample */
+    int32_t next_token;         /* the token after its last row when it samples nothing (the MTP's input) */
+    /* written by the queue */
+    int accepted;               /* drafts accepted */
+    int n_draft;                /* drafts made for the next step */
+    int32_t drafts[DEEPINFER_MAX_DRAFT];
+    float conf[DEEPINFER_MAX_DRAFT];
+} di_spec_item;
 
 typedef struct di_step {
     uint64_t seq_no;            /* 1, 2, ... in submission order */
@@ -86,6 +111,9 @@ typedef struct di_step {
     int32_t *src;               /* [batch.n] -1, or the previous step's sample whose id is the row's token */
     di_sample_spec *samples;
     int n_samples;
+    di_spec_item *spec;         /* speculative decoding: every sequence's part (NULL: off) */
+    int n_spec;
+    int spec_n;                 /* drafts to make per sequence with draft_next */
     deepinfer_status status;    /* of the whole step (forward failures) */
     di_error err;
     int on_device;              /* queue-private: sampled on the device, results not taken yet */
@@ -119,6 +147,12 @@ struct di_devq {
  * on the host. */
 deepinfer_status di_devq_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
                              int device_sampling, di_devq **out, di_error *err);
+
+/* Speculative decoding on: scratch for steps of up to max_rows rows, max_items sequences and
+ * max_samples samples with drafts of up to spec_n tokens (the drafter's input rows, the feed's
+ * tables, logits rows). Spec steps run synchronously, sampled on the host. */
+deepinfer_status di_devq_enable_spec(di_devq *q, int max_rows, int max_items, int max_samples, int spec_n,
+                                     di_error *err);
 
 static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
 static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }

@@ -165,7 +165,8 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
     if (!r) return; /* taken by the caller while its last step was in flight */
     di_choice *c = &r->choices[sp->choice];
     c->n_pending--;
-    if (c->state == DI_CHOICE_FINISHED) return; /* ran one step past its end (async) */
+    if (c->state == DI_CHOICE_FINISHED) return; /* ran one step past its end (async), or finished inside a verify group */
+    if (sp->skipped) return;                    /* after a rejected draft */
     mark_updated(e, r);
     if (sp->status) {
         char msg[320];
@@ -182,6 +183,32 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
     if (!why && sp->grammar_done) why = DEEPINFER_FINISH_STOP; /* the grammar can take no further token */
     if (why == DEEPINFER_FINISH_ERROR) fail_request(e, r, err.code, err.msg);
     else if (why) finish_choice(e, c, why);
+}
+
+/* Speculative decoding: what a step's verify group and drafter left for a choice — the rows of
+ * rejected drafts are no longer computed state, and the drafts for its next step. */
+static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec_item *sp) {
+    di_request *r = di_reqmap_get(&e->reqs, it->request_id);
+    if (!r) return;
+    di_choice *c = &r->choices[it->choice];
+    if (sp->draft > 0) {
+        deepinfer_request_metrics *m = &r->out.metrics;
+        m->spec_drafted += sp->draft;
+        m->spec_accepted += sp->accepted;
+        m->spec_steps++;
+        e->stats.spec_steps++;
+        e->stats.spec_drafted += sp->draft;
+        e->stats.spec_accepted += sp->accepted;
+        for (int j = 0; j < sp->draft && j < DEEPINFER_MAX_DRAFT; j++) {
+            e->stats.spec_drafted_at[j]++;
+            e->stats.spec_accepted_at[j] += j < sp->accepted;
+        }
+    }
+    if (c->state != DI_CHOICE_RUNNING) return;
+    c->n_sched -= sp->draft - sp->accepted;
+    c->n_draft = sp->n_draft;
+    memcpy(c->draft, sp->drafts, sizeof(int32_t) * (size_t)sp->n_draft);
+    memcpy(c->draft_conf, sp->conf, sizeof(float) * (size_t)sp->n_draft);
 }
 
 /* Wait for a submitted step (the only synchronisation point) and take its results. */
@@ -202,6 +229,7 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
         if (b->step.status && !r->out.finished) fail_request(e, r, b->step.status, b->step.err.msg);
     }
     for (int i = 0; i < b->step.n_samples; i++) take_sample(e, &b->step.samples[i], now);
+    for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->items[i], &b->step.spec[i]);
     return DEEPINFER_OK;
 }
 

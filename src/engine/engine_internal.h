@@ -15,6 +15,7 @@
 #include "engine/request.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
+#include "engine/spec_cost.h"
 #include "engine/state_pool.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
@@ -43,6 +44,10 @@ struct deepinfer_engine {
     di_devq *dq;
     uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
     int async;                        /* schedule step N+1 before waiting for step N */
+    int spec_n;                       /* speculative decoding: the longest draft (0 = off) */
+    int spec_varlen;                  /* 1: confidence-scheduled draft lengths; 0: always spec_n */
+    char spec_note[256];              /* why speculation is off though asked for ("" otherwise) */
+    di_spec_cost spec_cost;           /* confidence scheduling's step-cost table (measured at open) */
     di_step_buf *inflight;            /* submitted, not yet waited */
     int keep_updates;                 /* the next step keeps the updated list (a step was drained) */
     di_reqmap reqs;                   /* every request not yet taken */

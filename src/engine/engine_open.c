@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
+#include "engine/spec_profile.h"
 #include "model/dsv41_compact.h"
 #include "ops/cpu/threadpool.h"
 #include "util/env.h"
@@ -21,6 +22,8 @@ void deepinfer_engine_config_init(deepinfer_engine_config *c) {
     c->batch_invariant = -1;
     c->async_scheduling = -1;
     c->cuda_graphs = -1;
+    c->mtp_varlen = -1;
+    c->nextn_decode = -1;
 }
 
 double di_engine_now(const deepinfer_engine *e) {
@@ -72,6 +75,58 @@ static deepinfer_status check_yoco(const deepinfer_engine_config *c, const di_mo
     return di_v41_compact_check(m, c->yoco_keep_tokens, draft, err);
 }
 
+/* Speculative decoding's two settings: the environment overrides the config (README
+ * "Environment"); the drafter checks come at open (check_spec). */
+static deepinfer_status spec_from_env(deepinfer_engine_config *c, di_error *err) {
+    const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    if (di_env_flag(DI_ENV_MTP_VARLEN, &c->mtp_varlen, err)) return E;
+    const char *n = di_env(DI_ENV_NEXTN_DECODE);
+    if (n) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(n, &end, 10);
+        if (errno || end == n || *end || v < 0 || v > INT_MAX)
+            return di_error_set(err, E, "$%s must be a draft length >= 0 (0 = no speculation), got \"%s\"",
+                                di_env_name(DI_ENV_NEXTN_DECODE), n);
+        c->nextn_decode = (int)v;
+    }
+    if (c->mtp_varlen < -1 || c->mtp_varlen > 1)
+        return di_error_set(err, E, "mtp_varlen must be -1, 0 or 1, got %d", c->mtp_varlen);
+    if (c->nextn_decode < -1)
+        return di_error_set(err, E, "nextn_decode must be >= 0 (0 = no speculation) or -1 (the default), got %d",
+                            c->nextn_decode);
+    if (c->mtp_varlen < 0) c->mtp_varlen = 0;
+    return DEEPINFER_OK;
+}
+
+/* The draft length against the checkpoint's drafter: N above the drafter's block is an error; a
+ * checkpoint without drafter tensors runs without speculation (the plan says so). Sets e->spec_n
+ * and max_draft_tokens (the state's rollback room) to cover its verify steps. */
+static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m, di_error *err) {
+    deepinfer_engine_config *c = &e->cfg;
+    int block = m->drafter == DI_DRAFTER_DSPARK ? (int)m->dspark_block_size
+                : m->drafter == DI_DRAFTER_MTP  ? DEEPINFER_MAX_DRAFT
+                                                : 0;
+    int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : block) : 0;
+    e->spec_n = 0;
+    e->spec_varlen = c->mtp_varlen;
+    if (!want) return DEEPINFER_OK;
+    if (m->drafter == DI_DRAFTER_NONE) {
+        snprintf(e->spec_note, sizeof e->spec_note,
+                 "off: this checkpoint has no drafter tensors (no DSpark or MTP stages), so it runs without speculation");
+        return DEEPINFER_OK;
+    }
+    if (want > block || want > DEEPINFER_MAX_DRAFT)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
+                            "nextn_decode (%s) is %d, above the drafter's block of %d tokens (%s); use 1..%d",
+                            di_env(DI_ENV_NEXTN_DECODE) ? di_env_name(DI_ENV_NEXTN_DECODE) : "the draft length", want,
+                            block, di_drafter_name(m->drafter), block);
+    e->spec_n = want;
+    /* a verify step appends the decode token and its drafts: want + 1 rows to roll back from */
+    if (c->max_draft_tokens < want + 1) c->max_draft_tokens = want + 1;
+    return DEEPINFER_OK;
+}
+
 static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engine_config *in, di_error *err) {
     deepinfer_engine_config c = *in;
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
@@ -103,6 +158,7 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
                                                  (long long)c.max_model_len);
     if (c.num_pages < 0) return di_error_set(err, E, "num_pages must be >= 0, got %lld", (long long)c.num_pages);
     if ((st_yoco = yoco_from_env(&c, err))) return st_yoco;
+    if ((st_yoco = spec_from_env(&c, err))) return st_yoco;
     if (c.async_scheduling < -1 || c.async_scheduling > 1)
         return di_error_set(err, E, "async_scheduling must be -1, 0 or 1, got %d", c.async_scheduling);
     e->cfg = c;
@@ -160,7 +216,14 @@ static uint64_t engine_host_bytes(const deepinfer_engine_config *c, int64_t voca
     size_t V = (size_t)vocab;
     di_threadpool *tp = di_threadpool_global();
     size_t threads = tp ? (size_t)di_threadpool_size(tp) : 1;
-    return (size_t)c->max_num_seqs * V * 4 + threads * V * 15 + 2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) +
+    /* logits rows: one per sequence, or with drafts (speculation) every verified row */
+    size_t lrows = (size_t)c->max_num_seqs;
+    if (c->max_draft_tokens > 0) {
+        lrows = (size_t)c->max_num_seqs * (size_t)(1 + c->max_draft_tokens);
+        if (lrows > (size_t)c->max_num_batched_tokens) lrows = (size_t)c->max_num_batched_tokens;
+        if (lrows < (size_t)c->max_num_seqs) lrows = (size_t)c->max_num_seqs;
+    }
+    return lrows * V * 4 + threads * V * 15 + 2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) +
            2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
 }
 
@@ -295,6 +358,18 @@ static void plan_text(deepinfer_engine *e) {
              (long long)p->num_pages, pg, pgt, p->page_rows_kv, p->page_rows_index, (long long)p->tokens_per_sequence_max,
              (long long)p->max_model_len, p->max_num_batched_tokens, e->cfg.max_num_seqs, p->chunk_size);
     size_t used = strlen(e->plan_text);
+    if (used + 1 < sizeof e->plan_text && (e->spec_n || e->spec_note[0])) {
+        int k = e->spec_n ? snprintf(e->plan_text + used, sizeof e->plan_text - used,
+                                     "speculation  %s drafter, drafts of up to %d tokens per sequence, %s\n",
+                                     di_drafter_name(e->mcfg->drafter), e->spec_n,
+                                     e->spec_varlen ? "confidence-scheduled lengths" : "fixed length")
+                          : snprintf(e->plan_text + used, sizeof e->plan_text - used, "speculation  %s\n", e->spec_note);
+        if (k > 0) used += (size_t)k;
+        if (e->spec_n && e->spec_varlen && used + 1 < sizeof e->plan_text) {
+            di_spec_cost_format(&e->spec_cost, e->plan_text + used, sizeof e->plan_text - used);
+            used = strlen(e->plan_text);
+        }
+    }
     if (used + 1 < sizeof e->plan_text) { /* the load's plan, made before the weights were allocated */
         int k = snprintf(e->plan_text + used, sizeof e->plan_text - used, "load plan (before the load, states reserved: "
                          "%d slots + %s):\n", e->cfg.max_num_seqs,
@@ -316,6 +391,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = resolve_config(e, cfg, err)) || (st = locate_model(e, err))) return st;
     di_model_config peek;
     if ((st = di_config_load(e->model_dir, &peek, err))) return st;
+    if ((st = check_spec(e, &peek, err))) return st;
     if ((st = check_yoco(&e->cfg, &peek, err))) return st;
     if ((st = di_seq_set_max_draft(&peek, e->cfg.max_draft_tokens, err))) return st; /* as the load will (seq_state.h) */
     int64_t ctx = e->cfg.max_model_len ? e->cfg.max_model_len : 65536;
@@ -361,17 +437,35 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
                               &e->dq, err)))
         return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
+    if (e->spec_n > 0) { /* speculative steps wait for their samples: the next step's rows are its drafts */
+        e->async = 0;
+        int samples = e->cfg.max_num_seqs * (2 + e->spec_n); /* verify groups, and chunks that end a prompt */
+        if (samples > e->cfg.max_num_batched_tokens) samples = e->cfg.max_num_batched_tokens;
+        if ((st = di_devq_enable_spec(e->dq, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, samples,
+                                      e->spec_n, err)))
+            return st;
+    }
     if ((st = plan_memory(e, &g, &n_pages, err))) return st;
     if ((st = di_pool_init(&e->pool, e->mcfg, &g, e->cfg.max_num_seqs, n_pages, err))) return st;
+    if (e->spec_n > 0 && e->spec_varlen) {
+        int rows = e->cfg.max_num_seqs * (1 + e->spec_n);
+        if (rows > e->cfg.max_num_batched_tokens) rows = e->cfg.max_num_batched_tokens;
+        if ((st = di_spec_profile(e->model, &e->pool, rows, e->spec_n, &e->spec_cost, err))) return st;
+    }
     di_sched_config sc = {.max_num_batched_tokens = e->cfg.max_num_batched_tokens,
                           .max_num_seqs = e->cfg.max_num_seqs,
                           .chunk_size = e->cfg.chunk_size,
                           .max_model_len = ctx,
-                          .watermark_pages = n_pages / 100};
+                          .watermark_pages = n_pages / 100,
+                          .spec_n = e->spec_n,
+                          .spec_cost = e->spec_n > 0 && e->spec_varlen ? &e->spec_cost : NULL,
+                          .spec_accepted_at = e->stats.spec_accepted_at,
+                          .spec_drafted_at = e->stats.spec_drafted_at};
     if ((st = di_sched_init(&e->sched, &sc, &e->pool, err))) return st;
     if ((st = di_runner_init(&e->runner, &e->pool, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, err)))
         return st;
     if (e->cfg.yoco_compact) e->runner.yoco_keep = e->cfg.yoco_keep_tokens;
+    if (e->spec_n > 0 && (st = di_runner_enable_spec(&e->runner, e->spec_n, err))) return st;
     int64_t img = e->mcfg->image_token_id, V = e->mcfg->vocab_size;
     if (img >= 0 && img < V) { /* text only: the image token is never sampled (the forward refuses it) */
         size_t words = (size_t)(V + 31) / 32;

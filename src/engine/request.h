@@ -66,6 +66,13 @@ typedef struct di_choice {
     int plan_op;               /* index of the copy op that forks this choice in the plan being built, or -1 */
     so_matcher *matcher;       /* structured outputs: advanced by the device as it samples; NULL = none */
     int num_preemptions;
+    /* speculative decoding (docs/speculative.md): the drafter's tokens for the positions after the
+     * last output, out_ids[n_out + i] for i < n_draft, with their confidence logits; made by the step
+     * that sampled out_ids[n_out - 1], consumed (verified or dropped) by the next step that runs it */
+    int32_t draft[DEEPINFER_MAX_DRAFT];
+    float draft_conf[DEEPINFER_MAX_DRAFT];
+    int n_draft;
+    int spec_idle;             /* steps since the choice last drafted (confidence scheduling's probe) */
 } di_choice;
 
 struct di_request {

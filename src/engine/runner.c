@@ -31,7 +31,7 @@ void di_runner_free(di_runner *r) {
     for (int b = 0; b < 2; b++) {
         di_step_buf *s = &r->buf[b];
         free(s->tokens), free(s->pos), free(s->late_from), free(s->seq), free(s->src);
-        free(s->samples), free(s->ops), free(s->items);
+        free(s->samples), free(s->ops), free(s->items), free(s->spec);
     }
     memset(r, 0, sizeof *r);
 }
@@ -61,6 +61,20 @@ static void fill_sample(di_sample_spec *sp, di_choice *c, int64_t position, int 
                            .choice = c->index};
 }
 
+deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err) {
+    r->spec_n = spec_n;
+    /* a verify group samples 1 + spec_n rows */
+    size_t ns = (size_t)r->max_items * (size_t)(1 + spec_n);
+    for (int b = 0; b < 2; b++) {
+        di_step_buf *s = &r->buf[b];
+        di_sample_spec *sp = realloc(s->samples, sizeof *sp * ns);
+        if (sp) s->samples = sp;
+        s->spec = calloc((size_t)r->max_items, sizeof *s->spec);
+        if (!sp || !s->spec) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for verify steps");
+    }
+    return DEEPINFER_OK;
+}
+
 di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     di_step_buf *b = &r->buf[r->next];
     int rows = 0, ns = 0, ni = 0;
@@ -70,10 +84,14 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
         if (!c) continue;
         di_request *q = c->req;
         di_seq_state *s = di_pool_seq(r->pool, c->slot);
+        int row0 = rows, first_draft = it->n - it->draft;
         for (int j = 0; j < it->n; j++, rows++) {
             int64_t idx = it->pos0 + j;
             b->src[rows] = -1;
-            if (idx < q->n_prompt) b->tokens[rows] = q->prompt[idx];
+            if (j >= first_draft) { /* a draft: its row, and the history the group's later samples read */
+                b->tokens[rows] = c->draft[j - first_draft];
+                c->out_ids[c->n_out + j - first_draft] = c->draft[j - first_draft];
+            } else if (idx < q->n_prompt) b->tokens[rows] = q->prompt[idx];
             else if (idx - q->n_prompt < c->n_out) b->tokens[rows] = c->out_ids[idx - q->n_prompt];
             else { /* sampled by the step in flight: the device fills it in */
                 b->tokens[rows] = 0;
@@ -87,11 +105,29 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
         b->items[ni++] = (di_step_item){.request_id = q->id,
                                         .choice = c->index,
                                         .rows = it->n,
-                                        .decode = it->sample && it->n == 1 && it->pos0 >= q->n_prompt};
-        if (it->sample) {
-            fill_sample(&b->samples[ns], c, it->pos0 + it->n, rows - 1, r->base_mask);
+                                        .decode = it->sample && it->n - it->draft == 1 && it->pos0 >= q->n_prompt};
+        int sample0 = it->sample ? ns : -1;
+        for (int j = it->sample ? first_draft - 1 : it->n; j < it->n; j++) { /* the decode row, then its drafts */
+            di_sample_spec *sp = &b->samples[ns];
+            fill_sample(sp, c, it->pos0 + j + 1, row0 + j, r->base_mask);
+            sp->spec_rest = it->n - 1 - j;
+            sp->spec_next = sp->spec_rest ? c->draft[j + 1 - first_draft] : -1;
+            sp->skipped = 0;
             c->n_pending++;
             c->pend_sample = ns++;
+        }
+        if (r->spec_n > 0) {
+            int64_t after = it->pos0 + it->n; /* the token after the last row, when it is known */
+            int32_t next = after < q->n_prompt ? q->prompt[after]
+                           : after - q->n_prompt < c->n_out ? c->out_ids[after - q->n_prompt] : -1;
+            b->spec[ni - 1] = (di_spec_item){.seq = s,
+                                             .room = it->draft ? di_pool_snapshot_room(r->pool, c->slot) : NULL,
+                                             .row0 = row0,
+                                             .nrows = it->n,
+                                             .draft = it->draft,
+                                             .sample0 = sample0,
+                                             .draft_next = it->draft_next,
+                                             .next_token = next};
         }
         c->n_sched = it->pos0 + it->n;
         c->plan_item = -1;
@@ -109,6 +145,9 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     st->src = b->src;
     st->samples = b->samples;
     st->n_samples = ns;
+    st->spec = r->spec_n > 0 ? b->spec : NULL;
+    st->n_spec = r->spec_n > 0 ? ni : 0;
+    st->spec_n = r->spec_n;
     r->next ^= 1;
     return b;
 }

@@ -19,7 +19,7 @@ typedef struct di_step_item { /* who had rows in a step (to fail them if the ste
     uint64_t request_id;
     int choice;
     int rows;
-    int decode;               /* 1: a single decode row; 0: prompt / recompute rows */
+    int decode;               /* 1: a single decode row (and its drafts under verification); 0: prompt / recompute rows */
 } di_step_item;
 
 typedef struct di_step_buf {
@@ -33,6 +33,7 @@ typedef struct di_step_buf {
     di_state_op *ops;
     di_step_item *items;
     int n_items;
+    di_spec_item *spec;          /* speculative decoding: one per item (items[i] <-> spec[i]) */
 } di_step_buf;
 
 typedef struct di_runner {
@@ -40,12 +41,19 @@ typedef struct di_runner {
     const uint32_t *base_mask;   /* ids any request may sample (NULL = all): a text-only model's image token is out */
     int max_rows, max_items;
     int64_t yoco_keep;           /* > 0: compact prefill, each request's late layers from n_prompt - yoco_keep */
+    int spec_n;                  /* > 0: speculative decoding (every item gets a spec entry; drafts up to spec_n) */
     di_step_buf buf[2];
     int next;
     uint64_t seq_no;
 } di_runner;
 
 deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows, int max_items, di_error *err);
+
+/* Speculative decoding on with drafts of up to spec_n tokens: the runner then gives each item a
+ * di_spec_item, builds verify groups (the decode row and its drafts, every row sampled; the drafts
+ * are also written after the choice's outputs as the history later samples read) and sizes the
+ * sample specs for them. */
+deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err);
 void di_runner_free(di_runner *r);
 
 /* Build the step for `plan`; NULL when the plan has no rows. The step stays

@@ -2,6 +2,8 @@
 #include "engine/scheduler.h"
 
 #include <stdlib.h>
+
+#include "engine/spec_cost.h"
 #include <string.h>
 
 deepinfer_status di_sched_init(di_scheduler *s, const di_sched_config *cfg, di_state_pool *pool, di_error *err) {
@@ -13,7 +15,13 @@ deepinfer_status di_sched_init(di_scheduler *s, const di_sched_config *cfg, di_s
     /* a pass holds at most one item per slot acquisition: 2x slots bounds it */
     s->plan.items = malloc(sizeof(di_plan_item) * (size_t)(2 * m));
     s->plan.ops = malloc(sizeof(di_state_op) * (size_t)(2 * m));
-    if (!s->running || !s->plan.items || !s->plan.ops) {
+    s->spec_item = malloc(sizeof(int) * (size_t)m);
+    s->spec_kmax = malloc(sizeof(int) * (size_t)m);
+    s->spec_k = malloc(sizeof(int) * (size_t)m);
+    s->spec_conf = malloc(sizeof(float *) * (size_t)m);
+    s->spec_cand = malloc(sizeof(di_spec_cand) * (size_t)m * DEEPINFER_MAX_DRAFT);
+    if (!s->running || !s->plan.items || !s->plan.ops || !s->spec_item || !s->spec_kmax || !s->spec_k ||
+        !s->spec_conf || !s->spec_cand) {
         di_sched_free(s);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the scheduler");
     }
@@ -25,6 +33,7 @@ void di_sched_free(di_scheduler *s) {
     free(s->running);
     free(s->plan.items);
     free(s->plan.ops);
+    free(s->spec_item), free(s->spec_kmax), free(s->spec_k), free(s->spec_conf), free(s->spec_cand);
     memset(s, 0, sizeof *s);
 }
 
@@ -112,7 +121,9 @@ typedef struct pass {
 static void add_item(pass *p, di_choice *c, int n) {
     di_plan *pl = &p->s->plan;
     c->plan_item = pl->n_items;
-    pl->items[pl->n_items++] = (di_plan_item){.c = c, .pos0 = c->n_sched, .n = n, .sample = c->n_sched + n == total_tokens(c)};
+    int sample = c->n_sched + n == total_tokens(c);
+    pl->items[pl->n_items++] = (di_plan_item){.c = c, .pos0 = c->n_sched, .n = n, .sample = sample,
+                                              .draft_next = sample && p->s->cfg.spec_n > 0};
     p->budget -= n;
 }
 
@@ -141,6 +152,7 @@ static void preempt(pass *p, di_choice *v) {
     remove_from(s->running, &s->n_running, v);
     v->slot = -1;
     v->n_sched = 0;
+    v->n_draft = 0; /* its drafter state is gone; the recompute's last row drafts anew */
     v->state = DI_CHOICE_WAITING;
     v->num_preemptions++;
     insert_sorted(s->waiting, &s->n_waiting, v);
@@ -201,6 +213,64 @@ static void schedule_decodes(pass *p) {
         }
         add_item(p, c, 1);
         i++;
+    }
+}
+
+/* The drafts a decoding choice can verify now: its drafts within max_tokens (every verified row
+ * samples one more output) and the context. */
+static int draft_room(const di_scheduler *s, const di_choice *c) {
+    if (c->n_pending || c->n_draft <= 0) return 0;
+    int64_t k = c->n_draft < s->cfg.spec_n ? c->n_draft : s->cfg.spec_n;
+    int64_t out_left = (int64_t)c->req->params.max_tokens - c->n_out - 1;
+    int64_t ctx_left = s->cfg.max_model_len - total_tokens(c) - 1;
+    if (k > out_left) k = out_left;
+    if (k > ctx_left) k = ctx_left;
+    return k > 0 ? (int)k : 0;
+}
+
+#define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps */
+
+/* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
+static void schedule_drafts(pass *p) {
+    di_scheduler *s = p->s;
+    di_plan *pl = &s->plan;
+    int n = 0, base = 0;
+    for (int i = 0; i < pl->n_items; i++) {
+        di_plan_item *it = &pl->items[i];
+        if (!it->c) continue;
+        base += it->n;
+        if (!it->sample || it->n != 1 || it->pos0 < it->c->req->n_prompt) continue; /* decode rows only */
+        int k = draft_room(s, it->c);
+        if (!k) continue;
+        s->spec_item[n] = i;
+        s->spec_kmax[n] = k;
+        s->spec_conf[n] = it->c->draft_conf;
+        n++;
+    }
+    if (s->cfg.spec_cost)
+        di_spec_choose(s->cfg.spec_cost, base, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
+                       s->cfg.spec_drafted_at, s->spec_k, s->spec_cand);
+    else memcpy(s->spec_k, s->spec_kmax, sizeof(int) * (size_t)n);
+    for (int q = 0; q < n; q++) {
+        di_plan_item *it = &pl->items[s->spec_item[q]];
+        di_choice *c = it->c;
+        int64_t k = s->spec_k[q] < p->budget ? s->spec_k[q] : p->budget;
+        if (k > 0 && di_pool_grow(s->pool, c->slot, c->n_sched + 1 + k)) /* drafts never preempt */
+            k = di_pool_fit(s->pool, c->slot, c->n_sched, 1 + k, 0) - 1;
+        if (k > 0) di_pool_grow(s->pool, c->slot, c->n_sched + 1 + k);
+        if (k < 0) k = 0;
+        it->n += (int)k;
+        it->draft = (int)k;
+        p->budget -= (int)k;
+    }
+    if (!s->cfg.spec_cost) return;
+    for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
+        di_plan_item *it = &pl->items[i];
+        if (!it->c || !it->sample) continue;
+        di_choice *c = it->c;
+        int prompt_end = it->pos0 + it->n == c->req->n_prompt;
+        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= SPEC_PROBE_STEPS;
+        c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
     }
 }
 
@@ -299,6 +369,7 @@ void di_sched_schedule(di_scheduler *s) {
     pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens};
     for (int i = 0; i < s->n_running; i++) s->running[i]->plan_op = -1;
     schedule_decodes(&p);
+    if (s->cfg.spec_n > 0) schedule_drafts(&p);
     schedule_chunks(&p);
     if (!s->plan.n_preempted) admit(&p);
 }

@@ -27,6 +27,18 @@
  * runs the last prompt token itself, sampling with its own noise stream.
  * Choices that cannot be forked then recompute the prompt later.
  *
+ * Speculative decoding (cfg.spec_n > 0, docs/speculative.md): after the
+ * decode rows are planned, each decoding sequence with drafts gets up to
+ * spec_n of them as extra rows (a verify group: every row from its decode
+ * row on is sampled), within max_tokens, the context, the budget and the
+ * free pages (drafts never preempt): all of them with a fixed length, or
+ * with cfg.spec_cost the lengths spec_cost.h's rule picks. Drafts come
+ * before prefill chunks in the budget. Which sequences draft after the
+ * step is part of the plan (draft_next): with a fixed length every
+ * sampling sequence; with confidence scheduling those given drafts now,
+ * those that just finished their prompt, and every 16th step of the
+ * others (a probe that refreshes their confidence).
+ *
  * The plan lists items (sequence, rows, sample?) and ordered state
  * operations (reset a slot, copy a slot into another) that must run on the
  * device before the step's forward. Counters in the choices (n_sched,
@@ -45,6 +57,9 @@ typedef struct di_plan_item {
     int64_t pos0;         /* first row's position (= n_sched when planned) */
     int n;                /* rows */
     int sample;           /* the last row's logits are sampled */
+    int draft;            /* speculative decoding: the last `draft` rows are the choice's drafts, every row
+                             from the decode row on is sampled (a verify group); 0 = none */
+    int draft_next;       /* speculative decoding: draft for the choice after this step's sample */
 } di_plan_item;
 
 typedef enum di_state_op_kind { DI_OP_RESET = 0, DI_OP_COPY = 1, DI_OP_NONE = 2 /* dropped */ } di_state_op_kind;
@@ -63,12 +78,18 @@ typedef struct di_plan {
     int n_preempted;      /* preemptions in this pass */
 } di_plan;
 
+/* Step cost by rows, for confidence-scheduled speculation (spec_cost.h). */
+typedef struct di_spec_cost di_spec_cost;
+
 typedef struct di_sched_config {
     int max_num_batched_tokens;
     int max_num_seqs;
     int chunk_size;
     int64_t max_model_len;
     int64_t watermark_pages;  /* free pages admission leaves untouched */
+    int spec_n;               /* speculative decoding: the longest draft verified per sequence (0 = off) */
+    const di_spec_cost *spec_cost; /* confidence-scheduled draft lengths with this step cost; NULL: fixed (spec_n) */
+    const int64_t *spec_accepted_at, *spec_drafted_at; /* the engine's acceptance by draft position (spec_cost.h) */
 } di_sched_config;
 
 typedef struct di_scheduler {
@@ -80,6 +101,10 @@ typedef struct di_scheduler {
     int n_running;
     int64_t preemptions;
     di_plan plan;
+    /* speculative decoding scratch (max_num_seqs entries; cand: x DEEPINFER_MAX_DRAFT) */
+    int *spec_item, *spec_kmax, *spec_k;
+    const float **spec_conf;
+    struct di_spec_cand *spec_cand;
 } di_scheduler;
 
 deepinfer_status di_sched_init(di_scheduler *s, const di_sched_config *cfg, di_state_pool *pool, di_error *err);

@@ -22,6 +22,8 @@ typedef enum di_env_id {
     DI_ENV_CUDA_GRAPHS,      /* DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 */
     DI_ENV_YOCO_MODE,        /* DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE: exact (default) | compact */
     DI_ENV_YOCO_KEEP,        /* DEEPINFER_YOCO_PREFILL_KEEP_TOKENS: compact prefill's tail length */
+    DI_ENV_MTP_VARLEN,       /* DEEPINFER_ENABLE_MTP_VARLEN: 1 = speculative decoding, confidence-scheduled */
+    DI_ENV_NEXTN_DECODE,     /* DEEPINFER_USE_NEXTN_DECODE: the longest draft (0 = no speculation) */
     DI_ENV_HF_HUB_CACHE,     /* HF_HUB_CACHE: Hugging Face's cache folder */
     DI_ENV_HF_HOME,          /* HF_HOME: Hugging Face's home (cache under hub/) */
     DI_ENV_HOME,             /* HOME: ~/.cache/huggingface/hub otherwise */

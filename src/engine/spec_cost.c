@@ -1,0 +1,80 @@
+/* spec_cost.c — step costs and confidence-scheduled draft lengths (spec_cost.h). */
+#include "engine/spec_cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double interp(const int *x, const double *y, int n, int at) {
+    if (n <= 0 || at <= 0) return 0.0;
+    if (n == 1) return y[0] * at / (x[0] > 0 ? x[0] : 1);
+    int i = 1;
+    while (i < n - 1 && x[i] < at) i++;
+    /* segment [i-1, i]; before the first point the first segment's line, after the last the last's */
+    double t = (double)(at - x[i - 1]) / (double)(x[i] - x[i - 1]);
+    double v = y[i - 1] + t * (y[i] - y[i - 1]);
+    return v > 0 ? v : 0.0;
+}
+
+double di_spec_cost_target(const di_spec_cost *c, int rows) { return interp(c->rows, c->sec, c->n, rows); }
+
+double di_spec_cost_draft(const di_spec_cost *c, int n) { return interp(c->reqs, c->dsec, c->nd, n); }
+
+static int by_survival(const void *a, const void *b) {
+    const di_spec_cand *x = a, *y = b;
+    if (x->s != y->s) return x->s > y->s ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    return x->j < y->j ? -1 : x->j > y->j;
+}
+
+static float sigmoidf_(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
+
+void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
+                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *cand) {
+    int m = 0, n_dec = 0;
+    for (int i = 0; i < n; i++) {
+        k[i] = 0;
+        n_dec++;
+        float s = 1.0f;
+        for (int j = 0; j < kmax[i]; j++) {
+            if (isnan(conf[i][j])) /* measured: P(drafts 1..j+1 all accepted) */
+                s = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
+            else s *= sigmoidf_(conf[i][j]);
+            cand[m++] = (di_spec_cand){.s = s, .seq = i, .j = j};
+        }
+    }
+    if (!m) return;
+    qsort(cand, (size_t)m, sizeof *cand, by_survival);
+    /* value of every prefix of the order: expected committed tokens per second */
+    double tokens = n_dec, best = tokens / (di_spec_cost_target(c, base_rows) > 0 ? di_spec_cost_target(c, base_rows) : 1e-9);
+    int best_len = 0, drafting = 0;
+    for (int p = 0; p < m; p++) {
+        tokens += cand[p].s;
+        if (cand[p].j == 0) drafting++;
+        double t = di_spec_cost_target(c, base_rows + p + 1) + di_spec_cost_draft(c, drafting);
+        double v = tokens / (t > 0 ? t : 1e-9);
+        if (v > best) best = v, best_len = p + 1;
+    }
+    for (int p = 0; p < best_len; p++)
+        if (cand[p].j + 1 > k[cand[p].seq]) k[cand[p].seq] = cand[p].j + 1;
+}
+
+void di_spec_cost_format(const di_spec_cost *c, char *buf, size_t cap) {
+    size_t u = 0;
+    int w = snprintf(buf, cap, "verify cost  rows:ms");
+    if (w > 0) u = (size_t)w;
+    for (int i = 0; i < c->n && u < cap; i++) {
+        w = snprintf(buf + u, cap - u, " %d:%.3f", c->rows[i], c->sec[i] * 1e3);
+        if (w > 0) u += (size_t)w;
+    }
+    if (u < cap) {
+        w = snprintf(buf + u, cap - u, "; drafter requests:ms");
+        if (w > 0) u += (size_t)w;
+    }
+    for (int i = 0; i < c->nd && u < cap; i++) {
+        w = snprintf(buf + u, cap - u, " %d:%.3f", c->reqs[i], c->dsec[i] * 1e3);
+        if (w > 0) u += (size_t)w;
+    }
+    if (u < cap) snprintf(buf + u, cap - u, "\n");
+}
