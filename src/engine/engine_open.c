@@ -110,7 +110,7 @@ static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m
     int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : block) : 0;
     e->spec_n = 0;
     e->spec_varlen = c->mtp_varlen;
-    if (!want) return DEEPINFER_OK;
+    if (!c->nextn_decode || (c->nextn_decode < 0 && !c->mtp_varlen)) return DEEPINFER_OK; /* not asked for */
     if (m->drafter == DI_DRAFTER_NONE) {
         snprintf(e->spec_note, sizeof e->spec_note,
                  "off: this checkpoint has no drafter tensors (no DSpark or MTP stages), so it runs without speculation");

@@ -66,6 +66,7 @@ deepinfer_status di_spec_profile(di_model *m, di_state_pool *pool, int max_rows,
     if (s0 < 0) goto done;
     slots[ns++] = s0;
     di_seq_state *s = di_pool_seq(pool, s0);
+    if (di_pool_grow(pool, s0, 1) || (st = forward_rows(&p, s, 1, 0, err))) goto done; /* warm caches and clocks */
     for (size_t i = 0; i < sizeof k_rows / sizeof *k_rows && k_rows[i] <= max_rows; i++) {
         int r = k_rows[i];
         if (di_pool_grow(pool, s0, r)) break; /* the pool cannot hold it: the last slope goes on */
