@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/core.h"
+#include "model/dsv4.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 #include "ops/ops.h"
@@ -141,13 +142,19 @@ static void add_tensor(di_load_plan *p, const di_model_config *c, const di_weigh
     p->vectors += n * 4; /* norms, biases, sinks, ape: fp32 */
 }
 
-/* Model-specific buffers after the core's: V4's MTP hidden buffer (dsv4.c), V4.1's Engram
- * workspace (engram.c di_engram_workspace_init) and DSpark scratch (dspark.c). */
+/* Model-specific buffers after the core's: V4's MTP hidden buffer (dsv4.c) and drafting scratch
+ * (mtp.c di_v4_mtp_init), V4.1's Engram workspace (engram.c di_engram_workspace_init) and DSpark
+ * scratch (dspark.c). */
 static void add_model_buffers(di_load_plan *p, const di_model_config *c, const di_weight_spec *spec) {
     uint64_t M = (uint64_t)p->max_rows, d = (uint64_t)c->hidden_size, hcd = (uint64_t)c->hc_mult * d;
-    uint64_t dev = 0, host = 0;
+    uint64_t dev = 0, host = 0, V = (uint64_t)c->vocab_size, ptr = sizeof(void *);
     if (c->arch == DI_ARCH_V4) {
         dev += M * hcd * 2;
+        if (c->drafter == DI_DRAFTER_MTP && c->n_stages > 0) {
+            uint64_t G = M < 8 ? M : 8, slots = G * DI_MTP_MAX_DRAFT;
+            dev += G * 4 + G * hcd * 2 + slots * (uint64_t)c->head_dim * 2;
+            host += M * (4 + 8 + 2 * ptr + 4) + G * (V * 4 + 4) + slots * ptr;
+        }
     } else {
         if (c->n_engram_layer_ids > 0) {
             uint64_t k = (uint64_t)c->engram_cols * (uint64_t)c->engram_head_dim, n = ((uint64_t)c->hc_mult + 1) * d;
@@ -155,10 +162,11 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
             host += M * 8;
         }
         if (c->drafter == DI_DRAFTER_DSPARK && c->n_stages > 0 && c->dspark_block_size > 0) {
-            uint64_t Bk = (uint64_t)c->dspark_block_size, V = (uint64_t)c->vocab_size, R = (uint64_t)c->dspark_markov_rank;
+            uint64_t Bk = (uint64_t)c->dspark_block_size, R = (uint64_t)c->dspark_markov_rank;
             uint64_t dm = M / Bk < 8 ? M / Bk : 8, rows = dm * Bk;
-            host += rows * 4 + dm * 4 + rows * 8 + rows * sizeof(void *);
-            dev += rows * V * 4 + dm * V * 4 + rows * d * 2 + dm * R * 2 + dm * (d + R) * 2;
+            host += rows * 4 + dm * 4 + rows * 8 + rows * ptr + rows * 8 + M * (8 + 2 * ptr) +
+                    (p->on_device ? dm * V * 4 : 0);
+            dev += rows * V * 4 + dm * V * 4 + rows * d * 2 + dm * R * 2 + dm * (d + R) * 2 + (rows + dm) * 4 + rows * 4;
         }
     }
     (void)spec;
