@@ -24,6 +24,7 @@ static const char USAGE[] =
     "                       [--engram-hash FILE] [--lanes L] [--pool-stats]\n"
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "                       [--yoco-compact [--yoco-keep-tokens N]]\n"
     "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
@@ -39,6 +40,10 @@ static const char USAGE[] =
     "the same run. On --backend cuda each decode size is also timed through the\n"
     "recorded-step loop (step plan + one CUDA graph per size, device argmax): a\n"
     "'(graph)' row with its GPU idle share, or the reason it could not run.\n"
+    "--yoco-compact (V4.1): each --prefill length again in compact prefill (the\n"
+    "layers after the last KV source on the prompt's last --yoco-keep-tokens,\n"
+    "default 140; architecture.md 6.5), same process: a 'compact' row each, its\n"
+    "ratio = compact tokens/s over exact.\n"
     "--rows: forward sub-batch rows (default 1024). --plan: print the\n"
     "memory plan only. Progress on stderr, the table on stdout.\n"
     "\n"
@@ -225,6 +230,10 @@ static int cmd_bench(int argc, char **argv) {
             if (!v || di_cli_parse_int_list("--prefill", v, 1, 1 << 20, da.prefill, MAX_SWEEP, &da.np)) return 2;
         } else if (!strcmp(argv[i], "--plan")) {
             da.plan_only = 1;
+        } else if (!strcmp(argv[i], "--yoco-compact")) {
+            da.yoco_compact = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
+            if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &da.yoco_keep)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram_hash)) {
@@ -258,6 +267,9 @@ static int cmd_bench(int argc, char **argv) {
         return bench_load_run(&la);
     }
     if (da.experts && !da.config) return fprintf(stderr, "error: --experts is for --dummy\n"), 2;
+    if ((da.yoco_compact || da.yoco_keep) && !da.config)
+        return fprintf(stderr, "error: --yoco-compact is for --dummy (bench-engine --yoco-compact for a model)\n"), 2;
+    if (da.yoco_keep && !da.yoco_compact) return fprintf(stderr, "error: --yoco-keep-tokens needs --yoco-compact\n"), 2;
     if (da.config && (lanes || pool_stats))
         return fprintf(stderr, "error: --lanes and --pool-stats are for --model\n"), 2;
     di_pool_stats_enable(pool_stats);
