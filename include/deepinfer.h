@@ -170,7 +170,7 @@ typedef struct deepinfer_engine_config {
     int yoco_compact;              /* 0 = exact (default): every layer on every prompt token; 1 = compact: the
                                       layers after the last KV source run only on each request's last
                                       yoco_keep_tokens prompt tokens (and every decode token). Requests then get no
-                                      prompt logits. V4.1 CPU only; refused at open on V4 or a device backend */
+                                      prompt logits. V4.1 only (CPU and CUDA); refused at open on V4 */
     int64_t yoco_keep_tokens;      /* compact's tail length; 0 = 140 for V4.1. Must be >= sliding_window + the
                                       longest draft (max_draft_tokens, or the DSpark block size) */
     /* Speculative decoding (DeepInfer's names; docs/speculative.md): the checkpoint's drafter (V4.1 DSpark,

@@ -10,7 +10,9 @@
  *     and FP8 GEMM rate (CUDA: dic_gemm 8192^3, batch-invariant kernels = the forward's path,
  *     and the fastest path for reference);
  *  4. prefill: each --prefill length as one sequence's prompt, one forward call (split into
- *     --rows sub-batches by the forward), one logits row; the --prompt prefill is kept;
+ *     --rows sub-batches by the forward), one logits row; with --yoco-compact the same prompt
+ *     again in compact prefill (batch.late_from = L - keep on every row, model/batch.h); the
+ *     --prompt prefill is kept (exact);
  *  5. decode, for each --prompt context (a list: one load serves several contexts): the base
  *     sequence prefilled to it, then for each batch size B, B sequences forked (di_seq_copy)
  *     from it, one untimed step, then --decode timed steps of B rows (one token per sequence);
@@ -37,6 +39,7 @@
 #include "engine/seq_snapshot.h"
 #include "io/safetensors.h"
 #include "model/load_plan.h"
+#include "model/dsv41_compact.h"
 #include "model/model.h"
 #include "dummy/dummy.h"
 #include "ops/backend.h"
@@ -70,25 +73,40 @@ typedef struct bufs {
     di_seq_state **rowseq;
     int *rows;
     float *logits;
+    int64_t *late; /* compact prefill's late_from per row */
 } bufs;
 
-/* One forward: rows [0, n) of sequences rowseq, logits for `nl` rows (the last nl). */
-static deepinfer_status step(cli_model *m, bufs *k, int n, int nl, di_error *err) {
+/* One forward: rows [0, n) of sequences rowseq, logits for `nl` rows (the last nl); late: compact
+ * prefill's late_from per row, or NULL (exact). */
+static deepinfer_status step_late(cli_model *m, bufs *k, int n, int nl, const int64_t *late, di_error *err) {
     for (int i = 0; i < nl; i++) k->rows[i] = n - nl + i;
     di_v4_batch b = {.n = n, .tokens = k->tok, .pos = k->pos, .seq = k->rowseq, .n_logits = nl,
-                     .logit_rows = k->rows, .logits = k->logits};
+                     .logit_rows = k->rows, .logits = k->logits, .late_from = late};
     return m->sm.forward(m->sm.model, &b, err);
 }
 
-/* Prefill `seq` (reset) with L tokens; seconds. */
-static deepinfer_status prefill(cli_model *m, bufs *k, di_seq_state *seq, int L, double *sec, di_error *err) {
+static deepinfer_status step(cli_model *m, bufs *k, int n, int nl, di_error *err) {
+    return step_late(m, k, n, nl, NULL, err);
+}
+
+/* Prefill `seq` (reset) with L tokens; seconds. keep > 0: compact prefill with that tail. */
+static deepinfer_status prefill_mode(cli_model *m, bufs *k, di_seq_state *seq, int L, int64_t keep, double *sec,
+                                     di_error *err) {
     const di_model_config *c = m->sm.cfg;
     di_seq_reset(seq, c);
-    for (int i = 0; i < L; i++) k->tok[i] = text_token(c, (int64_t)i * 7919 + 13), k->pos[i] = i, k->rowseq[i] = seq;
+    for (int i = 0; i < L; i++) {
+        k->tok[i] = text_token(c, (int64_t)i * 7919 + 13), k->pos[i] = i, k->rowseq[i] = seq;
+        if (keep > 0) k->late[i] = L > keep ? L - keep : 0;
+    }
     double t0 = now_s();
-    deepinfer_status st = step(m, k, L, 1, err);
+    deepinfer_status st = step_late(m, k, L, 1, keep > 0 ? k->late : NULL, err);
+    if (di_dev_exec() && !st) st = di_exec_sync(di_dev_exec(), err);
     *sec = now_s() - t0;
     return st;
+}
+
+static deepinfer_status prefill(cli_model *m, bufs *k, di_seq_state *seq, int L, double *sec, di_error *err) {
+    return prefill_mode(m, k, seq, L, 0, sec, err);
 }
 
 static double gb(double b) { return b / 1e9; }
@@ -112,12 +130,17 @@ int bench_dummy_run(const bench_dummy_args *a) {
     di_dummy_info info;
     di_model_config cfg;
     bench_costs k;
+    int64_t keep = a->yoco_compact ? (a->yoco_keep > 0 ? a->yoco_keep : 140) : 0;
     if (di_dummy_write_dir_ex(a->config, a->layers, a->experts, dir, &info, &err) || di_config_load(dir, &cfg, &err) ||
-        bench_costs_compute(&cfg, &k, &err)) {
+        bench_costs_compute(&cfg, &k, &err) ||
+        (keep && di_v41_compact_check(&cfg, keep, cfg.drafter == DI_DRAFTER_DSPARK ? cfg.dspark_block_size : 0, &err))) {
         rm_dir(dir);
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
     }
+    if (keep)
+        fprintf(stderr, "compact prefill: layers %d..%d (after the last KV source) on each prompt's last %lld tokens\n",
+                di_v41_late_layer(&cfg), (int)cfg.n_layers - 1, (long long)keep);
     fprintf(stderr, "dummy %s (%s): %d layers kept, original indices", a->config, di_arch_name(cfg.arch),
             info.n_layers);
     for (int i = 0; i < info.n_layers && i < 64; i++) fprintf(stderr, " %d", info.kept[i]);
@@ -205,8 +228,9 @@ int bench_dummy_run(const bench_dummy_args *a) {
     b.rowseq = malloc(sizeof(*b.rowseq) * (size_t)nrow);
     b.rows = malloc(sizeof(int) * (size_t)nrow);
     b.logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)maxb);
+    b.late = malloc(sizeof(int64_t) * (size_t)nrow);
     di_seq_state **seqs = calloc((size_t)maxb + 1, sizeof *seqs);
-    double pf_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
+    double pf_s[BENCH_MAX_SWEEP] = {0}, pfc_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
     /* recorded steps (CUDA), per context and batch */
     double gr_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}}, gr_busy[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}},
            gr_idle[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
@@ -215,7 +239,7 @@ int bench_dummy_run(const bench_dummy_args *a) {
     int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
     di_model *dm = NULL; /* the recorded-step loop's view of the model (di_model_borrow) */
     int rc = 1;
-    if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !seqs) {
+    if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !b.late || !seqs) {
         di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
@@ -227,6 +251,11 @@ int bench_dummy_run(const bench_dummy_args *a) {
     for (int i = 0; i < a->np; i++) {
         if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
         PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
+        if (!keep) continue;
+        if (i == 0 && prefill_mode(&m, &b, base, 16, keep, &t, &err)) goto out; /* warm-up */
+        if (prefill_mode(&m, &b, base, a->prefill[i], keep, &pfc_s[i], &err)) goto out;
+        PROGRESS("prefill %d tokens, compact (keep %lld): %.3f s (%.0f tokens/s, %.2fx exact)", a->prefill[i],
+                 (long long)keep, pfc_s[i], a->prefill[i] / pfc_s[i], pf_s[i] / pfc_s[i]);
     }
     for (int ci = 0; ci < a->nprompt; ci++) {
         const int P = a->prompts[ci];
@@ -313,7 +342,16 @@ int bench_dummy_run(const bench_dummy_args *a) {
         char ratio[16] = "-";
         if (floor_s > 0) snprintf(ratio, sizeof ratio, "%.3f", floor_s / pf_s[i]);
         printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, flo, work, ratio, "-");
+        if (!keep) continue;
+        snprintf(fig, sizeof fig, "prefill %lld compact", (long long)L);
+        snprintf(meas, sizeof meas, "%.0f tok/s", (double)L / pfc_s[i]);
+        snprintf(ratio, sizeof ratio, "%.2fx", pf_s[i] / pfc_s[i]);
+        printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, "-", "-", ratio, "-");
     }
+    if (keep)
+        printf("# compact: layers %d..%d on each prompt's last %lld tokens (--yoco-keep-tokens; architecture.md 6.5); "
+               "its ratio = compact tokens/s over exact tokens/s, same run\n",
+               di_v41_late_layer(c), (int)c->n_layers - 1, (long long)keep);
     for (int ci = 0; ci < a->nprompt; ci++) {
         const int P = a->prompts[ci];
         for (int i = 0; i < a->nb; i++) {
@@ -355,7 +393,7 @@ out:
     for (int s = 0; seqs && s <= maxb; s++) di_seq_destroy(seqs[s]);
     free(seqs);
     di_model_free(dm);
-    free(b.tok), free(b.pos), free(b.rowseq), free(b.rows), free(b.logits);
+    free(b.tok), free(b.pos), free(b.rowseq), free(b.rows), free(b.logits), free(b.late);
     cli_model_free(&m);
     di_st_close(st);
     return rc;

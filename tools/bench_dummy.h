@@ -2,7 +2,9 @@
  * bench_dummy.h — `deepinfer bench --dummy CONFIG.json`: a random-weight model
  * at the config's real dimensions with --layers N layers (tools/dummy/dummy.h),
  * loaded through the normal chain on the chosen backend, then prefill and
- * decode figures with their floors measured in the same run.
+ * decode figures with their floors measured in the same run; with
+ * yoco_compact, each prefill length also in compact prefill (the layers after
+ * the last KV source on the prompt's last yoco_keep tokens only).
  */
 #ifndef DI_TOOLS_BENCH_DUMMY_H
 #define DI_TOOLS_BENCH_DUMMY_H
@@ -23,6 +25,8 @@ typedef struct bench_dummy_args {
     int prefill[BENCH_MAX_SWEEP], np;
     int rows;            /* rows per forward sub-batch (max_rows; default 1024, at least the largest batch) */
     int plan_only;       /* print the memory plan and stop before building weights */
+    int yoco_compact;    /* V4.1: each --prefill length also in compact prefill (architecture.md §6.5), same run */
+    int64_t yoco_keep;   /* compact's tail (--yoco-keep-tokens; 0 = 140) */
     uint64_t seed;
 } bench_dummy_args;
 

@@ -15,15 +15,17 @@
 #include "cli_model.h"
 #include "args/cli_model_dir.h"
 #include "io/model_dir.h"
+#include "model/dsv41_compact.h"
 #include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
 #include "ops/cpu/threadpool.h"
 
 static const char USAGE[] =
     "usage: deepinfer bench --model DIR [--prompt N] [--decode N] [--batch B[,B...]] [--reps R]\n"
-    "                       [--engram-hash FILE] [--lanes L] [--pool-stats]\n"
+    "                       [--engram-hash FILE] [--lanes L] [--pool-stats] [--yoco-compact [--yoco-keep-tokens N]]\n"
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "                       [--yoco-compact [--yoco-keep-tokens N]]\n"
     "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
@@ -39,6 +41,10 @@ static const char USAGE[] =
     "the same run. On --backend cuda each decode size is also timed through the\n"
     "recorded-step loop (step plan + one CUDA graph per size, device argmax): a\n"
     "'(graph)' row with its GPU idle share, or the reason it could not run.\n"
+    "--yoco-compact (V4.1): each --prefill length (--model: the --prompt prefill)\n"
+    "again in compact prefill (the layers after the last KV source on the prompt's\n"
+    "last --yoco-keep-tokens, default 140; architecture.md 6.5), same process: a\n"
+    "'compact' row each, its ratio = compact tokens/s over exact.\n"
     "--rows: forward sub-batch rows (default 1024). --plan: print the\n"
     "memory plan only. Progress on stderr, the table on stdout.\n"
     "\n"
@@ -133,6 +139,7 @@ typedef struct bench_buf {
     int64_t *pos;
     int *rows;
     float *logits;
+    int64_t *late; /* --yoco-compact: late_from of the prefill rows */
 } bench_buf;
 
 /* --pool-stats: where a decode run's wall time went, per step:
@@ -152,7 +159,7 @@ static void print_pool_stats(const di_pool_stats *a, double secs, int steps, int
 /* Best-of-reps prefill (one prompt, one step) and decode (B sequences, one
  * token each per step, after each sequence's own prompt) seconds. */
 static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int prompt, int decode, int reps, double *pf,
-                                  double *dec, di_error *err) {
+                                  int64_t keep, double *pfc, double *dec, di_error *err) {
     const di_model_config *c = m->sm.cfg;
     int V = (int)c->vocab_size;
     deepinfer_status st;
@@ -174,6 +181,14 @@ static deepinfer_status run_batch(cli_model *m, bench_buf *k, int batch, int pro
             double t0 = now_s();
             if ((st = m->sm.forward(m->sm.model, &b, err))) return st;
             if (!part && now_s() - t0 < *pf) *pf = now_s() - t0;
+            if (part || keep <= 0) continue;
+            /* the same prompt again in compact prefill (batch.late_from on every row, model/batch.h) */
+            for (int i = 0; i < n; i++) k->late[i] = prompt > keep ? prompt - keep : 0;
+            di_seq_reset(k->seqs[0], c);
+            b.late_from = k->late;
+            t0 = now_s();
+            if ((st = m->sm.forward(m->sm.model, &b, err))) return st;
+            if (now_s() - t0 < *pfc) *pfc = now_s() - t0;
         }
         di_pool_stats ps0;
         di_pool_stats_get(&ps0);
@@ -225,6 +240,10 @@ static int cmd_bench(int argc, char **argv) {
             if (!v || di_cli_parse_int_list("--prefill", v, 1, 1 << 20, da.prefill, MAX_SWEEP, &da.np)) return 2;
         } else if (!strcmp(argv[i], "--plan")) {
             da.plan_only = 1;
+        } else if (!strcmp(argv[i], "--yoco-compact")) {
+            da.yoco_compact = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
+            if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &da.yoco_keep)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--engram-hash", &engram_hash)) {
@@ -258,6 +277,7 @@ static int cmd_bench(int argc, char **argv) {
         return bench_load_run(&la);
     }
     if (da.experts && !da.config) return fprintf(stderr, "error: --experts is for --dummy\n"), 2;
+    if (da.yoco_keep && !da.yoco_compact) return fprintf(stderr, "error: --yoco-keep-tokens needs --yoco-compact\n"), 2;
     if (da.config && (lanes || pool_stats))
         return fprintf(stderr, "error: --lanes and --pool-stats are for --model\n"), 2;
     di_pool_stats_enable(pool_stats);
@@ -282,8 +302,14 @@ static int cmd_bench(int argc, char **argv) {
     if (rows_max < maxb) rows_max = maxb;
     di_v4_options opt = {.max_rows = prompt > maxb ? prompt : maxb, .max_context = prompt + decode + 16,
                          .engram_hash = engram_hash};
+    int64_t keep = da.yoco_compact ? (da.yoco_keep ? da.yoco_keep : 140) : 0;
     if (di_cli_locate_model(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        return 1;
+    }
+    if (keep && di_v41_compact_check(m.sm.cfg, keep, 0, &err)) {
+        fprintf(stderr, "deepinfer bench: %s\n", err.msg);
+        cli_model_free(&m);
         return 1;
     }
     if (lanes && m.v4) di_v4_set_lanes(m.v4, lanes);
@@ -300,9 +326,10 @@ static int cmd_bench(int argc, char **argv) {
     k.rowseq = malloc(sizeof(*k.rowseq) * (size_t)rows_max);
     k.rows = malloc(sizeof(int) * (size_t)maxb);
     k.logits = malloc(sizeof(float) * (size_t)V * (size_t)maxb);
-    double best_pf = 1e30, best_dec[MAX_SWEEP];
+    k.late = malloc(sizeof(int64_t) * (size_t)prompt);
+    double best_pf = 1e30, best_pfc = 1e30, best_dec[MAX_SWEEP];
     int rc = 1;
-    if (!k.seqs || !k.tok || !k.pos || !k.rowseq || !k.rows || !k.logits) {
+    if (!k.seqs || !k.tok || !k.pos || !k.rowseq || !k.rows || !k.logits || !k.late) {
         err = (di_error){0};
         di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d sequences", maxb);
         goto out;
@@ -311,7 +338,7 @@ static int cmd_bench(int argc, char **argv) {
         if (m.sm.seq_new(m.sm.model, &k.seqs[s], &err)) goto out;
     for (int i = 0; i < nb; i++) {
         best_dec[i] = 1e30;
-        if (run_batch(&m, &k, batches[i], prompt, decode, reps, &best_pf, &best_dec[i], &err)) goto out;
+        if (run_batch(&m, &k, batches[i], prompt, decode, reps, &best_pf, keep, &best_pfc, &best_dec[i], &err)) goto out;
     }
     double bytes = (double)m.decode_bytes;
     printf("model        %s (%s, %lld layers, hidden %lld)\n", loc.dir, di_arch_name(c->arch), (long long)c->n_layers,
@@ -319,6 +346,11 @@ static int cmd_bench(int argc, char **argv) {
     printf("threads      %d\n", nthreads);
     printf("bandwidth    read %.1f GB/s, triad %.1f GB/s (3 x 128 MiB, best of 5)\n", rbw, tbw);
     printf("prefill      %d-token prompt: %.1f tokens/s (best of %d)\n", prompt, prompt / best_pf, reps * nb);
+    if (keep)
+        printf("compact      %d-token prompt, layers %d..%lld on its last %lld tokens: %.1f tokens/s (best of %d), "
+               "%.2fx exact\n",
+               prompt, di_v41_late_layer(c), (long long)c->n_layers - 1, (long long)keep, prompt / best_pfc, reps * nb,
+               best_pf / best_pfc);
     for (int i = 0; i < nb; i++) {
         int B = batches[i];
         double dec_tps = (double)decode * B / best_dec[i], floor_tps = rbw * 1e9 / bytes * B;
@@ -338,7 +370,7 @@ static int cmd_bench(int argc, char **argv) {
 out:
     if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
     for (int s = 0; s < maxb && k.seqs; s++) di_seq_destroy(k.seqs[s]);
-    free(k.seqs), free(k.tok), free(k.pos), free(k.rowseq), free(k.rows), free(k.logits);
+    free(k.seqs), free(k.tok), free(k.pos), free(k.rowseq), free(k.rows), free(k.logits), free(k.late);
     cli_model_free(&m);
     return rc;
 }

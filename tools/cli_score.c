@@ -12,12 +12,17 @@
 #include "args/cli_model_dir.h"
 #include "io/model_dir.h"
 #include "ops/backend.h"
+#include "score/compact_quality.h"
+#include "util/env.h"
 
 static const char USAGE[] =
     "usage: deepinfer score --model DIR --prompt-ids 1,2,3 [--all-positions]\n"
     "                       [--steps N | --force-ids 7,8,9] --logits-out F.bin [--ids-out F.txt]\n"
     "                       [--chunk K] [--batch-with M] [--backend cpu|cuda]\n"
     "                       [--released-index-k] [--engram-hash FILE]\n"
+    "                       [--yoco-compact] [--yoco-keep-tokens N]\n"
+    "       deepinfer score --model DIR --compact-quality [--prompts 8] [--prompt-len 512] [--steps 32]\n"
+    "                       [--yoco-keep-tokens N]\n"
     "\n"
     "Prefill the prompt, then single-token decode steps, and write the logits.\n"
     "\n"
@@ -36,6 +41,14 @@ static const char USAGE[] =
     "                     (single-token decode steps then differ from prefill, as DeepSeek's code does)\n"
     "  --engram-hash FILE V4.1: Engram hash constants (engram_hash.json, or a golden manifest);\n"
     "                     default: the model directory's engram_hash.json, else the released ones\n"
+    "  --yoco-compact     V4.1 compact prefill (architecture.md 6.5; also\n"
+    "                     $DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact): the layers after the last\n"
+    "                     KV source run only on the prompt's tail; --all-positions is then refused\n"
+    "  --yoco-keep-tokens N  that tail (default 140; also $DEEPINFER_YOCO_PREFILL_KEEP_TOKENS)\n"
+    "  --compact-quality  print how far compact prefill moves the outputs from exact: --prompts\n"
+    "                     pseudo-random prompts of --prompt-len.. +88 tokens, exact greedy --steps,\n"
+    "                     compact teacher-forced on them; mean/max |d logit| of the first generated\n"
+    "                     position, its argmax agreement and that over all steps\n"
     "\n"
     "Logits are bit-identical whatever --chunk and --batch-with are (and, without\n"
     "--released-index-k, whether a position is prefilled or decoded).\n";
@@ -52,6 +65,53 @@ static int parse_ids(const char *flag, const char *s, int32_t **out) {
     return n;
 }
 
+/* $DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE / _KEEP_TOKENS over the flags (README "Environment"). */
+static int yoco_from_env(int *yoco, int64_t *keep) {
+    const char *mode = di_env(DI_ENV_YOCO_MODE), *k = di_env(DI_ENV_YOCO_KEEP);
+    if (mode && !strcmp(mode, "compact")) *yoco = 1;
+    else if (mode && !strcmp(mode, "exact")) *yoco = 0;
+    else if (mode) {
+        fprintf(stderr, "error: $%s must be \"exact\" or \"compact\", got \"%s\"\n", di_env_name(DI_ENV_YOCO_MODE), mode);
+        return 1;
+    }
+    if (k && di_cli_parse_i64(di_env_name(DI_ENV_YOCO_KEEP), k, 1, INT64_MAX, keep)) return 1;
+    return 0;
+}
+
+/* --compact-quality: compact_quality.h's figures, one line each. */
+static int compact_quality(const char *model, const char *backend, const char *engram_hash, int n_prompts,
+                           int prompt_len, int steps, int64_t keep) {
+    di_error err = {0};
+    di_backend_kind bk;
+    if (di_backend_select(backend, &bk, &err) || di_backend_use(bk, &err)) {
+        fprintf(stderr, "deepinfer score: %s\n", err.msg);
+        return 1;
+    }
+    cli_model m;
+    memset(&m, 0, sizeof m);
+    di_model_location loc;
+    di_v4_options opt = {.engram_hash = engram_hash};
+    di_compact_quality q;
+    int rc = 1;
+    if (di_cli_locate_model(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err) ||
+        di_compact_quality_run(&m.sm, n_prompts, prompt_len, steps, keep, &q, &err)) {
+        fprintf(stderr, "deepinfer score: %s\n", err.msg);
+    } else {
+        printf("model                    %s\n", loc.dir);
+        printf("prompts                  %d of %d..%d tokens, keep %lld, %d greedy steps\n", q.n_prompts,
+               q.prompt_len_min, q.prompt_len_max, (long long)q.keep, q.steps);
+        printf("first_mean_abs_diff      %.6g\n", q.first_mean_abs);
+        printf("first_max_abs_diff       %.6g\n", q.first_max_abs);
+        printf("first_logit_std          %.6g\n", q.first_logit_std);
+        printf("first_mean_abs_over_std  %.6g\n", q.first_logit_std > 0 ? q.first_mean_abs / q.first_logit_std : 0);
+        printf("first_argmax_agreement   %.6g\n", q.first_agree);
+        printf("greedy_argmax_agreement  %.6g\n", q.greedy_agree);
+        rc = 0;
+    }
+    cli_model_free(&m);
+    return rc;
+}
+
 static int cmd_score(int argc, char **argv) {
     if (di_cli_wants_help(argc, argv)) {
         fputs(USAGE, stdout);
@@ -60,6 +120,8 @@ static int cmd_score(int argc, char **argv) {
     const char *model = NULL, *prompt_s = NULL, *force_s = NULL, *logits_out = NULL, *ids_out = NULL, *backend = "cpu";
     const char *engram_hash = NULL, *v;
     int all_positions = 0, steps = 0, chunk = 0, batch_with = 0, have_steps = 0, released = 0;
+    int yoco = 0, quality = 0, n_prompts = 8, prompt_len = 512;
+    int64_t yoco_keep = 0;
     struct {
         const char *flag;
         const char **dst;
@@ -78,6 +140,16 @@ static int cmd_score(int argc, char **argv) {
             all_positions = 1;
         } else if (!strcmp(argv[i], "--released-index-k")) {
             released = 1;
+        } else if (!strcmp(argv[i], "--yoco-compact")) {
+            yoco = 1;
+        } else if (!strcmp(argv[i], "--compact-quality")) {
+            quality = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
+            if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &yoco_keep)) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--prompts", &v)) {
+            if (!v || di_cli_parse_int("--prompts", v, 1, 4096, &n_prompts)) return 2;
+        } else if (di_cli_flag_value(argc, argv, &i, "--prompt-len", &v)) {
+            if (!v || di_cli_parse_int("--prompt-len", v, 1, 1 << 24, &prompt_len)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--steps", &v)) {
             if (!v || di_cli_parse_int("--steps", v, 0, 1 << 24, &steps)) return 2;
             have_steps = 1;
@@ -89,6 +161,15 @@ static int cmd_score(int argc, char **argv) {
             fprintf(stderr, "error: unknown option '%s' (see deepinfer score --help)\n", argv[i]);
             return 2;
         }
+    }
+    if (yoco_from_env(&yoco, &yoco_keep)) return 2;
+    if (quality) return compact_quality(model, backend, engram_hash, n_prompts, prompt_len, have_steps ? steps : 32,
+                                        yoco_keep ? yoco_keep : 140);
+    if (yoco && all_positions) {
+        fprintf(stderr, "deepinfer score: --all-positions is not available in compact prefill "
+                        "(--yoco-compact or $DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact): the late layers run only "
+                        "on the prompt's tail, so the earlier positions have no logits; score them in exact mode\n");
+        return 2;
     }
     if (!prompt_s || !logits_out) {
         fprintf(stderr, "error: --prompt-ids and --logits-out are required (see deepinfer score --help)\n");
@@ -128,7 +209,8 @@ static int cmd_score(int argc, char **argv) {
     if (released && m.arch != DI_ARCH_V41)
         fprintf(stderr, "deepinfer score: note: --released-index-k only changes DeepSeek-V4.1 models\n");
     di_score_req req = {.prompt = prompt, .n_prompt = np, .all_positions = all_positions, .steps = steps,
-                        .force_ids = force, .n_force = nf, .chunk = chunk, .batch_with = batch_with};
+                        .force_ids = force, .n_force = nf, .chunk = chunk, .batch_with = batch_with,
+                        .yoco_keep = yoco ? (yoco_keep ? yoco_keep : 140) : 0};
     if (di_score_run(&m.sm, &req, &res, &err)) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;

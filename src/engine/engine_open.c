@@ -414,11 +414,6 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_engine_backend_acquire(e->cfg.accelerator, e->cfg.batch_invariant, &bk, err))) return st;
     e->backend = bk;
     e->cfg.accelerator = di_backend_name(bk);
-    if (e->cfg.yoco_compact && bk != DI_BACKEND_CPU)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "compact prefill (yoco_compact) runs on the CPU backend only in this build; the %s "
-                            "backend runs exact prefill",
-                            e->cfg.accelerator);
     st = di_model_load(e->model_dir, &mo, &e->model, err);
     di_engine_backend_loaded(bk);
     if (st) return st;

@@ -47,18 +47,6 @@ static int window_floored(const di_fwd *f) {
     return 0;
 }
 
-/* The window entries (di_attn_list: positions max(0, p-win+1) .. p first)
- * below the row's floor become NULL: the attention skips them (CPU: the
- * list is host memory; compact prefill runs on the CPU only). */
-static void mask_below_floor(const di_fwd *f) {
-    int64_t win = f->cfg->sliding_window;
-    for (int m = 0; m < f->M; m++) {
-        int64_t p = f->pos[m], t0 = p - win + 1 > 0 ? p - win + 1 : 0, lo = f->win_lo[f->ws->t.row_seg[m]];
-        const uint16_t **list = f->ws->kvptr + (size_t)m * f->ws->kvptr_stride;
-        for (int64_t t = t0; t < lo && t <= p; t++) list[t - t0] = NULL;
-    }
-}
-
 /* The step's kv rows into the rings (one scatter). */
 static void write_ring(const di_fwd *f, int layer) {
     int hd = (int)f->cfg->head_dim, n = ring_dst(f, layer);
@@ -171,20 +159,11 @@ void di_attn_block(di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L, int la
     attn_tabs(f, L, layer);
     di_tabs *t = &ws->t;
     int indexed = L->ratio > 0 && L->topk_layer >= 0;
-    if (window_floored(f)) { /* compact prefill: di_attn_dec's sequence with the entries below the floor masked */
-        di_attn_list(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv,
-                     hd, t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk,
-                     ws->kvptr, ws->kvptr_stride, ws->nidx);
-        mask_below_floor(f);
-        di_sparse_attn(f->x, M, ws->q, qld, H, hd, ws->kvptr, ws->kvptr_stride, ws->nidx, aw->sink,
-                       (float)(1.0 / sqrt((double)hd)), ws->o, qld);
-        di_rope_tab(f->x, M, ws->o, qld, H, hd, (int)c->qk_rope_head_dim, cs, sn, 1);
-    } else {
-        di_attn_dec(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv,
-                    hd, t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk,
-                    ws->kvptr, ws->kvptr_stride, ws->nidx, ws->q, qld, H, aw->sink, (float)(1.0 / sqrt((double)hd)),
-                    (int)c->qk_rope_head_dim, cs, sn, ws->o, qld);
-    }
+    /* compact prefill: the late layers' windows floored at each segment's late_from (ops.h di_attn_dec seg_lo) */
+    di_attn_dec(f->x, M, f->pos, t->row_seg, t->seg_row0, t->seg_pos0, t->ring, (int)c->sliding_window, ws->kv, hd,
+                t->ckv, t->page_rows, L->ratio, indexed ? ws->topk : NULL, (int)c->index_topk, ws->ntopk, ws->kvptr,
+                ws->kvptr_stride, ws->nidx, window_floored(f) ? f->win_lo : NULL, ws->q, qld, H, aw->sink,
+                (float)(1.0 / sqrt((double)hd)), (int)c->qk_rope_head_dim, cs, sn, ws->o, qld);
     if (!early) write_ring(f, layer);
     attn_out_proj(f, aw, out);
 }

@@ -60,7 +60,7 @@ typedef struct di_v4_batch {
      * (the engine gives every row of a request max(0, prompt length - keep tokens)), and
      * those layers' windows see no position below late_from. Rows that skip them give no
      * logits, hidden states or late target hiddens (zeros). NULL = every row runs every
-     * layer (exact). CPU only; `hidden` must be NULL. */
+     * layer (exact). `hidden` must be NULL. */
     const int64_t *late_from;
     /* Device backends only (the engine queue and greedy loop, ops/backend.h); the CPU ignores both: */
     int tokens_on_device;        /* 1: the step's tokens are already in the model's device token

@@ -173,11 +173,8 @@ static deepinfer_status check_tokens(const di_v41_model *m, const di_v4_batch *b
     return DEEPINFER_OK;
 }
 
-/* What a compact-prefill batch (late_from) may ask: the CPU, no full hidden states, §6.5's condition. */
+/* What a compact-prefill batch (late_from) may ask: no full hidden states, §6.5's condition. */
 static deepinfer_status check_compact(di_v41_model *m, const di_v4_batch *b, di_error *err) {
-    if (di_exec_on_device(&m->core.x) || b->logits_on_device || b->tokens_on_device)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "compact prefill (late_from) runs on the CPU backend only in this build");
     if (b->hidden)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                             "compact prefill gives no full-prompt hidden states: batch.hidden must be NULL");
@@ -209,7 +206,7 @@ static void capture_target(const di_core *core, const di_fwd *f, const di_v4_bat
     di_hc_mean(f->x, f->M, core->R, hc, d, b->target_hidden + (size_t)r0 * ld + (size_t)t * d, ld);
 }
 
-/* The same for a compacted pass of k rows (CPU): each late row into its own
+/* The same for a compacted pass of k rows: each late row into its own
  * batch row, zeros for the rows that skipped the late layers. */
 static void capture_target_compact(const di_core *core, const di_fwd *f, const di_v4_batch *b, int r0, int k, int t) {
     const di_model_config *c = &core->cfg;
@@ -218,7 +215,7 @@ static void capture_target_compact(const di_core *core, const di_fwd *f, const d
     for (int i = 0, j = 0; i < k; i++) {
         uint16_t *dst = b->target_hidden + (size_t)(r0 + i) * ld + (size_t)t * d;
         if (j < f->M && core->keep[j] == i) di_hc_mean(f->x, 1, core->R + (size_t)j * hcd, hc, d, dst, ld), j++;
-        else memset(dst, 0, (size_t)d * 2);
+        else di_fill_f32(f->x, (float *)dst, (size_t)d / 2, 0.0f); /* bf16 zeros (d, ld even) */
     }
 }
 
@@ -240,7 +237,9 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
         di_core_embed(core, &f, m->w.embed);
         di_block_chain_start(&f);
         /* compact prefill (dsv41_compact.h): the step shrinks to its late rows before layer `late` */
-        int late = b->late_from ? di_v41_late_layer(c) : c->n_layers, compacted = 0;
+        /* (a pass it would not change runs exact: decode steps, recorded ones included) */
+        int late = b->late_from && !di_v41_compact_identity(&f, b, r0) ? di_v41_late_layer(c) : c->n_layers;
+        int compacted = 0;
         for (int l = 0; l < c->n_layers; l++) {
             const di_layer_cfg *L = &c->layers[l];
             if (l == late) {

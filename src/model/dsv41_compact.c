@@ -49,11 +49,38 @@ static deepinfer_status ensure_buffers(di_core *core, di_error *err) {
     return DEEPINFER_OK;
 }
 
-/* Rows keep[j] -> j of a [M][elems] buffer (keep increasing, keep[j] >= j: in place). */
-static void gather(void *buf, size_t row_bytes, const int *keep, int n) {
+/* Rows keep[j] -> j of a [M][row_bytes] buffer in backend memory (keep increasing, keep[j] >= j:
+ * in place). Runs of consecutive rows move in one copy each, in pieces no longer than the run's
+ * shift, so that no copy's source and destination overlap; the copies run in order (stream order
+ * on a device). */
+static void gather(di_exec *x, void *buf, size_t row_bytes, const int *keep, int n) {
     char *p = buf;
-    for (int j = 0; j < n; j++)
-        if (keep[j] != j) memcpy(p + (size_t)j * row_bytes, p + (size_t)keep[j] * row_bytes, row_bytes);
+    for (int j = 0; j < n;) {
+        if (keep[j] == j) {
+            j++;
+            continue;
+        }
+        int r = 1;
+        while (j + r < n && keep[j + r] == keep[j] + r) r++;
+        int shift = keep[j] - j;
+        for (int o = 0; o < r;) {
+            int k = r - o < shift ? r - o : shift;
+            size_t bytes = (size_t)k * row_bytes;
+            di_copy_2d(x, 1, p + (size_t)(keep[j] + o) * row_bytes, bytes, p + (size_t)(j + o) * row_bytes, bytes,
+                       bytes);
+            o += k;
+        }
+        j += r;
+    }
+}
+
+int di_v41_compact_identity(const di_fwd *f, const di_v4_batch *b, int r0) {
+    int64_t win = f->cfg->sliding_window;
+    for (int m = 0; m < f->M; m++) {
+        int64_t lo = b->late_from[r0 + m], p = f->pos[m];
+        if (lo > 0 && (p < lo || p - win + 1 < lo)) return 0;
+    }
+    return 1;
 }
 
 deepinfer_status di_v41_compact_rows(di_core *core, di_fwd *f, const di_v4_batch *b, int r0, di_error *err) {
@@ -91,13 +118,13 @@ deepinfer_status di_v41_compact_rows(di_core *core, di_fwd *f, const di_v4_batch
     }
     /* what crosses layers per row: the residual, the carried pre, the latest top-k and candidate blocks */
     size_t hcd = (size_t)(c->hc_mult * c->hidden_size);
-    gather(core->R, hcd * 2, core->keep, n);
-    gather(ws->pre_in, 4 * sizeof(float), core->keep, n);
-    gather(ws->topk, (size_t)c->index_topk * sizeof(int), core->keep, n);
-    gather(ws->ntopk, sizeof(int), core->keep, n);
+    gather(f->x, core->R, hcd * 2, core->keep, n);
+    gather(f->x, ws->pre_in, 4 * sizeof(float), core->keep, n);
+    gather(f->x, ws->topk, (size_t)c->index_topk * sizeof(int), core->keep, n);
+    gather(f->x, ws->ntopk, sizeof(int), core->keep, n);
     if (ws->cand) {
-        gather(ws->cand, (size_t)c->candidate_topk_blocks * sizeof(int), core->keep, n);
-        gather(ws->ncand, sizeof(int), core->keep, n);
+        gather(f->x, ws->cand, (size_t)c->candidate_topk_blocks * sizeof(int), core->keep, n);
+        gather(f->x, ws->ncand, sizeof(int), core->keep, n);
     }
     f->M = n;
     f->nseg = ns;
@@ -105,8 +132,21 @@ deepinfer_status di_v41_compact_rows(di_core *core, di_fwd *f, const di_v4_batch
     f->pos = core->kpos;
     f->win_lo = core->klo;
     int rd = (int)c->qk_rope_head_dim; /* the tables are per position: the same bits as the full pass's rows */
-    di_rope_table(n, core->kpos, core->inv_main, rd, ws->rope_cs[0], ws->rope_sn[0]);
-    di_rope_table(n, core->kpos, core->inv_cmp, rd, ws->rope_cs[1], ws->rope_sn[1]);
+    if (di_exec_on_device(f->x)) { /* built on the host, then copied (di_core_fwd_init's way) */
+        gather(f->x, ws->tok, sizeof *ws->tok, core->keep, n); /* it holds the pass's tokens (device-sampled too) */
+        f->dtok = ws->tok;
+        size_t h = (size_t)n * (size_t)(rd / 2);
+        float *tb = ws->t.rope;
+        di_rope_table(n, core->kpos, core->inv_main, rd, tb, tb + h);
+        di_rope_table(n, core->kpos, core->inv_cmp, rd, tb + 2 * h, tb + 3 * h);
+        di_copy_h2d(f->x, ws->rope_cs[0], tb, h * sizeof *tb);
+        di_copy_h2d(f->x, ws->rope_sn[0], tb + h, h * sizeof *tb);
+        di_copy_h2d(f->x, ws->rope_cs[1], tb + 2 * h, h * sizeof *tb);
+        di_copy_h2d(f->x, ws->rope_sn[1], tb + 3 * h, h * sizeof *tb);
+    } else {
+        di_rope_table(n, core->kpos, core->inv_main, rd, ws->rope_cs[0], ws->rope_sn[0]);
+        di_rope_table(n, core->kpos, core->inv_cmp, rd, ws->rope_cs[1], ws->rope_sn[1]);
+    }
     return DEEPINFER_OK;
 }
 
@@ -132,7 +172,11 @@ deepinfer_status di_v41_compact_logits(di_core *core, di_fwd *f, const di_v4_bat
         while (i + n < b->n_logits && b->logit_rows[i + n] - r0 < k && j + n < f->M &&
                b->logit_rows[i + n] == b->logit_rows[i] + n && core->keep[j + n] == row + n)
             n++;
-        di_gemm(f->x, n, f->ws->xn + (size_t)j * d, (size_t)d, head, 0, b->logits + (size_t)i * V, NULL, (size_t)V);
+        /* di_core_logits' destinations: device logits stay there (logits_on_device) or come back */
+        int dev_keep = core->dlogits && b->logits_on_device;
+        float *out = dev_keep ? core->dlogits + (size_t)i * V : core->dlogits ? core->dlogits : b->logits + (size_t)i * V;
+        di_gemm(f->x, n, f->ws->xn + (size_t)j * d, (size_t)d, head, 0, out, NULL, (size_t)V);
+        if (core->dlogits && !dev_keep) di_copy_d2h(f->x, b->logits + (size_t)i * V, out, sizeof(float) * (size_t)n * V);
         i += n;
         j += n;
     }

@@ -28,9 +28,14 @@ int di_v41_late_layer(const di_model_config *c);
  * Named errors otherwise. */
 deepinfer_status di_v41_compact_check(const di_model_config *c, int64_t keep, int64_t draft, di_error *err);
 
+/* Whether compacting the pass [r0, r0 + f->M) of `b` would change nothing: every row runs the
+ * late layers and no window reaches below its floor (decode rows, a prompt's rows past its tail's
+ * first window). The pass then runs as an exact one (recorded decode steps included). */
+int di_v41_compact_identity(const di_fwd *f, const di_v4_batch *b, int r0);
+
 /* Compact the pass [r0, r0 + f->M) of `b` (b->late_from set) to its late
- * rows, in place; core->keep[j] is then the pass row of compacted row j.
- * f->M may become 0. */
+ * rows, in place (backend memory: row copies in stream order); core->keep[j]
+ * is then the pass row of compacted row j. f->M may become 0. */
 deepinfer_status di_v41_compact_rows(di_core *core, di_fwd *f, const di_v4_batch *b, int r0, di_error *err);
 
 /* The logits of the pass's logit rows from the compacted rows (the head's

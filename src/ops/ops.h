@@ -571,11 +571,17 @@ void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, con
  * row's entries inside a fused split-entry kernel (tensor-core logits and
  * P.V, per-split softmax, fixed-order combine): equal to the sequence to
  * fp32/bf16 rounding, not bitwise, deterministic, a row's bits independent
- * of M; `list` and `n_idx` are then scratch (list not written). */
+ * of M; `list` and `n_idx` are then scratch (list not written).
+ * seg_lo (host table, NULL = none): per segment the lowest position its
+ * rows' windows may see (V4.1 compact prefill's floor, architecture.md
+ * §6.5, model/batch.h late_from): after di_attn_list the window entries of
+ * positions t < seg_lo[row_seg[m]] are NULL (absent). With a floor both
+ * backends run the op sequence (list, floor, sparse attention, rotation). */
 void di_attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                  const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                  uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
-                 const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
+                 const uint16_t **list, size_t stride, int *n_idx, const int64_t *seg_lo, const uint16_t *q, size_t ldq,
+                 int nheads,
                  const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out, size_t ldo);
 
 /* DSpark block attention lists: row m of segment s attends to ring slots

@@ -91,12 +91,17 @@ void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w,
 void di_attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                  const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                  uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
-                 const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
-                 const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out, size_t ldo) {
+                 const uint16_t **list, size_t stride, int *n_idx, const int64_t *seg_lo, const uint16_t *q, size_t ldq,
+                 int nheads, const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out,
+                 size_t ldo) {
     DI_DEV_CALL(x, attn_dec, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K,
-        ntopk, list, stride, n_idx, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo);
+        ntopk, list, stride, n_idx, seg_lo, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo);
     di_attn_list(x, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K, ntopk,
                  list, stride, n_idx);
+    for (int m = 0; seg_lo && m < M; m++) { /* the floor (the CPU's list is host memory) */
+        int64_t p = pos[m], t0 = p - win + 1 > 0 ? p - win + 1 : 0, lo = seg_lo[row_seg[m]];
+        for (int64_t t = t0; t < lo && t <= p; t++) list[(size_t)m * stride + (size_t)(t - t0)] = NULL;
+    }
     di_sparse_attn(x, M, q, ldq, nheads, hd, list, stride, n_idx, sink, scale, out, ldo);
     di_rope_tab(x, M, out, ldo, nheads, hd, rd, cs, sn, 1);
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dsv41_compact.h"
+
 typedef struct sreq {
     di_seq_state *s;
     int32_t *prompt;
@@ -47,6 +49,20 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
     if (req->n_prompt < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: the prompt is empty");
     if (req->batch_with < 0 || req->batch_with > 256)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: --batch-with %d is outside 0..256", req->batch_with);
+    if (req->yoco_keep < 0)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: yoco_keep %lld is negative",
+                            (long long)req->yoco_keep);
+    if (req->yoco_keep > 0) {
+        if (req->all_positions)
+            return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                                "score: --all-positions is not available in compact prefill "
+                                "(YOCO_PREFILL_TRUNCATION_MODE=compact): the layers after the last KV source run "
+                                "only on the last %lld prompt tokens, so the earlier positions have no logits; "
+                                "score them in exact mode",
+                                (long long)req->yoco_keep);
+        deepinfer_status cs = di_v41_compact_check(c, req->yoco_keep, 0, err);
+        if (cs) return cs;
+    }
     int ndec = req->force_ids ? req->n_force : req->steps;
     if (ndec < 0) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "score: negative decode steps");
     int total = (req->all_positions ? req->n_prompt : 1) + ndec;
@@ -77,7 +93,7 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
     }
     int got = 0, decoded = 0;
     int32_t *tok = NULL;
-    int64_t *pos = NULL;
+    int64_t *pos = NULL, *late = NULL;
     di_seq_state **seq = NULL;
     int *lrows = NULL;
     float *lbuf = NULL;
@@ -98,8 +114,10 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
                 size_t nc = (size_t)(n + k) * 2 + 64;
                 void *a = realloc(tok, nc * sizeof *tok), *b = realloc(pos, nc * sizeof *pos);
                 void *cc = realloc(seq, nc * sizeof *seq), *d = realloc(lrows, nc * sizeof *lrows);
+                void *lf = realloc(late, nc * sizeof *late);
                 tok = a ? a : tok, pos = b ? b : pos, seq = cc ? cc : seq, lrows = d ? d : lrows;
-                if (!a || !b || !cc || !d) {
+                late = lf ? lf : late;
+                if (!a || !b || !cc || !d || !lf) {
                     st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "score: out of memory");
                     break;
                 }
@@ -110,6 +128,7 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
                 tok[n + t] = in_prompt ? r->prompt[r->fed + t] : (r->main && req->force_ids ? req->force_ids[decoded] : r->next);
                 pos[n + t] = r->s->n_tokens + t;
                 seq[n + t] = r->s;
+                late[n + t] = r->n_prompt > req->yoco_keep ? r->n_prompt - req->yoco_keep : 0;
             }
             r->row0 = n;
             r->nrows = k;
@@ -133,7 +152,8 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
             break;
         }
         lbuf = nb;
-        di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = seq, .n_logits = nl, .logit_rows = lrows, .logits = lbuf};
+        di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = seq, .n_logits = nl, .logit_rows = lrows, .logits = lbuf,
+                         .late_from = req->yoco_keep > 0 ? late : NULL};
         if ((st = m->forward(m->model, &b, err))) break;
         /* collect */
         int li = 0;
@@ -161,7 +181,7 @@ deepinfer_status di_score_run(const di_score_model *m, const di_score_req *req, 
         di_seq_destroy(q[i].s);
         free(q[i].prompt);
     }
-    free(q), free(tok), free(pos), free(seq), free(lrows), free(lbuf);
+    free(q), free(tok), free(pos), free(late), free(seq), free(lrows), free(lbuf);
     if (st) {
         di_score_result_free(out);
         return st;

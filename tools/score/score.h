@@ -29,6 +29,9 @@ typedef struct di_score_req {
     int n_force;
     int chunk;                /* prefill chunk size; 0 = the whole prompt */
     int batch_with;           /* unrelated requests in the same steps */
+    int64_t yoco_keep;        /* > 0: V4.1 compact prefill (architecture.md §6.5): the layers after the last KV
+                                 source run only on each prompt's last yoco_keep tokens; all_positions is then
+                                 refused (those rows have no logits); 0 = exact */
 } di_score_req;
 
 typedef struct di_score_result {

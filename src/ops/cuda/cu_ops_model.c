@@ -100,18 +100,28 @@ static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg,
              "dic_attn_list");
 }
 
-/* Fast mode at decode sizes: the fused kernels; else the op sequence. */
+/* Fast mode at decode sizes: the fused kernels; else the op sequence (always with a window
+ * floor, seg_lo: the list, dic_attn_floor, sparse attention, the rotation). */
 static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
-                     const int *ntopk, const uint16_t **list, size_t stride, int *n_idx, const uint16_t *q, size_t ldq,
-                     int nheads, const float *sink, float scale, int rd, const float *cs, const float *sn,
-                     uint16_t *out, size_t ldo) {
+                     const int *ntopk, const uint16_t **list, size_t stride, int *n_idx, const int64_t *seg_lo,
+                     const uint16_t *q, size_t ldq, int nheads, const float *sink, float scale, int rd, const float *cs,
+                     const float *sn, uint16_t *out, size_t ldo) {
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
-    if (!dic_attn_dec_ok(&c->dc, M, nheads, hd, rd, stride, ldo)) {
+    if (seg_lo || !dic_attn_dec_ok(&c->dc, M, nheads, hd, rd, stride, ldo)) {
         di_attn_list(x, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K,
                      ntopk, list, stride, n_idx);
+        if (seg_lo) {
+            int ns = nseg_of(row_seg, M);
+            cu_tab_begin(c);
+            const int64_t *dpos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
+            const int *dseg = cu_tab_put(c, row_seg, (size_t)M * sizeof *row_seg);
+            const int64_t *dlo = cu_tab_put(c, seg_lo, (size_t)ns * sizeof *seg_lo);
+            cu_tab_flush(c);
+            CU_LAUNCH(x, dic_attn_floor(&c->dc, M, dpos, dseg, dlo, win, list, stride), "dic_attn_floor");
+        }
         di_sparse_attn(x, M, q, ldq, nheads, hd, list, stride, n_idx, sink, scale, out, ldo);
         di_rope_tab(x, M, out, ldo, nheads, hd, rd, cs, sn, 1);
         return;

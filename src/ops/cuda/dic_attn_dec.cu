@@ -30,6 +30,10 @@
  * row's bits depend only on that row and on the list stride (the block
  * split), never on M. An absent or p == 0 entry adds 0 * v (the CPU skips
  * it): equal unless v holds inf / NaN.
+ *
+ * k_ad_floor (dic_attn_floor): the window floor of di_attn_dec's seg_lo on a
+ * built list (compact prefill, architecture.md §6.5): CTA = row, window
+ * entries below the row's segment floor set to NULL.
  */
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_model.h"
@@ -761,5 +765,24 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), AD_CT, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
                sink, rd, cs, sn, out, ldo);
+    DIC_LAUNCH_CHECK();
+}
+
+static __global__ void k_ad_floor(const int64_t *pos, const int *row_seg, const int64_t *seg_lo, int win,
+                                  const uint16_t **list, size_t stride) {
+    DIC_PDL_ENTER();
+    const int m = blockIdx.x;
+    const int64_t p = pos[m], t0 = p - win + 1 > 0 ? p - win + 1 : 0, lo = seg_lo[row_seg[m]];
+    for (int i = threadIdx.x; i < win; i += blockDim.x) {
+        const int64_t t = t0 + i;
+        if (t < lo && t <= p) list[(size_t)m * stride + i] = NULL;
+    }
+}
+
+extern "C" cudaError_t dic_attn_floor(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg,
+                                      const int64_t *seg_lo, int win, const uint16_t **list, size_t stride) {
+    if (M <= 0) return cudaSuccess;
+    if (win < 1 || stride < (size_t)win) return cudaErrorInvalidValue;
+    DIC_LAUNCH(k_ad_floor, dim3((unsigned)M), 128, 0, c->stream, pos, row_seg, seg_lo, win, list, stride);
     DIC_LAUNCH_CHECK();
 }

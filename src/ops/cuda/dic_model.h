@@ -67,6 +67,12 @@ cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int 
                          const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out,
                          size_t ldo);
 
+/* The window floor of ops.h di_attn_dec (seg_lo) [dic_attn_dec.cu]: after
+ * dic_attn_list, row m's window entries of positions t < seg_lo[row_seg[m]]
+ * become NULL (device tables pos, row_seg, seg_lo; list [M][stride]). */
+cudaError_t dic_attn_floor(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int64_t *seg_lo,
+                           int win, const uint16_t **list, size_t stride);
+
 /* Query / kv post-processing [dic_norm_rope.cu] (ops.h di_q_post,
  * di_attn_kv_post), one kernel each in fast mode; *_ok says whether the
  * kernel applies (else the caller runs the op sequence). dst / src_row:

@@ -116,7 +116,7 @@ static void dec_case(dcase d) {
     uint16_t *ref = malloc((size_t)M * ldo * 2), *got = malloc((size_t)M * ldo * 2);
     memset(ref, 0, (size_t)M * ldo * 2);
     di_attn_dec(&x, M, pos, seg, row0, pos0, hring, d.win, kv, hd, d.ratio > 0 ? hckv : NULL, prs, d.ratio, topk, K,
-                ntopk, list, stride, nidx, q, ldq, H, sink, scale, d.rd, cs, sn, ref, ldo);
+                ntopk, list, stride, nidx, NULL, q, ldq, H, sink, scale, d.rd, cs, sn, ref, ldo);
 
     /* GPU */
     dic_ctx c;
