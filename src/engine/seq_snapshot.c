@@ -7,8 +7,7 @@
 
 typedef struct snap_header {
     int64_t n_tokens;     /* P: the position the snapshot was taken at */
-    int32_t ikey_pub;
-    di_engram_seq engram; /* unused by restore (it truncates the live history), kept for inspection */
+    int32_t ikey_pub;     /* its value at P (the Engram history is truncated in place, not saved) */
     int k;                /* tokens the snapshot covers */
     int k_ring;           /* ring rows saved per backbone layer: min(k, window) */
 } snap_header;
@@ -47,7 +46,7 @@ static void ring_rows(const di_seq_state *s, const di_model_config *cfg, int l, 
 
 void di_seq_snapshot_take(const di_seq_state *s, const di_model_config *cfg, int k, void *room) {
     unsigned char *p = room;
-    snap_header h = {.n_tokens = s->n_tokens, .ikey_pub = s->ikey_pub, .engram = s->engram, .k = k < 0 ? 0 : k,
+    snap_header h = {.n_tokens = s->n_tokens, .ikey_pub = s->ikey_pub, .k = k < 0 ? 0 : k,
                      .k_ring = ring_rows_for(cfg, k)};
     di_copy_h2d(di_dev_exec(), p, &h, sizeof h); /* the room is backend memory */
     p += sizeof h;

@@ -78,7 +78,7 @@ TEST(seq_snapshot_rollback_is_invisible_and_copy_is_exact) {
     int sa = di_pool_slot_acquire(&pool), sb = di_pool_slot_acquire(&pool), sc = di_pool_slot_acquire(&pool);
     CHECK(sa >= 0 && sb >= 0 && sc >= 0 && di_pool_slot_acquire(&pool) == -1);
     di_seq_state *A = di_pool_seq(&pool, sa), *B = di_pool_seq(&pool, sb), *C = di_pool_seq(&pool, sc);
-    CHECK(!di_pool_grow(&pool, sa, 300) && !di_pool_grow(&pool, sb, 300) && !di_pool_grow(&pool, sc, 300));
+    CHECK(!di_pool_grow(&pool, sa, 400) && !di_pool_grow(&pool, sb, 400) && !di_pool_grow(&pool, sc, 400));
     di_seq_reset(A, cfg), di_seq_reset(B, cfg);
     float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
     /* both sequences see 250 tokens (crossing window 32, ratio-4 groups and 16-row pages) */
@@ -94,6 +94,21 @@ TEST(seq_snapshot_rollback_is_invisible_and_copy_is_exact) {
         ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);
     }
     CHECK_MSG(ok, "a rolled-back draft changed the logits");
+    for (int round = 0; round < 12; round++) {
+        /* partial rollback: A runs k drafts and keeps the first j, B runs only those j */
+        int k = 1 + round % 6, j = (round * 5) % (k + 1);
+        int32_t d[6];
+        for (int i = 0; i < k; i++) d[i] = (round * 29 + i * 11 + 3) % V;
+        int64_t P = A->n_tokens;
+        di_seq_snapshot_take(A, cfg, k, di_pool_snapshot_room(&pool, sa));
+        for (int i = 0; i < k; i++) CHECK(feed(m, A, d[i], la));
+        CHECK(di_seq_snapshot_restore_to(A, cfg, di_pool_snapshot_room(&pool, sa), P + j, NULL) == DEEPINFER_OK);
+        for (int i = 0; i < j; i++) CHECK(feed(m, B, d[i], lb));
+        int32_t real = (round * 17 + 9) % V;
+        CHECK(feed(m, A, real, la) && feed(m, B, real, lb));
+        ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);
+    }
+    CHECK_MSG(ok, "a partial rollback (restore_to) changed the logits");
     /* a copy continues exactly like its source */
     CHECK(di_seq_copy(C, B, cfg, NULL) == DEEPINFER_OK);
     for (int t = 0; t < 40; t++) {
@@ -105,7 +120,8 @@ TEST(seq_snapshot_rollback_is_invisible_and_copy_is_exact) {
     di_pool_slot_release(&pool, sc);
     sc = di_pool_slot_acquire(&pool);
     CHECK(di_seq_copy(di_pool_seq(&pool, sc), B, cfg, NULL) == DEEPINFER_ERR_LIMIT);
-    fprintf(stderr, "    6 drafts of 1..6 tokens rolled back: bitwise invisible; a forked copy tracks its source for 40 tokens\n");
+    fprintf(stderr, "    6 drafts of 1..6 tokens rolled back: bitwise invisible; 12 partly kept: like the kept tokens "
+                    "alone; a forked copy tracks its source for 40 tokens\n");
     free(la), free(lb);
     di_pool_free(&pool);
     di_v4_free(m);

@@ -649,7 +649,7 @@ static void snapshot_case(di_v4_model *m) {
     CHECK(di_pool_init(&pool, cfg, &g, 3, 200, NULL) == DEEPINFER_OK);
     int sa = di_pool_slot_acquire(&pool), sb = di_pool_slot_acquire(&pool), sc = di_pool_slot_acquire(&pool);
     di_seq_state *A = di_pool_seq(&pool, sa), *B = di_pool_seq(&pool, sb), *C = di_pool_seq(&pool, sc);
-    CHECK(!di_pool_grow(&pool, sa, 300) && !di_pool_grow(&pool, sb, 300) && !di_pool_grow(&pool, sc, 300));
+    CHECK(!di_pool_grow(&pool, sa, 400) && !di_pool_grow(&pool, sb, 400) && !di_pool_grow(&pool, sc, 400));
     di_seq_reset(A, cfg), di_seq_reset(B, cfg);
     float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
     CHECK(la && lb);
@@ -666,14 +666,29 @@ static void snapshot_case(di_v4_model *m) {
         ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);
     }
     CHECK_MSG(ok, "a rolled-back draft changed the logits (device snapshot)");
+    for (int round = 0; round < 12; round++) {
+        /* partial rollback: A runs k drafts and keeps the first j, B runs only those j */
+        int k = 1 + round % 6, j = (round * 5) % (k + 1);
+        int32_t d[6];
+        for (int i = 0; i < k; i++) d[i] = (round * 29 + i * 11 + 3) % V;
+        int64_t P = A->n_tokens;
+        di_seq_snapshot_take(A, cfg, k, di_pool_snapshot_room(&pool, sa));
+        for (int i = 0; i < k; i++) CHECK(feed(m, A, d[i], la));
+        CHECK(di_seq_snapshot_restore_to(A, cfg, di_pool_snapshot_room(&pool, sa), P + j, NULL) == DEEPINFER_OK);
+        for (int i = 0; i < j; i++) CHECK(feed(m, B, d[i], lb));
+        int32_t real = (round * 17 + 9) % V;
+        CHECK(feed(m, A, real, la) && feed(m, B, real, lb));
+        ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);
+    }
+    CHECK_MSG(ok, "a partial rollback (restore_to) changed the logits (device snapshot)");
     CHECK(di_seq_copy(C, B, cfg, NULL) == DEEPINFER_OK);
     for (int t = 0; t < 40; t++) {
         CHECK(feed(m, B, (t * 5 + 2) % V, lb) && feed(m, C, (t * 5 + 2) % V, la));
         ok &= !memcmp(la, lb, sizeof(float) * (size_t)V);
     }
     CHECK_MSG(ok, "a copied device state diverged from its source");
-    fprintf(stderr, "    cuda state pool: 6 drafts of 1..6 tokens rolled back bitwise invisibly; a copied slot tracks "
-                    "its source for 40 tokens\n");
+    fprintf(stderr, "    cuda state pool: 6 drafts of 1..6 tokens rolled back bitwise invisibly, 12 partly kept like "
+                    "the kept tokens alone; a copied slot tracks its source for 40 tokens\n");
     free(la), free(lb);
     di_pool_free(&pool);
 }
