@@ -19,6 +19,7 @@ struct di_v4_model {
     di_lane_cores lanes;       /* lanes 1.. of a split step (lanes.h) */
     int lanes_max;             /* 0: the pool size (lanes.h); tests and benches set it */
     size_t step_weight_bytes;  /* di_v4_decode_weight_bytes, at load */
+    struct di_ep_model *ep;    /* expert parallelism (moe_ep.h); NULL: one rank */
 };
 
 /* hc_head collapse, norm and head for the rows of [r0, r0+M) listed in

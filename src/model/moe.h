@@ -8,6 +8,10 @@
  *
  * Each expert runs as one GEMM over exactly the rows that chose it; a row's
  * arithmetic never depends on which other rows share an expert.
+ *
+ * Under expert parallelism (mw->ep, moe_ep.h) the routed experts run on
+ * their ranks and the combine keeps the order above, so the bits are one
+ * rank's.
  */
 #ifndef DI_MODEL_MOE_H
 #define DI_MODEL_MOE_H

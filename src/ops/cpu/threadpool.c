@@ -47,6 +47,7 @@ struct di_threadpool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t caller; /* held by the thread whose region is on the pool (concurrent callers take turns) */
     _Atomic uint64_t work;  /* (gen, chunks, next chunk) of the current region */
     atomic_uint done;       /* chunks finished in the current region */
     atomic_int stop;
@@ -139,6 +140,7 @@ deepinfer_status di_threadpool_create(int nthreads, di_threadpool **out, di_erro
     tp->n = nthreads;
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
+    pthread_mutex_init(&tp->caller, NULL);
     atomic_init(&tp->work, 0);
     atomic_init(&tp->done, 0);
     atomic_init(&tp->stop, 0);
@@ -177,6 +179,7 @@ void di_threadpool_destroy(di_threadpool *tp) {
     free(tp->threads);
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
+    pthread_mutex_destroy(&tp->caller);
     free(tp);
 }
 
@@ -208,6 +211,7 @@ static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
         tl_in_region = was;
         return;
     }
+    pthread_mutex_lock(&tp->caller); /* one region on the pool at a time, whoever calls */
     tp->fn = fn;
     tp->ctx = ctx;
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
@@ -228,6 +232,7 @@ static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
         if (++spins < SPIN_ITERS) DI_PAUSE();
         else sched_yield();
     }
+    pthread_mutex_unlock(&tp->caller);
 }
 
 void di_threadpool_run(di_threadpool *tp, di_task_fn fn, void *ctx) {
