@@ -96,7 +96,7 @@ size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
         b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
         for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
             b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
-        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+        b += di_moe_expert_bytes(&bw->moe) * (size_t)c->num_experts_per_tok;
     }
     return b;
 }

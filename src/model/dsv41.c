@@ -143,7 +143,7 @@ size_t di_v41_decode_weight_bytes(const di_v41_model *m) {
         b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
         for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
             b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
-        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+        b += di_moe_expert_bytes(&bw->moe) * (size_t)c->num_experts_per_tok;
     }
     size_t row = (size_t)c->engram_head_dim + (size_t)c->engram_head_dim / 32; /* e4m3 row + e8m0 scales */
     for (int i = 0; i < m->w.n_engram; i++) b += m->w.engram_wkv[i].bytes + row * (size_t)c->engram_cols;

@@ -39,3 +39,9 @@ void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uin
     di_moe_routed(x, M, K, ws->sel, ws->rw, E, mw->w1, mw->w3, mw->w2, xn, (size_t)d, d, ab, o->routed_limit, &b,
                   mw->has_shared ? out : NULL, ws->y, out, (size_t)d);
 }
+
+size_t di_moe_expert_bytes(const di_moe_w *mw) {
+    for (int e = 0; e < mw->n_experts; e++)
+        if (mw->w1[e].bytes) return mw->w1[e].bytes + mw->w2[e].bytes + mw->w3[e].bytes;
+    return 0;
+}

@@ -33,4 +33,8 @@ typedef struct di_moe_opts {
  * f->tokens. */
 void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uint16_t *xn, uint16_t *out);
 
+/* Packed bytes of one routed expert (w1 + w2 + w3) of the layer: the first
+ * bound one (under expert parallelism a rank binds only its own). */
+size_t di_moe_expert_bytes(const di_moe_w *mw);
+
 #endif
