@@ -52,8 +52,11 @@ struct di_threadpool {
     atomic_uint done;       /* chunks finished in the current region */
     atomic_int stop;
     atomic_int sleepers;
-    di_task_fn fn;          /* written before `work` is published */
-    void *ctx;
+    /* the region's task, stored before `work` publishes it (release / acquire on `work`); atomic
+     * because a late worker may load them while the next region's caller stores them (its claim
+     * then fails and the values are dropped) */
+    _Atomic(di_task_fn) fn;
+    _Atomic(void *) ctx;
 };
 
 static _Thread_local int tl_in_region;
@@ -80,8 +83,8 @@ static void run_chunks(di_threadpool *tp) {
     for (;;) {
         uint64_t w = atomic_load_explicit(&tp->work, memory_order_acquire);
         if (w_idx(w) >= w_cnt(w)) return;
-        di_task_fn fn = tp->fn;
-        void *ctx = tp->ctx;
+        di_task_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&tp->ctx, memory_order_relaxed);
         if (!atomic_compare_exchange_weak_explicit(&tp->work, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         fn(ctx, (int)w_idx(w), (int)w_cnt(w));
@@ -212,8 +215,8 @@ static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
         return;
     }
     pthread_mutex_lock(&tp->caller); /* one region on the pool at a time, whoever calls */
-    tp->fn = fn;
-    tp->ctx = ctx;
+    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&tp->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
     uint64_t w = atomic_load(&tp->work);
     uint64_t gen = (w_gen(w) + 1) & ((1u << GEN_BITS) - 1);
