@@ -46,6 +46,9 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     stf = NULL;
 
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    int64_t ep_k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
+                                                                          : c->stage_num_experts_per_tok;
+    if ((st = di_ep_reserve(m->ep, m->core.max_rows * (int)ep_k, err))) goto fail; /* steps allocate nothing */
     m->hbuf = di_dev_alloc((size_t)m->core.max_rows * (size_t)(c->hc_mult * c->hidden_size) * 2);
     if (!m->hbuf) {
         st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");

@@ -98,6 +98,9 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     spec = NULL;
     m->lanes_max = m->ep ? 1 : 0; /* every rank runs the same MoE calls in the same order: no lanes */
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    int64_t ep_k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
+                                                                          : c->stage_num_experts_per_tok;
+    if ((st = di_ep_reserve(m->ep, m->core.max_rows * (int)ep_k, err))) goto fail; /* steps allocate nothing */
     if ((st = setup_engram(m, dir, opt, err))) goto fail;
     set_options(m, opt);
     if ((st = di_v41_dspark_init(m, err))) goto fail;

@@ -33,21 +33,26 @@ deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int
     di_ep_model *ep = calloc(1, sizeof *ep);
     if (!ep) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
     ep->comm = comm, ep->rank = ep_rank, ep->size = ep_size, ep->cfg = cfg;
+    ep->sb = calloc((size_t)ep_size, sizeof(size_t)), ep->so = calloc((size_t)ep_size, sizeof(size_t));
+    ep->rb = calloc((size_t)ep_size, sizeof(size_t)), ep->ro = calloc((size_t)ep_size, sizeof(size_t));
+    if (!ep->sb || !ep->so || !ep->rb || !ep->ro) {
+        di_ep_model_free(ep);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
+    }
     *out = ep;
     return DEEPINFER_OK;
 }
 
-static void layer_scratch_free(di_ep_layer *L) {
-    free(L->exec), free(L->sel_loc), free(L->inv2), free(L->sendbuf), free(L->recvbuf);
-    L->exec = L->sel_loc = L->inv2 = NULL;
-    L->sendbuf = L->recvbuf = NULL;
-    L->cap = 0;
+static void scratch_free(di_ep_model *ep) {
+    free(ep->exec), free(ep->sel_loc), free(ep->inv2), free(ep->sendbuf), free(ep->recvbuf);
+    ep->exec = ep->sel_loc = ep->inv2 = NULL;
+    ep->sendbuf = ep->recvbuf = NULL;
+    ep->cap = 0;
 }
 
 static void layer_free(di_ep_layer *L) {
-    layer_scratch_free(L);
     free(L->ncopies), free(L->copies), free(L->load), free(L->local), free(L->W1), free(L->W3), free(L->W2);
-    free(L->seen), free(L->off), free(L->sb), free(L->so), free(L->rb), free(L->ro);
+    free(L->seen), free(L->off);
     if (L->mw) L->mw->ep = NULL;
     free(L);
 }
@@ -57,6 +62,8 @@ void di_ep_model_free(di_ep_model *ep) {
     for (int l = 0; l < ep->nlayers; l++) layer_free(ep->layers[l]);
     free(ep->layers);
     di_spec_free(ep->spec);
+    scratch_free(ep);
+    free(ep->sb), free(ep->so), free(ep->rb), free(ep->ro);
     free(ep);
 }
 
@@ -107,11 +114,9 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
         L->W1 = calloc((size_t)E, sizeof(di_wmat)), L->W3 = calloc((size_t)E, sizeof(di_wmat));
         L->W2 = calloc((size_t)E, sizeof(di_wmat));
         L->seen = calloc((size_t)E, sizeof(int)), L->off = calloc((size_t)E + 2, sizeof(int));
-        L->sb = calloc((size_t)S, sizeof(size_t)), L->so = calloc((size_t)S, sizeof(size_t));
-        L->rb = calloc((size_t)S, sizeof(size_t)), L->ro = calloc((size_t)S, sizeof(size_t));
     }
     if (!L || !res || ep->nlayers == ep->caplayers || !L->ncopies || !L->copies || !L->load || !L->local || !L->W1 ||
-        !L->W3 || !L->W2 || !L->seen || !L->off || !L->sb || !L->so || !L->rb || !L->ro) {
+        !L->W3 || !L->W2 || !L->seen || !L->off) {
         if (L) layer_free(L);
         free(res);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
@@ -132,20 +137,26 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
     return DEEPINFER_OK;
 }
 
-static int grow(di_ep_layer *L, int n, int d) {
-    if (n <= L->cap) return 1;
-    layer_scratch_free(L);
-    L->exec = malloc(sizeof(int) * (size_t)n);
-    L->sel_loc = malloc(sizeof(int) * (size_t)n);
-    L->inv2 = malloc(sizeof(int) * (size_t)n);
-    L->sendbuf = malloc((size_t)n * (size_t)d * 2);
-    L->recvbuf = malloc((size_t)n * (size_t)d * 2);
-    if (!L->exec || !L->sel_loc || !L->inv2 || !L->sendbuf || !L->recvbuf) {
-        layer_scratch_free(L);
+static int grow(di_ep_model *ep, int n, int d) {
+    if (n <= ep->cap) return 1;
+    scratch_free(ep);
+    ep->exec = malloc(sizeof(int) * (size_t)n);
+    ep->sel_loc = malloc(sizeof(int) * (size_t)n);
+    ep->inv2 = malloc(sizeof(int) * (size_t)n);
+    ep->sendbuf = malloc((size_t)n * (size_t)d * 2);
+    ep->recvbuf = malloc((size_t)n * (size_t)d * 2);
+    if (!ep->exec || !ep->sel_loc || !ep->inv2 || !ep->sendbuf || !ep->recvbuf) {
+        scratch_free(ep);
         return 0;
     }
-    L->cap = n;
+    ep->cap = n;
     return 1;
+}
+
+deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err) {
+    if (!ep || grow(ep, entries, (int)ep->cfg->hidden_size)) return DEEPINFER_OK;
+    return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory for %d routing entries",
+                        entries);
 }
 
 static void fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const char *what) {
@@ -164,7 +175,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     const di_model_config *c = f->cfg;
     int M = f->M, K = o->topk, E = L->E, d = (int)c->hidden_size, S = ep->size, me = ep->rank, n = M * K;
     if (M <= 0) return;
-    if (!grow(L, n, d)) {
+    if (!grow(ep, n, d)) {
         fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
         return;
     }
@@ -174,13 +185,13 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         int e = sel[i], j = L->seen[e]++;
         int r = L->copies[e * MAXC + j % L->ncopies[e]];
         L->load[e]++;
-        L->exec[i] = r;
-        L->sel_loc[i] = r == me ? L->local[e] : L->nloc;
+        ep->exec[i] = r;
+        ep->sel_loc[i] = r == me ? L->local[e] : L->nloc;
         if (r == me && j % L->ncopies[e]) L->replica_entries++;
     }
     /* 3. this rank's entries through its resident experts (the sequence of ops.h di_moe_routed) */
     int nl = L->nloc, *off = L->off, *inv = ws->moe_inv;
-    di_moe_dispatch(x, M, K, L->sel_loc, nl + 1, off, ws->moe_rows, inv);
+    di_moe_dispatch(x, M, K, ep->sel_loc, nl + 1, off, ws->moe_rows, inv);
     if (off[nl] > 0) {
         int I = L->W1[0].n, ab = c->act_block;
         di_moe_gather(x, n, off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
@@ -191,21 +202,21 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     /* 4. combine: each output to the rank of its row's slice, in increasing (row, slot) */
     size_t row = (size_t)d * 2, at = 0;
     for (int s = 0; s < S; s++) {
-        L->so[s] = at;
+        ep->so[s] = at;
         for (int i = slice_lo(M, s, S) * K; i < slice_lo(M, s + 1, S) * K; i++)
-            if (L->exec[i] == me) memcpy((char *)L->sendbuf + at, ws->eo + (size_t)inv[i] * d, row), at += row;
-        L->sb[s] = at - L->so[s];
+            if (ep->exec[i] == me) memcpy((char *)ep->sendbuf + at, ws->eo + (size_t)inv[i] * d, row), at += row;
+        ep->sb[s] = at - ep->so[s];
     }
     int a = slice_lo(M, me, S), b = slice_lo(M, me + 1, S), Ms = b - a;
     at = 0;
     for (int r = 0; r < S; r++) {
-        L->ro[r] = at;
+        ep->ro[r] = at;
         for (int i = a * K; i < b * K; i++)
-            if (L->exec[i] == r) at += row;
-        L->rb[r] = at - L->ro[r];
+            if (ep->exec[i] == r) at += row;
+        ep->rb[r] = at - ep->ro[r];
     }
     di_error e = {0};
-    deepinfer_status st = di_comm_alltoallv(ep->comm, L->sendbuf, L->sb, L->so, L->recvbuf, L->rb, L->ro, &e);
+    deepinfer_status st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
     if (st) {
         fail(ep, st, &e, "combine");
         return;
@@ -218,24 +229,24 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
                 int et = sel[m * K + t];
                 q += et < es || (et == es && t < s);
             }
-            L->inv2[(m - a) * K + s] = (m - a) * K + q;
+            ep->inv2[(m - a) * K + s] = (m - a) * K + q;
         }
     for (int r = 0; r < S; r++) {
-        const char *src = (const char *)L->recvbuf + L->ro[r];
+        const char *src = (const char *)ep->recvbuf + ep->ro[r];
         for (int i = a * K; i < b * K; i++)
-            if (L->exec[i] == r) memcpy(ws->xe + (size_t)L->inv2[i - a * K] * d, src, row), src += row;
+            if (ep->exec[i] == r) memcpy(ws->xe + (size_t)ep->inv2[i - a * K] * d, src, row), src += row;
     }
     if (Ms > 0) {
-        di_moe_combine(x, Ms, K, L->inv2, ws->xe, (size_t)d, d, ws->y);
+        di_moe_combine(x, Ms, K, ep->inv2, ws->xe, (size_t)d, d, ws->y);
         if (shared) di_add_bf16_f32_x(x, ws->y, shared + (size_t)a * d, (size_t)Ms * d);
         di_f32_to_bf16_x(x, ws->y, out + (size_t)a * d, (size_t)Ms * d);
     }
     /* 5. every rank gets every row */
     for (int r = 0; r < S; r++) {
-        L->ro[r] = (size_t)slice_lo(M, r, S) * row;
-        L->rb[r] = (size_t)(slice_lo(M, r + 1, S) - slice_lo(M, r, S)) * row;
+        ep->ro[r] = (size_t)slice_lo(M, r, S) * row;
+        ep->rb[r] = (size_t)(slice_lo(M, r + 1, S) - slice_lo(M, r, S)) * row;
     }
-    st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, L->rb, L->ro, &e);
+    st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
     if (st) fail(ep, st, &e, "all-gather");
 }
 

@@ -63,11 +63,7 @@ typedef struct di_ep_layer {
     int *local;                   /* [E] slot in W1/W3/W2, or -1: not resident */
     int nloc;
     di_wmat *W1, *W3, *W2;        /* [nloc] the resident experts (views of mw's), increasing id */
-    /* step scratch, grown on demand */
-    int cap;                      /* entries (rows * k) */
-    int *exec, *sel_loc, *inv2, *seen, *off;
-    uint16_t *sendbuf, *recvbuf;  /* [cap][dim] */
-    size_t *sb, *so, *rb, *ro;    /* [size] */
+    int *seen, *off;              /* [E], [E+2] step scratch */
 } di_ep_layer;
 
 struct di_ep_model {
@@ -79,6 +75,11 @@ struct di_ep_model {
     int nlayers, caplayers;
     deepinfer_status status;      /* the first failure of a step (moe blocks return nothing) */
     di_error err;
+    /* step scratch shared by the layers (they run one after another), reserved at load */
+    int cap;                      /* entries (rows * k) */
+    int *exec, *sel_loc, *inv2;   /* [cap] */
+    uint16_t *sendbuf, *recvbuf;  /* [cap][dim] */
+    size_t *sb, *so, *rb, *ro;    /* [size] */
 };
 
 /* The EP settings of a load: ep_size 0 is 1; an error names what to fix
@@ -93,6 +94,10 @@ void di_ep_model_free(di_ep_model *ep);
 void di_ep_owned(const di_ep_model *ep, int E, int *lo, int *hi);
 /* After the layer's experts [lo, hi) were bound: its EP state (mw->ep). */
 deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix, di_error *err);
+/* The step scratch for `entries` (rows * k) routing entries, reserved after
+ * the load so that a step allocates nothing (a rank that failed inside a
+ * step would leave the others waiting in a collective). */
+deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err);
 /* Keep the spec for replica binding (the model frees it with ep). */
 void di_ep_keep_spec(di_ep_model *ep, di_weight_spec *spec);
 /* The step's first EP failure (then cleared), else OK. */
