@@ -40,6 +40,11 @@ typedef struct di_v4_options {
     uint64_t reserve_device, reserve_host, budget;
     struct di_load_plan *plan_out;
     int plan_only;
+    /* Expert parallelism (model/moe_ep.h): this process or thread is rank ep_rank of ep_size
+     * (0 = 1: every expert here); it binds only its routed experts and runs its MoE blocks over
+     * `comm` (borrowed, size ep_size; must outlive the model). */
+    int ep_rank, ep_size;
+    struct di_comm *comm;
 } di_v4_options;
 
 typedef struct di_v4_batch {

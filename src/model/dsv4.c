@@ -9,6 +9,7 @@
 #include "model/block.h"
 #include "model/dsv4_internal.h"
 #include "model/mhc.h"
+#include "model/moe_ep.h"
 #include "model/load_plan.h"
 #include "model/tensor_spec.h"
 
@@ -23,6 +24,7 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
                           di_arch_name(c->arch));
     if (!st) st = di_core_check_config(c, err);
     if (!st) st = di_seq_set_max_draft(c, opt ? opt->max_draft : 0, err); /* sizes the compressor state */
+    if (!st) st = di_ep_model_create(c, opt ? opt->ep_rank : 0, opt ? opt->ep_size : 0, opt ? opt->comm : NULL, &m->ep, err);
     if (st) {
         free(m);
         return st;
@@ -36,13 +38,18 @@ deepinfer_status di_v4_load(const char *dir, const di_v4_options *opt, di_v4_mod
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
     /* the plan before any large allocation: refused here when it does not fit (load_plan.h) */
     if ((st = di_load_plan_for_load(c, spec, opt, err)) || (opt && opt->plan_only)) goto fail;
-    if ((st = di_v4_weights_bind(&m->w, c, spec, err))) goto fail;
-    di_spec_free(spec);
+    if ((st = di_v4_weights_bind_ep(&m->w, c, spec, m->ep, err))) goto fail;
+    if (m->ep) di_ep_keep_spec(m->ep, spec); /* replicas bind from it (di_eplb_apply) */
+    else di_spec_free(spec);
     spec = NULL;
+    m->lanes_max = m->ep ? 1 : 0; /* every rank runs the same MoE calls in the same order: no lanes */
     m->st = stf == given ? NULL : stf; /* stays mapped while the model lives (di_wmat_raw); borrowed: the caller's */
     stf = NULL;
 
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    int64_t ep_k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
+                                                                          : c->stage_num_experts_per_tok;
+    if ((st = di_ep_reserve(m->ep, m->core.max_rows * (int)ep_k, err))) goto fail; /* steps allocate nothing */
     m->hbuf = di_dev_alloc((size_t)m->core.max_rows * (size_t)(c->hc_mult * c->hidden_size) * 2);
     if (!m->hbuf) {
         st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
@@ -69,6 +76,7 @@ fail:
 void di_v4_free(di_v4_model *m) {
     if (!m) return;
     di_v4_mtp_free(m);
+    di_ep_model_free(m->ep);
     di_v4_weights_free(&m->w);
     di_lane_cores_free(&m->lanes);
     di_core_free(&m->core);
@@ -94,7 +102,7 @@ size_t di_v4_decode_weight_bytes(const di_v4_model *m) {
         b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
         for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
             b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
-        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+        b += di_moe_expert_bytes(&bw->moe) * (size_t)c->num_experts_per_tok;
     }
     return b;
 }
@@ -152,7 +160,7 @@ static deepinfer_status run_lane(void *p, int lane, int r0, int n, di_error *err
     return DEEPINFER_OK;
 }
 
-void di_v4_set_lanes(di_v4_model *m, int n) { m->lanes_max = n; }
+void di_v4_set_lanes(di_v4_model *m, int n) { m->lanes_max = m->ep ? 1 : n; }
 
 deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *err) {
     deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
@@ -164,5 +172,6 @@ deepinfer_status di_v4_forward(di_v4_model *m, const di_v4_batch *b, di_error *e
         return di_lanes_run(nl, start, run_lane, &c, err);
     }
     forward_rows(m, &m->core, b, 0, b->n);
-    return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
+    st = di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
+    return st ? st : di_ep_take_status(m->ep, err);
 }

@@ -13,6 +13,7 @@
 #include "model/dsv41_compact.h"
 #include "model/dsv41_internal.h"
 #include "model/mhc.h"
+#include "model/moe_ep.h"
 #include "model/load_plan.h"
 #include "model/tensor_spec.h"
 #include "util/file.h"
@@ -77,6 +78,7 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     deepinfer_status st = di_config_load(dir, c, err);
     if (!st) st = check_v41(c, err);
     if (!st) st = di_seq_set_max_draft(c, opt ? opt->max_draft : 0, err); /* sizes the compressor state */
+    if (!st) st = di_ep_model_create(c, opt ? opt->ep_rank : 0, opt ? opt->ep_size : 0, opt ? opt->comm : NULL, &m->ep, err);
     if (st) {
         free(m);
         return st;
@@ -91,10 +93,15 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
     /* the plan before any large allocation: refused here when it does not fit (load_plan.h) */
     if ((st = di_load_plan_for_load(c, spec, opt, err)) || (opt && opt->plan_only)) goto fail;
-    if ((st = di_v41_weights_bind(&m->w, c, spec, err))) goto fail;
-    di_spec_free(spec);
+    if ((st = di_v41_weights_bind_ep(&m->w, c, spec, m->ep, err))) goto fail;
+    if (m->ep) di_ep_keep_spec(m->ep, spec); /* replicas bind from it (di_eplb_apply) */
+    else di_spec_free(spec);
     spec = NULL;
+    m->lanes_max = m->ep ? 1 : 0; /* every rank runs the same MoE calls in the same order: no lanes */
     if ((st = di_core_init(&m->core, opt, err))) goto fail;
+    int64_t ep_k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
+                                                                          : c->stage_num_experts_per_tok;
+    if ((st = di_ep_reserve(m->ep, m->core.max_rows * (int)ep_k, err))) goto fail; /* steps allocate nothing */
     if ((st = setup_engram(m, dir, opt, err))) goto fail;
     set_options(m, opt);
     if ((st = di_v41_dspark_init(m, err))) goto fail;
@@ -109,6 +116,7 @@ fail:
 
 void di_v41_free(di_v41_model *m) {
     if (!m) return;
+    di_ep_model_free(m->ep);
     di_v41_dspark_free(m);
     di_v41_lanes_free(m);
     di_engram_workspace_free(&m->eng_ws);
@@ -136,7 +144,7 @@ size_t di_v41_decode_weight_bytes(const di_v41_model *m) {
         b += di_block_bytes(bw) + bw->hc_attn.fn.bytes + bw->hc_ffn.fn.bytes;
         for (int e = 0; e < bw->moe.n_experts; e++) /* only num_experts_per_tok routed experts are read */
             b -= bw->moe.w1[e].bytes + bw->moe.w2[e].bytes + bw->moe.w3[e].bytes;
-        b += (bw->moe.w1[0].bytes + bw->moe.w2[0].bytes + bw->moe.w3[0].bytes) * (size_t)c->num_experts_per_tok;
+        b += di_moe_expert_bytes(&bw->moe) * (size_t)c->num_experts_per_tok;
     }
     size_t row = (size_t)c->engram_head_dim + (size_t)c->engram_head_dim / 32; /* e4m3 row + e8m0 scales */
     for (int i = 0; i < m->w.n_engram; i++) b += m->w.engram_wkv[i].bytes + row * (size_t)c->engram_cols;
@@ -295,7 +303,8 @@ deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error 
     int nl = di_v41_lanes_plan(m, b, start);
     if (nl > 1) return di_v41_lanes_forward(m, b, nl, start, err);
     if ((st = forward_rows(m, &m->core, &m->eng_ws, b, 0, b->n, err))) return st;
-    return di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
+    st = di_exec_sync(&m->core.x, err); /* device backends: the step's first failed op */
+    return st ? st : di_ep_take_status(m->ep, err);
 }
 
 deepinfer_status di_v41_forward_rows(di_v41_model *m, di_core *core, di_engram_workspace *ews, const di_v4_batch *b,

@@ -25,6 +25,7 @@ struct di_v41_model {
     di_engram_workspace lane_eng[DI_LANES_MAX];
     int lanes_max;              /* 0: the pool size (lanes.h); tests and benches set it (di_v41_set_lanes) */
     size_t step_weight_bytes;   /* di_v41_decode_weight_bytes, at load */
+    struct di_ep_model *ep;     /* expert parallelism (moe_ep.h); NULL: one rank */
     int target_slot[DI_CFG_MAX_LAYERS]; /* position of layer l in dspark_target_layer_ids, or -1 */
     /* DSpark drafting scratch (dspark.c), for up to draft_max requests at a time. Host: */
     int draft_max;

@@ -5,7 +5,7 @@
  * first step that needs them. */
 #include "model/dsv41_internal.h"
 
-void di_v41_set_lanes(di_v41_model *m, int n) { m->lanes_max = n; }
+void di_v41_set_lanes(di_v41_model *m, int n) { m->lanes_max = m->ep ? 1 : n; }
 
 int di_v41_lanes_plan(const di_v41_model *m, const di_v4_batch *b, int *start) {
     return di_lanes_plan_core(&m->core, m->lanes_max, m->step_weight_bytes, b, start);

@@ -38,6 +38,7 @@ struct di_v4_model {
     int lanes_max;             /* 0: the pool size (lanes.h); tests and benches set it */
     size_t step_weight_bytes;  /* di_v4_decode_weight_bytes, at load */
     di_mtp_scratch msc;
+    struct di_ep_model *ep;    /* expert parallelism (moe_ep.h); NULL: one rank */
 };
 
 /* The MTP drafting scratch (load time; nothing without an MTP block), its bytes. */

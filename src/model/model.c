@@ -26,6 +26,9 @@ static di_v4_options v4_options(const di_model_options *opt) {
     o.reserve_host = opt->reserve_host;
     o.budget = opt->budget;
     o.plan_out = opt->plan_out;
+    o.ep_rank = opt->ep_rank;
+    o.ep_size = opt->ep_size;
+    o.comm = opt->comm;
     return o;
 }
 

@@ -39,6 +39,10 @@ typedef struct di_model_options {
      * copy the plan (NULL: not copied). */
     uint64_t reserve_device, reserve_host, budget;
     struct di_load_plan *plan_out;
+    /* Expert parallelism (di_v4_options' fields; model/moe_ep.h): rank ep_rank of ep_size
+     * (0 = 1), over `comm` (borrowed). */
+    int ep_rank, ep_size;
+    struct di_comm *comm;
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.

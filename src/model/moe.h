@@ -8,6 +8,10 @@
  *
  * Each expert runs as one GEMM over exactly the rows that chose it; a row's
  * arithmetic never depends on which other rows share an expert.
+ *
+ * Under expert parallelism (mw->ep, moe_ep.h) the routed experts run on
+ * their ranks and the combine keeps the order above, so the bits are one
+ * rank's.
  */
 #ifndef DI_MODEL_MOE_H
 #define DI_MODEL_MOE_H
@@ -28,5 +32,9 @@ typedef struct di_moe_opts {
 /* xn: bf16 [M][dim] (ffn_norm output); out: bf16 [M][dim]. Hash layers use
  * f->tokens. */
 void di_moe_block(di_fwd *f, const di_moe_w *mw, const di_moe_opts *o, const uint16_t *xn, uint16_t *out);
+
+/* Packed bytes of one routed expert (w1 + w2 + w3) of the layer: the first
+ * bound one (under expert parallelism a rank binds only its own). */
+size_t di_moe_expert_bytes(const di_moe_w *mw);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/numfmt.h"
+#include "model/moe_ep.h"
 #include "model/wload.h"
 
 #define NAME_MAX_LEN 256
@@ -352,7 +353,7 @@ static void attn_free(di_attn_w *a) {
 }
 
 static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const di_layer_cfg *L,
-                                 const di_weight_spec *spec, const char *p, int E, di_error *err) {
+                                 const di_weight_spec *spec, const char *p, int E, di_ep_model *ep, di_error *err) {
     deepinfer_status st;
     memset(m, 0, sizeof *m);
     m->n_experts = E;
@@ -392,7 +393,9 @@ static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const 
     m->w2 = calloc((size_t)E, sizeof(di_wmat));
     m->w3 = calloc((size_t)E, sizeof(di_wmat));
     if (!m->w1 || !m->w2 || !m->w3) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "experts: out of memory");
-    for (int e = 0; e < E; e++) {
+    int lo, hi; /* this rank's experts (moe_ep.h); the others stay unbound: their bytes are never read */
+    di_ep_owned(ep, E, &lo, &hi);
+    for (int e = lo; e < hi; e++) {
         if ((st = di_bind_linear(&m->w1[e], cfg, spec, err, "%sffn.experts.%d.w1", p, e))) return st;
         if ((st = di_bind_linear(&m->w2[e], cfg, spec, err, "%sffn.experts.%d.w2", p, e))) return st;
         if ((st = di_bind_linear(&m->w3[e], cfg, spec, err, "%sffn.experts.%d.w3", p, e))) return st;
@@ -403,7 +406,7 @@ static deepinfer_status bind_moe(di_moe_w *m, const di_model_config *cfg, const 
         if ((st = di_bind_linear(&m->sw2, cfg, spec, err, "%sffn.shared_experts.w2", p))) return st;
         if ((st = di_bind_linear(&m->sw3, cfg, spec, err, "%sffn.shared_experts.w3", p))) return st;
     }
-    return DEEPINFER_OK;
+    return di_ep_attach(ep, m, p, err);
 }
 
 static void moe_free(di_moe_w *m) {
@@ -422,7 +425,8 @@ static void moe_free(di_moe_w *m) {
 }
 
 deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const di_layer_cfg *L,
-                               const di_weight_spec *spec, const char *prefix, int n_experts, di_error *err) {
+                               const di_weight_spec *spec, const char *prefix, int n_experts, di_ep_model *ep,
+                               di_error *err) {
     deepinfer_status st;
     memset(b, 0, sizeof *b);
     if ((st = di_bind_hc(&b->hc_attn, spec, prefix, "attn", err))) return st;
@@ -430,7 +434,7 @@ deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const 
     if ((st = di_bind_vec(&b->attn_norm, spec, err, "%sattn_norm.weight", prefix))) return st;
     if ((st = di_bind_vec(&b->ffn_norm, spec, err, "%sffn_norm.weight", prefix))) return st;
     if ((st = bind_attn(&b->attn, cfg, L, spec, prefix, err))) return st;
-    if ((st = bind_moe(&b->moe, cfg, L, spec, prefix, n_experts, err))) return st;
+    if ((st = bind_moe(&b->moe, cfg, L, spec, prefix, n_experts, ep, err))) return st;
     return DEEPINFER_OK;
 }
 
@@ -456,6 +460,11 @@ size_t di_block_bytes(const di_block_w *b) {
 
 deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                     di_error *err) {
+    return di_v4_weights_bind_ep(w, cfg, spec, NULL, err);
+}
+
+deepinfer_status di_v4_weights_bind_ep(di_v4_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                       di_ep_model *ep, di_error *err) {
     deepinfer_status st;
     memset(w, 0, sizeof *w);
     if ((st = di_bind_bf16(&w->embed, spec, err, "embed.weight"))) return st;
@@ -476,7 +485,7 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         snprintf(p, sizeof p, "layers.%d.", l + 1);
         di_wload_prefetch(spec, l + 1 < cfg->n_layers ? p : "mtp."); /* the next layer's pages while this one binds */
         snprintf(p, sizeof p, "layers.%d.", l);
-        if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err))) goto fail;
+        if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, ep, err))) goto fail;
         w->bytes += di_block_bytes(&w->layers[l]);
     }
     di_wload_prefetch_wait(); /* the drafter's read-ahead done before it binds */
@@ -485,7 +494,7 @@ deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg
         snprintf(p, sizeof p, "mtp.%d.", s);
         di_mtp_w *m = &w->mtp[s];
         const di_layer_cfg *L = &cfg->layers[cfg->n_layers + s];
-        if ((st = di_bind_block(&m->blk, cfg, L, spec, p, (int)cfg->stage_n_routed_experts, err))) goto fail;
+        if ((st = di_bind_block(&m->blk, cfg, L, spec, p, (int)cfg->stage_n_routed_experts, ep, err))) goto fail;
         if ((st = di_bind_linear(&m->e_proj, cfg, spec, err, "%se_proj", p))) goto fail;
         if ((st = di_bind_linear(&m->h_proj, cfg, spec, err, "%sh_proj", p))) goto fail;
         if ((st = di_bind_vec(&m->enorm, spec, err, "%senorm.weight", p))) goto fail;

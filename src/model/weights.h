@@ -75,6 +75,8 @@ typedef struct di_moe_w {
     di_wmat *w1, *w2, *w3;    /* [E] routed experts (FP4 or FP8) */
     int has_shared;
     di_wmat sw1, sw2, sw3;    /* shared expert (FP8) */
+    struct di_ep_layer *ep;   /* expert parallelism (moe_ep.h): only this rank's experts are bound
+                                 (the others' di_wmat stay zero); NULL: one rank, every expert */
 } di_moe_w;
 
 typedef struct di_block_w {
@@ -103,14 +105,21 @@ typedef struct di_v4_weights {
 } di_v4_weights;
 
 /* Bind and pack every weight of a validated V4 checkpoint. On failure the
- * message names the tensor. */
+ * message names the tensor. _ep: under expert parallelism (ep != NULL,
+ * moe_ep.h) only the rank's routed experts are bound and each MoE block gets
+ * its EP state. */
+struct di_ep_model;
 deepinfer_status di_v4_weights_bind(di_v4_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                     di_error *err);
+deepinfer_status di_v4_weights_bind_ep(di_v4_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                       struct di_ep_model *ep, di_error *err);
 void di_v4_weights_free(di_v4_weights *w);
 
-/* Shared binding helpers (also for V4.1). `prefix` is "layers.3." etc. */
+/* Shared binding helpers (also for V4.1). `prefix` is "layers.3." etc.; ep:
+ * NULL, or the rank's expert parallelism (only its experts are bound). */
 deepinfer_status di_bind_block(di_block_w *b, const di_model_config *cfg, const di_layer_cfg *L,
-                               const di_weight_spec *spec, const char *prefix, int n_experts, di_error *err);
+                               const di_weight_spec *spec, const char *prefix, int n_experts, struct di_ep_model *ep,
+                               di_error *err);
 void di_block_free(di_block_w *b);
 size_t di_block_bytes(const di_block_w *b); /* packed bytes of a block's weights */
 deepinfer_status di_bind_hc(di_hc_w *h, const di_weight_spec *spec, const char *prefix, const char *site, di_error *err);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/moe_ep.h"
 #include "model/wload.h"
 
 static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_config *cfg, const di_weight_spec *spec,
@@ -58,12 +59,12 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
 }
 
 static deepinfer_status bind_stage(di_v41_stage_w *sw, int s, const di_model_config *cfg, const di_weight_spec *spec,
-                                   di_error *err) {
+                                   di_ep_model *ep, di_error *err) {
     char p[32];
     snprintf(p, sizeof p, "mtp.%d.", s);
     deepinfer_status st;
     const di_layer_cfg *L = &cfg->layers[cfg->n_layers + s];
-    if ((st = di_bind_block(&sw->blk, cfg, L, spec, p, (int)cfg->stage_n_routed_experts, err))) return st;
+    if ((st = di_bind_block(&sw->blk, cfg, L, spec, p, (int)cfg->stage_n_routed_experts, ep, err))) return st;
     if (s == 0) {
         if ((st = di_bind_linear(&sw->main_proj, cfg, spec, err, "%smain_proj", p))) return st;
         if ((st = di_bind_vec(&sw->main_norm, spec, err, "%smain_norm.weight", p))) return st;
@@ -79,6 +80,11 @@ static deepinfer_status bind_stage(di_v41_stage_w *sw, int s, const di_model_con
 
 deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                      di_error *err) {
+    return di_v41_weights_bind_ep(w, cfg, spec, NULL, err);
+}
+
+deepinfer_status di_v41_weights_bind_ep(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                        di_ep_model *ep, di_error *err) {
     deepinfer_status st;
     memset(w, 0, sizeof *w);
     w->n_layers = cfg->n_layers;
@@ -102,7 +108,7 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
         snprintf(p, sizeof p, "layers.%d.", l + 1);
         di_wload_prefetch(spec, l + 1 < w->n_layers ? p : "mtp."); /* the next layer's pages while this one binds */
         snprintf(p, sizeof p, "layers.%d.", l);
-        if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, err)))
+        if ((st = di_bind_block(&w->layers[l], cfg, &cfg->layers[l], spec, p, (int)cfg->n_routed_experts, ep, err)))
             goto fail;
         w->bytes += di_block_bytes(&w->layers[l]);
     }
@@ -110,7 +116,7 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
     for (int i = 0; i < w->n_engram; i++)
         if ((st = bind_engram(w, i, cfg, spec, err))) goto fail;
     for (int s = 0; s < w->n_stages; s++) {
-        if ((st = bind_stage(&w->stages[s], s, cfg, spec, err))) goto fail;
+        if ((st = bind_stage(&w->stages[s], s, cfg, spec, ep, err))) goto fail;
         const di_v41_stage_w *sw = &w->stages[s];
         w->bytes += di_block_bytes(&sw->blk) + sw->main_proj.bytes + sw->markov_head.bytes + sw->conf.bytes;
     }

@@ -41,6 +41,9 @@ typedef struct di_v41_weights {
  * pointing into the checkpoint's mapping: keep it open while w is used. */
 deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                      di_error *err);
+/* The same under expert parallelism (ep != NULL: only the rank's routed experts, moe_ep.h). */
+deepinfer_status di_v41_weights_bind_ep(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                        struct di_ep_model *ep, di_error *err);
 void di_v41_weights_free(di_v41_weights *w);
 
 #endif

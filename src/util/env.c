@@ -20,6 +20,8 @@ static const char *const k_names[DI_ENV_COUNT] = {
     [DI_ENV_HF_HOME] = "HF_HOME",
     [DI_ENV_HOME] = "HOME",
     [DI_ENV_LAB] = "DEEPINFER_LAB",
+    [DI_ENV_NCCL_LIB] = "DEEPINFER_NCCL_LIB",
+    [DI_ENV_NCCL_NVLS] = "NCCL_NVLS_ENABLE",
 };
 
 const char *di_env_name(di_env_id id) { return id >= 0 && id < DI_ENV_COUNT ? k_names[id] : "?"; }

@@ -28,6 +28,8 @@ typedef enum di_env_id {
     DI_ENV_HF_HOME,          /* HF_HOME: Hugging Face's home (cache under hub/) */
     DI_ENV_HOME,             /* HOME: ~/.cache/huggingface/hub otherwise */
     DI_ENV_LAB,              /* DEEPINFER_LAB: lab builds only (lab/README.md) */
+    DI_ENV_NCCL_LIB,         /* DEEPINFER_NCCL_LIB: path of libnccl.so.2 (src/parallel/nccl.c) */
+    DI_ENV_NCCL_NVLS,        /* NCCL_NVLS_ENABLE: NCCL's own switch, set to 0 unless the user set it */
     DI_ENV_COUNT
 } di_env_id;
 

@@ -47,12 +47,16 @@ struct di_threadpool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t caller; /* held by the thread whose region is on the pool (concurrent callers take turns) */
     _Atomic uint64_t work;  /* (gen, chunks, next chunk) of the current region */
     atomic_uint done;       /* chunks finished in the current region */
     atomic_int stop;
     atomic_int sleepers;
-    di_task_fn fn;          /* written before `work` is published */
-    void *ctx;
+    /* the region's task, stored before `work` publishes it (release / acquire on `work`); atomic
+     * because a late worker may load them while the next region's caller stores them (its claim
+     * then fails and the values are dropped) */
+    _Atomic(di_task_fn) fn;
+    _Atomic(void *) ctx;
 };
 
 static _Thread_local int tl_in_region;
@@ -79,8 +83,8 @@ static void run_chunks(di_threadpool *tp) {
     for (;;) {
         uint64_t w = atomic_load_explicit(&tp->work, memory_order_acquire);
         if (w_idx(w) >= w_cnt(w)) return;
-        di_task_fn fn = tp->fn;
-        void *ctx = tp->ctx;
+        di_task_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&tp->ctx, memory_order_relaxed);
         if (!atomic_compare_exchange_weak_explicit(&tp->work, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         fn(ctx, (int)w_idx(w), (int)w_cnt(w));
@@ -139,6 +143,7 @@ deepinfer_status di_threadpool_create(int nthreads, di_threadpool **out, di_erro
     tp->n = nthreads;
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
+    pthread_mutex_init(&tp->caller, NULL);
     atomic_init(&tp->work, 0);
     atomic_init(&tp->done, 0);
     atomic_init(&tp->stop, 0);
@@ -177,6 +182,7 @@ void di_threadpool_destroy(di_threadpool *tp) {
     free(tp->threads);
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
+    pthread_mutex_destroy(&tp->caller);
     free(tp);
 }
 
@@ -208,8 +214,9 @@ static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
         tl_in_region = was;
         return;
     }
-    tp->fn = fn;
-    tp->ctx = ctx;
+    pthread_mutex_lock(&tp->caller); /* one region on the pool at a time, whoever calls */
+    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&tp->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
     uint64_t w = atomic_load(&tp->work);
     uint64_t gen = (w_gen(w) + 1) & ((1u << GEN_BITS) - 1);
@@ -228,6 +235,7 @@ static void run_n(di_threadpool *tp, int nchunks, di_task_fn fn, void *ctx) {
         if (++spins < SPIN_ITERS) DI_PAUSE();
         else sched_yield();
     }
+    pthread_mutex_unlock(&tp->caller);
 }
 
 void di_threadpool_run(di_threadpool *tp, di_task_fn fn, void *ctx) {

@@ -10,7 +10,10 @@
  *
  * Waiting workers spin briefly (a step issues many short regions) and then
  * sleep on a condition variable. A region started from inside a region runs
- * serially on the calling thread (no nesting).
+ * serially on the calling thread (no nesting). Threads outside the pool may
+ * start regions concurrently (the ranks of a loopback communicator,
+ * src/parallel/comm.h, share the process-wide pool): their regions take
+ * turns on the pool, one at a time, each with every worker.
  *
  * Size: $DEEPINFER_THREADS if set (1..256), else the number of online CPUs.
  */

@@ -1,0 +1,372 @@
+/* moe_ep.c — MoE expert parallelism and EPLB (moe_ep.h). */
+#include "model/moe_ep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/wload.h"
+
+#define MAXC DI_EP_MAX_COPIES
+
+deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int ep_size, di_comm *comm,
+                                    di_ep_model **out, di_error *err) {
+    *out = NULL;
+    const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    if (ep_size == 0) ep_size = 1;
+    if (ep_size < 1) return di_error_set(err, E, "--ep %d: the expert-parallel size must be at least 1", ep_size);
+    if (ep_rank < 0 || ep_rank >= ep_size)
+        return di_error_set(err, E, "expert-parallel rank %d is out of [0, %d)", ep_rank, ep_size);
+    if (ep_size == 1) return DEEPINFER_OK;
+    if ((int64_t)cfg->n_routed_experts % ep_size)
+        return di_error_set(err, E, "%lld experts are not divisible by --ep %d", (long long)cfg->n_routed_experts,
+                            ep_size);
+    if (cfg->n_stages > 0 && cfg->stage_n_routed_experts > 0 && (int64_t)cfg->stage_n_routed_experts % ep_size)
+        return di_error_set(err, E, "the drafter's %lld experts are not divisible by --ep %d",
+                            (long long)cfg->stage_n_routed_experts, ep_size);
+    if (!comm || comm->size != ep_size || comm->rank != ep_rank)
+        return di_error_set(err, E, "--ep %d rank %d needs a communicator of %d ranks in which it is rank %d", ep_size,
+                            ep_rank, ep_size, ep_rank);
+    if (!di_allocator_is_host())
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "expert parallelism (--ep %d) runs on the CPU backend only in this build", ep_size);
+    di_ep_model *ep = calloc(1, sizeof *ep);
+    if (!ep) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
+    ep->comm = comm, ep->rank = ep_rank, ep->size = ep_size, ep->cfg = cfg;
+    ep->sb = calloc((size_t)ep_size, sizeof(size_t)), ep->so = calloc((size_t)ep_size, sizeof(size_t));
+    ep->rb = calloc((size_t)ep_size, sizeof(size_t)), ep->ro = calloc((size_t)ep_size, sizeof(size_t));
+    if (!ep->sb || !ep->so || !ep->rb || !ep->ro) {
+        di_ep_model_free(ep);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
+    }
+    *out = ep;
+    return DEEPINFER_OK;
+}
+
+static void scratch_free(di_ep_model *ep) {
+    free(ep->exec), free(ep->sel_loc), free(ep->inv2), free(ep->sendbuf), free(ep->recvbuf);
+    ep->exec = ep->sel_loc = ep->inv2 = NULL;
+    ep->sendbuf = ep->recvbuf = NULL;
+    ep->cap = 0;
+}
+
+static void layer_free(di_ep_layer *L) {
+    free(L->ncopies), free(L->copies), free(L->load), free(L->local), free(L->W1), free(L->W3), free(L->W2);
+    free(L->seen), free(L->off);
+    if (L->mw) L->mw->ep = NULL;
+    free(L);
+}
+
+void di_ep_model_free(di_ep_model *ep) {
+    if (!ep) return;
+    for (int l = 0; l < ep->nlayers; l++) layer_free(ep->layers[l]);
+    free(ep->layers);
+    di_spec_free(ep->spec);
+    scratch_free(ep);
+    free(ep->sb), free(ep->so), free(ep->rb), free(ep->ro);
+    free(ep);
+}
+
+void di_ep_owned(const di_ep_model *ep, int E, int *lo, int *hi) {
+    if (!ep) {
+        *lo = 0, *hi = E;
+        return;
+    }
+    int per = E / ep->size;
+    *lo = ep->rank * per, *hi = *lo + per;
+}
+
+void di_ep_keep_spec(di_ep_model *ep, di_weight_spec *spec) { ep->spec = spec; }
+
+deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err) {
+    if (!ep || !ep->status) return DEEPINFER_OK;
+    deepinfer_status st = di_error_set(err, ep->status, "%s", ep->err.msg);
+    ep->status = DEEPINFER_OK;
+    return st;
+}
+
+/* The resident-expert views (W1/W3/W2 in increasing id) from mw's bound experts. */
+static void rebuild_local(di_ep_layer *L, const unsigned char *resident) {
+    L->nloc = 0;
+    for (int e = 0; e < L->E; e++) {
+        L->local[e] = resident[e] ? L->nloc : -1;
+        if (!resident[e]) continue;
+        L->W1[L->nloc] = L->mw->w1[e], L->W3[L->nloc] = L->mw->w3[e], L->W2[L->nloc] = L->mw->w2[e];
+        L->nloc++;
+    }
+}
+
+deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix, di_error *err) {
+    if (!ep) return DEEPINFER_OK;
+    int E = mw->n_experts, S = ep->size;
+    di_ep_layer *L = calloc(1, sizeof *L);
+    if (ep->nlayers == ep->caplayers) {
+        int cap = ep->caplayers ? 2 * ep->caplayers : 16;
+        di_ep_layer **p = realloc(ep->layers, (size_t)cap * sizeof *p);
+        if (p) ep->layers = p, ep->caplayers = cap;
+    }
+    unsigned char *res = calloc((size_t)E, 1);
+    if (L) {
+        L->ncopies = calloc((size_t)E, sizeof(int));
+        L->copies = calloc((size_t)E * MAXC, sizeof(int));
+        L->load = calloc((size_t)E, sizeof(int64_t));
+        L->local = calloc((size_t)E, sizeof(int));
+        L->W1 = calloc((size_t)E, sizeof(di_wmat)), L->W3 = calloc((size_t)E, sizeof(di_wmat));
+        L->W2 = calloc((size_t)E, sizeof(di_wmat));
+        L->seen = calloc((size_t)E, sizeof(int)), L->off = calloc((size_t)E + 2, sizeof(int));
+    }
+    if (!L || !res || ep->nlayers == ep->caplayers || !L->ncopies || !L->copies || !L->load || !L->local || !L->W1 ||
+        !L->W3 || !L->W2 || !L->seen || !L->off) {
+        if (L) layer_free(L);
+        free(res);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
+    }
+    ep->layers[ep->nlayers++] = L;
+    L->ep = ep, L->mw = mw, L->E = E, L->per_rank = E / S;
+    snprintf(L->prefix, sizeof L->prefix, "%s", prefix);
+    int lo, hi;
+    di_ep_owned(ep, E, &lo, &hi);
+    for (int e = 0; e < E; e++) {
+        L->ncopies[e] = 1;
+        L->copies[e * MAXC] = e / L->per_rank;
+        res[e] = e >= lo && e < hi;
+    }
+    rebuild_local(L, res);
+    free(res);
+    mw->ep = L;
+    return DEEPINFER_OK;
+}
+
+static int grow(di_ep_model *ep, int n, int d) {
+    if (n <= ep->cap) return 1;
+    scratch_free(ep);
+    ep->exec = malloc(sizeof(int) * (size_t)n);
+    ep->sel_loc = malloc(sizeof(int) * (size_t)n);
+    ep->inv2 = malloc(sizeof(int) * (size_t)n);
+    ep->sendbuf = malloc((size_t)n * (size_t)d * 2);
+    ep->recvbuf = malloc((size_t)n * (size_t)d * 2);
+    if (!ep->exec || !ep->sel_loc || !ep->inv2 || !ep->sendbuf || !ep->recvbuf) {
+        scratch_free(ep);
+        return 0;
+    }
+    ep->cap = n;
+    return 1;
+}
+
+deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err) {
+    if (!ep || grow(ep, entries, (int)ep->cfg->hidden_size)) return DEEPINFER_OK;
+    return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory for %d routing entries",
+                        entries);
+}
+
+static void fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const char *what) {
+    if (ep->status) return;
+    ep->status = st;
+    di_error_set(&ep->err, st, "expert parallelism (%s): %.900s", what, e ? e->msg : "out of memory");
+}
+
+static inline int slice_lo(int M, int s, int S) { return (int)((int64_t)M * s / S); }
+
+void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int *sel, const float *rw,
+                      const uint16_t *xn, const uint16_t *shared, uint16_t *out) {
+    di_ep_model *ep = L->ep;
+    di_exec *x = f->x;
+    di_ws *ws = f->ws;
+    const di_model_config *c = f->cfg;
+    int M = f->M, K = o->topk, E = L->E, d = (int)c->hidden_size, S = ep->size, me = ep->rank, n = M * K;
+    if (M <= 0) return;
+    if (!grow(ep, n, d)) {
+        fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
+        return;
+    }
+    /* 1-2. counters and the executing rank of every entry, in increasing (row, slot) */
+    memset(L->seen, 0, sizeof(int) * (size_t)E);
+    for (int i = 0; i < n; i++) {
+        int e = sel[i], j = L->seen[e]++;
+        int r = L->copies[e * MAXC + j % L->ncopies[e]];
+        L->load[e]++;
+        ep->exec[i] = r;
+        ep->sel_loc[i] = r == me ? L->local[e] : L->nloc;
+        if (r == me && j % L->ncopies[e]) L->replica_entries++;
+    }
+    /* 3. this rank's entries through its resident experts (the sequence of ops.h di_moe_routed) */
+    int nl = L->nloc, *off = L->off, *inv = ws->moe_inv;
+    di_moe_dispatch(x, M, K, ep->sel_loc, nl + 1, off, ws->moe_rows, inv);
+    if (off[nl] > 0) {
+        int I = L->W1[0].n, ab = c->act_block;
+        di_moe_gather(x, n, off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
+        di_gemm2_grouped(x, nl, L->W1, L->W3, off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
+        di_swiglu_n(x, off, nl, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
+        di_gemm_grouped(x, nl, L->W2, off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
+    }
+    /* 4. combine: each output to the rank of its row's slice, in increasing (row, slot) */
+    size_t row = (size_t)d * 2, at = 0;
+    for (int s = 0; s < S; s++) {
+        ep->so[s] = at;
+        for (int i = slice_lo(M, s, S) * K; i < slice_lo(M, s + 1, S) * K; i++)
+            if (ep->exec[i] == me) memcpy((char *)ep->sendbuf + at, ws->eo + (size_t)inv[i] * d, row), at += row;
+        ep->sb[s] = at - ep->so[s];
+    }
+    int a = slice_lo(M, me, S), b = slice_lo(M, me + 1, S), Ms = b - a;
+    at = 0;
+    for (int r = 0; r < S; r++) {
+        ep->ro[r] = at;
+        for (int i = a * K; i < b * K; i++)
+            if (ep->exec[i] == r) at += row;
+        ep->rb[r] = at - ep->ro[r];
+    }
+    di_error e = {0};
+    deepinfer_status st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
+    if (st) {
+        fail(ep, st, &e, "combine");
+        return;
+    }
+    /* a row's slots in the single-rank order: increasing expert id, then slot (ops.h di_moe_combine) */
+    for (int m = a; m < b; m++)
+        for (int s = 0; s < K; s++) {
+            int q = 0, es = sel[m * K + s];
+            for (int t = 0; t < K; t++) {
+                int et = sel[m * K + t];
+                q += et < es || (et == es && t < s);
+            }
+            ep->inv2[(m - a) * K + s] = (m - a) * K + q;
+        }
+    for (int r = 0; r < S; r++) {
+        const char *src = (const char *)ep->recvbuf + ep->ro[r];
+        for (int i = a * K; i < b * K; i++)
+            if (ep->exec[i] == r) memcpy(ws->xe + (size_t)ep->inv2[i - a * K] * d, src, row), src += row;
+    }
+    if (Ms > 0) {
+        di_moe_combine(x, Ms, K, ep->inv2, ws->xe, (size_t)d, d, ws->y);
+        if (shared) di_add_bf16_f32_x(x, ws->y, shared + (size_t)a * d, (size_t)Ms * d);
+        di_f32_to_bf16_x(x, ws->y, out + (size_t)a * d, (size_t)Ms * d);
+    }
+    /* 5. every rank gets every row */
+    for (int r = 0; r < S; r++) {
+        ep->ro[r] = (size_t)slice_lo(M, r, S) * row;
+        ep->rb[r] = (size_t)(slice_lo(M, r + 1, S) - slice_lo(M, r, S)) * row;
+    }
+    st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
+    if (st) fail(ep, st, &e, "all-gather");
+}
+
+/* ---- EPLB ---- */
+
+void di_eplb_map_free(di_eplb_map *map) {
+    if (!map) return;
+    free(map->ncopies), free(map->copies);
+    memset(map, 0, sizeof *map);
+}
+
+static int holds(const int *cp, int nc, int r) {
+    for (int i = 0; i < nc; i++)
+        if (cp[i] == r) return 1;
+    return 0;
+}
+
+deepinfer_status di_eplb_plan(const di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!ep) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: the model runs on one rank");
+    if (capacity < 0) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: capacity %d < 0", capacity);
+    int S = ep->size, Emax = 1;
+    for (int l = 0; l < ep->nlayers; l++)
+        if (ep->layers[l]->E > Emax) Emax = ep->layers[l]->E;
+    out->nlayers = ep->nlayers, out->E = Emax;
+    out->ncopies = calloc((size_t)ep->nlayers * Emax + 1, sizeof(int));
+    out->copies = calloc((size_t)ep->nlayers * Emax * MAXC + 1, sizeof(int));
+    double *rl = calloc((size_t)S, sizeof(double));
+    int *reps = calloc((size_t)S, sizeof(int));
+    unsigned char *done = calloc((size_t)Emax, 1);
+    if (!out->ncopies || !out->copies || !rl || !reps || !done) {
+        free(rl), free(reps), free(done);
+        di_eplb_map_free(out);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "EPLB: out of memory");
+    }
+    for (int l = 0; l < ep->nlayers; l++) {
+        const di_ep_layer *L = ep->layers[l];
+        int E = L->E, *nc = out->ncopies + (size_t)l * Emax, *cp = out->copies + (size_t)l * Emax * MAXC;
+        memset(rl, 0, sizeof(double) * (size_t)S);
+        memset(reps, 0, sizeof(int) * (size_t)S);
+        memset(done, 0, (size_t)Emax);
+        for (int e = 0; e < E; e++) {
+            nc[e] = 1;
+            cp[e * MAXC] = e / L->per_rank;
+            rl[e / L->per_rank] += (double)L->load[e];
+        }
+        for (;;) {
+            int best = -1; /* the most entries per copy; ties: lower id */
+            for (int e = 0; e < E; e++) {
+                if (done[e] || L->load[e] == 0 || nc[e] >= MAXC || nc[e] >= S) continue;
+                if (best < 0 || L->load[e] * nc[best] > L->load[best] * nc[e]) best = e;
+            }
+            if (best < 0) break;
+            int t = -1; /* the least loaded rank with room that lacks it; ties: lower rank */
+            for (int r = 0; r < S; r++)
+                if (reps[r] < capacity && !holds(cp + best * MAXC, nc[best], r) && (t < 0 || rl[r] < rl[t])) t = r;
+            if (t < 0) {
+                done[best] = 1;
+                continue;
+            }
+            double before = (double)L->load[best] / nc[best], after = (double)L->load[best] / (nc[best] + 1);
+            for (int i = 0; i < nc[best]; i++) rl[cp[best * MAXC + i]] -= before - after;
+            rl[t] += after;
+            cp[best * MAXC + nc[best]++] = t;
+            reps[t]++;
+        }
+    }
+    free(rl), free(reps), free(done);
+    return DEEPINFER_OK;
+}
+
+static void drop_expert(di_moe_w *mw, int e) {
+    di_wmat_free(&mw->w1[e]), di_wmat_free(&mw->w2[e]), di_wmat_free(&mw->w3[e]);
+    memset(&mw->w1[e], 0, sizeof mw->w1[e]), memset(&mw->w2[e], 0, sizeof mw->w2[e]);
+    memset(&mw->w3[e], 0, sizeof mw->w3[e]);
+}
+
+deepinfer_status di_eplb_apply(di_ep_model *ep, const di_eplb_map *map, di_error *err) {
+    if (!ep || !map || map->nlayers != ep->nlayers)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: the map was not planned for this model");
+    if (!ep->spec) return di_error_set(err, DEEPINFER_ERR_INTERNAL, "EPLB: the model kept no checkpoint spec");
+    int me = ep->rank;
+    deepinfer_status st = DEEPINFER_OK;
+    unsigned char *res = malloc((size_t)map->E);
+    if (!res) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "EPLB: out of memory");
+    for (int l = 0; l < ep->nlayers && !st; l++) {
+        di_ep_layer *L = ep->layers[l];
+        const int *nc = map->ncopies + (size_t)l * map->E, *cp = map->copies + (size_t)l * map->E * MAXC;
+        for (int e = 0; e < L->E && !st; e++) {
+            if (nc[e] < 1 || nc[e] > MAXC || cp[e * MAXC] != e / L->per_rank) {
+                st = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: layer %s expert %d: malformed copies",
+                                  L->prefix, e);
+                break;
+            }
+            int need = holds(cp + e * MAXC, nc[e], me), has = L->local[e] >= 0;
+            if (need && !has) {
+                const di_model_config *c = ep->cfg;
+                di_moe_w *mw = L->mw;
+                if ((st = di_bind_linear(&mw->w1[e], c, ep->spec, err, "%sffn.experts.%d.w1", L->prefix, e)) ||
+                    (st = di_bind_linear(&mw->w2[e], c, ep->spec, err, "%sffn.experts.%d.w2", L->prefix, e)) ||
+                    (st = di_bind_linear(&mw->w3[e], c, ep->spec, err, "%sffn.experts.%d.w3", L->prefix, e))) {
+                    drop_expert(mw, e);
+                    need = 0;
+                }
+            } else if (!need && has) {
+                drop_expert(L->mw, e);
+            }
+            res[e] = (unsigned char)need;
+        }
+        if (st) { /* this layer stays as it was: its resident set from before */
+            for (int e = 0; e < L->E; e++) res[e] = L->local[e] >= 0 && L->mw->w1[e].n > 0;
+            rebuild_local(L, res);
+            break;
+        }
+        memcpy(L->ncopies, nc, sizeof(int) * (size_t)L->E);
+        memcpy(L->copies, cp, sizeof(int) * (size_t)L->E * MAXC);
+        memset(L->load, 0, sizeof(int64_t) * (size_t)L->E);
+        rebuild_local(L, res);
+    }
+    di_wload_finish(); /* the replicas' file pages dropped behind them */
+    free(res);
+    return st;
+}

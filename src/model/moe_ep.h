@@ -1,0 +1,131 @@
+/*
+ * moe_ep.h — MoE expert parallelism (EP) and expert-parallel load balancing
+ * (EPLB) on a group of ranks (docs/DESIGN.md "Parallel"; architecture.md
+ * §4.7, §5.6; anchors.md §3, §6).
+ *
+ * Layout (dp = 1): every rank holds the dense and attention weights, the
+ * router and the shared expert, runs the same batch through them (the same
+ * bits on every rank) and holds only its routed experts: expert e is owned
+ * by rank e / (E / ep_size). An MoE sub-layer on rank r:
+ *   1. routes every row (the router is replicated: every rank has the same
+ *      selections and weights) and counts each expert's entries (EPLB);
+ *   2. gives each (row, slot) entry an executing rank: the j-th entry of
+ *      expert e, in increasing (row, slot), runs on copy j % copies(e) of
+ *      e (copy 0 = the owner, then the replicas in the order of the plan);
+ *   3. runs the entries it executes through its resident experts (grouped
+ *      GEMMs over exactly those rows: a row's bits never depend on which
+ *      other rows share its expert, moe.h);
+ *   4. combine: the rows are split in contiguous slices, slice s combined by
+ *      rank s; an all-to-all-v sends each expert output to the rank of its
+ *      row's slice, which sums a row's k outputs in the single-rank order
+ *      (increasing expert id, then slot: ops.h di_moe_combine), adds the
+ *      shared expert and rounds to bf16;
+ *   5. an all-gather-v of the bf16 slices gives every rank every row.
+ * No sum ever depends on where an expert ran, so every rank's outputs are
+ * bitwise those of one rank with every expert.
+ *
+ * EPLB: di_eplb_plan makes a replica map from the counters (identical on
+ * every rank under dp = 1: each routes every row), di_eplb_apply binds the
+ * new replicas from the checkpoint (the rank's own open copy: only their
+ * byte ranges are read) and drops the old ones, between steps. Replicas hold
+ * the owner's exact weights, so they compute the same bits.
+ *
+ * The CPU backend only (the loopback communicator's host buffers). Calls on
+ * one rank are not thread-safe; ranks run concurrently, each on its own
+ * model instance. di_eplb_apply loads weights: one load at a time per
+ * process (wload.h), so the ranks' applies run one after another.
+ */
+#ifndef DI_MODEL_MOE_EP_H
+#define DI_MODEL_MOE_EP_H
+
+#include <stdint.h>
+
+#include "model/forward.h"
+#include "model/moe.h"
+#include "model/tensor_spec.h"
+#include "model/weights.h"
+#include "parallel/comm.h"
+
+enum { DI_EP_MAX_COPIES = 8 }; /* copies of one expert (owner + replicas) */
+
+typedef struct di_ep_model di_ep_model;
+
+/* One MoE sub-layer's EP state (di_moe_w.ep). */
+typedef struct di_ep_layer {
+    di_ep_model *ep;
+    di_moe_w *mw;                 /* the weights it serves (resident experts bound) */
+    char prefix[32];              /* "layers.3." / "mtp.0.": the experts' tensor names */
+    int E, per_rank;              /* experts, owned per rank */
+    int *ncopies;                 /* [E] */
+    int *copies;                  /* [E][DI_EP_MAX_COPIES] ranks; [e][0] = owner */
+    int64_t *load;                /* [E] routing entries since the last plan */
+    int64_t replica_entries;      /* entries this rank ran on replicas (all time) */
+    int *local;                   /* [E] slot in W1/W3/W2, or -1: not resident */
+    int nloc;
+    di_wmat *W1, *W3, *W2;        /* [nloc] the resident experts (views of mw's), increasing id */
+    int *seen, *off;              /* [E], [E+2] step scratch */
+} di_ep_layer;
+
+struct di_ep_model {
+    di_comm *comm;                /* borrowed */
+    int rank, size;
+    const di_model_config *cfg;
+    di_weight_spec *spec;         /* owned: binds replicas */
+    di_ep_layer **layers;
+    int nlayers, caplayers;
+    deepinfer_status status;      /* the first failure of a step (moe blocks return nothing) */
+    di_error err;
+    /* step scratch shared by the layers (they run one after another), reserved at load */
+    int cap;                      /* entries (rows * k) */
+    int *exec, *sel_loc, *inv2;   /* [cap] */
+    uint16_t *sendbuf, *recvbuf;  /* [cap][dim] */
+    size_t *sb, *so, *rb, *ro;    /* [size] */
+};
+
+/* The EP settings of a load: ep_size 0 is 1; an error names what to fix
+ * ("N experts are not divisible by --ep M", ep_size < 1, rank out of range,
+ * a communicator of another size, a device backend). *out = NULL when
+ * ep_size == 1 (no EP). */
+deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int ep_size, di_comm *comm,
+                                    di_ep_model **out, di_error *err);
+void di_ep_model_free(di_ep_model *ep);
+/* Expert range [*lo, *hi) of this rank for a layer of E experts (all of
+ * them when ep == NULL). */
+void di_ep_owned(const di_ep_model *ep, int E, int *lo, int *hi);
+/* After the layer's experts [lo, hi) were bound: its EP state (mw->ep). */
+deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix, di_error *err);
+/* The step scratch for `entries` (rows * k) routing entries, reserved after
+ * the load so that a step allocates nothing (a rank that failed inside a
+ * step would leave the others waiting in a collective). */
+deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err);
+/* Keep the spec for replica binding (the model frees it with ep). */
+void di_ep_keep_spec(di_ep_model *ep, di_weight_spec *spec);
+/* The step's first EP failure (then cleared), else OK. */
+deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err);
+
+/* The routed experts and the tail of the MoE sub-layer under EP: the same
+ * result as ops.h di_moe_routed with every expert (shared: bf16 rows that
+ * may alias out; out stride dim). */
+void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int *sel, const float *rw,
+                      const uint16_t *xn, const uint16_t *shared, uint16_t *out);
+
+/* ---- EPLB ---- */
+typedef struct di_eplb_map {
+    int nlayers, E;               /* E: the largest layer's experts */
+    int *ncopies;                 /* [nlayers][E] */
+    int *copies;                  /* [nlayers][E][DI_EP_MAX_COPIES] */
+} di_eplb_map;
+
+/* A replica map from the counters: per layer, the expert with the most
+ * entries per copy gets one more copy, on the least loaded rank that does
+ * not hold it and holds fewer than `capacity` replicas, until no expert can
+ * gain (ties: lower expert id, lower rank). capacity 0: no replicas (every
+ * expert back on its owner only). Deterministic: identical counters give an
+ * identical map on every rank. */
+deepinfer_status di_eplb_plan(const di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err);
+/* Make `map` the dispatch of every layer between steps: bind this rank's
+ * new replicas, drop those it no longer holds, reset the counters. */
+deepinfer_status di_eplb_apply(di_ep_model *ep, const di_eplb_map *map, di_error *err);
+void di_eplb_map_free(di_eplb_map *map);
+
+#endif
