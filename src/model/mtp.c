@@ -121,9 +121,9 @@ static deepinfer_status check_step(const di_v4_model *m, const di_model_draft *d
     int block = di_v4_mtp_block(m);
     if (m->w.n_mtp < 1)
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no DSpark/MTP tensors: it cannot draft");
-    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->next || !d->k)))
+    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->k)))
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "draft step: missing sequences, feed counts, hidden rows, next tokens or draft counts");
+                            "draft step: missing sequences, feed counts, hidden rows or draft counts");
     for (int r = 0; r < d->n; r++) {
         const di_seq_state *s = d->seq[r];
         int nf = d->n_feed[r], k = d->k[r];
@@ -140,7 +140,7 @@ static deepinfer_status check_step(const di_v4_model *m, const di_model_draft *d
                                 "draft step request %d: n_feed %d; drafting needs the position it drafts from (n_feed >= 1 "
                                 "when k > 0)", r, nf);
         if (nf == 0) continue;
-        if (!d->hidden[r] || !d->next[r])
+        if (!d->hidden[r] || !d->next || !d->next[r])
             return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                                 "draft step request %d: no hidden rows or next tokens for %d fed positions", r, nf);
         if (s->mtp_tokens + nf > s->n_tokens)
