@@ -62,11 +62,12 @@ deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err) {
     m->dmark = di_dev_alloc(G * (size_t)R * 2);
     m->dcin = di_dev_alloc(G * (size_t)(d + R) * 2);
     m->dids = di_dev_alloc((rows + G) * sizeof *m->dids);
+    m->ddtok = di_dev_alloc(rows * sizeof *m->ddtok);
     m->dconf = di_dev_alloc(rows * sizeof *m->dconf);
     /* device backends: the host copy of a group's corrected logits (picks, di_v41_draft.logits) */
     m->dlog_h = di_exec_on_device(&m->core.x) ? malloc(G * (size_t)V * sizeof(float)) : NULL;
     if (!m->dtok || !m->dprev || !m->dpos || !m->dseq || !m->dsel || !m->dconf_h || !m->fpos || !m->fseq ||
-        !m->fhid || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin || !m->dids || !m->dconf ||
+        !m->fhid || !m->dlogits || !m->dbias || !m->dhid || !m->dmark || !m->dcin || !m->dids || !m->ddtok || !m->dconf ||
         (di_exec_on_device(&m->core.x) && !m->dlog_h))
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the DSpark scratch");
     return DEEPINFER_OK;
@@ -76,7 +77,7 @@ void di_v41_dspark_free(di_v41_model *m) {
     free(m->dtok), free(m->dprev), free(m->dpos), free(m->dseq), free(m->dsel), free(m->dconf_h);
     free(m->fpos), free(m->fseq), free(m->fhid), free(m->dlog_h);
     di_dev_free(m->dlogits), di_dev_free(m->dbias), di_dev_free(m->dhid), di_dev_free(m->dmark), di_dev_free(m->dcin);
-    di_dev_free(m->dids), di_dev_free(m->dconf);
+    di_dev_free(m->dids), di_dev_free(m->ddtok), di_dev_free(m->dconf);
 }
 
 size_t di_v41_dspark_bytes(const di_v41_model *m) {
@@ -86,7 +87,8 @@ size_t di_v41_dspark_bytes(const di_v41_model *m) {
     size_t d = (size_t)c->hidden_size, R = (size_t)c->dspark_markov_rank, M = (size_t)m->core.max_rows;
     size_t host = rows * (4 + 8 + sizeof(void *) + 4 + 4) + G * 4 + M * (8 + 2 * sizeof(void *)) +
                   (m->dlog_h ? G * V * 4 : 0);
-    size_t dev = rows * V * 4 + G * V * 4 + rows * d * 2 + G * R * 2 + G * (d + R) * 2 + (rows + G) * 4 + rows * 4;
+    size_t dev = rows * V * 4 + G * V * 4 + rows * d * 2 + G * R * 2 + G * (d + R) * 2 + (rows + G) * 4 + rows * 4 +
+                 rows * 4;
     return host + dev;
 }
 
@@ -316,7 +318,11 @@ static deepinfer_status draft_job_run(di_v41_model *m, const draft_job *j, di_er
         }
     di_v4_batch b = {.n = rows, .tokens = m->dtok, .pos = m->dpos, .seq = m->dseq};
     di_fwd f;
+    int32_t *tok = m->core.ws.tok; /* the block's tokens in the drafter's own buffer: the model's may hold a
+                                      queued step's device tokens (model.h di_model_device_tokens) */
+    m->core.ws.tok = m->ddtok;
     di_core_fwd_init(&m->core, &b, 0, rows, &m->stage_moe, &f);
+    m->core.ws.tok = tok;
     f.mtp = 1;
     di_core_embed(&m->core, &f, m->w.embed);
     di_block_chain_start(&f);

@@ -46,6 +46,7 @@ struct di_v41_model {
     uint16_t *dmark;            /* [draft_max][markov_rank] Markov embeddings of one step */
     uint16_t *dcin;             /* [draft_max][dim + markov_rank] confidence input */
     int32_t *dids;              /* [B + 1][draft_max] each step's Markov ids (the anchors, then the drafts) */
+    int32_t *ddtok;             /* [draft_max*B] the block's tokens */
     float *dconf;               /* [B][draft_max] confidences */
 };
 

@@ -19,11 +19,13 @@ typedef struct di_mtp_scratch {
     di_seq_state **seq;     /* [max_rows] sequences, */
     const uint16_t **hsrc;  /* [max_rows] the caller's residual rows, */
     int *lrows;             /* [max_rows] logit rows */
-    float *hlog;            /* [G][vocab] logits read on the host (CPU; device backends with a pick) */
+    float *hlog;            /* device backends: [G][vocab] the logits a pick reads; else NULL */
     int32_t *hids;          /* [G] a device argmax's ids */
     uint16_t **rdst;        /* [G * DI_MTP_MAX_DRAFT] ring slots the chain overwrote */
     /* backend memory */
     int32_t *dids;          /* [G] device argmax */
+    int32_t *dtok;          /* [max_rows] a pass's tokens (the model's ws.tok may hold a queued step's) */
+    float *dlog;            /* [G][vocab] a pass's logits (the model's dlogits may hold a step's) */
     uint16_t *res;          /* [G][hc*dim] each request's output residual of row p */
     uint16_t *save;         /* [G * DI_MTP_MAX_DRAFT][head_dim] those slots' contents */
 } di_mtp_scratch;

@@ -152,8 +152,8 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
         dev += M * hcd * 2;
         if (c->drafter == DI_DRAFTER_MTP && c->n_stages > 0) {
             uint64_t G = M < 8 ? M : 8, slots = G * DI_MTP_MAX_DRAFT;
-            dev += G * 4 + G * hcd * 2 + slots * (uint64_t)c->head_dim * 2;
-            host += M * (4 + 8 + 2 * ptr + 4) + G * (V * 4 + 4) + slots * ptr;
+            dev += G * 4 + M * 4 + G * V * 4 + G * hcd * 2 + slots * (uint64_t)c->head_dim * 2;
+            host += M * (4 + 8 + 2 * ptr + 4) + G * 4 + (p->on_device ? G * V * 4 : 0) + slots * ptr;
         }
     } else {
         if (c->n_engram_layer_ids > 0) {
@@ -166,7 +166,7 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
             uint64_t dm = M / Bk < 8 ? M / Bk : 8, rows = dm * Bk;
             host += rows * 4 + dm * 4 + rows * 8 + rows * ptr + rows * 8 + M * (8 + 2 * ptr) +
                     (p->on_device ? dm * V * 4 : 0);
-            dev += rows * V * 4 + dm * V * 4 + rows * d * 2 + dm * R * 2 + dm * (d + R) * 2 + (rows + dm) * 4 + rows * 4;
+            dev += rows * V * 4 + dm * V * 4 + rows * d * 2 + dm * R * 2 + dm * (d + R) * 2 + (rows + dm) * 4 + rows * 8;
         }
     }
     (void)spec;

@@ -116,8 +116,12 @@ void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint1
  * speculative; the next feed rewrites p+1 with the real residual).
  * After the call seq->mtp_tokens == p + 1. Rows of one request need not be contiguous with other
  * requests' (they are gathered as needed). The positions fed must have been processed by the
- * target (mtp_tokens + n_feed <= n_tokens). Device backends: not inside a recorded step
- * (di_backend_step_begin .. _end): the picks read logits or ids back on the host. */
+ * target (mtp_tokens + n_feed <= n_tokens). The drafter keeps its own token and logits buffers
+ * (a queued step's di_model_device_tokens / di_model_device_logits are left alone) and runs on
+ * the model's exec stream, after what is queued there. Device backends: not inside a recorded
+ * step (di_backend_step_begin .. _end): the picks read logits or ids back on the host; a greedy
+ * draft's device argmax clears a pending di_backend_argmax_fuse (its _rest then runs the argmax
+ * itself). */
 deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err);
 
 #endif

@@ -51,6 +51,20 @@ static void mtp_rows(di_v4_model *m, const di_v4_batch *b, int r0, int n, const 
     for (int s = 0; s < f.nseg; s++) f.segs[s].seq->mtp_tokens = f.segs[s].pos0 + f.segs[s].nrows;
 }
 
+/* mtp_rows on the drafter's own token and logits buffers for rows [0, n) of b: the model's
+ * (core.ws.tok, core.dlogits) may hold a queued step's device tokens or logits not read yet
+ * (model.h di_model_device_tokens, di_model_device_logits). Logit rows land in sc->dlog. */
+static void mtp_rows_own(di_v4_model *m, const di_v4_batch *b, int n, const uint16_t *hin) {
+    di_core *c = &m->core;
+    int32_t *tok = c->ws.tok;
+    float *lg = c->dlogits;
+    c->ws.tok = m->msc.dtok;
+    if (lg) c->dlogits = m->msc.dlog;
+    mtp_rows(m, b, 0, n, hin);
+    c->ws.tok = tok;
+    c->dlogits = lg;
+}
+
 deepinfer_status di_v4_mtp_forward(di_v4_model *m, const di_v4_batch *b, const uint16_t *hidden_in, di_error *err) {
     const di_model_config *c = &m->core.cfg;
     if (m->w.n_mtp < 1) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no MTP block");
@@ -86,14 +100,17 @@ deepinfer_status di_v4_mtp_init(di_v4_model *m, di_error *err) {
     sc->seq = malloc((size_t)M * sizeof *sc->seq);
     sc->hsrc = malloc((size_t)M * sizeof *sc->hsrc);
     sc->lrows = malloc((size_t)M * sizeof *sc->lrows);
-    sc->hlog = malloc(G * (size_t)c->vocab_size * sizeof *sc->hlog);
+    /* device backends: picks read the logits in a host copy */
+    sc->hlog = di_exec_on_device(&m->core.x) ? malloc(G * (size_t)c->vocab_size * sizeof *sc->hlog) : NULL;
     sc->hids = malloc(G * sizeof *sc->hids);
     sc->rdst = malloc(G * DI_MTP_MAX_DRAFT * sizeof *sc->rdst);
     sc->dids = di_dev_alloc(G * sizeof *sc->dids);
+    sc->dtok = di_dev_alloc((size_t)M * sizeof *sc->dtok);
+    sc->dlog = di_dev_alloc(G * (size_t)c->vocab_size * sizeof *sc->dlog);
     sc->res = di_dev_alloc(G * hcd * 2);
     sc->save = di_dev_alloc(G * DI_MTP_MAX_DRAFT * (size_t)c->head_dim * 2);
-    if (!sc->tok || !sc->pos || !sc->seq || !sc->hsrc || !sc->lrows || !sc->hlog || !sc->hids || !sc->rdst ||
-        !sc->dids || !sc->res || !sc->save)
+    if (!sc->tok || !sc->pos || !sc->seq || !sc->hsrc || !sc->lrows || (di_exec_on_device(&m->core.x) && !sc->hlog) ||
+        !sc->hids || !sc->rdst || !sc->dids || !sc->dtok || !sc->dlog || !sc->res || !sc->save)
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the MTP drafting scratch");
     return DEEPINFER_OK;
 }
@@ -102,7 +119,7 @@ void di_v4_mtp_free(di_v4_model *m) {
     di_mtp_scratch *sc = &m->msc;
     free(sc->tok), free(sc->pos), free(sc->seq), free(sc->hsrc), free(sc->lrows), free(sc->hlog), free(sc->hids);
     free(sc->rdst);
-    di_dev_free(sc->dids), di_dev_free(sc->res), di_dev_free(sc->save);
+    di_dev_free(sc->dids), di_dev_free(sc->dtok), di_dev_free(sc->dlog), di_dev_free(sc->res), di_dev_free(sc->save);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -110,8 +127,8 @@ size_t di_v4_mtp_bytes(const di_v4_model *m) {
     const di_model_config *c = &m->core.cfg;
     if (m->w.n_mtp < 1) return 0;
     size_t M = (size_t)m->core.max_rows, G = (size_t)m->msc.G, hcd = (size_t)c->hc_mult * c->hidden_size;
-    return M * (4 + 8 + 2 * sizeof(void *) + 4) + G * ((size_t)c->vocab_size * 4 + 4 + 4 + hcd * 2) +
-           G * DI_MTP_MAX_DRAFT * (sizeof(void *) + (size_t)c->head_dim * 2);
+    return M * (4 + 8 + 2 * sizeof(void *) + 4 + 4) + G * ((size_t)c->vocab_size * 4 + 4 + 4 + hcd * 2) +
+           (m->msc.hlog ? G * (size_t)c->vocab_size * 4 : 0) + G * DI_MTP_MAX_DRAFT * (sizeof(void *) + (size_t)c->head_dim * 2);
 }
 
 /* ---- the engine's step: feed, then the chain (draft.h) ------------------------------------------ */
@@ -121,9 +138,9 @@ static deepinfer_status check_step(const di_v4_model *m, const di_model_draft *d
     int block = di_v4_mtp_block(m);
     if (m->w.n_mtp < 1)
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no DSpark/MTP tensors: it cannot draft");
-    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->next || !d->k)))
+    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->k)))
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "draft step: missing sequences, feed counts, hidden rows, next tokens or draft counts");
+                            "draft step: missing sequences, feed counts, hidden rows or draft counts");
     for (int r = 0; r < d->n; r++) {
         const di_seq_state *s = d->seq[r];
         int nf = d->n_feed[r], k = d->k[r];
@@ -140,7 +157,7 @@ static deepinfer_status check_step(const di_v4_model *m, const di_model_draft *d
                                 "draft step request %d: n_feed %d; drafting needs the position it drafts from (n_feed >= 1 "
                                 "when k > 0)", r, nf);
         if (nf == 0) continue;
-        if (!d->hidden[r] || !d->next[r])
+        if (!d->hidden[r] || !d->next || !d->next[r])
             return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                                 "draft step request %d: no hidden rows or next tokens for %d fed positions", r, nf);
         if (s->mtp_tokens + nf > s->n_tokens)
@@ -170,7 +187,7 @@ static int argmax(const float *v, int n) {
 }
 
 /* Draft i of the requests req[0 .. nl) from the logits of the pass just run (row l of the
- * batch's logit rows: the device logits buffer on device backends, sc->hlog on the CPU). */
+ * batch's logit rows at sc->dlog + l * vocab, backend memory). */
 static deepinfer_status pick_rows(di_v4_model *m, const di_model_draft *d, int nl, const int *req, int i,
                                   int block, di_error *err) {
     di_mtp_scratch *sc = &m->msc;
@@ -178,17 +195,18 @@ static deepinfer_status pick_rows(di_v4_model *m, const di_model_draft *d, int n
     int V = (int)m->core.cfg.vocab_size;
     if (di_exec_on_device(x)) {
         if (!d->pick) { /* greedy: a device argmax; only the ids come back */
-            di_backend_argmax_rest(x, nl, m->core.dlogits, V, sc->dids);
+            di_backend_argmax_rest(x, nl, sc->dlog, V, sc->dids);
             di_copy_d2h(x, sc->hids, sc->dids, (size_t)nl * sizeof *sc->hids);
         } else {
-            di_copy_d2h(x, sc->hlog, m->core.dlogits, (size_t)nl * V * sizeof(float));
+            di_copy_d2h(x, sc->hlog, sc->dlog, (size_t)nl * V * sizeof(float));
         }
     }
+    const float *hl = di_exec_on_device(x) ? sc->hlog : sc->dlog; /* host memory on the CPU */
     for (int l = 0; l < nl; l++) {
         int r = req[l];
         int32_t t = di_exec_on_device(x) && !d->pick ? sc->hids[l]
-                    : d->pick                        ? d->pick(d->pick_ctx, r, i, sc->hlog + (size_t)l * V)
-                                                     : argmax(sc->hlog + (size_t)l * V, V);
+                    : d->pick                        ? d->pick(d->pick_ctx, r, i, hl + (size_t)l * V)
+                                                     : argmax(hl + (size_t)l * V, V);
         if (t < 0 || t >= V)
             return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                                 "MTP draft %d of request %d: the pick returned token %d, outside the vocabulary [0,%d)", i,
@@ -220,8 +238,8 @@ static deepinfer_status feed_pass(di_v4_model *m, const di_model_draft *d, int n
     }
     int dev = di_exec_on_device(x);
     di_v4_batch b = {.n = n, .tokens = sc->tok, .pos = sc->pos, .seq = sc->seq, .n_logits = nl, .logit_rows = sc->lrows,
-                     .logits = dev ? NULL : sc->hlog, .logits_on_device = dev, .hidden = nl ? m->hbuf : NULL};
-    mtp_rows(m, &b, 0, n, hin);
+                     .logits = dev ? NULL : sc->dlog, .logits_on_device = dev, .hidden = nl ? m->hbuf : NULL};
+    mtp_rows_own(m, &b, n, hin);
     for (int l = 0; l < nl; l++)
         di_copy_2d(x, 1, m->hbuf + (size_t)sc->lrows[l] * hcd, 0, sc->res + (size_t)lres[l] * hcd, 0, rb);
     return nl ? pick_rows(m, d, nl, lreq, 0, block, err) : DEEPINFER_OK;
@@ -315,9 +333,9 @@ static deepinfer_status mtp_group(di_v4_model *m, const di_model_draft *d, const
         }
         int dev = di_exec_on_device(x);
         di_v4_batch b = {.n = na, .tokens = sc->tok, .pos = sc->pos, .seq = sc->seq, .n_logits = na,
-                         .logit_rows = sc->lrows, .logits = dev ? NULL : sc->hlog, .logits_on_device = dev,
+                         .logit_rows = sc->lrows, .logits = dev ? NULL : sc->dlog, .logits_on_device = dev,
                          .hidden = m->hbuf};
-        mtp_rows(m, &b, 0, na, hin);
+        mtp_rows_own(m, &b, na, hin);
         st = pick_rows(m, d, na, lr, j + 1, block, err);
         memcpy(prev, act, sizeof(int) * (size_t)na);
     }

@@ -544,6 +544,67 @@ TEST(drafter_mtp_feed_in_pieces) {
     v4_close(&g);
 }
 
+/* ---- grouping ----------------------------------------------------------------------------------- */
+
+#define NREQ 5
+
+/* NREQ requests with prompts of different lengths (prefixes of the golden prompt), drafting from
+ * the whole prompt in one call (k = block, one request k = 2), then two steps of one position;
+ * every draft and confidence into ids / conf ([3][NREQ][block]). */
+static int grouped_run(const char *dir, const char *hash_dir, int max_rows, int32_t *ids, float *conf) {
+    char hash[4096];
+    if (hash_dir) snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(hash_dir));
+    di_model_options o = {.engram_hash = hash_dir ? hash : NULL, .max_rows = max_rows};
+    di_model *m = NULL;
+    di_error err = {0};
+    di_json_doc *man = golden_manifest(di_test_data(dir));
+    int N = 0;
+    int32_t *prompt = man ? golden_ints(man->root, "prompt_token_ids", NULL, &N) : NULL;
+    static const int len[NREQ] = {20, 45, 7, 33, 60};
+    tgt t[NREQ] = {0};
+    int ok = prompt && N >= 64 && !di_model_load(di_test_data(dir), &o, &m, &err);
+    int B = ok ? di_model_draft_block(m) : 0;
+    for (int r = 0; r < NREQ && ok; r++) ok = tgt_new(m, &t[r]) && !tgt_run(m, &t[r], prompt, len[r], &err);
+    for (int s = 0; s < 3 && ok; s++) {
+        int nf[NREQ], k[NREQ];
+        di_seq_state *seq[NREQ];
+        const uint16_t *h[NREQ];
+        const int32_t *next[NREQ];
+        for (int r = 0; r < NREQ; r++) {
+            if (s) ok = ok && !tgt_run(m, &t[r], prompt + t[r].s->n_tokens, 1, &err);
+            seq[r] = t[r].s, h[r] = tgt_feed_rows(m, &t[r]);
+            nf[r] = (int)(t[r].s->n_tokens - t[r].s->mtp_tokens), k[r] = r == 1 ? 2 : B;
+            next[r] = prompt + t[r].s->mtp_tokens + 1; /* the token after each fed position */
+        }
+        di_model_draft d = {.n = NREQ, .seq = seq, .n_feed = nf, .hidden = h, .next = next, .k = k,
+                            .ids = ids + (size_t)s * NREQ * B, .confidence = conf + (size_t)s * NREQ * B};
+        ok = ok && !di_model_draft_step(m, &d, &err);
+    }
+    if (!ok) di_test_fail(__FILE__, __LINE__, "%s, max_rows %d: %s", dir, max_rows, err.msg);
+    for (int r = 0; r < NREQ; r++) tgt_free(&t[r]);
+    di_model_free(m);
+    di_json_free(man);
+    free(prompt);
+    return ok ? B : 0;
+}
+
+TEST(drafter_grouping_is_invisible) {
+    /* max_rows 12: feeds split over passes (a request's rows in two), V4.1 drafts 2 requests a pass,
+     * the MTP 8 requests a pass with its logit rows in different passes */
+    const char *dirs[2] = {V41_DIR, V4_DIR};
+    for (int c = 0; c < 2; c++) {
+        static int32_t ia[3 * NREQ * 16], ib[3 * NREQ * 16];
+        static float ca[3 * NREQ * 16], cb[3 * NREQ * 16];
+        for (int i = 0; i < 3 * NREQ * 16; i++) ia[i] = ib[i] = -7, ca[i] = cb[i] = -7.0f;
+        int B = grouped_run(dirs[c], c ? NULL : V41_DIR, 0, ia, ca);
+        CHECK(B > 0 && grouped_run(dirs[c], c ? NULL : V41_DIR, 12, ib, cb) == B);
+        size_t n = (size_t)3 * NREQ * B;
+        CHECK_MSG(!memcmp(ia, ib, n * sizeof *ia), "%s: drafts depend on max_rows", dirs[c]);
+        CHECK_MSG(!memcmp(ca, cb, n * sizeof *ca), "%s: confidences depend on max_rows", dirs[c]);
+        for (size_t i = 0; i < n; i++) CHECK(ia[i] != -7 || (i / B) % NREQ == 1);
+    }
+}
+
 /* ---- errors ------------------------------------------------------------------------------------- */
 
 static int32_t pick_bad(void *p, int req, int i, const float *logits) {
