@@ -10,9 +10,14 @@
  *    demo rows' std), argmax agreement >= that entry's argmax_agreement;
  *  - every step: argmax agreement >= tbt_fixed_cuda_vs_cpu argmax_agreement
  *    (the reference's decode rows across its two backends).
- * Also the score driver's refusal of all-position scoring in compact mode.
+ * Also the refusal of all-position scoring in compact mode (the score driver,
+ * and `deepinfer score` with --yoco-compact or the environment).
  */
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "golden/golden_util.h"
 #include "score/compact_quality.h"
@@ -105,4 +110,40 @@ TEST(compact_score_all_positions_refused) {
     CHECK(di_v41_score(m, &r, &out, &err) == DEEPINFER_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err.msg, "sliding_window"), "%s", err.msg);
     di_v41_free(m);
+}
+
+/* `deepinfer score ARGS` (the binary next to the test runner), stderr into `errf`; its exit status. */
+static int run_score(const char *env, const char *args, const char *errf) {
+    char exe[PATH_MAX], cmd[2 * PATH_MAX + 512];
+    if (!di_test_sibling("deepinfer", exe, sizeof exe)) return -1;
+    snprintf(cmd, sizeof cmd, "%s '%s' score --model '%s' %s 2>'%s' >/dev/null", env, exe, di_test_data(DEMO), args, errf);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_has(const char *path, const char *what) {
+    char buf[2048] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, what) != NULL;
+}
+
+TEST(compact_cli_score_all_positions_refused) {
+    char errf[] = "/tmp/deepinfer-compact-score-XXXXXX";
+    int fd = mkstemp(errf);
+    CHECK(fd >= 0);
+    close(fd);
+    const char *args = "--prompt-ids 5,6,7 --all-positions --logits-out /dev/null";
+    char flag[256];
+    snprintf(flag, sizeof flag, "--yoco-compact %s", args);
+    CHECK(run_score("", flag, errf) == 2);
+    CHECK(file_has(errf, "--all-positions is not available in compact prefill"));
+    CHECK(run_score("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact", args, errf) == 2);
+    CHECK(file_has(errf, "--all-positions is not available in compact prefill"));
+    CHECK(run_score("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=exact", flag, errf) == 0); /* the environment wins */
+    CHECK(run_score("", args, errf) == 0);                                              /* exact: allowed */
+    unlink(errf);
 }
