@@ -89,6 +89,7 @@ typedef struct di_sample_spec {
  * the kept rows (model.h di_model_draft_step) and, with draft_next, drafts from the last kept
  * sample. */
 typedef struct di_spec_item {
+    int active;                 /* 0: the sequence takes no part (its rows are neither verified nor fed) */
     di_seq_state *seq;
     void *room;                 /* the slot's snapshot room (used when draft > 0) */
     int row0, nrows;            /* the sequence's rows in the step */

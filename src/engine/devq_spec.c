@@ -51,7 +51,7 @@ void di_devq_spec_free(di_devq_spec *s) {
 void di_devq_spec_before(di_devq_spec *s, di_step *st, di_model_batch *b) {
     for (int i = 0; i < st->n_spec; i++) {
         di_spec_item *it = &st->spec[i];
-        if (it->draft > 0) di_seq_snapshot_take(it->seq, s->cfg, it->draft + 1, it->room);
+        if (it->active && it->draft > 0) di_seq_snapshot_take(it->seq, s->cfg, it->draft + 1, it->room);
     }
     di_model_batch_set_draft_hidden(s->model, b, s->hid);
 }
@@ -121,6 +121,7 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
         di_spec_item *it = &st->spec[i];
         it->accepted = 0;
         it->n_draft = 0;
+        if (!it->active) continue;
         int kept_rows = it->nrows, kept = -1;
         if (it->sample0 >= 0) {
             it->accepted = accept(st, it, &kept);
@@ -145,6 +146,9 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
             int64_t room = (int64_t)sp->params->max_tokens - sp->n_out - 1;
             k = s->spec_n < room ? s->spec_n : (int)(room > 0 ? room : 0);
         }
+        /* positions of plain steps were not fed: the drafter's window skips them (its ring keeps older
+         * rows there until they are overwritten, which only costs acceptance, never output bits) */
+        if (it->seq->mtp_tokens < st->batch.pos[it->row0]) it->seq->mtp_tokens = st->batch.pos[it->row0];
         s->seq[n] = it->seq;
         s->n_feed[n] = kept_rows;
         s->hidden[n] = s->hid + (size_t)it->row0 * s->hid_elems;

@@ -256,6 +256,16 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
     return finish_step(e, b);
 }
 
+/* Confidence scheduling's online costs (spec_cost.h): decode-only steps, plain or speculative. */
+static void observe_step(deepinfer_engine *e, const di_step_buf *b, double secs) {
+    int drafting = 0;
+    for (int i = 0; i < b->n_items; i++) {
+        if (!b->items[i].decode) return;
+        drafting += b->step.n_spec && b->step.spec[i].active && b->step.spec[i].draft_next;
+    }
+    di_spec_cost_observe(&e->spec_cost, b->step.n_spec == 0, b->step.batch.n, drafting, secs);
+}
+
 /*
  * One engine step. With async scheduling, step N was submitted by the
  * previous call: this call plans and submits step N+1 first (the CPU works
@@ -265,8 +275,14 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
 deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     double t0 = di_engine_now(e);
     di_error err = {0};
+    deepinfer_status st_drain;
     begin_updates(e);
     int had_inflight = e->inflight != NULL;
+    if (e->inflight && e->inflight->step.n_spec > 0) { /* speculation: its drafts are this step's rows */
+        st_drain = finish_step(e, e->inflight);
+        e->inflight = NULL;
+        if (st_drain) return st_drain;
+    }
     di_sched_schedule(&e->sched);                                   /* 1. decide what runs */
     di_step_buf *next = di_runner_build(&e->runner, &e->sched.plan); /* 2. rows, placeholders, samples */
     deepinfer_status st = next ? di_devq_submit(e->dq, &next->step, &err) : DEEPINFER_OK; /* 3. enqueue */
@@ -293,7 +309,9 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     e->stats.device_idle_s = e->dq->device_idle_s;
     e->stats.device_sampled_steps = e->dq->device_sampled;
     e->stats.device_queued_steps = e->dq->device_queued;
-    e->stats.busy_s += di_engine_now(e) - t0;
+    double dt = di_engine_now(e) - t0;
+    e->stats.busy_s += dt;
+    if (next && e->spec_n && e->spec_varlen) observe_step(e, next, dt);
     if (n_updated) *n_updated = e->n_updated;
     return DEEPINFER_OK;
 }

@@ -432,8 +432,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
                               &e->dq, err)))
         return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
-    if (e->spec_n > 0) { /* speculative steps wait for their samples: the next step's rows are its drafts */
-        e->async = 0;
+    if (e->spec_n > 0) { /* a step with drafts runs synchronously and the next is planned after it (engine.c) */
         int samples = e->cfg.max_num_seqs * (2 + e->spec_n); /* verify groups, and chunks that end a prompt */
         if (samples > e->cfg.max_num_batched_tokens) samples = e->cfg.max_num_batched_tokens;
         if ((st = di_devq_enable_spec(e->dq, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, samples,

@@ -77,7 +77,7 @@ deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err) 
 
 di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     di_step_buf *b = &r->buf[r->next];
-    int rows = 0, ns = 0, ni = 0;
+    int rows = 0, ns = 0, ni = 0, n_active = 0;
     for (int i = 0; i < plan->n_items; i++) {
         const di_plan_item *it = &plan->items[i];
         di_choice *c = it->c;
@@ -117,10 +117,17 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
             c->pend_sample = ns++;
         }
         if (r->spec_n > 0) {
+            /* a sequence joins the drafter's stage when it verifies drafts, drafts after this step, or
+             * runs its prompt's last window (the drafter's context when it starts); otherwise its rows
+             * are not fed, and the drafter's window skips them (devq_spec.c) */
+            int64_t win = r->pool->cfg->sliding_window;
+            int active = it->draft > 0 || it->draft_next || (it->pos0 < q->n_prompt && it->pos0 + it->n > q->n_prompt - win);
+            n_active += active;
             int64_t after = it->pos0 + it->n; /* the token after the last row, when it is known */
             int32_t next = after < q->n_prompt ? q->prompt[after]
                            : after - q->n_prompt < c->n_out ? c->out_ids[after - q->n_prompt] : -1;
-            b->spec[ni - 1] = (di_spec_item){.seq = s,
+            b->spec[ni - 1] = (di_spec_item){.active = active,
+                                             .seq = s,
                                              .room = it->draft ? di_pool_snapshot_room(r->pool, c->slot) : NULL,
                                              .row0 = row0,
                                              .nrows = it->n,
@@ -145,8 +152,8 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     st->src = b->src;
     st->samples = b->samples;
     st->n_samples = ns;
-    st->spec = r->spec_n > 0 ? b->spec : NULL;
-    st->n_spec = r->spec_n > 0 ? ni : 0;
+    st->spec = n_active ? b->spec : NULL; /* no sequence in the drafter's stage: a plain step */
+    st->n_spec = n_active ? ni : 0;
     st->spec_n = r->spec_n;
     r->next ^= 1;
     return b;

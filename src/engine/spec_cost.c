@@ -21,6 +21,25 @@ double di_spec_cost_target(const di_spec_cost *c, int rows) { return interp(c->r
 
 double di_spec_cost_draft(const di_spec_cost *c, int n) { return interp(c->reqs, c->dsec, c->nd, n); }
 
+static int bucket(int rows) {
+    int b = 0;
+    while ((1 << (b + 1)) <= rows && b + 1 < DI_SPEC_COST_POINTS) b++;
+    return b;
+}
+
+void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, double secs) {
+    if (rows < 1 || secs <= 0) return;
+    if (plain) {
+        double *p = &c->plain[bucket(rows)];
+        *p = *p > 0 ? 0.8 * *p + 0.2 * secs : secs;
+        return;
+    }
+    double pred = di_spec_cost_target(c, rows) + di_spec_cost_draft(c, drafting);
+    if (pred <= 0) return;
+    double r = secs / pred;
+    c->ratio = c->ratio > 0 ? 0.8 * c->ratio + 0.2 * r : r;
+}
+
 static int by_survival(const void *a, const void *b) {
     const di_spec_cand *x = a, *y = b;
     if (x->s != y->s) return x->s > y->s ? -1 : 1;
@@ -47,12 +66,18 @@ void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax
     if (!m) return;
     qsort(cand, (size_t)m, sizeof *cand, by_survival);
     /* value of every prefix of the order: expected committed tokens per second */
-    double tokens = n_dec, best = tokens / (di_spec_cost_target(c, base_rows) > 0 ? di_spec_cost_target(c, base_rows) : 1e-9);
+    /* no drafts: a plain step, at its measured cost where known; drafts: the table's, scaled by the
+     * measured ratio of speculative steps to it */
+    double t0 = di_spec_cost_target(c, base_rows), scale = c->ratio > 0 ? c->ratio : 1.0;
+    double pl = c->plain[bucket(base_rows)];
+    if (pl > 0 && pl < t0 * scale) t0 = pl;
+    else t0 *= scale;
+    double tokens = n_dec, best = tokens / (t0 > 0 ? t0 : 1e-9);
     int best_len = 0, drafting = 0;
     for (int p = 0; p < m; p++) {
         tokens += cand[p].s;
         if (cand[p].j == 0) drafting++;
-        double t = di_spec_cost_target(c, base_rows + p + 1) + di_spec_cost_draft(c, drafting);
+        double t = scale * (di_spec_cost_target(c, base_rows + p + 1) + di_spec_cost_draft(c, drafting));
         double v = tokens / (t > 0 ? t : 1e-9);
         if (v > best) best = v, best_len = p + 1;
     }

@@ -32,6 +32,12 @@ struct di_spec_cost {
     int nd;                             /* drafter points */
     int reqs[DI_SPEC_COST_POINTS];      /* increasing */
     double dsec[DI_SPEC_COST_POINTS];
+    /* measured while serving (di_spec_cost_observe): decode steps without drafts run on the fastest
+     * path (CUDA graphs, device sampling, the asynchronous queue), which the profile's eager forwards
+     * do not see, so their time per row count is kept; and speculative steps' time over the table's
+     * prediction (host sampling, rollback, feeding), by which predictions are scaled */
+    double plain[DI_SPEC_COST_POINTS];  /* by log2 bucket of the rows; 0 = not seen */
+    double ratio;                       /* 0 = not seen (1 assumed) */
 };
 
 /* Interpolated target step time for `rows` rows, drafter time for `n` requests (0 -> 0). */
@@ -50,6 +56,10 @@ typedef struct di_spec_cand {
  * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). */
 void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
                     const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *scratch);
+
+/* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
+ * speculative with `drafting` sequences drafting after it. */
+void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, double secs);
 
 /* The table as text (the plan prints it). */
 void di_spec_cost_format(const di_spec_cost *c, char *buf, size_t cap);
