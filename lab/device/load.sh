@@ -7,9 +7,10 @@
 set -uo pipefail
 WHAT=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
-export LD_LIBRARY_PATH=$R/.dev/lib:${LD_LIBRARY_PATH:-}
+D=/tmp/devdeps; mkdir -p $D && tar xJf $R/.dev/deps.tar.xz -C $D
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH"; done
-MK=(PCRE2_CFLAGS=-I$R/.dev/inc "PCRE2_LIBS=-L$R/.dev/lib -Wl,-rpath,$R/.dev/lib -lpcre2-8" "NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
+MK=(PCRE2_CFLAGS=-I$D/inc "PCRE2_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lpcre2-8" "MHD_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lmicrohttpd" "NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
 t0=$(date +%s)
 [ -x build-sm90/deepinfer-cuda ] || make -j16 BUILD=build-sm90 "${MK[@]}" cuda > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s; $(free -g | awk '/Mem:/ {print "host RAM " $2 " GB, available " $7 " GB"}'); disk $(df -h /tmp | awk 'NR==2 {print $4}') free"

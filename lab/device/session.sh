@@ -6,9 +6,10 @@
 set -uo pipefail
 SUITE=${1:-suite}; OLD=${2:-old}; BENCH=${3:-bench}; shift 3 || true
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
-export LD_LIBRARY_PATH=$R/.dev/lib:${LD_LIBRARY_PATH:-}
+D=/tmp/devdeps; mkdir -p $D && tar xJf $R/.dev/deps.tar.xz -C $D
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH"; done
-MK=(PCRE2_CFLAGS=-I$R/.dev/inc "PCRE2_LIBS=-L$R/.dev/lib -Wl,-rpath,$R/.dev/lib -lpcre2-8" "MHD_LIBS=-L$R/.dev/lib -Wl,-rpath,$R/.dev/lib -lmicrohttpd" "NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
+MK=(PCRE2_CFLAGS=-I$D/inc "PCRE2_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lpcre2-8" "MHD_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lmicrohttpd" "NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
 t0=$(date +%s)
 make -j16 BUILD=build-sm90 "${MK[@]}" all cuda cuda-tests > $OUT/build_new.log 2>&1 || { tail -30 $OUT/build_new.log; exit 1; }
 echo "build new $(( $(date +%s) - t0 )) s"
