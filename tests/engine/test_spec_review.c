@@ -1,0 +1,110 @@
+/*
+ * Speculative decoding edge cases (docs/speculative.md): what the engine
+ * counts when a request ends inside an accepted run, the confidence
+ * scheduler's measured survival, and the memory plan of a speculating engine.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine/engine_util.h"
+#include "engine/spec_cost.h"
+#include "model/config.h"
+
+#define DEMO "../../models/deepinfer-demo-v41"
+#define NQ 16
+
+static deepinfer_engine *open_demo(int nextn, int max_seqs) {
+    deepinfer_engine_config c;
+    deepinfer_engine_config_init(&c);
+    c.model = di_test_data(DEMO);
+    c.max_model_len = 1024;
+    c.max_num_seqs = max_seqs;
+    c.nextn_decode = nextn;
+    deepinfer_engine *e = NULL;
+    char msg[1024];
+    if (deepinfer_engine_open(&c, &e, msg, sizeof msg)) fprintf(stderr, "    open: %s\n", msg);
+    return e;
+}
+
+/* A stop id inside an accepted run ends the request there: the drafts accepted after it were never
+ * committed, so per request spec_accepted + spec_steps (committed tokens of verify steps) stays
+ * within the output tokens, and the outputs equal speculation off. */
+TEST(spec_stop_inside_accepted_run_counts_committed_only) {
+    static const char *texts[] = {"In the beginning God created", "And Jesus said unto them,",
+                                  "The LORD is my shepherd;", "And it came to pass"};
+    deepinfer_prompt p[NQ];
+    deepinfer_sampling_params sp[NQ];
+    for (int i = 0; i < NQ; i++) {
+        p[i] = (deepinfer_prompt){.text = texts[i % 4]};
+        deepinfer_sampling_params_init(&sp[i]);
+        sp[i].temperature = 0, sp[i].max_tokens = 48, sp[i].ignore_eos = 1;
+    }
+    deepinfer_engine *e = open_demo(0, NQ);
+    CHECK(e != NULL);
+    deepinfer_request_output **ref = NULL;
+    CHECK(deepinfer_generate(e, p, NQ, sp, NQ, &ref) == DEEPINFER_OK);
+    deepinfer_engine_close(e);
+    /* each request stops at the first occurrence of its output token at position 4 + 2 * (i / 4) */
+    int32_t stop[NQ];
+    for (int i = 0; i < NQ; i++) {
+        CHECK(ref[i]->choices[0].n_tokens == 48);
+        stop[i] = ref[i]->choices[0].token_ids[4 + 2 * (i / 4) + i % 4];
+        sp[i].stop_ids[0] = stop[i];
+        sp[i].n_stop_ids = 1;
+    }
+    deepinfer_outputs_free(ref, NQ);
+    deepinfer_request_output **out[2] = {NULL, NULL};
+    int64_t accepted = 0;
+    for (int k = 0; k < 2; k++) {
+        e = open_demo(k ? 5 : 0, NQ);
+        CHECK(e != NULL);
+        CHECK(deepinfer_generate(e, p, NQ, sp, NQ, &out[k]) == DEEPINFER_OK);
+        deepinfer_engine_stats st;
+        deepinfer_engine_get_stats(e, &st);
+        int64_t a = 0, d = 0, at = 0;
+        for (int i = 0; i < NQ; i++) {
+            const deepinfer_request_metrics *m = &out[k][i]->metrics;
+            CHECK(out[k][i]->status == DEEPINFER_OK);
+            CHECK(out[k][i]->choices[0].finish_reason == DEEPINFER_FINISH_STOP);
+            if (m->spec_accepted + m->spec_steps > m->output_tokens)
+                fprintf(stderr, "    request %d: %lld accepted over %lld verify steps, %lld tokens\n", i,
+                        (long long)m->spec_accepted, (long long)m->spec_steps, (long long)m->output_tokens);
+            CHECK(m->spec_accepted + m->spec_steps <= m->output_tokens);
+            CHECK(m->spec_accepted <= m->spec_drafted);
+            a += m->spec_accepted, d += m->spec_drafted;
+            if (k) CHECK(eng_same_output(out[0][i], out[k][i], i));
+        }
+        for (int j = 0; j < DEEPINFER_MAX_DRAFT; j++) at += st.spec_accepted_at[j];
+        CHECK(a == st.spec_accepted && d == st.spec_drafted && at == st.spec_accepted);
+        if (k) accepted = a;
+        deepinfer_engine_close(e);
+    }
+    CHECK(accepted > 0); /* speculation accepted drafts, so the bound was exercised */
+    deepinfer_outputs_free(out[0], NQ);
+    deepinfer_outputs_free(out[1], NQ);
+}
+
+/* Without a confidence head the survival of drafts 1..j+1 is the engine's measured rate at j; where a
+ * later position has fewer measurements its rate can be above an earlier one's, but surviving to
+ * j + 1 can never be likelier than surviving to j (spec_cost.h: S is non-increasing in j). */
+TEST(spec_choose_measured_survival_never_rises) {
+    /* one row 1 s, each further row 0.1 s, drafting free: a draft pays when its survival beats ~0.1 */
+    di_spec_cost c = {.n = 2, .rows = {1, 3}, .sec = {1.0, 1.2}, .nd = 1, .reqs = {1}, .dsec = {0.0}};
+    const float nan_conf[2] = {NAN, NAN};
+    const float *conf[1] = {nan_conf};
+    int kmax[1] = {2}, k[1] = {-1};
+    di_spec_cand cand[DEEPINFER_MAX_DRAFT];
+    int64_t accepted_at[DEEPINFER_MAX_DRAFT] = {0}, drafted_at[DEEPINFER_MAX_DRAFT] = {0};
+    drafted_at[0] = 1000, accepted_at[0] = 1; /* position 0 almost never accepted; position 1 unmeasured */
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    CHECK(k[0] == 0);
+    /* measured survival high at both: both drafts pay */
+    accepted_at[0] = 990, drafted_at[1] = 990, accepted_at[1] = 980;
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    CHECK(k[0] == 2);
+    /* a confidence of +inf / -inf: certain / impossible */
+    const float inf_conf[2] = {INFINITY, -INFINITY};
+    conf[0] = inf_conf;
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    CHECK(k[0] == 1);
+}
