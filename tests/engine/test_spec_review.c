@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "engine/devq.h"
 #include "engine/engine_util.h"
 #include "engine/spec_cost.h"
 #include "model/config.h"
@@ -107,4 +108,29 @@ TEST(spec_choose_measured_survival_never_rises) {
     conf[0] = inf_conf;
     di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
     CHECK(k[0] == 1);
+}
+
+/* The memory plan of a speculating engine counts what speculation allocates: the drafter input of
+ * every batch row (DSpark: n_dspark_target_layer_ids x hidden bf16 values, backend memory), the
+ * logits rows of verify groups and the runner's sample specs for them. */
+TEST(spec_memory_plan_counts_the_drafter_buffers) {
+    di_model_config cfg;
+    di_error err = {0};
+    CHECK(di_config_load(di_test_data(DEMO), &cfg, &err) == DEEPINFER_OK);
+    CHECK(cfg.drafter == DI_DRAFTER_DSPARK);
+    deepinfer_memory_plan plan[2];
+    for (int k = 0; k < 2; k++) {
+        deepinfer_engine *e = open_demo(k ? 5 : 0, 4);
+        CHECK(e != NULL);
+        deepinfer_engine_plan(e, &plan[k]);
+        deepinfer_engine_close(e);
+    }
+    uint64_t rows = (uint64_t)plan[0].max_num_batched_tokens, seqs = 4;
+    uint64_t hid = rows * (uint64_t)cfg.n_dspark_target_layer_ids * (uint64_t)cfg.hidden_size * 2;
+    uint64_t logits = seqs * 6 * (uint64_t)cfg.vocab_size * 4; /* (1 + 5) more rows per sequence */
+    uint64_t specs = 2 * 2 * seqs * 5 * sizeof(di_sample_spec);
+    fprintf(stderr, "    workspace %llu -> %llu bytes (drafter input %llu, logits %llu, sample specs %llu)\n",
+            (unsigned long long)plan[0].workspace_bytes, (unsigned long long)plan[1].workspace_bytes,
+            (unsigned long long)hid, (unsigned long long)logits, (unsigned long long)specs);
+    CHECK(plan[1].workspace_bytes >= plan[0].workspace_bytes + hid + logits + specs);
 }
