@@ -129,6 +129,12 @@ deepinfer_status di_spec_profile(di_model *m, di_state_pool *pool, int max_rows,
         out->dsec[out->nd++] = best;
     }
 done:
+    /* more rows or more requests never cost less (spec_cost.h interpolates and extrapolates the
+     * table); a measurement below an earlier point's is noise and takes the earlier's time */
+    for (int i = 1; i < out->n; i++)
+        if (out->sec[i] < out->sec[i - 1]) out->sec[i] = out->sec[i - 1];
+    for (int i = 1; i < out->nd; i++)
+        if (out->dsec[i] < out->dsec[i - 1]) out->dsec[i] = out->dsec[i - 1];
     for (int i = 0; i < ns; i++) di_pool_slot_release(pool, slots[i]);
     free(p.tok), free(p.pos), free(p.seq), free(p.lrows), free(p.logits);
     di_dev_free(p.hid);

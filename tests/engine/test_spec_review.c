@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/devq.h"
 #include "engine/engine_util.h"
@@ -133,4 +134,47 @@ TEST(spec_memory_plan_counts_the_drafter_buffers) {
             (unsigned long long)plan[0].workspace_bytes, (unsigned long long)plan[1].workspace_bytes,
             (unsigned long long)hid, (unsigned long long)logits, (unsigned long long)specs);
     CHECK(plan[1].workspace_bytes >= plan[0].workspace_bytes + hid + logits + specs);
+}
+
+/* 1 if the "N:ms" pairs after `key` in the plan text rise (never fall) and there are at least two. */
+static int table_rises(const char *text, const char *key) {
+    const char *p = strstr(text, key);
+    if (!p) return 0;
+    p += strlen(key);
+    double prev = -1;
+    int n = 0;
+    for (;;) {
+        int rows, used = 0;
+        double ms;
+        if (sscanf(p, " %d:%lf%n", &rows, &ms, &used) != 2) break;
+        if (ms < prev) {
+            fprintf(stderr, "    %s %d:%.3f after %.3f\n", key, rows, ms, prev);
+            return 0;
+        }
+        prev = ms;
+        p += used;
+        n++;
+    }
+    return n >= 2;
+}
+
+/* The step-cost table measured at open never gets cheaper with more rows or more drafting requests
+ * (spec_cost.h interpolates it; a dip would make drafts look free). Timing noise on a loaded machine
+ * makes raw measurements dip; several opens make that likely. */
+TEST(spec_measured_cost_table_never_falls) {
+    for (int k = 0; k < 3; k++) {
+        deepinfer_engine_config c;
+        deepinfer_engine_config_init(&c);
+        c.model = di_test_data(DEMO);
+        c.max_model_len = 1024;
+        c.max_num_seqs = 16;
+        c.mtp_varlen = 1;
+        deepinfer_engine *e = NULL;
+        char msg[1024];
+        CHECK_MSG(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_OK, "%s", msg);
+        const char *t = deepinfer_engine_plan_text(e);
+        CHECK(table_rises(t, "verify cost  rows:ms"));
+        CHECK(table_rises(t, "drafter requests:ms"));
+        deepinfer_engine_close(e);
+    }
 }
