@@ -104,10 +104,13 @@ static deepinfer_status spec_from_env(deepinfer_engine_config *c, di_error *err)
  * and max_draft_tokens (the state's rollback room) to cover its verify steps. */
 static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m, di_error *err) {
     deepinfer_engine_config *c = &e->cfg;
-    int block = m->drafter == DI_DRAFTER_DSPARK ? (int)m->dspark_block_size
-                : m->drafter == DI_DRAFTER_MTP  ? DEEPINFER_MAX_DRAFT
-                                                : 0;
-    int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : block) : 0;
+    /* DSpark: its block; MTP chained: bounded by its ring (dsv4.h di_v4_mtp_block); the engine verifies
+     * at most DEEPINFER_MAX_DRAFT either way */
+    int64_t block = m->drafter == DI_DRAFTER_DSPARK ? m->dspark_block_size
+                    : m->drafter == DI_DRAFTER_MTP  ? m->sliding_window
+                                                    : 0;
+    if (block > DEEPINFER_MAX_DRAFT) block = DEEPINFER_MAX_DRAFT;
+    int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : (int)block) : 0;
     e->spec_n = 0;
     e->spec_varlen = c->mtp_varlen;
     if (!c->nextn_decode || (c->nextn_decode < 0 && !c->mtp_varlen)) return DEEPINFER_OK; /* not asked for */
@@ -116,11 +119,12 @@ static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m
                  "off: this checkpoint has no drafter tensors (no DSpark or MTP stages), so it runs without speculation");
         return DEEPINFER_OK;
     }
-    if (want > block || want > DEEPINFER_MAX_DRAFT)
+    if (want > block)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "nextn_decode (%s) is %d, above the drafter's block of %d tokens (%s); use 1..%d",
+                            "nextn_decode (%s) is %d, above the longest draft of %d tokens (the %s drafter's block, "
+                            "at most %d); use 1..%d",
                             di_env(DI_ENV_NEXTN_DECODE) ? di_env_name(DI_ENV_NEXTN_DECODE) : "the draft length", want,
-                            block, di_drafter_name(m->drafter), block);
+                            (int)block, di_drafter_name(m->drafter), DEEPINFER_MAX_DRAFT, (int)block);
     e->spec_n = want;
     /* a verify step appends the decode token and its drafts: want + 1 rows to roll back from */
     if (c->max_draft_tokens < want + 1) c->max_draft_tokens = want + 1;

@@ -5,12 +5,15 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/devq.h"
 #include "engine/engine_util.h"
 #include "engine/spec_cost.h"
 #include "model/config.h"
+#include "util/file.h"
 
 #define DEMO "../../models/deepinfer-demo-v41"
 #define NQ 16
@@ -177,4 +180,69 @@ TEST(spec_measured_cost_table_never_falls) {
         CHECK(table_rises(t, "drafter requests:ms"));
         deepinfer_engine_close(e);
     }
+}
+
+/* A DSpark block longer than the engine's longest draft (DEEPINFER_MAX_DRAFT): confidence scheduling's
+ * default length is the longest draft, not the block (which open used to refuse with "use 1..block"),
+ * an explicit length above it is refused naming the bound, and the engine's drafter calls (the cost
+ * profile at open included) hold the block's [n][block] ids. The demo checkpoint with its config's
+ * dspark_block_size raised to 16 (a directory of symbolic links). */
+TEST(spec_dspark_block_above_the_longest_draft) {
+    char src[PATH_MAX], dir[] = "/tmp/di_blk16_XXXXXX", a[PATH_MAX + 64], b[PATH_MAX + 64];
+    CHECK(realpath(di_test_data(DEMO), src) != NULL);
+    CHECK(mkdtemp(dir) != NULL);
+    const char *files[] = {"engram_hash.json", "engram_token_map.json", "model-00001-of-00003.safetensors",
+                           "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                           "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        CHECK(symlink(a, b) == 0);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    di_error err = {0};
+    snprintf(a, sizeof a, "%s/config.json", src);
+    CHECK(di_read_file(a, 0, &text, &len, &err) == DEEPINFER_OK);
+    char *at = strstr(text, "\"dspark_block_size\": 5,");
+    CHECK(at != NULL);
+    at[strlen("\"dspark_block_size\": ")] = ' '; /* "5," -> " 16," below */
+    snprintf(b, sizeof b, "%s/config.json", dir);
+    FILE *f = fopen(b, "w");
+    CHECK(f != NULL);
+    fprintf(f, "%.*s16,%s", (int)(at - text) + (int)strlen("\"dspark_block_size\": "), text,
+            at + strlen("\"dspark_block_size\": 5,"));
+    fclose(f);
+    free(text);
+    deepinfer_engine_config c;
+    deepinfer_engine_config_init(&c);
+    c.model = dir;
+    c.max_model_len = 1024;
+    c.max_num_seqs = 8;
+    c.nextn_decode = 9;
+    deepinfer_engine *e = NULL;
+    char msg[1024];
+    CHECK(deepinfer_engine_open(&c, &e, msg, sizeof msg) != DEEPINFER_OK);
+    CHECK(strstr(msg, "nextn_decode") && strstr(msg, "use 1..8"));
+    deepinfer_request_output **out[2] = {NULL, NULL};
+    deepinfer_prompt p[8];
+    deepinfer_sampling_params sp[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = (deepinfer_prompt){.text = i % 2 ? "And it came to pass" : "In the beginning God created"};
+        deepinfer_sampling_params_init(&sp[i]);
+        sp[i].temperature = 0, sp[i].max_tokens = 12 + i, sp[i].ignore_eos = 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        c.nextn_decode = -1;
+        c.mtp_varlen = k;
+        CHECK_MSG(deepinfer_engine_open(&c, &e, msg, sizeof msg) == DEEPINFER_OK, "%s", msg);
+        if (k) CHECK(strstr(deepinfer_engine_plan_text(e), "drafts of up to 8 tokens") != NULL);
+        CHECK(deepinfer_generate(e, p, 8, sp, 8, &out[k]) == DEEPINFER_OK);
+        deepinfer_engine_close(e);
+    }
+    for (int i = 0; i < 8; i++) CHECK(eng_same_output(out[0][i], out[1][i], i));
+    deepinfer_outputs_free(out[0], 8);
+    deepinfer_outputs_free(out[1], 8);
+    snprintf(a, sizeof a, "rm -rf '%s'", dir);
+    CHECK(system(a) == 0);
 }
