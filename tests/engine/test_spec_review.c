@@ -246,3 +246,59 @@ TEST(spec_dspark_block_above_the_longest_draft) {
     snprintf(a, sizeof a, "rm -rf '%s'", dir);
     CHECK(system(a) == 0);
 }
+
+/* Stop strings that span tokens of an accepted run, with n = 2 choices and logprobs: the request ends
+ * where it ends without speculation (text, tokens, logprobs, finish reason), and the counts take
+ * committed drafts only. Each stop string is 6 bytes of the reference output from a third in. */
+TEST(spec_stop_string_inside_accepted_run) {
+    static const char *texts[] = {"In the beginning God created", "And Jesus said unto them,",
+                                  "The LORD is my shepherd;", "And it came to pass"};
+    deepinfer_prompt p[8];
+    deepinfer_sampling_params sp[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = (deepinfer_prompt){.text = texts[i % 4]};
+        deepinfer_sampling_params_init(&sp[i]);
+        sp[i].max_tokens = 40, sp[i].ignore_eos = 1, sp[i].logprobs = 2;
+        if (i >= 4) sp[i].temperature = 0.7f, sp[i].has_seed = 1, sp[i].seed = 5 + (uint64_t)i, sp[i].n = 2;
+        else sp[i].temperature = 0;
+    }
+    deepinfer_engine *e = open_demo(0, 16);
+    CHECK(e != NULL);
+    deepinfer_request_output **ref = NULL;
+    CHECK(deepinfer_generate(e, p, 8, sp, 8, &ref) == DEEPINFER_OK);
+    deepinfer_engine_close(e);
+    char stops[8][8];
+    for (int i = 0; i < 8; i++) {
+        const deepinfer_completion *c = &ref[i]->choices[0];
+        CHECK(c->text_len > 24);
+        size_t at = c->text_len / 3;
+        while (at < c->text_len && ((unsigned char)c->text[at] & 0xC0) == 0x80) at++; /* a whole character */
+        size_t n = 0;
+        while (n < 6 && at + n < c->text_len) n++;
+        while (at + n < c->text_len && ((unsigned char)c->text[at + n] & 0xC0) == 0x80) n--;
+        memcpy(stops[i], c->text + at, n);
+        stops[i][n] = '\0';
+        sp[i].stop[0] = stops[i];
+        sp[i].n_stop = 1;
+    }
+    deepinfer_outputs_free(ref, 8);
+    deepinfer_request_output **out[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        e = open_demo(k ? 5 : 0, 16);
+        CHECK(e != NULL);
+        CHECK(deepinfer_generate(e, p, 8, sp, 8, &out[k]) == DEEPINFER_OK);
+        deepinfer_engine_stats st;
+        deepinfer_engine_get_stats(e, &st);
+        for (int i = 0; i < 8; i++) {
+            const deepinfer_request_metrics *m = &out[k][i]->metrics;
+            CHECK(out[k][i]->status == DEEPINFER_OK);
+            CHECK(out[k][i]->choices[0].finish_reason == DEEPINFER_FINISH_STOP);
+            CHECK(m->spec_accepted + m->spec_steps <= m->output_tokens);
+            if (k) CHECK(eng_same_output(out[0][i], out[k][i], i));
+        }
+        if (k) CHECK(st.spec_accepted > 0);
+        deepinfer_engine_close(e);
+    }
+    deepinfer_outputs_free(out[0], 8);
+    deepinfer_outputs_free(out[1], 8);
+}
