@@ -186,22 +186,26 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
 }
 
 /* Speculative decoding: what a step's verify group and drafter left for a choice — the rows of
- * rejected drafts are no longer computed state, and the drafts for its next step. */
-static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec_item *sp) {
+ * rejected drafts are no longer computed state, and the drafts for its next step. The counts take
+ * the accepted drafts the choice committed: one that ended inside its accepted run (EOS, a stop,
+ * an error) committed fewer than the drafts accepted (take_sample ran first). */
+static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec_item *sp, const di_sample_spec *samples) {
     di_request *r = di_reqmap_get(&e->reqs, it->request_id);
     if (!r) return;
     di_choice *c = &r->choices[it->choice];
     if (sp->draft > 0) {
+        int committed = sp->sample0 >= 0 ? c->n_out - samples[sp->sample0].n_out : 0;
+        int acc = sp->accepted < committed - 1 ? sp->accepted : committed > 1 ? committed - 1 : 0;
         deepinfer_request_metrics *m = &r->out.metrics;
         m->spec_drafted += sp->draft;
-        m->spec_accepted += sp->accepted;
+        m->spec_accepted += acc;
         m->spec_steps++;
         e->stats.spec_steps++;
         e->stats.spec_drafted += sp->draft;
-        e->stats.spec_accepted += sp->accepted;
+        e->stats.spec_accepted += acc;
         for (int j = 0; j < sp->draft && j < DEEPINFER_MAX_DRAFT; j++) {
             e->stats.spec_drafted_at[j]++;
-            e->stats.spec_accepted_at[j] += j < sp->accepted;
+            e->stats.spec_accepted_at[j] += j < acc;
         }
     }
     if (c->state != DI_CHOICE_RUNNING) return;
@@ -229,7 +233,7 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
         if (b->step.status && !r->out.finished) fail_request(e, r, b->step.status, b->step.err.msg);
     }
     for (int i = 0; i < b->step.n_samples; i++) take_sample(e, &b->step.samples[i], now);
-    for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->items[i], &b->step.spec[i]);
+    for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->items[i], &b->step.spec[i], b->step.samples);
     return DEEPINFER_OK;
 }
 

@@ -82,11 +82,15 @@ void di_engine_backend_release(di_backend_kind k);
  *                 host, and the device queue is synchronous (the GPU tests'
  *                 A/B of the device sampler, tests/ops/cuda/gtest_engine.c)
  *   lanes_max     CPU steps split into at most this many lanes (model.h
- *                 di_model_set_lanes; 1: op-parallel only); 0: the default */
+ *                 di_model_set_lanes; 1: op-parallel only); 0: the default
+ *   spec_cost     confidence-scheduled speculation: this step-cost table
+ *                 (spec_cost.h) instead of the one measured at open, so that
+ *                 a test's draft lengths do not depend on the machine's timing */
 typedef struct di_engine_options {
     di_safetensors *weights;
     int host_sampler;
     int lanes_max;
+    const di_spec_cost *spec_cost;
 } di_engine_options;
 
 /* deepinfer_engine_open with di_engine_options (NULL: all defaults). */

@@ -104,10 +104,13 @@ static deepinfer_status spec_from_env(deepinfer_engine_config *c, di_error *err)
  * and max_draft_tokens (the state's rollback room) to cover its verify steps. */
 static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m, di_error *err) {
     deepinfer_engine_config *c = &e->cfg;
-    int block = m->drafter == DI_DRAFTER_DSPARK ? (int)m->dspark_block_size
-                : m->drafter == DI_DRAFTER_MTP  ? DEEPINFER_MAX_DRAFT
-                                                : 0;
-    int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : block) : 0;
+    /* DSpark: its block; MTP chained: bounded by its ring (dsv4.h di_v4_mtp_block); the engine verifies
+     * at most DEEPINFER_MAX_DRAFT either way */
+    int64_t block = m->drafter == DI_DRAFTER_DSPARK ? m->dspark_block_size
+                    : m->drafter == DI_DRAFTER_MTP  ? m->sliding_window
+                                                    : 0;
+    if (block > DEEPINFER_MAX_DRAFT) block = DEEPINFER_MAX_DRAFT;
+    int want = c->nextn_decode >= 0 ? c->nextn_decode : c->mtp_varlen ? (m->drafter == DI_DRAFTER_MTP ? 1 : (int)block) : 0;
     e->spec_n = 0;
     e->spec_varlen = c->mtp_varlen;
     if (!c->nextn_decode || (c->nextn_decode < 0 && !c->mtp_varlen)) return DEEPINFER_OK; /* not asked for */
@@ -116,11 +119,12 @@ static deepinfer_status check_spec(deepinfer_engine *e, const di_model_config *m
                  "off: this checkpoint has no drafter tensors (no DSpark or MTP stages), so it runs without speculation");
         return DEEPINFER_OK;
     }
-    if (want > block || want > DEEPINFER_MAX_DRAFT)
+    if (want > block)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "nextn_decode (%s) is %d, above the drafter's block of %d tokens (%s); use 1..%d",
+                            "nextn_decode (%s) is %d, above the longest draft of %d tokens (the %s drafter's block, "
+                            "at most %d); use 1..%d",
                             di_env(DI_ENV_NEXTN_DECODE) ? di_env_name(DI_ENV_NEXTN_DECODE) : "the draft length", want,
-                            block, di_drafter_name(m->drafter), block);
+                            (int)block, di_drafter_name(m->drafter), DEEPINFER_MAX_DRAFT, (int)block);
     e->spec_n = want;
     /* a verify step appends the decode token and its drafts: want + 1 rows to roll back from */
     if (c->max_draft_tokens < want + 1) c->max_draft_tokens = want + 1;
@@ -227,6 +231,21 @@ static uint64_t engine_host_bytes(const deepinfer_engine_config *c, int64_t voca
            2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
 }
 
+/* Speculative decoding's buffers beside engine_host_bytes (devq_spec.c, runner.c): the drafter
+ * input of every batch row (backend memory), the runner's verify-group sample specs and spec items
+ * (both step buffers), the draft tables and the draft picks' sampler scratch. 0 when off. */
+static uint64_t engine_spec_bytes(const deepinfer_engine_config *c, const di_model_config *cfg, int spec_n) {
+    if (spec_n <= 0) return 0;
+    size_t hid = cfg->drafter == DI_DRAFTER_DSPARK ? (size_t)cfg->n_dspark_target_layer_ids * (size_t)cfg->hidden_size
+                 : cfg->drafter == DI_DRAFTER_MTP ? (size_t)cfg->hc_mult * (size_t)cfg->hidden_size
+                                                   : 0;
+    size_t items = 2 * (size_t)c->max_num_seqs, rows = (size_t)c->max_num_batched_tokens;
+    size_t block = cfg->drafter == DI_DRAFTER_DSPARK ? (size_t)cfg->dspark_block_size : DEEPINFER_MAX_DRAFT;
+    return (uint64_t)(rows * hid * 2 + 2 * items * (size_t)spec_n * sizeof(di_sample_spec) +
+                      2 * items * sizeof(di_spec_item) + items * (8 * sizeof(void *) + block * 8) + rows * 4 +
+                      (size_t)cfg->vocab_size * 15);
+}
+
 /* What the engine allocates after the model load, declared to the load's plan (load_plan.h) so
  * that an engine which cannot hold its slots and one sequence at max_model_len (or the num_pages
  * asked for) is refused before the weights are allocated: slots and pages in backend memory
@@ -239,7 +258,8 @@ static deepinfer_status declare_states(const deepinfer_engine *e, const di_model
     deepinfer_status st = di_pool_geom_compute(cfg, c->page_rows, c->max_model_len, c->max_draft_tokens, &g, err);
     if (st) return st;
     int64_t pages = c->num_pages ? c->num_pages : di_pool_geom_pages_for(cfg, &g, g.max_tokens);
-    mo->reserve_device = (uint64_t)c->max_num_seqs * g.dev_slot_bytes + (uint64_t)pages * g.page_bytes;
+    mo->reserve_device = (uint64_t)c->max_num_seqs * g.dev_slot_bytes + (uint64_t)pages * g.page_bytes +
+                         engine_spec_bytes(c, cfg, e->spec_n);
     mo->reserve_host = (uint64_t)c->max_num_seqs * g.host_slot_bytes + engine_host_bytes(c, cfg->vocab_size);
     mo->budget = c->num_pages ? 0 : c->memory_budget;
     return DEEPINFER_OK;
@@ -250,7 +270,8 @@ static deepinfer_status plan_memory(deepinfer_engine *e, const di_pool_geom *g, 
     deepinfer_memory_plan *p = &e->plan;
     p->weight_bytes = di_model_weight_bytes(e->model);
     p->decode_weight_bytes = di_model_decode_weight_bytes(e->model);
-    p->workspace_bytes = di_model_workspace_bytes(e->model) + engine_host_bytes(c, e->mcfg->vocab_size);
+    p->workspace_bytes = di_model_workspace_bytes(e->model) + engine_host_bytes(c, e->mcfg->vocab_size) +
+                         engine_spec_bytes(c, e->mcfg, e->spec_n);
     p->slot_bytes = g->slot_bytes;
     p->num_slots = c->max_num_seqs;
     p->page_bytes = g->page_bytes;
@@ -444,7 +465,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if (e->spec_n > 0 && e->spec_varlen) {
         int rows = e->cfg.max_num_seqs * (1 + e->spec_n);
         if (rows > e->cfg.max_num_batched_tokens) rows = e->cfg.max_num_batched_tokens;
-        if ((st = di_spec_profile(e->model, &e->pool, rows, e->spec_n, &e->spec_cost, err))) return st;
+        if (opt->spec_cost) e->spec_cost = *opt->spec_cost;
+        else if ((st = di_spec_profile(e->model, &e->pool, rows, e->spec_n, &e->spec_cost, err))) return st;
     }
     di_sched_config sc = {.max_num_batched_tokens = e->cfg.max_num_batched_tokens,
                           .max_num_seqs = e->cfg.max_num_seqs,

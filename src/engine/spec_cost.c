@@ -57,9 +57,10 @@ void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax
         n_dec++;
         float s = 1.0f;
         for (int j = 0; j < kmax[i]; j++) {
-            if (isnan(conf[i][j])) /* measured: P(drafts 1..j+1 all accepted) */
-                s = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
-            else s *= sigmoidf_(conf[i][j]);
+            if (isnan(conf[i][j])) { /* measured: P(drafts 1..j+1 all accepted), never above S_j */
+                float r = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
+                s = r < s ? r : s;
+            } else s *= sigmoidf_(conf[i][j]);
             cand[m++] = (di_spec_cand){.s = s, .seq = i, .j = j};
         }
     }

@@ -56,9 +56,13 @@ deepinfer_status di_spec_profile(di_model *m, di_state_pool *pool, int max_rows,
     p.lrows = malloc(sizeof(int) * (size_t)cap);
     p.logits = malloc(sizeof(float) * (size_t)cap * (size_t)cfg->vocab_size);
     p.hid = di_dev_alloc((size_t)cap * p.hid_elems * 2 + 2);
+    /* the drafter writes [n][block] ids and confidences (draft.h), block up to the checkpoint's */
+    size_t block = (size_t)(di_model_draft_block(m) > 0 ? di_model_draft_block(m) : 1);
+    int32_t *ids = malloc(sizeof(int32_t) * 8 * block);
+    float *conf = malloc(sizeof(float) * 8 * block);
     int slots[8], ns = 0;
     deepinfer_status st = DEEPINFER_OK;
-    if (!p.tok || !p.pos || !p.seq || !p.lrows || !p.logits || !p.hid) {
+    if (!p.tok || !p.pos || !p.seq || !p.lrows || !p.logits || !p.hid || !ids || !conf) {
         st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory profiling the verify cost");
         goto done;
     }
@@ -82,8 +86,7 @@ deepinfer_status di_spec_profile(di_model *m, di_state_pool *pool, int max_rows,
         out->sec[out->n++] = best;
     }
     /* the drafter: slots fed PROFILE_FEED rows each, then one draft call over n of them */
-    int32_t next[PROFILE_FEED], ids[8 * DEEPINFER_MAX_DRAFT];
-    float conf[8 * DEEPINFER_MAX_DRAFT];
+    int32_t next[PROFILE_FEED];
     for (int i = 0; i < PROFILE_FEED; i++) next[i] = 2 + i % 5;
     for (size_t i = 0; i < sizeof k_reqs / sizeof *k_reqs; i++) {
         int n = k_reqs[i];
@@ -126,8 +129,15 @@ deepinfer_status di_spec_profile(di_model *m, di_state_pool *pool, int max_rows,
         out->dsec[out->nd++] = best;
     }
 done:
+    /* more rows or more requests never cost less (spec_cost.h interpolates and extrapolates the
+     * table); a measurement below an earlier point's is noise and takes the earlier's time */
+    for (int i = 1; i < out->n; i++)
+        if (out->sec[i] < out->sec[i - 1]) out->sec[i] = out->sec[i - 1];
+    for (int i = 1; i < out->nd; i++)
+        if (out->dsec[i] < out->dsec[i - 1]) out->dsec[i] = out->dsec[i - 1];
     for (int i = 0; i < ns; i++) di_pool_slot_release(pool, slots[i]);
     free(p.tok), free(p.pos), free(p.seq), free(p.lrows), free(p.logits);
     di_dev_free(p.hid);
+    free(ids), free(conf);
     return st;
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine_internal.h"
 #include "engine/engine_util.h"
 #include "dummy/dummy.h"
 #include "model/config.h"
@@ -71,7 +72,18 @@ static deepinfer_engine *open_spec(const char *model, const spec_cfg *s, int max
     c.mtp_varlen = s->varlen;
     c.nextn_decode = s->nextn;
     deepinfer_engine *e = NULL;
-    if (deepinfer_engine_open(&c, &e, msg, cap)) fprintf(stderr, "    open %s: %s\n", s->what, msg);
+    /* confidence-scheduled lengths: a fixed step-cost table where a verified row costs a tenth of a
+     * step, so that which drafts pay depends on the confidences and not on this machine's timing */
+    static const di_spec_cost flat = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-4},
+                                      .nd = 2, .reqs = {1, 8}, .dsec = {1e-4, 8e-4}};
+    const di_engine_options opt = {.spec_cost = s->varlen == 1 ? &flat : NULL};
+    di_error err = {0};
+    if (di_engine_open_opts(&c, &opt, &e, &err)) {
+        snprintf(msg, cap, "%s", err.msg);
+        fprintf(stderr, "    open %s: %s\n", s->what, msg);
+    } else if (cap) {
+        msg[0] = '\0';
+    }
     return e;
 }
 
