@@ -185,6 +185,12 @@ GPU_TEST_OBJ += $(CU_C_OBJ) $(TOOLS_LIB_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 $(BUILD)/tests/ops/cuda/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
+# The git commit `deepinfer eval` reports (config.commit): "unknown" without git or outside a work
+# tree (a source tarball). The report object is rebuilt when the checked-out commit changes.
+DI_GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/tools/eval/eval_report.o: CPPFLAGS += -DDI_GIT_COMMIT=\"$(DI_GIT_COMMIT)\"
+$(BUILD)/tools/eval/eval_report.o: $(wildcard .git/HEAD $(shell git rev-parse --git-dir 2>/dev/null)/HEAD)
+
 cuda-tests: $(GPU_TEST_BIN) ## build the GPU test runner (run it with tests/ops/cuda/run.sh)
 
 # The CUDA kernels go into one shared object (their device code once, not
