@@ -211,10 +211,11 @@ static int64_t max_tokens_for_pages(const di_model_config *cfg, const di_pool_ge
 }
 
 /* Prompt-logprob logits rows per step (scheduler.h): the host logits buffer holds this many rows
- * beside the samples' — a bounded group, so prompt logprobs cost no more than a few decode batches
- * of logits whatever max_num_batched_tokens is. */
+ * beside the samples' — a bounded group (256 rows, or max_num_seqs if more, at most
+ * max_num_batched_tokens), so prompt logprobs cost a bounded buffer whatever max_num_batched_tokens
+ * is, while a scoring step still carries hundreds of prompt rows. */
 static int prompt_lp_rows(const deepinfer_engine_config *c) {
-    int rows = c->max_num_seqs > 64 ? c->max_num_seqs : 64;
+    int rows = c->max_num_seqs > 256 ? c->max_num_seqs : 256;
     return rows < c->max_num_batched_tokens ? rows : c->max_num_batched_tokens;
 }
 
