@@ -112,8 +112,7 @@ static int run_scoring(const char *cmd, const eargs *a) {
         return 1;
     }
     const char *path = a->path ? a->path : "engine";
-    m.use_engine = !strcmp(path, "engine");
-    if (m.use_engine) m.context -= 1; /* a request's prompt leaves room for its one output token */
+    if (!strcmp(path, "engine")) ev_model_use_engine(&m);
     if (!strcmp(cmd, "perplexity")) {
         char *text = NULL;
         size_t n = 0;

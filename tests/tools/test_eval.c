@@ -217,7 +217,7 @@ TEST(eval_generate_exact_match_and_schema) {
 TEST(eval_perplexity_engine_equals_model_forward) {
     ev_model a, b;
     if (!open_demo(&a) || !open_demo(&b)) return;
-    b.use_engine = 1;
+    ev_model_use_engine(&b);
     di_error err = {0};
     ev_ppl_result ra, rb;
     for (int w = 0; w < 2; w++) {

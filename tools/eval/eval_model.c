@@ -35,8 +35,15 @@ deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, e
     return DEEPINFER_OK;
 }
 
+void ev_model_use_engine(ev_model *m) {
+    if (m->use_engine) return;
+    m->use_engine = 1;
+    m->context -= 1;
+}
+
 /* The engine for scoring: the model directory, the resolved accelerator, a context one above the
- * longest sequence (a prompt must leave room for its one output token). */
+ * longest sequence (a prompt must leave room for its one output token; m->context is already one
+ * below the model's). */
 static deepinfer_status open_engine(ev_model *m, int64_t max_len, di_error *err) {
     deepinfer_engine_close(m->engine);
     m->engine = NULL;
@@ -44,7 +51,7 @@ static deepinfer_status open_engine(ev_model *m, int64_t max_len, di_error *err)
     deepinfer_engine_config_init(&c);
     c.model = m->dir;
     c.accelerator = m->accelerator;
-    c.max_model_len = max_len + 1 < m->context ? max_len + 1 : m->context;
+    c.max_model_len = max_len + 1 < m->context + 1 ? max_len + 1 : m->context + 1;
     char msg[DI_ERROR_MSG_MAX];
     deepinfer_status st = deepinfer_engine_open(&c, &m->engine, msg, sizeof msg);
     if (st) return di_error_set(err, st, "eval: opening the engine: %s", msg);

@@ -48,6 +48,10 @@ typedef struct ev_model {
  * $DEEPINFER_ACCELERATOR else auto). The weights are loaded by ev_model_load. */
 deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, ev_model *m, di_error *err);
 
+/* Score through the engine (before ev_model_load): sets use_engine, and the context sequences may
+ * use becomes one less than the model's (a request's prompt leaves room for its one output token). */
+void ev_model_use_engine(ev_model *m);
+
 /* Load the weights (or, with use_engine, open the engine) with room for sequences of max_len
  * positions (<= context). */
 deepinfer_status ev_model_load(ev_model *m, int64_t max_len, di_error *err);
