@@ -185,6 +185,15 @@ GPU_TEST_OBJ += $(CU_C_OBJ) $(TOOLS_LIB_OBJ)
 GPU_TEST_BIN := $(BUILD)/test_gpu
 $(BUILD)/tests/ops/cuda/%.o $(BUILD)/src/ops/cuda/%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
 
+# The git commit `deepinfer eval` reports (config.commit): "unknown" without git or outside a work
+# tree (a source tarball). A stamp file holds it, rewritten only when it changes, so the report
+# object is rebuilt after a commit (or a change to the dirty state) and not otherwise.
+DI_GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+DI_COMMIT_STAMP := $(BUILD)/git_commit.txt
+$(shell mkdir -p $(BUILD) && [ "$$(cat $(DI_COMMIT_STAMP) 2>/dev/null)" = "$(DI_GIT_COMMIT)" ] || echo "$(DI_GIT_COMMIT)" > $(DI_COMMIT_STAMP))
+$(BUILD)/tools/eval/eval_report.o: CPPFLAGS += -DDI_GIT_COMMIT=\"$(DI_GIT_COMMIT)\"
+$(BUILD)/tools/eval/eval_report.o: $(DI_COMMIT_STAMP)
+
 cuda-tests: $(GPU_TEST_BIN) ## build the GPU test runner (run it with tests/ops/cuda/run.sh)
 
 # The CUDA kernels go into one shared object (their device code once, not

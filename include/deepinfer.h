@@ -121,10 +121,17 @@ typedef struct deepinfer_sampling_params {
     int so_after_think;       /* constrain only after </think> (thinking mode) */
     int32_t so_whitespace_max;/* json: whitespace bytes allowed between tokens; -1 = default (20), 0 = compact */
     int so_lenient;           /* json: ignore unsupported schema keywords instead of failing */
+    /* Prompt logprobs (vLLM's prompt_logprobs): -1 = none (default); 0 = the raw log-probability of
+     * each prompt token given the tokens before it (the output's prompt_logprobs); K in
+     * 1..DEEPINFER_MAX_LOGPROBS = also the top K ids of each prompt position (prompt_top_ids). Raw =
+     * log_softmax of the unprocessed logits, as `logprobs`. Computed once per request (n > 1 shares
+     * them), bitwise the same whatever the batch, chunking, preemption or speculation. Refused (that
+     * request fails) on an engine with yoco_compact = 1, where prompt positions have no logits. */
+    int32_t prompt_logprobs;
 } deepinfer_sampling_params;
 
 /* Fill *p with the defaults (temperature 1, max_tokens 16, n 1, logprobs -1,
- * skip_special_tokens 1, everything else disabled). */
+ * prompt_logprobs -1, skip_special_tokens 1, everything else disabled). */
 DEEPINFER_API void deepinfer_sampling_params_init(deepinfer_sampling_params *p);
 
 /* ---- engine configuration ------------------------------------------------ */
@@ -313,6 +320,15 @@ typedef struct deepinfer_request_output {
     size_t n_choices;
     const deepinfer_completion *choices;
     deepinfer_request_metrics metrics;
+    /* params.prompt_logprobs >= 0 (else NULL / 0): prompt_logprobs[i] is the raw log-probability of
+     * prompt_ids[i] given prompt_ids[0..i); entry 0 is NAN (the first token has no context; vLLM's
+     * None). With K = params.prompt_logprobs > 0, prompt_top_ids / prompt_top_logprobs [n_prompt][K]
+     * hold the top K ids of each position's distribution by logprob desc, id asc (row 0: ids -1,
+     * logprobs NAN). Owned by the output; complete once the request has produced its first token. */
+    const float *prompt_logprobs;
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
+    int32_t n_prompt_top;          /* K, or 0 */
 } deepinfer_request_output;
 
 /* Free one output obtained from deepinfer_take_output or deepinfer_generate.

@@ -14,8 +14,8 @@
 #include "util/file.h"
 
 static const char USAGE[] =
-    "usage: deepinfer eval perplexity    --text FILE [--window N] [--stride S] [common]\n"
-    "       deepinfer eval loglikelihood --tasks FILE.jsonl [--window N] [--stride S] [common]\n"
+    "usage: deepinfer eval perplexity    --text FILE [--window N] [--stride S] [--path P] [common]\n"
+    "       deepinfer eval loglikelihood --tasks FILE.jsonl [--window N] [--stride S] [--path P] [common]\n"
     "       deepinfer eval generate      --tasks FILE.jsonl [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                                    [--top-k K] [--seed S] [--constrained] [common]\n"
     "common: [--model DIR] [--accelerator auto|cpu|cuda] [--output FILE]\n"
@@ -32,14 +32,15 @@ static const char USAGE[] =
     "\n"
     "The report is one JSON object on stdout (or --output FILE) naming the configuration; a table\n"
     "goes to stderr. Malformed lines, empty continuations and items longer than the model's context\n"
-    "are reported per item (\"error\": name) and the rest is scored. Scoring runs the model's\n"
-    "forward with all-position logits (the public API has no prompt logprobs); generation runs the\n"
+    "are reported per item (\"error\": name) and the rest is scored. --path engine (default) scores\n"
+    "through the engine with prompt logprobs (its batching and chunking as users run it);\n"
+    "--path model-forward runs the model's forward with all-position logits. Generation runs the\n"
     "engine. --accelerator (default $DEEPINFER_ACCELERATOR, else auto); $DEEPINFER_BATCH_INVARIANT\n"
     "applies on CUDA. See eval/README.md.\n"
     "\n" DI_CLI_MODEL_RULE;
 
 typedef struct eargs {
-    const char *model, *accel, *output, *text, *tasks;
+    const char *model, *accel, *output, *text, *tasks, *path;
     int window, stride, max_tokens, top_k, constrained, has_seed;
     double temperature, top_p;
     uint64_t seed;
@@ -53,6 +54,13 @@ static int parse(int argc, char **argv, const char *cmd, eargs *a) {
         else if (di_cli_flag_value(argc, argv, &i, "--accelerator", &v)) a->accel = v;
         else if (di_cli_flag_value(argc, argv, &i, "--output", &v)) a->output = v;
         else if (!strcmp(cmd, "perplexity") && di_cli_flag_value(argc, argv, &i, "--text", &v)) a->text = v;
+        else if (score && di_cli_flag_value(argc, argv, &i, "--path", &v)) {
+            if (strcmp(v, "engine") && strcmp(v, "model-forward")) {
+                fprintf(stderr, "error: --path must be engine or model-forward, got '%s'\n", v);
+                return 2;
+            }
+            a->path = v;
+        }
         else if (strcmp(cmd, "perplexity") && di_cli_flag_value(argc, argv, &i, "--tasks", &v)) a->tasks = v;
         else if (score && di_cli_flag_value(argc, argv, &i, "--window", &v)) {
             if (di_cli_parse_int("--window", v, 2, 1 << 30, &a->window)) return 2;
@@ -103,6 +111,8 @@ static int run_scoring(const char *cmd, const eargs *a) {
         ev_model_close(&m);
         return 1;
     }
+    const char *path = a->path ? a->path : "engine";
+    if (!strcmp(path, "engine")) ev_model_use_engine(&m);
     if (!strcmp(cmd, "perplexity")) {
         char *text = NULL;
         size_t n = 0;
@@ -110,7 +120,7 @@ static int run_scoring(const char *cmd, const eargs *a) {
         if (di_read_file(a->text, 0, &text, &n, &err) || ev_perplexity(&m, text, n, a->window, a->stride, &r, &err)) {
             fprintf(stderr, "deepinfer eval perplexity: %s\n", err.msg);
         } else {
-            head(&b, "perplexity", m.accelerator, m.batch_invariant, m.dir, "model-forward", "text", a->text);
+            head(&b, "perplexity", m.accelerator, m.batch_invariant, m.dir, path, "text", a->text);
             ev_printf(&b, ", ");
             ev_ppl_json(&b, &r);
             ev_printf(&b, "}");
@@ -124,7 +134,7 @@ static int run_scoring(const char *cmd, const eargs *a) {
         if (ev_tasks_read(a->tasks, &t, &err) || ev_score_tasks(&m, &t, a->window, a->stride, &items, &s, &err)) {
             fprintf(stderr, "deepinfer eval loglikelihood: %s\n", err.msg);
         } else {
-            head(&b, "loglikelihood", m.accelerator, m.batch_invariant, m.dir, "model-forward", "tasks", a->tasks);
+            head(&b, "loglikelihood", m.accelerator, m.batch_invariant, m.dir, path, "tasks", a->tasks);
             ev_printf(&b, ", ");
             ev_ll_summary_json(&b, &s);
             ev_printf(&b, ", \"items\": [\n  %s]}", items.p ? items.p : "");

@@ -54,6 +54,7 @@ class SamplingParamsC(C.Structure):
         ("so_after_think", C.c_int),
         ("so_whitespace_max", C.c_int32),
         ("so_lenient", C.c_int),
+        ("prompt_logprobs", C.c_int32),
     ]
 
 
@@ -175,6 +176,10 @@ class RequestOutputC(C.Structure):
         ("n_choices", C.c_size_t),
         ("choices", C.POINTER(CompletionC)),
         ("metrics", RequestMetricsC),
+        ("prompt_logprobs", C.POINTER(C.c_float)),
+        ("prompt_top_ids", C.POINTER(C.c_int32)),
+        ("prompt_top_logprobs", C.POINTER(C.c_float)),
+        ("n_prompt_top", C.c_int32),
     ]
 
 

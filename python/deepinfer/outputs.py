@@ -57,7 +57,9 @@ class RequestOutput:
     outputs: List[CompletionOutput]
     finished: bool = True
     metrics: Optional[RequestMetrics] = None
-    prompt_logprobs: None = field(default=None)
+    # with SamplingParams(prompt_logprobs=K): per prompt token, None for the first (no context), then
+    # {token_id: Logprob} with the prompt token and the top K of that position (vLLM's shape)
+    prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = field(default=None)
 
 
 def _completion(c, finish_name):
@@ -91,6 +93,23 @@ def _completion(c, finish_name):
     return out
 
 
+def _prompt_logprobs(o):
+    if not o.prompt_logprobs:
+        return None
+    n, k = o.n_prompt, o.n_prompt_top
+    ids = o.prompt_ids[:n] if n else []
+    lps = o.prompt_logprobs[:n] if n else []
+    tids = o.prompt_top_ids[:n * k] if n and k else []
+    tlps = o.prompt_top_logprobs[:n * k] if n and k else []
+    out = [None] if n else []
+    for t in range(1, n):
+        top = {tids[t * k + j]: Logprob(tlps[t * k + j], rank=j + 1) for j in range(k)}
+        if ids[t] not in top:
+            top = {ids[t]: Logprob(lps[t])} | top
+        out.append(top)
+    return out
+
+
 def from_c(o, prompt_text, finish_name):
     """A RequestOutput from a deepinfer_request_output (must have status OK)."""
     m = o.metrics
@@ -100,4 +119,5 @@ def from_c(o, prompt_text, finish_name):
     choices = [_completion(o.choices[i], finish_name) for i in range(o.n_choices)]
     return RequestOutput(request_id=str(o.request_id), prompt=prompt_text,
                          prompt_token_ids=list(o.prompt_ids[:o.n_prompt]) if o.n_prompt else [],
-                         outputs=choices, finished=bool(o.finished), metrics=metrics)
+                         outputs=choices, finished=bool(o.finished), metrics=metrics,
+                         prompt_logprobs=_prompt_logprobs(o))

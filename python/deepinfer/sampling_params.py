@@ -42,7 +42,7 @@ class SamplingParams:
     def __init__(self, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=16, min_tokens=0, n=1,
                  stop=None, stop_token_ids=None, seq_seed=None, logprobs=None, presence_penalty=0.0,
                  frequency_penalty=0.0, repetition_penalty=1.0, ignore_eos=False, skip_special_tokens=True,
-                 so_args=None):
+                 so_args=None, prompt_logprobs=None):
         self.temperature = temperature
         self.top_p = top_p
         self.top_k = top_k
@@ -60,6 +60,7 @@ class SamplingParams:
         self.ignore_eos = ignore_eos
         self.skip_special_tokens = skip_special_tokens
         self.so_args = so_args
+        self.prompt_logprobs = prompt_logprobs
         self.verify()
 
     def __repr__(self):
@@ -150,6 +151,8 @@ class SamplingParams:
             raise ValueError(f"seq_seed must be in [0, 2^64), got {self.seq_seed}")
         if self.logprobs is not None and not 0 <= _int("logprobs", self.logprobs) <= S.MAX_LOGPROBS:
             raise ValueError(f"logprobs must be in [0, {S.MAX_LOGPROBS}] or None, got {self.logprobs}")
+        if self.prompt_logprobs is not None and not 0 <= _int("prompt_logprobs", self.prompt_logprobs) <= S.MAX_LOGPROBS:
+            raise ValueError(f"prompt_logprobs must be in [0, {S.MAX_LOGPROBS}] or None, got {self.prompt_logprobs}")
         for name in ("ignore_eos", "skip_special_tokens"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
@@ -179,6 +182,7 @@ class SamplingParams:
         if self.seq_seed is not None:
             c.has_seed, c.seed = 1, self.seq_seed
         c.logprobs = -1 if self.logprobs is None else self.logprobs
+        c.prompt_logprobs = -1 if self.prompt_logprobs is None else self.prompt_logprobs
         stops = [s.encode() for s in self._stops()]
         keep.extend(stops)
         for i, s in enumerate(stops):

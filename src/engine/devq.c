@@ -34,9 +34,11 @@ typedef struct queue {
     di_model *model;
     di_state_pool *pool;
     const di_model_config *cfg;
-    int max_rows;              /* logits rows */
-    float *logits;             /* [max_rows][vocab] */
-    int *logit_rows;
+    int max_rows;              /* logits rows of samples */
+    int plp_rows;              /* logits rows of prompt logprobs (di_devq_enable_prompt_lp), beside those */
+    float *logits;             /* [max_rows + plp_rows][vocab]: a step's logit rows in row order */
+    int *logit_rows;           /* [max_rows + plp_rows] */
+    int *sidx, *pidx;          /* with plp_rows: each sample's / prompt-logprob row's index in `logits` */
     di_threadpool *tp;
     int nscratch;
     di_sampler_scratch *scratch; /* one per pool thread */
@@ -72,7 +74,7 @@ static void sample_one(queue *q, di_sample_spec *sp, size_t i, int t) {
                              .allow_mask = sp->allow_mask,
                              .eos_id = sp->eos_id};
     di_sample_result r;
-    const float *logits = q->logits + i * (size_t)V;
+    const float *logits = q->logits + (q->sidx ? (size_t)q->sidx[i] : i) * (size_t)V;
     di_error err = {0};
     sp->grammar_done = 0;
     if (sp->matcher)
@@ -123,6 +125,45 @@ static void sample_task(void *ctx, int t, int nt) {
     sample_range(j->q, j->step, group_start(j->step, b), group_start(j->step, e), t);
 }
 
+/* Prompt logprobs of rows [b, e) of s (devq.h di_plp_spec). */
+static void plp_range(queue *q, di_step *s, size_t b, size_t e) {
+    int32_t V = (int32_t)q->cfg->vocab_size;
+    for (size_t i = b; i < e; i++) {
+        di_plp_spec *p = &s->plp[i];
+        const float *logits = q->logits + (size_t)q->pidx[i] * (size_t)V;
+        int32_t top[DI_MAX_LOGPROBS], n_top = 0;
+        float top_lp[DI_MAX_LOGPROBS];
+        di_raw_logprobs(logits, V, p->next_token, p->k, p->w_logprob, top, top_lp, &n_top);
+        for (int32_t j = 0; j < p->k; j++) { /* fewer than asked only if the row has NaNs */
+            p->w_top_ids[j] = j < n_top ? top[j] : -1;
+            p->w_top_lp[j] = j < n_top ? top_lp[j] : -INFINITY;
+        }
+    }
+}
+
+static void plp_task(void *ctx, int t, int nt) {
+    sample_job *j = ctx;
+    size_t b, e;
+    di_split_range((size_t)j->step->n_plp, t, nt, &b, &e);
+    plp_range(j->q, j->step, b, e);
+}
+
+/* The step's logit rows in increasing order: the samples' and the prompt-logprob rows', merged; each
+ * one's index in the logits array goes to sidx / pidx. Returns the row count. */
+static int merge_logit_rows(queue *q, const di_step *s) {
+    int a = 0, c = 0, n = 0;
+    while (a < s->n_samples || c < s->n_plp) {
+        if (c >= s->n_plp || (a < s->n_samples && s->samples[a].logit_row < s->plp[c].logit_row)) {
+            q->sidx[a] = n;
+            q->logit_rows[n++] = s->samples[a++].logit_row;
+        } else {
+            q->pidx[c] = n;
+            q->logit_rows[n++] = s->plp[c++].logit_row;
+        }
+    }
+    return n;
+}
+
 static deepinfer_status run_ops(queue *q, di_step *s, di_error *err) {
     for (int i = 0; i < s->n_ops; i++) {
         di_state_op *op = &s->ops[i];
@@ -147,7 +188,7 @@ static int has_penalty(const di_sampling_params *p) {
 /* 1 if the device sampler takes every sample of s (its token is the host sampler's: dic.h
  * dic_sample_rows; logprobs and structured outputs stay on the host). */
 static int device_samples(const queue *q, const di_step *s) {
-    if (!q->dev || s->n_samples < 1 || s->n_samples > q->fwd_rows) return 0;
+    if (!q->dev || s->n_samples < 1 || s->n_samples > q->fwd_rows || s->n_plp) return 0;
     for (int i = 0; i < s->n_samples; i++)
         if (s->samples[i].matcher || s->samples[i].params->logprobs >= 0) return 0;
     return 1;
@@ -253,18 +294,24 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     if (s->n_samples > q->max_rows && !s->status)
         s->status = di_error_set(&s->err, DEEPINFER_ERR_INTERNAL, "step with %d samples, the queue holds %d", s->n_samples,
                                  q->max_rows);
+    if (s->n_plp > q->plp_rows && !s->status)
+        s->status = di_error_set(&s->err, DEEPINFER_ERR_INTERNAL, "step with %d prompt-logprob rows, the queue holds %d",
+                                 s->n_plp, q->plp_rows);
     di_model_batch b = s->batch;
     if (!s->status && feed) {
         s->status = di_backend_dq_feed(q->dev, s->seq_no, b.n, tokens, s->src, q->dtok, &s->err);
         b.tokens_on_device = 1; /* `tokens` (placeholders 0) still serve the host checks */
     }
     if (!s->status) {
-        for (int i = 0; i < s->n_samples; i++) q->logit_rows[i] = s->samples[i].logit_row;
-        b.n_logits = s->n_samples;
+        if (q->sidx) b.n_logits = merge_logit_rows(q, s);
+        else {
+            for (int i = 0; i < s->n_samples; i++) q->logit_rows[i] = s->samples[i].logit_row;
+            b.n_logits = s->n_samples;
+        }
         b.logit_rows = q->logit_rows;
         b.logits = dev_sample ? NULL : q->logits;
         if (s->n_spec && q->spec) di_devq_spec_before(q->spec, s, &b);
-        if (!s->n_spec && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
+        if (!s->n_spec && !s->n_plp && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
             s->status = dev_sample ? di_devq_graph_run(&q->graph, &b, &s->err)
                                    : di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
@@ -300,6 +347,12 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     } else {
         fail_samples(s);
     }
+    if (!s->status && s->n_plp <= 4) { /* prompt logprobs: beside the samples, they do not touch them */
+        plp_range(q, s, 0, (size_t)s->n_plp);
+    } else if (!s->status) {
+        sample_job j = {q, s};
+        di_threadpool_run(q->tp, plp_task, &j);
+    }
     if (!s->status && s->n_spec && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
     q->prev = s;
     return DEEPINFER_OK;
@@ -322,6 +375,8 @@ static void queue_destroy(di_devq *dq) {
     free(q->masks);
     free(q->logits);
     free(q->logit_rows);
+    free(q->sidx);
+    free(q->pidx);
     free(q->rows);
     free(q->ids);
     free(q);
@@ -332,6 +387,7 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
     queue *q = (queue *)dq;
     if (q->spec) return DEEPINFER_OK;
     int rows = max_samples; /* a verify group samples every row from its decode row on */
+    if (q->plp_rows) return di_error_set(err, DEEPINFER_ERR_INTERNAL, "enable speculation before prompt logprobs");
     if (rows > q->max_rows) {
         size_t V = (size_t)q->cfg->vocab_size;
         float *lg = realloc(q->logits, sizeof(float) * V * (size_t)rows);
@@ -349,6 +405,22 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
         q->spec = NULL;
     }
     return st;
+}
+
+deepinfer_status di_devq_enable_prompt_lp(di_devq *dq, int rows, di_error *err) {
+    queue *q = (queue *)dq;
+    if (q->plp_rows || rows < 1) return DEEPINFER_OK;
+    size_t V = (size_t)q->cfg->vocab_size, all = (size_t)q->max_rows + (size_t)rows;
+    float *lg = realloc(q->logits, sizeof(float) * V * all);
+    if (lg) q->logits = lg;
+    int *lr = realloc(q->logit_rows, sizeof(int) * all);
+    if (lr) q->logit_rows = lr;
+    q->sidx = malloc(sizeof(int) * (size_t)q->max_rows);
+    q->pidx = malloc(sizeof(int) * (size_t)rows);
+    if (!lg || !lr || !q->sidx || !q->pidx)
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d prompt-logprob logits rows", rows);
+    q->plp_rows = rows;
+    return DEEPINFER_OK;
 }
 
 static const di_devq_vtable QUEUE_VT = {queue_submit, queue_wait, queue_destroy};

@@ -104,6 +104,18 @@ typedef struct di_spec_item {
     float conf[DEEPINFER_MAX_DRAFT];
 } di_spec_item;
 
+/* Prompt logprobs: a prompt row whose logits give the raw logprob of the next prompt token (and the
+ * top k), computed on the host (sampler.h di_raw_logprobs) and written into the request's arrays.
+ * A step's prompt-logprob rows are in increasing row order and never a sampled row. */
+typedef struct di_plp_spec {
+    int logit_row;              /* the batch row */
+    int32_t next_token;         /* the prompt token after it */
+    int32_t k;                  /* top entries (0: none) */
+    float *w_logprob;
+    int32_t *w_top_ids;         /* [k] or NULL */
+    float *w_top_lp;
+} di_plp_spec;
+
 typedef struct di_step {
     uint64_t seq_no;            /* 1, 2, ... in submission order */
     di_state_op *ops;
@@ -115,6 +127,8 @@ typedef struct di_step {
     di_spec_item *spec;         /* speculative decoding: every sequence's part (NULL: off) */
     int n_spec;
     int spec_n;                 /* drafts to make per sequence with draft_next */
+    di_plp_spec *plp;           /* prompt logprobs: rows beside the samples' whose logits come to the host */
+    int n_plp;
     deepinfer_status status;    /* of the whole step (forward failures) */
     di_error err;
     int on_device;              /* queue-private: sampled on the device, results not taken yet */
@@ -148,6 +162,10 @@ struct di_devq {
  * on the host. */
 deepinfer_status di_devq_new(di_model *model, di_state_pool *pool, int max_logit_rows, int graphs, int page_rows,
                              int device_sampling, di_devq **out, di_error *err);
+
+/* Prompt logprobs: room for `rows` prompt-logprob rows per step beside the samples' (their logits
+ * come to the host; a step with any samples on the host). */
+deepinfer_status di_devq_enable_prompt_lp(di_devq *q, int rows, di_error *err);
 
 /* Speculative decoding on: scratch for steps of up to max_rows rows, max_items sequences and
  * max_samples samples with drafts of up to spec_n tokens (the drafter's input rows, the feed's

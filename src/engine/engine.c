@@ -32,6 +32,12 @@ static deepinfer_status check_request(deepinfer_engine *e, const di_sampling_par
     if (p->n_stop && !e->tok)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                             "stop strings need a tokenizer and this model has none; use stop_token_ids");
+    if (p->prompt_logprobs >= 0 && e->cfg.yoco_compact)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "prompt_logprobs needs the logits of every prompt row, and this engine runs compact prefill "
+                            "(yoco_compact = 1: the late layers skip all but each prompt's last %lld tokens); open it "
+                            "with yoco_compact = 0 (exact) or set prompt_logprobs = -1",
+                            (long long)e->cfg.yoco_keep_tokens);
     if (p->so_schema_type && !e->tok)
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
                             "so_args need a tokenizer (to map tokens to text) and this model has none");

@@ -214,8 +214,17 @@ static int64_t max_tokens_for_pages(const di_model_config *cfg, const di_pool_ge
     return lo;
 }
 
-/* The engine's own host buffers beside the model's workspace: logits, sampler scratch (one per
- * thread), step rows, sample specs. */
+/* Prompt-logprob logits rows per step (scheduler.h): the host logits buffer holds this many rows
+ * beside the samples' — a bounded group (256 rows, or max_num_seqs if more, at most
+ * max_num_batched_tokens), so prompt logprobs cost a bounded buffer whatever max_num_batched_tokens
+ * is, while a scoring step still carries hundreds of prompt rows. */
+static int prompt_lp_rows(const deepinfer_engine_config *c) {
+    int rows = c->max_num_seqs > 256 ? c->max_num_seqs : 256;
+    return rows < c->max_num_batched_tokens ? rows : c->max_num_batched_tokens;
+}
+
+/* The engine's own host buffers beside the model's workspace: logits (samples' and prompt
+ * logprobs'), sampler scratch (one per thread), step rows, sample specs. */
 static uint64_t engine_host_bytes(const deepinfer_engine_config *c, int64_t vocab) {
     size_t V = (size_t)vocab;
     di_threadpool *tp = di_threadpool_global();
@@ -227,7 +236,9 @@ static uint64_t engine_host_bytes(const deepinfer_engine_config *c, int64_t voca
         if (lrows > (size_t)c->max_num_batched_tokens) lrows = (size_t)c->max_num_batched_tokens;
         if (lrows < (size_t)c->max_num_seqs) lrows = (size_t)c->max_num_seqs;
     }
-    return lrows * V * 4 + threads * V * 15 + 2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4) +
+    lrows += (size_t)prompt_lp_rows(c);
+    return lrows * V * 4 + threads * V * 15 +
+           2 * (size_t)c->max_num_batched_tokens * (4 + 8 + 8 + 4 + sizeof(di_plp_spec)) +
            2 * (size_t)(2 * c->max_num_seqs) * (sizeof(di_sample_spec) + 64);
 }
 
@@ -460,6 +471,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
                                       e->spec_n, err)))
             return st;
     }
+    if ((st = di_devq_enable_prompt_lp(e->dq, prompt_lp_rows(&e->cfg), err))) return st;
     if ((st = plan_memory(e, &g, &n_pages, err))) return st;
     if ((st = di_pool_init(&e->pool, e->mcfg, &g, e->cfg.max_num_seqs, n_pages, err))) return st;
     if (e->spec_n > 0 && e->spec_varlen) {
@@ -476,7 +488,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
                           .spec_n = e->spec_n,
                           .spec_cost = e->spec_n > 0 && e->spec_varlen ? &e->spec_cost : NULL,
                           .spec_accepted_at = e->stats.spec_accepted_at,
-                          .spec_drafted_at = e->stats.spec_drafted_at};
+                          .spec_drafted_at = e->stats.spec_drafted_at,
+                          .prompt_lp_rows = prompt_lp_rows(&e->cfg)};
     if ((st = di_sched_init(&e->sched, &sc, &e->pool, err))) return st;
     if ((st = di_runner_init(&e->runner, &e->pool, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, err)))
         return st;

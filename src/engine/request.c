@@ -1,6 +1,7 @@
 /* request.c — creating and freeing requests (request.h). */
 #include "engine/request.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,10 @@ static void set_public(di_request *r) {
     r->out.choices = r->pub;
     r->out.n_choices = (size_t)r->n_choices;
     r->out.metrics.prompt_tokens = r->n_prompt;
+    r->out.prompt_logprobs = r->plp;
+    r->out.prompt_top_ids = r->plp_top_ids;
+    r->out.prompt_top_logprobs = r->plp_top_lp;
+    r->out.n_prompt_top = r->plp_top_ids ? r->params.prompt_logprobs : 0;
     for (int i = 0; i < r->n_choices; i++) {
         deepinfer_completion *c = &r->pub[i];
         c->index = i;
@@ -68,6 +73,17 @@ di_request *di_request_new(uint64_t id, const int32_t *prompt, size_t n_prompt, 
     if (!r->prompt || !r->choices || !r->pub || own_strings(r, params)) goto fail;
     memcpy(r->prompt, prompt, sizeof(int32_t) * n_prompt);
     size_t T = (size_t)params->max_tokens, K = params->logprobs > 0 ? (size_t)params->logprobs : 0;
+    if (params->prompt_logprobs >= 0) {
+        size_t P = n_prompt ? n_prompt : 1, PK = (size_t)params->prompt_logprobs;
+        if (!(r->plp = malloc(sizeof(float) * P))) goto fail;
+        r->plp[0] = NAN; /* the first token has no context */
+        if (PK) {
+            r->plp_top_ids = malloc(sizeof(int32_t) * P * PK);
+            r->plp_top_lp = malloc(sizeof(float) * P * PK);
+            if (!r->plp_top_ids || !r->plp_top_lp) goto fail;
+            for (size_t j = 0; j < PK; j++) r->plp_top_ids[j] = -1, r->plp_top_lp[j] = NAN;
+        }
+    }
     for (int i = 0; i < r->n_choices; i++) {
         di_choice *c = &r->choices[i];
         c->req = r;
@@ -125,6 +141,9 @@ void di_request_free(di_request *r) {
         so_matcher_free(c->matcher);
     }
     so_grammar_free(r->grammar);
+    free(r->plp);
+    free(r->plp_top_ids);
+    free(r->plp_top_lp);
     free(r->choices);
     free(r->pub);
     free(r->prompt);

@@ -90,6 +90,13 @@ struct di_request {
     deepinfer_completion *pub;     /* the public view of each choice */
     char error[DI_ERROR_MSG_MAX];
     int updated;                   /* listed in the engine's updated list this step */
+    /* prompt logprobs (params.prompt_logprobs >= 0; else NULL): entry i for prompt position i, filled
+     * by the queue from the logits of row i - 1; rows below plp_sched have been asked for in a step
+     * already (by any choice), so a recompute or a sibling's prefill does not ask again */
+    float *plp;                    /* [n_prompt] */
+    int32_t *plp_top_ids;          /* [n_prompt][K] */
+    float *plp_top_lp;
+    int64_t plp_sched;
     double last_token_s;
 };
 

@@ -19,7 +19,9 @@ deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows,
         s->samples = malloc(sizeof(di_sample_spec) * (size_t)max_items);
         s->ops = malloc(sizeof(di_state_op) * (size_t)max_items);
         s->items = malloc(sizeof(di_step_item) * (size_t)max_items);
-        if (!s->tokens || !s->pos || !s->late_from || !s->seq || !s->src || !s->samples || !s->ops || !s->items) {
+        s->plp = malloc(sizeof(di_plp_spec) * (size_t)max_rows);
+        if (!s->tokens || !s->pos || !s->late_from || !s->seq || !s->src || !s->samples || !s->ops || !s->items ||
+            !s->plp) {
             di_runner_free(r);
             return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
         }
@@ -31,7 +33,7 @@ void di_runner_free(di_runner *r) {
     for (int b = 0; b < 2; b++) {
         di_step_buf *s = &r->buf[b];
         free(s->tokens), free(s->pos), free(s->late_from), free(s->seq), free(s->src);
-        free(s->samples), free(s->ops), free(s->items), free(s->spec);
+        free(s->samples), free(s->ops), free(s->items), free(s->spec), free(s->plp);
     }
     memset(r, 0, sizeof *r);
 }
@@ -77,7 +79,7 @@ deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err) 
 
 di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     di_step_buf *b = &r->buf[r->next];
-    int rows = 0, ns = 0, ni = 0, n_active = 0;
+    int rows = 0, ns = 0, ni = 0, n_active = 0, np = 0;
     for (int i = 0; i < plan->n_items; i++) {
         const di_plan_item *it = &plan->items[i];
         di_choice *c = it->c;
@@ -101,7 +103,18 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
             /* a recompute after preemption runs the same rows as the first pass (prompt tail, then outputs) */
             b->late_from[rows] = q->n_prompt > r->yoco_keep ? q->n_prompt - r->yoco_keep : 0;
             b->seq[rows] = s;
+            if (q->plp && j < first_draft && idx >= q->plp_sched && idx < q->n_prompt - 1) {
+                int32_t K = q->params.prompt_logprobs;
+                size_t at = (size_t)idx + 1; /* the row's logits give the next prompt token */
+                b->plp[np++] = (di_plp_spec){.logit_row = rows,
+                                             .next_token = q->prompt[at],
+                                             .k = K,
+                                             .w_logprob = q->plp + at,
+                                             .w_top_ids = K ? q->plp_top_ids + at * (size_t)K : NULL,
+                                             .w_top_lp = K ? q->plp_top_lp + at * (size_t)K : NULL};
+            }
         }
+        if (q->plp && it->pos0 + it->n - it->draft > q->plp_sched) q->plp_sched = it->pos0 + it->n - it->draft;
         b->items[ni++] = (di_step_item){.request_id = q->id,
                                         .choice = c->index,
                                         .rows = it->n,
@@ -155,6 +168,8 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     st->spec = n_active ? b->spec : NULL; /* no sequence in the drafter's stage: a plain step */
     st->n_spec = n_active ? ni : 0;
     st->spec_n = r->spec_n;
+    st->plp = b->plp;
+    st->n_plp = np;
     r->next ^= 1;
     return b;
 }

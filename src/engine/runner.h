@@ -6,7 +6,9 @@
  * built while step N is in flight.
  *
  * Building a step advances the host counters of every planned choice
- * (n_sched; n_pending and pend_sample for rows that sample).
+ * (n_sched; n_pending and pend_sample for rows that sample) and, for a
+ * request with prompt logprobs, its plp_sched: each prompt row but the last
+ * from plp_sched on becomes a prompt-logprob row (devq.h di_plp_spec).
  */
 #ifndef DI_ENGINE_RUNNER_H
 #define DI_ENGINE_RUNNER_H
@@ -34,6 +36,7 @@ typedef struct di_step_buf {
     di_step_item *items;
     int n_items;
     di_spec_item *spec;          /* speculative decoding: one per item (items[i] <-> spec[i]) */
+    di_plp_spec *plp;            /* prompt logprobs: [max_rows] */
 } di_step_buf;
 
 typedef struct di_runner {

@@ -113,9 +113,8 @@ static size_t keep_top_p(int32_t *cand, size_t n, double top_p, const float *z, 
     return kept;
 }
 
-static void fill_logprobs(const float *logits, int32_t V, const di_sampling_params *p, di_sample_result *out) {
-    out->n_top = 0;
-    if (p->logprobs < 0) return; /* not asked for: skip the pass over the vocabulary */
+void di_raw_logprobs(const float *logits, int32_t V, int32_t token, int32_t k, float *logprob, int32_t *top_ids,
+                     float *top_logprobs, int32_t *n_top) {
     double lmax = -INFINITY;
     for (int32_t v = 0; v < V; v++)
         if (logits[v] > lmax) lmax = logits[v];
@@ -123,17 +122,17 @@ static void fill_logprobs(const float *logits, int32_t V, const di_sampling_para
     for (int32_t v = 0; v < V; v++)
         if (!isnan(logits[v])) sum += exp((double)logits[v] - lmax);
     double lse = lmax + log(sum);
-    out->logprob = (float)((double)logits[out->token] - lse);
-    out->n_top = 0;
-    if (p->logprobs <= 0) return;
+    *logprob = (float)((double)logits[token] - lse);
+    *n_top = 0;
+    if (k <= 0) return;
     /* insertion into a sorted list of at most DI_MAX_LOGPROBS (by logit desc, id asc) */
-    size_t k = (size_t)p->logprobs, ns = 0;
+    size_t ns = 0;
     int32_t sel[DI_MAX_LOGPROBS];
     for (int32_t id = 0; id < V; id++) {
         if (isnan(logits[id])) continue;
         size_t j;
-        if (ns < k) j = ns++;
-        else if (ranks_before(logits, id, sel[k - 1])) j = k - 1;
+        if (ns < (size_t)k) j = ns++;
+        else if (ranks_before(logits, id, sel[k - 1])) j = (size_t)k - 1;
         else continue;
         while (j > 0 && ranks_before(logits, id, sel[j - 1])) {
             sel[j] = sel[j - 1];
@@ -142,10 +141,16 @@ static void fill_logprobs(const float *logits, int32_t V, const di_sampling_para
         sel[j] = id;
     }
     for (size_t i = 0; i < ns; i++) {
-        out->top_ids[i] = sel[i];
-        out->top_logprobs[i] = (float)((double)logits[sel[i]] - lse);
+        top_ids[i] = sel[i];
+        top_logprobs[i] = (float)((double)logits[sel[i]] - lse);
     }
-    out->n_top = (int32_t)ns;
+    *n_top = (int32_t)ns;
+}
+
+static void fill_logprobs(const float *logits, int32_t V, const di_sampling_params *p, di_sample_result *out) {
+    out->n_top = 0;
+    if (p->logprobs < 0) return; /* not asked for: skip the pass over the vocabulary */
+    di_raw_logprobs(logits, V, out->token, p->logprobs, &out->logprob, out->top_ids, out->top_logprobs, &out->n_top);
 }
 
 static int allowed(const uint32_t *mask, int32_t v) { return !mask || ((mask[v >> 5] >> (v & 31)) & 1u); }

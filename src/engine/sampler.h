@@ -68,6 +68,12 @@ typedef struct di_sampler_scratch {
 deepinfer_status di_sampler_scratch_init(di_sampler_scratch *s, int32_t vocab, di_error *err);
 void di_sampler_scratch_free(di_sampler_scratch *s);
 
+/* The raw logprobs of one row (log_softmax of `logits` in double precision, rounded to float):
+ * *logprob = that of `token`; with k in 1..DI_MAX_LOGPROBS also the k best ids by logit desc, id asc
+ * (NaN logits skipped; *n_top < k only then). The sampler's logprobs and prompt logprobs use it. */
+void di_raw_logprobs(const float *logits, int32_t V, int32_t token, int32_t k, float *logprob, int32_t *top_ids,
+                     float *top_logprobs, int32_t *n_top);
+
 /* Sample one token from `logits` (vocab entries). Params must have been
  * validated. Errors: a row without any finite allowed logit. */
 deepinfer_status di_sample_row(const float *logits, const di_sampling_params *p, const di_sample_context *ctx,

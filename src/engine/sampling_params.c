@@ -13,6 +13,7 @@ void di_sampling_params_default(di_sampling_params *p) {
     p->max_tokens = 16;
     p->n = 1;
     p->logprobs = -1;
+    p->prompt_logprobs = -1;
     p->skip_special_tokens = 1;
     p->so_whitespace_max = -1;
 }
@@ -38,6 +39,9 @@ deepinfer_status di_sampling_params_validate(const di_sampling_params *p, int32_
     if (p->n < 1 || p->n > 1024) return di_error_set(err, E, "n must be in [1, 1024], got %d", p->n);
     if (p->logprobs < -1 || p->logprobs > DI_MAX_LOGPROBS)
         return di_error_set(err, E, "logprobs must be in [0, %d] (or -1 for none), got %d", DI_MAX_LOGPROBS, p->logprobs);
+    if (p->prompt_logprobs < -1 || p->prompt_logprobs > DI_MAX_LOGPROBS)
+        return di_error_set(err, E, "prompt_logprobs must be in [0, %d] (or -1 for none), got %d", DI_MAX_LOGPROBS,
+                            p->prompt_logprobs);
     if (p->n_stop < 0 || p->n_stop > DI_MAX_STOP_STRINGS)
         return di_error_set(err, E, "at most %d stop strings are allowed, got %d", DI_MAX_STOP_STRINGS, p->n_stop);
     for (int i = 0; i < p->n_stop; i++)

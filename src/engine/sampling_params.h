@@ -23,7 +23,7 @@
  * field is documented); the engine uses it under its internal name. */
 typedef deepinfer_sampling_params di_sampling_params;
 
-/* The defaults (temperature 1, max_tokens 16, n 1, logprobs -1,
+/* The defaults (temperature 1, max_tokens 16, n 1, logprobs -1, prompt_logprobs -1,
  * skip_special_tokens 1, everything else disabled). */
 void di_sampling_params_default(di_sampling_params *p);
 

@@ -116,7 +116,25 @@ void di_sched_remove(di_scheduler *s, di_choice *c) {
 typedef struct pass {
     di_scheduler *s;
     int budget;
+    int plp_budget;       /* prompt-logprob rows left in this step (cfg.prompt_lp_rows) */
 } pass;
+
+/* Prompt logprobs: rows [n_sched, n_sched + k) of c that need logits are the prompt positions from
+ * the request's plp_sched up to n_prompt - 2 (the last prompt row samples). Cut k so that the step
+ * holds at most plp_budget of them (0: the chunk waits for a later step) and take them. */
+static int64_t plp_cut(pass *p, const di_choice *c, int64_t k) {
+    const di_request *q = c->req;
+    if (q->params.prompt_logprobs < 0) return k;
+    int64_t from = c->n_sched > q->plp_sched ? c->n_sched : q->plp_sched, end = q->n_prompt - 1;
+    if (from >= end || from >= c->n_sched + k) return k;
+    int64_t want = (c->n_sched + k < end ? c->n_sched + k : end) - from;
+    if (want > p->plp_budget) {
+        k = from + p->plp_budget - c->n_sched;
+        want = p->plp_budget;
+    }
+    p->plp_budget -= (int)want;
+    return k;
+}
 
 static void add_item(pass *p, di_choice *c, int n) {
     di_plan *pl = &p->s->plan;
@@ -287,6 +305,10 @@ static void schedule_chunks(pass *p) {
         int64_t k = rem < s->cfg.chunk_size ? rem : s->cfg.chunk_size;
         if (k > p->budget) k = p->budget;
         if (has_fork_waiters(c) && k > c->req->n_prompt - 1 - c->n_sched) k = c->req->n_prompt - 1 - c->n_sched;
+        if ((k = plp_cut(p, c, k)) <= 0) {
+            i++;
+            continue;
+        }
         if (grow_or_preempt(p, c, c->n_sched + k)) {
             k = di_pool_fit(s->pool, c->slot, c->n_sched, k, 0);
             if (k == 0) {
@@ -349,6 +371,7 @@ static void admit(pass *p) {
         /* strict FCFS: when the head does not fit, nobody overtakes it */
         if (di_pool_slots_free(s->pool) - owed_slots < 1 + forks) break;
         if (di_pool_pages_free(s->pool) - owed_pages - spare < need + need_forks) break;
+        if ((k = plp_cut(p, c, k)) <= 0) break; /* its first rows need prompt logits this step has no room for */
         int slot = di_pool_slot_acquire(s->pool);
         di_pool_grow(s->pool, slot, k);
         owed_pages += need + need_forks - s->pool->slot_pages[slot];
@@ -366,7 +389,7 @@ static void admit(pass *p) {
 
 void di_sched_schedule(di_scheduler *s) {
     s->plan.n_items = s->plan.n_ops = s->plan.n_rows = s->plan.n_samples = s->plan.n_preempted = 0;
-    pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens};
+    pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens, .plp_budget = s->cfg.prompt_lp_rows};
     for (int i = 0; i < s->n_running; i++) s->running[i]->plan_op = -1;
     schedule_decodes(&p);
     if (s->cfg.spec_n > 0) schedule_drafts(&p);

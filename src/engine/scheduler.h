@@ -39,6 +39,10 @@
  * those that just finished their prompt, and every 16th step of the
  * others (a probe that refreshes their confidence).
  *
+ * Prompt logprobs (params.prompt_logprobs >= 0): every prompt row but the
+ * last gives logits; a step holds at most cfg.prompt_lp_rows of them (the
+ * host logits buffer's share), so such a request's chunks are cut to fit.
+ *
  * The plan lists items (sequence, rows, sample?) and ordered state
  * operations (reset a slot, copy a slot into another) that must run on the
  * device before the step's forward. Counters in the choices (n_sched,
@@ -90,6 +94,7 @@ typedef struct di_sched_config {
     int spec_n;               /* speculative decoding: the longest draft verified per sequence (0 = off) */
     const di_spec_cost *spec_cost; /* confidence-scheduled draft lengths with this step cost; NULL: fixed (spec_n) */
     const int64_t *spec_accepted_at, *spec_drafted_at; /* the engine's acceptance by draft position (spec_cost.h) */
+    int prompt_lp_rows;       /* prompt logprobs: at most this many prompt rows per step ask for logits (>= 1) */
 } di_sched_config;
 
 typedef struct di_scheduler {

@@ -3,7 +3,9 @@
  * and loglikelihood equal what an independent log-softmax of `score`'s
  * all-position logits gives for the same tokens; multiple choice picks
  * the highest; bad items get named errors while the rest is scored; an
- * exact-match and a JSON-schema generation task through the engine.
+ * exact-match and a JSON-schema generation task through the engine. The
+ * engine path (prompt logprobs) and the model-forward path give the same
+ * perplexity.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -207,6 +209,33 @@ TEST(eval_generate_exact_match_and_schema) {
     ev_tasks_free(&t);
 }
 
+/* Both scoring paths on the same text and windows: the engine's prefill rows and the model path's
+ * rows are the same logits (batch-invariant CPU kernels); the engine rounds each logprob to float
+ * (deepinfer.h prompt_logprobs) where the model path keeps double, so each token's lp agrees to
+ * float rounding (|lp| * 2^-24, plus the lse's) and the sum to 1e-6 relative; greedy counts are
+ * equal. */
+TEST(eval_perplexity_engine_equals_model_forward) {
+    ev_model a, b;
+    if (!open_demo(&a) || !open_demo(&b)) return;
+    ev_model_use_engine(&b);
+    di_error err = {0};
+    ev_ppl_result ra, rb;
+    for (int w = 0; w < 2; w++) {
+        int win = w ? 8 : 0, stride = w ? 3 : 0; /* one window, then sliding windows */
+        CHECK_MSG(!ev_perplexity(&a, TEXT, strlen(TEXT), win, stride, &ra, &err), "%s", err.msg);
+        CHECK_MSG(!ev_perplexity(&b, TEXT, strlen(TEXT), win, stride, &rb, &err), "%s", err.msg);
+        CHECK_EQ_INT(ra.tokens, rb.tokens);
+        CHECK_EQ_INT(ra.windows, rb.windows);
+        CHECK_EQ_INT(ra.greedy, rb.greedy);
+        CHECK_NEAR(rb.nll_sum, ra.nll_sum, 1e-6 * fabs(ra.nll_sum));
+        CHECK_NEAR(rb.perplexity, ra.perplexity, 1e-6 * ra.perplexity);
+        fprintf(stderr, "    window %d: perplexity %.12g (model-forward) vs %.12g (engine)\n", win, ra.perplexity,
+                rb.perplexity);
+    }
+    ev_model_close(&a);
+    ev_model_close(&b);
+}
+
 TEST(eval_cli_perplexity_json) {
     char exe[4096], cmd[9000], dir[] = "/tmp/di_eval_XXXXXX";
     CHECK(di_test_sibling("deepinfer", exe, sizeof exe));
@@ -226,7 +255,8 @@ TEST(eval_cli_perplexity_json) {
     fclose(f);
     buf[n] = 0;
     const char *keys[] = {"\"perplexity\": ", "\"tokens\": ", "\"bits_per_byte\": ", "\"nll_sum\": ", "\"bytes\": 86",
-                          "\"windows\": 1", "\"accelerator\": \"cpu\"", "\"batch_invariant\": true", "\"commit\": null"};
+                          "\"windows\": 1", "\"accelerator\": \"cpu\"", "\"batch_invariant\": true", "\"commit\": \"",
+                          "\"path\": \"engine\""};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_MSG(strstr(buf, keys[i]), "%s missing in %s", keys[i], buf);
     snprintf(cmd, sizeof cmd, "%s eval perplexity --model %s --text %s --stride 0 2>/dev/null", exe, di_test_data(DEMO_MODEL), txt);
     CHECK(WEXITSTATUS(system(cmd)) == 2);

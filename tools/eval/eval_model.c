@@ -35,10 +35,35 @@ deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, e
     return DEEPINFER_OK;
 }
 
+void ev_model_use_engine(ev_model *m) {
+    if (m->use_engine) return;
+    m->use_engine = 1;
+    m->context -= 1;
+}
+
+/* The engine for scoring: the model directory, the resolved accelerator, a context one above the
+ * longest sequence (a prompt must leave room for its one output token; m->context is already one
+ * below the model's). */
+static deepinfer_status open_engine(ev_model *m, int64_t max_len, di_error *err) {
+    deepinfer_engine_close(m->engine);
+    m->engine = NULL;
+    deepinfer_engine_config c;
+    deepinfer_engine_config_init(&c);
+    c.model = m->dir;
+    c.accelerator = m->accelerator;
+    c.max_model_len = max_len + 1 < m->context + 1 ? max_len + 1 : m->context + 1;
+    char msg[DI_ERROR_MSG_MAX];
+    deepinfer_status st = deepinfer_engine_open(&c, &m->engine, msg, sizeof msg);
+    if (st) return di_error_set(err, st, "eval: opening the engine: %s", msg);
+    m->loaded = 1;
+    return DEEPINFER_OK;
+}
+
 deepinfer_status ev_model_load(ev_model *m, int64_t max_len, di_error *err) {
     di_v4_free(m->v4), di_v41_free(m->v41);
     m->v4 = NULL, m->v41 = NULL, m->loaded = 0;
     if (max_len < 2) max_len = 2;
+    if (m->use_engine) return open_engine(m, max_len, err);
     di_v4_options opt = {.max_context = max_len};
     deepinfer_status st;
     if (m->cfg.arch == DI_ARCH_V41) {
@@ -52,6 +77,7 @@ deepinfer_status ev_model_load(ev_model *m, int64_t max_len, di_error *err) {
 
 void ev_model_close(ev_model *m) {
     di_v4_free(m->v4), di_v41_free(m->v41);
+    deepinfer_engine_close(m->engine);
     di_tokenizer_free(m->tok);
     memset(m, 0, sizeof *m);
 }
@@ -90,16 +116,50 @@ typedef struct live {
     int row0, k;      /* this step's rows */
 } live;
 
+/* The engine path: one request per sequence, all in one deepinfer_generate (continuous batching),
+ * max_tokens 1, prompt_logprobs 1 (the top-1 id says whether the token is the argmax, lowest id on
+ * ties, as score_row). */
+static deepinfer_status score_engine(ev_model *m, ev_seq *seqs, int n, di_error *err) {
+    deepinfer_prompt *p = calloc((size_t)n, sizeof *p);
+    if (!p) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "eval: out of memory");
+    for (int i = 0; i < n; i++) p[i] = (deepinfer_prompt){.token_ids = seqs[i].ids, .n_token_ids = (size_t)seqs[i].n};
+    deepinfer_sampling_params sp;
+    deepinfer_sampling_params_init(&sp);
+    sp.temperature = 0;
+    sp.max_tokens = 1;
+    sp.prompt_logprobs = 1;
+    deepinfer_request_output **out = NULL;
+    deepinfer_status st = deepinfer_generate(m->engine, p, (size_t)n, &sp, 1, &out);
+    if (st) st = di_error_set(err, st, "eval: %s", deepinfer_engine_last_error(m->engine));
+    for (int i = 0; !st && i < n; i++) {
+        const deepinfer_request_output *o = out[i];
+        if (o->status) {
+            st = di_error_set(err, o->status, "eval: sequence %d: %s", i, o->error);
+            break;
+        }
+        for (int t = seqs[i].score_from; t < seqs[i].n; t++) {
+            seqs[i].lp[t] = o->prompt_logprobs[t];
+            seqs[i].greedy[t] = o->prompt_top_ids[t] == seqs[i].ids[t];
+        }
+    }
+    if (out) deepinfer_outputs_free(out, (size_t)n);
+    free(p);
+    return st;
+}
+
 deepinfer_status ev_score(ev_model *m, ev_seq *seqs, int n, di_error *err) {
     const di_score_model *sm = &m->sm;
     int V = m->vocab, R = m->rows_per_step;
     for (int i = 0; i < n; i++) {
         if (seqs[i].n < 2 || seqs[i].score_from < 1 || seqs[i].score_from > seqs[i].n)
             return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "eval: sequence %d has nothing to score", i);
+        if (m->use_engine) continue;
         if (seqs[i].n > sm->max_context)
             return di_error_set(err, DEEPINFER_ERR_LIMIT, "eval: sequence of %d tokens exceeds the loaded context %lld",
                                 seqs[i].n, (long long)sm->max_context);
     }
+    if (m->use_engine) return m->engine ? score_engine(m, seqs, n, err)
+                                        : di_error_set(err, DEEPINFER_ERR_INTERNAL, "eval: the engine is not open");
     live *lv = calloc((size_t)(n ? n : 1), sizeof *lv);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)R);
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)R);

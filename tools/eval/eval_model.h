@@ -3,21 +3,26 @@
  * call every scoring task (perplexity, loglikelihood, multiple choice,
  * loglikelihood_rolling) is built on.
  *
- * Why the model level and not the engine: the public API (deepinfer.h)
- * returns log-probabilities of generated tokens only, and has no prompt
- * logprobs; scoring needs log p(token | prefix) at every prompt position.
- * So scoring runs the model's forward (the path `deepinfer score
- * --all-positions` uses, tools/score/score.h: di_score_model's seq_new and
- * forward) with logits asked for the scored rows, many sequences per
- * forward step. The CPU kernels are batch invariant, so a sequence's
- * scores do not depend on what else is in the step. Generation tasks use
- * the public engine (eval_gen.h).
+ * Two paths (`--path`, eval/README.md "Scoring paths"):
+ *  - engine (the default): every sequence is a request to the public
+ *    engine (deepinfer_generate, max_tokens 1) with prompt_logprobs = 1,
+ *    so scoring runs the engine's batching, chunking and configuration as
+ *    users run it; lp is the engine's float logprob (sampler.h: the raw
+ *    log_softmax in double, rounded to float);
+ *  - model-forward: the model's forward (the path `deepinfer score
+ *    --all-positions` uses, tools/score/score.h: di_score_model's seq_new
+ *    and forward) with logits asked for the scored rows, many sequences
+ *    per forward step, lp in double.
+ * Both compute the same rows (the CPU kernels are batch invariant), so the
+ * two give the same scores up to the engine's float rounding of each lp.
+ * Generation tasks use the public engine (eval_gen.h).
  */
 #ifndef DI_TOOLS_EVAL_MODEL_H
 #define DI_TOOLS_EVAL_MODEL_H
 
 #include <stdint.h>
 
+#include "deepinfer.h"
 #include "score/score.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,6 +39,8 @@ typedef struct ev_model {
     const char *accelerator;  /* "cpu" | "cuda" (resolved) */
     int batch_invariant;      /* 1 on the CPU always; on CUDA from $DEEPINFER_BATCH_INVARIANT (default 1) */
     int rows_per_step;        /* token rows per forward step */
+    int use_engine;           /* 1: score through the engine (set before ev_model_load) */
+    deepinfer_engine *engine; /* loaded by ev_model_load when use_engine */
 } ev_model;
 
 /* Locate the model (the CLI rule, args/cli_model_dir.h), read its config and
@@ -41,7 +48,12 @@ typedef struct ev_model {
  * $DEEPINFER_ACCELERATOR else auto). The weights are loaded by ev_model_load. */
 deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, ev_model *m, di_error *err);
 
-/* Load the weights with room for sequences of max_len positions (<= context). */
+/* Score through the engine (before ev_model_load): sets use_engine, and the context sequences may
+ * use becomes one less than the model's (a request's prompt leaves room for its one output token). */
+void ev_model_use_engine(ev_model *m);
+
+/* Load the weights (or, with use_engine, open the engine) with room for sequences of max_len
+ * positions (<= context). */
 deepinfer_status ev_model_load(ev_model *m, int64_t max_len, di_error *err);
 void ev_model_close(ev_model *m);
 

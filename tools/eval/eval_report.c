@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef DI_GIT_COMMIT
+#define DI_GIT_COMMIT "unknown" /* a build without the Makefile's define */
+#endif
+
 static int grow(ev_buf *b, size_t need) {
     if (b->oom) return -1;
     if (b->n + need + 1 <= b->cap) return 0;
@@ -63,8 +67,10 @@ void ev_json_config(ev_buf *b, const ev_config *c) {
     ev_json_str(b, c->accelerator, strlen(c->accelerator));
     ev_printf(b, ", \"batch_invariant\": %s, \"model\": ", c->batch_invariant ? "true" : "false");
     ev_json_str(b, c->model_dir, strlen(c->model_dir));
-    /* The build does not record its git commit; the report says so rather than guess. */
-    ev_printf(b, ", \"commit\": null, \"path\": ");
+    /* The commit the build recorded (Makefile: git describe --always --dirty; "unknown" without git). */
+    ev_printf(b, ", \"commit\": ");
+    ev_json_str(b, DI_GIT_COMMIT, strlen(DI_GIT_COMMIT));
+    ev_printf(b, ", \"path\": ");
     ev_json_str(b, c->path, strlen(c->path));
     if (c->extra) ev_printf(b, ", %s", c->extra);
     ev_printf(b, "}");
