@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/load_plan.h"
 #include "model/wload.h"
+#include "ops/backend.h"
 
 #define MAXC DI_EP_MAX_COPIES
 
@@ -24,6 +26,12 @@ deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int
     if (cfg->n_stages > 0 && cfg->stage_n_routed_experts > 0 && (int64_t)cfg->stage_n_routed_experts % ep_size)
         return di_error_set(err, E, "the drafter's %lld experts are not divisible by --ep %d",
                             (long long)cfg->stage_n_routed_experts, ep_size);
+    if (!di_allocator_is_host()) { /* one GPU per rank: refused before anything is allocated */
+        di_cuda_info ci;
+        di_backend_cuda_info(&ci);
+        deepinfer_status st = di_plan_layout_check(cfg, ep_size, ci.device_count, err);
+        if (st) return st;
+    }
     if (!comm || comm->size != ep_size || comm->rank != ep_rank)
         return di_error_set(err, E, "--ep %d rank %d needs a communicator of %d ranks in which it is rank %d", ep_size,
                             ep_rank, ep_size, ep_rank);
