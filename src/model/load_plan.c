@@ -201,11 +201,14 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
         int64_t k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
                                                                           : c->stage_num_experts_per_tok;
         uint64_t cap = M * (uint64_t)k, E = (uint64_t)c->n_routed_experts;
+        uint64_t Emax = E > (uint64_t)c->stage_n_routed_experts ? E : (uint64_t)c->stage_n_routed_experts;
         uint64_t nl = (uint64_t)(c->n_layers + c->n_stages), S = (uint64_t)p->ep_size;
-        uint64_t bufs = 2 * cap * d * 2, maps = nl * E * (3 * 4 + 8 + 4 * DI_EP_MAX_COPIES + 8) + 4 * S * 8;
-        if (p->on_device) dev += bufs; /* device send / receive buffers of fixed size */
+        /* backend memory: send / receive rows, 4 index lists, 2 weight lists, the dispatch's offsets */
+        uint64_t bufs = 2 * cap * d * 2 + 6 * cap * 4 + (Emax + 2) * 4 + 16;
+        uint64_t maps = nl * E * (3 * 4 + 8 + 4 * DI_EP_MAX_COPIES + 8) + 4 * S * 8;
+        if (p->on_device) dev += bufs;
         else host += bufs;
-        host += cap * 3 * 4 + maps;
+        host += cap * 7 * 4 + maps; /* the host's lists */
     }
     (void)spec;
     p->step += dev;

@@ -12,7 +12,12 @@
  *    need, the usable bytes and "needs >= 4 x 141 GB devices (--ep 4) with
  *    Engram in host memory";
  *  - the named errors before anything is computed: experts not divisible,
- *    more ranks than GPUs (unchecked when the count is unknown: loopback).
+ *    more ranks than GPUs (unchecked when the count is unknown: loopback);
+ *  - a rank's real load (v4-tiny-a, --ep 2 over the loopback communicator)
+ *    keeps its promise: on the CPU its planned packed matrices are the bytes
+ *    it bound (its experts only), and under a device-like allocator (host
+ *    memory behind a non-host allocator: the device paths) every byte it
+ *    allocates, its EP buffers included, is in its plan.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +25,10 @@
 #include <unistd.h>
 
 #include "dummy/dummy.h"
+#include "model/dsv4_internal.h"
+#include "model/weights.h"
+#include "ops/ops.h"
+#include "parallel/comm.h"
 #include "model/config.h"
 #include "model/load_plan.h"
 #include "model/tensor_spec.h"
@@ -154,4 +163,95 @@ TEST(plan_ranks_named_errors_before_any_plan) {
     CHECK_MSG(s == DEEPINFER_ERR_OUT_OF_MEMORY && strstr(err.msg, "no layout of up to 64 ranks fits 2 GB devices"),
               "%s", err.msg);
     close_full(&m);
+}
+
+/* ---- a rank's real load ---- */
+
+static uint64_t plan_mats(const di_load_plan *p) {
+    uint64_t s = 0;
+    for (int f = 0; f < 4; f++) s += p->mat[f] + p->scale[f];
+    return s;
+}
+
+static uint64_t bound_mats(const di_v4_model *m) {
+    uint64_t got = m->w.head.bytes + m->w.hc_head.fn.bytes;
+    for (int l = 0; l < m->w.n_layers; l++)
+        got += di_block_bytes(&m->w.layers[l]) + m->w.layers[l].hc_attn.fn.bytes + m->w.layers[l].hc_ffn.fn.bytes;
+    for (int s = 0; s < m->w.n_mtp; s++) {
+        const di_block_w *b = &m->w.mtp[s].blk;
+        got += di_block_bytes(b) + b->hc_attn.fn.bytes + b->hc_ffn.fn.bytes + m->w.mtp[s].e_proj.bytes +
+               m->w.mtp[s].h_proj.bytes + m->w.mtp[s].hc_head.fn.bytes;
+    }
+    return got;
+}
+
+TEST(plan_ranks_cpu_rank_load_binds_its_plan) {
+    di_comm *comm[2] = {0};
+    di_error err = {0};
+    CHECK(di_comm_loopback_group(2, comm, &err) == DEEPINFER_OK);
+    di_load_plan whole, rank[2];
+    di_v4_options o = {.max_rows = 32, .max_context = 1024, .plan_out = &whole};
+    di_v4_model *m = NULL;
+    CHECK_MSG(di_v4_load(di_test_data("golden/v4-tiny-a"), &o, &m, &err) == DEEPINFER_OK, "%s", err.msg);
+    CHECK(plan_mats(&whole) == bound_mats(m));
+    di_v4_free(m);
+    for (int r = 0; r < 2; r++) {
+        di_v4_options ro = {.max_rows = 32, .max_context = 1024, .plan_out = &rank[r], .ep_rank = r, .ep_size = 2,
+                            .comm = comm[r]};
+        m = NULL;
+        CHECK_MSG(di_v4_load(di_test_data("golden/v4-tiny-a"), &ro, &m, &err) == DEEPINFER_OK, "%s", err.msg);
+        CHECK(rank[r].ep_size == 2 && rank[r].ep_rank == r);
+        CHECK_MSG(plan_mats(&rank[r]) == bound_mats(m), "rank %d: planned %llu, bound %llu", r,
+                  (unsigned long long)plan_mats(&rank[r]), (unsigned long long)bound_mats(m));
+        CHECK(rank[r].experts * 2 == whole.experts && whole.experts > 0);
+        CHECK(whole.weights - rank[r].weights == whole.experts / 2);
+        di_v4_free(m);
+    }
+    for (int r = 0; r < 2; r++) di_comm_free(comm[r]);
+}
+
+static uint64_t g_live;
+static void *cnt_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    size_t *h = malloc(bytes + 16);
+    if (!h) return NULL;
+    h[0] = bytes;
+    g_live += bytes;
+    return (unsigned char *)h + 16;
+}
+static void cnt_free(void *ctx, void *p) {
+    (void)ctx;
+    if (!p) return;
+    size_t *h = (size_t *)((unsigned char *)p - 16);
+    g_live -= h[0];
+    free(h);
+}
+static void cnt_zero(void *ctx, void *p, size_t n) { (void)ctx, memset(p, 0, n); }
+static void cnt_upload(void *ctx, void *d, const void *s, size_t n) { (void)ctx, memcpy(d, s, n); }
+
+TEST(plan_ranks_device_like_rank_load_allocates_its_plan) {
+    di_comm *comm[2] = {0};
+    di_error err = {0};
+    CHECK(di_comm_loopback_group(2, comm, &err) == DEEPINFER_OK);
+    di_allocator a = {cnt_alloc, cnt_free, cnt_zero, cnt_upload, NULL, NULL, NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        di_set_allocator(&a);
+        g_live = 0;
+        di_load_plan p;
+        di_v4_options o = {.max_rows = 32, .max_context = 2048, .plan_out = &p, .ep_rank = r, .ep_size = 2,
+                           .comm = comm[r]};
+        di_v4_model *m = NULL;
+        deepinfer_status st = di_v4_load(di_test_data("golden/v4-tiny-a"), &o, &m, &err);
+        uint64_t live = g_live;
+        int64_t V = st ? 0 : m->core.cfg.vocab_size;
+        di_v4_free(m);
+        uint64_t left = g_live;
+        di_set_allocator(NULL);
+        CHECK_MSG(st == DEEPINFER_OK, "%s", err.msg);
+        CHECK(p.on_device && p.ep_size == 2 && left == 0);
+        uint64_t want = p.device_need - p.backend - (uint64_t)p.max_rows * (uint64_t)V * 4;
+        CHECK_MSG(live == want, "rank %d allocated %llu bytes through the allocator, planned %llu", r,
+                  (unsigned long long)live, (unsigned long long)want);
+    }
+    for (int r = 0; r < 2; r++) di_comm_free(comm[r]);
 }
