@@ -23,6 +23,8 @@ static int ends(const char *s, const char *suffix) {
 
 static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+static double gb(uint64_t b) { return (double)b / 1e9; }
+
 static uint64_t mats_of(const di_load_plan *p) {
     uint64_t s = 0;
     for (int f = 0; f < 4; f++) s += p->mat[f] + p->scale[f];
@@ -281,10 +283,22 @@ deepinfer_status di_load_plan_for_load(const di_model_config *cfg, const di_weig
     deepinfer_status st = di_load_plan_compute(cfg, spec, &o, &p, err);
     if (st) return st;
     if (opt && opt->plan_out) *opt->plan_out = p;
-    return di_load_plan_fit(&p, err);
+    st = di_load_plan_fit(&p, err);
+    size_t fb = 0, tb = 0;
+    if (st != DEEPINFER_ERR_OUT_OF_MEMORY || !p.on_device || di_backend_mem_info(&fb, &tb) || !tb) return st;
+    /* the device is too small for this layout: name the smallest that fits devices like it */
+    uint64_t margin = DI_PLAN_DEV_MARGIN_FIXED + (uint64_t)fb / 100 * DI_PLAN_DEV_MARGIN_PCT;
+    if (p.device_need <= (fb > margin ? fb - margin : 0)) return st; /* refused for the host or the budget */
+    di_plan_layout best;
+    di_error se = {0};
+    char why[DI_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err ? err->msg : "");
+    if (di_plan_smallest_layout(cfg, spec, &o, (uint64_t)tb, 64, &best, &se) == DEEPINFER_OK)
+        return di_error_set(err, st, "%.700s; %s needs >= %d x %.0f GB devices (ep_size %d)%s", why,
+                            di_arch_name(cfg->arch), best.ep_size, gb(tb), best.ep_size,
+                            best.engram_host ? " with Engram in host memory (engram_host)" : "");
+    return di_error_set(err, st, "%.700s; %.250s", why, se.msg);
 }
-
-static double gb(uint64_t b) { return (double)b / 1e9; }
 
 deepinfer_status di_load_plan_check(const di_load_plan *p, uint64_t dev_free, uint64_t host_avail, di_error *err) {
     const char *hint = "use fewer layers, a smaller max_model_len / max_num_seqs, or more memory";

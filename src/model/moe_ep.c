@@ -209,6 +209,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
         return;
     }
+    di_exec_join(x); /* the shared expert's side line (moe.c) finished before `shared` / `out` are touched */
     /* the selections on the host (the router is replicated: the same on every rank) */
     di_copy_d2h(x, ep->sel_h, sel, sizeof(int) * (size_t)n);
     const int *hs = ep->sel_h;
