@@ -372,8 +372,8 @@ void di_load_plan_format(const di_load_plan *p, const char *indent, char *buf, s
     if (w < 0 || (size_t)w >= n) return;
     buf += w, n -= (size_t)w;
     if (p->ep_size > 1 || p->host_engram) {
-        w = snprintf(buf, n, "%slayout       rank %d of %d: routed experts %.2f GB (its %s)%s", indent, p->ep_rank,
-                     p->ep_size, gb(p->experts), p->ep_size > 1 ? "share" : "all",
+        w = snprintf(buf, n, "%slayout       rank %d of %d: routed experts %.2f GB (%s)%s", indent, p->ep_rank,
+                     p->ep_size, gb(p->experts), p->ep_size > 1 ? "its share" : "all of them",
                      p->host_engram ? ", Engram tables in host memory " : "\n");
         if (w < 0 || (size_t)w >= n) return;
         buf += w, n -= (size_t)w;
