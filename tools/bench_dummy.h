@@ -28,9 +28,19 @@ typedef struct bench_dummy_args {
     int yoco_compact;    /* V4.1: each --prefill length also in compact prefill (architecture.md §6.5), same run */
     int64_t yoco_keep;   /* compact's tail (--yoco-keep-tokens; 0 = 140) */
     uint64_t seed;
+    /* --plan per rank (bench_plan.c): --ep N ranks (0: not asked), --engram-host, --device-gb G
+     * (0: a visible GPU's memory, else 141 GB, an H200); layers_set: --layers was given (else the
+     * config's full depth) */
+    int ep, engram_host, layers_set;
+    double device_gb;
 } bench_dummy_args;
 
 int bench_dummy_run(const bench_dummy_args *a);
+
+/* `--plan --ep N [--engram-host] [--device-gb G]`: the load plan of every rank of the layout on
+ * devices of G GB (no GPU needed), whether it fits, and the smallest layout that does
+ * (load_plan.h di_load_plan_layout_fit). 0 fits, 1 refused or failed. */
+int bench_plan_run(const bench_dummy_args *a);
 
 /* The CPU memory-bandwidth probe of cli_bench.c (GB/s). */
 void bench_measure_bw(double *read_gbs, double *triad_gbs);

@@ -25,6 +25,7 @@ static const char USAGE[] =
     "                       [--engram-hash FILE] [--lanes L] [--pool-stats] [--yoco-compact [--yoco-keep-tokens N]]\n"
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
+    "                       [--ep N [--engram-host] [--device-gb G]]\n"
     "                       [--yoco-compact [--yoco-keep-tokens N]]\n"
     "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
@@ -46,7 +47,11 @@ static const char USAGE[] =
     "last --yoco-keep-tokens, default 140; architecture.md 6.5), same process: a\n"
     "'compact' row each, its ratio = compact tokens/s over exact.\n"
     "--rows: forward sub-batch rows (default 1024). --plan: print the\n"
-    "memory plan only. Progress on stderr, the table on stdout.\n"
+    "memory plan only; with --ep N (and --engram-host, --device-gb G) the plan of\n"
+    "each of N expert-parallel ranks of the full model (every layer unless --layers)\n"
+    "on devices of G GB (default: the visible GPU on --backend cuda, else 141 GB),\n"
+    "whether it fits and the smallest layout that does (no GPU needed).\n"
+    "Progress on stderr, the table on stdout.\n"
     "\n"
     "--load DIR: load-speed figures of a model directory (e.g. one written by\n"
     "`deepinfer dummy`): the load through the normal path on a dropped page cache\n"
@@ -232,6 +237,7 @@ static int cmd_bench(int argc, char **argv) {
             if (!da.backend) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--layers", &v)) {
             if (!v || di_cli_parse_int("--layers", v, 1, INT_MAX, &da.layers)) return 2;
+            da.layers_set = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--rows", &v)) {
             if (!v || di_cli_parse_int("--rows", v, 1, INT_MAX, &da.rows)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--seed", &v)) {
@@ -240,6 +246,12 @@ static int cmd_bench(int argc, char **argv) {
             if (!v || di_cli_parse_int_list("--prefill", v, 1, 1 << 20, da.prefill, MAX_SWEEP, &da.np)) return 2;
         } else if (!strcmp(argv[i], "--plan")) {
             da.plan_only = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--ep", &v)) {
+            if (!v || di_cli_parse_int("--ep", v, 1, 4096, &da.ep)) return 2;
+        } else if (!strcmp(argv[i], "--engram-host")) {
+            da.engram_host = 1;
+        } else if (di_cli_flag_value(argc, argv, &i, "--device-gb", &v)) {
+            if (!v || di_cli_parse_f64("--device-gb", v, 1, 1e6, &da.device_gb)) return 2;
         } else if (!strcmp(argv[i], "--yoco-compact")) {
             da.yoco_compact = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
@@ -289,6 +301,10 @@ static int cmd_bench(int argc, char **argv) {
         da.decode = set_decode ? decode : 8;
         da.nb = nb;
         memcpy(da.batches, batches, sizeof da.batches);
+        if (da.ep || da.engram_host || da.device_gb > 0) {
+            if (!da.plan_only) return fprintf(stderr, "error: --ep, --engram-host and --device-gb are for --plan\n"), 2;
+            return bench_plan_run(&da);
+        }
         return bench_dummy_run(&da);
     }
     if (da.nprompt > 1) return fprintf(stderr, "error: --model takes one --prompt length (lists are for --dummy)\n"), 2;

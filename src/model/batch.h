@@ -45,6 +45,11 @@ typedef struct di_v4_options {
      * `comm` (borrowed, size ep_size; must outlive the model). */
     int ep_rank, ep_size;
     struct di_comm *comm;
+    /* V4.1 on a device backend: the Engram tables stay in host memory (the checkpoint's mapped
+     * bytes, read in place; a generated checkpoint: a host copy) instead of device memory; each
+     * pass gathers its rows on the host and copies them to the device on the model's stream
+     * (engram.h). No effect on the CPU, where the tables are host memory already. */
+    int engram_host;
 } di_v4_options;
 
 typedef struct di_v4_batch {

@@ -93,7 +93,7 @@ deepinfer_status di_v41_load(const char *dir, const di_v4_options *opt, di_v41_m
     if ((st = di_spec_check(spec, stf, NULL, err))) goto fail;
     /* the plan before any large allocation: refused here when it does not fit (load_plan.h) */
     if ((st = di_load_plan_for_load(c, spec, opt, err)) || (opt && opt->plan_only)) goto fail;
-    if ((st = di_v41_weights_bind_ep(&m->w, c, spec, m->ep, err))) goto fail;
+    if ((st = di_v41_weights_bind_opts(&m->w, c, spec, m->ep, opt ? opt->engram_host : 0, err))) goto fail;
     if (m->ep) di_ep_keep_spec(m->ep, spec); /* replicas bind from it (di_eplb_apply) */
     else di_spec_free(spec);
     spec = NULL;

@@ -47,7 +47,15 @@ deepinfer_status di_engram_layer_init(di_engram_layer *l, const di_engram_layer_
     l->d = *d;
     l->dqk = l->qk;
     if (d->tables_in_backend) l->dev_tables = 1;
-    if (!di_allocator_is_host()) { /* device backends: the table and qk in device memory */
+    if (!di_allocator_is_host() && d->tables_host) { /* the tables stay on the host; qk on the device */
+        l->host_tables = 1;
+        l->dqk = di_dev_dup(l->qk, n * sizeof *l->qk);
+        if (!l->dqk) {
+            l->d.tables_host = 0; /* handed over on success only */
+            di_engram_layer_free(l);
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of device memory for q*k");
+        }
+    } else if (!di_allocator_is_host()) { /* device backends: the table and qk in device memory */
         size_t tb = (size_t)d->rows * (size_t)d->head_dim, sb = tb / SCALE_BLOCK;
         l->dqk = di_dev_dup(l->qk, n * sizeof *l->qk);
         if (!d->tables_in_backend) {
@@ -70,6 +78,10 @@ void di_engram_layer_free(di_engram_layer *l) {
         di_dev_free((void *)l->d.table);
         di_dev_free((void *)l->d.table_scale);
     }
+    if (l->d.tables_host == 2) {
+        free((void *)l->d.table);
+        free((void *)l->d.table_scale);
+    }
     if (l->dqk != l->qk) di_dev_free(l->dqk);
     free(l->qk);
     memset(l, 0, sizeof *l);
@@ -87,7 +99,8 @@ deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engr
     ws->rows = malloc(r * sizeof(int64_t));
     ws->h = di_dev_alloc((size_t)l->d.dim * sizeof(float));
     ws->max_rows = max_rows;
-    if (!ws->e || !ws->kv || !ws->kvf || !ws->rows || !ws->h) {
+    if (l->host_tables) ws->e_host = malloc(r * k * sizeof(uint16_t));
+    if (!ws->e || !ws->kv || !ws->kvf || !ws->rows || !ws->h || (l->host_tables && !ws->e_host)) {
         di_engram_workspace_free(ws);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory for a %d-row workspace",
                             max_rows);
@@ -102,6 +115,7 @@ void di_engram_workspace_free(di_engram_workspace *ws) {
     di_dev_free(ws->kvf);
     free(ws->rows);
     di_dev_free(ws->h);
+    free(ws->e_host);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -185,6 +199,22 @@ void di_engram_prefetch(const di_engram_layer *l, const int64_t *ids, int64_t id
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
+/* The rows of m tokens into ws->e: gathered by the backend from its tables, or, with the tables
+ * in host memory (d.tables_host), gathered on the host (the same dequantisation, exact in BF16)
+ * and copied to the device in the model's stream order. The host gather runs while the device
+ * still executes the layers queued before this one. */
+static void gather_pass(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, int m, const int64_t *ids,
+                        int64_t ids_stride) {
+    if (!ws->e_host) {
+        di_engram_gather_rows(x, m, ids, ids_stride, l->d.n_cols, l->d.table, l->d.table_scale, l->d.head_dim, ws->e);
+        return;
+    }
+    size_t k = (size_t)l->d.n_cols * (size_t)l->d.head_dim;
+    di_engram_gather_rows(NULL, m, ids, ids_stride, l->d.n_cols, l->d.table, l->d.table_scale, l->d.head_dim,
+                          ws->e_host);
+    di_copy_h2d(x, ws->e, ws->e_host, (size_t)m * k * sizeof(uint16_t));
+}
+
 deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
                                    int64_t n_tok, const int64_t *ids, int64_t ids_stride, const uint8_t *mask,
                                    float *gates, di_error *err) {
@@ -198,8 +228,7 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
     if (!mask) { /* the model's path: whole passes of ops */
         for (int64_t t0 = 0; t0 < n_tok; t0 += ws->max_rows) {
             int m = n_tok - t0 < ws->max_rows ? (int)(n_tok - t0) : ws->max_rows;
-            di_engram_gather_rows(x, m, ids + t0 * ids_stride, ids_stride, l->d.n_cols, l->d.table, l->d.table_scale,
-                                  l->d.head_dim, ws->e);
+            gather_pass(x, l, ws, m, ids + t0 * ids_stride, ids_stride);
             di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
             di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->dqk, dim, hc, l->d.eps, ws->kvf,
                                 ws->h, gates ? gates + t0 * hc : NULL);
@@ -215,10 +244,11 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
                 continue;
             }
             ws->rows[m] = t0;
-            gather_token(l, ids + t0 * ids_stride, ws->e + (int64_t)m * k);
+            gather_token(l, ids + t0 * ids_stride, (ws->e_host ? ws->e_host : ws->e) + (int64_t)m * k);
             m++;
         }
         if (!m) continue;
+        if (ws->e_host) di_copy_h2d(x, ws->e, ws->e_host, (size_t)m * (size_t)k * sizeof(uint16_t));
         di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
         di_engram_gate_rows(x, m, ws->rows, ws->kv, (size_t)n, R, l->dqk, dim, hc, l->d.eps, ws->kvf, ws->h, gates);
     }

@@ -46,6 +46,13 @@ typedef struct di_engram_layer_desc {
     int qk_f32;                  /* 1: q/k weights are F32; 0: BF16 */
     int tables_in_backend;       /* 1: table / table_scale are already backend memory (di_dev_alloc),
                                     handed over when init succeeds: the layer frees them */
+    int tables_host;             /* on a device backend, table / table_scale stay in host memory
+                                    (di_v4_options.engram_host): 1 read in place (a mapping, borrowed);
+                                    2 malloc'd copies handed over when init succeeds (freed with the
+                                    layer). Each pass gathers its rows on the host into the
+                                    workspace's host staging rows and copies them to the device on
+                                    the model's stream (di_copy_h2d, in stream order before wkv's
+                                    GEMM): the same BF16 rows as the device gather, so the same bits */
 } di_engram_layer_desc;
 
 typedef struct di_engram_layer {
@@ -53,6 +60,7 @@ typedef struct di_engram_layer {
     float *qk;                   /* [hc][dim] fp32(q)·fp32(k), as the reference forms it (owned) */
     float *dqk;                  /* qk in backend memory (the ops' copy; == qk on the host) */
     int dev_tables;              /* 1: d.table / d.table_scale are owned backend copies */
+    int host_tables;             /* 1: device backend, tables in host memory (d.tables_host) */
 } di_engram_layer;
 
 /* Check the shapes and bind the weights (pointers are kept, not copied).
@@ -67,6 +75,8 @@ typedef struct di_engram_workspace {
     uint16_t *e, *kv;            /* gathered rows [max_rows][n_cols·head_dim], wkv out [max_rows][(hc+1)·dim] */
     float *kvf, *h;              /* one token's wkv output and residual copy in fp32 */
     int64_t *rows;               /* indices of the unmasked tokens of a pass */
+    uint16_t *e_host;            /* host tables on a device backend: the gathered rows on the host
+                                    before their copy to e [max_rows][n_cols·head_dim]; else NULL */
 } di_engram_workspace;
 
 deepinfer_status di_engram_workspace_init(di_engram_workspace *ws, const di_engram_layer *l, int max_rows,

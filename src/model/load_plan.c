@@ -5,10 +5,12 @@
 #include "model/load_plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/core.h"
 #include "model/dsv4.h"
+#include "model/moe_ep.h"
 #include "ops/backend.h"
 #include "ops/cpu/threadpool.h"
 #include "ops/ops.h"
@@ -20,6 +22,14 @@ static int ends(const char *s, const char *suffix) {
 }
 
 static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static double gb(uint64_t b) { return (double)b / 1e9; }
+
+static uint64_t mats_of(const di_load_plan *p) {
+    uint64_t s = 0;
+    for (int f = 0; f < 4; f++) s += p->mat[f] + p->scale[f];
+    return s;
+}
 
 /* A linear of `fmt` with n rows of k inputs (k counts values: FP4 holds two per byte), FP8
  * blocks of B: the checkpoint form on a device (alloc_raw), the panels on the CPU (alloc_wmat). */
@@ -78,10 +88,26 @@ static void add_wo_a(di_load_plan *p, const di_model_config *c, const di_tensor 
     *transient = u64max(*transient, nk * 6 + view_copy(p, t, s) + (p->on_device ? t->nbytes + s->nbytes : 0));
 }
 
+/* A routed expert's tensor ("layers.3.ffn.experts.17.w1.weight", a drafter stage's likewise)
+ * that another rank of the layout owns (moe_ep.h: expert e of E on rank e / (E / size)). */
+static int other_ranks_expert(const di_load_plan *p, const di_model_config *c, const char *nm) {
+    if (p->ep_size <= 1) return 0;
+    const char *x = strstr(nm, ".ffn.experts.");
+    if (!x) return 0;
+    long e = strtol(x + 13, NULL, 10);
+    int64_t E = !strncmp(nm, "layers.", 7) || c->stage_n_routed_experts <= 0 ? c->n_routed_experts
+                                                                             : c->stage_n_routed_experts;
+    int64_t per = E / p->ep_size;
+    return per > 0 && e / per != p->ep_rank;
+}
+
+static int is_routed_expert(const char *nm) { return strstr(nm, ".ffn.experts.") != NULL; }
+
 static void add_tensor(di_load_plan *p, const di_model_config *c, const di_weight_spec *spec, const di_tensor_spec *e,
                        const di_tensor *t, uint64_t *transient) {
     const char *nm = e->name;
     uint64_t B = (uint64_t)c->fp8_block_in;
+    if (other_ranks_expert(p, c, nm)) return;
     switch (e->kind) {
     case DI_TK_FP8_WEIGHT:
     case DI_TK_FP4_WEIGHT: {
@@ -91,7 +117,9 @@ static void add_tensor(di_load_plan *p, const di_model_config *c, const di_weigh
             return;
         }
         int fp4 = e->kind == DI_TK_FP4_WEIGHT;
+        uint64_t before = mats_of(p);
         add_linear(p, fp4 ? DI_WFMT_FP4 : DI_WFMT_FP8, (uint64_t)t->shape[0], (uint64_t)t->shape[1] * (fp4 ? 2 : 1), B);
+        if (is_routed_expert(nm)) p->experts += mats_of(p) - before;
         *transient = u64max(*transient, view_copy(p, t, s));
         return;
     }
@@ -99,7 +127,8 @@ static void add_tensor(di_load_plan *p, const di_model_config *c, const di_weigh
     case DI_TK_FP4_SCALE: return; /* with its weight */
     case DI_TK_ENGRAM_TABLE:
     case DI_TK_ENGRAM_SCALE: /* read in place from a mapping on the CPU, else a copy in backend memory */
-        if (p->on_device || !di_st_mapped(t)) p->engram += t->nbytes;
+        if (p->engram_host) p->host_engram += t->nbytes; /* the mapping (a generated checkpoint: a host copy) */
+        else if (p->on_device || !di_st_mapped(t)) p->engram += t->nbytes;
         return;
     case DI_TK_PLAIN: break;
     }
@@ -160,6 +189,7 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
             uint64_t k = (uint64_t)c->engram_cols * (uint64_t)c->engram_head_dim, n = ((uint64_t)c->hc_mult + 1) * d;
             dev += M * k * 2 + M * n * 2 + n * 4 + d * 4;
             host += M * 8;
+            if (p->on_device && p->engram_host) host += M * k * 2; /* gathered rows before their copy */
         }
         if (c->drafter == DI_DRAFTER_DSPARK && c->n_stages > 0 && c->dspark_block_size > 0) {
             uint64_t Bk = (uint64_t)c->dspark_block_size, R = (uint64_t)c->dspark_markov_rank;
@@ -168,6 +198,19 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
                     (p->on_device ? dm * V * 4 : 0);
             dev += rows * V * 4 + dm * V * 4 + rows * d * 2 + dm * R * 2 + dm * (d + R) * 2 + (rows + dm) * 4 + rows * 8;
         }
+    }
+    if (p->ep_size > 1) { /* moe_ep.c: the step scratch of max_rows * top-k entries, the layers' maps */
+        int64_t k = c->num_experts_per_tok > c->stage_num_experts_per_tok ? c->num_experts_per_tok
+                                                                          : c->stage_num_experts_per_tok;
+        uint64_t cap = M * (uint64_t)k, E = (uint64_t)c->n_routed_experts;
+        uint64_t Emax = E > (uint64_t)c->stage_n_routed_experts ? E : (uint64_t)c->stage_n_routed_experts;
+        uint64_t nl = (uint64_t)(c->n_layers + c->n_stages), S = (uint64_t)p->ep_size;
+        /* backend memory: send / receive rows, 4 index lists, 2 weight lists, the dispatch's offsets */
+        uint64_t bufs = 2 * cap * d * 2 + 6 * cap * 4 + (Emax + 2) * 4 + 16;
+        uint64_t maps = nl * E * (3 * 4 + 8 + 4 * DI_EP_MAX_COPIES + 8) + 4 * S * 8;
+        if (p->on_device) dev += bufs;
+        else host += bufs;
+        host += cap * 7 * 4 + maps; /* the host's lists */
     }
     (void)spec;
     p->step += dev;
@@ -179,6 +222,12 @@ deepinfer_status di_load_plan_compute(const di_model_config *cfg, const di_weigh
     memset(p, 0, sizeof *p);
     if (!cfg || !spec || !o) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "load plan: missing arguments");
     p->on_device = o->on_device != 0;
+    p->ep_size = o->ep_size > 1 ? o->ep_size : 1;
+    p->ep_rank = p->ep_size > 1 ? o->ep_rank : 0;
+    if (p->ep_rank < 0 || p->ep_rank >= p->ep_size)
+        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "load plan: rank %d is outside --ep %d", o->ep_rank,
+                            p->ep_size);
+    p->engram_host = o->engram_host && p->on_device;
     di_v4_options lim = {.max_rows = o->max_rows, .max_context = o->max_context};
     di_core_limits(&lim, &p->max_rows, &p->max_context);
     uint64_t transient = 0;
@@ -210,7 +259,7 @@ deepinfer_status di_load_plan_compute(const di_model_config *cfg, const di_weigh
     uint64_t model = p->weights + p->workspace + p->step + p->backend;
     if (p->on_device) {
         p->device_need = model + p->reserve_device;
-        p->host_need = p->host_tables + p->host_staging + p->host_transient + p->reserve_host;
+        p->host_need = p->host_tables + p->host_staging + p->host_transient + p->host_engram + p->reserve_host;
     } else { /* one memory: the caller's device reserve lands on the host too */
         p->host_need = model + p->host_tables + p->host_transient + p->reserve_device + p->reserve_host;
     }
@@ -226,15 +275,30 @@ deepinfer_status di_load_plan_for_load(const di_model_config *cfg, const di_weig
                            .nthreads = tp ? di_threadpool_size(tp) : 1,
                            .reserve_device = opt ? opt->reserve_device : 0,
                            .reserve_host = opt ? opt->reserve_host : 0,
-                           .budget = opt ? opt->budget : 0};
+                           .budget = opt ? opt->budget : 0,
+                           .ep_rank = opt ? opt->ep_rank : 0,
+                           .ep_size = opt ? opt->ep_size : 0,
+                           .engram_host = opt ? opt->engram_host : 0};
     di_load_plan p;
     deepinfer_status st = di_load_plan_compute(cfg, spec, &o, &p, err);
     if (st) return st;
     if (opt && opt->plan_out) *opt->plan_out = p;
-    return di_load_plan_fit(&p, err);
+    st = di_load_plan_fit(&p, err);
+    size_t fb = 0, tb = 0;
+    if (st != DEEPINFER_ERR_OUT_OF_MEMORY || !p.on_device || di_backend_mem_info(&fb, &tb) || !tb) return st;
+    /* the device is too small for this layout: name the smallest that fits devices like it */
+    uint64_t margin = DI_PLAN_DEV_MARGIN_FIXED + (uint64_t)fb / 100 * DI_PLAN_DEV_MARGIN_PCT;
+    if (p.device_need <= (fb > margin ? fb - margin : 0)) return st; /* refused for the host or the budget */
+    di_plan_layout best;
+    di_error se = {0};
+    char why[DI_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err ? err->msg : "");
+    if (di_plan_smallest_layout(cfg, spec, &o, (uint64_t)tb, 64, &best, &se) == DEEPINFER_OK)
+        return di_error_set(err, st, "%.700s; %s needs >= %d x %.0f GB devices (ep_size %d)%s", why,
+                            di_arch_name(cfg->arch), best.ep_size, gb(tb), best.ep_size,
+                            best.engram_host ? " with Engram in host memory (engram_host)" : "");
+    return di_error_set(err, st, "%.700s; %.250s", why, se.msg);
 }
-
-static double gb(uint64_t b) { return (double)b / 1e9; }
 
 deepinfer_status di_load_plan_check(const di_load_plan *p, uint64_t dev_free, uint64_t host_avail, di_error *err) {
     const char *hint = "use fewer layers, a smaller max_model_len / max_num_seqs, or more memory";
@@ -307,15 +371,28 @@ void di_load_plan_format(const di_load_plan *p, const char *indent, char *buf, s
                      gb(p->engram));
     if (w < 0 || (size_t)w >= n) return;
     buf += w, n -= (size_t)w;
+    if (p->ep_size > 1 || p->host_engram) {
+        w = snprintf(buf, n, "%slayout       rank %d of %d: routed experts %.2f GB (%s)%s", indent, p->ep_rank,
+                     p->ep_size, gb(p->experts), p->ep_size > 1 ? "its share" : "all of them",
+                     p->host_engram ? ", Engram tables in host memory " : "\n");
+        if (w < 0 || (size_t)w >= n) return;
+        buf += w, n -= (size_t)w;
+        if (p->host_engram) {
+            w = snprintf(buf, n, "%.2f GB (mapped from the checkpoint, rows copied per step)\n", gb(p->host_engram));
+            if (w < 0 || (size_t)w >= n) return;
+            buf += w, n -= (size_t)w;
+        }
+    }
     if (p->on_device)
         snprintf(buf, n,
                  "%sdevice       %.2f GB = weights %.2f + workspace %.2f + step buffers %.2f + backend contexts "
                  "%.2f + reserved %.2f (%d rows per pass, context %lld)\n"
                  "%shost         %.2f GB = tables and scratch %.2f + staging ring %.2f + largest tensor copy %.2f + "
-                 "reserved %.2f\n",
+                 "Engram tables %.2f + reserved %.2f\n",
                  indent, gb(p->device_need), gb(p->weights), gb(p->workspace), gb(p->step), gb(p->backend),
                  gb(p->reserve_device), p->max_rows, (long long)p->max_context, indent, gb(p->host_need),
-                 gb(p->host_tables), gb(p->host_staging), gb(p->host_transient), gb(p->reserve_host));
+                 gb(p->host_tables), gb(p->host_staging), gb(p->host_transient), gb(p->host_engram),
+                 gb(p->reserve_host));
     else
         snprintf(buf, n,
                  "%shost         %.2f GB = weights %.2f + workspace %.2f + step buffers %.2f + tables and scratch "

@@ -52,6 +52,15 @@ typedef struct di_load_plan_opts {
     uint64_t reserve_device; /* the caller's further needs in backend memory (device backends) */
     uint64_t reserve_host;   /* ... in host memory (on the CPU backend: everything the caller adds) */
     uint64_t budget;         /* a total the caller allows (the engine's memory_budget); 0: none */
+    /* Expert parallelism (moe_ep.h): the plan of rank ep_rank of ep_size (0 = 1): its routed
+     * experts only (expert e of a layer of E on rank e / (E / ep_size)), every other weight
+     * replicated, plus its EP step scratch. */
+    int ep_rank, ep_size;
+    /* Engram tables in host memory on a device backend (di_v4_options.engram_host): the
+     * checkpoint's mapped bytes, rows gathered per step into a host staging buffer and copied
+     * to the device; host_engram counts them (one copy per host: ranks of one machine map the
+     * same file pages). */
+    int engram_host;
 } di_load_plan_opts;
 
 /* Bytes by where they live. Weights are in backend memory: the device's on
@@ -76,6 +85,10 @@ typedef struct di_load_plan {
     uint64_t reserve_host;
     uint64_t host_need;    /* on the CPU: everything (weights included); else the host part */
     uint64_t budget;       /* opts.budget */
+    uint64_t experts;      /* routed-expert matrices and scales this rank holds (part of mat / scale) */
+    uint64_t host_engram;  /* Engram tables kept in host memory (engram_host; part of host_need) */
+    int ep_rank, ep_size;  /* the layout the plan is for (ep_size >= 1) */
+    int engram_host;
     int max_rows;
     int64_t max_context;
 } di_load_plan;
@@ -100,6 +113,41 @@ deepinfer_status di_load_plan_fit(const di_load_plan *p, di_error *err);
 struct di_v4_options;
 deepinfer_status di_load_plan_for_load(const di_model_config *cfg, const di_weight_spec *spec,
                                        const struct di_v4_options *opt, di_error *err);
+
+/* ---- plans per rank (load_plan_ranks.c) ----
+ * A layout: ep_size ranks, one device each, Engram tables on the device or on the host. */
+typedef struct di_plan_layout {
+    int ep_size;
+    int engram_host;
+} di_plan_layout;
+
+/* The EP settings of a layout, checked before anything is computed or allocated: ep_size >= 1,
+ * the routed experts (and a drafter's) divisible by it, and no more ranks than `gpus` devices
+ * (gpus < 0: not checked, e.g. the CPU loopback communicator, which runs any size). */
+deepinfer_status di_plan_layout_check(const di_model_config *cfg, int ep_size, int gpus, di_error *err);
+
+/* The plan of every rank of layout `lay` (`plans` has lay->ep_size entries), from the options
+ * `o` (its ep_rank, ep_size and engram_host are replaced per rank). */
+deepinfer_status di_load_plan_ranks(const di_model_config *cfg, const di_weight_spec *spec,
+                                    const di_load_plan_opts *o, const di_plan_layout *lay, di_load_plan *plans,
+                                    di_error *err);
+
+/* The fewest ranks (divisors of the expert count, at most max_ranks) at which every rank's
+ * device need fits `dev_bytes` after the margin (load_plan.h), Engram on the device preferred
+ * at equal size; *out = that layout. DEEPINFER_ERR_NOT_FOUND when none does. */
+deepinfer_status di_plan_smallest_layout(const di_model_config *cfg, const di_weight_spec *spec,
+                                         const di_load_plan_opts *o, uint64_t dev_bytes, int max_ranks,
+                                         di_plan_layout *out, di_error *err);
+
+/* Layout `lay` on devices of `dev_bytes` each (`gpus` visible, < 0 unchecked): the checks of
+ * di_plan_layout_check, every rank's plan into `plans` (lay->ep_size entries), and the fit of
+ * each against dev_bytes (di_load_plan_check). A layout that does not fit is refused with
+ * DEEPINFER_ERR_OUT_OF_MEMORY naming the largest rank's need, the device's usable bytes and the
+ * smallest layout that fits ("needs >= 4 x 141 GB devices (--ep 4) with Engram in host memory
+ * (--engram-host)"), or that none of up to max_ranks does. */
+deepinfer_status di_load_plan_layout_fit(const di_model_config *cfg, const di_weight_spec *spec,
+                                         const di_load_plan_opts *o, const di_plan_layout *lay, uint64_t dev_bytes,
+                                         int gpus, int max_ranks, di_load_plan *plans, di_error *err);
 
 /* The plan as a few lines ("load plan ..."), each starting with `indent`. */
 void di_load_plan_format(const di_load_plan *p, const char *indent, char *buf, size_t n);

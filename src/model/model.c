@@ -29,6 +29,7 @@ static di_v4_options v4_options(const di_model_options *opt) {
     o.ep_rank = opt->ep_rank;
     o.ep_size = opt->ep_size;
     o.comm = opt->comm;
+    o.engram_host = opt->engram_host;
     return o;
 }
 

@@ -43,6 +43,7 @@ typedef struct di_model_options {
      * (0 = 1), over `comm` (borrowed). */
     int ep_rank, ep_size;
     struct di_comm *comm;
+    int engram_host; /* V4.1 on a device backend: Engram tables stay in host memory (di_v4_options) */
 } di_model_options;
 
 /* Load the checkpoint in `dir` (config.json + safetensors, or opt->weights), V4 or V4.1.

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/load_plan.h"
 #include "model/wload.h"
+#include "ops/backend.h"
 
 #define MAXC DI_EP_MAX_COPIES
 
@@ -17,19 +19,22 @@ deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int
     if (ep_size < 1) return di_error_set(err, E, "--ep %d: the expert-parallel size must be at least 1", ep_size);
     if (ep_rank < 0 || ep_rank >= ep_size)
         return di_error_set(err, E, "expert-parallel rank %d is out of [0, %d)", ep_rank, ep_size);
-    if (ep_size == 1) return DEEPINFER_OK;
+    if (ep_size == 1 && !comm) return DEEPINFER_OK;
     if ((int64_t)cfg->n_routed_experts % ep_size)
         return di_error_set(err, E, "%lld experts are not divisible by --ep %d", (long long)cfg->n_routed_experts,
                             ep_size);
     if (cfg->n_stages > 0 && cfg->stage_n_routed_experts > 0 && (int64_t)cfg->stage_n_routed_experts % ep_size)
         return di_error_set(err, E, "the drafter's %lld experts are not divisible by --ep %d",
                             (long long)cfg->stage_n_routed_experts, ep_size);
+    if (di_backend_active() == DI_BACKEND_CUDA) { /* one GPU per rank: refused before anything is allocated */
+        di_cuda_info ci;
+        di_backend_cuda_info(&ci);
+        deepinfer_status st = di_plan_layout_check(cfg, ep_size, ci.device_count, err);
+        if (st) return st;
+    }
     if (!comm || comm->size != ep_size || comm->rank != ep_rank)
         return di_error_set(err, E, "--ep %d rank %d needs a communicator of %d ranks in which it is rank %d", ep_size,
                             ep_rank, ep_size, ep_rank);
-    if (!di_allocator_is_host())
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "expert parallelism (--ep %d) runs on the CPU backend only in this build", ep_size);
     di_ep_model *ep = calloc(1, sizeof *ep);
     if (!ep) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
     ep->comm = comm, ep->rank = ep_rank, ep->size = ep_size, ep->cfg = cfg;
@@ -44,8 +49,14 @@ deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int
 }
 
 static void scratch_free(di_ep_model *ep) {
-    free(ep->exec), free(ep->sel_loc), free(ep->inv2), free(ep->sendbuf), free(ep->recvbuf);
-    ep->exec = ep->sel_loc = ep->inv2 = NULL;
+    free(ep->exec), free(ep->sel_h), free(ep->sel_loc), free(ep->inv_h), free(ep->inv2), free(ep->pack);
+    free(ep->unpack);
+    di_dev_free(ep->d_sel_loc), di_dev_free(ep->d_inv2), di_dev_free(ep->d_pack), di_dev_free(ep->d_unpack);
+    di_dev_free(ep->d_off), di_dev_free(ep->d_off1), di_dev_free(ep->d_rw), di_dev_free(ep->d_erw);
+    di_dev_free(ep->sendbuf), di_dev_free(ep->recvbuf);
+    ep->exec = ep->sel_h = ep->sel_loc = ep->inv_h = ep->inv2 = ep->pack = ep->unpack = NULL;
+    ep->d_sel_loc = ep->d_inv2 = ep->d_pack = ep->d_unpack = ep->d_off = ep->d_off1 = NULL;
+    ep->d_rw = ep->d_erw = NULL;
     ep->sendbuf = ep->recvbuf = NULL;
     ep->cap = 0;
 }
@@ -140,15 +151,24 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
 static int grow(di_ep_model *ep, int n, int d) {
     if (n <= ep->cap) return 1;
     scratch_free(ep);
-    ep->exec = malloc(sizeof(int) * (size_t)n);
-    ep->sel_loc = malloc(sizeof(int) * (size_t)n);
-    ep->inv2 = malloc(sizeof(int) * (size_t)n);
-    ep->sendbuf = malloc((size_t)n * (size_t)d * 2);
-    ep->recvbuf = malloc((size_t)n * (size_t)d * 2);
-    if (!ep->exec || !ep->sel_loc || !ep->inv2 || !ep->sendbuf || !ep->recvbuf) {
+    size_t ni = sizeof(int) * (size_t)n;
+    int64_t E = ep->cfg->n_routed_experts > ep->cfg->stage_n_routed_experts ? ep->cfg->n_routed_experts
+                                                                            : ep->cfg->stage_n_routed_experts;
+    ep->exec = malloc(ni), ep->sel_h = malloc(ni), ep->sel_loc = malloc(ni), ep->inv_h = malloc(ni);
+    ep->inv2 = malloc(ni), ep->pack = malloc(ni), ep->unpack = malloc(ni);
+    ep->d_sel_loc = di_dev_alloc(ni), ep->d_inv2 = di_dev_alloc(ni), ep->d_pack = di_dev_alloc(ni);
+    ep->d_unpack = di_dev_alloc(ni);
+    ep->d_off = di_dev_alloc(sizeof(int) * (size_t)(E + 2)), ep->d_off1 = di_dev_alloc(sizeof(int) * 4);
+    ep->d_rw = di_dev_alloc(sizeof(float) * (size_t)n), ep->d_erw = di_dev_alloc(sizeof(float) * (size_t)n);
+    ep->sendbuf = di_dev_alloc((size_t)n * (size_t)d * 2);
+    ep->recvbuf = di_dev_alloc((size_t)n * (size_t)d * 2);
+    if (!ep->exec || !ep->sel_h || !ep->sel_loc || !ep->inv_h || !ep->inv2 || !ep->pack || !ep->unpack ||
+        !ep->d_sel_loc || !ep->d_inv2 || !ep->d_pack || !ep->d_unpack || !ep->d_off || !ep->d_off1 || !ep->d_rw ||
+        !ep->d_erw || !ep->sendbuf || !ep->recvbuf) {
         scratch_free(ep);
         return 0;
     }
+    di_dev_zero(ep->d_rw, sizeof(float) * (size_t)n);
     ep->cap = n;
     return 1;
 }
@@ -167,6 +187,16 @@ static void fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const 
 
 static inline int slice_lo(int M, int s, int S) { return (int)((int64_t)M * s / S); }
 
+/* Rows src[list[j]] -> dst[j] for j < count (bf16 rows of width d): ops.h di_moe_gather over
+ * one group (k = 1), the list uploaded to backend memory. off1: the group's two offsets. */
+static void gather_list(di_exec *x, di_ep_model *ep, int count, const int *list, int *d_list, int *d_off1,
+                        const uint16_t *src, int d, uint16_t *dst) {
+    int off[2] = {0, count};
+    di_copy_h2d(x, d_list, list, sizeof(int) * (size_t)count);
+    di_copy_h2d(x, d_off1, off, sizeof off);
+    di_moe_gather(x, count, d_off1, 1, d_list, 1, src, (size_t)d, d, ep->d_rw, dst, (size_t)d, ep->d_erw);
+}
+
 void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int *sel, const float *rw,
                       const uint16_t *xn, const uint16_t *shared, uint16_t *out) {
     di_ep_model *ep = L->ep;
@@ -179,36 +209,50 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
         return;
     }
+    di_exec_join(x); /* the shared expert's side line (moe.c) finished before `shared` / `out` are touched */
+    /* the selections on the host (the router is replicated: the same on every rank) */
+    di_copy_d2h(x, ep->sel_h, sel, sizeof(int) * (size_t)n);
+    const int *hs = ep->sel_h;
     /* 1-2. counters and the executing rank of every entry, in increasing (row, slot) */
+    int nl = L->nloc, *off = L->off, cnt = 0;
     memset(L->seen, 0, sizeof(int) * (size_t)E);
     for (int i = 0; i < n; i++) {
-        int e = sel[i], j = L->seen[e]++;
+        int e = hs[i], j = L->seen[e]++;
         int r = L->copies[e * MAXC + j % L->ncopies[e]];
         L->load[e]++;
         ep->exec[i] = r;
-        ep->sel_loc[i] = r == me ? L->local[e] : L->nloc;
+        ep->sel_loc[i] = r == me ? L->local[e] : nl;
         if (r == me && j % L->ncopies[e]) L->replica_entries++;
+        cnt += r == me;
     }
+    /* the dispatch's positions, as ops.h di_moe_dispatch forms them (a counting sort in
+     * increasing (row, slot)): the host plans the exchange without reading them back */
+    memset(off, 0, sizeof(int) * (size_t)(nl + 2));
+    for (int i = 0; i < n; i++) off[ep->sel_loc[i] + 1]++;
+    for (int g = 0; g <= nl; g++) off[g + 1] += off[g];
+    for (int i = 0; i < n; i++) ep->inv_h[i] = off[ep->sel_loc[i]]++;
     /* 3. this rank's entries through its resident experts (the sequence of ops.h di_moe_routed) */
-    int nl = L->nloc, *off = L->off, *inv = ws->moe_inv;
-    di_moe_dispatch(x, M, K, ep->sel_loc, nl + 1, off, ws->moe_rows, inv);
-    if (off[nl] > 0) {
+    di_copy_h2d(x, ep->d_sel_loc, ep->sel_loc, sizeof(int) * (size_t)n);
+    di_moe_dispatch(x, M, K, ep->d_sel_loc, nl + 1, ep->d_off, ws->moe_rows, ws->moe_inv);
+    if (cnt > 0) {
         int I = L->W1[0].n, ab = c->act_block;
-        di_moe_gather(x, n, off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
-        di_gemm2_grouped(x, nl, L->W1, L->W3, off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
-        di_swiglu_n(x, off, nl, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
-        di_gemm_grouped(x, nl, L->W2, off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
+        di_moe_gather(x, n, ep->d_off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
+        di_gemm2_grouped(x, nl, L->W1, L->W3, ep->d_off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
+        di_swiglu_n(x, ep->d_off, nl, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
+        di_gemm_grouped(x, nl, L->W2, ep->d_off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
     }
     /* 4. combine: each output to the rank of its row's slice, in increasing (row, slot) */
-    size_t row = (size_t)d * 2, at = 0;
+    size_t row = (size_t)d * 2;
+    int np = 0;
     for (int s = 0; s < S; s++) {
-        ep->so[s] = at;
+        ep->so[s] = (size_t)np * row;
         for (int i = slice_lo(M, s, S) * K; i < slice_lo(M, s + 1, S) * K; i++)
-            if (ep->exec[i] == me) memcpy((char *)ep->sendbuf + at, ws->eo + (size_t)inv[i] * d, row), at += row;
-        ep->sb[s] = at - ep->so[s];
+            if (ep->exec[i] == me) ep->pack[np++] = ep->inv_h[i];
+        ep->sb[s] = (size_t)np * row - ep->so[s];
     }
+    if (np) gather_list(x, ep, np, ep->pack, ep->d_pack, ep->d_off1, ws->eo, d, ep->sendbuf);
     int a = slice_lo(M, me, S), b = slice_lo(M, me + 1, S), Ms = b - a;
-    at = 0;
+    size_t at = 0;
     for (int r = 0; r < S; r++) {
         ep->ro[r] = at;
         for (int i = a * K; i < b * K; i++)
@@ -216,7 +260,8 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         ep->rb[r] = at - ep->ro[r];
     }
     di_error e = {0};
-    deepinfer_status st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
+    deepinfer_status st = di_exec_sync(x, &e); /* the send rows written before the exchange reads them */
+    if (!st) st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
     if (st) {
         fail(ep, st, &e, "combine");
         return;
@@ -224,20 +269,23 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     /* a row's slots in the single-rank order: increasing expert id, then slot (ops.h di_moe_combine) */
     for (int m = a; m < b; m++)
         for (int s = 0; s < K; s++) {
-            int q = 0, es = sel[m * K + s];
+            int q = 0, es = hs[m * K + s];
             for (int t = 0; t < K; t++) {
-                int et = sel[m * K + t];
+                int et = hs[m * K + t];
                 q += et < es || (et == es && t < s);
             }
             ep->inv2[(m - a) * K + s] = (m - a) * K + q;
         }
+    /* received rows to their combine positions: xe[inv2[i]] = the row rank exec[i] sent for entry i */
     for (int r = 0; r < S; r++) {
-        const char *src = (const char *)ep->recvbuf + ep->ro[r];
+        int src = (int)(ep->ro[r] / row);
         for (int i = a * K; i < b * K; i++)
-            if (ep->exec[i] == r) memcpy(ws->xe + (size_t)ep->inv2[i - a * K] * d, src, row), src += row;
+            if (ep->exec[i] == r) ep->unpack[ep->inv2[i - a * K]] = src++;
     }
     if (Ms > 0) {
-        di_moe_combine(x, Ms, K, ep->inv2, ws->xe, (size_t)d, d, ws->y);
+        gather_list(x, ep, Ms * K, ep->unpack, ep->d_unpack, ep->d_off1 + 2, ep->recvbuf, d, ws->xe);
+        di_copy_h2d(x, ep->d_inv2, ep->inv2, sizeof(int) * (size_t)Ms * (size_t)K);
+        di_moe_combine(x, Ms, K, ep->d_inv2, ws->xe, (size_t)d, d, ws->y);
         if (shared) di_add_bf16_f32_x(x, ws->y, shared + (size_t)a * d, (size_t)Ms * d);
         di_f32_to_bf16_x(x, ws->y, out + (size_t)a * d, (size_t)Ms * d);
     }
@@ -246,7 +294,8 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         ep->ro[r] = (size_t)slice_lo(M, r, S) * row;
         ep->rb[r] = (size_t)(slice_lo(M, r + 1, S) - slice_lo(M, r, S)) * row;
     }
-    st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
+    st = di_exec_sync(x, &e);
+    if (!st) st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
     if (st) fail(ep, st, &e, "all-gather");
 }
 

@@ -30,7 +30,16 @@
  * byte ranges are read) and drops the old ones, between steps. Replicas hold
  * the owner's exact weights, so they compute the same bits.
  *
- * The CPU backend only (the loopback communicator's host buffers). Calls on
+ * One code path for every backend: activations move only through ops (the
+ * dispatch, row gathers of ops.h di_moe_gather, combine) on buffers in
+ * backend memory sized at load; the host reads back the step's expert
+ * selections (di_copy_d2h: one read per MoE sub-layer; so an EP step is not
+ * recorded into a CUDA graph) and plans the exchange from them. The
+ * communicator's buffers are backend memory: host memory for the loopback
+ * communicator (the CPU backend), device memory for NCCL (the CUDA
+ * backend: one GPU per rank, more ranks than visible GPUs are refused). A
+ * communicator of one rank (ep_size 1 with a comm) runs the same path, so
+ * one GPU checks the NCCL path against the model without EP. Calls on
  * one rank are not thread-safe; ranks run concurrently, each on its own
  * model instance. di_eplb_apply loads weights: one load at a time per
  * process (wload.h), so the ranks' applies run one after another.
@@ -75,17 +84,22 @@ struct di_ep_model {
     int nlayers, caplayers;
     deepinfer_status status;      /* the first failure of a step (moe blocks return nothing) */
     di_error err;
-    /* step scratch shared by the layers (they run one after another), reserved at load */
+    /* step scratch shared by the layers (they run one after another), reserved at load with a
+     * fixed size (max_rows * k entries): host tables, and buffers in backend memory */
     int cap;                      /* entries (rows * k) */
-    int *exec, *sel_loc, *inv2;   /* [cap] */
-    uint16_t *sendbuf, *recvbuf;  /* [cap][dim] */
+    int *exec, *sel_h, *sel_loc, *inv_h, *inv2, *pack, *unpack; /* host [cap] */
+    int *d_sel_loc, *d_inv2, *d_pack, *d_unpack;               /* backend [cap] */
+    int *d_off, *d_off1;          /* backend [E+2] (the dispatch's groups), [4] (two one-group lists) */
+    float *d_rw, *d_erw;          /* backend [cap]: the row gathers' unused weights */
+    uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim] */
     size_t *sb, *so, *rb, *ro;    /* [size] */
 };
 
 /* The EP settings of a load: ep_size 0 is 1; an error names what to fix
  * ("N experts are not divisible by --ep M", ep_size < 1, rank out of range,
- * a communicator of another size, a device backend). *out = NULL when
- * ep_size == 1 (no EP). */
+ * a communicator of another size, more ranks than visible GPUs on a device
+ * backend). *out = NULL when ep_size == 1 and comm == NULL (no EP); with a
+ * communicator of one rank, the EP path with every expert resident. */
 deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int ep_size, di_comm *comm,
                                     di_ep_model **out, di_error *err);
 void di_ep_model_free(di_ep_model *ep);

@@ -21,8 +21,18 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
     /* the tables: streamed into device memory; on the CPU read in place from the mapping (a
      * generated checkpoint: a host copy, the model's) */
     const uint8_t *tab = t->data, *tsc = s->data;
-    int in_backend = 0;
-    if (!di_allocator_is_host() || !di_st_mapped(t) || !di_st_mapped(s)) {
+    int in_backend = 0, host = 0;
+    if (w->engram_host) { /* host memory on a device backend (engram.h tables_host) */
+        host = 1;
+        if (!di_st_mapped(t) || !di_st_mapped(s)) { /* a generated checkpoint: host copies, the layer's */
+            uint8_t *a = di_wload_copy(t, err), *b = a ? di_wload_copy(s, err) : NULL;
+            if (!a || !b) {
+                free(a);
+                return di_error_prefix(err, "layer %d: the Engram table in host memory", l);
+            }
+            tab = a, tsc = b, host = 2;
+        }
+    } else if (!di_allocator_is_host() || !di_st_mapped(t) || !di_st_mapped(s)) {
         uint8_t *a = di_dev_alloc((size_t)t->nbytes), *b = di_dev_alloc((size_t)s->nbytes);
         st = !a || !b ? di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "layer %d: out of memory for the Engram table "
                                                                       "(%.2f GB)", l, (double)(t->nbytes + s->nbytes) / 1e9)
@@ -45,6 +55,7 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
                               .table = tab,
                               .table_scale = tsc,
                               .tables_in_backend = in_backend,
+                              .tables_host = host,
                               .wkv = &w->engram_wkv[i],
                               .q_weight = w->engram_q[i],
                               .k_weight = w->engram_k[i],
@@ -53,6 +64,7 @@ static deepinfer_status bind_engram(di_v41_weights *w, int i, const di_model_con
     w->bytes += w->engram_wkv[i].bytes;
     if ((st = di_engram_layer_init(&w->engram[i], &d, err))) {
         if (in_backend) di_dev_free((void *)tab), di_dev_free((void *)tsc);
+        if (host == 2) free((void *)tab), free((void *)tsc);
         return di_error_prefix(err, "layer %d", l);
     }
     return DEEPINFER_OK;
@@ -85,8 +97,14 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
 
 deepinfer_status di_v41_weights_bind_ep(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                         di_ep_model *ep, di_error *err) {
+    return di_v41_weights_bind_opts(w, cfg, spec, ep, 0, err);
+}
+
+deepinfer_status di_v41_weights_bind_opts(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                          di_ep_model *ep, int engram_host, di_error *err) {
     deepinfer_status st;
     memset(w, 0, sizeof *w);
+    w->engram_host = engram_host && !di_allocator_is_host();
     w->n_layers = cfg->n_layers;
     w->n_engram = cfg->n_engram_layer_ids;
     w->n_stages = cfg->drafter == DI_DRAFTER_DSPARK ? cfg->n_stages : 0;

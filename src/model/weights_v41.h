@@ -35,6 +35,7 @@ typedef struct di_v41_weights {
     int n_stages;
     size_t bytes;             /* packed bytes (Engram tables not included) */
     size_t engram_table_bytes;/* mmap'd Engram table + scale bytes */
+    int engram_host;          /* device backend: the Engram tables stay in host memory (engram.h tables_host) */
 } di_v41_weights;
 
 /* Bind every weight of a validated V4.1 checkpoint. The Engram tables keep
@@ -44,6 +45,9 @@ deepinfer_status di_v41_weights_bind(di_v41_weights *w, const di_model_config *c
 /* The same under expert parallelism (ep != NULL: only the rank's routed experts, moe_ep.h). */
 deepinfer_status di_v41_weights_bind_ep(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
                                         struct di_ep_model *ep, di_error *err);
+/* ... with the Engram tables in host memory on a device backend (engram_host: di_v4_options). */
+deepinfer_status di_v41_weights_bind_opts(di_v41_weights *w, const di_model_config *cfg, const di_weight_spec *spec,
+                                          struct di_ep_model *ep, int engram_host, di_error *err);
 void di_v41_weights_free(di_v41_weights *w);
 
 #endif

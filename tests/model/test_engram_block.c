@@ -96,7 +96,7 @@ static void toy_free(toy *t) {
 
 static di_engram_layer_desc toy_desc(const toy *t, int f32) {
     di_engram_layer_desc d = {t->dim, t->hc, t->n_cols, t->hd, t->rows, 1e-20f, 32, t->table, t->tscale, &t->W,
-                              f32 ? (const void *)t->qwf : t->qw, f32 ? (const void *)t->kwf : t->kw, f32, 0};
+                              f32 ? (const void *)t->qwf : t->qw, f32 ? (const void *)t->kwf : t->kw, f32, 0, 0};
     return d;
 }
 

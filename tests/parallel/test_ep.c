@@ -111,17 +111,22 @@ static void *run_step(void *p) {
 /* All steps' logits of every rank: out[r] (each STEPS * max rows * V).
  * eplb_capacity > 0: after each step a replica map is planned on every
  * rank (the same on each) and applied, rank after rank. */
-static int run_group(const kind *k, int S, int eplb_capacity, float **out, size_t *written, int64_t *replica_entries) {
+static int run_group_comm(const kind *k, int S, int one_comm, int eplb_capacity, float **out, size_t *written,
+                          int64_t *replica_entries) {
     di_comm *comm[8] = {0};
     rank_model rm[8];
     di_error err = {0};
-    int ok = 1, nload = 0;
-    if (S > 1 && di_comm_loopback_group(S, comm, &err)) ok = 0;
+    int ok = 1, nload = 0, with = S > 1 || one_comm;
+    if (with && di_comm_loopback_group(S, comm, &err)) ok = 0;
     for (int r = 0; ok && r < S; r++, nload++)
-        if (load(k, r, S, S > 1 ? comm[r] : NULL, &rm[r], &err)) {
+        if (load(k, r, S, with ? comm[r] : NULL, &rm[r], &err)) {
             di_test_fail(__FILE__, __LINE__, "%s --ep %d rank %d: %s", k->dir, S, r, err.msg);
             ok = 0;
         }
+    if (ok && with && !ep_of(&rm[0])) {
+        di_test_fail(__FILE__, __LINE__, "%s --ep %d with a communicator: no EP state", k->dir, S);
+        ok = 0;
+    }
     size_t V = ok ? (size_t)cfg_of(&rm[0])->vocab_size : 0, per = (size_t)max_rows_total() * V;
     size_t at = 0;
     for (int step = 0; ok && step < STEPS; step++) {
@@ -158,6 +163,10 @@ static int run_group(const kind *k, int S, int eplb_capacity, float **out, size_
     for (int r = 0; r < nload; r++) unload(&rm[r]);
     for (int r = 0; r < S; r++) di_comm_free(comm[r]);
     return ok;
+}
+
+static int run_group(const kind *k, int S, int eplb_capacity, float **out, size_t *written, int64_t *replica_entries) {
+    return run_group_comm(k, S, 0, eplb_capacity, out, written, replica_entries);
 }
 
 /* --ep S (and EPLB with capacity `cap` when cap > 0) against one rank, bitwise. */
@@ -228,6 +237,38 @@ TEST(demo_ep_and_eplb_bitwise_equal_one_rank) {
     const int sizes[] = {2};
     check_ep(&k, sizes, 1, 0);
     check_ep(&k, sizes, 1, 2);
+}
+
+/* The EP path on a communicator of one rank (what one GPU runs over NCCL: every expert resident,
+ * the selections read back, the exchange through the communicator's buffers) against the model
+ * without EP, bitwise. */
+static void check_one_rank_comm(const kind *k) {
+    rank_model probe;
+    di_error err = {0};
+    if (load(k, 0, 1, NULL, &probe, &err)) {
+        di_test_fail(__FILE__, __LINE__, "load %s: %s", k->dir, err.msg);
+        return;
+    }
+    CHECK(ep_of(&probe) == NULL);
+    size_t n = (size_t)max_rows_total() * (size_t)cfg_of(&probe)->vocab_size;
+    unload(&probe);
+    float *ref = calloc(n, 4), *got = calloc(n, 4);
+    size_t nref = 0, ngot = 0;
+    CHECK(ref && got);
+    memset(got, 0xff, n * 4);
+    CHECK(run_group(k, 1, 0, &ref, &nref, NULL));
+    CHECK(run_group_comm(k, 1, 1, 0, &got, &ngot, NULL));
+    CHECK(ngot == nref && nref > 0);
+    CHECK_MSG(!memcmp(ref, got, nref * 4), "%s: the one-rank EP path differs from the model without EP", k->dir);
+    free(ref), free(got);
+}
+
+TEST(ep_one_rank_communicator_bitwise_equal_no_ep) {
+    kind v4 = {0, di_test_data("golden/v4-tiny-a"), NULL};
+    check_one_rank_comm(&v4);
+    char hash[4096];
+    kind v41 = v41_golden(hash, sizeof hash);
+    check_one_rank_comm(&v41);
 }
 
 TEST(ep_load_errors_name_the_fix) {
