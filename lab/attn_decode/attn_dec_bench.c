@@ -258,7 +258,7 @@ static int check_variants(const dic_ctx *c, const dev_case *d) {
         uint16_t *ref = malloc(n * 2);
         di_attn_dec(&x, d->M, d->hpos, d->hseg, d->hrow0, d->hpos, d->hring, WIN, d->hkv, HD,
                     g_win_only ? NULL : d->hckv, d->hprs, g_win_only ? 0 : RATIO, g_win_only ? NULL : d->htopk,
-                    g_win_only ? 0 : TOPK, g_win_only ? NULL : d->hntopk, list, d->stride, nidx, d->hq, d->ldq, H,
+                    g_win_only ? 0 : TOPK, g_win_only ? NULL : d->hntopk, list, d->stride, nidx, NULL, d->hq, d->ldq, H,
                     d->hsink, 1.0f / sqrtf((float)HD), RD, d->hcs, d->hsn, ref, d->ldq);
         size_t badh = 0;
         double worst = 0;
