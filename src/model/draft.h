@@ -18,7 +18,9 @@
 
 #include <stdint.h>
 
+#include "model/config.h"
 #include "model/seq_state.h"
+#include "util/error.h"
 
 /* Picks draft i of request `req` from its logits (host memory, [vocab]); NULL = greedy
  * (argmax, lowest id on ties). */
@@ -41,5 +43,20 @@ typedef struct di_model_draft {
     float *confidence;              /* [n][block] out or NULL: DSpark's raw confidence logits
                                        (sigmoid = acceptance estimate); MTP writes NAN */
 } di_model_draft;
+
+/* What a drafter allows (dspark.c, mtp.c fill it): the checks of di_model_draft_check. */
+typedef struct di_draft_rules {
+    int has_drafter;      /* the checkpoint carries the drafter's tensors */
+    const char *what;     /* names the drafter in messages ("the DSpark block") */
+    int block;            /* drafts per request at most */
+    int64_t max_context;
+    int reads_next;       /* every fed position reads its next token (V4's MTP); else only the anchor */
+    int text_anchor;      /* the anchor must not be the image token (V4.1) */
+    int whole_block;      /* drafting computes the whole block after p (DSpark), else k positions */
+} di_draft_rules;
+
+/* The request d against the rules: a named error, or DEEPINFER_OK. */
+deepinfer_status di_model_draft_check(const di_model_config *c, const di_draft_rules *r, const di_model_draft *d,
+                                      di_error *err);
 
 #endif

@@ -390,46 +390,13 @@ deepinfer_status di_v41_dspark_draft(di_v41_model *m, const di_v41_draft *d, di_
 
 static deepinfer_status check_step(const di_v41_model *m, const di_model_draft *d, di_error *err) {
     const di_model_config *c = &m->core.cfg;
-    int B = (int)c->dspark_block_size;
-    if (m->w.n_stages < 1)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no DSpark/MTP tensors: it cannot draft");
-    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->k)))
-        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "draft step: missing sequences, feed counts, hidden rows or draft counts");
-    for (int r = 0; r < d->n; r++) {
-        const di_seq_state *s = d->seq[r];
-        int nf = d->n_feed[r], k = d->k[r];
-        if (!s || s->n_layers != c->n_layers + c->n_stages)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no sequence of this model", r);
-        for (int q = 0; q < r; q++)
-            if (d->seq[q] == s)
-                return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step requests %d and %d share a sequence", q, r);
-        if (k < 0 || k > B)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: %d drafts asked, the DSpark block gives 0 .. %d", r, k, B);
-        if (nf < 0 || (k > 0 && nf < 1))
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: n_feed %d; drafting needs the position it drafts from (n_feed >= 1 "
-                                "when k > 0)", r, nf);
-        if (nf > 0 && !d->hidden[r])
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no hidden rows for %d fed positions", r, nf);
-        if (s->mtp_tokens + nf > s->n_tokens)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: feeds positions %lld .. %lld (continuing mtp_tokens), but the target "
-                                "has processed only %lld positions",
-                                r, (long long)s->mtp_tokens, (long long)(s->mtp_tokens + nf - 1), (long long)s->n_tokens);
-        if (k == 0) continue;
-        if (!d->ids || !d->next || !d->next[r])
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no ids output or no anchor (next)", r);
-        int64_t p = s->mtp_tokens + nf - 1;
-        int32_t a = d->next[r][nf - 1];
-        if (a < 0 || a >= c->vocab_size || a == c->image_token_id)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: anchor %d is not a text token", r, a);
-        if (p + 1 + B > m->core.max_context)
-            return di_error_set(err, DEEPINFER_ERR_LIMIT, "draft step request %d: the block after position %lld passes max_context %lld",
-                                r, (long long)p, (long long)m->core.max_context);
-    }
-    return DEEPINFER_OK;
+    di_draft_rules r = {.has_drafter = m->w.n_stages >= 1,
+                        .what = "the DSpark block",
+                        .block = (int)c->dspark_block_size,
+                        .max_context = m->core.max_context,
+                        .text_anchor = 1,
+                        .whole_block = 1};
+    return di_model_draft_check(c, &r, d, err);
 }
 
 deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di_error *err) {

@@ -134,49 +134,12 @@ size_t di_v4_mtp_bytes(const di_v4_model *m) {
 /* ---- the engine's step: feed, then the chain (draft.h) ------------------------------------------ */
 
 static deepinfer_status check_step(const di_v4_model *m, const di_model_draft *d, di_error *err) {
-    const di_model_config *c = &m->core.cfg;
-    int block = di_v4_mtp_block(m);
-    if (m->w.n_mtp < 1)
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "this checkpoint has no DSpark/MTP tensors: it cannot draft");
-    if (d->n < 0 || (d->n && (!d->seq || !d->n_feed || !d->hidden || !d->k)))
-        return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                            "draft step: missing sequences, feed counts, hidden rows or draft counts");
-    for (int r = 0; r < d->n; r++) {
-        const di_seq_state *s = d->seq[r];
-        int nf = d->n_feed[r], k = d->k[r];
-        if (!s || s->n_layers != c->n_layers + c->n_stages)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no sequence of this model", r);
-        for (int q = 0; q < r; q++)
-            if (d->seq[q] == s)
-                return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step requests %d and %d share a sequence", q, r);
-        if (k < 0 || k > block)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: %d drafts asked, the MTP chain gives 0 .. %d", r, k, block);
-        if (nf < 0 || (k > 0 && nf < 1))
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: n_feed %d; drafting needs the position it drafts from (n_feed >= 1 "
-                                "when k > 0)", r, nf);
-        if (nf == 0) continue;
-        if (!d->hidden[r] || !d->next || !d->next[r])
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: no hidden rows or next tokens for %d fed positions", r, nf);
-        if (s->mtp_tokens + nf > s->n_tokens)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                "draft step request %d: feeds positions %lld .. %lld (continuing mtp_tokens), but the target "
-                                "has processed only %lld positions",
-                                r, (long long)s->mtp_tokens, (long long)(s->mtp_tokens + nf - 1), (long long)s->n_tokens);
-        for (int i = 0; i < nf; i++)
-            if (d->next[r][i] < 0 || d->next[r][i] >= c->vocab_size)
-                return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT,
-                                    "draft step request %d: next token %d (%d) is outside the vocabulary [0,%lld)", r, i,
-                                    d->next[r][i], (long long)c->vocab_size);
-        if (k > 0 && !d->ids)
-            return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "draft step request %d: no ids output", r);
-        if (s->mtp_tokens + nf - 1 + k > m->core.max_context)
-            return di_error_set(err, DEEPINFER_ERR_LIMIT, "draft step request %d: the chain passes max_context %lld", r,
-                                (long long)m->core.max_context);
-    }
-    return DEEPINFER_OK;
+    di_draft_rules r = {.has_drafter = m->w.n_mtp >= 1,
+                        .what = "the MTP chain",
+                        .block = di_v4_mtp_block(m),
+                        .max_context = m->core.max_context,
+                        .reads_next = 1};
+    return di_model_draft_check(&m->core.cfg, &r, d, err);
 }
 
 static int argmax(const float *v, int n) {
