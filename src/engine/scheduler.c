@@ -246,6 +246,8 @@ static int draft_room(const di_scheduler *s, const di_choice *c) {
     return k > 0 ? (int)k : 0;
 }
 
+static void promised(const di_scheduler *s, int64_t *pages, int *slots);
+
 #define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps */
 
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
@@ -269,13 +271,21 @@ static void schedule_drafts(pass *p) {
         di_spec_choose(s->cfg.spec_cost, base, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
                        s->cfg.spec_drafted_at, s->spec_k, s->spec_cand);
     else memcpy(s->spec_k, s->spec_kmax, sizeof(int) * (size_t)n);
+    /* drafts never preempt and never take pages owed to others: only free pages beyond what the running
+     * sequences' known rows still need (prefill chunks, recomputes, forks: promised()) and the watermark */
+    int64_t owed = 0;
+    int owed_slots = 0;
+    if (n) promised(s, &owed, &owed_slots);
+    int64_t room = di_pool_pages_free(s->pool) - owed - s->cfg.watermark_pages;
     for (int q = 0; q < n; q++) {
         di_plan_item *it = &pl->items[s->spec_item[q]];
         di_choice *c = it->c;
         int64_t k = s->spec_k[q] < p->budget ? s->spec_k[q] : p->budget;
-        if (k > 0 && di_pool_grow(s->pool, c->slot, c->n_sched + 1 + k)) /* drafts never preempt */
-            k = di_pool_fit(s->pool, c->slot, c->n_sched, 1 + k, 0) - 1;
-        if (k > 0) di_pool_grow(s->pool, c->slot, c->n_sched + 1 + k);
+        while (k > 0 && di_pool_pages_short(s->pool, c->slot, c->n_sched + 1 + k) > room) k--;
+        if (k > 0) {
+            room -= di_pool_pages_short(s->pool, c->slot, c->n_sched + 1 + k);
+            if (di_pool_grow(s->pool, c->slot, c->n_sched + 1 + k)) k = 0; /* cannot happen: room <= free */
+        }
         if (k < 0) k = 0;
         it->n += (int)k;
         it->draft = (int)k;
