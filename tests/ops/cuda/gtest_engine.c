@@ -39,6 +39,7 @@
 #include "engine/seq_snapshot.h"
 #include "engine/state_pool.h"
 #include "golden/golden_util.h"
+#include "engine_gpu_util.h"
 #include "model/dsv4.h"
 #include "ops/backend.h"
 
@@ -62,34 +63,15 @@ static void clean_env(void) {
 /* bi: batch_invariant; graphs: cuda_graphs (-1 = the default, on) */
 static deepinfer_engine *open_mode(const eng_case *mc, const char *acc, int chunk, int max_seqs, int page_rows,
                                    int64_t pages, int bi, int graphs) {
-    char hash[4096];
-    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(mc->dir));
-    deepinfer_engine_config c;
-    deepinfer_engine_config_init(&c);
-    c.model = di_test_data(mc->dir);
-    c.engram_hash = mc->v41 ? hash : NULL;
-    c.accelerator = acc;
-    c.batch_invariant = bi;
-    c.cuda_graphs = graphs;
-    c.max_model_len = 1024;
-    c.chunk_size = chunk;
-    c.max_num_seqs = max_seqs;
-    c.page_rows = page_rows;
-    c.num_pages = pages;
-    deepinfer_engine *e = NULL;
-    char msg[2048];
-    if (deepinfer_engine_open(&c, &e, msg, sizeof msg)) {
-        di_test_fail(__FILE__, __LINE__, "%s engine on %s: %s", mc->name, acc, msg);
-        return NULL;
-    }
-    deepinfer_memory_plan p;
-    deepinfer_engine_plan(e, &p);
-    if (strcmp(p.accelerator, acc)) {
-        di_test_fail(__FILE__, __LINE__, "asked for accelerator %s, the plan says %s", acc, p.accelerator);
-        deepinfer_engine_close(e);
-        return NULL;
-    }
-    return e;
+    eng_gpu_config g;
+    eng_gpu_config_init(&g, mc->dir, mc->v41, acc);
+    g.c.batch_invariant = bi;
+    g.c.cuda_graphs = graphs;
+    g.c.chunk_size = chunk;
+    g.c.max_num_seqs = max_seqs;
+    g.c.page_rows = page_rows;
+    g.c.num_pages = pages;
+    return eng_gpu_open(&g, mc->name);
 }
 
 static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk, int max_seqs, int page_rows,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/engine_util.h"
+#include "engine_gpu_util.h"
 
 typedef struct spec_case {
     const char *name, *dir;
@@ -25,26 +26,14 @@ static const spec_case V41 = {"V4.1", "golden/v41-tiny-a", 1, 1008, 24};
 enum { NS = 24 };
 
 static deepinfer_engine *open_spec(const spec_case *mc, const char *acc, int varlen, int nextn, int chunk, int64_t pages) {
-    char hash[4096];
-    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(mc->dir));
-    deepinfer_engine_config c;
-    deepinfer_engine_config_init(&c);
-    c.model = di_test_data(mc->dir);
-    c.engram_hash = mc->v41 ? hash : NULL;
-    c.accelerator = acc;
-    c.max_model_len = 1024;
-    c.chunk_size = chunk;
-    c.max_num_seqs = 16;
-    c.num_pages = pages;
-    c.mtp_varlen = varlen;
-    c.nextn_decode = nextn;
-    deepinfer_engine *e = NULL;
-    char msg[2048];
-    if (deepinfer_engine_open(&c, &e, msg, sizeof msg)) {
-        di_test_fail(__FILE__, __LINE__, "%s engine on %s: %s", mc->name, acc, msg);
-        return NULL;
-    }
-    return e;
+    eng_gpu_config g;
+    eng_gpu_config_init(&g, mc->dir, mc->v41, acc);
+    g.c.chunk_size = chunk;
+    g.c.max_num_seqs = 16;
+    g.c.num_pages = pages;
+    g.c.mtp_varlen = varlen;
+    g.c.nextn_decode = nextn;
+    return eng_gpu_open(&g, mc->name);
 }
 
 static deepinfer_request_output **run(const spec_case *mc, const char *acc, int varlen, int nextn, int chunk,
