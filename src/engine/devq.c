@@ -219,9 +219,15 @@ static void finish_device(queue *q, di_step *s) {
     deepinfer_status st = di_backend_dq_finish(q->dev, s->seq_no, s->n_samples, q->ids, &busy, &idle, &s->err);
     account(q, busy, idle);
     if (st) s->status = st;
+    int skip = 0; /* verify groups: every row was sampled, the host takes them as sample_range does */
     for (int i = 0; i < s->n_samples; i++) {
         di_sample_spec *sp = &s->samples[i];
         sp->grammar_done = 0;
+        if (skip > 0) {
+            sp->skipped = 1;
+            skip--;
+            continue;
+        }
         if (st) {
             sp->status = st;
             snprintf(sp->why, sizeof sp->why, "the step failed");
@@ -235,6 +241,7 @@ static void finish_device(queue *q, di_step *s) {
             sp->token = q->ids[i];
             *sp->w_token = q->ids[i];
         }
+        if (sp->spec_rest > 0 && (sp->status || sp->token != sp->spec_next)) skip = sp->spec_rest;
     }
 }
 
@@ -280,8 +287,10 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     (void)err;
     s->on_device = 0;
     di_step *prev = q->in_flight;
-    int dev_sample = !s->n_spec && device_samples(q, s) && s->n_samples <= q->max_rows;
-    int feed = dev_sample && device_feeds(q, s, prev);
+    /* a step with spec items samples on the device too (every verify row, only the ids come back) but
+     * is finished inside submit: its accepted drafts decide the rollback and the drafter's feed */
+    int dev_sample = device_samples(q, s) && s->n_samples <= q->max_rows;
+    int feed = dev_sample && !s->n_spec && device_feeds(q, s, prev);
     if (prev && !feed) finish_device(q, prev); /* placeholders and histories need its tokens on the host */
     if (q->dev) di_backend_dq_begin(q->dev, s->seq_no);
     s->status = run_ops(q, s, &s->err);
@@ -311,7 +320,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         b.logit_rows = q->logit_rows;
         b.logits = dev_sample ? NULL : q->logits;
         if (s->n_spec && q->spec) di_devq_spec_before(q->spec, s, &b);
-        if (!s->n_spec && !s->n_plp && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
+        if (!s->n_plp && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
             s->status = dev_sample ? di_devq_graph_run(&q->graph, &b, &s->err)
                                    : di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
@@ -330,6 +339,9 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             q->base.device_sampled++;
             q->base.device_queued += feed;
             q->prev = s;
+            if (!s->n_spec) return DEEPINFER_OK;
+            finish_device(q, s); /* speculative: the ids now, then acceptance, rollback, feed and drafts */
+            if (!s->status && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
             return DEEPINFER_OK;
         }
     }
@@ -394,7 +406,13 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
         if (lg) q->logits = lg;
         int *lr = realloc(q->logit_rows, sizeof(int) * (size_t)rows);
         if (lr) q->logit_rows = lr;
-        if (!lg || !lr) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", rows);
+        /* the device sampler's rows and ids: every verify row may be sampled on the device */
+        di_backend_sample_row *sr = realloc(q->rows, sizeof *q->rows * (size_t)rows);
+        if (sr) q->rows = sr, memset(sr, 0, sizeof *sr * (size_t)rows);
+        int32_t *ids = realloc(q->ids, sizeof(int32_t) * (size_t)rows);
+        if (ids) q->ids = ids;
+        if (!lg || !lr || !sr || !ids)
+            return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d logits rows", rows);
         q->max_rows = rows;
     }
     q->spec = calloc(1, sizeof *q->spec);
@@ -403,8 +421,10 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
     if (st) {
         free(q->spec);
         q->spec = NULL;
+        return st;
     }
-    return st;
+    di_devq_graph_set_hidden(&q->graph, q->spec->hid); /* verify steps write the drafter's input there */
+    return DEEPINFER_OK;
 }
 
 deepinfer_status di_devq_enable_prompt_lp(di_devq *dq, int rows, di_error *err) {

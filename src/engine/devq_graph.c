@@ -1,17 +1,18 @@
-/* devq_graph.c — recorded decode steps for the synchronous queue
+/* devq_graph.c — recorded decode and verify steps for the queue
  * (devq_graph.h). */
 #include "engine/devq_graph.h"
 
 #include "ops/backend.h"
 #include "ops/ops.h"
 
-/* Row counts recorded before any plan size is measured: at most 16, and
+/* Row counts recorded before any plan size is measured: at most 64 (a
+ * verify step of 8 sequences with 5 drafts each has 48 rows), and
  * only as many as fit by an upper bound of a decode step's plan bytes: per
  * layer 16 KiB of fixed tables (every table starts at a 256-byte boundary)
  * and, per row, 2 KiB of row tables plus two page tables that reserve a
  * page for every position below the bound (the attention's compressed KV,
  * the indexer's keys). The plan (64 MiB) holds the tables of one step. */
-enum { ROWS_BOOTSTRAP = 16 };
+enum { ROWS_BOOTSTRAP = 64 };
 
 static int bootstrap_rows(const di_model *m, int page_rows) {
     di_backend_plan_stats s;
@@ -39,12 +40,30 @@ void di_devq_graph_free(di_devq_graph *g) {
     g->on = 0;
 }
 
+void di_devq_graph_set_hidden(di_devq_graph *g, const void *buf) { g->hidden = buf; }
+
+/* The rows of every segment of b when they are all L consecutive rows of one sequence, else 0. */
+static int uniform_rows(const di_model_batch *b) {
+    int L = 1;
+    while (L < b->n && b->seq[L] == b->seq[0]) L++;
+    if (b->n % L) return 0;
+    for (int i = 0; i < b->n; i++) {
+        int first = i % L == 0;
+        if (first != (i == 0 || b->seq[i] != b->seq[i - 1])) return 0; /* a segment of another length */
+        if (!first && b->pos[i] != b->pos[i - 1] + 1) return 0;
+    }
+    return L;
+}
+
 int di_devq_graph_takes(const di_devq_graph *g, const di_model_batch *b) {
     if (!g->on || b->n < 1 || b->n > g->max_rows || b->n > g->rows_ok || b->n_logits != b->n) return 0;
-    if (b->hidden || b->target_hidden || b->logits_on_device) return 0;
+    if (b->logits_on_device || (b->hidden && b->target_hidden)) return 0;
+    const void *h = b->hidden ? (const void *)b->hidden : (const void *)b->target_hidden;
+    if (h && h != g->hidden) return 0; /* a graph writes the buffer it was captured with */
     for (int i = 0; i < b->n; i++)
-        if (b->logit_rows[i] != i || (i && b->seq[i] == b->seq[i - 1])) return 0; /* one row per segment */
-    return 1;
+        if (b->logit_rows[i] != i) return 0; /* every row sampled */
+    int L = uniform_rows(b);
+    return L == 1 || (L > 1 && !b->late_from); /* verify groups: never a compact-prefill step */
 }
 
 /* After a recorded step of `rows` rows: every row count whose tables fit
@@ -62,10 +81,13 @@ static void learn(di_devq_graph *g, int rows) {
 deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *in, di_error *err) {
     di_model_batch b = *in;
     b.logits_on_device = 1; /* read only after the step's end (no host read inside a recorded step) */
-    /* the key: the row count and where the tokens come from; with one row per segment it fixes every
+    /* the key: the row count, the rows per sequence (1: decode; 1 + k: verify groups of k drafts), where the
+     * tokens come from and whether the drafter's input is written; with uniform segments they fix every
      * launch shape and table offset (the compressors pad their emissions in recorded steps, page-table
      * reserves cover every position of the bound), and cu_plan.c checks each replay against its graph */
-    uint64_t key = (uint64_t)b.n | (uint64_t)(b.tokens_on_device != 0) << 32;
+    uint64_t L = (uint64_t)uniform_rows(&b);
+    int hid = b.hidden || b.target_hidden;
+    uint64_t key = (uint64_t)b.n | (uint64_t)(b.tokens_on_device != 0) << 32 | L << 33 | (uint64_t)hid << 48;
     deepinfer_status st = di_backend_step_begin(g->x, key, err);
     if (st) return st;
     if ((st = di_model_forward(g->model, &b, err))) {

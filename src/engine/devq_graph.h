@@ -1,14 +1,17 @@
 /*
- * devq_graph.h — recorded decode steps for the synchronous queue
- * (devq.c). On the CUDA backend a pure decode step (every row the only
- * row of its sequence in the step, every row sampled) runs its forward as
- * a recorded step of the step plan (ops/backend.h di_backend_step_begin:
- * one CUDA graph per row count, docs/cuda-backend.md §6, §8): the first
- * step of a row count captures the graph, later ones build the host tables
- * and replay it. The logits stay in the model's device buffer until the
- * step has ended, then the sampled rows come back to the queue's host
- * array. A recorded step computes exactly what the eager step computes.
- * Everything else (prefill, mixed steps, the CPU backend) stays eager.
+ * devq_graph.h — recorded decode and verify steps for the queue (devq.c).
+ * On the CUDA backend a step whose sequences each run L consecutive rows,
+ * every row sampled (L = 1: a pure decode step; L = 1 + k: speculative
+ * verify groups of k drafts each, docs/speculative.md), runs its forward
+ * as a recorded step of the step plan (ops/backend.h di_backend_step_begin:
+ * one CUDA graph per (rows, L, token source, drafter input),
+ * docs/cuda-backend.md §6, §8): the first step of a key captures the
+ * graph, later ones build the host tables and replay it. The logits stay
+ * in the model's device buffer until the step has ended (the device
+ * sampler reads them there, or they come back to the queue's host
+ * array). A recorded step computes exactly what the eager step computes.
+ * Everything else (prefill, mixed steps, verify groups of different
+ * lengths, the CPU backend) stays eager.
  */
 #ifndef DI_ENGINE_DEVQ_GRAPH_H
 #define DI_ENGINE_DEVQ_GRAPH_H
@@ -27,6 +30,7 @@ typedef struct di_devq_graph {
     int max_rows;          /* rows of one forward pass */
     int on;                /* a plan is enabled on x */
     int rows_ok;           /* the largest row count whose plan is known to fit */
+    const void *hidden;    /* the drafter-input buffer recorded steps may write (di_devq_graph_set_hidden) */
 } di_devq_graph;
 
 /* want = 0: never record (the switch). On the CUDA backend enable the
@@ -38,11 +42,18 @@ typedef struct di_devq_graph {
 void di_devq_graph_init(di_devq_graph *g, di_model *m, int want, int page_rows);
 void di_devq_graph_free(di_devq_graph *g);
 
-/* 1 if the step `b` (n_logits rows in b->logit_rows) runs recorded. */
+/* Speculative decoding: the one buffer (device memory, fixed for g's life) a recorded step may
+ * write the drafter's input to (model.h di_model_batch_set_draft_hidden); NULL: none. */
+void di_devq_graph_set_hidden(di_devq_graph *g, const void *buf);
+
+/* 1 if the step `b` (n_logits rows in b->logit_rows) runs recorded: every row sampled, every
+ * sequence's rows consecutive and as many as every other's (L = 1: decode rows; L = 1 + k: verify
+ * groups of k drafts, not in a compact-prefill step), no hidden output but g's drafter buffer. */
 int di_devq_graph_takes(const di_devq_graph *g, const di_model_batch *b);
 
 /* The forward of a step di_devq_graph_takes accepted, recorded (one graph
- * per row count and token source: host, or b->tokens_on_device); the
+ * per row count, rows per sequence, token source: host or
+ * b->tokens_on_device, and drafter input written or not); the
  * logits stay in the model's device buffer (row i at i * vocab) and
  * nothing waits for the device. */
 deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *b, di_error *err);

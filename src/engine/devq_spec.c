@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/seq_snapshot.h"
+#include "ops/ops.h"
 
 deepinfer_status di_devq_spec_init(di_devq_spec *s, di_model *m, int max_rows, int max_seqs, int spec_n, di_error *err) {
     memset(s, 0, sizeof *s);
@@ -91,6 +92,14 @@ static int32_t pick(void *vctx, int req, int i, const float *logits) {
     return r.token;
 }
 
+/* 1 if the pick of every draft of the request sampled by sp is the argmax of the drafter's logits
+ * (greedy, nothing masked or penalised: di_sample_row's temperature-0 token). */
+static int greedy_pick(const di_sample_spec *sp) {
+    const di_sampling_params *p = sp->params;
+    return p->temperature == 0.0f && p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
+           p->frequency_penalty == 0.0f && !sp->allow_mask && (int64_t)p->min_tokens <= (int64_t)sp->n_out + 1;
+}
+
 /* The accepted drafts of a verify group and the sample kept after them (-1: none is valid). */
 static int accept(const di_step *st, const di_spec_item *it, int *kept) {
     int m = 0;
@@ -161,13 +170,18 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
     }
     if (!n) return DEEPINFER_OK;
     pick_ctx pc = {s, st};
+    /* on a device backend, when every pick is the argmax the drafter picks on the device: no logits
+     * come to the host (draft.h pick = NULL); the drafts only decide what is verified, never an output */
+    int device_greedy = di_exec_on_device(di_model_exec(s->model));
+    for (int q = 0; q < n && device_greedy; q++)
+        if (s->k[q] > 0 && !greedy_pick(&st->samples[last[q]])) device_greedy = 0;
     di_model_draft d = {.n = n,
                         .seq = s->seq,
                         .n_feed = s->n_feed,
                         .hidden = s->hidden,
                         .next = s->next,
                         .k = s->k,
-                        .pick = pick,
+                        .pick = device_greedy ? NULL : pick,
                         .pick_ctx = &pc,
                         .ids = s->ids,
                         .confidence = s->conf};
