@@ -73,6 +73,7 @@ typedef struct di_choice {
     float draft_conf[DEEPINFER_MAX_DRAFT];
     int n_draft;
     int spec_idle;             /* steps since the choice last drafted (confidence scheduling's probe) */
+    int spec_backoff;          /* probes in a row whose drafts were not taken (the probe interval's doubling) */
 } di_choice;
 
 struct di_request {

@@ -248,7 +248,8 @@ static int draft_room(const di_scheduler *s, const di_choice *c) {
 
 static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 
-#define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps */
+#define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps, */
+#define SPEC_PROBE_MAX 4    /* doubled after each probe whose drafts were not taken, up to 16 << 4 steps */
 
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
 static void schedule_drafts(pass *p) {
@@ -297,7 +298,12 @@ static void schedule_drafts(pass *p) {
         if (!it->c || !it->sample) continue;
         di_choice *c = it->c;
         int prompt_end = it->pos0 + it->n == c->req->n_prompt;
-        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= SPEC_PROBE_STEPS;
+        /* drafts offered and none taken: the probe's interval doubles (up to SPEC_PROBE_MAX), so that
+         * where drafting does not pay the probes' drafter steps cost next to nothing; taken: it resets */
+        if (it->draft > 0) c->spec_backoff = 0;
+        else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
+        int interval = SPEC_PROBE_STEPS << c->spec_backoff;
+        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= interval;
         c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
     }
 }
