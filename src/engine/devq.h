@@ -32,10 +32,14 @@
  * step fits one forward pass, no penalties read in-flight history), the
  * new step is queued behind it without waiting; otherwise submit first
  * finishes the previous step. Other steps copy their logits to the host
- * and sample there, inside submit. Pure decode steps (one row per
- * sequence, every row sampled) run as recorded steps: one CUDA graph per
- * row count and token source (devq_graph.c, docs/cuda-backend.md §6,
- * §8); prefill, chunked prefill and mixed steps run eager. What a step
+ * and sample there, inside submit. Steps whose sequences each run the
+ * same number of rows, every row sampled (decode steps; speculative
+ * verify groups of equal length), run as recorded steps: one CUDA graph
+ * per rows, rows per sequence, token source and drafter input
+ * (devq_graph.c, docs/cuda-backend.md §6, §8); prefill, chunked prefill
+ * and mixed steps run eager. A step with spec items is sampled on the
+ * device under the same condition, but finished inside submit (its
+ * accepted drafts decide the rollback and the drafter's feed). What a step
  * reads from host memory (rows, histories, page tables) is copied when it
  * is submitted.
  */
@@ -169,7 +173,7 @@ deepinfer_status di_devq_enable_prompt_lp(di_devq *q, int rows, di_error *err);
 
 /* Speculative decoding on: scratch for steps of up to max_rows rows, max_items sequences and
  * max_samples samples with drafts of up to spec_n tokens (the drafter's input rows, the feed's
- * tables, logits rows). Spec steps run synchronously, sampled on the host. */
+ * tables, logits rows). Spec steps run synchronously (finished inside submit). */
 deepinfer_status di_devq_enable_spec(di_devq *q, int max_rows, int max_items, int max_samples, int spec_n,
                                      di_error *err);
 

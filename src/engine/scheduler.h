@@ -31,13 +31,15 @@
  * decode rows are planned, each decoding sequence with drafts gets up to
  * spec_n of them as extra rows (a verify group: every row from its decode
  * row on is sampled), within max_tokens, the context, the budget and the
- * free pages (drafts never preempt): all of them with a fixed length, or
+ * free pages nobody is owed (drafts never preempt, and leave the pages the
+ * running sequences' known rows still need and the watermark): all of them with a fixed length, or
  * with cfg.spec_cost the lengths spec_cost.h's rule picks. Drafts come
  * before prefill chunks in the budget. Which sequences draft after the
  * step is part of the plan (draft_next): with a fixed length every
  * sampling sequence; with confidence scheduling those given drafts now,
- * those that just finished their prompt, and every 16th step of the
- * others (a probe that refreshes their confidence).
+ * those that just finished their prompt, and the others after 16 steps
+ * (a probe that refreshes their confidence; the interval doubles after
+ * each probe whose drafts were not taken, up to 256).
  *
  * Prompt logprobs (params.prompt_logprobs >= 0): every prompt row but the
  * last gives logits; a step holds at most cfg.prompt_lp_rows of them (the
