@@ -17,8 +17,11 @@
  *                        its picks made by the request's own sampler with the
  *                        target's noise at each draft's position (so a draft
  *                        is the token the target would draw if the drafter's
- *                        logits were the target's); under structured outputs
- *                        the first draft the grammar rejects ends the draft.
+ *                        logits were the target's; where every pick is the
+ *                        argmax, on a device backend, the drafter picks on the
+ *                        device, as a recorded step when the queue records);
+ *                        under structured outputs the first draft the grammar
+ *                        rejects ends the draft.
  */
 #ifndef DI_ENGINE_DEVQ_SPEC_H
 #define DI_ENGINE_DEVQ_SPEC_H
