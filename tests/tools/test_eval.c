@@ -314,8 +314,10 @@ static int run_gen(const char *jsonl, const deepinfer_engine_config *cfg, int ma
 /* Speculation changes no score and no output: perplexity and loglikelihood (prompt logprobs through
  * the engine) and greedy generation, through the eval code path, with speculation off, fixed drafts
  * of 5 (--nextn-decode 5), confidence-scheduled drafts (--mtp-varlen 1) and the environment's
- * $DEEPINFER_USE_NEXTN_DECODE: the numbers bitwise, the item reports byte for byte. The speculated
- * generation runs did verify drafts (the report's counters). */
+ * $DEEPINFER_USE_NEXTN_DECODE: the numbers bitwise, the item reports byte for byte. The fixed-draft
+ * generation runs did verify drafts (the report's counters); the confidence-scheduled run verifies
+ * what the step costs measured at open say pays, which depends on the machine's load, so only its
+ * results are checked. */
 TEST(eval_speculation_gives_identical_scores) {
     static const int lines[] = {1, 2, 3};
     char *gen = lastword_lines(lines, 3);
@@ -354,7 +356,7 @@ TEST(eval_speculation_gives_identical_scores) {
         snprintf(want, sizeof want, "\"speculation\": \"%s\"", want_spec[k]);
         CHECK_MSG(e.p && strstr(e.p, want), "%s missing in %s", want, e.p ? e.p : "");
         CHECK_EQ_INT(g[k].s.engine.cfg.nextn_decode, k == 0 ? 0 : k == 3 ? 3 : 5);
-        if (k) CHECK_MSG(g[k].s.engine.spec_steps > 0, "config %d verified no drafts", k);
+        if (k == 1 || k == 3) CHECK_MSG(g[k].s.engine.spec_steps > 0, "config %d verified no drafts", k);
         ev_buf_free(&e);
     }
     for (int k = 1; k < 4; k++) {
