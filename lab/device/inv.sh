@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# inv.sh [probe] [bench] [tests|suite|notests] — run THERE, in one device call (lab/device/README.md; issue #26):
+# inv.sh [probe] [swapab] [bench] [tests|suite|notests] — run THERE, in one device call (lab/device/README.md; issue #26):
 # builds the tree for sm_90a (with .dev/deps.tar.xz from lab/device/prepare.sh when present), then
 #   probe: lab/numerics/numerics_probe (which tensor-core families give the same bits; lab/numerics/README.md)
+#   swapab: lab/swapab/swapab_bench (the swap-AB wgmma e4m3 decode GEMV draft: bits vs v3, time vs k_gemm_dec)
 #   bench: bench --dummy --modes on V4-Flash and V4.1-Flash (4 layers, ctx 4096, prefill 1K / 8K, decode
 #          b1 / b8 / b64 / b256): every figure in both modes in one process, invariant / fast per figure
 #   tests: the GPU tests the default mode's kernel changes touch (kv post, index select, graphs, forward,
 #          engine invariance and CPU equality); suite: the whole GPU suite instead; notests: none.
-# Default: probe bench tests. Logs in $OUT: build.log, probe.log, modes_v4.log, modes_v41.log, tests.log.
+# Default: probe swapab bench tests. Logs in $OUT: build.log, probe.log, swapab.log, modes_v4.log, modes_v41.log,
+# tests.log.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
-WHAT=" ${*:-probe bench tests} "
+WHAT=" ${*:-probe swapab bench tests} "
 MK=("NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
 if [ -f .dev/deps.tar.xz ]; then
   D=/tmp/devdeps; mkdir -p $D && tar xJf .dev/deps.tar.xz -C $D
@@ -19,7 +21,7 @@ fi
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
 export LD_LIBRARY_PATH="$R/build-sm90:$LD_LIBRARY_PATH"
 t0=$(date +%s)
-TG=(cuda build-sm90/lab/numerics/numerics_probe)
+TG=(cuda build-sm90/lab/numerics/numerics_probe build-sm90/lab/swapab/swapab_bench)
 case "$WHAT" in *" tests "*|*" suite "*) TG+=(cuda-tests) ;; esac
 make -j16 BUILD=build-sm90 "${MK[@]}" "${TG[@]}" > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"; build-sm90/deepinfer-cuda info 2>&1 | head -4
@@ -27,6 +29,11 @@ if [[ "$WHAT" == *" probe "* ]]; then
   t1=$(date +%s)
   timeout 300 build-sm90/lab/numerics/numerics_probe > $OUT/probe.log 2>&1; echo "probe rc=$? $(( $(date +%s) - t1 )) s"
   grep -E "^(==|pair|shape)| (yes|no) " $OUT/probe.log
+fi
+if [[ "$WHAT" == *" swapab "* ]]; then
+  t1=$(date +%s)
+  timeout 240 build-sm90/lab/swapab/swapab_bench > $OUT/swapab.log 2>&1; echo "swapab rc=$? $(( $(date +%s) - t1 )) s"
+  cat $OUT/swapab.log
 fi
 if [[ "$WHAT" == *" bench "* ]]; then
   for c in v4 v41; do
