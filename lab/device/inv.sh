@@ -38,7 +38,7 @@ fi
 if [[ "$WHAT" == *" bench "* ]]; then
   for c in v4 v41; do
     t1=$(date +%s)
-    env -u DEEPINFER_BATCH_INVARIANT timeout 420 build-sm90/deepinfer-cuda bench --dummy bench/configs/${c}-flash.json \
+    env -u DEEPINFER_BATCH_INVARIANT timeout 300 build-sm90/deepinfer-cuda bench --dummy bench/configs/${c}-flash.json \
       --layers 4 --backend cuda --prompt 4096 --prefill 1024,8192 --decode 16 --batch 1,8,64,256 --modes \
       > $OUT/modes_$c.log 2>&1
     echo "== bench --modes ${c}-flash rc=$? $(( $(date +%s) - t1 )) s"
