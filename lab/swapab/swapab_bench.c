@@ -3,8 +3,11 @@
  * bits against the v3 prefill kernel (dic_gemm_q_wgmma_launch on the same quantised activations: the
  * draft claims v3's bits), and CUDA-graph time per call against dic_gemm in fast mode (k_gemm_dec at
  * M <= 8, k_gemm_f16 above; its own quantisation included) and in batch-invariant mode, on V4-Flash
- * decode shapes at M = 1 .. 64. Rows: shape, M, bitwise vs v3 (differing / total, max ulp), then µs:
- * draft kernel alone, draft + dic_gemm_quant, dic_gemm fast, dic_gemm batch-invariant.
+ * decode shapes at M = 1 .. 64. Rows: shape, M, bitwise vs v3 (differing / total, max ulp); the split
+ * variant (kg = 512: K groups on separate CTAs, added in order) bitwise vs v3 run on each 512-k slice of
+ * W, q and the scales with the slices' results added in order on the host (its claimed bits); then µs:
+ * draft kernel alone, split variant (both launches), draft + dic_gemm_quant, dic_gemm fast, dic_gemm
+ * batch-invariant.
  */
 #include <math.h>
 #include <stdint.h>
@@ -32,17 +35,23 @@ static int64_t ord(float f) {
 
 typedef struct job {
     dic_ctx *c;
-    int M, which; /* 0 draft, 1 quant + draft, 2 dic_gemm fast, 3 dic_gemm invariant */
+    int M, which; /* 0 draft, 1 quant + draft, 2 dic_gemm fast, 3 dic_gemm invariant, 4 split draft */
     const dic_wmat *W;
     const uint16_t *A;
     uint8_t *q;
     float *sa, *C;
     sab_args s;
+    float *part;
 } job;
 
 static cudaError_t run(job *j) {
     switch (j->which) {
     case 0: return lab_sab_launch(j->c->stream, &j->s);
+    case 4: {
+        sab_args s = j->s;
+        s.kg = 512, s.part = j->part;
+        return lab_sab_launch(j->c->stream, &s);
+    }
     case 1: {
         cudaError_t e = dic_gemm_quant(j->c->stream, j->M, j->A, (size_t)j->W->k, j->W->k, 128, NULL, NULL, j->q, j->sa,
                                        NULL, 0);
@@ -80,8 +89,8 @@ int main(void) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    printf("%-20s %3s %-4s %21s %8s | %9s %9s %9s %9s  (us per call, CUDA graph)\n", "shape", "M", "=v3", "differ/total",
-           "max ulp", "draft", "q+draft", "fast", "invar");
+    printf("%-20s %3s %-4s %21s %8s %-5s %8s | %9s %9s %9s %9s %9s  (us per call, CUDA graph)\n", "shape", "M", "=v3",
+           "differ/total", "max ulp", "split", "max ulp", "draft", "split", "q+draft", "fast", "invar");
     for (size_t i = 0; i < sizeof S / sizeof *S; i++) {
         const int N = S[i].N, K = S[i].K;
         const size_t sb = (size_t)((N + 127) / 128) * (K / 128);
@@ -92,7 +101,14 @@ int main(void) {
         for (size_t k = 0; k < (size_t)64 * K; k++) ha[k] = di_f32_to_bf16((float)nrm());
         uint8_t *dw, *ds, *q;
         uint16_t *da;
-        float *sa, *cv3, *csab, *cg;
+        float *sa, *cv3, *csab, *cg, *part, *cgrp, *sag;
+        uint8_t *wg, *wsg;
+        const int G = K / 512, nrb = (N + 127) / 128;
+        CK(cudaMalloc((void **)&part, (size_t)G * 64 * N * 4));
+        CK(cudaMalloc((void **)&cgrp, (size_t)64 * N * 4));
+        CK(cudaMalloc((void **)&sag, (size_t)64 * 4 * 4));
+        CK(cudaMalloc((void **)&wg, (size_t)N * 512));
+        CK(cudaMalloc((void **)&wsg, (size_t)nrb * 4));
         CK(cudaMalloc((void **)&dw, (size_t)N * K));
         CK(cudaMalloc((void **)&ds, sb));
         CK(cudaMalloc((void **)&da, (size_t)64 * K * 2));
@@ -105,7 +121,8 @@ int main(void) {
         CK(cudaMemcpy(ds, hs, sb, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(da, ha, (size_t)64 * K * 2, cudaMemcpyHostToDevice));
         const dic_wmat W = {2, N, K, 128, dw, ds};
-        float *h1 = malloc((size_t)64 * N * 4), *h2 = malloc((size_t)64 * N * 4);
+        float *h1 = malloc((size_t)64 * N * 4), *h2 = malloc((size_t)64 * N * 4), *hg = malloc((size_t)64 * N * 4),
+              *href = malloc((size_t)64 * N * 4);
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
             const int M = Ms[mi];
             CK(dic_gemm_quant(c.stream, M, da, (size_t)K, K, 128, NULL, NULL, q, sa, NULL, 0));
@@ -113,7 +130,7 @@ int main(void) {
             CK(cudaMemsetAsync(csab, 0xFF, (size_t)M * N * 4, c.stream));
             CK(dic_gemm_q_wgmma_launch(c.stream, dw, ds, N, K, 128, 128, 128, M, q, dic_gemm_ldq(K), sa, cv3, NULL,
                                        (size_t)N, 0));
-            sab_args s = {N, K, M, 128, 128, K / 128, K / 128, dw, ds, q, dic_gemm_ldq(K), sa, csab, (size_t)N};
+            sab_args s = {N, K, M, 128, 128, K / 128, K / 128, dw, ds, q, dic_gemm_ldq(K), sa, csab, (size_t)N, 0, NULL};
             cudaError_t e = lab_sab_launch(c.stream, &s);
             if (e == cudaSuccess) e = cudaStreamSynchronize(c.stream);
             if (e != cudaSuccess) {
@@ -122,24 +139,46 @@ int main(void) {
             }
             CK(cudaMemcpy(h1, csab, (size_t)M * N * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(h2, cv3, (size_t)M * N * 4, cudaMemcpyDeviceToHost));
-            size_t diff = 0;
-            int64_t ulp = 0;
+            size_t diff = 0, gdiff = 0;
+            int64_t ulp = 0, gulp = 0;
             for (size_t k = 0; k < (size_t)M * N; k++) {
                 diff += memcmp(&h1[k], &h2[k], 4) != 0;
                 int64_t d = ord(h1[k]) - ord(h2[k]);
                 d = d < 0 ? -d : d;
                 ulp = d > ulp ? d : ulp;
             }
-            double t[4];
-            for (int w = 0; w < 4; w++) {
-                job j = {&c, M, w, &W, da, q, sa, cg, s};
+            /* the split variant's claimed bits: v3 on each 512-k slice, the slices added in order */
+            for (int gi = 0; gi < G; gi++) {
+                CK(cudaMemcpy2D(wg, 512, dw + (size_t)gi * 512, (size_t)K, 512, (size_t)N, cudaMemcpyDeviceToDevice));
+                CK(cudaMemcpy2D(wsg, 4, ds + (size_t)gi * 4, (size_t)(K / 128), 4, (size_t)nrb, cudaMemcpyDeviceToDevice));
+                CK(cudaMemcpy2D(sag, 16, sa + (size_t)gi * 4, (size_t)(K / 128) * 4, 16, (size_t)M, cudaMemcpyDeviceToDevice));
+                CK(dic_gemm_q_wgmma_launch(c.stream, wg, wsg, N, 512, 128, 128, 128, M, q + (size_t)gi * 512,
+                                           dic_gemm_ldq(K), sag, cgrp, NULL, (size_t)N, 0));
+                CK(cudaMemcpy(hg, cgrp, (size_t)M * N * 4, cudaMemcpyDeviceToHost));
+                for (size_t k = 0; k < (size_t)M * N; k++) href[k] = gi ? href[k] + hg[k] : hg[k];
+            }
+            s.kg = 512, s.part = part;
+            CK(lab_sab_launch(c.stream, &s));
+            CK(cudaMemcpy(h1, csab, (size_t)M * N * 4, cudaMemcpyDeviceToHost));
+            s.kg = 0, s.part = NULL;
+            for (size_t k = 0; k < (size_t)M * N; k++) {
+                gdiff += memcmp(&h1[k], &href[k], 4) != 0;
+                int64_t d = ord(h1[k]) - ord(href[k]);
+                d = d < 0 ? -d : d;
+                gulp = d > gulp ? d : gulp;
+            }
+            double t[5];
+            for (int w = 0; w < 5; w++) {
+                job j = {&c, M, w, &W, da, q, sa, cg, s, part};
                 t[w] = time_us(&j, e0, e1);
             }
-            printf("%-20s %3d %-4s %9zu/%-11zu %8lld | %9.2f %9.2f %9.2f %9.2f\n", S[i].name, M, diff ? "no" : "yes",
-                   diff, (size_t)M * N, (long long)ulp, t[0], t[1], t[2], t[3]);
+            printf("%-20s %3d %-4s %9zu/%-11zu %8lld %-5s %8lld | %9.2f %9.2f %9.2f %9.2f %9.2f\n", S[i].name, M,
+                   diff ? "no" : "yes", diff, (size_t)M * N, (long long)ulp, gdiff ? "no" : "yes", (long long)gulp, t[0],
+                   t[4], t[1], t[2], t[3]);
         }
-        free(hw), free(hs), free(ha), free(h1), free(h2);
+        free(hw), free(hs), free(ha), free(h1), free(h2), free(hg), free(href);
         cudaFree(dw), cudaFree(ds), cudaFree(da), cudaFree(q), cudaFree(sa), cudaFree(cv3), cudaFree(csab), cudaFree(cg);
+        cudaFree(part), cudaFree(cgrp), cudaFree(sag), cudaFree(wg), cudaFree(wsg);
     }
     return 0;
 }

@@ -10,6 +10,10 @@
  * (no split-K: v3 has none, so neither can this kernel if it is to give v3's bits). Whether wgmma gives
  * the same block sums with the roles swapped is what lab/numerics (swap-AB rows) measures; swapab_bench
  * checks the outputs against v3's bitwise.
+ * kg = 512 (the split a K-fixed design allows): the batch-invariant kernels' fold instead (dic_gemm_int.h
+ * DIC_GEMM_KG): K groups of 512 on blockIdx.y, each group's chain from +0 into `part`, then a second
+ * launch adds the groups in order (C = C_0 + C_1 + ...). Its bits are v3's on each K group, added in
+ * order (swapab_bench checks that); v3 itself would need the same group fold to match.
  *
  * Schedule: one warpgroup per CTA; weights and tokens stream through an ST-stage cp.async ring (16-byte
  * copies placed at their 128-byte-swizzle positions, tokens past M zero-filled); per block: wait, four
@@ -40,7 +44,8 @@ static __device__ void sab_body(const sab_args &a) {
     uint8_t *base = dsm + ((1024u - (smem_u32(dsm) & 1023u)) & 1023u);
     constexpr int WT = 64 * 128, TT = NTOK * 128, STG = WT + (TT < 1024 ? 1024 : TT); /* stage: weights, tokens */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-    const int n0 = blockIdx.x * 64, nch = a.K / 128;
+    const int n0 = blockIdx.x * 64, gb = a.kg ? a.kg / 128 : a.K / 128; /* blocks per K group */
+    const int c0 = blockIdx.y * gb, nch = min(a.K / 128, c0 + gb);
     const uint8_t *W = a.w + (size_t)n0 * a.K;
     /* stage c of the ring: 64 weight rows and NTOK token rows of block c, 8 chunks of 16 bytes each */
     auto issue = [&](int c) {
@@ -57,7 +62,7 @@ static __device__ void sab_body(const sab_args &a) {
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    for (int c = 0; c < SB_ST - 1; c++) {
+    for (int c = c0; c < c0 + SB_ST - 1; c++) {
         if (c < nch) issue(c);
         else asm volatile("cp.async.commit_group;\n" ::);
     }
@@ -65,7 +70,7 @@ static __device__ void sab_body(const sab_args &a) {
 #pragma unroll
     for (int i = 0; i < NTOK / 2; i++) tot[i] = P[i] = 0.0f;
     const uint8_t *wsr = a.ws + (size_t)(n0 >> 7) * a.nwb; /* the 128-row weight block's scales */
-    for (int c = 0; c < nch; c++) {
+    for (int c = c0; c < nch; c++) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(SB_ST - 2));
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads(); /* block c landed for every thread; block c - 1's wgmmas were waited for */
@@ -99,12 +104,14 @@ static __device__ void sab_body(const sab_args &a) {
             for (int j = 0; j < 4; j++) tot[4 * q + j] = fmaf(P[4 * q + j], fac[2 * q + (j & 1)], tot[4 * q + j]);
     }
     asm volatile("cp.async.wait_all;\n" ::);
+    float *out = a.kg ? a.part + (size_t)blockIdx.y * a.M * a.N : a.C32;
+    const size_t ld = a.kg ? (size_t)a.N : a.ldc;
 #pragma unroll
     for (int q = 0; q < NTOK / 8; q++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int n = n0 + 16 * warp + g + 8 * (j >> 1), m = 8 * q + 2 * tq + (j & 1);
-            if (n < a.N && m < a.M) a.C32[(size_t)m * a.ldc + n] = tot[4 * q + j];
+            if (n < a.N && m < a.M) out[(size_t)m * ld + n] = tot[4 * q + j];
         }
 }
 #endif
@@ -118,18 +125,32 @@ static __global__ void __launch_bounds__(128) k_sab(const sab_args a) {
 #endif
 }
 
+/* kg: C = part_0 + part_1 + ... in group order (the invariant kernels' fold, dic_gemm_mma.cu) */
+static __global__ void k_sab_sum(const sab_args a, int G) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, mn = (size_t)a.M * a.N;
+    if (i >= mn) return;
+    float v = a.part[i];
+    for (int gi = 1; gi < G; gi++) v = __fadd_rn(v, a.part[(size_t)gi * mn + i]);
+    a.C32[(i / a.N) * a.ldc + i % a.N] = v;
+}
+
 template <int NTOK>
 static cudaError_t launch(cudaStream_t st, const sab_args &a) {
     constexpr int TT = NTOK * 128, STG = 64 * 128 + (TT < 1024 ? 1024 : TT);
     const int smem = 1024 + SB_ST * STG;
     cudaError_t e = cudaFuncSetAttribute(k_sab<NTOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    k_sab<NTOK><<<(a.N + 63) / 64, 128, smem, st>>>(a);
+    const int G = a.kg ? (a.K + a.kg - 1) / a.kg : 1;
+    k_sab<NTOK><<<dim3((a.N + 63) / 64, G), 128, smem, st>>>(a);
+    if (!a.kg) return cudaGetLastError();
+    const size_t mn = (size_t)a.M * a.N;
+    k_sab_sum<<<(unsigned)((mn + 255) / 256), 256, 0, st>>>(a, G);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t lab_sab_launch(cudaStream_t st, const sab_args *a) {
-    if (a->M < 1 || a->M > 64 || a->K % 128 || a->act_block != 128 || a->wblock != 128 || a->N < 1 || a->ldq % 16)
+    if (a->M < 1 || a->M > 64 || a->K % 128 || a->act_block != 128 || a->wblock != 128 || a->N < 1 || a->ldq % 16 ||
+        (a->kg && (a->kg % 128 || !a->part)))
         return cudaErrorInvalidValue;
     int dev = 0, major = 0;
     cudaGetDevice(&dev);
