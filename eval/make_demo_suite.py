@@ -3,6 +3,7 @@
 
 usage: python3 eval/make_demo_suite.py [--test .data/text/test.txt] [--deepinfer build/deepinfer]
                                        [--model models/deepinfer-demo-v41] [--out eval/demo]
+       python3 eval/make_demo_suite.py --generation-only [--out eval/demo]   (from eval/demo/heldout.txt)
 
 Input: the held-out test split that tools/reference/prepare_data.py writes (.data/text/test.txt:
 the last 4% of every source, tools/reference/DATA.md). Tokenization uses `deepinfer tokenize`
@@ -17,6 +18,11 @@ Outputs:
   cloze.jsonl   multiple choice: a held-out sentence with its last word blanked; the answer and three
                 distractors (held-out words of about the same length), {"context", "choices", "answer"}.
                 Sentences come from the rest of the split (after heldout.txt), so the two do not overlap.
+  lastword.jsonl generation, exact match: a line of heldout.txt with its last word left out, after the
+                whole lines before it (at least CONTEXT_BYTES bytes: ~450 tokens, longer than bounded
+                replay's default tail of 140, so compact prefill can change the answer); the answer is
+                the word, extracted from the output as its first word. Made from heldout.txt alone
+                (--generation-only rebuilds it from the bundled file).
 Everything is deterministic (a fixed random.Random seed, sorted inputs).
 """
 import argparse
@@ -28,7 +34,10 @@ import subprocess
 
 RECIPE_TOKENS = 256 * 511
 N_CLOZE = 200
+N_LASTWORD = 100
+CONTEXT_BYTES = 2000
 SEED = 20240530
+WORD_RE = r"^\s*([A-Za-z]+)"
 
 
 def tokenize(exe, model, text):
@@ -79,13 +88,46 @@ def cloze(text, n, rng):
     return items
 
 
+def lastword(held, n):
+    """N_LASTWORD lines spread evenly over the text whose last word is a plain word of 3+ letters and a
+    final '.', ',', ';', ':', '!' or '?'; the prompt is the lines before it (>= CONTEXT_BYTES bytes)
+    and the line up to that word."""
+    lines = held.split("\n")
+    starts, pos = [], 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    ok = [i for i, line in enumerate(lines)
+          if starts[i] >= CONTEXT_BYTES and re.search(r"\s[A-Za-z]{3,}[.,;:!?]$", line)]
+    picks = [ok[(k * len(ok)) // n] for k in range(min(n, len(ok)))]
+    items = []
+    for i in picks:
+        head, last = lines[i].rsplit(" ", 1)
+        begin = max(j for j in range(i) if starts[i] - starts[j] >= CONTEXT_BYTES)
+        prompt = "\n".join(lines[begin:i]) + "\n" + head
+        items.append({"prompt": prompt, "answer": last[:-1], "regex": WORD_RE, "stop": ["\n"]})
+    return items
+
+
+def write_lastword(held, out):
+    with open(os.path.join(out, "lastword.jsonl"), "w", encoding="utf-8") as f:
+        for it in lastword(held, N_LASTWORD):
+            f.write(json.dumps(it, ensure_ascii=False) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--test", default=".data/text/test.txt")
     ap.add_argument("--deepinfer", default="build/deepinfer")
     ap.add_argument("--model", default="models/deepinfer-demo-v41")
     ap.add_argument("--out", default="eval/demo")
+    ap.add_argument("--generation-only", action="store_true",
+                    help="only lastword.jsonl, from the bundled OUT/heldout.txt (no split needed)")
     a = ap.parse_args()
+    if a.generation_only:
+        with open(os.path.join(a.out, "heldout.txt"), encoding="utf-8", newline="") as f:
+            write_lastword(f.read(), a.out)
+        return
     text = open(a.test, encoding="utf-8").read()
     ids = tokenize(a.deepinfer, a.model, text)
     held = decode(a.deepinfer, a.model, ids[:RECIPE_TOKENS])
@@ -101,6 +143,7 @@ def main():
         for it in cloze(rest, N_CLOZE, rng):
             f.write(json.dumps({"context": it["context"], "choices": it["choices"], "answer": it["answer"]},
                                ensure_ascii=False) + "\n")
+    write_lastword(held, a.out)
     print("heldout.txt: %d tokens, %d bytes; split: %d tokens" % (RECIPE_TOKENS, len(held.encode()), len(ids)))
 
 

@@ -236,6 +236,13 @@ typedef struct deepinfer_memory_plan {
 /* Copy the plan into *out (caller-owned). */
 DEEPINFER_API void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out);
 
+/* The configuration the engine runs (what an evaluation report names): the deepinfer_engine_config it
+ * was opened with, the defaults filled in and the environment's overrides applied; `accelerator` is
+ * the backend in use ("cpu" | "cuda"), `model` the resolved directory, and `nextn_decode` the longest
+ * draft it verifies (0 = no speculation, also when the checkpoint has no drafter). Strings are
+ * engine-owned, valid until the engine is closed. */
+DEEPINFER_API void deepinfer_engine_get_config(const deepinfer_engine *e, deepinfer_engine_config *out);
+
 /* The plan as a few human-readable lines (what `deepinfer generate` prints):
  * engine-owned, valid until the engine is closed. */
 DEEPINFER_API const char *deepinfer_engine_plan_text(const deepinfer_engine *e);

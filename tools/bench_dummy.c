@@ -23,6 +23,10 @@
  *     the last step's end / --decode (cudaEvents, so the host's gaps count), idle = that span
  *     minus the steps' busy time. A case the loop refuses prints its reason and keeps the eager
  *     row only.
+ * --modes (CUDA): steps 4-6 twice on the same loaded model, the first pass in the batch-invariant
+ *   mode, the second in the fast mode (di_backend_set_batch_invariant_live switches every exec and
+ *   drops recorded graphs), each pass's table, then every figure's invariant / fast time ratio
+ *   (bench_table.h); the CPU backend has one mode, so --modes is refused there.
  * Floors: decode = bench_decode_bytes / copy bandwidth; prefill = (linear + attention + head
  * FLOPs) / FP8 rate (bench_floor.h). */
 #include "bench_dummy.h"
@@ -34,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench_floor.h"
+#include "bench_table.h"
 #include "cli_model.h"
 #include "engine/greedy_loop.h"
 #include "engine/seq_snapshot.h"
@@ -111,6 +116,107 @@ static deepinfer_status prefill(cli_model *m, bufs *k, di_seq_state *seq, int L,
 
 static double gb(double b) { return b / 1e9; }
 
+/* What one pass needs besides the arguments: the model, the buffers, the sequences (maxb + 1, the last
+ * the prefill / base sequence), the recorded-step loop's view of the model (made on first use). */
+typedef struct pass {
+    cli_model *m;
+    bufs *b;
+    di_seq_state **seqs;
+    int maxb, cuda, gr_host_ids;
+    int64_t keep;
+    di_model **dm;
+    const char *tag; /* "" or " [invariant]" / " [fast]" in the progress lines */
+} pass;
+
+/* Steps 4-6 of the header: prefill, eager decode, recorded decode, into f. */
+static deepinfer_status measure(const bench_dummy_args *a, const pass *ps, bench_figs *f, di_error *err) {
+    cli_model *m = ps->m;
+    bufs *bp = ps->b;
+    bufs b = *bp;
+    di_seq_state **seqs = ps->seqs;
+    const di_model_config *c = m->sm.cfg;
+    const int maxb = ps->maxb;
+    const int64_t keep = ps->keep;
+    const char *tag = ps->tag;
+    deepinfer_status st;
+    di_seq_state *base = seqs[maxb];
+    double t;
+    if ((st = prefill(m, &b, base, 16, &t, err))) return st; /* warm-up */
+    for (int i = 0; i < a->np; i++) {
+        if ((st = prefill(m, &b, base, a->prefill[i], &f->pf_s[i], err))) return st;
+        PROGRESS("prefill %d tokens%s: %.3f s (%.0f tokens/s)", a->prefill[i], tag, f->pf_s[i],
+                 a->prefill[i] / f->pf_s[i]);
+        if (!keep) continue;
+        if (i == 0 && (st = prefill_mode(m, &b, base, 16, keep, &t, err))) return st; /* warm-up */
+        if ((st = prefill_mode(m, &b, base, a->prefill[i], keep, &f->pfc_s[i], err))) return st;
+        PROGRESS("prefill %d tokens, compact (keep %lld)%s: %.3f s (%.0f tokens/s, %.2fx exact)", a->prefill[i],
+                 (long long)keep, tag, f->pfc_s[i], a->prefill[i] / f->pfc_s[i], f->pf_s[i] / f->pfc_s[i]);
+    }
+    for (int ci = 0; ci < a->nprompt; ci++) {
+        const int P = a->prompts[ci];
+        if ((st = prefill(m, &b, base, P, &t, err))) return st;
+        PROGRESS("prompt of %d tokens prefilled (%.3f s)", P, t);
+        for (int i = 0; i < a->nb; i++) {
+            int B = a->batches[i];
+            for (int s = 0; s < B; s++)
+                if ((st = di_seq_copy(seqs[s], base, c, err))) return st;
+            if (di_dev_exec() && (st = di_exec_sync(di_dev_exec(), err))) return st;
+            double td = 0;
+            for (int it = 0; it <= a->decode; it++) {
+                for (int s = 0; s < B; s++) {
+                    b.tok[s] = text_token(c, (int64_t)it * 31 + (int64_t)s * 104729 + 5);
+                    b.pos[s] = P + it;
+                    b.rowseq[s] = seqs[s];
+                }
+                double t1 = now_s();
+                if ((st = step(m, &b, B, B, err))) return st;
+                if (it) td += now_s() - t1; /* step 0 warms this shape */
+            }
+            f->dec_s[ci][i] = td / a->decode;
+            PROGRESS("decode batch %d at context %d%s: %.2f ms/step (%.0f tokens/s)", B, P, tag, f->dec_s[ci][i] * 1e3,
+                     B / f->dec_s[ci][i]);
+        }
+        if (!ps->cuda) continue;
+        /* recorded steps (CUDA) through the model API */
+        if (!*ps->dm) *ps->dm = di_model_borrow(m->v4, m->v41);
+        di_model *dm = *ps->dm;
+        int S = a->decode + 1;
+        float *busy = calloc((size_t)S, sizeof *busy), *start = calloc((size_t)S, sizeof *start);
+        int32_t *first = calloc((size_t)maxb, sizeof *first);
+        for (int i = 0; i < a->nb; i++) {
+            int B = a->batches[i];
+            di_error ge = {0};
+            deepinfer_status gs = DEEPINFER_OK;
+            if (!dm || !busy || !start || !first)
+                gs = di_error_set(&ge, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+            for (int s = 0; s < B && !gs; s++) {
+                gs = di_seq_copy(seqs[s], base, c, &ge);
+                first[s] = text_token(c, (int64_t)s * 104729 + 5); /* distinct rows, as in the eager steps */
+            }
+            if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
+            di_greedy_loop L = {.model = dm, .nseq = B, .seq = seqs, .first = first, .steps = S, .graph = 1,
+                                .busy_ms = busy, .start_ms = start};
+            if (!gs) gs = di_greedy_loop_run(&L, &ge);
+            if (gs) {
+                snprintf(f->gr_why[ci][i], sizeof f->gr_why[ci][i], "%s", ge.msg[0] ? ge.msg : "failed");
+                PROGRESS("decode batch %d (graph)%s: not measured: %s; eager figure only", B, tag, f->gr_why[ci][i]);
+                continue;
+            }
+            double span = (double)start[S - 1] + busy[S - 1] - start[1], sb = 0; /* steps 1..S-1 */
+            for (int tt = 1; tt < S; tt++) sb += busy[tt];
+            f->gr_s[ci][i] = span / 1e3 / a->decode;
+            f->gr_busy[ci][i] = sb / 1e3 / a->decode;
+            f->gr_idle[ci][i] = span > 0 ? 100.0 * (span - sb) / span : 0;
+            PROGRESS("decode batch %d at context %d (graph)%s: %.2f ms/step (%.0f tokens/s), busy %.2f ms/step, GPU "
+                     "idle %.1f%%, %d graph(s)%s", B, P, tag, f->gr_s[ci][i] * 1e3, B / f->gr_s[ci][i],
+                     f->gr_busy[ci][i] * 1e3, f->gr_idle[ci][i], L.ngraphs,
+                     ps->gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
+        }
+        free(busy), free(start), free(first);
+    }
+    return DEEPINFER_OK;
+}
+
 int bench_dummy_run(const bench_dummy_args *a) {
     t_start = now_s();
     di_error err = {0};
@@ -118,6 +224,12 @@ int bench_dummy_run(const bench_dummy_args *a) {
     if (di_backend_select(a->backend, &bk, &err) || di_backend_use(bk, &err)) {
         fprintf(stderr, "deepinfer bench: %s\n", err.msg);
         return 1;
+    }
+    if (a->modes && bk != DI_BACKEND_CUDA) {
+        fprintf(stderr, "error: --modes compares the CUDA backend's batch-invariant and fast modes; the %s backend has "
+                "one mode (every kernel batch-invariant, docs/determinism.md §0): run with --backend cuda, or "
+                "without --modes\n", di_backend_name(bk));
+        return 2;
     }
     int maxb = 1, maxl = a->prompt;
     for (int i = 0; i < a->nb; i++) maxb = a->batches[i] > maxb ? a->batches[i] : maxb;
@@ -230,161 +342,33 @@ int bench_dummy_run(const bench_dummy_args *a) {
     b.logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)maxb);
     b.late = malloc(sizeof(int64_t) * (size_t)nrow);
     di_seq_state **seqs = calloc((size_t)maxb + 1, sizeof *seqs);
-    double pf_s[BENCH_MAX_SWEEP] = {0}, pfc_s[BENCH_MAX_SWEEP] = {0}, dec_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
-    /* recorded steps (CUDA), per context and batch */
-    double gr_s[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}}, gr_busy[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}},
-           gr_idle[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP] = {{0}};
-    static char gr_why[BENCH_MAX_SWEEP][BENCH_MAX_SWEEP][DI_ERROR_MSG_MAX];
-    memset(gr_why, 0, sizeof gr_why);
+    const int nmode = a->modes ? 2 : 1;
+    bench_figs *F = calloc((size_t)nmode, sizeof *F);
     int gr_host_ids = c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
     di_model *dm = NULL; /* the recorded-step loop's view of the model (di_model_borrow) */
     int rc = 1;
-    if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !b.late || !seqs) {
+    if (!b.tok || !b.pos || !b.rowseq || !b.rows || !b.logits || !b.late || !seqs || !F) {
         di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
     for (int s = 0; s <= maxb; s++)
         if (m.sm.seq_new(m.sm.model, &seqs[s], &err)) goto out;
-    di_seq_state *base = seqs[maxb];
-    double t;
-    if (prefill(&m, &b, base, 16, &t, &err)) goto out; /* warm-up */
-    for (int i = 0; i < a->np; i++) {
-        if (prefill(&m, &b, base, a->prefill[i], &pf_s[i], &err)) goto out;
-        PROGRESS("prefill %d tokens: %.3f s (%.0f tokens/s)", a->prefill[i], pf_s[i], a->prefill[i] / pf_s[i]);
-        if (!keep) continue;
-        if (i == 0 && prefill_mode(&m, &b, base, 16, keep, &t, &err)) goto out; /* warm-up */
-        if (prefill_mode(&m, &b, base, a->prefill[i], keep, &pfc_s[i], &err)) goto out;
-        PROGRESS("prefill %d tokens, compact (keep %lld): %.3f s (%.0f tokens/s, %.2fx exact)", a->prefill[i],
-                 (long long)keep, pfc_s[i], a->prefill[i] / pfc_s[i], pf_s[i] / pfc_s[i]);
-    }
-    for (int ci = 0; ci < a->nprompt; ci++) {
-        const int P = a->prompts[ci];
-        if (prefill(&m, &b, base, P, &t, &err)) goto out;
-        PROGRESS("prompt of %d tokens prefilled (%.3f s)", P, t);
-        for (int i = 0; i < a->nb; i++) {
-            int B = a->batches[i];
-            for (int s = 0; s < B; s++)
-                if (di_seq_copy(seqs[s], base, c, &err)) goto out;
-            if (di_dev_exec() && di_exec_sync(di_dev_exec(), &err)) goto out;
-            double td = 0;
-            for (int it = 0; it <= a->decode; it++) {
-                for (int s = 0; s < B; s++) {
-                    b.tok[s] = text_token(c, (int64_t)it * 31 + (int64_t)s * 104729 + 5);
-                    b.pos[s] = P + it;
-                    b.rowseq[s] = seqs[s];
-                }
-                double t1 = now_s();
-                if (step(&m, &b, B, B, &err)) goto out;
-                if (it) td += now_s() - t1; /* step 0 warms this shape */
-            }
-            dec_s[ci][i] = td / a->decode;
-            PROGRESS("decode batch %d at context %d: %.2f ms/step (%.0f tokens/s)", B, P, dec_s[ci][i] * 1e3,
-                     B / dec_s[ci][i]);
+    for (int md = 0; md < nmode; md++) { /* --modes: pass 0 batch-invariant, pass 1 fast, on the same model */
+        static const char *const TAG[2] = {" [invariant]", " [fast]"};
+        if (a->modes) {
+            int n = di_backend_set_batch_invariant_live(md == 0);
+            PROGRESS("mode %s: %d exec(s) switched, recorded graphs dropped", md == 0 ? "batch-invariant" : "fast", n);
         }
-        if (bk != DI_BACKEND_CUDA) continue;
-        /* recorded steps (CUDA) through the model API */
-        if (!dm) dm = di_model_borrow(m.v4, m.v41);
-        int S = a->decode + 1;
-        float *busy = calloc((size_t)S, sizeof *busy), *start = calloc((size_t)S, sizeof *start);
-        int32_t *first = calloc((size_t)maxb, sizeof *first);
-        for (int i = 0; i < a->nb; i++) {
-            int B = a->batches[i];
-            di_error ge = {0};
-            deepinfer_status gs = DEEPINFER_OK;
-            if (!dm || !busy || !start || !first)
-                gs = di_error_set(&ge, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
-            for (int s = 0; s < B && !gs; s++) {
-                gs = di_seq_copy(seqs[s], base, c, &ge);
-                first[s] = text_token(c, (int64_t)s * 104729 + 5); /* distinct rows, as in the eager steps */
-            }
-            if (!gs && di_dev_exec()) gs = di_exec_sync(di_dev_exec(), &ge);
-            di_greedy_loop L = {.model = dm, .nseq = B, .seq = seqs, .first = first, .steps = S, .graph = 1,
-                                .busy_ms = busy, .start_ms = start};
-            if (!gs) gs = di_greedy_loop_run(&L, &ge);
-            if (gs) {
-                snprintf(gr_why[ci][i], sizeof gr_why[ci][i], "%s", ge.msg[0] ? ge.msg : "failed");
-                PROGRESS("decode batch %d (graph): not measured: %s; eager figure only", B, gr_why[ci][i]);
-                continue;
-            }
-            double span = (double)start[S - 1] + busy[S - 1] - start[1], sb = 0; /* steps 1..S-1 */
-            for (int tt = 1; tt < S; tt++) sb += busy[tt];
-            gr_s[ci][i] = span / 1e3 / a->decode;
-            gr_busy[ci][i] = sb / 1e3 / a->decode;
-            gr_idle[ci][i] = span > 0 ? 100.0 * (span - sb) / span : 0;
-            PROGRESS("decode batch %d at context %d (graph): %.2f ms/step (%.0f tokens/s), busy %.2f ms/step, GPU "
-                     "idle %.1f%%, %d graph(s)%s", B, P, gr_s[ci][i] * 1e3, B / gr_s[ci][i], gr_busy[ci][i] * 1e3,
-                     gr_idle[ci][i], L.ngraphs,
-                     gr_host_ids ? ", ids read back every step (host Engram hash / image token)" : "");
-        }
-        free(busy), free(start), free(first);
+        pass ps = {.m = &m, .b = &b, .seqs = seqs, .maxb = maxb, .cuda = bk == DI_BACKEND_CUDA,
+                   .gr_host_ids = gr_host_ids, .keep = keep, .dm = &dm, .tag = a->modes ? TAG[md] : ""};
+        if (measure(a, &ps, &F[md], &err)) goto out;
     }
+    if (a->modes) di_backend_set_batch_invariant_live(-1);
 
-    /* the table */
-    printf("# deepinfer bench --dummy %s --layers %d --backend %s (%s, hidden %lld, %lld experts, top-%lld)\n",
-           a->config, a->layers, a->backend, di_arch_name(c->arch), (long long)c->hidden_size,
-           (long long)c->n_routed_experts, (long long)c->num_experts_per_tok);
-    if (bk == DI_BACKEND_CUDA)
-        printf("# ceilings: copy %.0f GB/s (2 GiB cudaMemcpy D2D, read + written); FP8 %.1f TFLOP/s (dic_gemm 8192^3, "
-               "batch-invariant kernels as in the forward; fastest path %.1f)\n", bw, rate, rate_fast);
-    else
-        printf("# ceilings: read bandwidth %.1f GB/s (3 x 128 MiB, all threads); no FP8 rate on the CPU\n", bw);
-    printf("%-28s %14s %14s %14s %8s %9s\n", "figure", "measured", "floor", "work", "ratio", "GPU idle");
-    for (int i = 0; i < a->np; i++) {
-        int64_t L = a->prefill[i];
-        double fl = (k.linear_flops * (double)L + bench_attn_flops(c, L) + k.head_flops);
-        double floor_s = rate > 0 ? fl / (rate * 1e12) : -1;
-        char fig[40], meas[32], flo[32], work[32];
-        snprintf(fig, sizeof fig, "prefill %lld", (long long)L);
-        snprintf(meas, sizeof meas, "%.0f tok/s", (double)L / pf_s[i]);
-        if (floor_s > 0) snprintf(flo, sizeof flo, "%.0f tok/s", (double)L / floor_s);
-        else snprintf(flo, sizeof flo, "n/a");
-        snprintf(work, sizeof work, "%.2f TFLOP", fl / 1e12);
-        char ratio[16] = "-";
-        if (floor_s > 0) snprintf(ratio, sizeof ratio, "%.3f", floor_s / pf_s[i]);
-        printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, flo, work, ratio, "-");
-        if (!keep) continue;
-        snprintf(fig, sizeof fig, "prefill %lld compact", (long long)L);
-        snprintf(meas, sizeof meas, "%.0f tok/s", (double)L / pfc_s[i]);
-        snprintf(ratio, sizeof ratio, "%.2fx", pf_s[i] / pfc_s[i]);
-        printf("%-28s %14s %14s %14s %8s %9s\n", fig, meas, "-", "-", ratio, "-");
-    }
-    if (keep)
-        printf("# compact: layers %d..%d on each prompt's last %lld tokens (--yoco-keep-tokens; architecture.md 6.5); "
-               "its ratio = compact tokens/s over exact tokens/s, same run\n",
-               di_v41_late_layer(c), (int)c->n_layers - 1, (long long)keep);
-    for (int ci = 0; ci < a->nprompt; ci++) {
-        const int P = a->prompts[ci];
-        for (int i = 0; i < a->nb; i++) {
-            int B = a->batches[i];
-            double bytes = bench_decode_bytes(c, &k, B, P);
-            double floor_s = bytes / (bw * 1e9);
-            char fig[40], meas[32], flo[32], work[32];
-            snprintf(fig, sizeof fig, "decode b%d ctx %d", B, P);
-            snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", dec_s[ci][i] * 1e3, B / dec_s[ci][i]);
-            snprintf(flo, sizeof flo, "%.2f ms", floor_s * 1e3);
-            snprintf(work, sizeof work, "%.2f GB", bytes / 1e9);
-            printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / dec_s[ci][i], "-");
-            if (bk != DI_BACKEND_CUDA) continue;
-            snprintf(fig, sizeof fig, "decode b%d ctx %d (graph)", B, P);
-            if (gr_why[ci][i][0]) {
-                printf("%-28s not measured: %s\n", fig, gr_why[ci][i]);
-                continue;
-            }
-            char idle[16];
-            snprintf(meas, sizeof meas, "%.2f ms %.0f t/s", gr_s[ci][i] * 1e3, B / gr_s[ci][i]);
-            snprintf(idle, sizeof idle, "%.1f%%", gr_idle[ci][i]);
-            printf("%-28s %14s %14s %14s %8.3f %9s\n", fig, meas, flo, work, floor_s / gr_s[ci][i], idle);
-        }
-    }
-    printf("# ratio = floor time / measured time (1 = at the ceiling). decode work = dense weights + head + expected "
-           "distinct experts E(1-(1-k/E)^B) per layer + per-sequence state and rows; prefill work = linear + "
-           "attention + head FLOPs\n");
-    if (bk == DI_BACKEND_CUDA)
-        printf("# (graph): di_greedy_loop_run, step plan + one CUDA graph per batch size, greedy tokens by the device "
-               "argmax%s; ms/step = GPU time of %d replayed steps (capture step excluded) incl. gaps; GPU idle = "
-               "share of that time between steps\n",
-               gr_host_ids ? ", ids read back to the host every step (host Engram hash / image token)" : "",
-               a->decode);
+    for (int md = 0; md < nmode; md++)
+        bench_print_table(a, c, &k, bw, rate, rate_fast, keep, bk == DI_BACKEND_CUDA, gr_host_ids, &F[md],
+                          a->modes ? (md ? "fast" : "batch-invariant") : NULL);
+    if (a->modes) bench_print_modes(a, keep, bk == DI_BACKEND_CUDA, F);
     fflush(stdout);
     PROGRESS("done");
     rc = 0;
@@ -392,6 +376,7 @@ out:
     if (rc) fprintf(stderr, "deepinfer bench: %s\n", err.msg);
     for (int s = 0; seqs && s <= maxb; s++) di_seq_destroy(seqs[s]);
     free(seqs);
+    free(F);
     di_model_free(dm);
     free(b.tok), free(b.pos), free(b.rowseq), free(b.rows), free(b.logits), free(b.late);
     cli_model_free(&m);

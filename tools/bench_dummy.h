@@ -26,6 +26,7 @@ typedef struct bench_dummy_args {
     int rows;            /* rows per forward sub-batch (max_rows; default 1024, at least the largest batch) */
     int plan_only;       /* print the memory plan and stop before building weights */
     int yoco_compact;    /* V4.1: each --prefill length also in compact prefill (architecture.md §6.5), same run */
+    int modes;           /* CUDA: every figure in the batch-invariant and the fast mode, same model and process */
     int64_t yoco_keep;   /* compact's tail (--yoco-keep-tokens; 0 = 140) */
     uint64_t seed;
     /* --plan per rank (bench_plan.c): --ep N ranks (0: not asked), --engram-host, --device-gb G

@@ -26,7 +26,7 @@ static const char USAGE[] =
     "       deepinfer bench --dummy CONFIG.json [--layers N] [--experts E] [--backend cpu|cuda] [--batch B[,B...]]\n"
     "                       [--prompt N[,N...]] [--prefill L[,L...]] [--decode N] [--rows R] [--seed S] [--plan]\n"
     "                       [--ep N [--engram-host] [--device-gb G]]\n"
-    "                       [--yoco-compact [--yoco-keep-tokens N]]\n"
+    "                       [--yoco-compact [--yoco-keep-tokens N]] [--modes]\n"
     "       deepinfer bench --load DIR [--backend cpu|cuda] [--prompt N]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
     "--dummy: random weights at CONFIG's real dimensions (bench/configs/v4-flash.json,\n"
@@ -46,6 +46,10 @@ static const char USAGE[] =
     "again in compact prefill (the layers after the last KV source on the prompt's\n"
     "last --yoco-keep-tokens, default 140; architecture.md 6.5), same process: a\n"
     "'compact' row each, its ratio = compact tokens/s over exact.\n"
+    "--modes (--backend cuda): every figure in the batch-invariant (default) and the\n"
+    "fast mode (DEEPINFER_BATCH_INVARIANT=0) on the same loaded model in this process,\n"
+    "each mode's table, then invariant / fast per figure (a time ratio; the CPU has\n"
+    "one mode).\n"
     "--rows: forward sub-batch rows (default 1024). --plan: print the\n"
     "memory plan only; with --ep N (and --engram-host, --device-gb G) the plan of\n"
     "each of N expert-parallel ranks of the full model (every layer unless --layers)\n"
@@ -254,6 +258,8 @@ static int cmd_bench(int argc, char **argv) {
             if (!v || di_cli_parse_f64("--device-gb", v, 1, 1e6, &da.device_gb)) return 2;
         } else if (!strcmp(argv[i], "--yoco-compact")) {
             da.yoco_compact = 1;
+        } else if (!strcmp(argv[i], "--modes")) {
+            da.modes = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--yoco-keep-tokens", &v)) {
             if (!v || di_cli_parse_i64("--yoco-keep-tokens", v, 1, INT64_MAX, &da.yoco_keep)) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
@@ -281,6 +287,7 @@ static int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (da.modes && (!da.config || da.plan_only)) return fprintf(stderr, "error: --modes is for --dummy (not --plan)\n"), 2;
     if (load) {
         if (da.config || model) return fprintf(stderr, "error: give one of --load, --dummy, --model\n"), 2;
         if (set_prompt && (da.nprompt != 1 || prompt > 64))

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "args/cli_args.h"
+#include "args/cli_engine_flags.h"
 #include "args/cli_model_dir.h"
 #include "cli.h"
 #include "deepinfer.h"
@@ -52,17 +53,8 @@ static const char USAGE[] =
     "  --stop-token-ids 1,2  --keep-special-tokens (special tokens in the text)\n"
     "\n"
     "Engine:\n"
-    "  --tokenizer PATH  --accelerator auto|cpu|cuda  --memory-budget BYTES[K|M|G]\n"
-    "  --max-num-seqs N (64)  --max-num-batched-tokens N (2048)  --chunk-size N (512)\n"
-    "  --yoco-compact  V4.1: the layers after the last KV source prefill only each prompt's tail\n"
-    "  --yoco-keep-tokens N (140)  that tail (>= sliding window + longest draft)\n"
-    "  --mtp-varlen 0|1  speculative decoding with confidence-scheduled draft lengths (the drafter:\n"
-    "                    V4.1 DSpark, V4 MTP; outputs are identical with it on or off)\n"
-    "  --nextn-decode N  the longest draft (default: the DSpark block with --mtp-varlen 1; 0 = off;\n"
-    "                    N alone: fixed-length drafts of N)\n"
-    "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"
-    "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"
-    "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
+    "  --tokenizer PATH\n"
+    DI_CLI_ENGINE_FLAGS_HELP
     "Accelerator cuda: build/deepinfer-cuda (`make cuda`) on a GPU; auto picks it there, else the CPU.\n"
     "Environment: $DEEPINFER_ACCELERATOR, $DEEPINFER_BATCH_INVARIANT, $DEEPINFER_HF_MODEL_DIR,\n"
     "$DEEPINFER_THREADS, $DEEPINFER_ENABLE_MTP_VARLEN, $DEEPINFER_USE_NEXTN_DECODE.\n"
@@ -141,25 +133,11 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
         if (!v) return -1;                                                                      \
     } while (0)
 #define INT(dst, lo, hi) return di_cli_parse_int(name, v, lo, hi, &(dst)) ? -1 : 1
-#define I64(dst, lo, hi) return di_cli_parse_i64(name, v, lo, hi, &(dst)) ? -1 : 1
 #define FLT(dst, lo, hi) return di_cli_parse_float(name, v, lo, hi, &(dst)) ? -1 : 1
+    int engine = di_cli_engine_flag(&c->cfg, argc, argv, i); /* args/cli_engine_flags.h */
+    if (engine) return engine;
     if (F("--model")) { NEED; c->cfg.model = v; }
     else if (F("--tokenizer")) { NEED; c->cfg.tokenizer = v; }
-    else if (F("--accelerator")) { NEED; c->cfg.accelerator = v; }
-    else if (F("--memory-budget")) { NEED; return di_cli_parse_bytes(name, v, &c->cfg.memory_budget) ? -1 : 1; }
-    else if (F("--max-num-seqs")) { NEED; INT(c->cfg.max_num_seqs, 1, 16384); }
-    else if (F("--max-num-batched-tokens")) { NEED; INT(c->cfg.max_num_batched_tokens, 1, 1 << 20); }
-    else if (F("--chunk-size")) { NEED; INT(c->cfg.chunk_size, 1, 1 << 20); }
-    else if (!strcmp(name, "--yoco-compact")) { c->cfg.yoco_compact = 1; return 1; }
-    else if (F("--yoco-keep-tokens")) { NEED; I64(c->cfg.yoco_keep_tokens, 1, INT64_MAX); }
-    else if (F("--mtp-varlen")) { NEED; INT(c->cfg.mtp_varlen, 0, 1); }
-    else if (F("--nextn-decode")) { NEED; INT(c->cfg.nextn_decode, 0, DEEPINFER_MAX_DRAFT); }
-    else if (F("--max-model-len")) { NEED; I64(c->cfg.max_model_len, 1, INT64_MAX); }
-    else if (F("--page-rows")) { NEED; INT(c->cfg.page_rows, 1, 65536); }
-    else if (F("--num-pages")) { NEED; I64(c->cfg.num_pages, 1, INT64_MAX); }
-    else if (F("--engram-hash")) { NEED; c->cfg.engram_hash = v; }
-    else if (F("--async-scheduling")) { NEED; INT(c->cfg.async_scheduling, 0, 1); }
-    else if (F("--batch-invariant")) { NEED; INT(c->cfg.batch_invariant, 0, 1); }
     else if (F("--prompt")) {
         NEED;
         gen_request *r = push(c);
@@ -222,7 +200,6 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
 #undef F
 #undef NEED
 #undef INT
-#undef I64
 #undef FLT
 }
 

@@ -84,7 +84,7 @@ static void isel_rows(const dic_ctx *c, int M, int nk, double copy_gbs) {
     int *sel[2];
     dic_ctx cv = *c;
     for (int v = 0; v < 2; v++) {
-        cv.batch_invariant = !v; /* v = 0: the two kernels (batch-invariant mode), 1: the fast mode's one launch */
+        dic_index_select_one_launch(v); /* v = 0: the two kernels, 1: the one launch (both modes) */
         CK(dic_index_select(&cv, &a));
         CK(cudaStreamSynchronize(st));
         cudaGraph_t gr;

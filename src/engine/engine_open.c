@@ -413,6 +413,12 @@ static void plan_text(deepinfer_engine *e) {
 
 void deepinfer_engine_plan(const deepinfer_engine *e, deepinfer_memory_plan *out) { *out = e->plan; }
 const char *deepinfer_engine_plan_text(const deepinfer_engine *e) { return e->plan_text; }
+void deepinfer_engine_get_config(const deepinfer_engine *e, deepinfer_engine_config *out) {
+    *out = e->cfg;
+    out->model = e->model_dir;
+    out->accelerator = e->plan.accelerator;
+    out->nextn_decode = e->spec_n;
+}
 int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e) { return (int32_t)e->mcfg->vocab_size; }
 
 /* ---- open / close ----------------------------------------------------------------- */

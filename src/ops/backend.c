@@ -22,6 +22,8 @@ void di_backend_set_batch_invariant(int on) {
     if (g_dev) g_dev->set_batch_invariant(on);
 }
 
+int di_backend_set_batch_invariant_live(int on) { return g_dev ? g_dev->set_batch_invariant_live(on) : -1; }
+
 /* ---- recorded steps (backend.h): the device plan, or "not supported" ---- */
 
 static deepinfer_status no_plan(di_error *err) {

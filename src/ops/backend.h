@@ -59,6 +59,13 @@ di_backend_kind di_backend_active(void);
  * nor in a CPU-only binary. Call before loading the model. */
 void di_backend_set_batch_invariant(int on);
 
+/* Benchmarks (`bench --dummy --modes`): the mode (1 / 0 as above) of every device exec alive now and
+ * of those created from now on, so one loaded model runs in both modes in one process. Call between
+ * steps (it synchronises each exec's stream); every recorded step graph is dropped (it holds the old
+ * mode's kernels) and is recorded again on its next step. Returns the number of execs changed, -1
+ * without a device backend (the CPU backend has one mode). */
+int di_backend_set_batch_invariant_live(int on);
+
 /* Recorded steps (docs/cuda-backend.md §6: step plan and CUDA graphs)
  * for code compiled into the CPU-only library too (the engine's queue,
  * src/engine/devq_graph.c; the benchmarks' loop, src/engine/greedy_loop.c);
@@ -178,7 +185,7 @@ int di_backend_mem_info(size_t *free_b, size_t *total_b);
  * install: start the backend (device, stream, allocator, ops table of the
  *   execs created from now on: di_backend_use); nonzero with `why` on
  *   failure; uninstall: back to the CPU;
- * set_batch_invariant: as di_backend_set_batch_invariant;
+ * set_batch_invariant, set_batch_invariant_live: as di_backend_set_batch_invariant(_live);
  * plan_stats: as di_backend_plan_stats_get into *out. */
 typedef struct di_device_backend {
     const char *name;
@@ -187,6 +194,7 @@ typedef struct di_device_backend {
     int (*install)(char *why, size_t why_len);
     void (*uninstall)(void);
     void (*set_batch_invariant)(int on);
+    int (*set_batch_invariant_live)(int on);
     __typeof__(di_backend_plan_enable) *plan_enable;
     __typeof__(di_backend_plan_disable) *plan_disable;
     __typeof__(di_backend_step_begin) *step_begin;

@@ -215,9 +215,9 @@ void di_q_proj(di_exec *x, int M, const uint16_t *qr, size_t ldqr, const float *
 /* The kv row's post-processing (§4.4 step 3): di_rmsnorm(kv, ld, w, D, eps)
  * in place, di_rope_tab(kv, ld, 1, D, rd, cs, sn, 0), di_qat_fp8(kv, ld,
  * qn, qblk), then di_scatter_rows(n, src_row, kv, ld, dst, D) (n = 0: no
- * scatter; dst a host table as there). CPU and batch-invariant CUDA: that
- * sequence; fast-mode CUDA: one kernel (same bits: the RMSNorm keeps
- * dic_rmsnorm's exactness check). */
+ * scatter; dst a host table as there). CPU: that sequence; CUDA, both modes:
+ * one kernel at M <= 64 (the same bits: the RMSNorm keeps dic_rmsnorm's
+ * exactness check; docs/determinism.md §7), the sequence above that. */
 void di_attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
                      const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
                      uint16_t *const *dst);

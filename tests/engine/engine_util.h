@@ -1,19 +1,49 @@
 /*
  * engine_util.h — helpers shared by the engine tests: opening an engine on a
- * test checkpoint, a deterministic mixed workload, and bitwise comparison of
- * outputs. Included by tests/engine/ files only.
+ * test checkpoint, the V4.1 golden checkpoint as a model directory, a
+ * deterministic mixed workload, and bitwise comparison of outputs. Included
+ * by tests/engine/ files only.
  */
 #ifndef DI_TESTS_ENGINE_UTIL_H
 #define DI_TESTS_ENGINE_UTIL_H
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "deepinfer.h"
 #include "test.h"
 
 #define ENGINE_GOLDEN "golden/v4-tiny-a"
+#define ENGINE_GOLDEN_V41 "golden/v41-tiny-a"
+
+/* The V4.1 golden checkpoint with its reference Engram hash constants as the model directory's
+ * engram_hash.json: a fresh /tmp directory of symbolic links (remove it with eng_rm_dir). */
+static inline int eng_golden_v41_dir(char *out, size_t n) {
+    char src[PATH_MAX];
+    if (!realpath(di_test_data(ENGINE_GOLDEN_V41), src)) return 0;
+    snprintf(out, n, "/tmp/di_v41_XXXXXX");
+    if (!mkdtemp(out)) return 0;
+    const char *files[] = {"config.json", "engram_token_map.json", "model-00001-of-00002.safetensors",
+                           "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
+    char a[PATH_MAX + 64], b[PATH_MAX + 64];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", out, files[i]);
+        if (symlink(a, b)) return 0;
+    }
+    snprintf(a, sizeof a, "%s/expected/manifest.json", src);
+    snprintf(b, sizeof b, "%s/engram_hash.json", out);
+    return symlink(a, b) == 0;
+}
+
+static inline void eng_rm_dir(const char *d) {
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    if (system(cmd)) fprintf(stderr, "    could not remove %s\n", d);
+}
 
 typedef struct eng_opts {
     int chunk, max_seqs, max_tokens_step, page_rows, async;

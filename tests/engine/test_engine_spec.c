@@ -34,32 +34,6 @@ typedef struct spec_cfg {
     int page_rows;
 } spec_cfg;
 
-static void rm_dir(const char *d) {
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    if (system(cmd)) fprintf(stderr, "    could not remove %s\n", d);
-}
-
-/* The V4.1 golden checkpoint with its reference Engram hash constants as the model directory's
- * engram_hash.json (a directory of symbolic links, as test_engine_v41.c). */
-static int golden_v41_dir(char *out, size_t n) {
-    char src[PATH_MAX];
-    if (!realpath(di_test_data(V41), src)) return 0;
-    snprintf(out, n, "/tmp/di_v41s_XXXXXX");
-    if (!mkdtemp(out)) return 0;
-    const char *files[] = {"config.json", "engram_token_map.json", "model-00001-of-00002.safetensors",
-                           "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
-    char a[PATH_MAX + 64], b[PATH_MAX + 64];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(a, sizeof a, "%s/%s", src, files[i]);
-        snprintf(b, sizeof b, "%s/%s", out, files[i]);
-        if (symlink(a, b)) return 0;
-    }
-    snprintf(a, sizeof a, "%s/expected/manifest.json", src);
-    snprintf(b, sizeof b, "%s/engram_hash.json", out);
-    return symlink(a, b) == 0;
-}
-
 static deepinfer_engine *open_spec(const char *model, const spec_cfg *s, int max_seqs, char *msg, size_t cap) {
     deepinfer_engine_config c;
     deepinfer_engine_config_init(&c);
@@ -166,7 +140,7 @@ TEST(spec_v4_mtp_outputs_equal_speculation_off) {
 
 TEST(spec_v41_dspark_outputs_equal_speculation_off) {
     char dir[64];
-    CHECK(golden_v41_dir(dir, sizeof dir));
+    CHECK(eng_golden_v41_dir(dir, sizeof dir));
     workload *w = calloc(1, sizeof *w);
     eng_workload_avoid(NREQ, 1024, 1008, w->ids, w->prompts, w->sp); /* the image token is never prompted */
     for (int i = 0; i < NREQ; i++) w->sp[i].max_tokens += 12;
@@ -179,7 +153,7 @@ TEST(spec_v41_dspark_outputs_equal_speculation_off) {
     };
     int ok = same_under(dir, NREQ, w->prompts, w->sp, cfgs, 5, 16);
     free(w);
-    rm_dir(dir);
+    eng_rm_dir(dir);
     CHECK(ok);
 }
 
@@ -398,5 +372,5 @@ TEST(spec_model_without_drafter_runs_without_speculation) {
     CHECK(out[0]->status == DEEPINFER_OK && out[0]->choices[0].n_tokens == 8 && out[0]->metrics.spec_drafted == 0);
     deepinfer_outputs_free(out, 1);
     deepinfer_engine_close(e);
-    rm_dir(dir);
+    eng_rm_dir(dir);
 }

@@ -15,32 +15,6 @@
 
 #define V41 "golden/v41-tiny-a"
 
-/* The golden checkpoint with its reference Engram hash constants as the
- * model directory's engram_hash.json (a directory of symbolic links). */
-static int golden_v41_dir(char *out, size_t n) {
-    char src[PATH_MAX];
-    if (!realpath(di_test_data(V41), src)) return 0;
-    snprintf(out, n, "/tmp/di_v41_XXXXXX");
-    if (!mkdtemp(out)) return 0;
-    const char *files[] = {"config.json", "engram_token_map.json", "model-00001-of-00002.safetensors",
-                           "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
-    char a[PATH_MAX + 64], b[PATH_MAX + 64];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(a, sizeof a, "%s/%s", src, files[i]);
-        snprintf(b, sizeof b, "%s/%s", out, files[i]);
-        if (symlink(a, b)) return 0;
-    }
-    snprintf(a, sizeof a, "%s/expected/manifest.json", src);
-    snprintf(b, sizeof b, "%s/engram_hash.json", out);
-    return symlink(a, b) == 0;
-}
-
-static void rm_dir(const char *d) {
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    if (system(cmd)) fprintf(stderr, "    could not remove %s\n", d);
-}
-
 static deepinfer_engine *open_v41(const char *dir, int chunk, int page_rows, int64_t pages, int max_seqs) {
     deepinfer_engine_config c;
     deepinfer_engine_config_init(&c);
@@ -58,7 +32,7 @@ static deepinfer_engine *open_v41(const char *dir, int chunk, int page_rows, int
 
 TEST(engine_v41_greedy_generate_equals_score) {
     char dir[64];
-    CHECK(golden_v41_dir(dir, sizeof dir));
+    CHECK(eng_golden_v41_dir(dir, sizeof dir));
     di_json_doc *man = golden_manifest(di_test_data(V41));
     int np = 0;
     int32_t *prompt = golden_ints(man->root, "prompt_token_ids", NULL, &np);
@@ -99,13 +73,13 @@ TEST(engine_v41_greedy_generate_equals_score) {
     deepinfer_engine_close(e);
     free(prompt);
     di_json_free(man);
-    rm_dir(dir);
+    eng_rm_dir(dir);
 }
 
 TEST(engine_v41_requests_together_equal_alone_with_preemption) {
     enum { N = 24 };
     char dir[64];
-    CHECK(golden_v41_dir(dir, sizeof dir));
+    CHECK(eng_golden_v41_dir(dir, sizeof dir));
     static int32_t ids[N * 320];
     deepinfer_prompt pr[N];
     deepinfer_sampling_params sp[N];
@@ -156,5 +130,5 @@ TEST(engine_v41_requests_together_equal_alone_with_preemption) {
     deepinfer_outputs_free(out, 2);
     deepinfer_engine_close(e);
     for (int i = 0; i < N; i++) deepinfer_output_free(alone[i]);
-    rm_dir(dir);
+    eng_rm_dir(dir);
 }

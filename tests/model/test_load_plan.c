@@ -30,6 +30,7 @@
 #include "model/model.h"
 #include "model/tensor_spec.h"
 #include "ops/ops.h"
+#include "counting_alloc.h"
 #include "test.h"
 #include "util/sysmem.h"
 
@@ -89,42 +90,23 @@ TEST(load_plan_cpu_weights_are_what_v41_allocates) {
     di_v41_free(m);
 }
 
-/* ---- a device-like allocator: host memory, counted, not the host allocator ---- */
-
-static uint64_t g_live;
-static void *cnt_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
-    size_t *h = malloc(bytes + 16);
-    if (!h) return NULL;
-    h[0] = bytes;
-    g_live += bytes;
-    return (unsigned char *)h + 16;
-}
-static void cnt_free(void *ctx, void *p) {
-    (void)ctx;
-    if (!p) return;
-    size_t *h = (size_t *)((unsigned char *)p - 16);
-    g_live -= h[0];
-    free(h);
-}
-static void cnt_zero(void *ctx, void *p, size_t n) { (void)ctx, memset(p, 0, n); }
-static void cnt_upload(void *ctx, void *d, const void *s, size_t n) { (void)ctx, memcpy(d, s, n); }
+/* ---- a device-like allocator (counting_alloc.h): host memory, counted, not the host allocator ---- */
 
 static void device_like_load(const char *dir, int v41) {
-    di_allocator a = {cnt_alloc, cnt_free, cnt_zero, cnt_upload, NULL, NULL, NULL, NULL};
+    di_allocator a = COUNTING_ALLOCATOR;
     di_set_allocator(&a);
-    g_live = 0;
+    counting_alloc_live = 0;
     di_error err = {0};
     di_load_plan p;
     di_v4_options o = {.max_rows = 32, .max_context = 2048, .plan_out = &p};
     di_v4_model *m4 = NULL;
     di_v41_model *m41 = NULL;
     deepinfer_status st = v41 ? di_v41_load(dir, &o, &m41, &err) : di_v4_load(dir, &o, &m4, &err);
-    uint64_t live = g_live;
+    uint64_t live = counting_alloc_live;
     int64_t V = st ? 0 : (v41 ? m41->core.cfg.vocab_size : m4->core.cfg.vocab_size);
     di_v4_free(m4);
     di_v41_free(m41);
-    uint64_t left = g_live;
+    uint64_t left = counting_alloc_live;
     di_set_allocator(NULL);
     CHECK_MSG(st == DEEPINFER_OK, "%s", err.msg);
     CHECK(p.on_device && left == 0);

@@ -21,6 +21,7 @@
 #include "model/engram.h"
 #include "model/load_plan.h"
 #include "ops/ops.h"
+#include "counting_alloc.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
@@ -34,25 +35,7 @@ static uint8_t rnd_e4m3(void) {
     return b;
 }
 
-static uint64_t g_live;
-static void *cnt_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
-    size_t *h = malloc(bytes + 16);
-    if (!h) return NULL;
-    h[0] = bytes;
-    g_live += bytes;
-    return (unsigned char *)h + 16;
-}
-static void cnt_free(void *ctx, void *p) {
-    (void)ctx;
-    if (!p) return;
-    size_t *h = (size_t *)((unsigned char *)p - 16);
-    g_live -= h[0];
-    free(h);
-}
-static void cnt_zero(void *ctx, void *p, size_t n) { (void)ctx, memset(p, 0, n); }
-static void cnt_upload(void *ctx, void *d, const void *s, size_t n) { (void)ctx, memcpy(d, s, n); }
-static const di_allocator DEVICE_LIKE = {cnt_alloc, cnt_free, cnt_zero, cnt_upload, NULL, NULL, NULL, NULL};
+static const di_allocator DEVICE_LIKE = COUNTING_ALLOCATOR;
 
 enum { DIM = 64, HC = 4, NCOL = 6, HD = 64, ROWS = 300, NTOK = 11, WS_ROWS = 4 };
 
@@ -81,18 +64,18 @@ TEST(engram_host_tables_equal_device_tables_bitwise) {
     float gates[2][2][NTOK * HC];
 
     di_set_allocator(&DEVICE_LIKE);
-    g_live = 0;
+    counting_alloc_live = 0;
     di_engram_layer l[2];
     di_engram_workspace ws[2];
     uint64_t bytes[2];
     for (int h = 0; h < 2; h++) {
-        uint64_t before = g_live;
+        uint64_t before = counting_alloc_live;
         di_engram_layer_desc d = {.dim = DIM, .hc = HC, .n_cols = NCOL, .head_dim = HD, .rows = ROWS, .eps = 1e-20f,
                                   .act_block = 32, .table = table, .table_scale = tscale, .wkv = &W, .q_weight = qw,
                                   .k_weight = kw, .qk_f32 = 1, .tables_host = h};
         CHECK_MSG(di_engram_layer_init(&l[h], &d, &err) == DEEPINFER_OK, "%s", err.msg);
         CHECK_MSG(di_engram_workspace_init(&ws[h], &l[h], WS_ROWS, &err) == DEEPINFER_OK, "%s", err.msg);
-        bytes[h] = g_live - before;
+        bytes[h] = counting_alloc_live - before;
         for (int mk = 0; mk < 2; mk++) {
             R[h][mk] = di_dev_alloc(rn * 2);
             memcpy(R[h][mk], R0, rn * 2);
@@ -116,7 +99,7 @@ TEST(engram_host_tables_equal_device_tables_bitwise) {
         di_engram_workspace_free(&ws[h]);
         di_engram_layer_free(&l[h]);
     }
-    CHECK(g_live == 0);
+    CHECK(counting_alloc_live == 0);
     di_set_allocator(NULL);
     di_exec_free(&x);
     di_wmat_free(&W);
@@ -127,19 +110,19 @@ TEST(engram_host_tables_equal_device_tables_bitwise) {
  * total less what only a real device exec adds (its contexts and device logits). */
 static void load_engram_host(const char *dir, const char *engram_hash) {
     di_set_allocator(&DEVICE_LIKE);
-    g_live = 0;
+    counting_alloc_live = 0;
     di_error err = {0};
     di_load_plan p, pd;
     di_v4_options o = {.max_rows = 32, .max_context = 2048, .plan_out = &p, .engram_hash = engram_hash,
                        .engram_host = 1};
     di_v41_model *m = NULL;
     deepinfer_status st = di_v41_load(dir, &o, &m, &err);
-    uint64_t live = g_live;
+    uint64_t live = counting_alloc_live;
     int64_t V = st ? 0 : m->core.cfg.vocab_size;
     size_t tables = st ? 0 : m->w.engram_table_bytes;
     int host = !st && m->w.n_engram > 0 && m->w.engram[0].host_tables;
     di_v41_free(m);
-    uint64_t left = g_live;
+    uint64_t left = counting_alloc_live;
     o.engram_host = 0, o.plan_out = &pd, o.plan_only = 1;
     deepinfer_status st2 = st ? st : di_v41_load(dir, &o, &m, &err);
     di_set_allocator(NULL);

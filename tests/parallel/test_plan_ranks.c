@@ -32,6 +32,7 @@
 #include "model/config.h"
 #include "model/load_plan.h"
 #include "model/tensor_spec.h"
+#include "counting_alloc.h"
 #include "test.h"
 
 #define H200 141000000000ull
@@ -210,42 +211,23 @@ TEST(plan_ranks_cpu_rank_load_binds_its_plan) {
     for (int r = 0; r < 2; r++) di_comm_free(comm[r]);
 }
 
-static uint64_t g_live;
-static void *cnt_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
-    size_t *h = malloc(bytes + 16);
-    if (!h) return NULL;
-    h[0] = bytes;
-    g_live += bytes;
-    return (unsigned char *)h + 16;
-}
-static void cnt_free(void *ctx, void *p) {
-    (void)ctx;
-    if (!p) return;
-    size_t *h = (size_t *)((unsigned char *)p - 16);
-    g_live -= h[0];
-    free(h);
-}
-static void cnt_zero(void *ctx, void *p, size_t n) { (void)ctx, memset(p, 0, n); }
-static void cnt_upload(void *ctx, void *d, const void *s, size_t n) { (void)ctx, memcpy(d, s, n); }
-
 TEST(plan_ranks_device_like_rank_load_allocates_its_plan) {
     di_comm *comm[2] = {0};
     di_error err = {0};
     CHECK(di_comm_loopback_group(2, comm, &err) == DEEPINFER_OK);
-    di_allocator a = {cnt_alloc, cnt_free, cnt_zero, cnt_upload, NULL, NULL, NULL, NULL};
+    di_allocator a = COUNTING_ALLOCATOR;
     for (int r = 0; r < 2; r++) {
         di_set_allocator(&a);
-        g_live = 0;
+        counting_alloc_live = 0;
         di_load_plan p;
         di_v4_options o = {.max_rows = 32, .max_context = 2048, .plan_out = &p, .ep_rank = r, .ep_size = 2,
                            .comm = comm[r]};
         di_v4_model *m = NULL;
         deepinfer_status st = di_v4_load(di_test_data("golden/v4-tiny-a"), &o, &m, &err);
-        uint64_t live = g_live;
+        uint64_t live = counting_alloc_live;
         int64_t V = st ? 0 : m->core.cfg.vocab_size;
         di_v4_free(m);
-        uint64_t left = g_live;
+        uint64_t left = counting_alloc_live;
         di_set_allocator(NULL);
         CHECK_MSG(st == DEEPINFER_OK, "%s", err.msg);
         CHECK(p.on_device && p.ep_size == 2 && left == 0);

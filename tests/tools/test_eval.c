@@ -5,7 +5,10 @@
  * the highest; bad items get named errors while the rest is scored; an
  * exact-match and a JSON-schema generation task through the engine. The
  * engine path (prompt logprobs) and the model-forward path give the same
- * perplexity.
+ * perplexity. Any engine configuration: speculation on gives bitwise the
+ * same scores and outputs; compact prefill refuses scoring per task and
+ * --compare-compact reports the generation difference; the report's
+ * "engine" object names the configuration.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include "eval/eval_ppl.h"
 #include "eval/eval_schema.h"
 #include "test.h"
+#include "util/file.h"
 
 #define DEMO_MODEL "../../models/deepinfer-demo-v41"
 
@@ -45,7 +49,7 @@ static double ref_nll(ev_model *m, const int32_t *ids, int n, int from) {
 
 static int open_demo(ev_model *m) {
     di_error err = {0};
-    if (ev_model_open(di_test_data(DEMO_MODEL), "cpu", m, &err)) {
+    if (ev_model_open(di_test_data(DEMO_MODEL), "cpu", -1, m, &err)) {
         di_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
         return 0;
     }
@@ -217,7 +221,7 @@ TEST(eval_generate_exact_match_and_schema) {
 TEST(eval_perplexity_engine_equals_model_forward) {
     ev_model a, b;
     if (!open_demo(&a) || !open_demo(&b)) return;
-    ev_model_use_engine(&b);
+    ev_model_use_engine(&b, NULL);
     di_error err = {0};
     ev_ppl_result ra, rb;
     for (int w = 0; w < 2; w++) {
@@ -256,9 +260,284 @@ TEST(eval_cli_perplexity_json) {
     buf[n] = 0;
     const char *keys[] = {"\"perplexity\": ", "\"tokens\": ", "\"bits_per_byte\": ", "\"nll_sum\": ", "\"bytes\": 86",
                           "\"windows\": 1", "\"accelerator\": \"cpu\"", "\"batch_invariant\": true", "\"commit\": \"",
-                          "\"path\": \"engine\""};
+                          "\"path\": \"engine\"", "\"engine\": {\"accelerator\": \"cpu\", \"batch_invariant\": true, "
+                          "\"speculation\": \"off\", \"nextn_decode\": 0", "\"bounded_replay\": \"exact\""};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_MSG(strstr(buf, keys[i]), "%s missing in %s", keys[i], buf);
     snprintf(cmd, sizeof cmd, "%s eval perplexity --model %s --text %s --stride 0 2>/dev/null", exe, di_test_data(DEMO_MODEL), txt);
     CHECK(WEXITSTATUS(system(cmd)) == 2);
     remove(txt), remove(out), rmdir(dir);
+}
+
+/* The lines of eval/demo/lastword.jsonl numbered in `which` (1-based, ascending), as one JSONL text. */
+static char *lastword_lines(const int *which, int n) {
+    char *all = NULL, *out = NULL;
+    size_t len = 0, w = 0;
+    di_error err = {0};
+    if (di_read_file(di_test_data("../../eval/demo/lastword.jsonl"), 0, &all, &len, &err) || !(out = malloc(len + 2))) {
+        free(all);
+        return NULL;
+    }
+    int line = 1, k = 0;
+    for (size_t i = 0; i < len && k < n; line++) {
+        size_t e = i;
+        while (e < len && all[e] != '\n') e++;
+        if (line == which[k]) {
+            memcpy(out + w, all + i, e - i);
+            w += e - i;
+            out[w++] = '\n';
+            k++;
+        }
+        i = e + 1;
+    }
+    out[w] = 0;
+    free(all);
+    return k == n ? out : (free(out), NULL);
+}
+
+typedef struct gen_run {
+    ev_buf items;
+    ev_gen_summary s;
+} gen_run;
+
+static int run_gen(const char *jsonl, const deepinfer_engine_config *cfg, int max_tokens, gen_run *r) {
+    ev_tasks t;
+    di_error err = {0};
+    memset(r, 0, sizeof *r);
+    ev_gen_opts o = {.model = di_test_data(DEMO_MODEL), .engine = cfg, .accelerator = "cpu", .max_tokens = max_tokens,
+                     .top_p = 1};
+    int ok = !ev_tasks_parse(jsonl, strlen(jsonl), &t, &err) && !ev_generate_tasks(&t, &o, &r->items, &r->s, &err);
+    if (!ok) fprintf(stderr, "    generate: %s\n", err.msg);
+    ev_tasks_free(&t);
+    return ok;
+}
+
+/* Speculation changes no score and no output: perplexity and loglikelihood (prompt logprobs through
+ * the engine) and greedy generation, through the eval code path, with speculation off, fixed drafts
+ * of 5 (--nextn-decode 5), confidence-scheduled drafts (--mtp-varlen 1) and the environment's
+ * $DEEPINFER_USE_NEXTN_DECODE: the numbers bitwise, the item reports byte for byte. The fixed-draft
+ * generation runs did verify drafts (the report's counters); the confidence-scheduled run verifies
+ * what the step costs measured at open say pays, which depends on the machine's load, so only its
+ * results are checked. */
+TEST(eval_speculation_gives_identical_scores) {
+    static const int lines[] = {1, 2, 3};
+    char *gen = lastword_lines(lines, 3);
+    CHECK(gen != NULL);
+    if (!gen) return;
+    deepinfer_engine_config cfg[4];
+    for (int k = 0; k < 4; k++) deepinfer_engine_config_init(&cfg[k]);
+    cfg[1].nextn_decode = 5;
+    cfg[2].mtp_varlen = 1;
+    const char *want_spec[] = {"off", "fixed", "varlen", "fixed"};
+    ev_ppl_result ppl[4];
+    ev_buf ll[4] = {{0}};
+    ev_ll_summary lls[4];
+    gen_run g[4];
+    for (int k = 0; k < 4; k++) {
+        if (k == 3) setenv("DEEPINFER_USE_NEXTN_DECODE", "3", 1); /* the environment overrides the config */
+        ev_model m;
+        if (!open_demo(&m)) break;
+        ev_model_use_engine(&m, &cfg[k]);
+        di_error err = {0};
+        CHECK_MSG(!ev_perplexity(&m, TEXT, strlen(TEXT), 0, 0, &ppl[k], &err), "%s", err.msg);
+        CHECK_STR_EQ(m.info.accelerator, "cpu");
+        ev_model_close(&m);
+        if (!open_demo(&m)) break;
+        ev_model_use_engine(&m, &cfg[k]);
+        ev_tasks t;
+        CHECK(!ev_tasks_parse(TASKS, strlen(TASKS), &t, &err));
+        CHECK_MSG(!ev_score_tasks(&m, &t, 0, 0, &ll[k], &lls[k], &err), "%s", err.msg);
+        ev_tasks_free(&t);
+        ev_model_close(&m);
+        CHECK(run_gen(gen, &cfg[k], 16, &g[k]));
+        if (k == 3) unsetenv("DEEPINFER_USE_NEXTN_DECODE");
+        ev_buf e = {0};
+        ev_engine_json(&e, &g[k].s.engine);
+        char want[64];
+        snprintf(want, sizeof want, "\"speculation\": \"%s\"", want_spec[k]);
+        CHECK_MSG(e.p && strstr(e.p, want), "%s missing in %s", want, e.p ? e.p : "");
+        CHECK_EQ_INT(g[k].s.engine.cfg.nextn_decode, k == 0 ? 0 : k == 3 ? 3 : 5);
+        if (k == 1 || k == 3) CHECK_MSG(g[k].s.engine.spec_steps > 0, "config %d verified no drafts", k);
+        ev_buf_free(&e);
+    }
+    for (int k = 1; k < 4; k++) {
+        CHECK(memcmp(&ppl[k].nll_sum, &ppl[0].nll_sum, sizeof(double)) == 0); /* bitwise */
+        CHECK(memcmp(&ppl[k].perplexity, &ppl[0].perplexity, sizeof(double)) == 0);
+        CHECK_EQ_INT(ppl[k].greedy, ppl[0].greedy);
+        CHECK(memcmp(&lls[k].ll_sum, &lls[0].ll_sum, sizeof(double)) == 0);
+        CHECK(memcmp(&lls[k].rolling_nll, &lls[0].rolling_nll, sizeof(double)) == 0);
+        CHECK(ll[k].p && ll[0].p && !strcmp(ll[k].p, ll[0].p));
+        CHECK_EQ_INT(g[k].s.match_correct, g[0].s.match_correct);
+        CHECK_MSG(g[k].items.p && g[0].items.p && !strcmp(g[k].items.p, g[0].items.p), "config %d:\n%s\nvs\n%s", k,
+                  g[k].items.p ? g[k].items.p : "", g[0].items.p ? g[0].items.p : "");
+    }
+    for (int k = 0; k < 4; k++) ev_buf_free(&ll[k]), ev_buf_free(&g[k].items);
+    free(gen);
+}
+
+/* Compact prefill (bounded replay) gives prompt positions no logits: perplexity is refused with the
+ * named error, every scoring item of a task file gets it (the other items keep theirs), and the
+ * command still reports. */
+TEST(eval_compact_refuses_scoring_per_task) {
+    deepinfer_engine_config cfg;
+    deepinfer_engine_config_init(&cfg);
+    cfg.yoco_compact = 1;
+    ev_model m;
+    if (!open_demo(&m)) return;
+    ev_model_use_engine(&m, &cfg);
+    di_error err = {0};
+    ev_ppl_result r;
+    CHECK(ev_perplexity(&m, TEXT, strlen(TEXT), 0, 0, &r, &err) == DEEPINFER_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, EV_NEEDS_PROMPT_LOGPROBS) && strstr(err.msg, "compact"), "%s", err.msg);
+    CHECK(ev_model_compact(&m));
+    ev_model_close(&m);
+    if (!open_demo(&m)) return;
+    ev_model_use_engine(&m, &cfg);
+    ev_tasks t;
+    CHECK(!ev_tasks_parse(TASKS, strlen(TASKS), &t, &err));
+    ev_buf items = {0};
+    ev_ll_summary s;
+    CHECK_MSG(!ev_score_tasks(&m, &t, 0, 0, &items, &s, &err), "%s", err.msg);
+    CHECK_EQ_INT(s.n_ll + s.n_mc + s.n_rolling, 0);
+    CHECK_EQ_INT(s.n_errors, 7);
+    CHECK_STR_EQ(t.items[0].error, EV_NEEDS_PROMPT_LOGPROBS); /* loglikelihood */
+    CHECK_STR_EQ(t.items[1].error, EV_NEEDS_PROMPT_LOGPROBS); /* multiple choice */
+    CHECK_STR_EQ(t.items[4].error, EV_NEEDS_PROMPT_LOGPROBS); /* rolling */
+    CHECK_STR_EQ(t.items[2].error, "empty_continuation");
+    CHECK_STR_EQ(t.items[6].error, "wrong_task");
+    ev_buf_free(&items);
+    ev_tasks_free(&t);
+    ev_model_close(&m);
+}
+
+/* --compare-compact on demo lastword items whose prompts (~450 tokens) exceed the compact tail (140):
+ * its exact half equals a plain exact run and its compact half a plain compact run, byte for byte;
+ * the changed count is the items whose outputs differ between those two runs (lines 38 and 61 of
+ * the bundled file change within 16 tokens, lines 1 and 2 do not); the score delta is the
+ * difference of the two accuracies. */
+TEST(eval_generate_compare_compact) {
+    static const int lines[] = {1, 2, 38, 61};
+    char *gen = lastword_lines(lines, 4);
+    CHECK(gen != NULL);
+    if (!gen) return;
+    deepinfer_engine_config ex, cp;
+    deepinfer_engine_config_init(&ex);
+    deepinfer_engine_config_init(&cp);
+    cp.yoco_compact = 1;
+    gen_run a, b;
+    CHECK(run_gen(gen, &ex, 16, &a) && run_gen(gen, &cp, 16, &b));
+    CHECK(a.s.engine.opened && !a.s.engine.cfg.yoco_compact);
+    CHECK(b.s.engine.opened && b.s.engine.cfg.yoco_compact && b.s.engine.cfg.yoco_keep_tokens == 140);
+    ev_tasks t;
+    di_error err = {0};
+    CHECK(!ev_tasks_parse(gen, strlen(gen), &t, &err));
+    ev_gen_opts o = {.model = di_test_data(DEMO_MODEL), .engine = &ex, .accelerator = "cpu", .max_tokens = 16, .top_p = 1};
+    ev_buf items = {0};
+    ev_gen_summary se, sc;
+    ev_gen_compare c;
+    CHECK_MSG(!ev_generate_compare(&t, &o, &items, &se, &sc, &c, &err), "%s", err.msg);
+    CHECK_EQ_INT(c.items, 4);
+    CHECK(se.engine.opened && !se.engine.cfg.yoco_compact && sc.engine.cfg.yoco_compact);
+    /* walk the four items: the exact object, then its "compact" member */
+    const char *p = items.p;
+    int changed = 0;
+    for (int i = 0; i < 4 && p; i++) {
+        const char *oa = strstr(p, "\"output\": \""), *ob = oa ? strstr(oa + 1, "\"output\": \"") : NULL;
+        const char *flag = ob ? strstr(ob, "\"output_changed\": ") : NULL;
+        CHECK(oa && ob && flag);
+        if (!flag) break;
+        int ch = !strncmp(flag + 18, "true", 4);
+        changed += ch;
+        CHECK_EQ_INT(ch, i >= 2); /* lines 38 and 61 */
+        p = flag + 1;
+    }
+    CHECK_EQ_INT(c.changed, changed);
+    CHECK_EQ_INT(c.changed, 2);
+    /* each half equals its plain run: the plain runs' item objects appear in the compared items */
+    const char *pa = a.items.p, *pb = b.items.p;
+    for (int i = 0; i < 4 && pa && pb; i++) {
+        const char *ea = strstr(pa, "\"output\": "), *eb = strstr(pb, "\"output\": ");
+        CHECK(ea && eb);
+        if (!ea || !eb) break;
+        const char *xa = strstr(ea, "}"), *xb = strstr(eb, "}");
+        char oa[2048] = "", ob[2048] = "";
+        snprintf(oa, sizeof oa, "%.*s", (int)(xa - ea), ea);
+        snprintf(ob, sizeof ob, "%.*s", (int)(xb - eb), eb);
+        CHECK_MSG(strstr(items.p, oa) && strstr(items.p, ob), "item %d: %s / %s", i, oa, ob);
+        pa = xa + 1, pb = xb + 1;
+    }
+    CHECK_EQ_INT(se.match_correct, a.s.match_correct);
+    CHECK_EQ_INT(sc.match_correct, b.s.match_correct);
+    CHECK_NEAR(c.match_acc_delta, (sc.match_correct - se.match_correct) / 4.0, 1e-15);
+    /* the environment forcing compact on the exact half is refused, naming it */
+    setenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "compact", 1);
+    ev_buf junk = {0};
+    CHECK(ev_generate_compare(&t, &o, &junk, &se, &sc, &c, &err) == DEEPINFER_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err.msg, "DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE"), "%s", err.msg);
+    unsetenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE");
+    ev_buf_free(&junk), ev_buf_free(&items), ev_buf_free(&a.items), ev_buf_free(&b.items);
+    ev_tasks_free(&t);
+    free(gen);
+}
+
+static int slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return 1;
+}
+
+/* The CLI: engine flags reach the engine and the report's "engine" object; compact mode refuses
+ * perplexity (exit 1, the report naming the error) and every scoring item (exit 0); --compare-compact
+ * reports both runs and the difference; an engine flag with --path model-forward is bad usage. */
+TEST(eval_cli_engine_config_and_compact) {
+    char exe[4096], cmd[9000], dir[] = "/tmp/di_eval_XXXXXX";
+    CHECK(di_test_sibling("deepinfer", exe, sizeof exe));
+    CHECK(mkdtemp(dir));
+    char txt[256], tasks[256], gen[256], out[256];
+    snprintf(txt, sizeof txt, "%s/t.txt", dir);
+    snprintf(tasks, sizeof tasks, "%s/t.jsonl", dir);
+    snprintf(gen, sizeof gen, "%s/g.jsonl", dir);
+    snprintf(out, sizeof out, "%s/r.json", dir);
+    FILE *f = fopen(txt, "w");
+    CHECK(f && fputs(TEXT, f) >= 0 && !fclose(f));
+    f = fopen(tasks, "w");
+    CHECK(f && fputs(TASKS, f) >= 0 && !fclose(f));
+    static const int lines[] = {38};
+    char *g = lastword_lines(lines, 1);
+    f = fopen(gen, "w");
+    CHECK(g && f && fputs(g, f) >= 0 && !fclose(f));
+    free(g);
+    const char *model = di_test_data(DEMO_MODEL);
+    static char buf[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s eval perplexity --model %s --text %s --yoco-compact --output %s 2>/dev/null", exe, model,
+             txt, out);
+    CHECK(WEXITSTATUS(system(cmd)) == 1);
+    CHECK(slurp(out, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "\"bounded_replay\": \"compact\"") && strstr(buf, "\"error\": \"needs_prompt_logprobs\""), "%s", buf);
+    snprintf(cmd, sizeof cmd, "%s eval loglikelihood --model %s --tasks %s --yoco-compact --output %s 2>/dev/null", exe,
+             model, tasks, out);
+    CHECK(WEXITSTATUS(system(cmd)) == 0);
+    CHECK(slurp(out, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "\"line\": 1, \"error\": \"needs_prompt_logprobs\"") && strstr(buf, "\"errors\": 7"), "%s", buf);
+    snprintf(cmd, sizeof cmd, "%s eval loglikelihood --model %s --tasks %s --nextn-decode 5 --max-num-seqs 3 --output %s "
+             "2>/dev/null", exe, model, tasks, out);
+    CHECK(WEXITSTATUS(system(cmd)) == 0);
+    CHECK(slurp(out, buf, sizeof buf));
+    CHECK_MSG(strstr(buf, "\"speculation\": \"fixed\", \"nextn_decode\": 5") && strstr(buf, "\"max_num_seqs\": 3"), "%s", buf);
+    snprintf(cmd, sizeof cmd, "%s eval generate --model %s --tasks %s --max-tokens 16 --compare-compact --output %s "
+             "2>/dev/null", exe, model, gen, out);
+    CHECK(WEXITSTATUS(system(cmd)) == 0);
+    CHECK(slurp(out, buf, sizeof buf));
+    const char *keys[] = {"\"compare_compact\": true", "\"compact\": {\"engine\": {", "\"bounded_replay\": \"compact\"",
+                          "\"compare\": {\"items\": 1, \"output_changed\": 1, \"changed_fraction\": 1",
+                          "\"output_changed\": true"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_MSG(strstr(buf, keys[i]), "%s missing in %s", keys[i], buf);
+    snprintf(cmd, sizeof cmd, "%s eval perplexity --model %s --text %s --path model-forward --mtp-varlen 1 2>/dev/null", exe,
+             model, txt);
+    CHECK(WEXITSTATUS(system(cmd)) == 2);
+    snprintf(cmd, sizeof cmd, "%s eval perplexity --model %s --text %s --max-model-len 64 2>/dev/null", exe, model, txt);
+    CHECK(WEXITSTATUS(system(cmd)) == 2);
+    remove(txt), remove(tasks), remove(gen), remove(out), rmdir(dir);
 }

@@ -114,6 +114,9 @@ deepinfer_status ev_score_tasks(ev_model *m, ev_tasks *t, int window, int stride
     if (!st && !stride) stride = window - 1;
     if (!st) st = ev_rolling_check(m, window, stride, err);
     if (!st) st = ev_model_load(m, need > window ? need : window, err);
+    for (int i = 0; !st && ev_model_compact(m) && i < t->n; i++) /* no prompt logprobs: every scoring item refused */
+        if (t->items[i].kind == EV_LL || t->items[i].kind == EV_MC || t->items[i].kind == EV_ROLLING)
+            ev_item_fail(&t->items[i], EV_NEEDS_PROMPT_LOGPROBS, "%s", EV_NEEDS_PROMPT_LOGPROBS_MSG);
     /* every pair of a still-valid item, in one batched call */
     ev_seq *sq = st ? NULL : calloc((size_t)(npairs ? npairs : 1), sizeof *sq);
     int ns = 0;

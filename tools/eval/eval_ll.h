@@ -16,7 +16,9 @@
  *
  * Per-item errors (context_too_long: [BOS] + context + continuation longer
  * than the model's context; empty_continuation; wrong_task: a generation
- * item) leave the item out of the aggregates; the rest is scored.
+ * item) leave the item out of the aggregates; the rest is scored. On an
+ * engine in compact mode every scoring item is EV_NEEDS_PROMPT_LOGPROBS
+ * (eval_engine.h).
  */
 #ifndef DI_TOOLS_EVAL_LL_H
 #define DI_TOOLS_EVAL_LL_H

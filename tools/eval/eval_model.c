@@ -10,7 +10,8 @@
 #include "ops/backend.h"
 #include "util/env.h"
 
-deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, ev_model *m, di_error *err) {
+deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, int batch_invariant, ev_model *m,
+                               di_error *err) {
     memset(m, 0, sizeof *m);
     di_model_location loc;
     deepinfer_status st = di_cli_locate_model(model_arg, &loc, err);
@@ -26,8 +27,10 @@ deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, e
     di_backend_kind bk;
     if ((st = di_backend_select(accelerator, &bk, err))) return st;
     m->accelerator = di_backend_name(bk);
-    m->batch_invariant = 1;
+    m->batch_invariant = 1; /* the CPU kernels are batch invariant always */
+    deepinfer_engine_config_init(&m->engine_cfg);
     if (bk == DI_BACKEND_CUDA) {
+        m->batch_invariant = batch_invariant < 0 ? 1 : batch_invariant;
         if ((st = di_env_flag(DI_ENV_BATCH_INVARIANT, &m->batch_invariant, err))) return st;
         di_backend_set_batch_invariant(m->batch_invariant); /* read by the execs the model creates at load */
         if ((st = di_backend_use(bk, err))) return st;
@@ -35,11 +38,15 @@ deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, e
     return DEEPINFER_OK;
 }
 
-void ev_model_use_engine(ev_model *m) {
+void ev_model_use_engine(ev_model *m, const deepinfer_engine_config *cfg) {
+    if (cfg) m->engine_cfg = *cfg;
+    else deepinfer_engine_config_init(&m->engine_cfg);
     if (m->use_engine) return;
     m->use_engine = 1;
     m->context -= 1;
 }
+
+int ev_model_compact(const ev_model *m) { return m->use_engine && m->info.opened && m->info.cfg.yoco_compact; }
 
 /* The engine for scoring: the model directory, the resolved accelerator, a context one above the
  * longest sequence (a prompt must leave room for its one output token; m->context is already one
@@ -47,14 +54,15 @@ void ev_model_use_engine(ev_model *m) {
 static deepinfer_status open_engine(ev_model *m, int64_t max_len, di_error *err) {
     deepinfer_engine_close(m->engine);
     m->engine = NULL;
-    deepinfer_engine_config c;
-    deepinfer_engine_config_init(&c);
+    memset(&m->info, 0, sizeof m->info);
+    deepinfer_engine_config c = m->engine_cfg;
     c.model = m->dir;
     c.accelerator = m->accelerator;
     c.max_model_len = max_len + 1 < m->context + 1 ? max_len + 1 : m->context + 1;
     char msg[DI_ERROR_MSG_MAX];
     deepinfer_status st = deepinfer_engine_open(&c, &m->engine, msg, sizeof msg);
     if (st) return di_error_set(err, st, "eval: opening the engine: %s", msg);
+    ev_engine_info_read(m->engine, &m->info);
     m->loaded = 1;
     return DEEPINFER_OK;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "deepinfer.h"
+#include "eval/eval_engine.h"
 #include "score/score.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,17 +41,26 @@ typedef struct ev_model {
     int batch_invariant;      /* 1 on the CPU always; on CUDA from $DEEPINFER_BATCH_INVARIANT (default 1) */
     int rows_per_step;        /* token rows per forward step */
     int use_engine;           /* 1: score through the engine (set before ev_model_load) */
+    deepinfer_engine_config engine_cfg; /* the engine path's configuration (ev_model_use_engine) */
     deepinfer_engine *engine; /* loaded by ev_model_load when use_engine */
+    ev_engine_info info;      /* what the open engine runs (eval_engine.h) */
 } ev_model;
 
 /* Locate the model (the CLI rule, args/cli_model_dir.h), read its config and
  * tokenizer, pick the backend (`accelerator`: auto | cpu | cuda, NULL =
- * $DEEPINFER_ACCELERATOR else auto). The weights are loaded by ev_model_load. */
-deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, ev_model *m, di_error *err);
+ * $DEEPINFER_ACCELERATOR else auto) and, on CUDA, batch invariance
+ * (`batch_invariant` 0 | 1, -1 = the default 1; $DEEPINFER_BATCH_INVARIANT
+ * overrides either). The weights are loaded by ev_model_load. */
+deepinfer_status ev_model_open(const char *model_arg, const char *accelerator, int batch_invariant, ev_model *m,
+                               di_error *err);
 
-/* Score through the engine (before ev_model_load): sets use_engine, and the context sequences may
+/* Score through the engine (before ev_model_load), opened with `cfg` (NULL = the defaults; its
+ * model, accelerator and max_model_len are eval's): sets use_engine, and the context sequences may
  * use becomes one less than the model's (a request's prompt leaves room for its one output token). */
-void ev_model_use_engine(ev_model *m);
+void ev_model_use_engine(ev_model *m, const deepinfer_engine_config *cfg);
+
+/* 1 when the open engine runs compact prefill: scoring is refused (EV_NEEDS_PROMPT_LOGPROBS). */
+int ev_model_compact(const ev_model *m);
 
 /* Load the weights (or, with use_engine, open the engine) with room for sequences of max_len
  * positions (<= context). */

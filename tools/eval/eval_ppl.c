@@ -22,8 +22,11 @@ deepinfer_status ev_perplexity(ev_model *m, const char *text, size_t len, int wi
     if (!window) window = (int64_t)T + 1 <= m->context ? T + 1 : (int)m->context;
     if (!stride) stride = (int64_t)T + 1 <= window ? window - 1 : window / 2;
     ev_rolling_result rr;
-    if (!(st = ev_rolling_check(m, window, stride, err)) && !(st = ev_model_load(m, window, err)))
-        st = ev_rolling(m, ids, T, window, stride, &rr, err);
+    if (!(st = ev_rolling_check(m, window, stride, err)) && !(st = ev_model_load(m, window, err))) {
+        if (ev_model_compact(m))
+            st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "%s: %s", EV_NEEDS_PROMPT_LOGPROBS, EV_NEEDS_PROMPT_LOGPROBS_MSG);
+        else st = ev_rolling(m, ids, T, window, stride, &rr, err);
+    }
     free(ids);
     if (st) return st;
     r->nll_sum = rr.nll_sum;

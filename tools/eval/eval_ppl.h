@@ -22,7 +22,8 @@ typedef struct ev_ppl_result {
     int windows, window, stride;
 } ev_ppl_result;
 
-/* Score text[0..len) (window/stride 0 = the defaults above); loads the model. */
+/* Score text[0..len) (window/stride 0 = the defaults above); loads the model. On an engine in
+ * compact mode: DEEPINFER_ERR_UNSUPPORTED, the message starting with EV_NEEDS_PROMPT_LOGPROBS. */
 deepinfer_status ev_perplexity(ev_model *m, const char *text, size_t len, int window, int stride, ev_ppl_result *r,
                                di_error *err);
 

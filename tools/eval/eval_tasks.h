@@ -40,7 +40,7 @@ typedef struct ev_item {
     int line;               /* 1-based line number */
     ev_kind kind;
     const char *error;      /* EV_ERROR: the error's name */
-    char message[256];      /* EV_ERROR: what is wrong */
+    char message[512];      /* EV_ERROR: what is wrong */
     ev_str context, continuation, text, prompt, answer, regex, schema;
     ev_str *choices;
     int n_choices, answer_index;

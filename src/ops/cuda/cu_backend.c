@@ -20,6 +20,7 @@ static const di_device_backend CUDA_BACKEND = {
     .install = di_cuda_backend_install,
     .uninstall = di_cuda_backend_uninstall,
     .set_batch_invariant = di_cuda_set_batch_invariant,
+    .set_batch_invariant_live = di_cuda_set_batch_invariant_live,
     .plan_enable = di_cuda_plan_enable,
     .plan_disable = di_cuda_plan_disable,
     .step_begin = di_cuda_step_begin,

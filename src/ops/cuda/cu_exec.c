@@ -23,6 +23,22 @@ static int g_batch_invariant = -1; /* di_cuda_set_batch_invariant; -1: default_b
  * the mode of the execs created from now on. */
 void di_cuda_set_batch_invariant(int on) { g_batch_invariant = on < 0 ? -1 : on != 0; }
 
+/* Every exec alive (ctx_new links, ctx_free unlinks): di_cuda_set_batch_invariant_live. */
+static cu_exec *g_live;
+static int default_batch_invariant(void);
+
+int di_cuda_set_batch_invariant_live(int on) {
+    di_cuda_set_batch_invariant(on);
+    const int mode = g_batch_invariant >= 0 ? g_batch_invariant : default_batch_invariant();
+    int n = 0;
+    for (cu_exec *c = g_live; c; c = c->live_next, n++) {
+        cudaStreamSynchronize(c->dc.stream);
+        c->dc.batch_invariant = mode;
+        cu_plan_drop_graphs(c); /* recorded with the old mode's kernels */
+    }
+    return n;
+}
+
 /* The mode of execs when no caller chose one: $DEEPINFER_BATCH_INVARIANT (util/env.h; the engine
  * resolves and checks it itself and passes its choice), else 1. */
 static int default_batch_invariant(void) {
@@ -124,6 +140,8 @@ static void *ctx_new(size_t scratch_bytes) {
         return NULL;
     }
     cudaMemset(c->dc.scratch, POISON_BYTE, sc); /* reads of unwritten scratch show */
+    c->live_next = g_live;
+    g_live = c;
     return c;
 }
 
@@ -132,6 +150,11 @@ static int fixed_shapes(const di_exec *x) { return cu_planning(cu_of(x)); }
 static void ctx_free(void *p) {
     cu_exec *c = p;
     if (!c) return;
+    for (cu_exec **l = &g_live; *l; l = &(*l)->live_next)
+        if (*l == c) {
+            *l = c->live_next;
+            break;
+        }
     cu_plan_free(c);
     cu_lines_free(c);
     cudaStreamSynchronize(c->dc.stream);

@@ -44,6 +44,7 @@ typedef struct cu_exec {
     const float *am_logits;
     int32_t *am_ids;
     int am_m, am_v, am_taken;
+    struct cu_exec *live_next; /* the live execs (cu_exec.c di_cuda_set_batch_invariant_live) */
 } cu_exec;
 
 /* The step plan (cu_plan.c, docs/cuda-backend.md §6). While a plan step
@@ -135,6 +136,10 @@ void cu_fill_model_ops(di_dev_ops *t);
 int di_cuda_backend_install(char *why, size_t why_len);
 void di_cuda_backend_uninstall(void);
 void di_cuda_set_batch_invariant(int on);
+int di_cuda_set_batch_invariant_live(int on); /* backend.h di_backend_set_batch_invariant_live */
+/* Drop the step plan's recorded graphs, keeping the plan enabled (cu_plan.c; the next step of each
+ * shape records again). */
+void cu_plan_drop_graphs(cu_exec *c);
 __typeof__(di_backend_dq_new) di_cuda_dq_new;
 __typeof__(di_backend_dq_free) di_cuda_dq_free;
 __typeof__(di_backend_dq_begin) di_cuda_dq_begin;

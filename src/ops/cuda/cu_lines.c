@@ -81,9 +81,9 @@ void cu_lines_join_all(cu_exec *c) {
     use_line(c, 0); /* saves the line it leaves: line_armed[b] = its last operation was a kernel */
     /* With PDL the next kernel's edges from the joined lines' last operations may become programmatic too; only a
      * kernel's completion is what griddepcontrol.wait waits for, so a line that ended with a copy or a memset (or
-     * with nothing since its fork) keeps the event edge a full one: no PDL then. Mode 1 (the exact kernels) keeps
-     * the full edges as before (its steps were not measured with PDL after a join). */
-    int keep = !c->dc.batch_invariant;
+     * with nothing since its fork) keeps the event edge a full one: no PDL then. The same in both modes: an edge's
+     * kind changes when a kernel starts, never what it computes (docs/determinism.md §7). */
+    int keep = 1;
     for (int b = 1; b <= DI_EXEC_BRANCHES; b++)
         if ((joined >> (b - 1)) & 1u) keep = keep && c->line_armed[b];
     if (!keep) {

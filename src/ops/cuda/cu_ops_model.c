@@ -134,7 +134,8 @@ static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, 
              "dic_attn_dec");
 }
 
-/* The kv post-processing: one kernel in fast mode, else the op sequence. */
+/* The kv post-processing: one kernel in both modes where it applies (the op sequence's bits,
+ * docs/determinism.md §7), else the op sequence. */
 static void attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float *w, int D, float eps, int rd,
                          const float *cs, const float *sn, int qn, int qblk, int n, const int *src_row,
                          uint16_t *const *dst) {

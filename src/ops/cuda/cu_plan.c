@@ -28,6 +28,12 @@ static void destroy_graphs(cu_plan *p) {
     p->ngraphs = 0;
 }
 
+void cu_plan_drop_graphs(cu_exec *c) {
+    if (!c->plan) return;
+    cudaStreamSynchronize(c->dc.stream);
+    destroy_graphs(c->plan);
+}
+
 void cu_plan_free(cu_exec *c) {
     cu_plan *p = c->plan;
     if (!p) return;

@@ -492,6 +492,9 @@ static __global__ void __launch_bounds__(ID_T) k_isel_dec(const di_index_select_
     if (tid == 0) a.ntopk[m] = cnt;
 }
 
+static int g_one_off; /* dic_index_select_one_launch(0): tests / bench */
+extern "C" void dic_index_select_one_launch(int on) { g_one_off = !on; }
+
 extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a) {
     if (a->M <= 0) return cudaSuccess;
     const size_t lds = a->iscore_stride, ldb = a->cand_out ? a->bscore_stride : 0;
@@ -508,10 +511,10 @@ extern "C" cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_
         if (e != cudaSuccess) return e;
     }
     /* the candidate source too where every row keeps all its blocks (ceil(lds / bs) <= KB: contexts up to
-     * KB * bs rows, e.g. 16384 tokens at ratio 1; docs/kernels/index-select.md §1). Fast mode only
-     * (batch_invariant 0): batch-invariant mode keeps the two kernels. */
+     * KB * bs rows, e.g. 16384 tokens at ratio 1; docs/kernels/index-select.md §1). Both modes: both
+     * paths give the CPU's bits (docs/determinism.md §7). */
     const int cand_ok = !a->cand_out || ((lds + (size_t)a->bs - 1) / (size_t)a->bs <= (size_t)a->KB);
-    if (c->batch_invariant == 0 && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
+    if (!g_one_off && a->M <= ID_MAXM && a->nh <= ISS_MAXH && cand_ok &&
         lds <= ID_SELMAX) { /* decode: one launch */
         const size_t sm1 = id_smem(a->nh, lds, a->K);
         if (sm1 > 48 * 1024 - sizeof(float) * ID_KEYS * (ISS_MAXH + 1) - 2048) {

@@ -74,7 +74,8 @@ cudaError_t dic_attn_floor(const dic_ctx *c, int M, const int64_t *pos, const in
                            int win, const uint16_t **list, size_t stride);
 
 /* Query / kv post-processing [dic_norm_rope.cu] (ops.h di_q_post,
- * di_attn_kv_post), one kernel each in fast mode; *_ok says whether the
+ * di_attn_kv_post), one kernel each: q_post in fast mode only (other bits),
+ * kv_post in both modes (the op sequence's bits); *_ok says whether the
  * kernel applies (else the caller runs the op sequence). dst / src_row:
  * device tables of n entries (n = 0: no scatter). */
 int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd);
@@ -113,11 +114,13 @@ cudaError_t dic_cmp_gated_rows(const dic_ctx *c, int M, const int *row_seg, cons
  * set, must be >= ceil(iscore_stride / bs). K, KB <= 4096. Unlike the CPU,
  * entries of topk / cand_out past the row's count are written as -1. */
 size_t dic_index_select_scratch(int M, size_t iscore_stride, size_t bscore_stride);
-/* Fast mode at decode (M <= 16, nh <= 64, iscore_stride <= 20480, and with a candidate output only
- * where ceil(iscore_stride / bs) <= KB): one launch (scores, then the last CTA of a row selects);
- * otherwise, and in batch-invariant mode, two kernels (scores; one CTA per row selects). The same bits
- * either way (docs/kernels/index-select.md). */
+/* At decode (M <= 16, nh <= 64, iscore_stride <= 20480, and with a candidate output only where
+ * ceil(iscore_stride / bs) <= KB), in both modes: one launch (scores, then the last CTA of a row
+ * selects); otherwise two kernels (scores; one CTA per row selects). The same bits either way, the
+ * CPU's (docs/kernels/index-select.md, docs/determinism.md §7). */
 cudaError_t dic_index_select(const dic_ctx *c, const di_index_select_args *a);
+/* Tests / bench: 0 = the two kernels at every shape (the one-launch path off), 1 = as above (default). */
+void dic_index_select_one_launch(int on);
 
 /* ---------------------------------------------------------------------------
  * MoE [dic_moe_route.cu, dic_route_gate.cu, dic_gemm_grouped_seg.cu]. All arrays on the device

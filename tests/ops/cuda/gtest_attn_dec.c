@@ -268,9 +268,11 @@ TEST(gpu_q_post) {
 
 /* ------------------------------------------------------------------------- */
 
+static int g_kv_mode; /* the context's batch_invariant: the fused kernel serves both modes */
 static void kvpost_case(int M, int D, int rd, int qn, int qblk, int nscat, uint64_t seed) {
     dic_ctx c;
     CHECK(gt_ctx(&c, 0));
+    c.batch_invariant = g_kv_mode;
     di_exec x = cpu_exec();
     uint64_t s = seed;
     size_t ld = (size_t)D + 8, n = (size_t)M * ld;
@@ -308,21 +310,25 @@ static void kvpost_case(int M, int D, int rd, int qn, int qblk, int nscat, uint6
     for (int m = 0; m < M; m++)
         for (int i = 0; i < D; i++) bad += got[(size_t)m * ld + i] != v[(size_t)m * ld + i];
     badr = gt_count_diff_u16(gring, ring, (size_t)win * D);
-    printf("  kv_post M=%d D=%d rd=%d qn=%d qblk=%d scatter=%d: %zu kv, %zu ring values differ\n", M, D, rd, qn, qblk,
-           nscat, bad, badr);
+    printf("  kv_post mode %d M=%d D=%d rd=%d qn=%d qblk=%d scatter=%d: %zu kv, %zu ring values differ\n", g_kv_mode, M,
+           D, rd, qn, qblk, nscat, bad, badr);
     CHECK_MSG(bad == 0 && badr == 0, "kv_post M=%d D=%d qn=%d qblk=%d: %zu kv / %zu ring values differ", M, D, qn, qblk,
               bad, badr);
     cudaFree(dv); cudaFree(dw); cudaFree(dcs); cudaFree(dsn); cudaFree(dsrc); cudaFree((void *)ddt); cudaFree(dring);
     free(v); free(got); free(w); free(cs); free(sn); free(ring); free(gring);
 }
 
+/* Both modes (docs/determinism.md §7: the kernel is the default mode's path too), M up to the kernel's 64. */
 TEST(gpu_attn_kv_post_bitwise) {
-    int Ms[3] = {1, 2, 8};
-    for (int i = 0; i < 3; i++) {
-        kvpost_case(Ms[i], 512, 64, 448, 64, Ms[i] > 1 ? 1 : 1, 301 + i);        /* V4 */
-        kvpost_case(Ms[i], 512, 64, 512, 128, (Ms[i] + 1) / 2, 311 + i);        /* V4.1 */
-        kvpost_case(Ms[i], 512, 64, 448, 64, 0, 321 + i);                        /* no ring write */
+    int Ms[4] = {1, 2, 8, 64};
+    for (g_kv_mode = 0; g_kv_mode <= 1; g_kv_mode++) {
+        for (int i = 0; i < 4; i++) {
+            kvpost_case(Ms[i], 512, 64, 448, 64, 1, 301 + i);                  /* V4 */
+            kvpost_case(Ms[i], 512, 64, 512, 128, (Ms[i] + 1) / 2 < 8 ? (Ms[i] + 1) / 2 : 8, 311 + i); /* V4.1 */
+            kvpost_case(Ms[i], 512, 64, 448, 64, 0, 321 + i);                  /* no ring write */
+        }
+        kvpost_case(5, 256, 64, 192, 64, 2, 331); /* golden-sized */
+        kvpost_case(3, 1024, 64, 1024, 256, 1, 332);
     }
-    kvpost_case(5, 256, 64, 192, 64, 2, 331);  /* golden-sized */
-    kvpost_case(3, 1024, 64, 1024, 256, 1, 332);
+    g_kv_mode = 0;
 }

@@ -14,8 +14,8 @@
 /* mode: 0 every key (V4), 1 candidate source (cand_out), 2 restricted to
  * candidate blocks (cand_in), 3 both. g_is_koff: the pages start g_is_koff
  * bf16 values into their pool (1: keys 2 bytes off 16-byte alignment, the
- * kernels' unaligned-key path). g_is_bi: the context's batch-invariant mode (1: the two kernels at
- * every M). */
+ * kernels' unaligned-key path). g_is_bi: the context's batch-invariant mode (both modes take the same
+ * paths: both give the CPU's bits, docs/determinism.md §7); dic_index_select_one_launch picks the path. */
 static int g_is_koff, g_is_bi;
 static size_t index_select_case(int M, int nh, int maxvis, int K, int bs, int KB, int mode, int sort_sel, int pr,
                                 int coarse, uint64_t *s) {
@@ -154,13 +154,14 @@ TEST(gpu_index_select) {
     CHECK_MSG(bad == 0, "index_select: %zu values differ from the CPU", bad);
 }
 
-/* Decode shapes in both modes (batch-invariant: the two kernels; fast: one launch with the last CTA
- * selecting, where the shape allows): 4K context (1024 keys at ratio 4) and 32K (8192 keys), M = 1, 2,
+/* Decode shapes in both modes and on both paths (v: 0 = the two kernels forced, 1 = the one launch with
+ * the last CTA selecting where the shape allows, else the two kernels; the same in both modes): 4K context (1024 keys at ratio 4) and 32K (8192 keys), M = 1, 2,
  * 8, ties, sorted and restricted selections, fewer keys than K, a row without keys (row 1 of M >= 2). */
 TEST(gpu_index_select_dec) {
     size_t bad = 0;
-    for (int v = 0; v <= 1; v++) {
-        g_is_bi = !v;
+    for (int v = 0; v <= 3; v++) {
+        g_is_bi = v & 1;
+        dic_index_select_one_launch(v >> 1);
         uint64_t s = 4242;
         bad += index_select_case(1, 64, 1024, 512, 64, 16, 0, 0, 64, 0, &s);  /* V4-Flash, ctx 4096 */
         bad += index_select_case(1, 64, 8192, 512, 64, 16, 0, 0, 64, 0, &s);  /* ctx 32768 */
@@ -175,15 +176,17 @@ TEST(gpu_index_select_dec) {
         bad += index_select_case(1, 64, 1024, 512, 64, 16, 0, 0, 64, 0, &s);
         bad += index_select_case(3, 64, 2000, 512, 64, 16, 2, 1, 64, 1, &s);  /* restricted (cand_in), sorted, ties */
         g_is_koff = 0;
-        /* V4.1's candidate source at ctx 4096 (ratio 1: 4097 keys, blocks of 8, 2048 blocks kept): in fast
-         * mode one launch (every block kept), in batch-invariant mode the two kernels; a row without keys */
+        /* V4.1's candidate source at ctx 4096 (ratio 1: 4097 keys, blocks of 8, 2048 blocks kept): one launch
+         * (every block kept); a row without keys */
         bad += index_select_case(1, 32, 4097, 512, 8, 2048, 1, 1, 64, 0, &s);
         bad += index_select_case(2, 32, 4097, 512, 8, 2048, 1, 1, 64, 1, &s); /* row 1 without keys, ties */
         bad += index_select_case(8, 32, 2000, 512, 8, 2048, 1, 1, 96, 0, &s);
         bad += index_select_case(3, 32, 9000, 512, 8, 64, 1, 1, 64, 0, &s); /* > KB blocks: the two kernels */
-        printf("  index_select_dec %s mode: %zu differ so far\n", v ? "fast" : "batch-invariant", bad);
+        printf("  index_select_dec %s mode, %s: %zu differ so far\n", g_is_bi ? "batch-invariant" : "fast",
+               v >> 1 ? "one launch where it applies" : "two kernels", bad);
     }
     g_is_bi = 0;
+    dic_index_select_one_launch(1);
     CHECK_MSG(bad == 0, "index_select (decode, both modes): %zu values differ from the CPU", bad);
 }
 
