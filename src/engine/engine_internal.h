@@ -42,6 +42,7 @@ struct deepinfer_engine {
     di_scheduler sched;
     di_runner runner;
     di_devq *dq;
+    struct di_ranks *ranks;           /* --ep / --dp > 1: ranks 1.. and the group (ranks.h); NULL: one rank */
     uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
     int async;                        /* schedule step N+1 before waiting for step N */
     int spec_n;                       /* speculative decoding: the longest draft (0 = off) */
