@@ -11,6 +11,7 @@
 
 #include "args/cli_args.h"
 #include "args/cli_model_dir.h"
+#include "args/cli_parallel.h"
 #include "cli.h"
 #include "deepinfer.h"
 #include "gen_io.h"
@@ -63,6 +64,7 @@ static const char USAGE[] =
     "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"
     "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"
     "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
+    DI_CLI_PARALLEL_USAGE
     "Accelerator cuda: build/deepinfer-cuda (`make cuda`) on a GPU; auto picks it there, else the CPU.\n"
     "Environment: $DEEPINFER_ACCELERATOR, $DEEPINFER_BATCH_INVARIANT, $DEEPINFER_HF_MODEL_DIR,\n"
     "$DEEPINFER_THREADS, $DEEPINFER_ENABLE_MTP_VARLEN, $DEEPINFER_USE_NEXTN_DECODE.\n"
@@ -143,6 +145,8 @@ static int flag(cli_state *c, int argc, char **argv, int *i) {
 #define INT(dst, lo, hi) return di_cli_parse_int(name, v, lo, hi, &(dst)) ? -1 : 1
 #define I64(dst, lo, hi) return di_cli_parse_i64(name, v, lo, hi, &(dst)) ? -1 : 1
 #define FLT(dst, lo, hi) return di_cli_parse_float(name, v, lo, hi, &(dst)) ? -1 : 1
+    int par = di_cli_parallel_flag(argc, argv, i, &c->cfg);
+    if (par) return par;
     if (F("--model")) { NEED; c->cfg.model = v; }
     else if (F("--tokenizer")) { NEED; c->cfg.tokenizer = v; }
     else if (F("--accelerator")) { NEED; c->cfg.accelerator = v; }
