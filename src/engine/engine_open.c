@@ -10,6 +10,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine/ranks.h"
+#include "parallel/comm.h"
 #include "engine/spec_profile.h"
 #include "model/dsv41_compact.h"
 #include "ops/cpu/threadpool.h"
@@ -484,6 +485,9 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if (e->ranks) { /* every rank's plan checked before any load */
         mo.ep_rank = 0, mo.ep_size = e->cfg.ep, mo.comm = di_ranks_comm(e->ranks, 0);
         if ((st = di_ranks_plan_all(e->ranks, e->model_dir, &mo, err))) return st;
+    } else if (opt->nccl_one_rank) { /* the EP path on one rank, through NCCL */
+        if ((st = di_backend_comm_one(&e->comm1, err))) return st;
+        mo.ep_rank = 0, mo.ep_size = 1, mo.comm = e->comm1;
     }
     st = di_model_load(e->model_dir, &mo, &e->model, err);
     if (!st && e->ranks) st = di_ranks_load(e->ranks, e->model_dir, &mo, err);
@@ -500,7 +504,9 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
     int dev_sampling = !opt->host_sampler && !e->ranks; /* ranks: every step's logits on the host */
-    if ((st = di_devq_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs && !e->ranks, min_rows, dev_sampling,
+    /* an EP step reads its selections back mid-forward: never recorded (moe_ep.h) */
+    if (e->ranks || e->comm1) e->cfg.cuda_graphs = 0;
+    if ((st = di_devq_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
                               &e->dq, err)))
         return st;
     e->async = e->cfg.async_scheduling < 0 ? e->dq->asynchronous : e->cfg.async_scheduling;
@@ -610,6 +616,7 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     free(e->text_mask);
     di_model_free(e->model);
     di_ranks_free(e->ranks); /* ranks 1.. and then the communicators, after rank 0's model */
+    di_comm_free(e->comm1);
     di_st_close(e->weights); /* after the models, which read it */
     di_engine_backend_release(e->backend); /* after every device buffer of this engine was freed */
     free(e);

@@ -215,6 +215,17 @@ TEST(engine_parallel_layout_errors_are_named) {
     expect_open_error(&(layout){1, 1, 2, 0}, "eplb", "it needs --ep 2 or more");
     expect_open_error(&(layout){2, 1, 0, 0}, "speculation", "speculative decoding runs on one rank");
     expect_open_error(&(layout){2, 1, 0, 0}, "budget", "rank 0 of --ep 2 --dp 1");
+    /* the one-rank NCCL path (tests/ops/cuda/gtest_engine_nccl.c) is the CUDA backend's */
+    {
+        model_case m = golden_v4();
+        deepinfer_engine_config c;
+        config_for(&m, &(layout){1, 1, 0, 0}, &c);
+        di_engine_options opt = {.nccl_one_rank = 1};
+        deepinfer_engine *e = NULL;
+        di_error oe = {0};
+        CHECK(di_engine_open_opts(&c, &opt, &e, &oe) == DEEPINFER_ERR_UNSUPPORTED && !e);
+        CHECK_MSG(strstr(oe.msg, "an NCCL communicator needs the CUDA backend"), "got: %s", oe.msg);
+    }
     /* one GPU per rank: the rule the engine applies on CUDA before any upload */
     di_model_config cfg;
     di_error err = {0};
