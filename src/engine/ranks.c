@@ -343,6 +343,9 @@ deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b
     if (b->late_from || b->hidden || b->target_hidden || b->tokens_on_device || b->logits_on_device)
         return di_error_set(err, DEEPINFER_ERR_INTERNAL, "parallel ranks: a step with device tokens, device logits, "
                                                          "compact prefill or drafter inputs");
+    for (int i = 0; R->dp > 1 && i < b->n; i++) /* every row's sequence has its DP rank (from its reset / fork) */
+        if (R->owner[slot_of(R, b->seq[i])] < 0)
+            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "attention DP: row %d's sequence has no rank", i);
     R->step_b = b;
     R->npass = 1;
     for (int r = 0; r < R->world; r++) {
