@@ -16,7 +16,7 @@
 #define DI_CLI_PARALLEL_USAGE                                                                                    \
     "  --ep M  expert parallelism over M ranks (the routed experts sharded; M divides them)\n"                 \
     "  --dp N  attention data parallelism: N ranks with their own requests (N = 1 or = --ep); ranks are\n"     \
-    "          threads of this process on the CPU, one GPU each on CUDA; outputs are bitwise one rank's\n"    \
+    "          threads of this process on the CPU (CUDA runs one rank); outputs are bitwise one rank's\n"     \
     "  --eplb-replicas R  EPLB: R replica slots per rank for hot experts (--ep >= 2)  --eplb-interval S (32)\n"
 
 /* argv[*i] one of the flags: its value (argv[*i + 1]) into cfg, *i on the
