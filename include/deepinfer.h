@@ -190,6 +190,22 @@ typedef struct deepinfer_engine_config {
     int nextn_decode;              /* -1 = default: the checkpoint's DSpark block size (V4: 1) when mtp_varlen is 1,
                                       else 0; 0 = no speculation; N = at most N drafts per request and step (at most
                                       the block size: an error otherwise) */
+    /* Parallelism (docs/DESIGN.md "Parallel"; DeepSeek's serving layout: DP attention, EP across all
+     * ranks). The engine runs world = max(dp, ep) ranks in one process, threads over the in-process
+     * loopback communicator, on the CPU backend; on CUDA a rank is one GPU, and this build runs one
+     * rank there (more ranks than visible GPUs, and any world > 1, are refused). Refused at open,
+     * before any weight is uploaded, with a message naming the fix: ep not dividing the routed
+     * experts, dp > 1 with ep != dp, the GPU rules above, a model that does not fit its ranks.
+     * Outputs are bitwise those of one rank. Speculative decoding and compact prefill run on one
+     * rank only (refused with ep or dp > 1). */
+    int ep;                        /* expert-parallel ranks: routed experts sharded over them, tokens dispatched to
+                                      their experts' ranks and combined back in the single-rank order; 0 = 1 */
+    int dp;                        /* attention data-parallel ranks: each a full attention/dense replica with its own
+                                      requests and state pool (new requests go to the least occupied rank); 0 = 1;
+                                      dp > 1 needs ep == dp */
+    int eplb_replicas;             /* EPLB: replica slots per rank for hot experts (0 = off; needs ep > 1): per-expert
+                                      load counters, a rebalance plan applied between steps; outputs unchanged */
+    int eplb_interval;             /* EPLB: engine steps between rebalances; 0 = 32 */
 } deepinfer_engine_config;
 
 DEEPINFER_API void deepinfer_engine_config_init(deepinfer_engine_config *cfg);

@@ -32,7 +32,7 @@ typedef struct bench_dummy_args {
     /* --plan per rank (bench_plan.c): --ep N ranks (0: not asked), --engram-host, --device-gb G
      * (0: a visible GPU's memory, else 141 GB, an H200); layers_set: --layers was given (else the
      * config's full depth) */
-    int ep, engram_host, layers_set;
+    int ep, dp, engram_host, layers_set; /* dp: --dp (0: not asked; the plan per rank is the same) */
     double device_gb;
 } bench_dummy_args;
 

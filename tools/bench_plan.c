@@ -75,6 +75,9 @@ int bench_plan_run(const bench_dummy_args *a) {
     int ep = a->ep > 0 ? a->ep : 1;
     /* the layout's named errors first: nothing is computed for a layout that cannot run */
     if (!s) s = di_plan_layout_check(&cfg, ep, gpus, &err);
+    if (!s && a->dp > 1 && a->dp != ep) /* the engine's rule (src/engine/ranks.h) */
+        s = di_error_set(&err, DEEPINFER_ERR_INVALID_ARGUMENT, "--dp %d --ep %d: --ep must equal --dp (or use --dp 1)",
+                         a->dp, ep);
     if (!s) s = di_spec_build(&cfg, &spec, &err);
     if (!s) s = di_dummy_weights(&cfg, a->seed, &st, &err);
     if (!s) s = di_spec_check(spec, st, NULL, &err);
@@ -93,10 +96,12 @@ int bench_plan_run(const bench_dummy_args *a) {
         s = di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    printf("# memory plan per rank: %s (%s, %d layers, %lld routed experts%s), --ep %d%s, devices of %.0f GB (%s)\n",
+    char dps[96] = "";
+    if (a->dp > 1) snprintf(dps, sizeof dps, " --dp %d (the same plan: every rank holds the attention weights)", a->dp);
+    printf("# memory plan per rank: %s (%s, %d layers, %lld routed experts%s), --ep %d%s%s, devices of %.0f GB (%s)\n",
            a->config, di_arch_name(cfg.arch), (int)cfg.n_layers, (long long)cfg.n_routed_experts,
-           cfg.n_engram_layer_ids ? ", Engram" : "", ep, a->engram_host ? " --engram-host" : "", (double)dev / 1e9,
-           dev_from);
+           cfg.n_engram_layer_ids ? ", Engram" : "", ep, dps, a->engram_host ? " --engram-host" : "",
+           (double)dev / 1e9, dev_from);
     printf("# states: %d decode sequences + 1 prefill at %lld tokens, %.3f GB each, %.2f GB on every rank "
            "(reserved); %d rows per pass\n", maxb, (long long)ctx, state_seq / 1e9, states / 1e9, rows);
     s = di_load_plan_layout_fit(&cfg, spec, &o, &lay, dev, gpus, PLAN_MAX_RANKS, plans, &err);

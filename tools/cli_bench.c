@@ -10,6 +10,7 @@
 
 #include "bench_dummy.h"
 #include "args/cli_args.h"
+#include "args/cli_parallel.h"
 #include "cli.h"
 #include "cli_bench_load.h"
 #include "cli_model.h"
@@ -230,6 +231,9 @@ static int cmd_bench(int argc, char **argv) {
     int set_prompt = 0, set_decode = 0;
     const char *load = NULL;
     bench_dummy_args da = {.backend = "cpu", .layers = 4, .rows = 1024, .seed = 1, .np = 2, .prefill = {1024, 4096}};
+    deepinfer_engine_config par; /* --ep / --dp: 0 = not asked */
+    memset(&par, 0, sizeof par);
+    int pf = 0;
     for (int i = 1; i < argc; i++) {
         if (di_cli_flag_value(argc, argv, &i, "--dummy", &da.config)) {
             if (!da.config) return 2;
@@ -250,8 +254,8 @@ static int cmd_bench(int argc, char **argv) {
             if (!v || di_cli_parse_int_list("--prefill", v, 1, 1 << 20, da.prefill, MAX_SWEEP, &da.np)) return 2;
         } else if (!strcmp(argv[i], "--plan")) {
             da.plan_only = 1;
-        } else if (di_cli_flag_value(argc, argv, &i, "--ep", &v)) {
-            if (!v || di_cli_parse_int("--ep", v, 1, 4096, &da.ep)) return 2;
+        } else if ((pf = di_cli_parallel_flag(argc, argv, &i, &par))) { /* --ep / --dp (cli_parallel.h) */
+            if (pf < 0) return 2;
         } else if (!strcmp(argv[i], "--engram-host")) {
             da.engram_host = 1;
         } else if (di_cli_flag_value(argc, argv, &i, "--device-gb", &v)) {
@@ -288,6 +292,9 @@ static int cmd_bench(int argc, char **argv) {
         }
     }
     if (da.modes && (!da.config || da.plan_only)) return fprintf(stderr, "error: --modes is for --dummy (not --plan)\n"), 2;
+    da.ep = par.ep, da.dp = par.dp;
+    if (par.eplb_replicas || par.eplb_interval)
+        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval are engine settings (bench-engine, generate)\n"), 2;
     if (load) {
         if (da.config || model) return fprintf(stderr, "error: give one of --load, --dummy, --model\n"), 2;
         if (set_prompt && (da.nprompt != 1 || prompt > 64))
@@ -308,13 +315,17 @@ static int cmd_bench(int argc, char **argv) {
         da.decode = set_decode ? decode : 8;
         da.nb = nb;
         memcpy(da.batches, batches, sizeof da.batches);
-        if (da.ep || da.engram_host || da.device_gb > 0) {
-            if (!da.plan_only) return fprintf(stderr, "error: --ep, --engram-host and --device-gb are for --plan\n"), 2;
+        if (da.ep || da.dp || da.engram_host || da.device_gb > 0) {
+            if (!da.plan_only)
+                return fprintf(stderr, "error: --ep, --dp, --engram-host and --device-gb are for --plan (a run of "
+                                       "several ranks: bench-engine --ep M --dp N)\n"), 2;
             return bench_plan_run(&da);
         }
         return bench_dummy_run(&da);
     }
     if (da.nprompt > 1) return fprintf(stderr, "error: --model takes one --prompt length (lists are for --dummy)\n"), 2;
+    if (da.ep > 1 || da.dp > 1)
+        return fprintf(stderr, "error: bench --model runs one rank; run several with bench-engine --ep M --dp N\n"), 2;
     for (int i = 0; i < nb; i++)
         if (batches[i] > maxb) maxb = batches[i];
     di_error err = {0};

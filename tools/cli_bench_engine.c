@@ -23,6 +23,7 @@
 #include "spec_report.h"
 #include "args/cli_args.h"
 #include "args/cli_model_dir.h"
+#include "args/cli_parallel.h"
 #include "cli.h"
 #include "deepinfer.h"
 #include "engine/engine_internal.h"
@@ -36,7 +37,7 @@ static const char USAGE[] =
     "       [--yoco-compact] [--yoco-keep-tokens N]   V4.1 compact prefill (architecture.md 6.5)\n"
     "                              [--max-num-batched-tokens N] [--engram-hash FILE] [--accelerator auto|cpu|cuda]\n"
     "                              [--graphs 0|1] [--lanes L] [--mtp-varlen 0|1] [--nextn-decode N]\n"
-    "                              [--verify-cost]\n"
+    "                              [--verify-cost] [--ep M] [--dp N] [--eplb-replicas R] [--eplb-interval S]\n"
     "       deepinfer bench-engine --dummy CONFIG.json [--layers N] [--seed S] [the options above but --model,\n"
     "                              --engram-hash]\n"
     "\n" DI_CLI_MODEL_RULE "\n"
@@ -73,7 +74,8 @@ static const char USAGE[] =
     "--verify-cost: instead, the cost of verify steps: for each batch size B, B sequences prefilled with\n"
     "--prompt tokens, then one forward of B x (1 + k) rows (each sequence's decode row and k drafts, every\n"
     "row's logits) for k = 0 .. --nextn-decode (default 5), best of --reps, with its ratio to k = 0 —\n"
-    "the speed-up at these dimensions is then tau / ratio(k) (random weights accept nothing themselves).\n";
+    "the speed-up at these dimensions is then tau / ratio(k) (random weights accept nothing themselves).\n"
+    "Parallel layout (the engine's; ranks are threads of this process on the CPU):\n" DI_CLI_PARALLEL_USAGE;
 
 static double now_s(void) {
     struct timespec t;
@@ -237,7 +239,12 @@ static int cmd_bench_engine(int argc, char **argv) {
     int varlen = -1, nextn = -1, verify_cost = 0;
     int64_t yoco_keep = 0;
     uint64_t seed = 1;
+    deepinfer_engine_config par; /* --ep / --dp / EPLB (cli_parallel.h) */
+    deepinfer_engine_config_init(&par);
     for (int i = 1; i < argc; i++) {
+        int pf = di_cli_parallel_flag(argc, argv, &i, &par);
+        if (pf < 0) return 2;
+        if (pf) continue;
         if (di_cli_flag_value(argc, argv, &i, "--model", &model)) {
             if (!model) return 2;
         } else if (di_cli_flag_value(argc, argv, &i, "--dummy", &dummy)) {
@@ -298,6 +305,7 @@ static int cmd_bench_engine(int argc, char **argv) {
     cfg.accelerator = accel;
     cfg.max_num_seqs = maxb;
     cfg.max_model_len = prompt + decode + 16;
+    cfg.ep = par.ep, cfg.dp = par.dp, cfg.eplb_replicas = par.eplb_replicas, cfg.eplb_interval = par.eplb_interval;
     /* every prompt in one step, so that all B requests decode together from the next step on */
     int64_t all = (int64_t)maxb * prompt, cap = dummy ? (1 << 20) : 8192;
     cfg.max_num_batched_tokens = (int)(all < cap ? all : cap);

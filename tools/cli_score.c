@@ -8,7 +8,9 @@
 
 #include "args/cli_args.h"
 #include "cli.h"
+#include "args/cli_parallel.h"
 #include "cli_model.h"
+#include "score_ranks.h"
 #include "args/cli_model_dir.h"
 #include "io/model_dir.h"
 #include "ops/backend.h"
@@ -20,7 +22,7 @@ static const char USAGE[] =
     "                       [--steps N | --force-ids 7,8,9] --logits-out F.bin [--ids-out F.txt]\n"
     "                       [--chunk K] [--batch-with M] [--backend cpu|cuda]\n"
     "                       [--released-index-k] [--engram-hash FILE]\n"
-    "                       [--yoco-compact] [--yoco-keep-tokens N]\n"
+    "                       [--yoco-compact] [--yoco-keep-tokens N] [--ep M] [--dp N]\n"
     "       deepinfer score --model DIR --compact-quality [--prompts 8] [--prompt-len 512] [--steps 32]\n"
     "                       [--yoco-keep-tokens N]\n"
     "\n"
@@ -50,7 +52,8 @@ static const char USAGE[] =
     "                     compact teacher-forced on them; mean/max |d logit| of the first generated\n"
     "                     position, its argmax agreement and that over all steps\n"
     "\n"
-    "Logits are bit-identical whatever --chunk and --batch-with are (and, without\n"
+    DI_CLI_PARALLEL_USAGE
+    "Logits are bit-identical whatever --chunk, --batch-with, --ep and --dp are (and, without\n"
     "--released-index-k, whether a position is prefilled or decoded).\n";
 
 /* Parse "1,2,3" (token ids) into a new array; returns the count, or -1 after naming the flag. */
@@ -128,8 +131,11 @@ static int cmd_score(int argc, char **argv) {
     } sflags[] = {{"--model", &model},       {"--prompt-ids", &prompt_s}, {"--force-ids", &force_s},
                   {"--logits-out", &logits_out}, {"--ids-out", &ids_out},   {"--backend", &backend},
                   {"--engram-hash", &engram_hash}};
+    deepinfer_engine_config par; /* --ep / --dp (cli_parallel.h; EPLB is the engine's) */
+    memset(&par, 0, sizeof par);
     for (int i = 1; i < argc; i++) {
-        int matched = 0;
+        int matched = di_cli_parallel_flag(argc, argv, &i, &par);
+        if (matched < 0) return 2;
         for (size_t f = 0; f < sizeof sflags / sizeof sflags[0] && !matched; f++)
             if (di_cli_flag_value(argc, argv, &i, sflags[f].flag, sflags[f].dst)) {
                 if (!*sflags[f].dst) return 2;
@@ -163,6 +169,8 @@ static int cmd_score(int argc, char **argv) {
         }
     }
     if (yoco_from_env(&yoco, &yoco_keep)) return 2;
+    if (par.eplb_replicas || par.eplb_interval)
+        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval are engine settings (generate, bench-engine)\n"), 2;
     if (quality) return compact_quality(model, backend, engram_hash, n_prompts, prompt_len, have_steps ? steps : 32,
                                         yoco_keep ? yoco_keep : 140);
     if (yoco && all_positions) {
@@ -199,23 +207,31 @@ static int cmd_score(int argc, char **argv) {
     int rc = 1;
     cli_model m;
     memset(&m, 0, sizeof m);
+    di_score_ranks *ranks = NULL; /* --ep / --dp > 1 (score_ranks.h) */
+    di_score_model sm;
+    memset(&sm, 0, sizeof sm);
     di_score_result res = {0};
     di_model_location loc;
     di_v4_options opt = {.released_index_k = released, .engram_hash = engram_hash};
-    if (di_cli_locate_model(model, &loc, &err) || cli_model_load(loc.dir, &opt, &m, &err)) {
+    if (di_cli_locate_model(model, &loc, &err) ||
+        (par.ep > 1 || par.dp > 1 ? di_score_ranks_open(loc.dir, &opt, par.ep > 0 ? par.ep : 1, par.dp > 0 ? par.dp : 1,
+                                                        &ranks, &sm, &err)
+                                  : cli_model_load(loc.dir, &opt, &m, &err))) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;
     }
+    if (!ranks) sm = m.sm;
+    if (ranks) m.arch = sm.cfg->arch;
     if (released && m.arch != DI_ARCH_V41)
         fprintf(stderr, "deepinfer score: note: --released-index-k only changes DeepSeek-V4.1 models\n");
     di_score_req req = {.prompt = prompt, .n_prompt = np, .all_positions = all_positions, .steps = steps,
                         .force_ids = force, .n_force = nf, .chunk = chunk, .batch_with = batch_with,
                         .yoco_keep = yoco ? (yoco_keep ? yoco_keep : 140) : 0};
-    if (di_score_run(&m.sm, &req, &res, &err)) {
+    if (di_score_run(&sm, &req, &res, &err)) {
         fprintf(stderr, "deepinfer score: %s\n", err.msg);
         goto out;
     }
-    int V = (int)m.sm.cfg->vocab_size;
+    int V = (int)sm.cfg->vocab_size;
     FILE *f = fopen(logits_out, "wb");
     if (!f || fwrite(res.logits, sizeof(float) * (size_t)V, (size_t)res.n_rows, f) != (size_t)res.n_rows || fclose(f)) {
         fprintf(stderr, "deepinfer score: cannot write %s: %s\n", logits_out, strerror(errno));
@@ -234,6 +250,7 @@ static int cmd_score(int argc, char **argv) {
 out:
     di_score_result_free(&res);
     cli_model_free(&m);
+    di_score_ranks_free(ranks);
     free(prompt);
     free(force);
     return rc;

@@ -81,6 +81,10 @@ class EngineConfigC(C.Structure):
         ("yoco_keep_tokens", C.c_int64),
         ("mtp_varlen", C.c_int),
         ("nextn_decode", C.c_int),
+        ("ep", C.c_int),
+        ("dp", C.c_int),
+        ("eplb_replicas", C.c_int),
+        ("eplb_interval", C.c_int),
     ]
 
 

@@ -34,6 +34,10 @@ ENGINE_KEYS = {
     "yoco_keep_tokens": "int",  # its tail length; 0 = the model's default (140)
     "mtp_varlen": "tri",        # speculative decoding with confidence-scheduled verification, 0/1
     "nextn_decode": "count",    # the longest draft; 0 = no speculation; None = the default
+    "ep": "int",                # expert-parallel ranks; 0 = 1
+    "dp": "int",                # attention data-parallel ranks; 0 = 1 (dp > 1 needs ep == dp)
+    "eplb_replicas": "int",     # EPLB replica slots per rank; 0 = off
+    "eplb_interval": "int",     # engine steps between EPLB rebalances; 0 = 32
 }
 
 

@@ -71,3 +71,19 @@ def test_engine_config_reaches_the_engine():
     with LLM(accelerator="cpu", seed=5) as llm:
         b = llm.generate("The old man said", SamplingParams(max_tokens=8))[0].outputs[0].text
     assert a == b
+
+
+def test_ep_dp_reach_the_engine_and_match_one_rank():
+    """ep / dp / eplb_* are engine_config keys (deepinfer_engine_config's fields): --ep 2 --dp 2 with
+    EPLB gives one rank's tokens and logprobs; a layout the engine refuses raises its message."""
+    prompts = ["The quick brown fox", "Once upon a time", "1 2 3 4"]
+    sp = SamplingParams(max_tokens=4, temperature=0.8, top_p=0.95, seq_seed=3, logprobs=1)
+    with LLM(accelerator="cpu", max_num_seqs=4) as one:
+        ref = one.generate(prompts, sp)
+    with LLM(accelerator="cpu", max_num_seqs=4, ep=2, dp=2, eplb_replicas=1, eplb_interval=1) as par:
+        got = par.generate(prompts, sp)
+    for a, b in zip(ref, got):
+        assert a.outputs[0].token_ids == b.outputs[0].token_ids
+        assert a.outputs[0].logprobs == b.outputs[0].logprobs
+    with pytest.raises(DeepInferError, match="--ep must equal --dp"):
+        LLM(accelerator="cpu", ep=4, dp=2)

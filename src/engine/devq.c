@@ -53,6 +53,8 @@ typedef struct queue {
     di_backend_sample_row *rows;
     int32_t *ids;
     di_devq_spec *spec;        /* speculative decoding (di_devq_enable_spec), else NULL */
+    di_devq_forward_fn fwd;    /* parallel ranks (di_devq_set_forward), else NULL */
+    void *fwd_ctx;
 } queue;
 
 typedef struct sample_job {
@@ -326,7 +328,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps);
         } else {
             b.logits_on_device = dev_sample;
-            s->status = di_model_forward(q->model, &b, &s->err);
+            s->status = q->fwd ? q->fwd(q->fwd_ctx, s, &b, &s->err) : di_model_forward(q->model, &b, &s->err);
         }
     }
     if (!s->status && dev_sample) { /* queued: wait (or the next submit) takes the ids */
@@ -442,6 +444,12 @@ deepinfer_status di_devq_enable_prompt_lp(di_devq *dq, int rows, di_error *err) 
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for %d prompt-logprob logits rows", rows);
     q->plp_rows = rows;
     return DEEPINFER_OK;
+}
+
+void di_devq_set_forward(di_devq *dq, di_devq_forward_fn fn, void *ctx) {
+    queue *q = (queue *)dq;
+    q->fwd = fn;
+    q->fwd_ctx = ctx;
 }
 
 static const di_devq_vtable QUEUE_VT = {queue_submit, queue_wait, queue_destroy};

@@ -177,6 +177,12 @@ deepinfer_status di_devq_enable_prompt_lp(di_devq *q, int rows, di_error *err);
 deepinfer_status di_devq_enable_spec(di_devq *q, int max_rows, int max_items, int max_samples, int spec_n,
                                      di_error *err);
 
+/* Parallel ranks (ranks.h): every step's forward through fn(ctx, step, batch, err) instead of
+ * di_model_forward (the step's state operations already ran on this queue's pool). NULL: back
+ * to di_model_forward. */
+typedef deepinfer_status (*di_devq_forward_fn)(void *ctx, const di_step *s, di_model_batch *b, di_error *err);
+void di_devq_set_forward(di_devq *q, di_devq_forward_fn fn, void *ctx);
+
 static inline deepinfer_status di_devq_submit(di_devq *q, di_step *s, di_error *e) { return q->vt->submit(q, s, e); }
 static inline deepinfer_status di_devq_wait(di_devq *q, di_step *s, di_error *e) { return q->vt->wait(q, s, e); }
 static inline void di_devq_destroy(di_devq *q) {

@@ -42,6 +42,8 @@ struct deepinfer_engine {
     di_scheduler sched;
     di_runner runner;
     di_devq *dq;
+    struct di_ranks *ranks;           /* --ep / --dp > 1: ranks 1.. and the group (ranks.h); NULL: one rank */
+    struct di_comm *comm1;            /* di_engine_options.nccl_one_rank: the one rank's NCCL communicator */
     uint32_t *text_mask;              /* every id but the image token (V4.1 runs text only); NULL if none */
     int async;                        /* schedule step N+1 before waiting for step N */
     int spec_n;                       /* speculative decoding: the longest draft (0 = off) */
@@ -83,6 +85,7 @@ void di_engine_backend_release(di_backend_kind k);
  *                 A/B of the device sampler, tests/ops/cuda/gtest_engine.c)
  *   lanes_max     CPU steps split into at most this many lanes (model.h
  *                 di_model_set_lanes; 1: op-parallel only); 0: the default
+ *   nccl_one_rank see the field (tests/ops/cuda/gtest_engine_nccl.c)
  *   spec_cost     confidence-scheduled speculation: this step-cost table
  *                 (spec_cost.h) instead of the one measured at open, so that
  *                 a test's draft lengths do not depend on the machine's timing */
@@ -91,6 +94,9 @@ typedef struct di_engine_options {
     int host_sampler;
     int lanes_max;
     const di_spec_cost *spec_cost;
+    int nccl_one_rank;           /* CUDA, one rank: the model's EP path over an NCCL communicator of one rank
+                                    (ops/backend.h di_backend_comm_one; every expert resident, the exchange
+                                    through NCCL), eager steps: the GPU test of the NCCL path against none */
 } di_engine_options;
 
 /* deepinfer_engine_open with di_engine_options (NULL: all defaults). */

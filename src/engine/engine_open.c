@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
+#include "engine/ranks.h"
+#include "parallel/comm.h"
 #include "engine/spec_profile.h"
 #include "model/dsv41_compact.h"
 #include "ops/cpu/threadpool.h"
@@ -163,6 +165,13 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     if (c.num_pages < 0) return di_error_set(err, E, "num_pages must be >= 0, got %lld", (long long)c.num_pages);
     if ((st_yoco = yoco_from_env(&c, err))) return st_yoco;
     if ((st_yoco = spec_from_env(&c, err))) return st_yoco;
+    if (c.ep < 0 || c.ep > 4096) return di_error_set(err, E, "ep must be in [1, 4096] (0 = 1), got %d", c.ep);
+    if (c.dp < 0 || c.dp > 4096) return di_error_set(err, E, "dp must be in [1, 4096] (0 = 1), got %d", c.dp);
+    if (!c.ep) c.ep = 1;
+    if (!c.dp) c.dp = 1;
+    if (c.eplb_replicas < 0) return di_error_set(err, E, "eplb_replicas must be >= 0 (0 = off), got %d", c.eplb_replicas);
+    if (c.eplb_interval < 0) return di_error_set(err, E, "eplb_interval must be >= 0 (0 = 32), got %d", c.eplb_interval);
+    if (!c.eplb_interval) c.eplb_interval = 32;
     if (c.async_scheduling < -1 || c.async_scheduling > 1)
         return di_error_set(err, E, "async_scheduling must be -1, 0 or 1, got %d", c.async_scheduling);
     e->cfg = c;
@@ -402,6 +411,13 @@ static void plan_text(deepinfer_engine *e) {
             used = strlen(e->plan_text);
         }
     }
+    if (used + 1 < sizeof e->plan_text && e->ranks) {
+        char par[512];
+        di_ranks_describe(e->ranks, par, sizeof par);
+        int k = snprintf(e->plan_text + used, sizeof e->plan_text - used, "parallel     %s\n", par);
+        if (k > 0) used += (size_t)k;
+        if (used >= sizeof e->plan_text) used = sizeof e->plan_text - 1;
+    }
     if (used + 1 < sizeof e->plan_text) { /* the load's plan, made before the weights were allocated */
         int k = snprintf(e->plan_text + used, sizeof e->plan_text - used, "load plan (before the load, states reserved: "
                          "%d slots + %s):\n", e->cfg.max_num_seqs,
@@ -422,6 +438,25 @@ void deepinfer_engine_get_config(const deepinfer_engine *e, deepinfer_engine_con
 int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e) { return (int32_t)e->mcfg->vocab_size; }
 
 /* ---- open / close ----------------------------------------------------------------- */
+
+/* --ep / --dp (ranks.h): the layout rules on the backend in place, and what runs on one rank
+ * only; then the group whose rank 0 the engine's model is. Before any weight is loaded. */
+static deepinfer_status open_ranks(deepinfer_engine *e, const di_model_config *m, di_backend_kind bk, di_error *err) {
+    const deepinfer_engine_config *c = &e->cfg;
+    int world = 1;
+    deepinfer_status st = di_ranks_check(m, c->ep, c->dp, c->eplb_replicas, bk, &world, err);
+    if (st) return st;
+    if (world == 1) return DEEPINFER_OK;
+    if (e->spec_n > 0)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "speculative decoding runs on one rank (the drafter's MoE stages are not expert-parallel): "
+                            "leave --ep / --dp at 1, or turn speculation off (nextn_decode 0)");
+    if (c->yoco_compact)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "compact prefill (yoco_compact) runs on one rank: leave --ep / --dp at 1, or use exact "
+                            "prefill");
+    return di_ranks_new(c->ep, c->dp, c->eplb_replicas, c->eplb_interval, &e->ranks, err);
+}
 
 static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_config *cfg,
                                     const di_engine_options *opt, di_error *err) {
@@ -452,7 +487,16 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_engine_backend_acquire(e->cfg.accelerator, e->cfg.batch_invariant, &bk, err))) return st;
     e->backend = bk;
     e->cfg.accelerator = di_backend_name(bk);
+    if ((st = open_ranks(e, &peek, bk, err))) return st;
+    if (e->ranks) { /* every rank's plan checked before any load */
+        mo.ep_rank = 0, mo.ep_size = e->cfg.ep, mo.comm = di_ranks_comm(e->ranks, 0);
+        if ((st = di_ranks_plan_all(e->ranks, e->model_dir, &mo, err))) return st;
+    } else if (opt->nccl_one_rank) { /* the EP path on one rank, through NCCL */
+        if ((st = di_backend_comm_one(&e->comm1, err))) return st;
+        mo.ep_rank = 0, mo.ep_size = 1, mo.comm = e->comm1;
+    }
     st = di_model_load(e->model_dir, &mo, &e->model, err);
+    if (!st && e->ranks) st = di_ranks_load(e->ranks, e->model_dir, &mo, err);
     di_engine_backend_loaded(bk);
     if (st) return st;
     if (opt->lanes_max) di_model_set_lanes(e->model, opt->lanes_max);
@@ -465,7 +509,9 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     int64_t n_pages = 0;
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
-    int dev_sampling = !opt->host_sampler;
+    int dev_sampling = !opt->host_sampler && !e->ranks; /* ranks: every step's logits on the host */
+    /* an EP step reads its selections back mid-forward: never recorded (moe_ep.h) */
+    if (e->ranks || e->comm1) e->cfg.cuda_graphs = 0;
     if ((st = di_devq_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
                               &e->dq, err)))
         return st;
@@ -480,6 +526,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_devq_enable_prompt_lp(e->dq, prompt_lp_rows(&e->cfg), err))) return st;
     if ((st = plan_memory(e, &g, &n_pages, err))) return st;
     if ((st = di_pool_init(&e->pool, e->mcfg, &g, e->cfg.max_num_seqs, n_pages, err))) return st;
+    if (e->ranks && (st = di_ranks_start(e->ranks, e->model, &e->pool, e->dq, err))) return st;
     if (e->spec_n > 0 && e->spec_varlen) {
         int rows = e->cfg.max_num_seqs * (1 + e->spec_n);
         if (rows > e->cfg.max_num_batched_tokens) rows = e->cfg.max_num_batched_tokens;
@@ -574,7 +621,9 @@ void deepinfer_engine_close(deepinfer_engine *e) {
     free(e->updated_pub);
     free(e->text_mask);
     di_model_free(e->model);
-    di_st_close(e->weights); /* after the model, which read it */
+    di_ranks_free(e->ranks); /* ranks 1.. and then the communicators, after rank 0's model */
+    di_comm_free(e->comm1);
+    di_st_close(e->weights); /* after the models, which read it */
     di_engine_backend_release(e->backend); /* after every device buffer of this engine was freed */
     free(e);
 }

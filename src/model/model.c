@@ -6,6 +6,7 @@
 #include "model/dsv41.h"
 #include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
+#include "model/moe_ep.h"
 
 struct di_model {
     di_arch arch;
@@ -140,4 +141,14 @@ void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint1
 
 deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err) {
     return m->v41 ? di_v41_dspark_step(m->v41, d, err) : di_v4_mtp_step(m->v4, d, err);
+}
+
+/* ---- parallel ranks (moe_ep.h; the engine's src/engine/ranks.c) ---- */
+
+struct di_ep_model *di_model_ep(const di_model *m) { return m->v41 ? m->v41->ep : m->v4->ep; }
+
+deepinfer_status di_model_ep_join_empty(di_model *m, di_error *err) {
+    di_core *c = m->v41 ? &m->v41->core : &m->v4->core;
+    const di_moe_opts *o = m->v41 ? &m->v41->moe : &m->v4->moe;
+    return di_ep_join_empty(di_model_ep(m), &c->x, &c->ws, o, err);
 }

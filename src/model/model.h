@@ -90,6 +90,13 @@ int di_model_max_rows(const di_model *m);
  * tokens on the host (V4.1's Engram hashes them). */
 int32_t *di_model_device_tokens(di_model *m);
 
+/* ---- parallel ranks (moe_ep.h) ----
+ * The model's expert-parallel state (NULL: loaded without a communicator), and for a rank with
+ * no rows in a pass of the attention-DP layout: join every backbone MoE sub-layer's exchange
+ * with zero rows (di_ep_join_empty). */
+struct di_ep_model *di_model_ep(const di_model *m);
+deepinfer_status di_model_ep_join_empty(di_model *m, di_error *err);
+
 /* ---- the drafter (architecture.md §7; draft.h) ------------------------------------------------- */
 
 /* The model's drafter (config.h di_drafter: DI_DRAFTER_NONE when the checkpoint has no drafter

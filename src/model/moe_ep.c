@@ -1,5 +1,6 @@
 /* moe_ep.c — MoE expert parallelism and EPLB (moe_ep.h). */
 #include "model/moe_ep.h"
+#include "model/moe_ep_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ void di_ep_model_free(di_ep_model *ep) {
     free(ep->layers);
     di_spec_free(ep->spec);
     scratch_free(ep);
+    di_ep_dp_free(ep);
     free(ep->sb), free(ep->so), free(ep->rb), free(ep->ro);
     free(ep);
 }
@@ -148,7 +150,7 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
     return DEEPINFER_OK;
 }
 
-static int grow(di_ep_model *ep, int n, int d) {
+int di_ep_grow(di_ep_model *ep, int n, int d) {
     if (n <= ep->cap) return 1;
     scratch_free(ep);
     size_t ni = sizeof(int) * (size_t)n;
@@ -174,12 +176,12 @@ static int grow(di_ep_model *ep, int n, int d) {
 }
 
 deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err) {
-    if (!ep || grow(ep, entries, (int)ep->cfg->hidden_size)) return DEEPINFER_OK;
+    if (!ep || di_ep_grow(ep, entries, (int)ep->cfg->hidden_size)) return DEEPINFER_OK;
     return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory for %d routing entries",
                         entries);
 }
 
-static void fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const char *what) {
+void di_ep_fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const char *what) {
     if (ep->status) return;
     ep->status = st;
     di_error_set(&ep->err, st, "expert parallelism (%s): %.900s", what, e ? e->msg : "out of memory");
@@ -189,7 +191,7 @@ static inline int slice_lo(int M, int s, int S) { return (int)((int64_t)M * s / 
 
 /* Rows src[list[j]] -> dst[j] for j < count (bf16 rows of width d): ops.h di_moe_gather over
  * one group (k = 1), the list uploaded to backend memory. off1: the group's two offsets. */
-static void gather_list(di_exec *x, di_ep_model *ep, int count, const int *list, int *d_list, int *d_off1,
+void di_ep_gather_list(di_exec *x, di_ep_model *ep, int count, const int *list, int *d_list, int *d_off1,
                         const uint16_t *src, int d, uint16_t *dst) {
     int off[2] = {0, count};
     di_copy_h2d(x, d_list, list, sizeof(int) * (size_t)count);
@@ -203,10 +205,14 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     di_exec *x = f->x;
     di_ws *ws = f->ws;
     const di_model_config *c = f->cfg;
+    if (ep->dp) { /* attention DP: every rank its own rows (moe_ep_dp.c) */
+        di_ep_routed_dp(f, L, o, sel, rw, xn, shared, out);
+        return;
+    }
     int M = f->M, K = o->topk, E = L->E, d = (int)c->hidden_size, S = ep->size, me = ep->rank, n = M * K;
     if (M <= 0) return;
-    if (!grow(ep, n, d)) {
-        fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
+    if (!di_ep_grow(ep, n, d)) {
+        di_ep_fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
         return;
     }
     di_exec_join(x); /* the shared expert's side line (moe.c) finished before `shared` / `out` are touched */
@@ -250,7 +256,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
             if (ep->exec[i] == me) ep->pack[np++] = ep->inv_h[i];
         ep->sb[s] = (size_t)np * row - ep->so[s];
     }
-    if (np) gather_list(x, ep, np, ep->pack, ep->d_pack, ep->d_off1, ws->eo, d, ep->sendbuf);
+    if (np) di_ep_gather_list(x, ep, np, ep->pack, ep->d_pack, ep->d_off1, ws->eo, d, ep->sendbuf);
     int a = slice_lo(M, me, S), b = slice_lo(M, me + 1, S), Ms = b - a;
     size_t at = 0;
     for (int r = 0; r < S; r++) {
@@ -263,7 +269,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     deepinfer_status st = di_exec_sync(x, &e); /* the send rows written before the exchange reads them */
     if (!st) st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
     if (st) {
-        fail(ep, st, &e, "combine");
+        di_ep_fail(ep, st, &e, "combine");
         return;
     }
     /* a row's slots in the single-rank order: increasing expert id, then slot (ops.h di_moe_combine) */
@@ -283,7 +289,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
             if (ep->exec[i] == r) ep->unpack[ep->inv2[i - a * K]] = src++;
     }
     if (Ms > 0) {
-        gather_list(x, ep, Ms * K, ep->unpack, ep->d_unpack, ep->d_off1 + 2, ep->recvbuf, d, ws->xe);
+        di_ep_gather_list(x, ep, Ms * K, ep->unpack, ep->d_unpack, ep->d_off1 + 2, ep->recvbuf, d, ws->xe);
         di_copy_h2d(x, ep->d_inv2, ep->inv2, sizeof(int) * (size_t)Ms * (size_t)K);
         di_moe_combine(x, Ms, K, ep->d_inv2, ws->xe, (size_t)d, d, ws->y);
         if (shared) di_add_bf16_f32_x(x, ws->y, shared + (size_t)a * d, (size_t)Ms * d);
@@ -296,7 +302,7 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
     }
     st = di_exec_sync(x, &e);
     if (!st) st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
-    if (st) fail(ep, st, &e, "all-gather");
+    if (st) di_ep_fail(ep, st, &e, "all-gather");
 }
 
 /* ---- EPLB ---- */

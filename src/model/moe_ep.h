@@ -93,6 +93,8 @@ struct di_ep_model {
     float *d_rw, *d_erw;          /* backend [cap]: the row gathers' unused weights */
     uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim] */
     size_t *sb, *so, *rb, *ro;    /* [size] */
+    int dp;                       /* 1: attention DP layout (below), every rank its own rows */
+    struct di_ep_dp *dps;         /* its step scratch (moe_ep_dp.c), reserved by di_ep_set_dp */
 };
 
 /* The EP settings of a load: ep_size 0 is 1; an error names what to fix
@@ -122,6 +124,32 @@ deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err);
  * may alias out; out stride dim). */
 void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int *sel, const float *rw,
                       const uint16_t *xn, const uint16_t *shared, uint16_t *out);
+
+/* ---- attention data parallelism (dp = ep_size; moe_ep_dp.c) ----
+ * Every rank runs its own rows (its own requests) through attention and the
+ * dense layers; an MoE sub-layer on rank r:
+ *   1. routes its own rows; an all-gather of the entry counts, then of every
+ *      rank's (expert, weight) entries, gives every rank the whole step's
+ *      routing table in the global order (rank, row, slot);
+ *   2. the executing rank of every entry, as under dp = 1 (the j-th entry of
+ *      expert e in the global order runs on copy j % copies(e)); the
+ *      counters count the whole table, so EPLB plans agree on every rank;
+ *   3. dispatch: an all-to-all-v sends each entry's input row to its
+ *      executing rank (in the global order);
+ *   4. the received entries run through the resident experts as rows of
+ *      one slot each (grouped GEMMs over exactly those rows);
+ *   5. an all-to-all-v returns each output to its row's rank, which sums a
+ *      row's k outputs in the single-rank order (increasing expert id, then
+ *      slot), adds the shared expert and rounds to bf16 (no all-gather).
+ * The whole step's entries must fit the reserved scratch (rows * k of one
+ * pass): the engine gives each rank at most max_rows / ranks rows a pass.
+ * A rank with no rows in a pass still joins every MoE sub-layer's
+ * collectives (di_ep_join_empty); it may execute other ranks' entries. */
+deepinfer_status di_ep_set_dp(di_ep_model *ep, int on, di_error *err);
+/* A pass without rows on this rank: join the exchanges of every backbone MoE
+ * sub-layer ("layers." prefix, the forward's order) with zero rows; x / ws /
+ * o: the model's exec, workspace and backbone routing options. */
+deepinfer_status di_ep_join_empty(di_ep_model *ep, di_exec *x, di_ws *ws, const di_moe_opts *o, di_error *err);
 
 /* ---- EPLB ---- */
 typedef struct di_eplb_map {

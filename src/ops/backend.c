@@ -133,6 +133,13 @@ double di_backend_copy_gbs(size_t bytes) { return g_dev ? g_dev->copy_gbs(bytes)
 double di_backend_fp8_tflops(int n, int batch_invariant) { return g_dev ? g_dev->fp8_tflops(n, batch_invariant) : -1; }
 int di_backend_mem_info(size_t *free_b, size_t *total_b) { return g_dev ? g_dev->mem_info(free_b, total_b) : -1; }
 
+deepinfer_status di_backend_comm_one(struct di_comm **out, di_error *err) {
+    *out = NULL;
+    if (g_active != DI_BACKEND_CUDA || !g_dev)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "an NCCL communicator needs the CUDA backend");
+    return g_dev->comm_one(out, err);
+}
+
 /* ---- the device side of the engine's queue (backend.h) ---- */
 
 deepinfer_status di_backend_dq_new(struct di_exec *x, int max_rows, int vocab, di_backend_dq **out, di_error *err) {

@@ -174,6 +174,13 @@ double di_backend_copy_gbs(size_t bytes);
 double di_backend_fp8_tflops(int n, int batch_invariant);
 int di_backend_mem_info(size_t *free_b, size_t *total_b);
 
+/* A communicator of one rank over NCCL on the active device (parallel/comm.h; libnccl.so.2 loaded at
+ * run time, src/ops/cuda/cu_comm.c): its own stream and scratch, all freed by di_comm_free. So the
+ * engine's one-rank EP path runs through NCCL (src/engine/engine_open.c, tests only).
+ * DEEPINFER_ERR_UNSUPPORTED without the CUDA backend; NOT_FOUND naming libnccl when it is absent. */
+struct di_comm;
+deepinfer_status di_backend_comm_one(struct di_comm **out, di_error *err);
+
 /* The device backend's table: what a device backend's objects register
  * (once, before main: src/ops/cuda/cu_backend.c) so that the functions above
  * reach it; without one they answer as in a CPU-only binary. Every member is
@@ -215,6 +222,7 @@ typedef struct di_device_backend {
     __typeof__(di_backend_copy_gbs) *copy_gbs;
     __typeof__(di_backend_fp8_tflops) *fp8_tflops;
     __typeof__(di_backend_mem_info) *mem_info;
+    __typeof__(di_backend_comm_one) *comm_one;
 } di_device_backend;
 
 /* Register the device backend (one per process; a second call replaces the first). */

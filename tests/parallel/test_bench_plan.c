@@ -51,5 +51,9 @@ TEST(bench_plan_ep_refusals_are_named) {
     rc = cli("--dummy bench/configs/v4-flash.json --plan --ep 1 --device-gb 80", out, sizeof out);
     CHECK_MSG(rc == 1 && strstr(out, "needs >= 4 x 80 GB devices (--ep 4)"), "exit %d: %s", rc, out);
     rc = cli("--dummy bench/configs/v4-flash.json --ep 2", out, sizeof out);
-    CHECK_MSG(rc == 2 && strstr(out, "--ep, --engram-host and --device-gb are for --plan"), "exit %d: %s", rc, out);
+    CHECK_MSG(rc == 2 && strstr(out, "--ep, --dp, --engram-host and --device-gb are for --plan"), "exit %d: %s", rc,
+              out);
+    rc = cli("--dummy bench/configs/v4-flash.json --plan --ep 4 --dp 2", out, sizeof out); /* the engine's rule */
+    CHECK_MSG(rc == 1 && strstr(out, "--ep must equal --dp (or use --dp 1)") && !strstr(out, "rank 0:"), "exit %d: %s",
+              rc, out);
 }

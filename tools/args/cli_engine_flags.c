@@ -17,6 +17,8 @@ static const char *value(int argc, char **argv, int *i) {
 
 int di_cli_engine_flag(deepinfer_engine_config *c, int argc, char **argv, int *i) {
     const char *name = argv[*i], *v;
+    int par = di_cli_parallel_flag(argc, argv, i, c); /* --ep / --dp / EPLB (cli_parallel.h) */
+    if (par) return par;
     if (!strcmp(name, "--yoco-compact")) {
         c->yoco_compact = 1;
         return 1;

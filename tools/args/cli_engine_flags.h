@@ -8,6 +8,7 @@
 #ifndef DI_TOOLS_ARGS_CLI_ENGINE_FLAGS_H
 #define DI_TOOLS_ARGS_CLI_ENGINE_FLAGS_H
 
+#include "args/cli_parallel.h"
 #include "deepinfer.h"
 
 /* The flags' lines for --help texts. */
@@ -22,7 +23,8 @@
     "                    N alone: fixed-length drafts of N)\n"                                             \
     "  --max-model-len N  --page-rows N (64)  --num-pages N  --async-scheduling 0|1\n"                     \
     "  --batch-invariant 0|1 (1; 0: the fastest CUDA kernels, a row's bits then depend on the batch)\n"    \
-    "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"
+    "  --engram-hash FILE  V4.1 Engram hash constants (engram_hash.json or a golden manifest)\n"    \
+    DI_CLI_PARALLEL_USAGE
 
 /* argv[*i] as an engine flag into *c: 1 = consumed (*i moved past its value), 0 = not an engine
  * flag, -1 = a missing or bad value (the message, naming the flag, is on stderr). Numeric values

@@ -51,8 +51,9 @@ void ev_engine_json(ev_buf *b, const ev_engine_info *in) {
               tristate(c->cuda_graphs));
     if (in->engram_hash[0]) ev_json_str(b, in->engram_hash, strlen(in->engram_hash));
     else ev_printf(b, "null");
-    /* The parallel layout (expert / data parallel ranks) is named here, from c, once
-     * deepinfer_engine_config carries it. */
+    /* the parallel layout (docs/DESIGN.md §6): expert / data parallel ranks and EPLB */
+    ev_printf(b, ", \"ep\": %d, \"dp\": %d, \"eplb_replicas\": %d, \"eplb_interval\": %d", c->ep, c->dp,
+              c->eplb_replicas, c->eplb_interval);
     ev_printf(b, "}");
 }
 

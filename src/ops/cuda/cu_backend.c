@@ -10,6 +10,9 @@
 int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major, int *cc_minor, size_t *total_mem, char *why,
                   size_t why_len);
 
+/* src/ops/cuda/cu_comm.c */
+deepinfer_status di_cuda_comm_one(struct di_comm **out, di_error *err);
+
 static int plan_stats(const di_exec *x, di_backend_plan_stats *out) {
     return di_cuda_plan_stats(x, &out->graphs, &out->recorded, &out->replayed, &out->last_bytes, &out->cap_bytes);
 }
@@ -41,6 +44,7 @@ static const di_device_backend CUDA_BACKEND = {
     .copy_gbs = di_cuda_copy_gbs,
     .fp8_tflops = di_cuda_fp8_tflops,
     .mem_info = di_cuda_mem_info,
+    .comm_one = di_cuda_comm_one,
 };
 
 __attribute__((constructor)) static void register_cuda(void) { di_backend_register(&CUDA_BACKEND); }

@@ -1,0 +1,454 @@
+/* ranks.c — the engine's parallel ranks (ranks.h). */
+#include "engine/ranks.h"
+
+#include <stddef.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/load_plan.h"
+#include "engine/seq_snapshot.h"
+#include "model/moe_ep.h"
+#include "parallel/comm.h"
+
+enum { DI_RANKS_MAX = 64 };
+
+typedef struct rank_job {
+    int n;                      /* this step's rows of the rank */
+    int32_t *tokens;            /* [cap] */
+    int64_t *pos;               /* [cap] */
+    di_seq_state **seq;         /* [cap] the rank's own states */
+    int *lrow;                  /* [cap] logit rows, local to the rank's row list */
+    int *lidx;                  /* [cap] their index in the step's logits */
+    int nl;
+    float *logits;              /* [cap_logits][vocab] */
+    int cap, cap_logits;
+    deepinfer_status st;
+    di_error err;
+} rank_job;
+
+struct di_ranks {
+    int world, ep, dp, replicas, interval;
+    di_comm *comm[DI_RANKS_MAX];
+    di_model *model[DI_RANKS_MAX];   /* [0] the engine's (borrowed) */
+    di_state_pool pool[DI_RANKS_MAX]; /* [0] unused: rank 0's is the engine's */
+    int npools;
+    int nloaded;
+    di_state_pool *pool0;
+    int *owner;                      /* [n_slots] DP rank of a slot, -1 = none */
+    unsigned char *free_slot;        /* [n_slots] scratch */
+    int pass_rows;                   /* DP: rows of one rank per pass */
+    const di_model_batch *step_b;    /* the step being run (dp = 1: every rank's rows) */
+    int npass;
+    rank_job job[DI_RANKS_MAX];
+    /* workers */
+    struct worker_arg *warg;         /* [world] */
+    pthread_t th[DI_RANKS_MAX];
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned long gen;
+    int ndone, quit;
+    int steps, rebalances;
+};
+
+int di_ranks_world(const di_ranks *R) { return R ? R->world : 1; }
+di_comm *di_ranks_comm(const di_ranks *R, int rank) { return R ? R->comm[rank] : NULL; }
+const int *di_ranks_owners(const di_ranks *R) { return R ? R->owner : NULL; }
+int di_ranks_rebalances(const di_ranks *R) { return R ? R->rebalances : 0; }
+
+deepinfer_status di_ranks_check(const di_model_config *cfg, int ep, int dp, int eplb_replicas, di_backend_kind bk,
+                                int *world, di_error *err) {
+    const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
+    *world = 1;
+    if (ep < 1) return di_error_set(err, E, "--ep %d: the expert-parallel size must be at least 1", ep);
+    if (dp < 1) return di_error_set(err, E, "--dp %d: the data-parallel size must be at least 1", dp);
+    if (dp > 1 && dp != ep)
+        return di_error_set(err, E,
+                            "--dp %d --ep %d: attention DP runs one rank per DP replica with the experts sharded over "
+                            "all of them, so --ep must equal --dp (or use --dp 1)",
+                            dp, ep);
+    int w = ep > dp ? ep : dp;
+    if (w > DI_RANKS_MAX) return di_error_set(err, E, "--ep %d: at most %d ranks", w, DI_RANKS_MAX);
+    if (eplb_replicas < 0) return di_error_set(err, E, "eplb_replicas must be >= 0, got %d", eplb_replicas);
+    if (eplb_replicas > 0 && ep < 2)
+        return di_error_set(err, E, "EPLB (eplb_replicas %d) balances experts over ranks: it needs --ep 2 or more",
+                            eplb_replicas);
+    if (w > 1 || eplb_replicas) {
+        deepinfer_status st = di_plan_layout_check(cfg, ep, -1, err); /* experts divisible by ep */
+        if (st) return st;
+    }
+    if (bk == DI_BACKEND_CUDA && w > 1) {
+        di_cuda_info ci;
+        di_backend_cuda_info(&ci);
+        deepinfer_status st = di_plan_layout_check(cfg, w, ci.device_count, err); /* one GPU per rank */
+        if (st) return st;
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "--ep %d --dp %d on CUDA: this build's CUDA backend drives one GPU (device 0) per process, "
+                            "so the engine runs one rank there; run --ep/--dp > 1 on the CPU backend "
+                            "(--accelerator cpu)",
+                            ep, dp);
+    }
+    *world = w;
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_ranks_new(int ep, int dp, int eplb_replicas, int eplb_interval, di_ranks **out, di_error *err) {
+    *out = NULL;
+    di_ranks *R = calloc(1, sizeof *R);
+    if (!R) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    R->ep = ep, R->dp = dp, R->world = ep > dp ? ep : dp;
+    R->replicas = eplb_replicas, R->interval = eplb_interval > 0 ? eplb_interval : 32;
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_cond_init(&R->go, NULL);
+    pthread_cond_init(&R->done, NULL);
+    deepinfer_status st = di_comm_loopback_group(R->world, R->comm, err);
+    if (st) {
+        di_ranks_free(R);
+        return st;
+    }
+    *out = R;
+    return DEEPINFER_OK;
+}
+
+static di_model_options rank_options(const di_ranks *R, const di_model_options *mo, int r) {
+    di_model_options o = *mo;
+    o.ep_rank = r, o.ep_size = R->ep, o.comm = R->comm[r];
+    o.plan_out = NULL;
+    return o;
+}
+
+deepinfer_status di_ranks_plan_all(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err) {
+    for (int r = 0; r < R->world; r++) {
+        di_model_options o = rank_options(R, mo, r);
+        di_load_plan plan;
+        deepinfer_status st = di_model_plan(dir, &o, mo->weights, &plan, err);
+        if (st) return di_error_prefix(err, "rank %d of --ep %d --dp %d", r, R->ep, R->dp);
+    }
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_ranks_load(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err) {
+    for (int r = 1; r < R->world; r++) {
+        di_model_options o = rank_options(R, mo, r);
+        deepinfer_status st = di_model_load(dir, &o, &R->model[r], err);
+        if (st) return di_error_prefix(err, "rank %d of --ep %d --dp %d", r, R->ep, R->dp);
+        R->nloaded = r;
+    }
+    return DEEPINFER_OK;
+}
+
+/* ---- state mirrors ---- */
+
+static int slot_of(const di_ranks *R, const di_seq_state *s) {
+    return (int)(((const unsigned char *)s - R->pool0->slot_mem) / (ptrdiff_t)R->pool0->g.host_slot_bytes);
+}
+
+static void sync_store(const di_state_pool *p0, const di_rowstore *src, const di_state_pool *pr, di_rowstore *dst) {
+    for (int i = 0; i < src->n_pages; i++)
+        dst->pages[i] = (uint16_t *)(pr->page_mem + ((const unsigned char *)src->pages[i] - p0->page_mem));
+    dst->n_pages = src->n_pages;
+}
+
+/* Rank r's copy of slot's page tables: the engine pool's pages, at the same offsets in r's pages. */
+static di_seq_state *mirror(di_ranks *R, int r, int slot) {
+    di_seq_state *src = di_pool_seq(R->pool0, slot);
+    if (r == 0) return src;
+    di_state_pool *pr = &R->pool[r];
+    di_seq_state *dst = di_pool_seq(pr, slot);
+    for (int l = 0; l < src->n_layers; l++) {
+        if (R->pool0->cap_kv[l]) sync_store(R->pool0, &src->layers[l].ckv, pr, &dst->layers[l].ckv);
+        if (R->pool0->cap_ikey[l]) sync_store(R->pool0, &src->layers[l].ikey, pr, &dst->layers[l].ikey);
+    }
+    return dst;
+}
+
+/* DP: the rank for a slot reset now: fewest pages of its running sequences, then fewest slots,
+ * then the lowest rank. */
+static int least_occupied(di_ranks *R, int slot) {
+    const di_state_pool *p = R->pool0;
+    memset(R->free_slot, 0, (size_t)p->n_slots);
+    for (int i = 0; i < p->n_slot_free; i++) R->free_slot[p->slot_free[i]] = 1;
+    int64_t pages[DI_RANKS_MAX] = {0};
+    int slots[DI_RANKS_MAX] = {0};
+    for (int s = 0; s < p->n_slots; s++) {
+        if (s == slot || R->free_slot[s] || R->owner[s] < 0) continue;
+        pages[R->owner[s]] += p->slot_pages[s];
+        slots[R->owner[s]]++;
+    }
+    int best = 0;
+    for (int r = 1; r < R->dp; r++)
+        if (pages[r] < pages[best] || (pages[r] == pages[best] && slots[r] < slots[best])) best = r;
+    return best;
+}
+
+/* The step's state operations on the ranks that hold the slots (rank 0's ran on the queue). */
+static deepinfer_status mirror_ops(di_ranks *R, const di_step *s, di_error *err) {
+    for (int i = 0; i < s->n_ops; i++) {
+        const di_state_op *op = &s->ops[i];
+        if (op->kind == DI_OP_NONE) continue;
+        if (R->dp > 1) R->owner[op->dst] = op->kind == DI_OP_RESET ? least_occupied(R, op->dst) : R->owner[op->src];
+        for (int r = 1; r < R->world; r++) {
+            if (R->dp > 1 && R->owner[op->dst] != r) continue;
+            const di_model_config *cfg = di_model_cfg(R->model[r]);
+            di_seq_state *dst = mirror(R, r, op->dst);
+            if (op->kind == DI_OP_RESET) {
+                di_seq_reset(dst, cfg);
+            } else {
+                deepinfer_status st = di_seq_copy(dst, mirror(R, r, op->src), cfg, err);
+                if (st) return st;
+            }
+        }
+    }
+    return DEEPINFER_OK;
+}
+
+/* ---- a step ---- */
+
+static int job_reserve(rank_job *j, int rows, int logits, size_t V) {
+    if (rows > j->cap) {
+        int32_t *t = realloc(j->tokens, sizeof *t * (size_t)rows);
+        if (t) j->tokens = t;
+        int64_t *p = realloc(j->pos, sizeof *p * (size_t)rows);
+        if (p) j->pos = p;
+        di_seq_state **s = realloc(j->seq, sizeof *s * (size_t)rows);
+        if (s) j->seq = s;
+        int *a = realloc(j->lrow, sizeof *a * (size_t)rows);
+        if (a) j->lrow = a;
+        int *b = realloc(j->lidx, sizeof *b * (size_t)rows);
+        if (b) j->lidx = b;
+        if (!t || !p || !s || !a || !b) return 0;
+        j->cap = rows;
+    }
+    if (logits > j->cap_logits) {
+        float *l = realloc(j->logits, sizeof *l * (size_t)logits * V);
+        if (!l) return 0;
+        j->logits = l;
+        j->cap_logits = logits;
+    }
+    return 1;
+}
+
+/* Rank r's rows of the step (dp = 1: all of them). */
+static deepinfer_status build_job(di_ranks *R, int r, const di_model_batch *b, di_error *err) {
+    rank_job *j = &R->job[r];
+    size_t V = (size_t)di_model_cfg(R->model[r])->vocab_size;
+    if (!job_reserve(j, b->n, R->dp > 1 ? b->n_logits : 0, V))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "rank %d: out of memory for a step of %d rows", r, b->n);
+    j->n = j->nl = 0;
+    for (int i = 0, li = 0; i < b->n; i++) {
+        int slot = slot_of(R, b->seq[i]);
+        int mine = R->dp == 1 || R->owner[slot] == r;
+        while (li < b->n_logits && b->logit_rows[li] < i) li++;
+        if (!mine) continue;
+        if (R->dp > 1 && li < b->n_logits && b->logit_rows[li] == i) {
+            j->lrow[j->nl] = j->n;
+            j->lidx[j->nl++] = li;
+        }
+        j->tokens[j->n] = b->tokens[i];
+        j->pos[j->n] = b->pos[i];
+        j->seq[j->n++] = mirror(R, r, slot);
+    }
+    return DEEPINFER_OK;
+}
+
+static void run_rank(di_ranks *R, int r) {
+    rank_job *j = &R->job[r];
+    j->st = DEEPINFER_OK;
+    const di_model_batch *b = R->step_b;
+    if (R->dp == 1) { /* the whole batch; rank 0 the logits */
+        di_model_batch rb = *b;
+        if (r > 0) {
+            rb.tokens = j->tokens, rb.pos = j->pos, rb.seq = j->seq;
+            rb.n_logits = 0, rb.logit_rows = NULL, rb.logits = NULL;
+        }
+        j->st = di_model_forward(R->model[r], &rb, &j->err);
+        return;
+    }
+    int lo = 0; /* logits of earlier passes */
+    for (int p = 0; p < R->npass; p++) {
+        int r0 = p * R->pass_rows, n = j->n - r0 < R->pass_rows ? j->n - r0 : R->pass_rows;
+        deepinfer_status st;
+        if (n <= 0) {
+            st = di_model_ep_join_empty(R->model[r], &j->err);
+        } else {
+            int l1 = lo;
+            while (l1 < j->nl && j->lrow[l1] < r0 + n) j->lrow[l1] -= r0, l1++;
+            di_model_batch pb = {.n = n, .tokens = j->tokens + r0, .pos = j->pos + r0, .seq = j->seq + r0,
+                                 .n_logits = l1 - lo, .logit_rows = j->lrow + lo,
+                                 .logits = j->logits + (size_t)lo * (size_t)di_model_cfg(R->model[r])->vocab_size};
+            st = di_model_forward(R->model[r], &pb, &j->err);
+            lo = l1;
+        }
+        if (st && !j->st) j->st = st;
+    }
+}
+
+typedef struct worker_arg {
+    di_ranks *R;
+    int r;
+} worker_arg;
+
+static void *worker(void *arg) {
+    di_ranks *R = ((worker_arg *)arg)->R;
+    int r = ((worker_arg *)arg)->r;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&R->mu);
+        while (R->gen == seen && !R->quit) pthread_cond_wait(&R->go, &R->mu);
+        if (R->quit) {
+            pthread_mutex_unlock(&R->mu);
+            return NULL;
+        }
+        seen = R->gen;
+        pthread_mutex_unlock(&R->mu);
+        run_rank(R, r);
+        pthread_mutex_lock(&R->mu);
+        R->ndone++;
+        pthread_cond_signal(&R->done);
+        pthread_mutex_unlock(&R->mu);
+    }
+}
+
+/* Every rank's part of the step at once: ranks 1.. on their threads, rank 0 here. */
+static void run_all(di_ranks *R) {
+    pthread_mutex_lock(&R->mu);
+    R->gen++;
+    R->ndone = 0;
+    pthread_cond_broadcast(&R->go);
+    pthread_mutex_unlock(&R->mu);
+    run_rank(R, 0);
+    pthread_mutex_lock(&R->mu);
+    while (R->ndone < R->world - 1) pthread_cond_wait(&R->done, &R->mu);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* EPLB between steps: rank 0 plans from its counters (every rank counted the same entries), every
+ * rank applies the map, one after another (one load at a time per process, wload.h). */
+static deepinfer_status rebalance(di_ranks *R, di_error *err) {
+    di_eplb_map map;
+    deepinfer_status st = di_eplb_plan(di_model_ep(R->model[0]), R->replicas, &map, err);
+    for (int r = 0; !st && r < R->world; r++) st = di_eplb_apply(di_model_ep(R->model[r]), &map, err);
+    di_eplb_map_free(&map);
+    if (!st) R->rebalances++;
+    return st ? di_error_prefix(err, "EPLB rebalance") : DEEPINFER_OK;
+}
+
+deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b, di_error *err) {
+    di_ranks *R = ctx;
+    deepinfer_status st = mirror_ops(R, s, err);
+    if (st || b->n <= 0) return st;
+    if (b->late_from || b->hidden || b->target_hidden || b->tokens_on_device || b->logits_on_device)
+        return di_error_set(err, DEEPINFER_ERR_INTERNAL, "parallel ranks: a step with device tokens, device logits, "
+                                                         "compact prefill or drafter inputs");
+    for (int i = 0; R->dp > 1 && i < b->n; i++) /* every row's sequence has its DP rank (from its reset / fork) */
+        if (R->owner[slot_of(R, b->seq[i])] < 0)
+            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "attention DP: row %d's sequence has no rank", i);
+    R->step_b = b;
+    R->npass = 1;
+    for (int r = 0; r < R->world; r++) {
+        if (r == 0 && R->dp == 1) continue; /* rank 0 runs the step's own batch */
+        if ((st = build_job(R, r, b, err))) return st;
+        if (R->dp > 1) {
+            int np = (R->job[r].n + R->pass_rows - 1) / R->pass_rows;
+            if (np > R->npass) R->npass = np;
+        }
+    }
+    run_all(R);
+    for (int r = 0; r < R->world; r++)
+        if (R->job[r].st) {
+            *err = R->job[r].err;
+            return di_error_prefix(err, "rank %d", r);
+        }
+    if (R->dp > 1) { /* every rank's logits to the step's rows */
+        size_t V = (size_t)di_model_cfg(R->model[0])->vocab_size;
+        for (int r = 0; r < R->world; r++)
+            for (int i = 0; i < R->job[r].nl; i++)
+                memcpy(b->logits + (size_t)R->job[r].lidx[i] * V, R->job[r].logits + (size_t)i * V, V * sizeof(float));
+    }
+    if (R->replicas > 0 && ++R->steps % R->interval == 0) return rebalance(R, err);
+    return DEEPINFER_OK;
+}
+
+deepinfer_status di_ranks_start(di_ranks *R, di_model *model0, di_state_pool *pool0, di_devq *dq, di_error *err) {
+    R->model[0] = model0;
+    R->pool0 = pool0;
+    R->owner = malloc(sizeof(int) * (size_t)pool0->n_slots);
+    R->free_slot = malloc((size_t)pool0->n_slots);
+    if (!R->owner || !R->free_slot) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int s = 0; s < pool0->n_slots; s++) R->owner[s] = -1;
+    int rows = di_model_max_rows(model0);
+    R->pass_rows = rows / R->dp > 0 ? rows / R->dp : 1;
+    for (int r = 1; r < R->world; r++) {
+        deepinfer_status st = di_pool_init(&R->pool[r], di_model_cfg(R->model[r]), &pool0->g, pool0->n_slots,
+                                           pool0->n_pages, err);
+        if (st) return di_error_prefix(err, "rank %d's state pool", r);
+        R->npools = r;
+        /* every slot laid out once; their page tables follow the engine pool's (mirror) */
+        for (int s = 0; s < pool0->n_slots; s++) di_pool_slot_acquire(&R->pool[r]);
+    }
+    for (int r = 0; R->dp > 1 && r < R->world; r++) {
+        deepinfer_status st = di_ep_set_dp(di_model_ep(R->model[r]), 1, err);
+        if (st) return st;
+    }
+    if (!(R->warg = calloc((size_t)R->world, sizeof *R->warg)))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int r = 1; r < R->world; r++) {
+        R->warg[r] = (worker_arg){R, r};
+        if (pthread_create(&R->th[r], NULL, worker, &R->warg[r]))
+            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "cannot start the thread of rank %d", r);
+        R->nthreads = r;
+    }
+    di_devq_set_forward(dq, di_ranks_forward, R);
+    return DEEPINFER_OK;
+}
+
+int64_t di_ranks_replica_entries(const di_ranks *R) {
+    int64_t n = 0;
+    for (int r = 0; R && r < R->world; r++) {
+        const di_ep_model *ep = R->model[r] ? di_model_ep(R->model[r]) : NULL;
+        for (int l = 0; ep && l < ep->nlayers; l++) n += ep->layers[l]->replica_entries;
+    }
+    return n;
+}
+
+void di_ranks_describe(const di_ranks *R, char *buf, size_t n) {
+    if (!R) {
+        snprintf(buf, n, "one rank");
+        return;
+    }
+    int k = snprintf(buf, n, "%d ranks (threads of this process, loopback communicator): --ep %d", R->world, R->ep);
+    if (k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      R->dp > 1 ? ", --dp %d (each rank its own requests and state, passes of up to %d rows per rank)"
+                                : ", --dp %d (every rank runs the whole batch)",
+                      R->dp, R->pass_rows);
+    if (k > 0 && (size_t)k < n && R->replicas)
+        snprintf(buf + k, n - (size_t)k, "; EPLB: %d replica slots per rank, rebalanced every %d steps", R->replicas,
+                 R->interval);
+}
+
+void di_ranks_free(di_ranks *R) {
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->quit = 1;
+    pthread_cond_broadcast(&R->go);
+    pthread_mutex_unlock(&R->mu);
+    for (int r = 1; r <= R->nthreads; r++) pthread_join(R->th[r], NULL);
+    for (int r = 1; r <= R->nloaded; r++) di_model_free(R->model[r]);
+    for (int r = 1; r <= R->npools; r++) di_pool_free(&R->pool[r]);
+    for (int r = 0; r < R->world; r++) {
+        rank_job *j = &R->job[r];
+        free(j->tokens), free(j->pos), free(j->seq), free(j->lrow), free(j->lidx), free(j->logits);
+    }
+    for (int r = 0; r < R->world; r++) di_comm_free(R->comm[r]);
+    free(R->owner);
+    free(R->free_slot);
+    free(R->warg);
+    pthread_mutex_destroy(&R->mu);
+    pthread_cond_destroy(&R->go);
+    pthread_cond_destroy(&R->done);
+    free(R);
+}

@@ -1,0 +1,72 @@
+/* cu_comm.c — a communicator of one rank over NCCL on the active device (ops/backend.h
+ * di_backend_comm_one): the NCCL communicator (parallel/nccl.c) on a stream of its own, with the
+ * barrier's scratch; a thin wrapper frees both with it. The exchange waits for the stream
+ * (cudaStreamSynchronize); the model syncs its exec before each exchange (moe_ep.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ops/backend.h"
+#include "parallel/comm.h"
+
+typedef struct one {
+    di_comm *nccl;
+    cudaStream_t stream;
+    void *scratch;
+} one;
+
+static int sync_stream(void *ctx, void *stream) {
+    (void)ctx;
+    return cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess;
+}
+
+static deepinfer_status w_barrier(di_comm *c, di_error *err) { return di_comm_barrier(((one *)c->impl)->nccl, err); }
+
+static deepinfer_status w_alltoallv(di_comm *c, const void *send, const size_t *sb, const size_t *so, void *recv,
+                                    const size_t *rb, const size_t *ro, di_error *err) {
+    return di_comm_alltoallv(((one *)c->impl)->nccl, send, sb, so, recv, rb, ro, err);
+}
+
+static deepinfer_status w_allgatherv(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *rb,
+                                     const size_t *ro, di_error *err) {
+    return di_comm_allgatherv(((one *)c->impl)->nccl, send, bytes, recv, rb, ro, err);
+}
+
+static void w_free(di_comm *c) {
+    one *o = c->impl;
+    di_comm_free(o->nccl);
+    if (o->scratch) cudaFree(o->scratch);
+    if (o->stream) cudaStreamDestroy(o->stream);
+    free(o);
+    free(c);
+}
+
+static const di_comm_vt WRAP = {w_barrier, w_alltoallv, w_allgatherv, w_free};
+
+deepinfer_status di_cuda_comm_one(di_comm **out, di_error *err) {
+    *out = NULL;
+    deepinfer_status st = di_nccl_load(NULL, err);
+    if (st) return st;
+    di_nccl_id id;
+    if ((st = di_nccl_unique_id(&id, err))) return st;
+    one *o = calloc(1, sizeof *o);
+    di_comm *c = calloc(1, sizeof *c);
+    if (!o || !c) {
+        free(o), free(c);
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (cudaStreamCreate(&o->stream) != cudaSuccess || cudaMalloc(&o->scratch, 64) != cudaSuccess) {
+        *c = (di_comm){.rank = 0, .size = 1, .vt = &WRAP, .impl = o};
+        w_free(c);
+        return di_error_set(err, DEEPINFER_ERR_INTERNAL, "NCCL communicator: no CUDA stream or scratch");
+    }
+    di_nccl_params p = {.rank = 0, .size = 1, .id = &id, .stream = o->stream, .sync = sync_stream, .scratch = o->scratch};
+    *c = (di_comm){.rank = 0, .size = 1, .vt = &WRAP, .impl = o};
+    if ((st = di_comm_nccl_create(&p, &o->nccl, err))) {
+        w_free(c);
+        return st;
+    }
+    *out = c;
+    return DEEPINFER_OK;
+}
