@@ -19,7 +19,7 @@
  *                        is the token the target would draw if the drafter's
  *                        logits were the target's; where every pick is the
  *                        argmax, on a device backend, the drafter picks on the
- *                        device, as a recorded step when the queue records);
+ *                        device and only the ids come back);
  *                        under structured outputs the first draft the grammar
  *                        rejects ends the draft.
  */
