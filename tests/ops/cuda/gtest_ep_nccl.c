@@ -195,7 +195,7 @@ static void check_nccl_ep(const ep_case *k, int S) {
             return;
         }
     for (int r = 0; r < S; r++) {
-        int idw[MAXR];
+        int idw[MAXR] = {0};
         for (int q = 0; q < S; q++) idw[q] = idp[q][1];
         pid[r] = fork();
         if (pid[r] == 0) rank_main(k, r, S, idp[r][0], idw, outp[r][1]);

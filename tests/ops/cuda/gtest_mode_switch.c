@@ -35,7 +35,7 @@ static di_v4_model *open_v4(di_error *err) {
 
 TEST(gpu_mode_switch_live_equals_loaded_mode) {
     di_error err = {0};
-    di_json_doc *man = golden_manifest("golden/v4-tiny-a");
+    di_json_doc *man = golden_manifest(di_test_data("golden/v4-tiny-a"));
     int N = 0;
     int32_t *prompt = man ? golden_ints(man->root, "prompt_token_ids", NULL, &N) : NULL;
     CHECK(prompt && N >= PREFILL + DECODE);
