@@ -18,6 +18,7 @@ OUT_DIR/tokenizer/    texts and invalid-UTF-8 byte strings of the tokenizer orac
 OUT_DIR/tokenizer_load/ the synthetic tokenizer.json files of tests/data/tokenizer/tiny (fuzz_tokenizer_load).
 OUT_DIR/oai_request/  OpenAI request bodies and DSML tool-call outputs, behind fuzz_oai_request's mode byte.
 """
+import gzip
 import json
 import os
 import struct
@@ -154,7 +155,7 @@ def text_seeds(out):
             with open(os.path.join(dirs["chat"], f"case{i}.json"), "w", encoding="utf-8") as o:
                 json.dump(json.loads(line)["input"], o, ensure_ascii=False)
             n += 1
-    with open(os.path.join(data, "tokenizer", "oracle_deepseek.jsonl"), encoding="utf-8") as fh:
+    with gzip.open(os.path.join(data, "tokenizer", "oracle_deepseek.jsonl.gz"), "rt", encoding="utf-8") as fh:
         for i, line in enumerate(fh):
             if i % 25:  # every 25th case: ~250 texts of every kind
                 continue

@@ -16,7 +16,7 @@
 //
 // Usage (from the repository root):
 //   (cd tests/oracle && npm ci && node gen_fixtures.js)
-// writes tests/data/tokenizer/oracle_deepseek.jsonl.
+// writes tests/data/tokenizer/oracle_deepseek.jsonl.gz (gzip: the repository travels under a size limit).
 //
 // Characters are kept to those assigned in Unicode <= 14 where the regex
 // engines' tables could disagree (PCRE2 10.42 is Unicode 14; see
@@ -24,11 +24,12 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
+const zlib = require('zlib');
 const { Tokenizer } = require('tokenizers');
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const TOK = path.join(ROOT, 'tests/data/tokenizer/tokenizer.json');
-const OUT = path.join(ROOT, 'tests/data/tokenizer/oracle_deepseek.jsonl');
+const OUT = path.join(ROOT, 'tests/data/tokenizer/oracle_deepseek.jsonl.gz');
 
 // ---- deterministic PRNG (mulberry32) ----
 let seed = 0x5eed1234;
@@ -254,7 +255,7 @@ async function main() {
     if (skip !== text) rec.skip = skip;
     lines.push(JSON.stringify(rec));
   }
-  fs.writeFileSync(OUT, lines.join('\n') + '\n');
+  fs.writeFileSync(OUT, zlib.gzipSync(lines.join('\n') + '\n', { level: 9 }));
   const size = fs.statSync(OUT).size;
   console.log(`wrote ${lines.length} cases (${size} bytes) to ${path.relative(ROOT, OUT)}; oracle round-trip mismatches: ${bad}`);
 }
