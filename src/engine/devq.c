@@ -426,6 +426,7 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
         return st;
     }
     di_devq_graph_set_hidden(&q->graph, q->spec->hid); /* verify steps write the drafter's input there */
+    q->spec->record = q->graph.on;                      /* and greedy drafter steps may run recorded */
     return DEEPINFER_OK;
 }
 
