@@ -429,13 +429,15 @@ static uint64_t record_key(const di_v41_model *m, int nq, int G) {
     return h | 1ull << 63;
 }
 
-/* 1 if the step may run recorded with `key`: a shape seen before, or room for one more. */
+/* The slot of `key` among the recorded shapes (a new one while there is room), or -1: the step
+ * runs eager (no room, or a shape whose replay failed its check, rec_bad). */
 static int record_shape(di_v41_model *m, uint64_t key) {
     for (int i = 0; i < m->n_rec_keys; i++)
-        if (m->rec_keys[i] == key) return 1;
-    if (m->n_rec_keys == DI_DSPARK_REC_KEYS) return 0;
-    m->rec_keys[m->n_rec_keys++] = key;
-    return 1;
+        if (m->rec_keys[i] == key) return m->rec_bad[i] ? -1 : i;
+    if (m->n_rec_keys == DI_DSPARK_REC_KEYS) return -1;
+    m->rec_bad[m->n_rec_keys] = 0;
+    m->rec_keys[m->n_rec_keys] = key;
+    return m->n_rec_keys++;
 }
 
 deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di_error *err) {
@@ -450,12 +452,15 @@ deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di
         G += d->k[r] > 0;
         fed += d->n_feed[r] < win ? d->n_feed[r] : win;
     }
-    int rec = d->record && di_exec_on_device(x) && !d->pick && G <= m->draft_max && fed <= m->core.max_rows;
+    int rec = d->record && di_exec_on_device(x) && !d->pick && G <= m->draft_max && fed <= m->core.max_rows &&
+              G + fed > 0;
     for (int r = 0; r < d->n; r++)
         if (d->n_feed[r] > 0) feed_queue(m, &nq, d->seq[r], d->seq[r]->mtp_tokens, d->n_feed[r], d->hidden[r]);
+    int slot = -1;
     if (rec) {
         uint64_t key = record_key(m, nq, G);
-        rec = record_shape(m, key) && di_backend_step_begin(x, key, NULL) == DEEPINFER_OK; /* else eager */
+        slot = record_shape(m, key);
+        rec = slot >= 0 && di_backend_step_begin(x, key, NULL) == DEEPINFER_OK; /* else eager */
     }
     if (nq) feed_pass(m, nq);
     for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens += d->n_feed[r];
@@ -473,8 +478,18 @@ deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di
         }
     }
     if (rec) {
-        if (st) di_backend_step_abort(x);
-        else st = di_backend_step_end(x, err);
+        if (st) {
+            di_backend_step_abort(x);
+        } else if ((st = di_backend_step_end(x, err)) && di_exec_sync(x, NULL) == DEEPINFER_OK) {
+            /* a replay whose launches or tables differ from its graph's (cu_step.h step_end): nothing
+             * was issued and the exec is sound, so the shape runs eager from now on and this step
+             * again, eager, from the same rings */
+            m->rec_bad[slot] = 1;
+            for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens -= d->n_feed[r];
+            di_model_draft e = *d;
+            e.record = 0;
+            return di_v41_dspark_step(m, &e, err);
+        }
         if (!st && j.n) markov_collect(m, &j, 0);
     }
     if (st) {

@@ -52,6 +52,7 @@ struct di_v41_model {
     float *dconf;               /* [B][draft_max] confidences */
     /* recorded drafter steps (dspark.c, draft.h record): the shape keys captured so far */
     uint64_t rec_keys[DI_DSPARK_REC_KEYS];
+    unsigned char rec_bad[DI_DSPARK_REC_KEYS]; /* 1: the shape's replay failed its check, it runs eager */
     int n_rec_keys;
 };
 
