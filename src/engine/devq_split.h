@@ -2,12 +2,12 @@
  * devq_split.h — lab-only: where a speculative step's host time goes in the
  * device queue (devq.c). Off in every product build: the macros expand to
  * nothing unless the tree is compiled with -DDI_LAB_SPEC_SPLIT (lab/device/
- * spec_bench.sh SPLIT=1 builds such a binary apart). Then each step with
+ * spec_bench.sh says how to build and run such a binary). Then each step with
  * spec items that samples on the device marks, in order: SPLIT_ENTER (submit
  * starts; the time since the previous submit returned is the engine's own
  * host work), SPLIT_FWD0 (the forward is called), SPLIT_FWD1 (it returned:
  * for a recorded step the plan build and the launch, the device idle
- * meanwhile), SPLIT_IDS (the sampled ids are on the host: the verify on the
+ * meanwhile), SPLIT_IDS (the sampled ids are on the host: the sampler's launch, then the verify on the
  * device), SPLIT_DONE (acceptance, rollback and the drafter, with its wait);
  * the means per step go to stderr when the queue is destroyed.
  */
@@ -49,7 +49,8 @@ static inline void devq_split_print(void) {
     double n = (double)s->n;
     fprintf(stderr,
             "lab spec split: %ld verify steps, ms per step: engine host %.3f, before the forward %.3f, forward "
-            "(plan build + launch) %.3f, wait for sampled ids %.3f, acceptance + drafter + its wait %.3f\n",
+            "(plan build + launch) %.3f, sampling launch + wait for the ids %.3f, acceptance + drafter + its "
+            "wait %.3f\n",
             s->n, s->sum[0] / (n > 1 ? n - 1 : 1), s->sum[1] / n, s->sum[2] / n, s->sum[3] / n, s->sum[4] / n);
 }
 

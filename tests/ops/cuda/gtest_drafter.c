@@ -230,8 +230,8 @@ static void run_recorded(const dcase *dc) {
     CHECK_MSG(diff < 0, "%s: recorded drafter steps draft otherwise than eager ones", dc->model_dir);
     CHECK_MSG(rec.rings_equal, "%s: recorded drafter steps changed the drafter rings", dc->model_dir);
     /* steps 1 .. STEPS-1 repeat three shapes (odd: A alone, Z alone; even: both), each captured once */
-    CHECK_MSG(rec.replayed >= STEPS - 4, "%s: %lld replays of recorded drafter steps, at least %d expected", dc->model_dir,
-              (long long)rec.replayed, STEPS - 4);
+    CHECK_MSG(rec.replayed >= STEPS - 4, "%s: %lld replays of recorded drafter steps, at least %d expected",
+              dc->model_dir, (long long)rec.replayed, STEPS - 4);
 }
 
 static void run_case(const dcase *dc) {
