@@ -26,11 +26,12 @@ typedef struct shape {
     int N, K, act_block;
 } shape;
 
+/* V4-Flash shapes; each runs with act blocks 128 (V4) and 32 (V4.1) on the same data */
 static const shape S[] = {
-    {"V4 wq_a N1024 K4096 act128", 1024, 4096, 128},     {"V4 wq_b N32768 K1024 act128", 32768, 1024, 128},
-    {"V4 wo_b N4096 K8192 act128", 4096, 8192, 128},     {"V4 shexp N2048 K4096 act128", 2048, 4096, 128},
-    {"V4.1 wq_a N1024 K4096 act32", 1024, 4096, 32},     {"V4.1 wq_b N32768 K1024 act32", 32768, 1024, 32},
-    {"V4.1 wo_b N4096 K8192 act32", 4096, 8192, 32},     {"V4.1 shexp N2048 K4096 act32", 2048, 4096, 32},
+    {"wq_a N1024 K4096", 1024, 4096, 0},
+    {"wq_b N32768 K1024", 32768, 1024, 0},
+    {"wo_b N4096 K8192", 4096, 8192, 0},
+    {"shexp N2048 K4096", 2048, 4096, 0},
 };
 #define MMAX 8192
 
@@ -123,8 +124,8 @@ int main(int argc, char **argv) {
     printf("gemm16_bench: bits = each of M rows vs the same row alone in dic_gemm fast mode (k_gemm_dec), fp32 out;\n"
            "time per call from a CUDA graph; ratio = other / candidate op (> 1: candidate faster)\n");
     for (size_t si = 0; si < sizeof S / sizeof *S; si++) {
-        const shape *sh = &S[si];
-        const int N = sh->N, K = sh->K;
+        const shape *sh0 = &S[si];
+        const int N = sh0->N, K = sh0->K;
         int kper;
         const int splits = g16_splits(N, K, c.num_sms, &kper);
         const size_t wb = (size_t)N * K, sb = (size_t)((N + 127) / 128) * (K / 128);
@@ -142,46 +143,52 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(dA, ha, (size_t)MMAX * K * 2, cudaMemcpyHostToDevice));
         free(hw), free(hs), free(ha);
         const dic_wmat W = {2, N, K, 128, dw, ds};
-        c.batch_invariant = 0; /* the reference: every row alone, fast mode (k_gemm_dec) */
-        for (int r = 0; r < MMAX; r++)
-            CK(dic_gemm(&c, 1, dA + (size_t)r * K, (size_t)K, &W, sh->act_block, ref + (size_t)r * N, NULL, (size_t)N));
-        CK(cudaStreamSynchronize(c.stream));
-        printf("\n== %s  (split-K %d x %d k, as d_splits)\n", sh->name, splits, kper);
-        printf("%5s | %-22s | %-22s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
-               "bits==k_gemm_dec tn64", "gemm ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
-               "inv/c");
-        for (int mi = 0; mi < nM; mi++) {
-            const int M = Ms[mi];
-            const size_t n = (size_t)M * N;
-            const double fl = 2.0 * M * N * (double)K;
-            job j = {0, M, 128, sh, &c, W, dA, q, sa, x16, out};
-            char bits[2][40];
-            for (int v = 0; v < 2; v++) {
-                j.tn = v ? 64 : 128, j.C = v ? out2 : out;
-                CK(cudaMemsetAsync(j.C, 0xFF, n * 4, c.stream));
-                cudaError_t e = run(&j);
-                if (e != cudaSuccess) {
-                    (void)cudaGetLastError();
-                    snprintf(bits[v], sizeof bits[v], "err %s", cudaGetErrorName(e));
-                    continue;
+        for (int ai = 0; ai < 2; ai++) {
+            shape shv = *sh0;
+            shv.act_block = ai ? 32 : 128;
+            const shape *sh = &shv;
+            c.batch_invariant = 0; /* the reference: every row alone, fast mode (k_gemm_dec) */
+            for (int r = 0; r < MMAX; r++)
+                CK(dic_gemm(&c, 1, dA + (size_t)r * K, (size_t)K, &W, sh->act_block, ref + (size_t)r * N, NULL, (size_t)N));
+            CK(cudaStreamSynchronize(c.stream));
+            printf("\n== %s %s act %d  (split-K %d x %d k, as d_splits)\n", ai ? "V4.1" : "V4", sh->name, sh->act_block,
+                   splits, kper);
+            printf("%5s | %-22s | %-22s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
+                   "bits==k_gemm_dec tn64", "gemm ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
+                   "inv/c");
+            for (int mi = 0; mi < nM; mi++) {
+                const int M = Ms[mi];
+                const size_t n = (size_t)M * N;
+                const double fl = 2.0 * M * N * (double)K;
+                job j = {0, M, 128, sh, &c, W, dA, q, sa, x16, out};
+                char bits[2][40];
+                for (int v = 0; v < 2; v++) {
+                    j.tn = v ? 64 : 128, j.C = v ? out2 : out;
+                    CK(cudaMemsetAsync(j.C, 0xFF, n * 4, c.stream));
+                    cudaError_t e = run(&j);
+                    if (e != cudaSuccess) {
+                        (void)cudaGetLastError();
+                        snprintf(bits[v], sizeof bits[v], "err %s", cudaGetErrorName(e));
+                        continue;
+                    }
+                    CK(g16_count_diff(c.stream, (const uint32_t *)j.C, (const uint32_t *)ref, n, nd));
+                    unsigned long long h = 0;
+                    CK(cudaMemcpyAsync(&h, nd, sizeof h, cudaMemcpyDeviceToHost, c.stream));
+                    CK(cudaStreamSynchronize(c.stream));
+                    snprintf(bits[v], sizeof bits[v], "%s %llu/%zu", h ? "no" : "yes", h, n);
                 }
-                CK(g16_count_diff(c.stream, (const uint32_t *)j.C, (const uint32_t *)ref, n, nd));
-                unsigned long long h = 0;
-                CK(cudaMemcpyAsync(&h, nd, sizeof h, cudaMemcpyDeviceToHost, c.stream));
-                CK(cudaStreamSynchronize(c.stream));
-                snprintf(bits[v], sizeof bits[v], "%s %llu/%zu", h ? "no" : "yes", h, n);
+                j.tn = 128, j.C = out;
+                double t[4];
+                for (int k = 0; k < 4; k++) {
+                    j.kind = k;
+                    t[k] = time_job(&j);
+                }
+                printf("%5d | %-22s | %-22s | %8.4f | %8.4f %6.1f | %8.4f %6.1f | %8.4f %6.1f | %6.2f %6.2f\n", M, bits[0],
+                       bits[1], t[1], t[0], t[0] > 0 ? fl / t[0] / 1e9 : 0.0, t[2], t[2] > 0 ? fl / t[2] / 1e9 : 0.0,
+                       t[3], t[3] > 0 ? fl / t[3] / 1e9 : 0.0, t[0] > 0 ? t[2] / t[0] : 0.0, t[0] > 0 ? t[3] / t[0] : 0.0);
+                fflush(stdout);
             }
-            j.tn = 128, j.C = out;
-            double t[4];
-            for (int k = 0; k < 4; k++) {
-                j.kind = k;
-                t[k] = time_job(&j);
-            }
-            printf("%5d | %-22s | %-22s | %8.4f | %8.4f %6.1f | %8.4f %6.1f | %8.4f %6.1f | %6.2f %6.2f\n", M, bits[0],
-                   bits[1], t[1], t[0], t[0] > 0 ? fl / t[0] / 1e9 : 0.0, t[2], t[2] > 0 ? fl / t[2] / 1e9 : 0.0,
-                   t[3], t[3] > 0 ? fl / t[3] / 1e9 : 0.0, t[0] > 0 ? t[2] / t[0] : 0.0, t[0] > 0 ? t[3] / t[0] : 0.0);
-            fflush(stdout);
-        }
+        } /* act blocks */
         cudaFree(dw), cudaFree(ds);
     }
     c.batch_invariant = 0;
