@@ -3,7 +3,8 @@
  * 65, 128, 1024, 4096, 8192:
  *  - bits: every output of the candidate's op (dic_gemm_quant + g16_widen + g16_gemm) at M rows against
  *    the same row computed alone by the product in fast mode (dic_gemm at M = 1: k_gemm_dec), bitwise,
- *    for the token tiles 128 and 64: "yes" / "no" and the number of fp32 outputs that differ;
+ *    for the token tiles 128 and 64: "yes 0/total" or "no differ/total u<largest difference in fp32 ulp>"
+ *    (a huge u: a NaN or an output never written, i.e. a layout or coverage bug; a few ulp: an order);
  *  - time (CUDA graph of GR calls, median of 10 replays, per call): the candidate's GEMM alone and its
  *    whole op (quantisation + widening + GEMM, from bf16), dic_gemm in fast mode (k_gemm_dec /
  *    k_gemm_f16 at M <= 64, wgmma e4m3 v3 / v2 above) and in batch-invariant mode, in ms and TFLOP/s,
@@ -120,7 +121,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&x16, (size_t)MMAX * maxk * 2));
     CK(cudaMalloc((void **)&q, dic_gemm_qbytes(MMAX, (int)maxk)));
     CK(cudaMalloc((void **)&sa, (size_t)MMAX * (maxk / 32) * 4));
-    CK(cudaMalloc((void **)&nd, sizeof *nd));
+    CK(cudaMalloc((void **)&nd, 2 * sizeof *nd));
     printf("gemm16_bench: bits = each of M rows vs the same row alone in dic_gemm fast mode (k_gemm_dec), fp32 out;\n"
            "time per call from a CUDA graph; ratio = other / candidate op (> 1: candidate faster)\n");
     for (size_t si = 0; si < sizeof S / sizeof *S; si++) {
@@ -153,7 +154,7 @@ int main(int argc, char **argv) {
             CK(cudaStreamSynchronize(c.stream));
             printf("\n== %s %s act %d  (split-K %d x %d k, as d_splits)\n", ai ? "V4.1" : "V4", sh->name, sh->act_block,
                    splits, kper);
-            printf("%5s | %-22s | %-22s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
+            printf("%5s | %-30s | %-30s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
                    "bits==k_gemm_dec tn64", "gemm ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
                    "inv/c");
             for (int mi = 0; mi < nM; mi++) {
@@ -161,7 +162,7 @@ int main(int argc, char **argv) {
                 const size_t n = (size_t)M * N;
                 const double fl = 2.0 * M * N * (double)K;
                 job j = {0, M, 128, sh, &c, W, dA, q, sa, x16, out};
-                char bits[2][40];
+                char bits[2][64];
                 for (int v = 0; v < 2; v++) {
                     j.tn = v ? 64 : 128, j.C = v ? out2 : out;
                     CK(cudaMemsetAsync(j.C, 0xFF, n * 4, c.stream));
@@ -172,10 +173,11 @@ int main(int argc, char **argv) {
                         continue;
                     }
                     CK(g16_count_diff(c.stream, (const uint32_t *)j.C, (const uint32_t *)ref, n, nd));
-                    unsigned long long h = 0;
-                    CK(cudaMemcpyAsync(&h, nd, sizeof h, cudaMemcpyDeviceToHost, c.stream));
+                    unsigned long long h[2] = {0, 0};
+                    CK(cudaMemcpyAsync(h, nd, sizeof h, cudaMemcpyDeviceToHost, c.stream));
                     CK(cudaStreamSynchronize(c.stream));
-                    snprintf(bits[v], sizeof bits[v], "%s %llu/%zu", h ? "no" : "yes", h, n);
+                    if (h[0]) snprintf(bits[v], sizeof bits[v], "no %llu/%zu u%llu", h[0], n, h[1]);
+                    else snprintf(bits[v], sizeof bits[v], "yes 0/%zu", n);
                 }
                 j.tn = 128, j.C = out;
                 double t[4];
@@ -183,7 +185,7 @@ int main(int argc, char **argv) {
                     j.kind = k;
                     t[k] = time_job(&j);
                 }
-                printf("%5d | %-22s | %-22s | %8.4f | %8.4f %6.1f | %8.4f %6.1f | %8.4f %6.1f | %6.2f %6.2f\n", M, bits[0],
+                printf("%5d | %-30s | %-30s | %8.4f | %8.4f %6.1f | %8.4f %6.1f | %8.4f %6.1f | %6.2f %6.2f\n", M, bits[0],
                        bits[1], t[1], t[0], t[0] > 0 ? fl / t[0] / 1e9 : 0.0, t[2], t[2] > 0 ? fl / t[2] / 1e9 : 0.0,
                        t[3], t[3] > 0 ? fl / t[3] / 1e9 : 0.0, t[0] > 0 ? t[2] / t[0] : 0.0, t[0] > 0 ? t[3] / t[0] : 0.0);
                 fflush(stdout);

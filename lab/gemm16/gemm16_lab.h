@@ -30,7 +30,8 @@ cudaError_t g16_gemm(cudaStream_t st, int num_sms, const void *W, const uint8_t 
                      int act_block, int M, const uint16_t *x16, const float *sa, float *C32, uint16_t *C16,
                      size_t ldc, int tn);
 
-/* Bench helper: *nd = the number of 32-bit words where a and b differ (n words, device). */
+/* Bench helper over n fp32 words (device): nd_dev[0] = how many differ between a and b, nd_dev[1] = the
+ * largest difference in fp32 ulp (ordered bit patterns; a NaN or an unwritten 0xFFFFFFFF shows as huge). */
 cudaError_t g16_count_diff(cudaStream_t st, const uint32_t *a, const uint32_t *b, size_t n,
                            unsigned long long *nd_dev);
 
