@@ -1,0 +1,399 @@
+/*
+ * gemm16.cu — the batch-invariant FP8 prefill GEMM candidate of issue #26: wgmma m64nNk16 f16 -> fp32
+ * that claims the bits of the fast-mode decode kernels (k_gemm_dec / k_gemm_f16, dic_gemm_f16.cu) for
+ * every row at every M, so one f16-HMMA family serves decode and prefill in both modes
+ * (docs/determinism.md §7.1: wgmma f16 and mma.sync m16n8k16 f16 give the same block partials when fed
+ * the same k slots; docs/kernels/gemm-prefill.md "Plan: one f16 family").
+ *
+ * What it copies from k_gemm_f16 (the header of dic_gemm_f16.cu), and how:
+ *  - the k slots of each k16 instruction. In a 32-k sub-block, k_gemm_f16's lane t of a quad holds
+ *    k = 8t .. 8t + 7, fed as two m16n8k16 steps h = 0, 1: slot 2t + e <- k = 8t + 4h + e and slot
+ *    8 + 2t + e <- k = 8t + 4h + 2 + e (e = 0, 1). Weights: the A operand of wgmma's RS form is the
+ *    mma.sync A fragment of each warp, so each thread converts the same 8 bytes per row (rows 16 warp
+ *    + g and + 8, bytes 32j + 8t) with the same cvt.rn.f16x2.e4m3x2 into the same registers
+ *    k_gemm_f16 passes to mma.sync. Tokens: the B operand comes from shared memory in natural slot
+ *    order, so g16_widen writes each 32-k group of the f16 row in slot order (position 16h + 8hi +
+ *    2t + e holds k = 8t + 4h + 2hi + e) and TMA loads it unchanged;
+ *  - the per-K-block fold: kb = min(act_block, wblock) (32 or 128 here); P = the wgmma chain of the
+ *    block's kb / 16 steps from +0 (scale-d = 0 on the first, steps in increasing k), then
+ *    C_s = fmaf(P, s_act * s_w, C_s), blocks in increasing k, C_s from +0; s_act * s_w is the same
+ *    fp32 product (formed once per token and block by the producer warpgroup);
+ *  - the split-K structure: g16_splits is d_splits (splits and k per split from N, K and the SM
+ *    count only); one CTA owns every split of its outputs and folds them in registers in split
+ *    order, C = ((C_0 + C_1) + C_2) + ..., as k_gemm_dec's cluster fold and k_gemm_f16's last CTA do.
+ * So an output depends on its row of activations, its weight row, K, N and the SM count: never on M,
+ * the tile, the grid or other rows.
+ *
+ * Schedule: CTA = 3 warpgroups; WG 0 is the producer (one thread issues the TMA loads of a stage: the
+ * 128 x 128 e4m3 weight tile and the TN x 128 f16 token tile, 128-byte swizzle; every thread < TN
+ * writes its token's s_act * s_w factors next to them), WG 1 and 2 the consumers (64 weight rows each,
+ * all TN tokens: wgmma m64n{TN}k16 RS). Stages in a ring (full / empty mbarriers, v3's protocol);
+ * persistent grid over tiles (8 weight tiles per raster group), so the producer loads the next tile
+ * while the consumers fold and store. FP8 only: FP4 (e2m1, per-32 per-row scales) needs a per-row
+ * factor in the fold and k_gemm_f16's FP4 pair permutation (0,4)(1,5).. in both operands (not here).
+ */
+#include <cuda.h>
+#include <string.h>
+
+#include "ops/cuda/dic_common.cuh"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_f16_widen.cuh"
+#include "gemm16_lab.h"
+
+#define G16_BW 128                /* weight rows per CTA (2 consumer warpgroups x 64) */
+#define G16_BK 128                /* k per stage */
+#define G16_WBYTES (G16_BW * G16_BK) /* e4m3 weight tile per stage */
+#define G16_GROUP 8               /* weight tiles per raster group */
+
+/* stages by token tile and split: with SPLIT the running sum of the finished splits lives in shared
+ * memory (touched once per split; registers are capped at 168 by 384 threads) */
+static constexpr __host__ __device__ int g16_stages(int TN, int SPLIT) { return TN == 128 ? (SPLIT ? 3 : 4) : (SPLIT ? 5 : 6); }
+static constexpr __host__ __device__ int g16_stage_bytes(int TN) { return G16_WBYTES + 2 * TN * 128; }
+static constexpr __host__ __device__ int g16_smem(int TN, int SPLIT) {
+    return g16_stages(TN, SPLIT) * (g16_stage_bytes(TN) + 4 * TN * 4) + (SPLIT ? TN / 2 * 256 * 4 : 0) + 1024;
+}
+
+typedef struct g16args {
+    int M, N, K, nsa, lab, lwb, nwb, cps; /* cps: 128-k chunks per split */
+    int mt, nt, units;
+    const float *sa;
+    const uint8_t *ws;
+    float *C32;
+    uint16_t *C16;
+    size_t ldc;
+} g16args;
+
+extern "C" int g16_splits(int N, int K, int num_sms, int *kper) {
+    const int gx = (N + 63) / 64, nchunks = (K + 127) / 128;
+    int splits = 1;
+    if (dic_gemm_partbytes(1, N, K)) {
+        long long want = 4LL * (num_sms > 0 ? num_sms : 132) / gx;
+        int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks;
+        splits = want < 1 ? 1 : want > cap ? cap : (int)want;
+    }
+    int cps = (nchunks + splits - 1) / splits;
+    *kper = cps * 128;
+    return (nchunks + cps - 1) / cps;
+}
+
+/* ---- the activation widening (slot order) ------------------------------------------------------ */
+
+static __global__ void k_g16_widen(int M, int K, const uint8_t *q, size_t ldq, uint16_t *x16) {
+    const size_t np = (size_t)M * (K / 8);
+    for (size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x; u < np; u += (size_t)gridDim.x * blockDim.x) {
+        const size_t m = u / (K / 8);
+        const int p = (int)(u - m * (K / 8)), grp = p >> 2, t = p & 3;
+        const uint2 v = *(const uint2 *)(q + m * ldq + 8 * (size_t)p);
+        uint32_t *row = (uint32_t *)(x16 + m * K + 32 * (size_t)grp);
+        /* bytes 8t + (0,1) (2,3) (4,5) (6,7) -> slots 2t, 8 + 2t, 16 + 2t, 24 + 2t (f16 pairs) */
+        row[t] = cvt_e4m3x2(v.x & 0xFFFFu);
+        row[4 + t] = cvt_e4m3x2(v.x >> 16);
+        row[8 + t] = cvt_e4m3x2(v.y & 0xFFFFu);
+        row[12 + t] = cvt_e4m3x2(v.y >> 16);
+    }
+}
+
+extern "C" cudaError_t g16_widen(cudaStream_t st, int M, int K, const uint8_t *q, size_t ldq, uint16_t *x16) {
+    if (M <= 0) return cudaSuccess;
+    if (K % 32 || ldq % 8 || ((uintptr_t)q & 7) || ((uintptr_t)x16 & 3)) return cudaErrorInvalidValue;
+    const size_t np = (size_t)M * (K / 8);
+    const unsigned grid = (unsigned)(np / 256 + 1 < 65535 * 4 ? np / 256 + 1 : 65535 * 4);
+    k_g16_widen<<<grid, 256, 0, st>>>(M, K, q, ldq, x16);
+    return cudaGetLastError();
+}
+
+/* ordered integer of an fp32 bit pattern (ulp distance = difference of two of these) */
+static __device__ __forceinline__ long long g16_ord(uint32_t u) {
+    return (u >> 31) ? -(long long)(u & 0x7FFFFFFFu) : (long long)u;
+}
+
+static __global__ void k_g16_count_diff(const uint32_t *a, const uint32_t *b, size_t n, unsigned long long *nd) {
+    unsigned long long c = 0, mx = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (a[i] != b[i]) {
+            const long long d = g16_ord(a[i]) - g16_ord(b[i]);
+            const unsigned long long ad = (unsigned long long)(d < 0 ? -d : d);
+            c++;
+            mx = ad > mx ? ad : mx;
+        }
+    for (int o = 16; o; o >>= 1) {
+        c += __shfl_xor_sync(0xFFFFFFFFu, c, o);
+        const unsigned long long t = __shfl_xor_sync(0xFFFFFFFFu, mx, o);
+        mx = t > mx ? t : mx;
+    }
+    if ((threadIdx.x & 31) == 0 && c) {
+        atomicAdd(nd, c);
+        atomicMax(nd + 1, mx);
+    }
+}
+
+extern "C" cudaError_t g16_count_diff(cudaStream_t st, const uint32_t *a, const uint32_t *b, size_t n,
+                                      unsigned long long *nd_dev) {
+    cudaError_t e = cudaMemsetAsync(nd_dev, 0, 2 * sizeof *nd_dev, st);
+    if (e != cudaSuccess || !n) return e;
+    k_g16_count_diff<<<1024, 256, 0, st>>>(a, b, n, nd_dev);
+    return cudaGetLastError();
+}
+
+/* ---- the GEMM ----------------------------------------------------------------------------------- */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "ops/cuda/dic_wgmma_ptx.cuh"
+#include "g16_wgmma_rs.cuh"
+
+/* unit u -> (token tile pm, weight tile pn): groups of G16_GROUP weight tiles, token tiles fastest */
+static __device__ __forceinline__ void g16_tile(const g16args &a, int u, int *pm, int *pn) {
+    const int per = G16_GROUP * a.mt, grp = u / per, idx = u - grp * per;
+    const int gn = min(G16_GROUP, a.nt - grp * G16_GROUP);
+    *pn = grp * G16_GROUP + idx % gn;
+    *pm = idx / gn;
+}
+
+/* the compiler must not move register reads / writes across the asynchronous wgmma (v3's fence) */
+#define G16_FENCE_F(x, n) _Pragma("unroll") for (int i_ = 0; i_ < (n); i_++) asm volatile("" : "+f"((x)[i_])::"memory")
+#define G16_FENCE_R(x, n) _Pragma("unroll") for (int i_ = 0; i_ < (n); i_++) asm volatile("" : "+r"((x)[i_])::"memory")
+
+/* the weight A fragments of 32-k sub-block j (bytes 32j .. 32j + 31 of the 128-byte rows) for the rows
+ * rl and rl + 8 of a swizzled stage (16-byte chunk c of row r at c ^ (r % 8); rl % 8 == g): the two k16
+ * steps' registers {row rl, row rl + 8, row rl hi, row rl + 8 hi}, k_gemm_f16's pa / pb order */
+static __device__ __forceinline__ void g16_afrag(const uint8_t *sW, int rl, int j, int t, uint32_t *A) {
+    const int bo = 32 * j + 8 * t;
+    const int oa = rl * 128 + ((((bo >> 4) ^ rl) & 7) << 4) + (bo & 15);
+    const int ob = (rl + 8) * 128 + ((((bo >> 4) ^ (rl + 8)) & 7) << 4) + (bo & 15);
+    const uint2 wa = *(const uint2 *)(sW + oa), wb = *(const uint2 *)(sW + ob);
+    A[0] = cvt_e4m3x2(wa.x & 0xFFFFu), A[1] = cvt_e4m3x2(wb.x & 0xFFFFu);
+    A[2] = cvt_e4m3x2(wa.x >> 16), A[3] = cvt_e4m3x2(wb.x >> 16);
+    A[4] = cvt_e4m3x2(wa.y & 0xFFFFu), A[5] = cvt_e4m3x2(wb.y & 0xFFFFu);
+    A[6] = cvt_e4m3x2(wa.y >> 16), A[7] = cvt_e4m3x2(wb.y >> 16);
+}
+
+template <int TN, int KB, int SPLIT>
+static __device__ __forceinline__ void g16_body(const g16args &a, const CUtensorMap *tmX, const CUtensorMap *tmW) {
+    constexpr int ST = g16_stages(TN, SPLIT), STG = g16_stage_bytes(TN), NB = G16_BK / KB, SB = KB / 32, ND = TN / 2;
+    extern __shared__ uint8_t dsm[];
+    __shared__ __align__(8) uint64_t full[ST], empty[ST];
+    uint8_t *base = dsm + ((1024u - (smem_u32(dsm) & 1023u)) & 1023u);
+    float *fac = (float *)(base + ST * STG); /* [stage][block][token] s_act * s_w */
+    float *Rs = fac + ST * 4 * TN;            /* SPLIT: [ND][256 consumer threads] the finished splits' sum */
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    const int nch = a.K / G16_BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) {
+            mbar_init(smem_u32(&full[s]), 128 + 1); /* every producer thread + the TMA thread's expect_tx */
+            mbar_init(smem_u32(&empty[s]), 8);      /* one arrive per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        int s = 0;
+        uint32_t ph = 0;
+        for (int u = blockIdx.x; u < a.units; u += gridDim.x) {
+            int pm, pn;
+            g16_tile(a, u, &pm, &pn);
+            const int m0 = pm * TN, n0 = pn * G16_BW, tok = m0 + tid;
+            const uint8_t *wsr = a.ws + (size_t)(n0 >> a.lwb) * a.nwb;
+            for (int c = 0; c < nch; c++) {
+                const int kc = c * G16_BK;
+                float f[NB];
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const int k = kc + b * KB;
+                    const float sw = dic_e8m0_to_f32(wsr[k >> a.lwb]);
+                    const float sx = tid < TN && tok < a.M ? a.sa[(size_t)tok * a.nsa + (k >> a.lab)] : 0.0f;
+                    f[b] = sx * sw; /* k_gemm_f16: s_act * s_w */
+                }
+                mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
+                if (tid == 0) {
+                    const uint32_t sW = smem_u32(base + s * STG), sX = sW + G16_WBYTES, fb = smem_u32(&full[s]);
+                    mbar_expect_tx(fb, (uint32_t)STG);
+                    tma_load_2d(sW, tmW, kc, n0, fb);
+                    tma_load_2d(sX, tmX, kc, m0, fb);
+                    tma_load_2d(sX + TN * 128, tmX, kc + 64, m0, fb);
+                }
+                if (tid < TN)
+#pragma unroll
+                    for (int b = 0; b < NB; b++) fac[(s * 4 + b) * TN + tid] = f[b];
+                mbar_arrive(smem_u32(&full[s]));
+                if (++s == ST) s = 0, ph ^= 1u;
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1, t = tid & 127, warp = t >> 5, g = lane >> 2, tq = lane & 3;
+        const int rl = 64 * cw + 16 * warp + g; /* this thread's weight rows rl, rl + 8 within the CTA */
+        int s = 0;
+        uint32_t ph = 0;
+        float P[ND], acc[ND];
+        float *Rt = Rs + (tid - 128); /* this thread's running sum: Rt[256 i] */
+        uint32_t A[2][8];
+        for (int u = blockIdx.x; u < a.units; u += gridDim.x) {
+            int pm, pn;
+            g16_tile(a, u, &pm, &pn);
+#pragma unroll
+            for (int i = 0; i < ND; i++) acc[i] = 0.0f;
+            int first = 1;
+            for (int c = 0; c < nch; c++) {
+                mbar_wait(smem_u32(&full[s]), ph);
+                __syncwarp(); /* converged for the .aligned wgmma instructions */
+                const uint8_t *sW = base + s * STG, *sX = sW + G16_WBYTES;
+                const float *fc = fac + s * 4 * TN;
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+#pragma unroll
+                    for (int jj = 0; jj < SB; jj++) {
+                        const int j = b * SB + jj, buf = jj & 1;
+                        g16_afrag(sW, rl, j, tq, A[buf]);
+                        /* k16 steps 2j, 2j + 1: token sub-tile j / 2, 32 bytes per step (16-byte units) */
+                        const uint64_t db = desc_sw128(smem_u32(sX + (j >> 1) * TN * 128)) + 4 * (j & 1);
+                        wg_fence();
+                        g16_rs<TN>::mma(P, &A[buf][0], db, jj > 0);
+                        g16_rs<TN>::mma(P, &A[buf][4], db + 2, 1);
+                        wg_commit();
+                        if (jj > 0) {
+                            wg_wait1(); /* the previous sub-block's steps are done: its A registers free */
+                            G16_FENCE_R(A[buf ^ 1], 8);
+                        }
+                    }
+                    wg_wait0();
+                    G16_FENCE_R(A[(SB - 1) & 1], 8);
+                    G16_FENCE_F(P, ND);
+                    /* K-block complete: C_s = fmaf(P, s_act * s_w, C_s) (columns 8q + 2tq, + 1) */
+                    const float *fb = fc + b * TN + 2 * tq;
+#pragma unroll
+                    for (int q = 0; q < TN / 8; q++) {
+                        const float2 f = *(const float2 *)(fb + 8 * q);
+                        acc[4 * q + 0] = fmaf(P[4 * q + 0], f.x, acc[4 * q + 0]);
+                        acc[4 * q + 1] = fmaf(P[4 * q + 1], f.y, acc[4 * q + 1]);
+                        acc[4 * q + 2] = fmaf(P[4 * q + 2], f.x, acc[4 * q + 2]);
+                        acc[4 * q + 3] = fmaf(P[4 * q + 3], f.y, acc[4 * q + 3]);
+                    }
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(smem_u32(&empty[s])); /* operands and factors of stage s read */
+                if (++s == ST) s = 0, ph ^= 1u;
+                if (SPLIT && ((c + 1) % a.cps == 0 || c + 1 == nch)) { /* split done: C = C + C_s in split order */
+#pragma unroll
+                    for (int i = 0; i < ND; i++) {
+                        Rt[256 * i] = first ? acc[i] : __fadd_rn(Rt[256 * i], acc[i]);
+                        acc[i] = 0.0f;
+                    }
+                    first = 0;
+                }
+            }
+            const int m0 = pm * TN, n0 = pn * G16_BW;
+#pragma unroll
+            for (int q = 0; q < TN / 8; q++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int n = n0 + rl + 8 * (j >> 1), m = m0 + 8 * q + 2 * tq + (j & 1);
+                    const float v = SPLIT ? Rt[256 * (4 * q + j)] : acc[4 * q + j];
+                    if (m < a.M && n < a.N) {
+                        if (a.C32) a.C32[(size_t)m * a.ldc + n] = v;
+                        else a.C16[(size_t)m * a.ldc + n] = dic_f32_to_bf16(v);
+                    }
+                }
+        }
+    }
+}
+#endif
+
+template <int TN, int KB, int SPLIT>
+static __global__ void __launch_bounds__(384, 1)
+    k_g16(const g16args a, const __grid_constant__ CUtensorMap tmX, const __grid_constant__ CUtensorMap tmW) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    g16_body<TN, KB, SPLIT>(a, &tmX, &tmW);
+#else
+    (void)a, (void)tmX, (void)tmW;
+#endif
+}
+
+/* ---- host --------------------------------------------------------------------------------------- */
+
+typedef CUresult (*g16_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static g16_encode_fn g16_get_encode(void) {
+    static g16_encode_fn fn = NULL;
+    if (!fn) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr) ==
+                cudaSuccess &&
+            qr == cudaDriverEntryPointSuccess)
+            fn = (g16_encode_fn)p;
+    }
+    return fn;
+}
+
+/* rows x cols elements of esz bytes (1: e4m3, 2: f16), row stride ld bytes; box 128 bytes x box_rows,
+ * 128-byte swizzle, out of bounds -> 0 */
+static int g16_map(CUtensorMap *m, const void *p, int rows, int cols, size_t ld, int esz, int box_rows) {
+    g16_encode_fn enc = g16_get_encode();
+    if (!enc) return 0;
+    cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld};
+    cuuint32_t box[2] = {(cuuint32_t)(128 / esz), (cuuint32_t)box_rows}, es[2] = {1, 1};
+    return enc(m, esz == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dim,
+               stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int TN, int KB, int SPLIT>
+static cudaError_t g16_run(cudaStream_t st, int grid, const g16args &a, const CUtensorMap &tX, const CUtensorMap &tW) {
+    static int attr_done;
+    if (!attr_done) {
+        cudaError_t e = cudaFuncSetAttribute(k_g16<TN, KB, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             g16_smem(TN, SPLIT));
+        if (e != cudaSuccess) return e;
+        attr_done = 1;
+    }
+    k_g16<TN, KB, SPLIT><<<(unsigned)grid, 384, g16_smem(TN, SPLIT), st>>>(a, tX, tW);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t g16_gemm(cudaStream_t st, int num_sms, const void *W, const uint8_t *ws, int N, int K,
+                                int wblock, int act_block, int M, const uint16_t *x16, const float *sa, float *C32,
+                                uint16_t *C16, size_t ldc, int tn) {
+    if (M <= 0 || N <= 0) return cudaSuccess;
+    if (!tn) tn = 128;
+    const int pw = wblock > 0 && !(wblock & (wblock - 1)), pa = act_block > 0 && !(act_block & (act_block - 1));
+    if (K <= 0 || K % G16_BK || !pw || wblock < G16_BW || !pa || act_block < 32 || act_block > 128 ||
+        (tn != 64 && tn != 128) || (!C32) == (!C16) || ((uintptr_t)W & 15) || ((uintptr_t)x16 & 15))
+        return cudaErrorInvalidValue;
+    const int kb = act_block < wblock ? act_block : wblock;
+    if (kb != 32 && kb != 128) return cudaErrorInvalidValue; /* the instantiations (act_block 64: add KB = 64) */
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        major != 9)
+        return cudaErrorNotSupported; /* wgmma: sm_90a */
+    CUtensorMap tX, tW;
+    if (!g16_map(&tX, x16, M, K, (size_t)K * 2, 2, tn) || !g16_map(&tW, W, N, K, (size_t)K, 1, G16_BW))
+        return cudaErrorInvalidValue;
+    int kper;
+    const int splits = g16_splits(N, K, num_sms, &kper);
+    g16args a;
+    memset(&a, 0, sizeof a);
+    a.M = M, a.N = N, a.K = K, a.nsa = K / act_block;
+    a.lab = __builtin_ctz((unsigned)act_block), a.lwb = __builtin_ctz((unsigned)wblock), a.nwb = K / wblock;
+    a.cps = kper / G16_BK;
+    a.mt = (M + tn - 1) / tn, a.nt = (N + G16_BW - 1) / G16_BW;
+    if ((long long)a.mt * a.nt > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+    a.units = a.mt * a.nt;
+    a.sa = sa, a.ws = ws, a.C32 = C32, a.C16 = C16, a.ldc = ldc;
+    const int nsm = num_sms > 0 ? num_sms : 132, grid = a.units < nsm ? a.units : nsm;
+    const int sp = splits > 1;
+    switch ((tn == 128) * 4 + (kb == 128) * 2 + sp) {
+    case 0: return g16_run<64, 32, 0>(st, grid, a, tX, tW);
+    case 1: return g16_run<64, 32, 1>(st, grid, a, tX, tW);
+    case 2: return g16_run<64, 128, 0>(st, grid, a, tX, tW);
+    case 3: return g16_run<64, 128, 1>(st, grid, a, tX, tW);
+    case 4: return g16_run<128, 32, 0>(st, grid, a, tX, tW);
+    case 5: return g16_run<128, 32, 1>(st, grid, a, tX, tW);
+    case 6: return g16_run<128, 128, 0>(st, grid, a, tX, tW);
+    default: return g16_run<128, 128, 1>(st, grid, a, tX, tW);
+    }
+}
