@@ -15,7 +15,7 @@
  * SWA ring), its own chunks through the whole attention sub-layer. These
  * are the one-rank ops on the same inputs, so every row's output and the
  * state after the prefill (SWA rings, compressor partial groups,
- * compressed KV, index keys, V4.1 Engram history, n_tokens) are bitwise
+ * compressed KV, index keys, n_tokens) are bitwise
  * those of one rank: the state writes do not depend on how the rows are
  * chunked (forward.h). Every rank ends holding the whole sequence state, so
  * decode continues on whichever rank owns the sequence. The state writes of
@@ -26,8 +26,9 @@
  * Not covered (refused with DEEPINFER_ERR_UNSUPPORTED): expert parallelism
  * in the dp = 1 layout (every rank runs every row there: use dp = ep), a
  * device backend (the CPU backend only), the drafter stages (the prompt's
- * MTP / DSpark feed is the caller's: they are not advanced), V4.1 compact
- * prefill and DSpark target hiddens, hidden-state output.
+ * MTP feed is the caller's: it is not advanced), hidden-state output, and
+ * DeepSeek-V4.1 (di_v41_cp_prefill refuses it: its CP path is not verified
+ * bitwise against one rank).
  */
 #ifndef DI_MODEL_CP_PREFILL_H
 #define DI_MODEL_CP_PREFILL_H
