@@ -7,7 +7,9 @@
 #include "model/attention.h"
 #include "model/block.h"
 #include "model/compressor.h"
+#include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
+#include "model/engram_setup.h"
 #include "model/indexer.h"
 #include "model/mhc.h"
 #include "model/moe_ep.h"
@@ -46,6 +48,8 @@ struct cp_ctx {
     int *orows;                /* its logit rows (own-row indices) */
     float *ologits;            /* [max_rows][V] */
     float *glogits;            /* [pass rows][V] every rank's, rank-major */
+    int64_t *ids;              /* V4.1 Engram: [n][per token] the prompt's hash ids */
+    di_engram_seq eng;         /* the history after the prompt (set on the sequence at the end) */
     deepinfer_status st;       /* the first collective failure */
     di_error err;
 };
@@ -121,7 +125,10 @@ static void own_attn(const di_fwd *f, const di_attn_w *aw, const di_layer_cfg *L
     fv.dtok += sg->row0;
     fv.segs = &one;
     fv.nseg = 1;
-    /* per-row state carried across layers (V4.1 candidate blocks, ws->cand): the segment's own rows */
+    /* per-row results carried across layers (V4.1: a layer without its own indexer reuses the
+     * top-k of the last index source, later layers the candidate blocks): the segment's own rows */
+    wv.topk += (size_t)sg->row0 * (size_t)f->cfg->index_topk;
+    wv.ntopk += sg->row0;
     if (wv.cand) {
         wv.cand += (size_t)sg->row0 * (size_t)f->cfg->candidate_topk_blocks;
         wv.ncand += sg->row0;
@@ -226,7 +233,7 @@ static void pass_logits(cp_ctx *c, const di_cp_prefill *p, size_t V, int n_own) 
 static void ctx_free(cp_ctx *c) {
     di_core_free(&c->aux);
     free(c->pos), free(c->seqs), free(c->otok), free(c->opos), free(c->oseq), free(c->orows);
-    free(c->ologits), free(c->glogits);
+    free(c->ologits), free(c->glogits), free(c->ids);
     di_dev_free(c->xall);
 }
 
@@ -337,6 +344,7 @@ static deepinfer_status run_passes(void *m, di_core *core, di_ep_model *ep, cons
         p->seq->n_tokens = start + r0 + P;
     }
     if (!st) st = di_ep_take_status(ep, err);
+    if (!st && c->ids) p->seq->engram = c->eng;
     ctx_free(c);
     free(c);
     return st;
@@ -362,10 +370,70 @@ deepinfer_status di_v4_cp_prefill(di_v4_model *m, const di_cp_prefill *p, di_err
     return run_passes(m, &m->core, m->ep, &m->moe, p, v4_layers, NULL, err);
 }
 
-/* ---- V4.1: refused ---- */
+/* ---- V4.1 (dsv41.c forward_rows with the CP attention; no compact prefill, no DSpark targets) ---- */
+
+static size_t eng_per_tok(const di_model_config *cfg) {
+    return (size_t)cfg->n_engram_layer_ids * (size_t)cfg->engram_cols;
+}
+
+/* The Engram hash ids of the whole prompt, from a copy of the history (the
+ * sequence's is advanced after the prefill, as one rank advances it). */
+static deepinfer_status v41_prep(void *mp, cp_ctx *c, const di_cp_prefill *p, di_error *err) {
+    di_v41_model *m = mp;
+    const di_model_config *cfg = &m->core.cfg;
+    if (m->released_index_k)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                            "context-parallel prefill: the released-reference index keys (released_index_k) depend "
+                            "on how a prompt is chunked; load without them");
+    di_v4_batch full = {.n = p->n, .tokens = p->tokens, .pos = c->pos, .seq = c->seqs};
+    deepinfer_status st = di_v41_check_tokens(m, &full, err);
+    if (st) return st;
+    size_t per = eng_per_tok(cfg);
+    if (!per) return DEEPINFER_OK;
+    c->ids = malloc((size_t)p->n * per * sizeof *c->ids);
+    if (!c->ids) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the prompt's Engram ids");
+    c->eng = p->seq->engram;
+    return di_engram_step_ids(&m->eng, &c->eng, p->seq->n_tokens, p->tokens, NULL, p->n, c->ids, err);
+}
+
+static deepinfer_status v41_layers(void *mp, cp_ctx *c, di_fwd *f, di_v4_batch *b, di_error *err) {
+    di_v41_model *m = mp;
+    const di_model_config *cfg = &m->core.cfg;
+    di_core *core = &m->core;
+    size_t per = eng_per_tok(cfg);
+    int ncol = (int)per;
+    if (per) { /* this rank's rows' ids, from the prompt's */
+        for (int s = 0, at = 0; s < 2; s++) {
+            int k = c->own[s], nr = chunk_len(c, k);
+            memcpy(f->ws->t.eng_ids + (size_t)at * per, c->ids + (size_t)(c->r0 + c->lo[k]) * per,
+                   (size_t)nr * per * sizeof *c->ids);
+            at += nr;
+        }
+        for (int i = 0; i < m->w.n_engram; i++)
+            di_engram_prefetch(&m->w.engram[i], f->ws->t.eng_ids + (size_t)i * cfg->engram_cols, (int64_t)per, f->M);
+    }
+    di_core_embed(core, f, m->w.embed);
+    di_block_chain_start(f);
+    deepinfer_status st;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const di_layer_cfg *L = &cfg->layers[l];
+        if (L->engram >= 0 &&
+            (st = di_engram_forward(f->x, &m->w.engram[L->engram], &m->eng_ws, core->R, f->M,
+                                    f->ws->t.eng_ids + (size_t)L->engram * cfg->engram_cols, ncol, NULL, NULL, err)))
+            return st; /* the same on every rank: the ids and rows checked before the first collective */
+        int fuse = l + 1 < cfg->n_layers && cfg->layers[l + 1].engram < 0;
+        f->hc_defer_post = l + 1 == cfg->n_layers;
+        di_block(f, &m->w.layers[l], L, l, core->R, 1, cp_attn, &m->moe, fuse ? &m->w.layers[l + 1] : NULL);
+    }
+    if (b->n_logits) {
+        di_mhc_head_final(f, NULL, m->w.norm, core->R);
+        di_core_logits(core, f, b, 0, NULL, &m->w.head);
+    } else {
+        di_mhc_post_pending(f, core->R);
+    }
+    return DEEPINFER_OK;
+}
 
 deepinfer_status di_v41_cp_prefill(di_v41_model *m, const di_cp_prefill *p, di_error *err) {
-    (void)m, (void)p;
-    return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                        "context-parallel prefill runs DeepSeek-V4 checkpoints only; prefill DeepSeek-V4.1 on one rank");
+    return run_passes(m, &m->core, m->ep, &m->moe, p, v41_layers, v41_prep, err);
 }

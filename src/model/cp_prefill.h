@@ -15,20 +15,23 @@
  * SWA ring), its own chunks through the whole attention sub-layer. These
  * are the one-rank ops on the same inputs, so every row's output and the
  * state after the prefill (SWA rings, compressor partial groups,
- * compressed KV, index keys, n_tokens) are bitwise
+ * compressed KV, index keys, V4.1 Engram history, n_tokens) are bitwise
  * those of one rank: the state writes do not depend on how the rows are
  * chunked (forward.h). Every rank ends holding the whole sequence state, so
  * decode continues on whichever rank owns the sequence. The state writes of
  * other ranks' rows are repeated on every rank (the linear kv / compressor
  * projections); the attention and indexer scoring, the query path, the
- * output projection and the MoE are split.
+ * output projection and the MoE are split. Per-row results that later
+ * layers read from the workspace (V4.1: the top-k of the last index source,
+ * the candidate blocks) stay at each segment's own rows.
  *
- * Not covered (refused with DEEPINFER_ERR_UNSUPPORTED): expert parallelism
- * in the dp = 1 layout (every rank runs every row there: use dp = ep), a
- * device backend (the CPU backend only), the drafter stages (the prompt's
- * MTP feed is the caller's: it is not advanced), hidden-state output, and
- * DeepSeek-V4.1 (di_v41_cp_prefill refuses it: its CP path is not verified
- * bitwise against one rank).
+ * Refused with DEEPINFER_ERR_UNSUPPORTED: expert parallelism in the dp = 1
+ * layout (every rank runs every row there: use dp = ep), a device backend
+ * (the CPU backend only), fewer than 2R rows, max_rows < 6, and V4.1 loaded
+ * with the released-reference index keys (released_index_k: not chunk
+ * invariant). Not offered: the drafter stages' feed (MTP / DSpark context
+ * rows: the caller's), hidden-state and DSpark target-hidden output, V4.1
+ * compact prefill.
  */
 #ifndef DI_MODEL_CP_PREFILL_H
 #define DI_MODEL_CP_PREFILL_H

@@ -4,10 +4,10 @@
  * with its own model and sequence copy) gives logits bitwise those of one
  * rank's prefill, every rank's sequence state after it equals the one-rank
  * state byte for byte (rings, compressor buffers, compressed KV, index
- * keys, n_tokens), and greedy decode continued on the CP state (on rank 0
- * and on the last rank) gives the one-rank tokens and logits. The V4 golden
- * checkpoint over two passes (2 ranks) and one (4 ranks); V4.1 (golden and
- * the demo model) is refused. Plus the argument refusals.
+ * keys, Engram history, n_tokens), and greedy decode continued on the CP
+ * state (on rank 0 and on the last rank) gives the one-rank tokens and
+ * logits. V4 and V4.1 golden checkpoints (2 ranks: two passes; 4 ranks:
+ * one) and the demo model (max_rows 64: several passes). Plus the refusals.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -232,27 +232,16 @@ TEST(v4_cp_prefill_bitwise_equal_one_rank) {
     check_cp(&k, 600, 256, SIZES, 2); /* 2 ranks: two passes of 300 rows; 4 ranks: one */
 }
 
-/* V4.1 (golden and the demo model) is refused by name, nothing changed. */
-TEST(v41_cp_prefill_refused) {
-    const char *dirs[2] = {"golden/v41-tiny-a", DEMO_MODEL};
-    for (int i = 0; i < 2; i++) {
-        char hash[512];
-        snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data("golden/v41-tiny-a"));
-        kind k = {1, di_test_data(dirs[i]), i ? NULL : hash};
-        di_error err = {0};
-        rank_model r;
-        if (load(&k, 256, &r, &err)) {
-            di_test_fail(__FILE__, __LINE__, "load %s: %s", k.dir, err.msg);
-            unload(&r);
-            continue;
-        }
-        int32_t tok[8] = {5, 6, 7, 8, 9, 10, 11, 12};
-        di_cp_prefill p = {.seq = r.seq, .n = 8, .tokens = tok};
-        CHECK_EQ_INT(di_v41_cp_prefill(r.m, &p, &err), DEEPINFER_ERR_UNSUPPORTED);
-        CHECK(strstr(err.msg, "DeepSeek-V4 checkpoints only") != NULL);
-        CHECK_EQ_INT(r.seq->n_tokens, 0);
-        unload(&r);
-    }
+TEST(v41_cp_prefill_bitwise_equal_one_rank) {
+    char hash[512];
+    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data("golden/v41-tiny-a"));
+    kind k = {1, di_test_data("golden/v41-tiny-a"), hash};
+    check_cp(&k, 520, 256, SIZES, 2);
+}
+
+TEST(demo_cp_prefill_bitwise_equal_one_rank) {
+    kind k = {1, di_test_data(DEMO_MODEL), NULL};
+    check_cp(&k, 300, 64, SIZES, 2); /* several passes per rank count */
 }
 
 /* Refusals, before any collective: too few rows, a bad token. One rank (no communicator). */
@@ -278,4 +267,25 @@ TEST(cp_prefill_refusals) {
     CHECK_EQ_INT(di_v4_cp_prefill(r.m, &p, &err), DEEPINFER_OK);
     CHECK_EQ_INT(r.seq->n_tokens, 8);
     unload(&r);
+}
+
+/* V4.1 loaded with the released-reference index keys (not chunk-invariant) is refused by name. */
+TEST(v41_cp_prefill_refuses_released_index_keys) {
+    char hash[512];
+    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data("golden/v41-tiny-a"));
+    di_v4_options o = {.engram_hash = hash, .released_index_k = 1};
+    di_error err = {0};
+    di_v41_model *m = NULL;
+    di_seq_state *sq = NULL;
+    if (di_v41_load(di_test_data("golden/v41-tiny-a"), &o, &m, &err) || di_v41_seq_new(m, &sq, &err)) {
+        di_test_fail(__FILE__, __LINE__, "load: %s", err.msg);
+    } else {
+        int32_t tok[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+        di_cp_prefill p = {.seq = sq, .n = 8, .tokens = tok};
+        deepinfer_status st = di_v41_cp_prefill(m, &p, &err);
+        if (st != DEEPINFER_ERR_UNSUPPORTED || !strstr(err.msg, "released_index_k") || sq->n_tokens != 0)
+            di_test_fail(__FILE__, __LINE__, "status %d, n_tokens %lld: %s", st, (long long)sq->n_tokens, err.msg);
+    }
+    di_seq_destroy(sq);
+    di_v41_free(m);
 }
