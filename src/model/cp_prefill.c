@@ -237,8 +237,12 @@ static void ctx_free(cp_ctx *c) {
     di_dev_free(c->xall);
 }
 
-/* The rows of the largest pass (every pass: at most max_rows - 2 rows per rank). */
-static int pass_cap(const di_core *core, int R) { return R * (core->max_rows - 2); }
+/* The rows of the largest pass: at most max_rows - 2 rows per rank; with expert parallelism at
+ * most max_rows over all ranks (every rank's EP scratch holds one pass's routing entries of every
+ * rank: max_rows x k, moe_ep.h). */
+static int pass_cap(const di_core *core, const di_ep_model *ep, int R) {
+    return ep ? core->max_rows : R * (core->max_rows - 2);
+}
 
 /* Checks and buffers, before any collective; then every rank learns whether
  * every rank is ready (one all-gather of a status word), so that no rank is
@@ -266,9 +270,10 @@ static deepinfer_status ctx_init(cp_ctx *c, void *m, di_core *core, di_ep_model 
                           di_cp_min_rows(c->R), c->R, p->n);
     else if (di_exec_on_device(&core->x))
         st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "context-parallel prefill runs on the CPU backend only");
-    else if (core->max_rows < 6)
-        st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "context-parallel prefill needs max_rows >= 6 (got %d)",
-                          core->max_rows);
+    else if (core->max_rows < 6 || (ep && core->max_rows < 4 * c->R))
+        st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                          "context-parallel prefill over %d ranks needs max_rows >= %d (got %d)", c->R,
+                          ep && 4 * c->R > 6 ? 4 * c->R : 6, core->max_rows);
     else if (ep && (!ep->dp || ep->size != c->R || ep->comm != p->comm))
         st = di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
                           "context-parallel prefill with expert parallelism needs the attention-DP layout (dp = ep) "
@@ -278,7 +283,7 @@ static deepinfer_status ctx_init(cp_ctx *c, void *m, di_core *core, di_ep_model 
             st = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "logit row %d is out of range or not increasing", i);
     if (!st && p->n_logits && (p->logit_rows[0] < 0 || p->logit_rows[p->n_logits - 1] >= p->n))
         st = di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "a logit row is outside [0, %d)", p->n);
-    int cap = st ? 0 : pass_cap(core, c->R);
+    int cap = st ? 0 : pass_cap(core, ep, c->R);
     size_t V = (size_t)core->cfg.vocab_size, mr = (size_t)core->max_rows;
     if (!st) {
         c->pos = malloc((size_t)p->n * sizeof *c->pos);
@@ -329,7 +334,7 @@ static deepinfer_status run_passes(void *m, di_core *core, di_ep_model *ep, cons
         free(c);
         return st;
     }
-    int cap = pass_cap(core, c->R), npass = (p->n + cap - 1) / cap;
+    int cap = pass_cap(core, ep, c->R), npass = (p->n + cap - 1) / cap;
     int64_t start = p->seq->n_tokens;
     for (int i = 0; !st && i < npass; i++) {
         int r0 = (int)((int64_t)i * p->n / npass), P = (int)((int64_t)(i + 1) * p->n / npass) - r0;

@@ -15,6 +15,7 @@
 #include "model/cp_prefill.h"
 #include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
+#include "model/moe_ep.h"
 #include "parallel/comm.h"
 #include "test.h"
 
@@ -38,14 +39,25 @@ static const di_model_config *cfg_of(const rank_model *r) {
     return r->v41 ? di_v41_config(r->m) : di_v4_config(r->m);
 }
 
-static deepinfer_status load(const kind *k, int max_rows, rank_model *out, di_error *err) {
+/* ep_size > 0: rank ep_rank of expert parallelism over comm, in the attention-DP layout. */
+static deepinfer_status load_ep(const kind *k, int max_rows, int ep_rank, int ep_size, di_comm *comm, rank_model *out,
+                                di_error *err) {
     memset(out, 0, sizeof *out);
-    di_v4_options o = {.engram_hash = k->engram_hash, .max_rows = max_rows};
+    di_v4_options o = {.engram_hash = k->engram_hash, .max_rows = max_rows, .ep_rank = ep_rank, .ep_size = ep_size,
+                       .comm = ep_size ? comm : NULL};
     out->v41 = k->v41;
     deepinfer_status st = k->v41 ? di_v41_load(k->dir, &o, (di_v41_model **)&out->m, err)
                                  : di_v4_load(k->dir, &o, (di_v4_model **)&out->m, err);
+    if (!st && ep_size) {
+        di_ep_model *ep = k->v41 ? ((di_v41_model *)out->m)->ep : ((di_v4_model *)out->m)->ep;
+        st = di_ep_set_dp(ep, 1, err);
+    }
     if (!st) st = k->v41 ? di_v41_seq_new(out->m, &out->seq, err) : di_v4_seq_new(out->m, &out->seq, err);
     return st;
+}
+
+static deepinfer_status load(const kind *k, int max_rows, rank_model *out, di_error *err) {
+    return load_ep(k, max_rows, 0, 0, NULL, out, err);
 }
 
 static void unload(rank_model *r) {
@@ -128,6 +140,21 @@ static int same_state(const di_model_config *c, const di_seq_state *a, const di_
     return 1;
 }
 
+typedef struct decode_job {
+    rank_model *r;
+    const float *last;
+    float *out;
+    int32_t toks[DECODE];
+    deepinfer_status st;
+    di_error err;
+} decode_job;
+
+static void *run_decode(void *p) {
+    decode_job *j = p;
+    j->st = decode(j->r, j->last, j->out, j->toks, &j->err);
+    return NULL;
+}
+
 typedef struct job {
     rank_model *r;
     di_comm *comm;
@@ -146,7 +173,7 @@ static void *run_cp(void *p) {
 
 /* A prompt of n rows: one rank's prefill (one batch), then CP over each of
  * sizes[], with every rank's logits, state and the decode after it compared. */
-static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int nsizes) {
+static void check_cp_ep(const kind *k, int n, int max_rows, const int *sizes, int nsizes, int with_ep) {
     di_error err = {0};
     rank_model ref;
     if (load(k, max_rows, &ref, &err)) {
@@ -162,9 +189,10 @@ static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int n
     int *rows = malloc((size_t)n * sizeof *rows);
     int nl = logit_rows(n, rows);
     float *want = malloc((size_t)nl * V * 4), *wdec = malloc((size_t)DECODE * V * 4);
-    float *got[MAXR], *gdec = malloc((size_t)DECODE * V * 4);
-    int32_t wt[DECODE], gt[DECODE];
-    for (int r = 0; r < MAXR; r++) got[r] = malloc((size_t)nl * V * 4);
+    float *got[MAXR], *gdec[MAXR];
+    int32_t wt[DECODE];
+    decode_job dj[MAXR];
+    for (int r = 0; r < MAXR; r++) got[r] = malloc((size_t)nl * V * 4), gdec[r] = malloc((size_t)DECODE * V * 4);
     prompt(n, V, tok);
     for (int i = 0; i < n; i++) pos[i] = i, sq[i] = ref.seq;
     di_v4_batch b = {.n = n, .tokens = tok, .pos = pos, .seq = sq, .n_logits = nl, .logit_rows = rows, .logits = want};
@@ -189,7 +217,7 @@ static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int n
         pthread_t th[MAXR];
         memset(rm, 0, sizeof rm);
         int run = !di_comm_loopback_group(S, comm, &err);
-        for (int r = 0; run && r < S; r++) run = !load(k, max_rows, &rm[r], &err);
+        for (int r = 0; run && r < S; r++) run = !load_ep(k, max_rows, with_ep ? r : 0, with_ep ? S : 0, comm[r], &rm[r], &err);
         CHECK_MSG(run, "%s CP %d: setup: %s", k->dir, S, err.msg);
         for (int r = 0; run && r < S; r++) {
             memset(got[r], 0xff, (size_t)nl * V * 4);
@@ -209,11 +237,21 @@ static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int n
             CHECK_MSG(same_state(c, rm[r].seq, ref_after, n, why, sizeof why), "%s CP %d rank %d: state differs: %s",
                       k->dir, S, r, why);
         }
-        /* decode continues on the state of rank 0 (the owner of the last chunk) and of the last rank */
-        for (int r = 0; run && r < S; r += S - 1) {
-            int dok = !jobs[r].st && !decode(&rm[r], got[r] + (size_t)(nl - 1) * V, gdec, gt, &err);
-            CHECK_MSG(dok, "%s CP %d rank %d: decode: %s", k->dir, S, r, err.msg);
-            CHECK_MSG(dok && !memcmp(wt, gt, sizeof wt) && !memcmp(wdec, gdec, (size_t)DECODE * V * 4),
+        /* decode continues on the state of rank 0 (the owner of the last chunk) and of the last rank;
+         * with EP every rank decodes at once (their MoE layers meet), each on its own copy */
+        for (int r = 0; run && r < S; r++) {
+            if (jobs[r].st) run = 0;
+            dj[r] = (decode_job){.r = &rm[r], .last = got[r] + (size_t)(nl - 1) * V, .out = gdec[r]};
+        }
+        if (run && with_ep) {
+            for (int r = 0; r < S; r++) pthread_create(&th[r], NULL, run_decode, &dj[r]);
+            for (int r = 0; r < S; r++) pthread_join(th[r], NULL);
+        } else {
+            for (int r = 0; run && r < S; r += S - 1) run_decode(&dj[r]);
+        }
+        for (int r = 0; run && r < S; r += with_ep || S == 1 ? 1 : S - 1) {
+            CHECK_MSG(!dj[r].st, "%s CP %d rank %d: decode: %s", k->dir, S, r, dj[r].err.msg);
+            CHECK_MSG(!memcmp(wt, dj[r].toks, sizeof wt) && !memcmp(wdec, gdec[r], (size_t)DECODE * V * 4),
                       "%s CP %d rank %d: decode after CP differs from one rank", k->dir, S, r);
         }
         for (int r = 0; r < S; r++) unload(&rm[r]);
@@ -221,8 +259,12 @@ static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int n
     }
     if (ref_after) unload(&snap);
     unload(&ref);
-    free(tok), free(pos), free(sq), free(rows), free(want), free(wdec), free(gdec);
-    for (int r = 0; r < MAXR; r++) free(got[r]);
+    free(tok), free(pos), free(sq), free(rows), free(want), free(wdec);
+    for (int r = 0; r < MAXR; r++) free(got[r]), free(gdec[r]);
+}
+
+static void check_cp(const kind *k, int n, int max_rows, const int *sizes, int nsizes) {
+    check_cp_ep(k, n, max_rows, sizes, nsizes, 0);
 }
 
 static const int SIZES[] = {2, 4};
@@ -242,6 +284,18 @@ TEST(v41_cp_prefill_bitwise_equal_one_rank) {
 TEST(demo_cp_prefill_bitwise_equal_one_rank) {
     kind k = {1, di_test_data(DEMO_MODEL), NULL};
     check_cp(&k, 300, 64, SIZES, 2); /* several passes per rank count */
+}
+
+/* With expert parallelism in the attention-DP layout (the engine's --dp N --ep N): each rank's
+ * MoE joins the others' rows; the MoE combine order keeps the bits. */
+TEST(cp_prefill_with_ep_bitwise_equal_one_rank) {
+    static const int two[] = {2};
+    kind v4 = {0, di_test_data("golden/v4-tiny-a"), NULL}; /* 6 experts */
+    check_cp_ep(&v4, 400, 256, two, 1, 1);
+    char hash[512];
+    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data("golden/v41-tiny-a"));
+    kind v41 = {1, di_test_data("golden/v41-tiny-a"), hash}; /* 8 experts */
+    check_cp_ep(&v41, 400, 256, SIZES, 2, 1);
 }
 
 /* Refusals, before any collective: too few rows, a bad token. One rank (no communicator). */
