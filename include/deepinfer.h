@@ -206,6 +206,9 @@ typedef struct deepinfer_engine_config {
     int eplb_replicas;             /* EPLB: replica slots per rank for hot experts (0 = off; needs ep > 1): per-expert
                                       load counters, a rebalance plan applied between steps; outputs unchanged */
     int eplb_interval;             /* EPLB: engine steps between rebalances; 0 = 32 */
+    int cp_min_tokens;             /* context parallelism (needs dp > 1): a step's prefill chunk of at least this many
+                                      tokens of one prompt runs over every rank in zig-zag chunks (the attention
+                                      split, the state gathered), outputs unchanged; 0 = off */
 } deepinfer_engine_config;
 
 DEEPINFER_API void deepinfer_engine_config_init(deepinfer_engine_config *cfg);

@@ -293,8 +293,8 @@ static int cmd_bench(int argc, char **argv) {
     }
     if (da.modes && (!da.config || da.plan_only)) return fprintf(stderr, "error: --modes is for --dummy (not --plan)\n"), 2;
     da.ep = par.ep, da.dp = par.dp;
-    if (par.eplb_replicas || par.eplb_interval)
-        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval are engine settings (bench-engine, generate)\n"), 2;
+    if (par.eplb_replicas || par.eplb_interval || par.cp_min_tokens)
+        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval / --cp-min-tokens are engine settings (bench-engine, generate)\n"), 2;
     if (load) {
         if (da.config || model) return fprintf(stderr, "error: give one of --load, --dummy, --model\n"), 2;
         if (set_prompt && (da.nprompt != 1 || prompt > 64))

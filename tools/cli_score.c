@@ -169,8 +169,8 @@ static int cmd_score(int argc, char **argv) {
         }
     }
     if (yoco_from_env(&yoco, &yoco_keep)) return 2;
-    if (par.eplb_replicas || par.eplb_interval)
-        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval are engine settings (generate, bench-engine)\n"), 2;
+    if (par.eplb_replicas || par.eplb_interval || par.cp_min_tokens)
+        return fprintf(stderr, "error: --eplb-replicas / --eplb-interval / --cp-min-tokens are engine settings (generate, bench-engine)\n"), 2;
     if (quality) return compact_quality(model, backend, engram_hash, n_prompts, prompt_len, have_steps ? steps : 32,
                                         yoco_keep ? yoco_keep : 140);
     if (yoco && all_positions) {

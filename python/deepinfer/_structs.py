@@ -85,6 +85,7 @@ class EngineConfigC(C.Structure):
         ("dp", C.c_int),
         ("eplb_replicas", C.c_int),
         ("eplb_interval", C.c_int),
+        ("cp_min_tokens", C.c_int),
     ]
 
 

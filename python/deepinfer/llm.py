@@ -38,6 +38,7 @@ ENGINE_KEYS = {
     "dp": "int",                # attention data-parallel ranks; 0 = 1 (dp > 1 needs ep == dp)
     "eplb_replicas": "int",     # EPLB replica slots per rank; 0 = off
     "eplb_interval": "int",     # engine steps between EPLB rebalances; 0 = 32
+    "cp_min_tokens": "int",     # context-parallel prefill of chunks >= this many tokens (dp > 1); 0 = off
 }
 
 

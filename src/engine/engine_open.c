@@ -172,6 +172,9 @@ static deepinfer_status resolve_config(deepinfer_engine *e, const deepinfer_engi
     if (c.eplb_replicas < 0) return di_error_set(err, E, "eplb_replicas must be >= 0 (0 = off), got %d", c.eplb_replicas);
     if (c.eplb_interval < 0) return di_error_set(err, E, "eplb_interval must be >= 0 (0 = 32), got %d", c.eplb_interval);
     if (!c.eplb_interval) c.eplb_interval = 32;
+    if (c.cp_min_tokens < 0) return di_error_set(err, E, "cp_min_tokens must be >= 0 (0 = off), got %d", c.cp_min_tokens);
+    if (c.cp_min_tokens > 0 && c.dp < 2)
+        return di_error_set(err, E, "cp_min_tokens needs --dp 2 or more (context parallelism runs over the DP ranks)");
     if (c.async_scheduling < -1 || c.async_scheduling > 1)
         return di_error_set(err, E, "async_scheduling must be -1, 0 or 1, got %d", c.async_scheduling);
     e->cfg = c;
@@ -455,7 +458,9 @@ static deepinfer_status open_ranks(deepinfer_engine *e, const di_model_config *m
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
                             "compact prefill (yoco_compact) runs on one rank: leave --ep / --dp at 1, or use exact "
                             "prefill");
-    return di_ranks_new(c->ep, c->dp, c->eplb_replicas, c->eplb_interval, &e->ranks, err);
+    st = di_ranks_new(c->ep, c->dp, c->eplb_replicas, c->eplb_interval, &e->ranks, err);
+    if (!st) di_ranks_set_cp(e->ranks, c->cp_min_tokens);
+    return st;
 }
 
 static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_config *cfg,

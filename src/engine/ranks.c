@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/cp_prefill.h"
 #include "model/load_plan.h"
 #include "engine/seq_snapshot.h"
 #include "model/moe_ep.h"
@@ -52,6 +53,20 @@ struct di_ranks {
     unsigned long gen;
     int ndone, quit;
     int steps, rebalances;
+    /* context parallelism (di_ranks_set_cp): a step's prefill segment of at least cp_min rows runs
+     * over every rank (cp_prefill.h), before the step's other rows */
+    int cp_min;
+    unsigned char *cp_skip;          /* [cp_cap] the step's rows that ran context-parallel */
+    int cp_cap;
+    struct {
+        int slot, row0, n, nl;
+        int *lrow;                   /* [n] logit rows, local to the segment */
+        int *lidx;                   /* [n] their index in the step's logits */
+        float *logits[DI_RANKS_MAX]; /* [n logits][vocab] each rank's copy */
+        int cap, cap_logits;
+        int active;
+    } cp;
+    int cp_prefills;
 };
 
 int di_ranks_world(const di_ranks *R) { return R ? R->world : 1; }
@@ -242,7 +257,7 @@ static deepinfer_status build_job(di_ranks *R, int r, const di_model_batch *b, d
         int slot = slot_of(R, b->seq[i]);
         int mine = R->dp == 1 || R->owner[slot] == r;
         while (li < b->n_logits && b->logit_rows[li] < i) li++;
-        if (!mine) continue;
+        if (!mine || (R->cp_skip && i < R->cp_cap && R->cp_skip[i])) continue;
         if (R->dp > 1 && li < b->n_logits && b->logit_rows[li] == i) {
             j->lrow[j->nl] = j->n;
             j->lidx[j->nl++] = li;
@@ -258,6 +273,13 @@ static void run_rank(di_ranks *R, int r) {
     rank_job *j = &R->job[r];
     j->st = DEEPINFER_OK;
     const di_model_batch *b = R->step_b;
+    if (R->cp.active) { /* one prompt segment over every rank, each on its copy of the state */
+        di_cp_prefill p = {.comm = R->comm[r], .seq = mirror(R, r, R->cp.slot), .n = R->cp.n,
+                           .tokens = b->tokens + R->cp.row0, .n_logits = R->cp.nl, .logit_rows = R->cp.lrow,
+                           .logits = R->cp.logits[r]};
+        j->st = di_model_cp_prefill(R->model[r], &p, &j->err);
+        return;
+    }
     if (R->dp == 1) { /* the whole batch; rank 0 the logits */
         di_model_batch rb = *b;
         if (r > 0) {
@@ -336,6 +358,94 @@ static deepinfer_status rebalance(di_ranks *R, di_error *err) {
     return st ? di_error_prefix(err, "EPLB rebalance") : DEEPINFER_OK;
 }
 
+void di_ranks_set_cp(di_ranks *R, int min_tokens) {
+    if (R) R->cp_min = min_tokens;
+}
+
+int di_ranks_cp_prefills(const di_ranks *R) { return R ? R->cp_prefills : 0; }
+
+static deepinfer_status rank_errors(di_ranks *R, di_error *err) {
+    for (int r = 0; r < R->world; r++)
+        if (R->job[r].st) {
+            *err = R->job[r].err;
+            return di_error_prefix(err, "rank %d", r);
+        }
+    return DEEPINFER_OK;
+}
+
+/* Rows [row0, row0 + n) of the step (one sequence's prefill segment) over every rank: the owner's
+ * state copied to the other ranks' copies of the slot first, so that every rank starts from it and
+ * ends holding the state after the segment (the owner decodes on). */
+static deepinfer_status cp_segment(di_ranks *R, di_model_batch *b, int row0, int n, di_error *err) {
+    size_t V = (size_t)di_model_cfg(R->model[0])->vocab_size;
+    int slot = slot_of(R, b->seq[row0]), own = R->owner[slot];
+    const di_model_config *cfg = di_model_cfg(R->model[0]);
+    for (int r = 0; r < R->world; r++) {
+        if (r == own) continue;
+        deepinfer_status st = di_seq_copy(mirror(R, r, slot), mirror(R, own, slot), cfg, err);
+        if (st) return di_error_prefix(err, "context parallelism: rank %d's copy of the state", r);
+    }
+    int nl = 0;
+    for (int i = 0; i < b->n_logits; i++) nl += b->logit_rows[i] >= row0 && b->logit_rows[i] < row0 + n;
+    if (n > R->cp.cap) {
+        int *a = realloc(R->cp.lrow, sizeof *a * (size_t)n), *c = a ? realloc(R->cp.lidx, sizeof *c * (size_t)n) : NULL;
+        if (a) R->cp.lrow = a;
+        if (c) R->cp.lidx = c;
+        if (!a || !c) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a context-parallel prefill");
+        R->cp.cap = n;
+    }
+    if (nl > R->cp.cap_logits) {
+        for (int r = 0; r < R->world; r++) {
+            float *l = realloc(R->cp.logits[r], sizeof *l * (size_t)nl * V);
+            if (!l) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a context-parallel prefill");
+            R->cp.logits[r] = l;
+        }
+        R->cp.cap_logits = nl;
+    }
+    R->cp.nl = 0;
+    for (int i = 0; i < b->n_logits; i++)
+        if (b->logit_rows[i] >= row0 && b->logit_rows[i] < row0 + n) {
+            R->cp.lrow[R->cp.nl] = b->logit_rows[i] - row0;
+            R->cp.lidx[R->cp.nl++] = i;
+        }
+    R->cp.slot = slot, R->cp.row0 = row0, R->cp.n = n, R->cp.active = 1;
+    run_all(R);
+    R->cp.active = 0;
+    deepinfer_status st = rank_errors(R, err);
+    if (st) return st;
+    for (int i = 0; i < R->cp.nl; i++) /* every rank received them all: rank 0's copy */
+        memcpy(b->logits + (size_t)R->cp.lidx[i] * V, R->cp.logits[0] + (size_t)i * V, V * sizeof(float));
+    for (int i = row0; i < row0 + n; i++) R->cp_skip[i] = 1;
+    R->cp_prefills++;
+    return DEEPINFER_OK;
+}
+
+/* Attention DP with cp_min: the step's segments of at least cp_min rows (and 2 x world), each over
+ * every rank. Returns the rows left for the DP path. */
+static deepinfer_status cp_segments(di_ranks *R, di_model_batch *b, int *left, di_error *err) {
+    *left = b->n;
+    if (R->dp <= 1 || R->cp_min <= 0) return DEEPINFER_OK;
+    if (b->n > R->cp_cap) {
+        unsigned char *k = realloc(R->cp_skip, (size_t)b->n);
+        if (!k) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a context-parallel prefill");
+        R->cp_skip = k;
+        R->cp_cap = b->n;
+    }
+    memset(R->cp_skip, 0, (size_t)R->cp_cap);
+    int min = R->cp_min > di_cp_min_rows(R->world) ? R->cp_min : di_cp_min_rows(R->world);
+    for (int i = 0; i < b->n;) {
+        int j = i;
+        while (j < b->n && b->seq[j] == b->seq[i]) j++;
+        if (j - i >= min) {
+            deepinfer_status st = cp_segment(R, b, i, j - i, err);
+            if (st) return st;
+            *left -= j - i;
+        }
+        i = j;
+    }
+    return DEEPINFER_OK;
+}
+
 deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b, di_error *err) {
     di_ranks *R = ctx;
     deepinfer_status st = mirror_ops(R, s, err);
@@ -347,6 +457,9 @@ deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b
         if (R->owner[slot_of(R, b->seq[i])] < 0)
             return di_error_set(err, DEEPINFER_ERR_INTERNAL, "attention DP: row %d's sequence has no rank", i);
     R->step_b = b;
+    int left = b->n;
+    if ((st = cp_segments(R, b, &left, err))) return st;
+    if (!left) goto done;
     R->npass = 1;
     for (int r = 0; r < R->world; r++) {
         if (r == 0 && R->dp == 1) continue; /* rank 0 runs the step's own batch */
@@ -357,17 +470,15 @@ deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b
         }
     }
     run_all(R);
-    for (int r = 0; r < R->world; r++)
-        if (R->job[r].st) {
-            *err = R->job[r].err;
-            return di_error_prefix(err, "rank %d", r);
-        }
+    if ((st = rank_errors(R, err))) return st;
     if (R->dp > 1) { /* every rank's logits to the step's rows */
         size_t V = (size_t)di_model_cfg(R->model[0])->vocab_size;
         for (int r = 0; r < R->world; r++)
             for (int i = 0; i < R->job[r].nl; i++)
                 memcpy(b->logits + (size_t)R->job[r].lidx[i] * V, R->job[r].logits + (size_t)i * V, V * sizeof(float));
     }
+done:
+    if (R->cp_skip) memset(R->cp_skip, 0, (size_t)R->cp_cap);
     if (R->replicas > 0 && ++R->steps % R->interval == 0) return rebalance(R, err);
     return DEEPINFER_OK;
 }
@@ -445,6 +556,8 @@ void di_ranks_free(di_ranks *R) {
     }
     for (int r = 0; r < R->world; r++) di_comm_free(R->comm[r]);
     free(R->owner);
+    free(R->cp_skip), free(R->cp.lrow), free(R->cp.lidx);
+    for (int r = 0; r < DI_RANKS_MAX; r++) free(R->cp.logits[r]);
     free(R->free_slot);
     free(R->warg);
     pthread_mutex_destroy(&R->mu);

@@ -60,6 +60,12 @@ deepinfer_status di_ranks_start(di_ranks *R, di_model *model0, di_state_pool *po
 /* The hook (devq.h di_devq_forward_fn; ctx = the group). */
 deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b, di_error *err);
 
+/* Context parallelism under attention DP (dp > 1; cp_prefill.h): a step's prefill segment of at
+ * least min_tokens rows (and 2 x world) runs over every rank, zig-zag chunks, before the step's
+ * other rows; the owner's state is copied to the other ranks' copies of the slot first, and every
+ * rank ends holding the state after it. 0 = off. di_ranks_cp_prefills counts the segments run so. */
+void di_ranks_set_cp(di_ranks *R, int min_tokens);
+int di_ranks_cp_prefills(const di_ranks *R);
 /* Entries routed to replicas over every rank and layer (EPLB at work), and rebalances done. */
 int64_t di_ranks_replica_entries(const di_ranks *R);
 int di_ranks_rebalances(const di_ranks *R);

@@ -161,7 +161,7 @@ void di_v41_set_index_observer(di_v41_model *m, di_v4_index_observer fn, void *c
 }
 
 /* V4.1 text-only checks on top of di_core_check_batch. */
-static deepinfer_status check_tokens(const di_v41_model *m, const di_v4_batch *b, di_error *err) {
+deepinfer_status di_v41_check_tokens(const di_v41_model *m, const di_v4_batch *b, di_error *err) {
     const di_model_config *c = &m->core.cfg;
     for (int i = 0; i < b->n; i++) {
         if (c->image_token_id >= 0 && b->tokens[i] == c->image_token_id)
@@ -296,7 +296,7 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
 
 deepinfer_status di_v41_forward(di_v41_model *m, const di_v4_batch *b, di_error *err) {
     deepinfer_status st = di_core_check_batch(&m->core, b, 0, err);
-    if (!st) st = check_tokens(m, b, err);
+    if (!st) st = di_v41_check_tokens(m, b, err);
     if (!st && b->late_from) st = check_compact(m, b, err);
     if (st) return st;
     int start[DI_LANES_MAX + 1];

@@ -69,4 +69,7 @@ deepinfer_status di_v41_dspark_init(di_v41_model *m, di_error *err);
 void di_v41_dspark_free(di_v41_model *m);
 size_t di_v41_dspark_bytes(const di_v41_model *m);
 
+/* The V4.1 token checks of a batch (the image token, the Engram token map and history), before any state changes. */
+deepinfer_status di_v41_check_tokens(const di_v41_model *m, const di_v4_batch *b, di_error *err);
+
 #endif

@@ -102,6 +102,7 @@ typedef struct di_fwd {
     int hc_primed;          /* di_block: the next block's attention-site pre is done (block.h) */
     int hc_defer_post;      /* di_block with next == NULL: leave the post to the head (block.h) */
     int hc_post_pending;    /* that post is still to run (di_mhc_head_final / di_mhc_post_pending) */
+    struct cp_ctx *cp;      /* a context-parallel prefill's pass (cp_prefill.c), else NULL */
     const int64_t *win_lo;  /* V4.1 compact prefill, late layers: [nseg] no window position below it; NULL = none */
     const float *inv_freq_main, *inv_freq_cmp; /* [rope_head_dim / 2] */
     const struct di_moe_opts *moe;             /* router / SwiGLU settings of the model */

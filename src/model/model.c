@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "model/cp_prefill.h"
 #include "model/dsv41.h"
 #include "model/dsv41_internal.h"
 #include "model/dsv4_internal.h"
@@ -97,6 +98,10 @@ void di_model_set_lanes(di_model *m, int n) { DISPATCH(set_lanes, n); }
 
 deepinfer_status di_model_forward(di_model *m, const di_model_batch *b, di_error *err) {
     return DISPATCH(forward, b, err);
+}
+
+deepinfer_status di_model_cp_prefill(di_model *m, const di_cp_prefill *p, di_error *err) {
+    return m->v41 ? di_v41_cp_prefill(m->v41, p, err) : di_v4_cp_prefill(m->v4, p, err);
 }
 
 static di_core *core_of(const di_model *m) { return m->v41 ? &m->v41->core : &m->v4->core; }

@@ -97,6 +97,10 @@ int32_t *di_model_device_tokens(di_model *m);
 struct di_ep_model *di_model_ep(const di_model *m);
 deepinfer_status di_model_ep_join_empty(di_model *m, di_error *err);
 
+/* One prompt's prefill over the ranks of p->comm, context-parallel (cp_prefill.h; collective). */
+struct di_cp_prefill;
+deepinfer_status di_model_cp_prefill(di_model *m, const struct di_cp_prefill *p, di_error *err);
+
 /* ---- the drafter (architecture.md §7; draft.h) ------------------------------------------------- */
 
 /* The model's drafter (config.h di_drafter: DI_DRAFTER_NONE when the checkpoint has no drafter
