@@ -18,8 +18,8 @@
  *    block's kb / 16 steps from +0 (scale-d = 0 on the first, steps in increasing k), then
  *    C_s = fmaf(P, s_act * s_w, C_s), blocks in increasing k, C_s from +0; s_act * s_w is the same
  *    fp32 product (formed once per token and block by the producer warpgroup);
- *  - the split-K structure: g16_splits is d_splits (splits and k per split from N, K and the SM
- *    count only); one CTA owns every split of its outputs and folds them in registers in split
+ *  - the split-K structure: g16_splits is the product's rule dic_gemm_dec_splits (splits and k per
+ *    split from N, K and the SM count only); one CTA owns every split of its outputs and folds them in registers in split
  *    order, C = ((C_0 + C_1) + C_2) + ..., as k_gemm_dec's cluster fold and k_gemm_f16's last CTA do.
  * So an output depends on its row of activations, its weight row, K, N and the SM count: never on M,
  * the tile, the grid or other rows.
@@ -37,6 +37,7 @@
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_tmap.h"
 #include "ops/cuda/dic_f16_widen.cuh"
 #include "gemm16_lab.h"
 
@@ -63,18 +64,7 @@ typedef struct g16args {
     size_t ldc;
 } g16args;
 
-extern "C" int g16_splits(int N, int K, int num_sms, int *kper) {
-    const int gx = (N + 63) / 64, nchunks = (K + 127) / 128;
-    int splits = 1;
-    if (dic_gemm_partbytes(1, N, K)) {
-        long long want = 4LL * (num_sms > 0 ? num_sms : 132) / gx;
-        int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks;
-        splits = want < 1 ? 1 : want > cap ? cap : (int)want;
-    }
-    int cps = (nchunks + splits - 1) / splits;
-    *kper = cps * 128;
-    return (nchunks + cps - 1) / cps;
-}
+extern "C" int g16_splits(int N, int K, int num_sms, int *kper) { return dic_gemm_dec_splits(N, K, num_sms, kper); }
 
 /* ---- the activation widening (slot order) ------------------------------------------------------ */
 
@@ -313,27 +303,11 @@ static __global__ void __launch_bounds__(384, 1)
 
 /* ---- host --------------------------------------------------------------------------------------- */
 
-typedef CUresult (*g16_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static g16_encode_fn g16_get_encode(void) {
-    static g16_encode_fn fn = NULL;
-    if (!fn) {
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult qr;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr) ==
-                cudaSuccess &&
-            qr == cudaDriverEntryPointSuccess)
-            fn = (g16_encode_fn)p;
-    }
-    return fn;
-}
 
 /* rows x cols elements of esz bytes (1: e4m3, 2: f16), row stride ld bytes; box 128 bytes x box_rows,
  * 128-byte swizzle, out of bounds -> 0 */
 static int g16_map(CUtensorMap *m, const void *p, int rows, int cols, size_t ld, int esz, int box_rows) {
-    g16_encode_fn enc = g16_get_encode();
+    dic_tmap_encode_fn enc = dic_tmap_encoder();
     if (!enc) return 0;
     cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld};
     cuuint32_t box[2] = {(cuuint32_t)(128 / esz), (cuuint32_t)box_rows}, es[2] = {1, 1};

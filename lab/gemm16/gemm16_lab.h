@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-/* k_gemm_f16 / k_gemm_dec's split-K rule for a plain launch (dic_gemm_f16.cu d_splits, copied): the
- * number of splits and the k per split (a multiple of 128) from (N, K, SMs) only. */
+/* k_gemm_f16 / k_gemm_dec's split-K rule for a plain launch (the product's dic_gemm_dec_splits,
+ * dic_gemm_int.h): the number of splits and the k per split (a multiple of 128) from (N, K, SMs) only. */
 int g16_splits(int N, int K, int num_sms, int *kper);
 
 /* The widened activations: e4m3 rows q (dic_gemm_quant's output, row stride ldq) -> f16 rows of K

@@ -823,6 +823,8 @@ static int d_splits(int N, int K, int num_sms, int *kper) {
     return (nchunks + cps - 1) / cps;
 }
 
+extern "C" int dic_gemm_dec_splits(int N, int K, int num_sms, int *kper) { return d_splits(N, K, num_sms, kper); }
+
 /* Quantise inside the kernel (1) or take the quantisation launch first (0): the in-CTA pass costs about
  * one warp round per 4 act blocks of the CTA's rows, so it wins at few act blocks per CTA (M = 1) and loses
  * at many (M = 8): the rule is M * (k per CTA) / act_block <= 16 act blocks (docs/kernels/gemm-decode.md). */

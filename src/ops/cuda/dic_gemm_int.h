@@ -113,6 +113,9 @@ int dic_gemm_dec_fused(int M, int N, int K, int act_block, int num_sms);
  * > 2048): the caller skips the quantisation launch it would make for it. */
 int dic_gemm_dec_fits(int N, int K, int num_sms);
 int dic_gemm_dec_status(void);
+/* k_gemm_f16 / k_gemm_dec's split-K rule for a plain launch: the number of splits and the k per split
+ * (*kper, a multiple of the 128-k chunk) from (N, K, SMs) only, never from M. */
+int dic_gemm_dec_splits(int N, int K, int num_sms, int *kper);
 /* The decode kernel's variant bits (its a.fl): the product sets QV2 only (dic_gemm_f16.cu DEC_FLAGS: the
  * kernel's own quantisation with 8 values per thread, all loads of a round in flight, x * (1 / s)), cleared
  * where A allows no uint4 loads. The other bits are the variants and diagnostics that lost (lab/gemm,

@@ -30,6 +30,7 @@
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_tmap.h"
 
 #define WG_BM 128
 #define WG_BN 128
@@ -227,26 +228,22 @@ WG2_KERNEL(k_gemm_q_wgmma2_kb128, 4)
 
 /* ---- host ------------------------------------------------------------------- */
 
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static encode_fn get_encode(void) {
-    static encode_fn fn = NULL;
+extern "C" dic_tmap_encode_fn dic_tmap_encoder(void) {
+    static dic_tmap_encode_fn fn = NULL;
     if (!fn) {
         void *p = NULL;
         cudaDriverEntryPointQueryResult qr;
         if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr) ==
                 cudaSuccess &&
             qr == cudaDriverEntryPointSuccess)
-            fn = (encode_fn)p;
+            fn = (dic_tmap_encode_fn)p;
     }
     return fn;
 }
 
 /* rows x cols e4m3, row stride ld bytes; box 128 x 128 bytes, 128-byte swizzle, OOB -> 0 */
 static int make_map(CUtensorMap *m, const void *p, int rows, int cols, size_t ld) {
-    encode_fn enc = get_encode();
+    dic_tmap_encode_fn enc = dic_tmap_encoder();
     if (!enc) return 0;
     cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld};
     cuuint32_t box[2] = {WG_BK, 128}, es[2] = {1, 1};
@@ -265,7 +262,7 @@ extern "C" int dic_gemm_wgmma_usable(int N, int K) {
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
         return 0;
-    return major == 9 && N > 0 && K > 0 && K % 32 == 0 && get_encode() != NULL;
+    return major == 9 && N > 0 && K > 0 && K % 32 == 0 && dic_tmap_encoder() != NULL;
 }
 
 extern "C" cudaError_t dic_gemm_q_wgmma_launch(cudaStream_t st, const void *w, const uint8_t *ws, int N, int K,

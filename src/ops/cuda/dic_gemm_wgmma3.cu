@@ -42,6 +42,7 @@
 
 #include "ops/cuda/dic_common.cuh"
 #include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_tmap.h"
 
 #define W3_BM 128
 #define W3_BN 128
@@ -324,26 +325,10 @@ W3_KERNEL(k_gemm_q_wgmma3_c1s1, 1, 0) /* the other (cl, sets) instantiations: la
 
 /* ---- host ------------------------------------------------------------------- */
 
-typedef CUresult (*w3_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static w3_encode_fn w3_get_encode(void) {
-    static w3_encode_fn fn = NULL;
-    if (!fn) {
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult qr;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr) ==
-                cudaSuccess &&
-            qr == cudaDriverEntryPointSuccess)
-            fn = (w3_encode_fn)p;
-    }
-    return fn;
-}
 
 /* rows x cols e4m3, row stride ld bytes; box 128 bytes x box_rows, 128-byte swizzle, OOB -> 0 */
 static int w3_map(CUtensorMap *m, const void *p, int rows, int cols, size_t ld, int box_rows) {
-    w3_encode_fn enc = w3_get_encode();
+    dic_tmap_encode_fn enc = dic_tmap_encoder();
     if (!enc) return 0;
     cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld};
     cuuint32_t box[2] = {W3_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
