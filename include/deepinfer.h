@@ -427,7 +427,8 @@ typedef struct deepinfer_engine_stats {
     int64_t pages_in_use, pages_peak, num_pages;
     double busy_s;                       /* time inside deepinfer_step */
     int64_t graph_steps;                 /* CUDA: steps whose forward ran as a recorded CUDA graph */
-    int64_t graphs;                      /* CUDA: graphs captured (one per decode row count) */
+    int64_t graphs;                      /* CUDA: graphs captured (one per recorded step shape: decode and verify
+                                          * steps, drafter steps) */
     /* CUDA, measured with events on the device's stream: busy = each step's device work (state ops,
      * forward, device sampling) from its first launch to its last; idle = the gaps between one step's end
      * and the next step's start. Over a window of consecutive steps, GPU idle = d(idle) / (d(idle) +

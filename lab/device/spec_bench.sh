@@ -7,6 +7,10 @@
 # request (1000 / TPOT p50), tau and the speed-up over off. Logs in $OUT (default /tmp/spec_bench).
 #   GPU:  lab/device/spec_bench.sh build-sm90/deepinfer-cuda cuda 1,8,64
 #   CPU:  lab/device/spec_bench.sh build/deepinfer cpu 1,32
+# The host split of each verify step (engine host work, plan build + launch, wait for sampled ids,
+# acceptance + drafter; src/engine/devq_split.h) needs a binary built apart with the lab flag:
+#   make -j16 BUILD=build-split OPT="-O2 -DDI_LAB_SPEC_SPLIT" cuda
+#   lab/device/spec_bench.sh build-split/deepinfer-cuda cuda 1   (prints a "lab spec split" line per run)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-build/deepinfer-cuda}; ACC=${2:-cuda}; BATCHES=${3:-1,8,64}; MAXT=${4:-128}
@@ -28,5 +32,6 @@ for B in ${BATCHES//,/ }; do
         [ $mode = off ] && off=$tpot
         awk -v b="$B" -v m=$mode -v t="$tpot" -v tau="${tau:--}" -v o="$off" \
             'BEGIN { printf "%-6s %-8s %10.3f %12.1f %6s %7.2fx\n", b, m, t, 1000 / t, tau, o / t }'
+        grep '^lab spec split' "$L" | sed 's/^/    /'
     done
 done

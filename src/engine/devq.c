@@ -24,6 +24,7 @@
 #include "engine/devq.h"
 #include "engine/devq_graph.h"
 #include "engine/devq_spec.h"
+#include "engine/devq_split.h"
 #include "engine/sampler.h"
 #include "engine/seq_snapshot.h"
 #include "ops/backend.h"
@@ -287,6 +288,7 @@ static void fail_samples(di_step *s) {
 static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     queue *q = (queue *)dq;
     (void)err;
+    SPLIT_ENTER();
     s->on_device = 0;
     di_step *prev = q->in_flight;
     /* a step with spec items samples on the device too (every verify row, only the ids come back) but
@@ -322,6 +324,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         b.logit_rows = q->logit_rows;
         b.logits = dev_sample ? NULL : q->logits;
         if (s->n_spec && q->spec) di_devq_spec_before(q->spec, s, &b);
+        SPLIT_FWD0();
         if (!s->n_plp && di_devq_graph_takes(&q->graph, &b)) { /* recorded: the logits stay on the device */
             s->status = dev_sample ? di_devq_graph_run(&q->graph, &b, &s->err)
                                    : di_devq_graph_forward(&q->graph, &b, q->logits, &s->err);
@@ -330,6 +333,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             b.logits_on_device = dev_sample;
             s->status = q->fwd ? q->fwd(q->fwd_ctx, s, &b, &s->err) : di_model_forward(q->model, &b, &s->err);
         }
+        SPLIT_FWD1();
     }
     if (!s->status && dev_sample) { /* queued: wait (or the next submit) takes the ids */
         sample_rows_of(q, s);
@@ -343,7 +347,9 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             q->prev = s;
             if (!s->n_spec) return DEEPINFER_OK;
             finish_device(q, s); /* speculative: the ids now, then acceptance, rollback, feed and drafts */
+            SPLIT_IDS();
             if (!s->status && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
+            SPLIT_DONE();
             return DEEPINFER_OK;
         }
     }
@@ -380,6 +386,7 @@ static deepinfer_status queue_wait(di_devq *dq, di_step *s, di_error *err) {
 
 static void queue_destroy(di_devq *dq) {
     queue *q = (queue *)dq;
+    SPLIT_PRINT();
     if (q->spec) di_devq_spec_free(q->spec);
     free(q->spec);
     di_backend_dq_free(q->dev); /* waits for the device */
@@ -426,6 +433,7 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
         return st;
     }
     di_devq_graph_set_hidden(&q->graph, q->spec->hid); /* verify steps write the drafter's input there */
+    q->spec->record = q->graph.on;                      /* and greedy drafter steps may run recorded */
     return DEEPINFER_OK;
 }
 

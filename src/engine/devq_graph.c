@@ -95,6 +95,7 @@ deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *in, d
         return st;
     }
     if ((st = di_backend_step_end(g->x, err))) return st;
+    g->steps++;
     learn(g, b.n);
     return DEEPINFER_OK;
 }
@@ -111,6 +112,6 @@ void di_devq_graph_counts(const di_devq_graph *g, int *graphs, int64_t *steps) {
     *graphs = 0;
     *steps = 0;
     if (!g->on || di_backend_plan_stats_get(g->x, &s)) return;
-    *graphs = s.graphs;
-    *steps = s.recorded;
+    *graphs = s.graphs; /* the plan's: the drafter's recorded shapes too (model/draft.h record) */
+    *steps = g->steps;
 }

@@ -31,6 +31,7 @@ typedef struct di_devq_graph {
     int on;                /* a plan is enabled on x */
     int rows_ok;           /* the largest row count whose plan is known to fit */
     const void *hidden;    /* the drafter-input buffer recorded steps may write (di_devq_graph_set_hidden) */
+    int64_t steps;         /* target steps run recorded */
 } di_devq_graph;
 
 /* want = 0: never record (the switch). On the CUDA backend enable the
@@ -62,7 +63,8 @@ deepinfer_status di_devq_graph_run(di_devq_graph *g, const di_model_batch *b, di
  * ([n_logits][vocab], host), waiting for the step. */
 deepinfer_status di_devq_graph_forward(di_devq_graph *g, const di_model_batch *b, float *logits, di_error *err);
 
-/* Graphs captured and recorded steps run so far (0 when off). */
+/* Graphs captured on the exec (the target's and the drafter's shapes) and target steps run
+ * recorded so far (0 when off). */
 void di_devq_graph_counts(const di_devq_graph *g, int *graphs, int64_t *steps);
 
 #endif

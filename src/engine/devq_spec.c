@@ -184,7 +184,8 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
                         .pick = device_greedy ? NULL : pick,
                         .pick_ctx = &pc,
                         .ids = s->ids,
-                        .confidence = s->conf};
+                        .confidence = s->conf,
+                        .record = s->record && device_greedy};
     deepinfer_status e = di_model_draft_step(s->model, &d, err);
     if (e) return e;
     for (int q = 0; q < n; q++) {

@@ -33,6 +33,7 @@ typedef struct di_devq_spec {
     di_model *model;
     const di_model_config *cfg;
     int max_rows, max_seqs, spec_n, block;
+    int record;                /* the model's exec has a step plan: greedy drafter steps may run recorded */
     size_t hid_elems;
     uint16_t *hid;             /* [max_rows][hid_elems] backend memory: the forward's drafter input */
     /* di_model_draft tables, [max_seqs] */

@@ -42,6 +42,10 @@ typedef struct di_model_draft {
     int32_t *ids;                   /* [n][block] out: draft i is for position p + 2 + i (i < k) */
     float *confidence;              /* [n][block] out or NULL: DSpark's raw confidence logits
                                        (sigmoid = acceptance estimate); MTP writes NAN */
+    int record;                     /* 1: the caller enabled the exec's step plan (ops/backend.h); DSpark on a
+                                       device backend then runs a greedy step (pick NULL) as a recorded step,
+                                       one CUDA graph per shape (the fed rows' layout, the drafting requests),
+                                       for a bounded number of shapes; the bits are the eager step's */
 } di_model_draft;
 
 /* What a drafter allows (dspark.c, mtp.c fill it): the checks of di_model_draft_check. */

@@ -235,6 +235,7 @@ typedef struct draft_job {
     int32_t *ids;                /* [caller request][B] */
     float *logits;               /* [caller request][B][vocab] or NULL */
     float *confidence;           /* [caller request][B] or NULL */
+    int defer;                   /* a recorded step: the ids and confidences are read after it (markov_collect) */
 } draft_job;
 
 static deepinfer_status bad_pick(int req, int i, int32_t t, int V, di_error *err) {
@@ -242,6 +243,8 @@ static deepinfer_status bad_pick(int req, int i, int32_t t, int V, di_error *err
                         "DSpark draft %d of request %d: the pick returned token %d, outside the vocabulary [0,%d)", i,
                         req, t, V);
 }
+
+static void markov_collect(di_v41_model *m, const draft_job *j, int host_pick);
 
 /* The Markov correction and the confidence head, step by step over a job. Step i's Markov
  * ids are m->dids row i ([B + 1][G], backend memory): the anchors, then each step's drafts. */
@@ -290,6 +293,16 @@ static deepinfer_status markov_head(di_v41_model *m, const draft_job *j, di_erro
             if (j->logits) memcpy(j->logits + ((size_t)j->req[r] * B + i) * V, row, sizeof(float) * (size_t)V);
         }
     }
+    if (!j->defer) markov_collect(m, j, host_pick);
+    return DEEPINFER_OK;
+}
+
+/* A job's drafts and confidences to the host and into the caller's arrays (after the job's device
+ * work; outside a recorded step, which reads nothing back). */
+static void markov_collect(di_v41_model *m, const draft_job *j, int host_pick) {
+    const di_model_config *c = &m->core.cfg;
+    int B = (int)c->dspark_block_size, G = j->n;
+    di_exec *x = &m->core.x;
     if (!host_pick) { /* the device's drafts: rows 1 .. B of dids */
         int32_t *h = m->dtok; /* its tokens went to the device at di_core_fwd_init: free, [draft_max * B] */
         di_copy_d2h(x, h, m->dids + G, (size_t)G * B * sizeof *h);
@@ -303,7 +316,6 @@ static deepinfer_status markov_head(di_v41_model *m, const draft_job *j, di_erro
             j->ids[o] = m->dsel[(size_t)r * B + i];
             if (j->confidence) j->confidence[o] = m->dconf_h[(size_t)i * G + r];
         }
-    return DEEPINFER_OK;
 }
 
 static deepinfer_status draft_job_run(di_v41_model *m, const draft_job *j, di_error *err) {
@@ -399,15 +411,60 @@ static deepinfer_status check_step(const di_v41_model *m, const di_model_draft *
     return di_model_draft_check(c, &r, d, err);
 }
 
+/* The shape of a recorded drafter step: the fed rows' hidden-row runs (main_proj's launches and their
+ * source rows), the fed row count and the drafting requests; bit 63 keeps it apart from the target's
+ * step keys (engine/devq_graph.c). */
+static uint64_t record_key(const di_v41_model *m, int nq, int G) {
+    size_t ld = (size_t)m->core.cfg.n_dspark_target_layer_ids * m->core.cfg.hidden_size;
+    uint64_t h = 1469598103934665603ull;
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+    MIX(nq), MIX(G);
+    for (int i = 0; i < nq;) {
+        int j = i + 1;
+        while (j < nq && m->fhid[j] == m->fhid[j - 1] + ld) j++;
+        MIX((uintptr_t)m->fhid[i]), MIX(j - i);
+        i = j;
+    }
+#undef MIX
+    return h | 1ull << 63;
+}
+
+/* The slot of `key` among the recorded shapes (a new one while there is room), or -1: the step
+ * runs eager (no room, or a shape whose replay failed its check, rec_bad). */
+static int record_shape(di_v41_model *m, uint64_t key) {
+    for (int i = 0; i < m->n_rec_keys; i++)
+        if (m->rec_keys[i] == key) return m->rec_bad[i] ? -1 : i;
+    if (m->n_rec_keys == DI_DSPARK_REC_KEYS) return -1;
+    m->rec_bad[m->n_rec_keys] = 0;
+    m->rec_keys[m->n_rec_keys] = key;
+    return m->n_rec_keys++;
+}
+
 deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di_error *err) {
     deepinfer_status st = check_step(m, d, err);
     if (st) return st;
-    int B = (int)m->core.cfg.dspark_block_size, nq = 0;
+    int B = (int)m->core.cfg.dspark_block_size, nq = 0, win = (int)m->core.cfg.sliding_window;
+    di_exec *x = &m->core.x;
+    /* recorded (draft.h record): greedy on the device, one feed pass and one draft job, so nothing is read
+     * back inside the step; the drafts and confidences come back after it */
+    int G = 0, fed = 0;
+    for (int r = 0; r < d->n; r++) {
+        G += d->k[r] > 0;
+        fed += d->n_feed[r] < win ? d->n_feed[r] : win;
+    }
+    int rec = d->record && di_exec_on_device(x) && !d->pick && G <= m->draft_max && fed <= m->core.max_rows &&
+              G + fed > 0;
     for (int r = 0; r < d->n; r++)
         if (d->n_feed[r] > 0) feed_queue(m, &nq, d->seq[r], d->seq[r]->mtp_tokens, d->n_feed[r], d->hidden[r]);
+    int slot = -1;
+    if (rec) {
+        uint64_t key = record_key(m, nq, G);
+        slot = record_shape(m, key);
+        rec = slot >= 0 && di_backend_step_begin(x, key, NULL) == DEEPINFER_OK; /* else eager */
+    }
     if (nq) feed_pass(m, nq);
     for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens += d->n_feed[r];
-    draft_job j = {.pick = d->pick, .pick_ctx = d->pick_ctx, .ids = d->ids, .confidence = d->confidence};
+    draft_job j = {.pick = d->pick, .pick_ctx = d->pick_ctx, .ids = d->ids, .confidence = d->confidence, .defer = rec};
     for (int r = 0; r < d->n && !st; r++) {
         if (d->k[r] > 0) {
             di_seq_state *s = d->seq[r];
@@ -415,14 +472,29 @@ deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di
             j.req[j.n] = r, j.keep[j.n] = d->k[r] < B ? d->k[r] : B;
             j.n++;
         }
-        if (j.n == m->draft_max || (r + 1 == d->n && j.n > 0)) {
+        if ((j.n == m->draft_max && !rec) || (r + 1 == d->n && j.n > 0)) { /* recorded: one job (G <= draft_max) */
             st = draft_job_run(m, &j, err);
-            j.n = 0;
+            if (!rec) j.n = 0; /* recorded: its results are collected after the step */
         }
     }
+    if (rec) {
+        if (st) {
+            di_backend_step_abort(x);
+        } else if ((st = di_backend_step_end(x, err)) && di_exec_sync(x, NULL) == DEEPINFER_OK) {
+            /* a replay whose launches or tables differ from its graph's (cu_step.h step_end): nothing
+             * was issued and the exec is sound, so the shape runs eager from now on and this step
+             * again, eager, from the same rings */
+            m->rec_bad[slot] = 1;
+            for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens -= d->n_feed[r];
+            di_model_draft e = *d;
+            e.record = 0;
+            return di_v41_dspark_step(m, &e, err);
+        }
+        if (!st && j.n) markov_collect(m, &j, 0);
+    }
     if (st) {
-        di_exec_sync(&m->core.x, NULL);
+        di_exec_sync(x, NULL);
         return st;
     }
-    return di_exec_sync(&m->core.x, err);
+    return di_exec_sync(x, err);
 }

@@ -12,6 +12,8 @@
 #include "model/engram_setup.h"
 #include "model/weights_v41.h"
 
+#define DI_DSPARK_REC_KEYS 32 /* drafter step shapes recorded at most (the others run eager) */
+
 struct di_v41_model {
     di_core core;               /* config, exec, workspace, step buffers */
     di_v41_weights w;
@@ -48,6 +50,10 @@ struct di_v41_model {
     int32_t *dids;              /* [B + 1][draft_max] each step's Markov ids (the anchors, then the drafts) */
     int32_t *ddtok;             /* [draft_max*B] the block's tokens */
     float *dconf;               /* [B][draft_max] confidences */
+    /* recorded drafter steps (dspark.c, draft.h record): the shape keys captured so far */
+    uint64_t rec_keys[DI_DSPARK_REC_KEYS];
+    unsigned char rec_bad[DI_DSPARK_REC_KEYS]; /* 1: the shape's replay failed its check, it runs eager */
+    int n_rec_keys;
 };
 
 /* Rows [r0, r0 + n) of a checked batch through the backbone on `core`

@@ -140,10 +140,13 @@ deepinfer_status di_cuda_step_end(di_exec *x, di_error *err) {
             return fail(c, err, "capture");
         }
     } else if (g->sig != p->sig || g->bytes != c->tab_off) {
+        size_t bytes = c->tab_off;
+        p->plan_only = 0; /* nothing ran: later eager work launches again */
+        c->tab_off = 0;
         return di_error_set(err, DEEPINFER_ERR_INTERNAL,
                             "CUDA step: shape key %llu: the step's launches or table layout differ from its graph's "
                             "(%zu plan bytes, graph %zu)",
-                            (unsigned long long)g->key, c->tab_off, g->bytes);
+                            (unsigned long long)g->key, bytes, g->bytes);
     }
     if (c->err != cudaSuccess) return fail(c, err, "plan");
     p->plan_only = 0;

@@ -44,6 +44,7 @@ typedef struct drun {
     int32_t am[STEPS * MAXB];    /* the argmax each pick saw */
     float margin[STEPS * MAXB];  /* its top-1 minus top-2 logit */
     int rings_equal;             /* A's drafter rings == Z's after every step */
+    int64_t replayed;            /* recorded runs: drafter steps that replayed a graph */
 } drun;
 
 typedef struct pick_ctx {
@@ -88,8 +89,11 @@ static int ring_equal(const di_model_config *c, const di_seq_state *a, const di_
 }
 
 /* One run on backend k: greedy (force NULL, argmax_pick 0), a pick returning the argmax
- * (argmax_pick 1), or a pick forcing `force`. */
-static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, drun *out) {
+ * (argmax_pick 1), or a pick forcing `force`. record (CUDA, greedy): the model's exec gets a step
+ * plan and the steps ask for recorded drafter steps (draft.h record), their hidden rows staged
+ * into fixed rows (the recorded shape names the rows it reads) so that shapes repeat and replay;
+ * out->replayed counts the replays. */
+static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, int record, drun *out) {
     di_error err = {0};
     memset(out, 0, sizeof *out);
     if (di_backend_use(k, &err)) {
@@ -101,7 +105,7 @@ static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_
     int32_t *prompt = NULL, *in = NULL, *tok = NULL;
     di_model *m = NULL;
     di_seq_state *seq[2] = {0};
-    uint16_t *hid[2] = {0};
+    uint16_t *hid[2] = {0}, *fix = NULL;
     deepinfer_status st = DEEPINFER_ERR_INVALID_ARGUMENT;
     if (!read_manifest(dc, &man)) goto done;
     prompt = golden_ints(man->root, "prompt_token_ids", NULL, &N);
@@ -128,6 +132,15 @@ static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_
             goto done;
         }
     }
+    if (record) {
+        di_backend_plan_stats ps = {0};
+        if ((st = di_backend_plan_enable(di_model_exec(m), cap + MAXB, 0, &err))) goto done;
+        if (!(fix = di_dev_alloc((size_t)2 * cap * elems * 2))) {
+            st = di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "staged hidden rows");
+            goto done;
+        }
+        out->replayed = di_backend_plan_stats_get(di_model_exec(m), &ps) ? 0 : -ps.replayed;
+    }
     out->rings_equal = 1;
     int64_t pos[1024];
     di_seq_state *rs[1024];
@@ -147,11 +160,18 @@ static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_
         int64_t q0 = seq[0]->mtp_tokens;
         int nf[2] = {n, n}, kk[2] = {out->block, 0};
         const uint16_t *h[2] = {hid[0] + (size_t)q0 * elems, hid[1] + (size_t)q0 * elems};
+        if (record) /* A's rows at row 0 of `fix`, Z's at row cap: the same rows every step */
+            for (int q = 0; q < 2; q++) {
+                uint16_t *dst = fix + (size_t)q * cap * elems;
+                di_copy_2d(di_model_exec(m), n, h[q], elems * 2, dst, elems * 2, elems * 2);
+                h[q] = dst;
+            }
         const int32_t *next[2] = {tok + q0 + 1, tok + q0 + 1};
         pick_ctx pc = {.out = out, .step = s, .force = force};
         int picked = argmax_pick || force;
         di_model_draft d = {.n = 2, .seq = seq, .n_feed = nf, .hidden = h, .next = next, .k = kk,
-                            .pick = picked ? pick_cb : NULL, .pick_ctx = &pc, .ids = ids, .confidence = conf};
+                            .pick = picked ? pick_cb : NULL, .pick_ctx = &pc, .ids = ids, .confidence = conf,
+                            .record = record};
         if (s % 2 == 0) {
             st = di_model_draft_step(m, &d, &err);
         } else { /* the requests one call each */
@@ -168,7 +188,13 @@ static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_
             st = di_error_set(&err, DEEPINFER_ERR_INVALID_ARGUMENT, "step %d: mtp_tokens does not follow n_tokens", s);
         if (!st && k == DI_BACKEND_CUDA && !ring_equal(c, seq[0], seq[1])) out->rings_equal = 0;
     }
+    if (!st && record) {
+        di_backend_plan_stats ps = {0};
+        if (!di_backend_plan_stats_get(di_model_exec(m), &ps)) out->replayed += ps.replayed;
+        di_backend_plan_disable(di_model_exec(m));
+    }
 done:
+    di_dev_free(fix);
     for (int q = 0; q < 2; q++) {
         di_seq_destroy(seq[q]);
         di_dev_free(hid[q]);
@@ -179,6 +205,33 @@ done:
     di_json_free(man);
     if (st) di_test_fail(__FILE__, __LINE__, "%s on %s: %s", dc->model_dir, di_backend_name(k), err.msg[0] ? err.msg : "setup");
     return !st;
+}
+
+static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, drun *out) {
+    return run_mode(dc, k, argmax_pick, force, 0, out);
+}
+
+/* Recorded greedy drafter steps (DSpark on the CUDA backend) against eager ones: the same draft
+ * ids and confidences bit for bit, the same rings, and shapes that replayed. */
+static void run_recorded(const dcase *dc) {
+    static drun eager, rec;
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 0, &eager));
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 1, &rec));
+    size_t total = (size_t)STEPS * (size_t)eager.block;
+    int diff = -1;
+    for (size_t o = 0; o < total && diff < 0; o++)
+        if (eager.ids[o] != rec.ids[o] || memcmp(&eager.conf[o], &rec.conf[o], sizeof(float))) diff = (int)o;
+    fprintf(stderr, "    %s: recorded drafter steps: %lld replays, drafts and confidences %s\n", dc->model_dir,
+            (long long)rec.replayed, diff < 0 ? "identical to eager" : "DIFFERENT");
+    if (diff >= 0)
+        fprintf(stderr, "    first difference: step %d draft %d: recorded %d (%.6f), eager %d (%.6f)\n",
+                diff / eager.block, diff % eager.block, rec.ids[diff], (double)rec.conf[diff], eager.ids[diff],
+                (double)eager.conf[diff]);
+    CHECK_MSG(diff < 0, "%s: recorded drafter steps draft otherwise than eager ones", dc->model_dir);
+    CHECK_MSG(rec.rings_equal, "%s: recorded drafter steps changed the drafter rings", dc->model_dir);
+    /* steps 1 .. STEPS-1 repeat three shapes (odd: A alone, Z alone; even: both), each captured once */
+    CHECK_MSG(rec.replayed >= STEPS - 4, "%s: %lld replays of recorded drafter steps, at least %d expected",
+              dc->model_dir, (long long)rec.replayed, STEPS - 4);
 }
 
 static void run_case(const dcase *dc) {
@@ -237,6 +290,16 @@ TEST(gpu_drafter_dspark_golden_v41) {
 TEST(gpu_drafter_dspark_demo) {
     dcase dc = {"../../models/deepinfer-demo-v41", "demo/manifest.json", NULL, "decode"};
     run_case(&dc);
+}
+
+TEST(gpu_drafter_dspark_recorded_golden_v41) {
+    dcase dc = {"golden/v41-tiny-a", "golden/v41-tiny-a/expected/manifest.json", "golden/v41-tiny-a", "decode_fixed"};
+    run_recorded(&dc);
+}
+
+TEST(gpu_drafter_dspark_recorded_demo) {
+    dcase dc = {"../../models/deepinfer-demo-v41", "demo/manifest.json", NULL, "decode"};
+    run_recorded(&dc);
 }
 
 TEST(gpu_drafter_mtp_v4) {

@@ -7,8 +7,9 @@
  * v41-tiny-a, 1 and 8 requests, greedy and seeded temperature 0.8 / top-p
  * 0.95: outputs with speculation on (fixed drafts of 5, confidence-scheduled)
  * are bitwise equal to speculation off; fixed drafts with graphs on equal
- * graphs off (recorded verify = eager verify); and the counters show verify
- * steps that ran recorded and were sampled on the device. */
+ * graphs off (recorded verify and drafter steps = eager ones: the same
+ * outputs, the same drafts accepted at every position); and the counters
+ * show verify steps that ran recorded and were sampled on the device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,8 @@ static void dev_case_run(const dev_case *dc, int n, int sampled) {
     deepinfer_prompt pr[NMAX];
     deepinfer_sampling_params sp[NMAX];
     workload(dc, n, sampled, ids, pr, sp);
-    deepinfer_engine_stats st;
+    deepinfer_engine_stats st, first;
+    memset(&first, 0, sizeof first);
     deepinfer_request_output **ref = run(dc, 0, 0, 1, n, pr, sp, &st);
     if (!ref) return;
     struct {
@@ -116,6 +118,14 @@ static void dev_case_run(const dev_case *dc, int n, int sampled) {
         if (cfg[k].graphs && !cfg[k].varlen)
             CHECK_MSG(st.graph_steps > others, "%s (%s): no verify step ran recorded", dc->name, cfg[k].what);
         if (!cfg[k].graphs) CHECK(st.graph_steps == 0);
+        /* the drafts themselves: recorded drafter steps (greedy) draft what eager ones do, so the same
+         * drafts are verified and accepted at every position */
+        if (k == 0) first = st;
+        if (k == 1)
+            CHECK_MSG(!memcmp(first.spec_drafted_at, st.spec_drafted_at, sizeof st.spec_drafted_at) &&
+                          !memcmp(first.spec_accepted_at, st.spec_accepted_at, sizeof st.spec_accepted_at),
+                      "%s: the drafts with graphs on differ from graphs off (%lld vs %lld accepted)", dc->name,
+                      (long long)first.spec_accepted, (long long)st.spec_accepted);
         deepinfer_outputs_free(out, (size_t)n);
     }
     deepinfer_outputs_free(ref, (size_t)n);
