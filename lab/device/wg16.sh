@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wg16.sh [quick] — run THERE, in one device call (lab/device/README.md; issue #26): builds the CUDA library and
 # lab/gemm16/gemm16_bench for sm_90a only (with .dev/deps.tar.xz from lab/device/prepare.sh when present), then
-# runs the bench: the batch-invariant prefill candidate (wgmma f16 claiming k_gemm_dec's bits) on V4-Flash shapes,
+# runs the bench: the f16 wgmma FP8 GEMM (src/ops/cuda/dic_gemm_f16_wg.cu, k_gemm_dec's bits) on V4-Flash shapes,
 # act blocks 128 (V4) and 32 (V4.1), M = 1 .. 8192 (quick: M = 1, 65, 4096), every output bitwise against the row
 # alone in fast mode, and its time against dic_gemm's fast and invariant paths. Logs in $OUT: build.log, gemm16.log.
 set -uo pipefail

@@ -1,14 +1,14 @@
-/* gemm16_bench.c — the batch-invariant prefill candidate (gemm16.cu: wgmma f16 claiming k_gemm_dec's
- * bits) on V4-Flash shapes with V4's 128-value and V4.1's 32-value activation blocks, at M = 1, 8, 64,
- * 65, 128, 1024, 4096, 8192:
- *  - bits: every output of the candidate's op (dic_gemm_quant + g16_widen + g16_gemm) at M rows against
+/* gemm16_bench.c — the product's f16 wgmma FP8 GEMM (src/ops/cuda/dic_gemm_f16_wg.cu: k_gemm_dec's bits
+ * at every M) on V4-Flash shapes with V4's 128-value and V4.1's 32-value activation blocks, at M = 1, 8,
+ * 64, 65, 128, 1024, 4096, 8192:
+ *  - bits: every output of dic_gemm_f16_wg (quantisation to slot-ordered f16, then the GEMM) at M rows against
  *    the same row computed alone by the product in fast mode (dic_gemm at M = 1: k_gemm_dec), bitwise,
  *    for the token tiles 128 and 64: "yes 0/total" or "no differ/total u<largest difference in fp32 ulp>"
  *    (a huge u: a NaN or an output never written, i.e. a layout or coverage bug; a few ulp: an order);
- *  - time (CUDA graph of GR calls, median of 10 replays, per call): the candidate's GEMM alone and its
- *    whole op (quantisation + widening + GEMM, from bf16), dic_gemm in fast mode (k_gemm_dec /
- *    k_gemm_f16 at M <= 64, wgmma e4m3 v3 / v2 above) and in batch-invariant mode, in ms and TFLOP/s,
- *    and the ratios fast / candidate and invariant / candidate (> 1: the candidate is faster).
+ *  - time (CUDA graph of GR calls, median of 10 replays, per call): dic_gemm_f16_wg from bf16 with token
+ *    tiles 64 and 128, dic_gemm in fast mode and in batch-invariant mode (whatever each dispatches to
+ *    at that M), in ms and TFLOP/s, and the ratios fast / candidate and invariant / candidate (> 1: the
+ *    candidate, tile 128, is faster).
  * Usage: gemm16_bench [quick] (quick: M = 1, 65, 4096 only). Output fp32 (the bitwise check). */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -20,7 +20,7 @@
 #include "io/numfmt.h"
 #include "ops/cuda/dic.h"
 #include "ops/cuda/dic_gemm_int.h"
-#include "gemm16_lab.h"
+#include "gemm16_diff.h"
 
 typedef struct shape {
     const char *name;
@@ -43,33 +43,23 @@ static double nrm(void) { /* Box-Muller on the benches' xorshift */
 
 /* one op under test */
 typedef struct job {
-    int kind; /* 0 candidate op (quant + widen + gemm), 1 candidate GEMM only, 2 dic_gemm fast, 3 invariant */
-    int M, tn;
+    int kind; /* 0 dic_gemm_f16_wg tile 128, 1 tile 64, 2 dic_gemm fast, 3 invariant */
+    int M;
     const shape *sh;
     dic_ctx *c;
     dic_wmat W;
     const uint16_t *A;
-    uint8_t *q;
-    float *sa;
-    uint16_t *x16;
     float *C;
 } job;
 
 static cudaError_t run(const job *j) {
     const int N = j->sh->N, K = j->sh->K, ab = j->sh->act_block;
-    cudaStream_t st = j->c->stream;
     if (j->kind >= 2) {
         j->c->batch_invariant = j->kind == 3;
         return dic_gemm(j->c, j->M, j->A, (size_t)K, &j->W, ab, j->C, NULL, (size_t)N);
     }
-    cudaError_t e;
-    if (j->kind == 0) {
-        if ((e = dic_gemm_quant(st, j->M, j->A, (size_t)K, K, ab, NULL, NULL, j->q, j->sa, NULL, 0)) != cudaSuccess ||
-            (e = g16_widen(st, j->M, K, j->q, dic_gemm_ldq(K), j->x16)) != cudaSuccess)
-            return e;
-    }
-    return g16_gemm(st, j->c->num_sms, j->W.w, j->W.scale, N, K, j->W.wblock, ab, j->M, j->x16, j->sa, j->C, NULL,
-                    (size_t)N, j->tn);
+    return dic_gemm_f16_wg(j->c->stream, j->c->num_sms, &j->W, ab, j->M, j->A, (size_t)K, j->c->scratch,
+                           j->c->scratch_cap, j->C, NULL, (size_t)N, j->kind == 1 ? 64 : 128);
 }
 
 static cudaEvent_t e0, e1;
@@ -110,17 +100,13 @@ int main(int argc, char **argv) {
     CK(cudaFree(c.scratch));
     c.scratch_cap = scr;
     CK(cudaMalloc(&c.scratch, scr));
-    float *ref, *out, *out2, *sa;
-    uint16_t *dA, *x16;
-    uint8_t *q;
+    float *ref, *out, *out2;
+    uint16_t *dA;
     unsigned long long *nd;
     CK(cudaMalloc((void **)&ref, (size_t)MMAX * maxn * 4));
     CK(cudaMalloc((void **)&out, (size_t)MMAX * maxn * 4));
     CK(cudaMalloc((void **)&out2, (size_t)MMAX * maxn * 4));
     CK(cudaMalloc((void **)&dA, (size_t)MMAX * maxk * 2));
-    CK(cudaMalloc((void **)&x16, (size_t)MMAX * maxk * 2));
-    CK(cudaMalloc((void **)&q, dic_gemm_qbytes(MMAX, (int)maxk)));
-    CK(cudaMalloc((void **)&sa, (size_t)MMAX * (maxk / 32) * 4));
     CK(cudaMalloc((void **)&nd, 2 * sizeof *nd));
     printf("gemm16_bench: bits = each of M rows vs the same row alone in dic_gemm fast mode (k_gemm_dec), fp32 out;\n"
            "time per call from a CUDA graph; ratio = other / candidate op (> 1: candidate faster)\n");
@@ -128,7 +114,7 @@ int main(int argc, char **argv) {
         const shape *sh0 = &S[si];
         const int N = sh0->N, K = sh0->K;
         int kper;
-        const int splits = g16_splits(N, K, c.num_sms, &kper);
+        const int splits = dic_gemm_dec_splits(N, K, c.num_sms, &kper);
         const size_t wb = (size_t)N * K, sb = (size_t)((N + 127) / 128) * (K / 128);
         uint8_t *hw = malloc(wb), *hs = malloc(sb);
         for (size_t k = 0; k < wb; k++) hw[k] = di_f32_to_e4m3((float)nrm() * 64.0f); /* checkpoint-like */
@@ -155,16 +141,16 @@ int main(int argc, char **argv) {
             printf("\n== %s %s act %d  (split-K %d x %d k, as d_splits)\n", ai ? "V4.1" : "V4", sh->name, sh->act_block,
                    splits, kper);
             printf("%5s | %-30s | %-30s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
-                   "bits==k_gemm_dec tn64", "gemm ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
+                   "bits==k_gemm_dec tn64", "tn64 ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
                    "inv/c");
             for (int mi = 0; mi < nM; mi++) {
                 const int M = Ms[mi];
                 const size_t n = (size_t)M * N;
                 const double fl = 2.0 * M * N * (double)K;
-                job j = {0, M, 128, sh, &c, W, dA, q, sa, x16, out};
+                job j = {0, M, sh, &c, W, dA, out};
                 char bits[2][64];
                 for (int v = 0; v < 2; v++) {
-                    j.tn = v ? 64 : 128, j.C = v ? out2 : out;
+                    j.kind = v, j.C = v ? out2 : out;
                     CK(cudaMemsetAsync(j.C, 0xFF, n * 4, c.stream));
                     cudaError_t e = run(&j);
                     if (e != cudaSuccess) {
@@ -179,7 +165,7 @@ int main(int argc, char **argv) {
                     if (h[0]) snprintf(bits[v], sizeof bits[v], "no %llu/%zu u%llu", h[0], n, h[1]);
                     else snprintf(bits[v], sizeof bits[v], "yes 0/%zu", n);
                 }
-                j.tn = 128, j.C = out;
+                j.C = out;
                 double t[4];
                 for (int k = 0; k < 4; k++) {
                     j.kind = k;
@@ -194,7 +180,7 @@ int main(int argc, char **argv) {
         cudaFree(dw), cudaFree(ds);
     }
     c.batch_invariant = 0;
-    cudaFree(ref), cudaFree(out), cudaFree(out2), cudaFree(dA), cudaFree(x16), cudaFree(q), cudaFree(sa), cudaFree(nd);
+    cudaFree(ref), cudaFree(out), cudaFree(out2), cudaFree(dA), cudaFree(nd);
     cudaFree(c.scratch);
     cudaStreamDestroy(c.stream);
     return 0;

@@ -40,6 +40,13 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
         cudaError_t e = dec(c, M, A, lda, 1, W, act_block, &C32, &C16, &ldc, q, s);
         if (e != cudaErrorNotSupported) return e;
     }
+    /* FP8 above the split bound with 32-value activation blocks (V4.1): the f16 wgmma kernel, the bits of the
+     * f16 HMMA kernels below the bound (so fast mode's FP8 products are row-invariant there too) */
+    if (!c->batch_invariant && M > DIC_GEMM_SPLIT_MAXM && act_block < 128 && dic_gemm_f16_wg_ok(W, act_block)) {
+        cudaError_t e = dic_gemm_f16_wg(c->stream, c->num_sms, W, act_block, M, A, lda, c->scratch, c->scratch_cap,
+                                        C32, C16, ldc, 0);
+        if (e != cudaErrorNotSupported) return e;
+    }
     float *part = NULL;
     int *cnt = NULL, ncnt = 0;
     if (dic_gemm_partbytes(M, W->n, K)) {

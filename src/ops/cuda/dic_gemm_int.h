@@ -146,6 +146,17 @@ cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8
                                      int act_block, int M, const uint8_t *q, size_t ldq, const float *sa, float *C32,
                                      uint16_t *C16, size_t ldc);
 
+/* FP8 weights on wgmma f16 with the bits of k_gemm_dec / k_gemm_f16 at every M (dic_gemm_f16_wg.cu):
+ * usable for W and act_block on this device (FP8, K % 128 == 0, weight blocks >= 128, K-blocks of 32 or
+ * 128, sm_90a); its scratch (f16 activations in k_gemm_f16's slot order, then their scales); the op from
+ * bf16 rows A (quantisation, then the GEMM; tn: token tile 64 or 128, 0 = 128: no bits change).
+ * cudaErrorNotSupported (nothing launched) where it does not apply or the scratch is short. */
+int dic_gemm_f16_wg_ok(const dic_wmat *W, int act_block);
+size_t dic_gemm_f16_wg_scratch(int M, int K);
+cudaError_t dic_gemm_f16_wg(cudaStream_t st, int num_sms, const dic_wmat *W, int act_block, int M, const uint16_t *A,
+                            size_t lda, void *scratch, size_t scratch_cap, float *C32, uint16_t *C16, size_t ldc,
+                            int tn);
+
 /* BF16 / F32 weights (dic_gemm_float.cu): the CPU's summation order, bitwise. */
 cudaError_t dic_gemm_float_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                   float *C32, uint16_t *C16, size_t ldc);

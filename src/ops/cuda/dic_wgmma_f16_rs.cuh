@@ -1,19 +1,19 @@
 /*
- * g16_wgmma_rs.cuh — wgmma m64nNk16 f16 -> fp32 with the A operand (the 64 weight rows) in registers
+ * dic_wgmma_f16_rs.cuh — wgmma m64nNk16 f16 -> fp32 with the A operand (the 64 weight rows) in registers
  * ("RS" form) and B (the N tokens) from shared memory by descriptor (dic_wgmma_ptx.cuh desc_sw128,
  * K-major). A's four registers per thread are the mma.sync m16n8k16 A fragment of the thread's warp
  * (rows 16 warp + g and + 8, k slots 2t, 2t + 1 and 2t + 8, 2t + 9): {row g lo, row g + 8 lo, row g hi,
  * row g + 8 hi}. scale_d = 0: D = A B (the block partial from +0); 1: D += A B. Include inside the
  * sm_90a guard. PTX needs one operand per accumulator register, so each N is spelled out.
  */
-#ifndef DI_LAB_GEMM16_G16_WGMMA_RS_CUH
-#define DI_LAB_GEMM16_G16_WGMMA_RS_CUH
+#ifndef DI_OPS_CUDA_DIC_WGMMA_F16_RS_CUH
+#define DI_OPS_CUDA_DIC_WGMMA_F16_RS_CUH
 
 #include <stdint.h>
 
-template <int N> struct g16_rs;
+template <int N> struct dic_wg16_rs;
 
-template <> struct g16_rs<64> {
+template <> struct dic_wg16_rs<64> {
     static __device__ __forceinline__ void mma(float *d, const uint32_t *a, uint64_t db, int scale_d) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
@@ -23,7 +23,7 @@ template <> struct g16_rs<64> {
     }
 };
 
-template <> struct g16_rs<128> {
+template <> struct dic_wg16_rs<128> {
     static __device__ __forceinline__ void mma(float *d, const uint32_t *a, uint64_t db, int scale_d) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"

@@ -1,28 +1,28 @@
 /*
- * gemm16.cu — the batch-invariant FP8 prefill GEMM candidate of issue #26: wgmma m64nNk16 f16 -> fp32
- * that claims the bits of the fast-mode decode kernels (k_gemm_dec / k_gemm_f16, dic_gemm_f16.cu) for
- * every row at every M, so one f16-HMMA family serves decode and prefill in both modes
- * (docs/determinism.md §7.1: wgmma f16 and mma.sync m16n8k16 f16 give the same block partials when fed
- * the same k slots; docs/kernels/gemm-prefill.md "Plan: one f16 family").
+ * dic_gemm_f16_wg.cu — FP8 weights over many token rows on wgmma m64nNk16 f16 -> fp32 with the bits of
+ * the f16-HMMA decode kernels (k_gemm_dec / k_gemm_f16, dic_gemm_f16.cu) for every row at every M: the
+ * batch-invariant family's large-M member (docs/determinism.md §7.1: wgmma f16 and mma.sync m16n8k16 f16
+ * give the same block partials when fed the same k slots; docs/kernels/gemm-prefill.md).
  *
  * What it copies from k_gemm_f16 (the header of dic_gemm_f16.cu), and how:
- *  - the k slots of each k16 instruction. In a 32-k sub-block, k_gemm_f16's lane t of a quad holds
- *    k = 8t .. 8t + 7, fed as two m16n8k16 steps h = 0, 1: slot 2t + e <- k = 8t + 4h + e and slot
- *    8 + 2t + e <- k = 8t + 4h + 2 + e (e = 0, 1). Weights: the A operand of wgmma's RS form is the
- *    mma.sync A fragment of each warp, so each thread converts the same 8 bytes per row (rows 16 warp
- *    + g and + 8, bytes 32j + 8t) with the same cvt.rn.f16x2.e4m3x2 into the same registers
- *    k_gemm_f16 passes to mma.sync. Tokens: the B operand comes from shared memory in natural slot
- *    order, so g16_widen writes each 32-k group of the f16 row in slot order (position 16h + 8hi +
- *    2t + e holds k = 8t + 4h + 2hi + e) and TMA loads it unchanged;
+ *  - the activations: k_act_quant_f16 quantises each row exactly as dic_gemm_quant does (the same scale
+ *    and e4m3 value per element, dic_gemm_quant.cuh) and stores the value as f16 (exact), each 32-k group
+ *    in k_gemm_f16's slot order: in a 32-k sub-block, k_gemm_f16's lane t of a quad holds k = 8t .. 8t + 7,
+ *    fed as two m16n8k16 steps h = 0, 1: slot 2t + e <- k = 8t + 4h + e and slot 8 + 2t + e <- k = 8t + 4h
+ *    + 2 + e (e = 0, 1); so position 16h + 8hi + 2t + e of a group holds k = 8t + 4h + 2hi + e, and TMA
+ *    loads the rows unchanged as wgmma's B operand;
+ *  - the weights: the A operand of wgmma's RS form is the mma.sync A fragment of each warp, so each
+ *    thread converts the same 8 bytes per row (rows 16 warp + g and + 8, bytes 32j + 8t) with the same
+ *    cvt.rn.f16x2.e4m3x2 into the same registers k_gemm_f16 passes to mma.sync;
  *  - the per-K-block fold: kb = min(act_block, wblock) (32 or 128 here); P = the wgmma chain of the
  *    block's kb / 16 steps from +0 (scale-d = 0 on the first, steps in increasing k), then
  *    C_s = fmaf(P, s_act * s_w, C_s), blocks in increasing k, C_s from +0; s_act * s_w is the same
  *    fp32 product (formed once per token and block by the producer warpgroup);
- *  - the split-K structure: g16_splits is the product's rule dic_gemm_dec_splits (splits and k per
- *    split from N, K and the SM count only); one CTA owns every split of its outputs and folds them in registers in split
- *    order, C = ((C_0 + C_1) + C_2) + ..., as k_gemm_dec's cluster fold and k_gemm_f16's last CTA do.
+ *  - the split-K structure: dic_gemm_dec_splits (splits and k per split from N, K and the SM count
+ *    only); one CTA owns every split of its outputs and folds them in split order, C = ((C_0 + C_1) +
+ *    C_2) + ..., as k_gemm_dec's cluster fold and k_gemm_f16's last CTA do.
  * So an output depends on its row of activations, its weight row, K, N and the SM count: never on M,
- * the tile, the grid or other rows.
+ * the token tile, the grid or other rows.
  *
  * Schedule: CTA = 3 warpgroups; WG 0 is the producer (one thread issues the TMA loads of a stage: the
  * 128 x 128 e4m3 weight tile and the TN x 128 f16 token tile, 128-byte swizzle; every thread < TN
@@ -30,16 +30,49 @@
  * all TN tokens: wgmma m64n{TN}k16 RS). Stages in a ring (full / empty mbarriers, v3's protocol);
  * persistent grid over tiles (8 weight tiles per raster group), so the producer loads the next tile
  * while the consumers fold and store. FP8 only: FP4 (e2m1, per-32 per-row scales) needs a per-row
- * factor in the fold and k_gemm_f16's FP4 pair permutation (0,4)(1,5).. in both operands (not here).
+ * factor in the fold and k_gemm_f16's FP4 pair permutation (0,4)(1,5).. in both operands.
  */
 #include <cuda.h>
 #include <string.h>
 
 #include "ops/cuda/dic_common.cuh"
-#include "ops/cuda/dic_gemm_int.h"
-#include "ops/cuda/dic_tmap.h"
 #include "ops/cuda/dic_f16_widen.cuh"
-#include "gemm16_lab.h"
+#include "ops/cuda/dic_gemm_int.h"
+#include "ops/cuda/dic_gemm_quant.cuh"
+#include "ops/cuda/dic_tmap.h"
+
+/* ---- the activations: dic_gemm_quant's values as f16, in slot order --------------------------------- */
+
+/* One warp per (row, block) as k_act_quant: the same amax, scale and rounding; element k of the row goes
+ * to f16 position 32 (k / 32) + 16h + 8hi + 2t + e where k % 32 = 8t + 4h + 2hi + e. */
+static __global__ void k_act_quant_f16(const uint16_t *A, size_t lda, int M, int K, int blk, uint16_t *x16, float *s) {
+    DIC_PDL_ENTER();
+    const int nsa = K / blk;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (warp >= (long long)M * nsa) return;
+    const int i = (int)(warp / nsa), b = (int)(warp % nsa);
+    const uint16_t *x = A + (size_t)i * lda + (size_t)b * blk;
+    float amax = 0.0f;
+    for (int j = lane; j < blk; j += 32) {
+        const float a = fabsf(dic_bf16_to_f32(x[j]));
+        if (a > amax) amax = a;
+    }
+    for (int o = 16; o; o >>= 1) {
+        const float t = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+        if (t > amax) amax = t;
+    }
+    const float sc = dic_act_scale(amax);
+    if (lane == 0) s[(size_t)i * nsa + b] = sc;
+    uint16_t *row = x16 + (size_t)i * K;
+    for (int j = lane; j < blk; j += 32) {
+        const int k = b * blk + j, r = k & 31, t = r >> 3, h = (r >> 2) & 1, hi = (r >> 1) & 1, e = r & 1;
+        row[(k & ~31) + 16 * h + 8 * hi + 2 * t + e] =
+            (uint16_t)dic_e4m3_f16(__fdiv_rn(dic_bf16_to_f32(x[j]), sc));
+    }
+}
+
+/* ---- the GEMM ------------------------------------------------------------------------------------- */
 
 #define G16_BW 128                /* weight rows per CTA (2 consumer warpgroups x 64) */
 #define G16_BK 128                /* k per stage */
@@ -64,72 +97,11 @@ typedef struct g16args {
     size_t ldc;
 } g16args;
 
-extern "C" int g16_splits(int N, int K, int num_sms, int *kper) { return dic_gemm_dec_splits(N, K, num_sms, kper); }
-
-/* ---- the activation widening (slot order) ------------------------------------------------------ */
-
-static __global__ void k_g16_widen(int M, int K, const uint8_t *q, size_t ldq, uint16_t *x16) {
-    const size_t np = (size_t)M * (K / 8);
-    for (size_t u = blockIdx.x * (size_t)blockDim.x + threadIdx.x; u < np; u += (size_t)gridDim.x * blockDim.x) {
-        const size_t m = u / (K / 8);
-        const int p = (int)(u - m * (K / 8)), grp = p >> 2, t = p & 3;
-        const uint2 v = *(const uint2 *)(q + m * ldq + 8 * (size_t)p);
-        uint32_t *row = (uint32_t *)(x16 + m * K + 32 * (size_t)grp);
-        /* bytes 8t + (0,1) (2,3) (4,5) (6,7) -> slots 2t, 8 + 2t, 16 + 2t, 24 + 2t (f16 pairs) */
-        row[t] = cvt_e4m3x2(v.x & 0xFFFFu);
-        row[4 + t] = cvt_e4m3x2(v.x >> 16);
-        row[8 + t] = cvt_e4m3x2(v.y & 0xFFFFu);
-        row[12 + t] = cvt_e4m3x2(v.y >> 16);
-    }
-}
-
-extern "C" cudaError_t g16_widen(cudaStream_t st, int M, int K, const uint8_t *q, size_t ldq, uint16_t *x16) {
-    if (M <= 0) return cudaSuccess;
-    if (K % 32 || ldq % 8 || ((uintptr_t)q & 7) || ((uintptr_t)x16 & 3)) return cudaErrorInvalidValue;
-    const size_t np = (size_t)M * (K / 8);
-    const unsigned grid = (unsigned)(np / 256 + 1 < 65535 * 4 ? np / 256 + 1 : 65535 * 4);
-    k_g16_widen<<<grid, 256, 0, st>>>(M, K, q, ldq, x16);
-    return cudaGetLastError();
-}
-
-/* ordered integer of an fp32 bit pattern (ulp distance = difference of two of these) */
-static __device__ __forceinline__ long long g16_ord(uint32_t u) {
-    return (u >> 31) ? -(long long)(u & 0x7FFFFFFFu) : (long long)u;
-}
-
-static __global__ void k_g16_count_diff(const uint32_t *a, const uint32_t *b, size_t n, unsigned long long *nd) {
-    unsigned long long c = 0, mx = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (a[i] != b[i]) {
-            const long long d = g16_ord(a[i]) - g16_ord(b[i]);
-            const unsigned long long ad = (unsigned long long)(d < 0 ? -d : d);
-            c++;
-            mx = ad > mx ? ad : mx;
-        }
-    for (int o = 16; o; o >>= 1) {
-        c += __shfl_xor_sync(0xFFFFFFFFu, c, o);
-        const unsigned long long t = __shfl_xor_sync(0xFFFFFFFFu, mx, o);
-        mx = t > mx ? t : mx;
-    }
-    if ((threadIdx.x & 31) == 0 && c) {
-        atomicAdd(nd, c);
-        atomicMax(nd + 1, mx);
-    }
-}
-
-extern "C" cudaError_t g16_count_diff(cudaStream_t st, const uint32_t *a, const uint32_t *b, size_t n,
-                                      unsigned long long *nd_dev) {
-    cudaError_t e = cudaMemsetAsync(nd_dev, 0, 2 * sizeof *nd_dev, st);
-    if (e != cudaSuccess || !n) return e;
-    k_g16_count_diff<<<1024, 256, 0, st>>>(a, b, n, nd_dev);
-    return cudaGetLastError();
-}
-
 /* ---- the GEMM ----------------------------------------------------------------------------------- */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "ops/cuda/dic_wgmma_ptx.cuh"
-#include "g16_wgmma_rs.cuh"
+#include "ops/cuda/dic_wgmma_f16_rs.cuh"
 
 /* unit u -> (token tile pm, weight tile pn): groups of G16_GROUP weight tiles, token tiles fastest */
 static __device__ __forceinline__ void g16_tile(const g16args &a, int u, int *pm, int *pn) {
@@ -240,8 +212,8 @@ static __device__ __forceinline__ void g16_body(const g16args &a, const CUtensor
                         /* k16 steps 2j, 2j + 1: token sub-tile j / 2, 32 bytes per step (16-byte units) */
                         const uint64_t db = desc_sw128(smem_u32(sX + (j >> 1) * TN * 128)) + 4 * (j & 1);
                         wg_fence();
-                        g16_rs<TN>::mma(P, &A[buf][0], db, jj > 0);
-                        g16_rs<TN>::mma(P, &A[buf][4], db + 2, 1);
+                        dic_wg16_rs<TN>::mma(P, &A[buf][0], db, jj > 0);
+                        dic_wg16_rs<TN>::mma(P, &A[buf][4], db + 2, 1);
                         wg_commit();
                         if (jj > 0) {
                             wg_wait1(); /* the previous sub-block's steps are done: its A registers free */
@@ -318,20 +290,17 @@ static int g16_map(CUtensorMap *m, const void *p, int rows, int cols, size_t ld,
 
 template <int TN, int KB, int SPLIT>
 static cudaError_t g16_run(cudaStream_t st, int grid, const g16args &a, const CUtensorMap &tX, const CUtensorMap &tW) {
-    static int attr_done;
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(k_g16<TN, KB, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             g16_smem(TN, SPLIT));
-        if (e != cudaSuccess) return e;
-        attr_done = 1;
-    }
+    /* per launch: the attribute is per device, and the call is cheap */
+    cudaError_t e = cudaFuncSetAttribute(k_g16<TN, KB, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         g16_smem(TN, SPLIT));
+    if (e != cudaSuccess) return e;
     k_g16<TN, KB, SPLIT><<<(unsigned)grid, 384, g16_smem(TN, SPLIT), st>>>(a, tX, tW);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t g16_gemm(cudaStream_t st, int num_sms, const void *W, const uint8_t *ws, int N, int K,
-                                int wblock, int act_block, int M, const uint16_t *x16, const float *sa, float *C32,
-                                uint16_t *C16, size_t ldc, int tn) {
+static cudaError_t wg16_gemm(cudaStream_t st, int num_sms, const void *W, const uint8_t *ws, int N, int K,
+                             int wblock, int act_block, int M, const uint16_t *x16, const float *sa, float *C32,
+                             uint16_t *C16, size_t ldc, int tn) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     if (!tn) tn = 128;
     const int pw = wblock > 0 && !(wblock & (wblock - 1)), pa = act_block > 0 && !(act_block & (act_block - 1));
@@ -340,15 +309,11 @@ extern "C" cudaError_t g16_gemm(cudaStream_t st, int num_sms, const void *W, con
         return cudaErrorInvalidValue;
     const int kb = act_block < wblock ? act_block : wblock;
     if (kb != 32 && kb != 128) return cudaErrorInvalidValue; /* the instantiations (act_block 64: add KB = 64) */
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        major != 9)
-        return cudaErrorNotSupported; /* wgmma: sm_90a */
     CUtensorMap tX, tW;
     if (!g16_map(&tX, x16, M, K, (size_t)K * 2, 2, tn) || !g16_map(&tW, W, N, K, (size_t)K, 1, G16_BW))
         return cudaErrorInvalidValue;
     int kper;
-    const int splits = g16_splits(N, K, num_sms, &kper);
+    const int splits = dic_gemm_dec_splits(N, K, num_sms, &kper);
     g16args a;
     memset(&a, 0, sizeof a);
     a.M = M, a.N = N, a.K = K, a.nsa = K / act_block;
@@ -370,4 +335,49 @@ extern "C" cudaError_t g16_gemm(cudaStream_t st, int num_sms, const void *W, con
     case 6: return g16_run<128, 128, 0>(st, grid, a, tX, tW);
     default: return g16_run<128, 128, 1>(st, grid, a, tX, tW);
     }
+}
+
+/* ---- entry ---------------------------------------------------------------------------------------- */
+
+static size_t wg16_xbytes(int M, int K) { return ((size_t)M * (size_t)K * 2 + 255) & ~(size_t)255; }
+
+extern "C" size_t dic_gemm_f16_wg_scratch(int M, int K) {
+    if (M <= 0 || K <= 0) return 0;
+    return wg16_xbytes(M, K) + dic_gemm_sbytes(M, K);
+}
+
+extern "C" int dic_gemm_f16_wg_ok(const dic_wmat *W, int act_block) {
+    if (!W || W->fmt != 2 || W->k <= 0 || W->k % G16_BK || W->n <= 0 || ((uintptr_t)W->w & 15)) return 0;
+    const int wb = W->wblock, kb = act_block < wb ? act_block : wb;
+    if (wb < G16_BW || (wb & (wb - 1)) || act_block < 32 || act_block > 128 || (act_block & (act_block - 1)) ||
+        (kb != 32 && kb != 128))
+        return 0;
+    static int arch = -1; /* every device of a process is of one kind (cuda-backend.md) */
+    if (arch < 0) {
+        int dev = 0, major = 0, minor = 0;
+        arch = cudaGetDevice(&dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess
+                   ? major * 10 + minor
+                   : 0;
+    }
+    return arch == 90 && dic_tmap_encoder() != NULL;
+}
+
+extern "C" cudaError_t dic_gemm_f16_wg(cudaStream_t st, int num_sms, const dic_wmat *W, int act_block, int M,
+                                       const uint16_t *A, size_t lda, void *scratch, size_t scratch_cap, float *C32,
+                                       uint16_t *C16, size_t ldc, int tn) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_gemm_f16_wg_ok(W, act_block) || (!C32) == (!C16) || scratch_cap < dic_gemm_f16_wg_scratch(M, W->k) ||
+        ((uintptr_t)scratch & 255))
+        return cudaErrorNotSupported;
+    const int K = W->k;
+    uint16_t *x16 = (uint16_t *)scratch;
+    float *sa = (float *)((uint8_t *)scratch + wg16_xbytes(M, K));
+    const long long warps = (long long)M * (K / act_block);
+    DIC_LAUNCH(k_act_quant_f16, (unsigned)((warps * 32 + 255) / 256), 256, 0, st, A, lda, M, K, act_block, x16, sa);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    /* the token tile changes no bits (every output is one CTA's) */
+    return wg16_gemm(st, num_sms, W->w, W->scale, W->n, K, W->wblock, act_block, M, x16, sa, C32, C16, ldc, tn);
 }
