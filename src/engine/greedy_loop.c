@@ -30,9 +30,11 @@ deepinfer_status di_greedy_loop_run(di_greedy_loop *L, di_error *err) {
         return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "decode loop: %d sequences (1..%d)", n,
                             di_model_max_rows(m));
     if (L->graph && !dev) return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "decode loop: graphs need the CUDA backend");
-    /* V4 with recorded steps: the device argmax feeds the next step (no host tokens);
-     * V4.1 Engram hashes host tokens: the ids come back every step */
-    int host_ids = !L->graph || c->n_engram_layer_ids > 0 || c->image_token_id >= 0;
+    /* recorded steps: the device argmax feeds the next step (no host tokens) when the model reads
+     * its tokens on the device (di_model_device_tokens; V4.1's Engram hash too, ops.h
+     * di_engram_hash_rows); a model with an image token reads the ids back, since an argmax equal
+     * to it is replaced by a text token on the host (next_input) */
+    int host_ids = !L->graph || c->image_token_id >= 0 || !di_model_device_tokens(m);
     /* where the device argmax writes: the model's token buffer when the next step reads it there,
      * else a buffer of the loop's own (ids read back to the host) */
     int32_t *dtok = L->graph && !host_ids ? di_model_device_tokens(m) : NULL, *own = NULL;

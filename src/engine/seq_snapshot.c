@@ -94,6 +94,8 @@ static deepinfer_status restore(di_seq_state *s, const di_model_config *cfg, con
     if (rejected > 0 && n_keep > P && h.k > h.k_ring)
         return di_error_set(err, E, "snapshot restore: a partial rollback of a %d-token step needs steps of at most the "
                             "window (%lld tokens)", h.k, (long long)cfg->sliding_window);
+    /* The Engram history: the host copy is truncated in place; the ops' class ring needs nothing
+     * (seq_state.h di_seq_engram_ring: the discarded positions' slots are never read). */
     di_engram_seq eng = s->engram;
     if (cfg->n_engram_layer_ids > 0) {
         deepinfer_status st = di_engram_seq_truncate(&eng, n_keep, (int)cfg->engram_max_ngram_size, err);
@@ -169,6 +171,8 @@ deepinfer_status di_seq_copy(di_seq_state *dst, const di_seq_state *src, const d
     dst->n_tokens = src->n_tokens;
     dst->mtp_tokens = src->mtp_tokens;
     dst->ikey_pub = src->ikey_pub;
+    if (src->eng_ring && dst->eng_ring && src->eng_ring_len == dst->eng_ring_len)
+        di_copy_2d(di_dev_exec(), 1, src->eng_ring, 0, dst->eng_ring, 0, (size_t)src->eng_ring_len * sizeof(int32_t));
     dst->engram = src->engram;
     return DEEPINFER_OK;
 }

@@ -48,7 +48,8 @@ struct cp_ctx {
     int *orows;                /* its logit rows (own-row indices) */
     float *ologits;            /* [max_rows][V] */
     float *glogits;            /* [pass rows][V] every rank's, rank-major */
-    int64_t *ids;              /* V4.1 Engram: [n][per token] the prompt's hash ids */
+    int64_t *ids;              /* V4.1 Engram: [n][per token] the prompt's hash ids (host hash path) */
+    int64_t *dids;             /* the same from the ops' hash (dsv41_internal.h eng_ops), backend memory */
     di_engram_seq eng;         /* the history after the prompt (set on the sequence at the end) */
     deepinfer_status st;       /* the first collective failure */
     di_error err;
@@ -235,6 +236,7 @@ static void ctx_free(cp_ctx *c) {
     free(c->pos), free(c->seqs), free(c->otok), free(c->opos), free(c->oseq), free(c->orows);
     free(c->ologits), free(c->glogits), free(c->ids);
     di_dev_free(c->xall);
+    di_dev_free(c->dids);
 }
 
 /* The rows of the largest pass: at most max_rows - 2 rows per rank; with expert parallelism at
@@ -350,6 +352,7 @@ static deepinfer_status run_passes(void *m, di_core *core, di_ep_model *ep, cons
     }
     if (!st) st = di_ep_take_status(ep, err);
     if (!st && c->ids) p->seq->engram = c->eng;
+    if (!st && c->dids) p->seq->engram.len = start + p->n;
     ctx_free(c);
     free(c);
     return st;
@@ -381,6 +384,34 @@ static size_t eng_per_tok(const di_model_config *cfg) {
     return (size_t)cfg->n_engram_layer_ids * (size_t)cfg->engram_cols;
 }
 
+/* The same on the ops: the whole prompt as one segment from the sequence's class ring, on this
+ * rank's exec (every rank holds the owner's state, so every rank computes the same ids and leaves
+ * the same ring). */
+static deepinfer_status v41_prep_ops(di_v41_model *m, cp_ctx *c, const di_cp_prefill *p, di_error *err) {
+    const di_engram_hash *h = &m->eng.hash;
+    di_exec *x = &m->core.x;
+    size_t per = eng_per_tok(&m->core.cfg);
+    int32_t *dtok = di_dev_alloc((size_t)p->n * sizeof *dtok);
+    int *row_seg = calloc((size_t)p->n, sizeof *row_seg);
+    c->dids = di_dev_alloc((size_t)p->n * per * sizeof *c->dids);
+    deepinfer_status st = DEEPINFER_OK;
+    if (!dtok || !row_seg || !c->dids) {
+        st = di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the prompt's Engram ids");
+    } else {
+        int64_t pos0 = p->seq->n_tokens;
+        int nrows = p->n;
+        int32_t *ring = p->seq->eng_ring;
+        di_copy_h2d(x, dtok, p->tokens, (size_t)p->n * sizeof *dtok);
+        di_engram_hash_rows(x, p->n, dtok, m->eng_dmap, m->eng.map.n_ids, m->eng_dconsts, h->n_layers, h->max_ngram,
+                            h->n_heads, h->pad_class, c->pos, row_seg, &pos0, &nrows, &ring, p->seq->eng_ring_len,
+                            c->dids);
+        st = di_exec_sync(x, err); /* the host tables above are this frame's */
+    }
+    di_dev_free(dtok);
+    free(row_seg);
+    return st;
+}
+
 /* The Engram hash ids of the whole prompt, from a copy of the history (the
  * sequence's is advanced after the prefill, as one rank advances it). */
 static deepinfer_status v41_prep(void *mp, cp_ctx *c, const di_cp_prefill *p, di_error *err) {
@@ -395,6 +426,7 @@ static deepinfer_status v41_prep(void *mp, cp_ctx *c, const di_cp_prefill *p, di
     if (st) return st;
     size_t per = eng_per_tok(cfg);
     if (!per) return DEEPINFER_OK;
+    if (m->eng_ops) return v41_prep_ops(m, c, p, err);
     c->ids = malloc((size_t)p->n * per * sizeof *c->ids);
     if (!c->ids) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for the prompt's Engram ids");
     c->eng = p->seq->engram;
@@ -407,7 +439,17 @@ static deepinfer_status v41_layers(void *mp, cp_ctx *c, di_fwd *f, di_v4_batch *
     di_core *core = &m->core;
     size_t per = eng_per_tok(cfg);
     int ncol = (int)per;
-    if (per) { /* this rank's rows' ids, from the prompt's */
+    if (per && c->dids) { /* this rank's rows' ids, from the prompt's (backend memory) */
+        for (int s = 0, at = 0; s < 2; s++) {
+            int k = c->own[s], nr = chunk_len(c, k);
+            di_copy_2d(f->x, 1, c->dids + (size_t)(c->r0 + c->lo[k]) * per, 0, f->ws->eng_dids + (size_t)at * per, 0,
+                       (size_t)nr * per * sizeof *c->dids);
+            at += nr;
+        }
+        if (!di_exec_on_device(f->x))
+            for (int i = 0; i < m->w.n_engram; i++)
+                di_engram_prefetch(&m->w.engram[i], f->ws->eng_dids + (size_t)i * cfg->engram_cols, (int64_t)per, f->M);
+    } else if (per) { /* this rank's rows' ids, from the prompt's */
         for (int s = 0, at = 0; s < 2; s++) {
             int k = c->own[s], nr = chunk_len(c, k);
             memcpy(f->ws->t.eng_ids + (size_t)at * per, c->ids + (size_t)(c->r0 + c->lo[k]) * per,
@@ -423,8 +465,11 @@ static deepinfer_status v41_layers(void *mp, cp_ctx *c, di_fwd *f, di_v4_batch *
     for (int l = 0; l < cfg->n_layers; l++) {
         const di_layer_cfg *L = &cfg->layers[l];
         if (L->engram >= 0 &&
-            (st = di_engram_forward(f->x, &m->w.engram[L->engram], &m->eng_ws, core->R, f->M,
-                                    f->ws->t.eng_ids + (size_t)L->engram * cfg->engram_cols, ncol, NULL, NULL, err)))
+            (st = c->dids ? di_engram_forward_ops(f->x, &m->w.engram[L->engram], &m->eng_ws, core->R, f->M,
+                                                  f->ws->eng_dids + (size_t)L->engram * cfg->engram_cols, ncol, NULL)
+                          : di_engram_forward(f->x, &m->w.engram[L->engram], &m->eng_ws, core->R, f->M,
+                                              f->ws->t.eng_ids + (size_t)L->engram * cfg->engram_cols, ncol, NULL,
+                                              NULL, err)))
             return st; /* the same on every rank: the ids and rows checked before the first collective */
         int fuse = l + 1 < cfg->n_layers && cfg->layers[l + 1].engram < 0;
         f->hc_defer_post = l + 1 == cfg->n_layers;

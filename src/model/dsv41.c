@@ -32,6 +32,26 @@ static deepinfer_status check_v41(const di_model_config *c, di_error *err) {
     return di_core_check_config(c, err);
 }
 
+/* The token map and hash constants in backend memory, for the ops' hash (dsv41_internal.h eng_ops). */
+static deepinfer_status setup_engram_ops(di_v41_model *m, di_error *err) {
+    const di_engram_hash *h = &m->eng.hash;
+    const int ng = h->max_ngram, nc = h->n_cols, per = ng + 2 * nc;
+    int64_t *k = malloc((size_t)h->n_layers * (size_t)per * sizeof *k);
+    if (!k) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of memory");
+    for (int l = 0; l < h->n_layers; l++) {
+        int64_t *r = k + (size_t)l * (size_t)per;
+        for (int g = 0; g < ng; g++) r[g] = h->multipliers[l][g];
+        for (int c = 0; c < nc; c++) r[ng + c] = h->primes[l][c], r[ng + nc + c] = h->offsets[l][c];
+    }
+    m->eng_dconsts = di_dev_dup(k, (size_t)h->n_layers * (size_t)per * sizeof *k);
+    m->eng_dmap = di_dev_dup(m->eng.map.cls, (size_t)m->eng.map.n_ids * sizeof *m->eng.map.cls);
+    free(k);
+    if (!m->eng_dconsts || !m->eng_dmap)
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "engram: out of backend memory for the token map");
+    m->eng_ops = 1;
+    return DEEPINFER_OK;
+}
+
 /* Token map and hash constants; the map from <dir>/engram_token_map.json or the tokenizer. */
 static deepinfer_status setup_engram(di_v41_model *m, const char *dir, const di_v4_options *opt, di_error *err) {
     const di_model_config *c = &m->core.cfg;
@@ -49,6 +69,7 @@ static deepinfer_status setup_engram(di_v41_model *m, const char *dir, const di_
     di_tokenizer_free(tok);
     if (st) return st;
     if (m->w.n_engram) st = di_engram_workspace_init(&m->eng_ws, &m->w.engram[0], m->core.max_rows, err);
+    if (!st && m->w.n_engram && !m->w.engram[0].host_tables) st = setup_engram_ops(m, err);
     return st;
 }
 
@@ -120,6 +141,8 @@ void di_v41_free(di_v41_model *m) {
     di_v41_dspark_free(m);
     di_v41_lanes_free(m);
     di_engram_workspace_free(&m->eng_ws);
+    di_dev_free(m->eng_dmap);
+    di_dev_free(m->eng_dconsts);
     di_engram_tables_free(&m->eng);
     di_v41_weights_free(&m->w);
     di_core_free(&m->core);
@@ -189,20 +212,42 @@ static deepinfer_status check_compact(di_v41_model *m, const di_v4_batch *b, di_
     return di_v41_compact_check(&m->core.cfg, m->core.cfg.sliding_window, 0, err);
 }
 
-/* Hash ids of the step's rows (advances each sequence's Engram history). */
-static deepinfer_status engram_ids(di_v41_model *m, di_fwd *f, di_error *err) {
+/* Hash ids of the step's rows (advances each sequence's Engram history): on the ops from the
+ * step's tokens in backend memory (f->dtok) and each sequence's class ring, or on the host
+ * (tables in host memory on a device backend). Returns the ids' base (NULL without Engram). */
+static const int64_t *engram_ids(di_v41_model *m, di_fwd *f, di_error *err, deepinfer_status *st_out) {
     const di_model_config *c = &m->core.cfg;
-    if (!c->n_engram_layer_ids) return DEEPINFER_OK;
+    *st_out = DEEPINFER_OK;
+    if (!c->n_engram_layer_ids) return NULL;
     size_t per_tok = (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols;
+    if (m->eng_ops) {
+        di_tabs *t = &f->ws->t;
+        for (int s = 0; s < f->nseg; s++) {
+            t->eng_ring[s] = f->segs[s].seq->eng_ring;
+            f->segs[s].seq->engram.len = f->segs[s].pos0 + f->segs[s].nrows;
+        }
+        const di_engram_hash *h = &m->eng.hash;
+        di_engram_hash_rows(f->x, f->M, f->dtok, m->eng_dmap, m->eng.map.n_ids, m->eng_dconsts, h->n_layers,
+                            h->max_ngram, h->n_heads, h->pad_class, f->pos, t->row_seg, t->seg_pos0, t->seg_nrows,
+                            t->eng_ring, f->segs[0].seq->eng_ring_len, f->ws->eng_dids);
+        if (!di_exec_on_device(f->x)) /* the CPU: ids in host memory, the table pages can be hinted */
+            for (int i = 0; i < m->w.n_engram; i++)
+                di_engram_prefetch(&m->w.engram[i], f->ws->eng_dids + (size_t)i * c->engram_cols, (int64_t)per_tok,
+                                   f->M);
+        return f->ws->eng_dids;
+    }
     for (int s = 0; s < f->nseg; s++) {
         const di_seg *sg = &f->segs[s];
         deepinfer_status st = di_engram_step_ids(&m->eng, &sg->seq->engram, sg->pos0, f->tokens + sg->row0, NULL,
                                                  sg->nrows, f->ws->t.eng_ids + (size_t)sg->row0 * per_tok, err);
-        if (st) return st;
+        if (st) {
+            *st_out = st;
+            return NULL;
+        }
     }
     for (int i = 0; i < m->w.n_engram; i++)
         di_engram_prefetch(&m->w.engram[i], f->ws->t.eng_ids + (size_t)i * c->engram_cols, (int64_t)per_tok, f->M);
-    return DEEPINFER_OK;
+    return f->ws->t.eng_ids;
 }
 
 /* The DSpark input of the step's rows for target slot t: the residual
@@ -241,7 +286,8 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
         di_fwd f;
         di_core_fwd_init(core, b, r0, k, &m->moe, &f);
         f.released_index_k = m->released_index_k;
-        if ((st = engram_ids(m, &f, err))) return st;
+        const int64_t *ids = engram_ids(m, &f, err, &st);
+        if (st) return st;
         di_core_embed(core, &f, m->w.embed);
         di_block_chain_start(&f);
         /* compact prefill (dsv41_compact.h): the step shrinks to its late rows before layer `late` */
@@ -255,9 +301,12 @@ static deepinfer_status forward_rows(di_v41_model *m, di_core *core, di_engram_w
                 compacted = 1;
                 if (!f.M) break; /* every row is before its tail */
             }
-            if (L->engram >= 0 &&
-                (st = di_engram_forward(f.x, &m->w.engram[L->engram], ews, core->R, k,
-                                        f.ws->t.eng_ids + (size_t)L->engram * c->engram_cols, ncol, NULL, NULL, err)))
+            if (L->engram >= 0 && (st = m->eng_ops ? di_engram_forward_ops(f.x, &m->w.engram[L->engram], ews, core->R, k,
+                                                                           ids + (size_t)L->engram * c->engram_cols,
+                                                                           ncol, NULL)
+                                                   : di_engram_forward(f.x, &m->w.engram[L->engram], ews, core->R, k,
+                                                                       ids + (size_t)L->engram * c->engram_cols, ncol,
+                                                                       NULL, NULL, err)))
                 return st;
             if (b->target_hidden && m->target_slot[l] >= 0) {
                 if (compacted) capture_target_compact(core, &f, b, r0, k, m->target_slot[l]);

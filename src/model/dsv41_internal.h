@@ -22,6 +22,11 @@ struct di_v41_model {
     di_safetensors *st;         /* kept open: the Engram tables are read from its mapping */
     di_engram_tables eng;       /* token map and hash constants */
     di_engram_workspace eng_ws;
+    /* Engram hash on the ops (di_engram_hash_rows; every backend unless the tables stay in host
+     * memory on a device backend, whose gather needs host ids): 1, with in backend memory */
+    int eng_ops;
+    int32_t *eng_dmap;          /* the token map [map.n_ids] */
+    int64_t *eng_dconsts;       /* per layer: multipliers [max_ngram], primes [cols], offsets [cols] */
     /* lanes (lanes.h): lane 0 runs on core / eng_ws, lane i > 0 on lanes.c[i - 1] / lane_eng[i - 1] */
     di_lane_cores lanes;
     di_engram_workspace lane_eng[DI_LANES_MAX];

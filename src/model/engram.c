@@ -215,6 +215,21 @@ static void gather_pass(di_exec *x, const di_engram_layer *l, di_engram_workspac
     di_copy_h2d(x, ws->e, ws->e_host, (size_t)m * k * sizeof(uint16_t));
 }
 
+/* The model's path: whole passes of ops. */
+deepinfer_status di_engram_forward_ops(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
+                                       int64_t n_tok, const int64_t *ids, int64_t ids_stride, float *gates) {
+    const int dim = l->d.dim, hc = l->d.hc;
+    const int k = l->d.n_cols * l->d.head_dim, n = (hc + 1) * dim;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += ws->max_rows) {
+        int m = n_tok - t0 < ws->max_rows ? (int)(n_tok - t0) : ws->max_rows;
+        gather_pass(x, l, ws, m, ids + t0 * ids_stride, ids_stride);
+        di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
+        di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->dqk, dim, hc, l->d.eps, ws->kvf,
+                            ws->h, gates ? gates + t0 * hc : NULL);
+    }
+    return DEEPINFER_OK;
+}
+
 deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
                                    int64_t n_tok, const int64_t *ids, int64_t ids_stride, const uint8_t *mask,
                                    float *gates, di_error *err) {
@@ -225,16 +240,7 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
         deepinfer_status st = check_ids(l, ids + t * ids_stride, l->d.n_cols, err);
         if (st) return st;
     }
-    if (!mask) { /* the model's path: whole passes of ops */
-        for (int64_t t0 = 0; t0 < n_tok; t0 += ws->max_rows) {
-            int m = n_tok - t0 < ws->max_rows ? (int)(n_tok - t0) : ws->max_rows;
-            gather_pass(x, l, ws, m, ids + t0 * ids_stride, ids_stride);
-            di_gemm(x, m, ws->e, (size_t)k, l->d.wkv, l->d.act_block, NULL, ws->kv, (size_t)n); /* BF16 out */
-            di_engram_gate_rows(x, m, NULL, ws->kv, (size_t)n, R + t0 * hc * dim, l->dqk, dim, hc, l->d.eps, ws->kvf,
-                                ws->h, gates ? gates + t0 * hc : NULL);
-        }
-        return DEEPINFER_OK;
-    }
+    if (!mask) return di_engram_forward_ops(x, l, ws, R, n_tok, ids, ids_stride, gates);
     for (int64_t t0 = 0; t0 < n_tok;) {
         int m = 0; /* collect up to max_rows unmasked tokens */
         for (; t0 < n_tok && m < ws->max_rows; t0++) {

@@ -98,6 +98,14 @@ deepinfer_status di_engram_forward(di_exec *x, const di_engram_layer *l, di_engr
                                    int64_t n_tok, const int64_t *ids, int64_t ids_stride, const uint8_t *mask,
                                    float *gates, di_error *err);
 
+/* di_engram_forward without a mask and without reading the ids on the host:
+ * ids in backend memory as di_engram_hash_rows (ops.h) writes them, in
+ * [0, rows) by construction (§5.8: each column's id is below its offset plus
+ * its prime, and the primes of a layer sum to its rows). The tables must be
+ * backend memory (not d.tables_host, whose gather reads the ids on the host). */
+deepinfer_status di_engram_forward_ops(di_exec *x, const di_engram_layer *l, di_engram_workspace *ws, uint16_t *R,
+                                       int64_t n_tok, const int64_t *ids, int64_t ids_stride, float *gates);
+
 /* Ask the kernel to start reading the table pages of these ids
  * (madvise WILLNEED; a hint, never fails). Call as soon as a step's hash ids
  * are known so the reads overlap with the layers before the Engram layer. */

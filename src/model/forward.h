@@ -49,7 +49,8 @@ typedef struct di_tabs {
     uint16_t ***kpages;         /* [M] per row: the index-key page table scored */
     uint16_t **dst;             /* [M] scatter destinations (ring slots, store rows) */
     int *src_row;               /* [M] scatter sources */
-    int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] (host-computed) */
+    int64_t *eng_ids;           /* V4.1 Engram hash ids [M][engram layers][cols] (the host hash path) */
+    int32_t **eng_ring;         /* [M] per segment: the sequence's Engram class ring (the ops' hash) */
     float *rope;                /* [2][2][M][rd/2] RoPE tables built on the host (device backends) */
     void *mem;
 } di_tabs;
@@ -65,6 +66,7 @@ typedef struct di_ws {
     uint16_t *iemit16;          /* V4 index compressor's own emit16 [M][index_head_dim] (it runs beside the main one) */
     uint16_t *eng_e, *eng_kv;   /* V4.1 Engram: gathered rows [M][cols*head_dim], wkv out [M][(hc+1)*dim] */
     uint16_t *mainx;            /* V4.1 DSpark main_x [M][dim] */
+    int64_t *eng_dids;          /* V4.1 Engram hash ids of the ops' hash [M][engram layers][cols] */
     /* fp32 */
     float *rope_cs[2], *rope_sn[2]; /* per-row cos/sin of the step: [0] main RoPE, [1] compress RoPE */
     float *mixes, *pre, *post, *comb, *cproj_kv, *cproj_sc, *iw, *logits_gate, *rw, *erw, *y, *emit32, *iscore;

@@ -190,6 +190,13 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
             dev += M * k * 2 + M * n * 2 + n * 4 + d * 4;
             host += M * 8;
             if (p->on_device && p->engram_host) host += M * k * 2; /* gathered rows before their copy */
+            if (!p->engram_host) { /* the ops' hash (dsv41.c setup_engram_ops): token map (the vocabulary's ids)
+                                    * and per layer multipliers, primes and offsets, in backend memory */
+                uint64_t b = V * 4 + (uint64_t)c->n_engram_layer_ids *
+                                         ((uint64_t)c->engram_max_ngram_size + 2 * (uint64_t)c->engram_cols) * 8;
+                if (p->on_device) dev += b;
+                else host += b;
+            }
         }
         if (c->drafter == DI_DRAFTER_DSPARK && c->n_stages > 0 && c->dspark_block_size > 0) {
             uint64_t Bk = (uint64_t)c->dspark_block_size, R = (uint64_t)c->dspark_markov_rank;

@@ -111,7 +111,8 @@ const float *di_model_device_logits(const di_model *m) { return core_of(m)->dlog
 int di_model_max_rows(const di_model *m) { return core_of(m)->max_rows; }
 int32_t *di_model_device_tokens(di_model *m) {
     di_core *c = core_of(m);
-    if (!di_exec_on_device(&c->x) || c->cfg.n_engram_layer_ids > 0) return NULL;
+    if (!di_exec_on_device(&c->x)) return NULL;
+    if (m->v41 && c->cfg.n_engram_layer_ids > 0 && !m->v41->eng_ops) return NULL; /* host tables: host hash */
     return c->ws.tok;
 }
 

@@ -87,7 +87,9 @@ const float *di_model_device_logits(const di_model *m);
 int di_model_max_rows(const di_model *m);
 /* The device token buffer a batch with tokens_on_device reads (max_rows
  * ids; NULL on the CPU), or NULL when this model's forward needs the real
- * tokens on the host (V4.1's Engram hashes them). */
+ * tokens on the host (V4.1 with its Engram tables in host memory, whose
+ * hash runs on the host; otherwise the Engram hash reads the device tokens,
+ * ops.h di_engram_hash_rows). */
 int32_t *di_model_device_tokens(di_model *m);
 
 /* ---- parallel ranks (moe_ep.h) ----

@@ -80,11 +80,17 @@ static size_t layer_fixed_bytes(const di_model_config *cfg, const di_layer_cfg *
     return b;
 }
 
+int di_seq_engram_ring(const di_model_config *cfg) {
+    if (cfg->n_engram_layer_ids <= 0) return 0;
+    return (int)(cfg->engram_max_ngram_size - 1) + (cfg->max_draft > 0 ? cfg->max_draft : 0) + 1;
+}
+
 void di_seq_layout_get(const di_model_config *cfg, int page_rows, di_seq_layout *out) {
     memset(out, 0, sizeof *out);
     int nl = cfg->n_layers + cfg->n_stages;
     size_t b = align64(sizeof(di_seq_state)) + align64((size_t)nl * sizeof(di_layer_state));
     for (int l = 0; l < nl; l++) b += layer_fixed_bytes(cfg, &cfg->layers[l]);
+    b += align64((size_t)di_seq_engram_ring(cfg) * sizeof(int32_t));
     out->fixed_bytes = b;
     out->page_rows = page_rows > 0 ? page_rows : DEFAULT_PAGE_ROWS;
     out->page_bytes_kv = align64((size_t)out->page_rows * (size_t)cfg->head_dim * 2);
@@ -108,6 +114,8 @@ void di_seq_reset(di_seq_state *s, const di_model_config *cfg) {
     s->mtp_tokens = 0;
     s->ikey_pub = -1;
     di_engram_seq_init(&s->engram);
+    if (s->eng_ring) /* no step reads a slot before writing it (positions < 0 are pad); zeros keep copies defined */
+        di_fill_f32(di_dev_exec(), (float *)s->eng_ring, (size_t)s->eng_ring_len, 0.0f);
     for (int l = 0; l < s->n_layers; l++) {
         di_layer_state *ls = &s->layers[l];
         if (ls->ring) di_fill_f32(di_dev_exec(), (float *)ls->ring, (size_t)cfg->sliding_window * (size_t)cfg->head_dim / 2, 0.0f);
@@ -150,6 +158,8 @@ static di_seq_state *layout_fixed(const di_model_config *cfg, unsigned char *hdr
         if (L->has_compressor) ls->ckv.row_elems = (int)cfg->head_dim;
         if (L->has_index_keys) ls->ikey.row_elems = (int)cfg->index_head_dim;
     }
+    s->eng_ring_len = di_seq_engram_ring(cfg);
+    s->eng_ring = s->eng_ring_len ? (int32_t *)mem : NULL;
     return s;
 }
 

@@ -72,7 +72,12 @@ typedef struct di_seq_state {
                           DSpark context rows fed (di_v41_dspark_feed) */
     int32_t ikey_pub;  /* V4.1 released-reference emulation: the index-key owner layer that
                           last emitted a row (the reference's shared index_k), -1 = none */
-    di_engram_seq engram; /* V4.1 Engram class-id history (last positions, by absolute position) */
+    di_engram_seq engram; /* V4.1 Engram: positions hashed (len) and, for the host hash path
+                             (dsv41.c with the tables in host memory), the class-id history */
+    int32_t *eng_ring;    /* V4.1 Engram class ring of the ops' hash (ops.h di_engram_hash_rows):
+                             eng_ring_len int32 in the buffers' block (backend memory), the class of
+                             position p at p mod eng_ring_len (di_seq_engram_ring); NULL without Engram */
+    int eng_ring_len;
     int n_layers;      /* backbone layers + drafter stages */
     di_layer_state *layers;
     void *owned;       /* memory owned by di_seq_create, else NULL */
@@ -98,6 +103,21 @@ void di_seq_layout_get(const di_model_config *cfg, int page_rows, di_seq_layout 
  * (di_engram_seq_truncate). DEEPINFER_ERR_INVALID_ARGUMENT otherwise. Call
  * before laying out any sequence: it sizes the compressor buffers. */
 deepinfer_status di_seq_set_max_draft(di_model_config *cfg, int max_draft, di_error *err);
+
+/* Slots of a sequence's Engram class ring (0 without Engram): (max_ngram - 1)
+ * + max_draft + 1. A step over positions [P, P + k) of a sequence hashes each
+ * position from the classes of the max_ngram - 1 positions before it, which
+ * are rows of the step or ring slots written by earlier steps, and then
+ * writes the classes of its last min(k, R) positions at slot position mod R.
+ * A speculative rollback to n_keep >= P discards at most max_draft of them
+ * (docs/speculative.md; seq_snapshot.c) and copies nothing back: the next
+ * step reads positions n_keep - (max_ngram - 1) .. n_keep - 1 >= P + k -
+ * max_draft - (max_ngram - 1) > P + k - R, so no other position of
+ * [P - (max_ngram - 1), P + k) shares a slot with one of them (two positions
+ * share a slot only R apart) and the discarded rows' classes, whatever they
+ * were, are never read (architecture.md §5.8: only the last max_ngram - 1
+ * classes are needed). Image-span DEAD marks would be kept the same way. */
+int di_seq_engram_ring(const di_model_config *cfg);
 
 /* Groups of `ratio` slots layer `layer`'s gated compressor buffers hold
  * (the layout above; all sequences of a model share it); 0 without one. */

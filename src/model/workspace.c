@@ -65,6 +65,7 @@ static void layout(di_ws *ws, const di_model_config *c, int M, int64_t max_conte
     if (c->n_engram_layer_ids) {
         ws->eng_e = take(b, m * (size_t)c->engram_cols * (size_t)c->engram_head_dim * 2);
         ws->eng_kv = take(b, m * (size_t)((c->hc_mult + 1) * d) * 2);
+        ws->eng_dids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
     }
     if (c->drafter == DI_DRAFTER_DSPARK) ws->mainx = take(b, m * (size_t)d * 2);
     ws->pre_in = take(b, m * 4 * 4);
@@ -130,8 +131,10 @@ static void layout_tabs(di_tabs *t, const di_model_config *c, int M, bump *b) {
     t->kpages = take(b, m * sizeof(void *));
     t->dst = take(b, m * sizeof(void *));
     t->src_row = take(b, m * sizeof(int));
-    if (c->n_engram_layer_ids)
+    if (c->n_engram_layer_ids) {
         t->eng_ids = take(b, m * (size_t)c->n_engram_layer_ids * (size_t)c->engram_cols * sizeof(int64_t));
+        t->eng_ring = take(b, m * sizeof(int32_t *));
+    }
     t->rope = take(b, 4 * m * (size_t)(c->qk_rope_head_dim / 2) * sizeof(float));
 }
 

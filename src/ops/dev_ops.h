@@ -75,6 +75,7 @@ typedef struct di_dev_ops {
     DI_DEV_OP(add_bcast_bf16);
     DI_DEV_OP(engram_gather_rows);
     DI_DEV_OP(engram_gate_rows);
+    DI_DEV_OP(engram_hash_rows);
     DI_DEV_OP(add_bf16_f32_x);
     DI_DEV_OP(add_f32_x);
     DI_DEV_OP(f32_to_bf16_x);

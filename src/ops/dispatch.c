@@ -93,6 +93,18 @@ void di_f32_to_bf16_x(di_exec *x, const float *in, uint16_t *y, size_t n) {
     di_cpu_f32_to_bf16_x(x, in, y, n);
 }
 
+/* ---- src/ops/cpu/engram_hash.c ---- */
+
+void di_engram_hash_rows(di_exec *x, int M, const int32_t *tokens, const int32_t *map, int32_t n_ids,
+                         const int64_t *consts, int n_layers, int max_ngram, int n_heads, int32_t pad_class,
+                         const int64_t *pos, const int *row_seg, const int64_t *seg_pos0, const int *seg_nrows,
+                         int32_t *const *ring, int ring_len, int64_t *ids) {
+    DI_DEV_CALL(x, engram_hash_rows, M, tokens, map, n_ids, consts, n_layers, max_ngram, n_heads, pad_class, pos,
+                row_seg, seg_pos0, seg_nrows, ring, ring_len, ids);
+    di_cpu_engram_hash_rows(x, M, tokens, map, n_ids, consts, n_layers, max_ngram, n_heads, pad_class, pos, row_seg,
+                            seg_pos0, seg_nrows, ring, ring_len, ids);
+}
+
 /* ---- src/ops/cpu/engram_gate.c ---- */
 
 void di_engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv, uint16_t *R,

@@ -762,6 +762,32 @@ void di_add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, uint
 void di_engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols, const uint8_t *table,
                            const uint8_t *scale, int hd, uint16_t *out);
 
+/* Engram hash ids of a step's M token rows on the ops (src/ops/cpu/engram_hash.c,
+ * architecture.md §5.8), bitwise those of the host's di_engram_hash_ids
+ * (src/model/engram_hash.c). Row m is token tokens[m] (backend memory) of
+ * segment row_seg[m] at absolute position pos[m]; a segment's rows are
+ * consecutive rows at consecutive positions from seg_pos0[s], seg_nrows[s]
+ * of them (the step layout of src/model/forward.h). Per row:
+ *   class(t)  = map[t] (backend memory, n_ids entries; a token outside
+ *               [0, n_ids) gives DEAD, the host refuses such tokens before a step)
+ *   src_s     = the class of position max(p - s, 0), s = 0..max_ngram-1: a row
+ *               of the same segment when that position is >= seg_pos0, else
+ *               ring[seg][position mod ring_len] (backend memory, int32; DEAD = -1)
+ *   blocked  |= p < s || src_s == DEAD;  tok_s = blocked ? pad_class : src_s
+ *   h = tok_0 * mult[0] (wrapping int64); for g >= 1: h ^= tok_g * mult[g];
+ *   ids[(m * n_layers + l) * n_cols + (g-1) * n_heads + k] = (h mod prime) + offset
+ *   (mod with the divisor's sign), n_cols = (max_ngram - 1) * n_heads.
+ * consts (backend memory) holds per layer l, at l * (max_ngram + 2 * n_cols):
+ * mult[max_ngram], prime[n_cols], offset[n_cols]. ids: backend memory.
+ * After every row is hashed, each segment's ring receives the classes of its
+ * last min(nrows, ring_len) rows at slot position mod ring_len (earlier rows
+ * of a long prefill chunk would only be overwritten). Host tables: pos,
+ * row_seg [M]; seg_pos0, seg_nrows, ring [segments]. */
+void di_engram_hash_rows(di_exec *x, int M, const int32_t *tokens, const int32_t *map, int32_t n_ids,
+                         const int64_t *consts, int n_layers, int max_ngram, int n_heads, int32_t pad_class,
+                         const int64_t *pos, const int *row_seg, const int64_t *seg_pos0, const int *seg_nrows,
+                         int32_t *const *ring, int ring_len, int64_t *ids);
+
 /* Engram gating (src/ops/cpu/engram_gate.c, §5.8) of M tokens: token i's
  * wkv output kv + i*ldkv ((hc+1)*dim bf16: hc keys, then the value) gates
  * residual row t = rmap ? rmap[i] : i of R ([rows][hc][dim] bf16): per copy

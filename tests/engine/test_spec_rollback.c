@@ -237,6 +237,8 @@ static size_t layout_without_drafts(const di_model_config *c) {
         if (c->arch == DI_ARCH_V4 && L->has_index_keys)
             b += 2 * a64((size_t)(co * L->ratio) * (size_t)(co * c->index_head_dim) * 4);
     }
+    if (c->n_engram_layer_ids > 0) /* the Engram class ring: max_ngram - 1 + max_draft + 1 int32 (seq_state.h) */
+        b += a64((size_t)(c->engram_max_ngram_size - 1 + c->max_draft + 1) * 4);
     return b;
 }
 
@@ -271,6 +273,7 @@ TEST(spec_layout_sizes_and_bits) {
     CHECK(rb_load(&v0, di_test_data(V41_TINY), 1, 0, 0) && rb_load(&v5, di_test_data(V41_TINY), 1, 5, 0));
     di_seq_layout_get(v0.cfg, 16, &lay);
     CHECK(lay.fixed_bytes == layout_without_drafts(v0.cfg));
+    CHECK(di_seq_engram_ring(v0.cfg) == 3 + 1 && di_seq_engram_ring(v5.cfg) == 3 + 5 + 1 && di_seq_engram_ring(c0) == 0);
     CHECK(di_seq_cmp_groups(v0.cfg, 2) == 1 && di_seq_cmp_groups(v5.cfg, 2) == 3 && di_seq_cmp_groups(v5.cfg, 4) == 0);
     /* the same 150 prompt tokens and 6 decode rows give the same bits in every layout */
     rb_model *ms[3] = {&r0, &r5, &r16};

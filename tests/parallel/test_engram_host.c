@@ -121,15 +121,22 @@ static void load_engram_host(const char *dir, const char *engram_hash) {
     int64_t V = st ? 0 : m->core.cfg.vocab_size;
     size_t tables = st ? 0 : m->w.engram_table_bytes;
     int host = !st && m->w.n_engram > 0 && m->w.engram[0].host_tables;
+    /* device tables add the device hash's token map and constants (ops.h di_engram_hash_rows); host tables
+     * hash on the host */
+    const di_model_config *c = st ? NULL : &m->core.cfg;
+    uint64_t hash = c ? (uint64_t)V * 4 + (uint64_t)c->n_engram_layer_ids *
+                                              (uint64_t)(c->engram_max_ngram_size + 2 * c->engram_cols) * 8
+                      : 0;
+    int host_hash = !st && !m->eng_ops && !m->eng_dmap;
     di_v41_free(m);
     uint64_t left = counting_alloc_live;
     o.engram_host = 0, o.plan_out = &pd, o.plan_only = 1;
     deepinfer_status st2 = st ? st : di_v41_load(dir, &o, &m, &err);
     di_set_allocator(NULL);
     CHECK_MSG(st == DEEPINFER_OK && st2 == DEEPINFER_OK, "%s", err.msg);
-    CHECK(host && tables > 0 && left == 0);
+    CHECK(host && host_hash && tables > 0 && left == 0);
     CHECK(p.on_device && p.engram_host && p.host_engram == tables);
-    CHECK(pd.engram - p.engram == tables && pd.device_need - p.device_need == tables);
+    CHECK(pd.engram - p.engram == tables && pd.device_need - p.device_need == tables + hash);
     uint64_t want = p.device_need - p.backend - (uint64_t)p.max_rows * (uint64_t)V * 4;
     CHECK_MSG(live == want, "allocated %llu bytes through the allocator, planned %llu", (unsigned long long)live,
               (unsigned long long)want);

@@ -124,7 +124,10 @@ TEST(plan_ranks_v41_flash_needs_ep4_with_engram_in_host_memory) {
     for (int r = 0; r < 4; r++) {
         CHECK(host4[r].host_engram == tables);
         CHECK(dev4[r].engram - host4[r].engram == tables); /* what stays: each layer's q*k */
-        CHECK(dev4[r].device_need - host4[r].device_need == tables);
+        /* and the device hash's token map and constants (ops.h di_engram_hash_rows; host tables hash on the host) */
+        uint64_t hash = (uint64_t)m.cfg.vocab_size * 4 +
+                        (uint64_t)m.cfg.n_engram_layer_ids * (uint64_t)(m.cfg.engram_max_ngram_size + 2 * m.cfg.engram_cols) * 8;
+        CHECK(dev4[r].device_need - host4[r].device_need == tables + hash);
         CHECK(host4[r].host_need >= tables);
     }
     s = di_load_plan_layout_fit(&m.cfg, m.spec, &DEV, &d2, H200, -1, 64, two, &err);

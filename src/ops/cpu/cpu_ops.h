@@ -28,6 +28,7 @@ DI_CPU_OP(add_bf16_f32_x);
 DI_CPU_OP(add_f32_x);
 DI_CPU_OP(f32_to_bf16_x);
 DI_CPU_OP(engram_gate_rows);
+DI_CPU_OP(engram_hash_rows);
 DI_CPU_OP(gemm);
 DI_CPU_OP(gemm2);
 DI_CPU_OP(gemm_grouped);

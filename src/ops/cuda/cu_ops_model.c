@@ -451,15 +451,12 @@ static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
                          norm_w, norm_eps, xo, xn, ldx);
 }
 
-/* ids: host-computed hash ids (dsv41.c engram_ids), staged as a host table. */
+/* ids: device, written by di_engram_hash_rows (dsv41.c engram_ids) earlier in the step. */
 static void engram_gather_rows(di_exec *x, int M, const int64_t *ids, int64_t ids_stride, int ncols,
                                const uint8_t *table, const uint8_t *scale, int hd, uint16_t *out) {
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
-    cu_tab_begin(c);
-    const int64_t *dids = cu_tab_put(c, ids, ((size_t)(M - 1) * (size_t)ids_stride + (size_t)ncols) * sizeof *ids);
-    cu_tab_flush(c);
-    CU_LAUNCH(x, dic_engram_gather_rows(&c->dc, M, dids, ids_stride, ncols, table, scale, hd, out),
+    CU_LAUNCH(x, dic_engram_gather_rows(&c->dc, M, ids, ids_stride, ncols, table, scale, hd, out),
              "dic_engram_gather_rows");
 }
 
@@ -472,6 +469,28 @@ static void engram_gate_rows(di_exec *x, int M, const int64_t *rmap, const uint1
     const int64_t *dmap = cu_tab_put(c, rmap, (size_t)M * sizeof *rmap);
     cu_tab_flush(c);
     CU_LAUNCH(x, dic_engram_gate_rows(&c->dc, M, dmap, kv, ldkv, R, qk, dim, hc, eps, gates), "dic_engram_gate_rows");
+}
+
+/* tokens, map, consts, rings, ids: device; pos, row_seg [M] and seg_pos0, seg_nrows, ring [segments]:
+ * host tables, staged (a recorded step appends them to its plan). */
+static void engram_hash_rows(di_exec *x, int M, const int32_t *tokens, const int32_t *map, int32_t n_ids,
+                             const int64_t *consts, int n_layers, int max_ngram, int n_heads, int32_t pad_class,
+                             const int64_t *pos, const int *row_seg, const int64_t *seg_pos0, const int *seg_nrows,
+                             int32_t *const *ring, int ring_len, int64_t *ids) {
+    if (M <= 0) return;
+    cu_exec *c = cu_of(x);
+    int ns = nseg_of(row_seg, M);
+    cu_tab_begin(c);
+    const int64_t *dpos = cu_tab_put(c, pos, (size_t)M * sizeof *pos);
+    const int *dseg = cu_tab_put(c, row_seg, (size_t)M * sizeof *row_seg);
+    const int64_t *dp0 = cu_tab_put(c, seg_pos0, (size_t)ns * sizeof *seg_pos0);
+    const int *dnr = cu_tab_put(c, seg_nrows, (size_t)ns * sizeof *seg_nrows);
+    int32_t *const *dring = cu_tab_put(c, ring, (size_t)ns * sizeof *ring);
+    cu_tab_flush(c);
+    CU_LAUNCH(x,
+              dic_engram_hash_rows(&c->dc, M, tokens, map, n_ids, consts, n_layers, max_ngram, n_heads, pad_class,
+                                   dpos, dseg, dp0, dnr, dring, ring_len, ids),
+              "dic_engram_hash_rows");
 }
 
 void cu_fill_model_ops(di_dev_ops *t) {
@@ -503,4 +522,5 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->hc_head_final = hc_head_final;
     t->engram_gather_rows = engram_gather_rows;
     t->engram_gate_rows = engram_gate_rows;
+    t->engram_hash_rows = engram_hash_rows;
 }

@@ -246,6 +246,14 @@ cudaError_t dic_engram_gather_rows(const dic_ctx *c, int M, const int64_t *ids, 
 cudaError_t dic_engram_gate_rows(const dic_ctx *c, int M, const int64_t *rmap, const uint16_t *kv, size_t ldkv,
                                  uint16_t *R, const float *qk, int dim, int hc, float eps, float *gates);
 
+/* Engram hash ids [dic_engram_hash.cu] (ops.h di_engram_hash_rows): tokens, map, consts, ring
+ * pointers and rings, ids and the row / segment tables all device; two launches (ids, then the
+ * rings), so a chunk's ring writes never race its reads. max_ngram in [2, 16]. */
+cudaError_t dic_engram_hash_rows(const dic_ctx *c, int M, const int32_t *tokens, const int32_t *map, int32_t n_ids,
+                                 const int64_t *consts, int n_layers, int max_ngram, int n_heads, int32_t pad_class,
+                                 const int64_t *pos, const int *row_seg, const int64_t *seg_pos0,
+                                 const int *seg_nrows, int32_t *const *ring, int ring_len, int64_t *ids);
+
 #ifdef __cplusplus
 }
 #endif
