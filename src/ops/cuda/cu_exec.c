@@ -87,6 +87,7 @@ static struct {
     int refs;
 } g_dev_stream[MAX_DEVICES];
 static pthread_mutex_t g_dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_shared_streams; /* devices whose stream more than one context holds (dic_pdl_set_shared) */
 
 /* The stream of device `dev` (the calling thread's current device), made by its first context. */
 static cudaError_t stream_acquire(int dev, cudaStream_t *out) {
@@ -94,12 +95,14 @@ static cudaError_t stream_acquire(int dev, cudaStream_t *out) {
     pthread_mutex_lock(&g_dev_mu);
     if (!g_dev_stream[dev].refs) e = cudaStreamCreateWithFlags(&g_dev_stream[dev].stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) g_dev_stream[dev].refs++, *out = g_dev_stream[dev].stream;
+    if (e == cudaSuccess && g_dev_stream[dev].refs == 2) dic_pdl_set_shared(++g_shared_streams > 0);
     pthread_mutex_unlock(&g_dev_mu);
     return e;
 }
 
 static void stream_release(int dev) {
     pthread_mutex_lock(&g_dev_mu);
+    if (g_dev_stream[dev].refs == 2) dic_pdl_set_shared(--g_shared_streams > 0);
     if (g_dev_stream[dev].refs > 0 && --g_dev_stream[dev].refs == 0) {
         cudaStreamSynchronize(g_dev_stream[dev].stream);
         cudaStreamDestroy(g_dev_stream[dev].stream);

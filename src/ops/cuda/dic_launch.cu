@@ -22,4 +22,8 @@ extern "C" int dic_pdl_take(void) {
     return a && dic_pdl_enabled();
 }
 
-extern "C" int dic_pdl_enabled(void) { return 1; }
+static int g_shared; /* dic_pdl_set_shared; read by every launching thread */
+
+extern "C" void dic_pdl_set_shared(int shared) { __atomic_store_n(&g_shared, shared != 0, __ATOMIC_RELAXED); }
+
+extern "C" int dic_pdl_enabled(void) { return !__atomic_load_n(&g_shared, __ATOMIC_RELAXED); }
