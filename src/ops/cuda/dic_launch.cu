@@ -8,8 +8,10 @@
 /* 0 after a copy or memset was enqueued: the next kernel launches without
  * the attribute (a programmatic edge relaxes the dependency on the previous
  * stream operation, which only a kernel's griddepcontrol.wait honours).
- * Per thread: each rank thread drives its own stream (cu_exec.c). */
-static thread_local int g_armed = 1;
+ * Per thread: each rank thread drives its own stream (cu_exec.c); a thread's
+ * first kernel launches without it (the stream's last operation may be
+ * another thread's copy). */
+static thread_local int g_armed = 0;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
 
