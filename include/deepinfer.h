@@ -191,9 +191,9 @@ typedef struct deepinfer_engine_config {
                                       else 0; 0 = no speculation; N = at most N drafts per request and step (at most
                                       the block size: an error otherwise) */
     /* Parallelism (docs/DESIGN.md "Parallel"; DeepSeek's serving layout: DP attention, EP across all
-     * ranks). The engine runs world = max(dp, ep) ranks in one process, threads over the in-process
-     * loopback communicator, on the CPU backend; on CUDA a rank is one GPU, and this build runs one
-     * rank there (more ranks than visible GPUs, and any world > 1, are refused). Refused at open,
+     * ranks). The engine runs world = max(dp, ep) ranks in one process, one thread each: over the
+     * in-process loopback communicator on the CPU backend; on CUDA rank r drives GPU r and the ranks
+     * meet over NCCL (libnccl.so.2; more ranks than visible GPUs are refused). Refused at open,
      * before any weight is uploaded, with a message naming the fix: ep not dividing the routed
      * experts, dp > 1 with ep != dp, the GPU rules above, a model that does not fit its ranks.
      * Outputs are bitwise those of one rank. Speculative decoding and compact prefill run on one

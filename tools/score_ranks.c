@@ -110,7 +110,7 @@ deepinfer_status di_score_ranks_open(const char *dir, const di_v4_options *opt, 
     di_model_config cfg;
     deepinfer_status st = di_config_load(dir, &cfg, err);
     int world = 1;
-    if (!st) st = di_ranks_check(&cfg, ep, dp, 0, di_backend_active(), &world, err);
+    if (!st) st = di_ranks_check(&cfg, ep, dp, 0, di_backend_active(), DI_RANKS_SHARED, &world, err);
     if (st) return st;
     di_score_ranks *R = calloc(1, sizeof *R);
     if (!R) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");

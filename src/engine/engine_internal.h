@@ -86,6 +86,7 @@ void di_engine_backend_release(di_backend_kind k);
  *   lanes_max     CPU steps split into at most this many lanes (model.h
  *                 di_model_set_lanes; 1: op-parallel only); 0: the default
  *   nccl_one_rank see the field (tests/ops/cuda/gtest_engine_nccl.c)
+ *   ranks_one_device see the field (tests/ops/cuda/gtest_engine_multidev.c)
  *   spec_cost     confidence-scheduled speculation: this step-cost table
  *                 (spec_cost.h) instead of the one measured at open, so that
  *                 a test's draft lengths do not depend on the machine's timing */
@@ -97,6 +98,10 @@ typedef struct di_engine_options {
     int nccl_one_rank;           /* CUDA, one rank: the model's EP path over an NCCL communicator of one rank
                                     (ops/backend.h di_backend_comm_one; every expert resident, the exchange
                                     through NCCL), eager steps: the GPU test of the NCCL path against none */
+    int ranks_one_device;        /* CUDA, --ep / --dp > 1: every rank on device 0 with the device loopback
+                                    communicator (ranks.h DI_RANKS_ONE_DEVICE): the multi-rank device path
+                                    (per-rank contexts, models, pools, exchanges of device buffers) proven
+                                    on one GPU; tests only */
 } di_engine_options;
 
 /* deepinfer_engine_open with di_engine_options (NULL: all defaults). */

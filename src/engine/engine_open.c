@@ -444,10 +444,12 @@ int32_t deepinfer_engine_vocab_size(const deepinfer_engine *e) { return (int32_t
 
 /* --ep / --dp (ranks.h): the layout rules on the backend in place, and what runs on one rank
  * only; then the group whose rank 0 the engine's model is. Before any weight is loaded. */
-static deepinfer_status open_ranks(deepinfer_engine *e, const di_model_config *m, di_backend_kind bk, di_error *err) {
+static deepinfer_status open_ranks(deepinfer_engine *e, const di_model_config *m, di_backend_kind bk, int one_device,
+                                   di_error *err) {
     const deepinfer_engine_config *c = &e->cfg;
     int world = 1;
-    deepinfer_status st = di_ranks_check(m, c->ep, c->dp, c->eplb_replicas, bk, &world, err);
+    const di_rank_placement place = one_device ? DI_RANKS_ONE_DEVICE : DI_RANKS_PER_DEVICE;
+    deepinfer_status st = di_ranks_check(m, c->ep, c->dp, c->eplb_replicas, bk, place, &world, err);
     if (st) return st;
     if (world == 1) return DEEPINFER_OK;
     if (e->spec_n > 0)
@@ -458,7 +460,7 @@ static deepinfer_status open_ranks(deepinfer_engine *e, const di_model_config *m
         return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
                             "compact prefill (yoco_compact) runs on one rank: leave --ep / --dp at 1, or use exact "
                             "prefill");
-    st = di_ranks_new(c->ep, c->dp, c->eplb_replicas, c->eplb_interval, &e->ranks, err);
+    st = di_ranks_new(c->ep, c->dp, c->eplb_replicas, c->eplb_interval, bk, place, &e->ranks, err);
     if (!st) di_ranks_set_cp(e->ranks, c->cp_min_tokens);
     return st;
 }
@@ -492,7 +494,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_engine_backend_acquire(e->cfg.accelerator, e->cfg.batch_invariant, &bk, err))) return st;
     e->backend = bk;
     e->cfg.accelerator = di_backend_name(bk);
-    if ((st = open_ranks(e, &peek, bk, err))) return st;
+    if ((st = open_ranks(e, &peek, bk, opt->ranks_one_device, err))) return st;
     if (e->ranks) { /* every rank's plan checked before any load */
         mo.ep_rank = 0, mo.ep_size = e->cfg.ep, mo.comm = di_ranks_comm(e->ranks, 0);
         if ((st = di_ranks_plan_all(e->ranks, e->model_dir, &mo, err))) return st;

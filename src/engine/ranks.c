@@ -1,4 +1,11 @@
-/* ranks.c — the engine's parallel ranks (ranks.h). */
+/* ranks.c — the engine's parallel ranks (ranks.h).
+ *
+ * Every rank's work runs on the rank's own thread (rank 0: the caller's): run_on hands one job to
+ * every rank at once, or to one rank, and waits. On CUDA a rank thread binds its device first
+ * (backend.h di_backend_rank_bind) and everything that touches its memory is such a job: its
+ * communicator, its load plan and model, its state pool, its state operations, its forwards,
+ * its EPLB loads, its frees. Loads run one rank at a time (one load at a time per process,
+ * wload.h). */
 #include "engine/ranks.h"
 
 #include <stddef.h>
@@ -12,6 +19,7 @@
 #include "model/load_plan.h"
 #include "engine/seq_snapshot.h"
 #include "model/moe_ep.h"
+#include "ops/dev_ops.h"
 #include "parallel/comm.h"
 
 enum { DI_RANKS_MAX = 64 };
@@ -30,13 +38,28 @@ typedef struct rank_job {
     di_error err;
 } rank_job;
 
+typedef void (*rank_fn)(di_ranks *R, int r);
+
 struct di_ranks {
     int world, ep, dp, replicas, interval;
+    di_backend_kind bk;
+    di_rank_placement place;
+    /* the job run_on hands out: fn on every rank (only < 0) or on rank `only` */
+    rank_fn fn;
+    int only;
+    /* the jobs' arguments */
+    const char *load_dir;
+    const di_model_options *load_mo;
+    const di_step *ops_step;
+    int *op_rank;                    /* [op_cap] DP: the rank of each op of the step */
+    int op_cap;
+    int cp_own;                      /* context parallelism: the rank whose state the others copy */
+    const di_eplb_map *eplb_map;
+    di_nccl_id nccl_id;
     di_comm *comm[DI_RANKS_MAX];
     di_model *model[DI_RANKS_MAX];   /* [0] the engine's (borrowed) */
     di_state_pool pool[DI_RANKS_MAX]; /* [0] unused: rank 0's is the engine's */
-    int npools;
-    int nloaded;
+    unsigned char pool_made[DI_RANKS_MAX];
     di_state_pool *pool0;
     int *owner;                      /* [n_slots] DP rank of a slot, -1 = none */
     unsigned char *free_slot;        /* [n_slots] scratch */
@@ -69,13 +92,108 @@ struct di_ranks {
     int cp_prefills;
 };
 
+/* ---- the rank threads ---- */
+
+typedef struct worker_arg {
+    di_ranks *R;
+    int r;
+} worker_arg;
+
+static void *worker(void *arg) {
+    di_ranks *R = ((worker_arg *)arg)->R;
+    int r = ((worker_arg *)arg)->r;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&R->mu);
+        while (R->gen == seen && !R->quit) pthread_cond_wait(&R->go, &R->mu);
+        if (R->quit) {
+            pthread_mutex_unlock(&R->mu);
+            return NULL;
+        }
+        seen = R->gen;
+        rank_fn fn = R->fn;
+        int only = R->only;
+        pthread_mutex_unlock(&R->mu);
+        if (only < 0 || only == r) fn(R, r);
+        pthread_mutex_lock(&R->mu);
+        R->ndone++;
+        pthread_cond_signal(&R->done);
+        pthread_mutex_unlock(&R->mu);
+    }
+}
+
+/* fn on every rank at once (only < 0: ranks 1.. on their threads, rank 0 here) or on rank `only`
+ * alone (on its thread; rank 0 here); returns when it is done. Every job's status starts OK. */
+static void run_on(di_ranks *R, rank_fn fn, int only) {
+    for (int r = 0; r < R->world; r++) R->job[r].st = DEEPINFER_OK;
+    if (only == 0 || R->nthreads == 0) {
+        if (only <= 0) fn(R, 0);
+        return;
+    }
+    pthread_mutex_lock(&R->mu);
+    R->fn = fn, R->only = only;
+    R->gen++;
+    R->ndone = 0;
+    pthread_cond_broadcast(&R->go);
+    pthread_mutex_unlock(&R->mu);
+    if (only < 0) fn(R, 0);
+    pthread_mutex_lock(&R->mu);
+    while (R->ndone < R->nthreads) pthread_cond_wait(&R->done, &R->mu);
+    pthread_mutex_unlock(&R->mu);
+}
+
+static deepinfer_status rank_errors(di_ranks *R, di_error *err) {
+    for (int r = 0; r < R->world; r++)
+        if (R->job[r].st) {
+            *err = R->job[r].err;
+            return di_error_prefix(err, "rank %d", r);
+        }
+    return DEEPINFER_OK;
+}
+
+/* The device of rank r (ranks.h di_rank_placement). */
+static int device_of(const di_ranks *R, int r) { return R->place == DI_RANKS_ONE_DEVICE ? 0 : r; }
+
+static void bind_job(di_ranks *R, int r) {
+    if (r > 0) R->job[r].st = di_backend_rank_bind(device_of(R, r), &R->job[r].err);
+}
+
+static void nccl_job(di_ranks *R, int r) {
+    R->job[r].st = di_backend_comm_rank(&R->nccl_id, r, R->world, &R->comm[r], &R->job[r].err);
+}
+
+/* The threads, each on its device, and the communicators: the loopback group on the CPU (and for
+ * callers that keep every rank on their thread's device), the device loopback group for ranks on
+ * one GPU, NCCL (one device per rank) otherwise. */
+static deepinfer_status start_ranks(di_ranks *R, di_error *err) {
+    deepinfer_status st;
+    if (!(R->warg = calloc((size_t)R->world, sizeof *R->warg)))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int r = 1; r < R->world; r++) {
+        R->warg[r] = (worker_arg){R, r};
+        if (pthread_create(&R->th[r], NULL, worker, &R->warg[r]))
+            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "cannot start the thread of rank %d", r);
+        R->nthreads = r;
+    }
+    const int device = R->bk == DI_BACKEND_CUDA && R->place != DI_RANKS_SHARED;
+    if (device) {
+        run_on(R, bind_job, -1);
+        if ((st = rank_errors(R, err))) return st;
+    }
+    if (!device) return di_comm_loopback_group(R->world, R->comm, err);
+    if (R->place == DI_RANKS_ONE_DEVICE) return di_backend_comm_loopback_dev(R->world, R->comm, err);
+    if ((st = di_nccl_unique_id(&R->nccl_id, err))) return st;
+    run_on(R, nccl_job, -1); /* ncclCommInitRank on every rank at once */
+    return rank_errors(R, err);
+}
+
 int di_ranks_world(const di_ranks *R) { return R ? R->world : 1; }
 di_comm *di_ranks_comm(const di_ranks *R, int rank) { return R ? R->comm[rank] : NULL; }
 const int *di_ranks_owners(const di_ranks *R) { return R ? R->owner : NULL; }
 int di_ranks_rebalances(const di_ranks *R) { return R ? R->rebalances : 0; }
 
 deepinfer_status di_ranks_check(const di_model_config *cfg, int ep, int dp, int eplb_replicas, di_backend_kind bk,
-                                int *world, di_error *err) {
+                                di_rank_placement place, int *world, di_error *err) {
     const deepinfer_status E = DEEPINFER_ERR_INVALID_ARGUMENT;
     *world = 1;
     if (ep < 1) return di_error_set(err, E, "--ep %d: the expert-parallel size must be at least 1", ep);
@@ -95,31 +213,34 @@ deepinfer_status di_ranks_check(const di_model_config *cfg, int ep, int dp, int 
         deepinfer_status st = di_plan_layout_check(cfg, ep, -1, err); /* experts divisible by ep */
         if (st) return st;
     }
-    if (bk == DI_BACKEND_CUDA && w > 1) {
+    if (bk == DI_BACKEND_CUDA && w > 1 && place != DI_RANKS_ONE_DEVICE) {
         di_cuda_info ci;
         di_backend_cuda_info(&ci);
         deepinfer_status st = di_plan_layout_check(cfg, w, ci.device_count, err); /* one GPU per rank */
         if (st) return st;
-        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
-                            "--ep %d --dp %d on CUDA: this build's CUDA backend drives one GPU (device 0) per process, "
-                            "so the engine runs one rank there; run --ep/--dp > 1 on the CPU backend "
-                            "(--accelerator cpu)",
-                            ep, dp);
+        if (place == DI_RANKS_SHARED)
+            return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED,
+                                "--ep %d --dp %d on CUDA: this tool runs every rank on one thread's GPU, so it runs "
+                                "one rank there; run --ep/--dp > 1 on the CPU backend (--accelerator cpu) or "
+                                "through the engine (one GPU per rank)",
+                                ep, dp);
     }
     *world = w;
     return DEEPINFER_OK;
 }
 
-deepinfer_status di_ranks_new(int ep, int dp, int eplb_replicas, int eplb_interval, di_ranks **out, di_error *err) {
+deepinfer_status di_ranks_new(int ep, int dp, int eplb_replicas, int eplb_interval, di_backend_kind bk,
+                              di_rank_placement place, di_ranks **out, di_error *err) {
     *out = NULL;
     di_ranks *R = calloc(1, sizeof *R);
     if (!R) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     R->ep = ep, R->dp = dp, R->world = ep > dp ? ep : dp;
     R->replicas = eplb_replicas, R->interval = eplb_interval > 0 ? eplb_interval : 32;
+    R->bk = bk, R->place = place;
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->go, NULL);
     pthread_cond_init(&R->done, NULL);
-    deepinfer_status st = di_comm_loopback_group(R->world, R->comm, err);
+    deepinfer_status st = start_ranks(R, err);
     if (st) {
         di_ranks_free(R);
         return st;
@@ -135,24 +256,38 @@ static di_model_options rank_options(const di_ranks *R, const di_model_options *
     return o;
 }
 
-deepinfer_status di_ranks_plan_all(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err) {
-    for (int r = 0; r < R->world; r++) {
-        di_model_options o = rank_options(R, mo, r);
-        di_load_plan plan;
-        deepinfer_status st = di_model_plan(dir, &o, mo->weights, &plan, err);
-        if (st) return di_error_prefix(err, "rank %d of --ep %d --dp %d", r, R->ep, R->dp);
+/* Rank r's load plan on its thread (its device's memory). */
+static void plan_job(di_ranks *R, int r) {
+    di_model_options o = rank_options(R, R->load_mo, r);
+    di_load_plan plan;
+    R->job[r].st = di_model_plan(R->load_dir, &o, R->load_mo->weights, &plan, &R->job[r].err);
+}
+
+static void load_job(di_ranks *R, int r) {
+    di_model_options o = rank_options(R, R->load_mo, r);
+    R->job[r].st = di_model_load(R->load_dir, &o, &R->model[r], &R->job[r].err);
+}
+
+/* job on each rank from `first` on, one after another; the first failure named by its rank. */
+static deepinfer_status each_rank(di_ranks *R, rank_fn job, int first, const char *dir, const di_model_options *mo,
+                                  di_error *err) {
+    R->load_dir = dir, R->load_mo = mo;
+    for (int r = first; r < R->world; r++) {
+        run_on(R, job, r);
+        if (R->job[r].st) {
+            *err = R->job[r].err;
+            return di_error_prefix(err, "rank %d of --ep %d --dp %d", r, R->ep, R->dp);
+        }
     }
     return DEEPINFER_OK;
 }
 
+deepinfer_status di_ranks_plan_all(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err) {
+    return each_rank(R, plan_job, 0, dir, mo, err);
+}
+
 deepinfer_status di_ranks_load(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err) {
-    for (int r = 1; r < R->world; r++) {
-        di_model_options o = rank_options(R, mo, r);
-        deepinfer_status st = di_model_load(dir, &o, &R->model[r], err);
-        if (st) return di_error_prefix(err, "rank %d of --ep %d --dp %d", r, R->ep, R->dp);
-        R->nloaded = r;
-    }
-    return DEEPINFER_OK;
+    return each_rank(R, load_job, 1, dir, mo, err);
 }
 
 /* ---- state mirrors ---- */
@@ -199,25 +334,44 @@ static int least_occupied(di_ranks *R, int slot) {
     return best;
 }
 
-/* The step's state operations on the ranks that hold the slots (rank 0's ran on the queue). */
+/* Rank r's part of the step's state operations (ops_step, op_rank), on its thread; waited for, so
+ * that another rank may read the state next (context parallelism). */
+static void ops_job(di_ranks *R, int r) {
+    const di_step *s = R->ops_step;
+    if (r == 0) return; /* rank 0's ran on the queue */
+    const di_model_config *cfg = di_model_cfg(R->model[r]);
+    deepinfer_status st = DEEPINFER_OK;
+    for (int i = 0; !st && i < s->n_ops; i++) {
+        const di_state_op *op = &s->ops[i];
+        if (op->kind == DI_OP_NONE || (R->dp > 1 && R->op_rank[i] != r)) continue;
+        di_seq_state *dst = mirror(R, r, op->dst);
+        if (op->kind == DI_OP_RESET) di_seq_reset(dst, cfg);
+        else st = di_seq_copy(dst, mirror(R, r, op->src), cfg, &R->job[r].err);
+    }
+    if (!st) st = di_exec_sync(di_dev_exec(), &R->job[r].err);
+    R->job[r].st = st;
+}
+
+/* The step's state operations on the ranks that hold the slots: under DP each op's rank first, in
+ * op order (a reset's rank is chosen here), then every rank's operations on its thread. */
 static deepinfer_status mirror_ops(di_ranks *R, const di_step *s, di_error *err) {
+    int any = 0;
+    if (s->n_ops > R->op_cap) {
+        int *a = realloc(R->op_rank, sizeof *a * (size_t)s->n_ops);
+        if (!a) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for a step's state operations");
+        R->op_rank = a, R->op_cap = s->n_ops;
+    }
     for (int i = 0; i < s->n_ops; i++) {
         const di_state_op *op = &s->ops[i];
         if (op->kind == DI_OP_NONE) continue;
         if (R->dp > 1) R->owner[op->dst] = op->kind == DI_OP_RESET ? least_occupied(R, op->dst) : R->owner[op->src];
-        for (int r = 1; r < R->world; r++) {
-            if (R->dp > 1 && R->owner[op->dst] != r) continue;
-            const di_model_config *cfg = di_model_cfg(R->model[r]);
-            di_seq_state *dst = mirror(R, r, op->dst);
-            if (op->kind == DI_OP_RESET) {
-                di_seq_reset(dst, cfg);
-            } else {
-                deepinfer_status st = di_seq_copy(dst, mirror(R, r, op->src), cfg, err);
-                if (st) return st;
-            }
-        }
+        R->op_rank[i] = R->dp > 1 ? R->owner[op->dst] : -1;
+        any |= R->dp == 1 || R->op_rank[i] > 0;
     }
-    return DEEPINFER_OK;
+    if (!any) return DEEPINFER_OK;
+    R->ops_step = s;
+    run_on(R, ops_job, -1);
+    return rank_errors(R, err);
 }
 
 /* ---- a step ---- */
@@ -308,51 +462,24 @@ static void run_rank(di_ranks *R, int r) {
     }
 }
 
-typedef struct worker_arg {
-    di_ranks *R;
-    int r;
-} worker_arg;
+/* Every rank's part of the step at once. */
+static void run_all(di_ranks *R) { run_on(R, run_rank, -1); }
 
-static void *worker(void *arg) {
-    di_ranks *R = ((worker_arg *)arg)->R;
-    int r = ((worker_arg *)arg)->r;
-    unsigned long seen = 0;
-    for (;;) {
-        pthread_mutex_lock(&R->mu);
-        while (R->gen == seen && !R->quit) pthread_cond_wait(&R->go, &R->mu);
-        if (R->quit) {
-            pthread_mutex_unlock(&R->mu);
-            return NULL;
-        }
-        seen = R->gen;
-        pthread_mutex_unlock(&R->mu);
-        run_rank(R, r);
-        pthread_mutex_lock(&R->mu);
-        R->ndone++;
-        pthread_cond_signal(&R->done);
-        pthread_mutex_unlock(&R->mu);
-    }
-}
-
-/* Every rank's part of the step at once: ranks 1.. on their threads, rank 0 here. */
-static void run_all(di_ranks *R) {
-    pthread_mutex_lock(&R->mu);
-    R->gen++;
-    R->ndone = 0;
-    pthread_cond_broadcast(&R->go);
-    pthread_mutex_unlock(&R->mu);
-    run_rank(R, 0);
-    pthread_mutex_lock(&R->mu);
-    while (R->ndone < R->world - 1) pthread_cond_wait(&R->done, &R->mu);
-    pthread_mutex_unlock(&R->mu);
+static void eplb_job(di_ranks *R, int r) {
+    R->job[r].st = di_eplb_apply(di_model_ep(R->model[r]), R->eplb_map, &R->job[r].err);
 }
 
 /* EPLB between steps: rank 0 plans from its counters (every rank counted the same entries), every
- * rank applies the map, one after another (one load at a time per process, wload.h). */
+ * rank applies the map on its thread, one after another (one load at a time per process, wload.h). */
 static deepinfer_status rebalance(di_ranks *R, di_error *err) {
     di_eplb_map map;
     deepinfer_status st = di_eplb_plan(di_model_ep(R->model[0]), R->replicas, &map, err);
-    for (int r = 0; !st && r < R->world; r++) st = di_eplb_apply(di_model_ep(R->model[r]), &map, err);
+    R->eplb_map = &map;
+    for (int r = 0; !st && r < R->world; r++) {
+        run_on(R, eplb_job, r);
+        if ((st = R->job[r].st)) *err = R->job[r].err;
+    }
+    R->eplb_map = NULL;
     di_eplb_map_free(&map);
     if (!st) R->rebalances++;
     return st ? di_error_prefix(err, "EPLB rebalance") : DEEPINFER_OK;
@@ -364,13 +491,15 @@ void di_ranks_set_cp(di_ranks *R, int min_tokens) {
 
 int di_ranks_cp_prefills(const di_ranks *R) { return R ? R->cp_prefills : 0; }
 
-static deepinfer_status rank_errors(di_ranks *R, di_error *err) {
-    for (int r = 0; r < R->world; r++)
-        if (R->job[r].st) {
-            *err = R->job[r].err;
-            return di_error_prefix(err, "rank %d", r);
-        }
-    return DEEPINFER_OK;
+/* Context parallelism: rank r's copy of the slot becomes the owner's state (on r's thread; the
+ * source may be on another device: a device-to-device copy). */
+static void cp_copy_job(di_ranks *R, int r) {
+    if (r == R->cp_own) return;
+    const di_model_config *cfg = di_model_cfg(R->model[r]);
+    deepinfer_status st = di_seq_copy(mirror(R, r, R->cp.slot), mirror(R, R->cp_own, R->cp.slot), cfg, &R->job[r].err);
+    if (!st) st = di_exec_sync(di_dev_exec(), &R->job[r].err);
+    if (st) di_error_prefix(&R->job[r].err, "context parallelism: the copy of the state");
+    R->job[r].st = st;
 }
 
 /* Rows [row0, row0 + n) of the step (one sequence's prefill segment) over every rank: the owner's
@@ -379,12 +508,12 @@ static deepinfer_status rank_errors(di_ranks *R, di_error *err) {
 static deepinfer_status cp_segment(di_ranks *R, di_model_batch *b, int row0, int n, di_error *err) {
     size_t V = (size_t)di_model_cfg(R->model[0])->vocab_size;
     int slot = slot_of(R, b->seq[row0]), own = R->owner[slot];
-    const di_model_config *cfg = di_model_cfg(R->model[0]);
-    for (int r = 0; r < R->world; r++) {
-        if (r == own) continue;
-        deepinfer_status st = di_seq_copy(mirror(R, r, slot), mirror(R, own, slot), cfg, err);
-        if (st) return di_error_prefix(err, "context parallelism: rank %d's copy of the state", r);
-    }
+    /* rank 0's state operations ran on the queue, on the process's state exec: done before others read */
+    deepinfer_status st0 = di_exec_sync(di_dev_exec(), err);
+    if (st0) return st0;
+    R->cp.slot = slot, R->cp_own = own;
+    run_on(R, cp_copy_job, -1);
+    if ((st0 = rank_errors(R, err))) return st0;
     int nl = 0;
     for (int i = 0; i < b->n_logits; i++) nl += b->logit_rows[i] >= row0 && b->logit_rows[i] < row0 + n;
     if (n > R->cp.cap) {
@@ -483,6 +612,23 @@ done:
     return DEEPINFER_OK;
 }
 
+/* Rank r's state pool of the engine pool's geometry (r > 0) and the DP switch of its model. */
+static void pool_job(di_ranks *R, int r) {
+    const di_state_pool *pool0 = R->pool0;
+    rank_job *j = &R->job[r];
+    if (r > 0) {
+        j->st = di_pool_init(&R->pool[r], di_model_cfg(R->model[r]), &pool0->g, pool0->n_slots, pool0->n_pages, &j->err);
+        if (j->st) {
+            di_error_prefix(&j->err, "its state pool");
+            return;
+        }
+        R->pool_made[r] = 1;
+        /* every slot laid out once; their page tables follow the engine pool's (mirror) */
+        for (int s = 0; s < pool0->n_slots; s++) di_pool_slot_acquire(&R->pool[r]);
+    }
+    if (R->dp > 1) j->st = di_ep_set_dp(di_model_ep(R->model[r]), 1, &j->err);
+}
+
 deepinfer_status di_ranks_start(di_ranks *R, di_model *model0, di_state_pool *pool0, di_devq *dq, di_error *err) {
     R->model[0] = model0;
     R->pool0 = pool0;
@@ -492,26 +638,9 @@ deepinfer_status di_ranks_start(di_ranks *R, di_model *model0, di_state_pool *po
     for (int s = 0; s < pool0->n_slots; s++) R->owner[s] = -1;
     int rows = di_model_max_rows(model0);
     R->pass_rows = rows / R->dp > 0 ? rows / R->dp : 1;
-    for (int r = 1; r < R->world; r++) {
-        deepinfer_status st = di_pool_init(&R->pool[r], di_model_cfg(R->model[r]), &pool0->g, pool0->n_slots,
-                                           pool0->n_pages, err);
-        if (st) return di_error_prefix(err, "rank %d's state pool", r);
-        R->npools = r;
-        /* every slot laid out once; their page tables follow the engine pool's (mirror) */
-        for (int s = 0; s < pool0->n_slots; s++) di_pool_slot_acquire(&R->pool[r]);
-    }
-    for (int r = 0; R->dp > 1 && r < R->world; r++) {
-        deepinfer_status st = di_ep_set_dp(di_model_ep(R->model[r]), 1, err);
-        if (st) return st;
-    }
-    if (!(R->warg = calloc((size_t)R->world, sizeof *R->warg)))
-        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int r = 1; r < R->world; r++) {
-        R->warg[r] = (worker_arg){R, r};
-        if (pthread_create(&R->th[r], NULL, worker, &R->warg[r]))
-            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "cannot start the thread of rank %d", r);
-        R->nthreads = r;
-    }
+    run_on(R, pool_job, -1);
+    deepinfer_status st = rank_errors(R, err);
+    if (st) return st;
     di_devq_set_forward(dq, di_ranks_forward, R);
     return DEEPINFER_OK;
 }
@@ -530,7 +659,11 @@ void di_ranks_describe(const di_ranks *R, char *buf, size_t n) {
         snprintf(buf, n, "one rank");
         return;
     }
-    int k = snprintf(buf, n, "%d ranks (threads of this process, loopback communicator): --ep %d", R->world, R->ep);
+    const char *how = R->bk != DI_BACKEND_CUDA || R->place == DI_RANKS_SHARED
+                          ? "threads of this process, loopback communicator"
+                      : R->place == DI_RANKS_ONE_DEVICE ? "threads of this process on GPU 0, device loopback communicator"
+                                                        : "a thread and a GPU each, NCCL";
+    int k = snprintf(buf, n, "%d ranks (%s): --ep %d", R->world, how, R->ep);
     if (k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k,
                       R->dp > 1 ? ", --dp %d (each rank its own requests and state, passes of up to %d rows per rank)"
@@ -541,21 +674,31 @@ void di_ranks_describe(const di_ranks *R, char *buf, size_t n) {
                  R->interval);
 }
 
+/* Rank r's model, pool and communicator freed on its thread (all at once: NCCL's destroy may wait
+ * for the group), then its device given back. */
+static void free_job(di_ranks *R, int r) {
+    if (r > 0) {
+        di_model_free(R->model[r]);
+        if (R->pool_made[r]) di_pool_free(&R->pool[r]);
+    }
+    di_comm_free(R->comm[r]);
+    if (r > 0 && R->bk == DI_BACKEND_CUDA && R->place != DI_RANKS_SHARED) di_backend_rank_unbind();
+}
+
 void di_ranks_free(di_ranks *R) {
     if (!R) return;
+    run_on(R, free_job, -1);
+    for (int r = R->nthreads + 1; r < R->world; r++) di_comm_free(R->comm[r]); /* ranks without a thread */
     pthread_mutex_lock(&R->mu);
     R->quit = 1;
     pthread_cond_broadcast(&R->go);
     pthread_mutex_unlock(&R->mu);
     for (int r = 1; r <= R->nthreads; r++) pthread_join(R->th[r], NULL);
-    for (int r = 1; r <= R->nloaded; r++) di_model_free(R->model[r]);
-    for (int r = 1; r <= R->npools; r++) di_pool_free(&R->pool[r]);
     for (int r = 0; r < R->world; r++) {
         rank_job *j = &R->job[r];
         free(j->tokens), free(j->pos), free(j->seq), free(j->lrow), free(j->lidx), free(j->logits);
     }
-    for (int r = 0; r < R->world; r++) di_comm_free(R->comm[r]);
-    free(R->owner);
+    free(R->owner), free(R->op_rank);
     free(R->cp_skip), free(R->cp.lrow), free(R->cp.lidx);
     for (int r = 0; r < DI_RANKS_MAX; r++) free(R->cp.logits[r]);
     free(R->free_slot);

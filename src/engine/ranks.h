@@ -18,8 +18,14 @@
  *           no rows in a pass joins its MoE exchanges with zero rows. Logits come back to the
  *           step's logits array in row order.
  * Ranks 1.. are threads of this process, woken per step; rank 0 runs on the caller's thread;
- * they meet in the MoE collectives of the loopback communicator (comm.h). Every row's bits are
- * those of one rank (moe_ep.h's combine order; rows are batch and chunk invariant).
+ * they meet in the MoE collectives of their communicator (comm.h). Every row's bits are those of
+ * one rank (moe_ep.h's combine order; rows are batch and chunk invariant).
+ *
+ * Devices (di_rank_placement): on the CPU every rank uses the host and the loopback communicator.
+ * On CUDA rank r drives device r: its thread binds the device (ops/backend.h
+ * di_backend_rank_bind; rank 0 keeps the process's device 0) and runs every job that touches the
+ * rank's memory (load, pool, state operations, forwards, EPLB, free); the ranks meet over NCCL.
+ * The tests place every rank on device 0 instead, with the device loopback communicator.
  *
  * EPLB (eplb_replicas > 0): every eplb_interval steps with rows, a replica map is planned from
  * rank 0's counters (identical on every rank: each counts the whole step) and applied on every
@@ -35,21 +41,32 @@
 
 typedef struct di_ranks di_ranks;
 
+/* Where the ranks run on a device backend (no effect on the CPU):
+ *   DI_RANKS_PER_DEVICE  rank r on device r, NCCL (the engine; world <= visible GPUs);
+ *   DI_RANKS_ONE_DEVICE  every rank on device 0, the device loopback communicator (tests only:
+ *                        engine_internal.h di_engine_options.ranks_one_device);
+ *   DI_RANKS_SHARED      every rank on the caller's thread and device (tools that run the ranks'
+ *                        models themselves): one rank only on CUDA. */
+typedef enum di_rank_placement { DI_RANKS_PER_DEVICE = 0, DI_RANKS_ONE_DEVICE, DI_RANKS_SHARED } di_rank_placement;
+
 /* The layout rules, before anything is loaded: ep, dp >= 1; dp 1 or == ep; the routed experts
  * (and the drafter's) divisible by ep; eplb_replicas needs ep > 1; on a device backend one GPU
- * per rank (refused beyond the visible GPUs, and beyond one rank: this build's CUDA backend
- * drives device 0 only). *world = max(dp, ep). */
+ * per rank (refused beyond the visible GPUs; DI_RANKS_SHARED: beyond one rank; DI_RANKS_ONE_DEVICE:
+ * any number on device 0). *world = max(dp, ep). */
 deepinfer_status di_ranks_check(const di_model_config *cfg, int ep, int dp, int eplb_replicas, di_backend_kind bk,
-                                int *world, di_error *err);
+                                di_rank_placement place, int *world, di_error *err);
 
-/* The group for a checked layout: its communicators (loopback). comm(0) goes into rank 0's load
- * options (model.h di_model_options.comm). */
-deepinfer_status di_ranks_new(int ep, int dp, int eplb_replicas, int eplb_interval, di_ranks **out, di_error *err);
+/* The group for a checked layout on backend bk (the active one): the rank threads, each bound to
+ * its device, and their communicators. comm(0) goes into rank 0's load options (model.h
+ * di_model_options.comm). */
+deepinfer_status di_ranks_new(int ep, int dp, int eplb_replicas, int eplb_interval, di_backend_kind bk,
+                              di_rank_placement place, di_ranks **out, di_error *err);
 struct di_comm *di_ranks_comm(const di_ranks *R, int rank);
 int di_ranks_world(const di_ranks *R);
 
-/* Ranks 1.. : load their models (rank 0's options with their rank and communicator), each
- * after the load plan of every rank was checked (di_ranks_plan_all, before rank 0's load). */
+/* Ranks 1.. : load their models (rank 0's options with their rank and communicator), each on its
+ * thread, one after another, after the load plan of every rank was checked on its thread
+ * (di_ranks_plan_all, before rank 0's load). */
 deepinfer_status di_ranks_plan_all(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err);
 deepinfer_status di_ranks_load(di_ranks *R, const char *dir, const di_model_options *mo, di_error *err);
 
@@ -75,8 +92,8 @@ const int *di_ranks_owners(const di_ranks *R);
 /* One line for the plan text ("parallel ..."). */
 void di_ranks_describe(const di_ranks *R, char *buf, size_t n);
 
-/* Stops the threads, frees ranks 1..'s models and pools, then the communicators (after the
- * engine freed rank 0's model). */
+/* Frees ranks 1..'s models and pools and every communicator (after the engine freed rank 0's
+ * model), each on its rank's thread, then stops the threads. */
 void di_ranks_free(di_ranks *R);
 
 #endif

@@ -140,6 +140,33 @@ deepinfer_status di_backend_comm_one(struct di_comm **out, di_error *err) {
     return g_dev->comm_one(out, err);
 }
 
+deepinfer_status di_backend_rank_bind(int device, di_error *err) {
+    if (g_active != DI_BACKEND_CUDA || !g_dev)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "a rank's device needs the CUDA backend");
+    char why[256] = "";
+    if (g_dev->rank_bind(device, why, sizeof why))
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "cannot drive CUDA device %d: %s", device, why);
+    return DEEPINFER_OK;
+}
+
+void di_backend_rank_unbind(void) {
+    if (g_dev) g_dev->rank_unbind();
+}
+
+deepinfer_status di_backend_comm_rank(const struct di_nccl_id *id, int rank, int size, struct di_comm **out,
+                                      di_error *err) {
+    *out = NULL;
+    if (g_active != DI_BACKEND_CUDA || !g_dev)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "an NCCL communicator needs the CUDA backend");
+    return g_dev->comm_rank(id, rank, size, out, err);
+}
+
+deepinfer_status di_backend_comm_loopback_dev(int size, struct di_comm **out, di_error *err) {
+    if (g_active != DI_BACKEND_CUDA || !g_dev)
+        return di_error_set(err, DEEPINFER_ERR_UNSUPPORTED, "a device loopback communicator needs the CUDA backend");
+    return g_dev->comm_loopback_dev(size, out, err);
+}
+
 /* ---- the device side of the engine's queue (backend.h) ---- */
 
 deepinfer_status di_backend_dq_new(struct di_exec *x, int max_rows, int vocab, di_backend_dq **out, di_error *err) {

@@ -181,6 +181,27 @@ int di_backend_mem_info(size_t *free_b, size_t *total_b);
 struct di_comm;
 deepinfer_status di_backend_comm_one(struct di_comm **out, di_error *err);
 
+/* Ranks on devices (src/engine/ranks.c, docs/DESIGN.md §6, docs/cuda-backend.md §11). The process's
+ * device context (device 0, di_backend_use) serves every thread that binds none; a rank thread binds
+ * its own, and from then on its allocations, its execs' stream, its state exec (di_dev_exec) and its
+ * loads' staging are on that device. Several threads may bind one device (tests): they share the
+ * device's stream.
+ * di_backend_rank_bind: the calling thread drives `device` (CUDA active; not bound already);
+ * di_backend_rank_unbind: back to the process's context, after the thread freed every device buffer
+ *   it made (no-op when not bound);
+ * di_backend_comm_rank: rank `rank` of `size` over NCCL on the calling thread's device (its own stream
+ *   and scratch): every rank calls it at once, each on its own thread and device, with the one id
+ *   rank 0 made (parallel/comm.h di_nccl_unique_id);
+ * di_backend_comm_loopback_dev: the `size` communicators of a loopback group whose copies run on each
+ *   calling thread's stream (cudaMemcpyAsync, cudaMemcpyDefault): ranks on one device (tests).
+ * DEEPINFER_ERR_UNSUPPORTED without the CUDA backend. */
+struct di_nccl_id;
+deepinfer_status di_backend_rank_bind(int device, di_error *err);
+void di_backend_rank_unbind(void);
+deepinfer_status di_backend_comm_rank(const struct di_nccl_id *id, int rank, int size, struct di_comm **out,
+                                      di_error *err);
+deepinfer_status di_backend_comm_loopback_dev(int size, struct di_comm **out, di_error *err);
+
 /* The device backend's table: what a device backend's objects register
  * (once, before main: src/ops/cuda/cu_backend.c) so that the functions above
  * reach it; without one they answer as in a CPU-only binary. Every member is
@@ -223,6 +244,10 @@ typedef struct di_device_backend {
     __typeof__(di_backend_fp8_tflops) *fp8_tflops;
     __typeof__(di_backend_mem_info) *mem_info;
     __typeof__(di_backend_comm_one) *comm_one;
+    int (*rank_bind)(int device, char *why, size_t why_len);
+    void (*rank_unbind)(void);
+    __typeof__(di_backend_comm_rank) *comm_rank;
+    __typeof__(di_backend_comm_loopback_dev) *comm_loopback_dev;
 } di_device_backend;
 
 /* Register the device backend (one per process; a second call replaces the first). */

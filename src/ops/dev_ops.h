@@ -100,5 +100,9 @@ typedef struct di_dev_ops {
  * di_backend_use (backend.h). */
 void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec);
 const di_dev_ops *di_get_dev_ops(void);
+/* The calling thread's own state exec (a rank thread on its device, backend.h
+ * di_backend_rank_bind): di_dev_exec returns it on that thread instead of the
+ * process's; NULL goes back to the process's. */
+void di_set_thread_dev_exec(di_exec *state_exec);
 
 #endif

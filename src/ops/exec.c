@@ -14,6 +14,7 @@
 /* The device backend's op table and state exec (dev_ops.h). */
 static const di_dev_ops *g_dev_ops;
 static di_exec *g_state_exec;
+static _Thread_local di_exec *t_state_exec; /* a rank thread's (di_set_thread_dev_exec) */
 
 deepinfer_status di_exec_init(di_exec *x, size_t scratch_bytes, di_error *err) {
     memset(x, 0, sizeof *x);
@@ -61,7 +62,9 @@ void di_set_dev_ops(const di_dev_ops *ops, di_exec *state_exec) {
 
 const di_dev_ops *di_get_dev_ops(void) { return g_dev_ops; }
 
-di_exec *di_dev_exec(void) { return g_state_exec; }
+void di_set_thread_dev_exec(di_exec *state_exec) { t_state_exec = state_exec; }
+
+di_exec *di_dev_exec(void) { return t_state_exec ? t_state_exec : g_state_exec; }
 
 deepinfer_status di_exec_sync(di_exec *x, di_error *err) {
     if (!x || !x->dev) return DEEPINFER_OK;

@@ -7,9 +7,10 @@
  * results never depend on a reduction tree.
  *
  * Every call is collective: all ranks of the communicator make the same
- * calls in the same order, each from its own thread (loopback) or process
- * (NCCL). Buffers are host memory for the loopback communicator and device
- * memory for NCCL.
+ * calls in the same order, each from its own thread (loopback, and NCCL
+ * ranks of one process: one thread and device each) or process (NCCL).
+ * Buffers are host memory for the loopback communicator, device memory for
+ * NCCL, either for the device loopback variant.
  *
  * Implementations: di_comm_loopback_* (ranks are threads of one process,
  * shared-memory exchange: the CPU backend and the tests) and di_comm_nccl_*
@@ -68,6 +69,17 @@ void di_comm_free(di_comm *c);
  * for rank r); each rank's thread uses its own. Free each with di_comm_free
  * after every rank has left its last call (the group goes with the last). */
 deepinfer_status di_comm_loopback_group(int size, di_comm **out, di_error *err);
+
+/* The loopback group over device memory (ranks that are threads on one GPU: the tests of the
+ * multi-rank device path, ops/backend.h di_backend_comm_loopback_dev): each receiver copies with
+ * cp->copy on its own thread (the backend's asynchronous copy on that thread's stream; any mix
+ * of host and device pointers) and waits with cp->wait (0 = done) before the collective returns.
+ * cp NULL: di_comm_loopback_group. */
+typedef struct di_comm_copier {
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    int (*wait)(void);
+} di_comm_copier;
+deepinfer_status di_comm_loopback_group_dev(int size, const di_comm_copier *cp, di_comm **out, di_error *err);
 
 /* ---- NCCL (nccl.c): libnccl.so.2 loaded at run time ----
  * `lib` NULL: $DEEPINFER_NCCL_LIB or libnccl.so.2. NCCL_NVLS_ENABLE is set to

@@ -6,6 +6,10 @@
  * (and reuses its buffers) while a receiver still reads them. The barrier is
  * a mutex + condition variable with a generation count, so every read of a
  * slot happens after the write that filled it.
+ *
+ * The device variant (di_comm_loopback_group_dev: ranks on one GPU, tests)
+ * makes each receiver's copies with the backend's copier on the receiver's
+ * thread and waits for them before the second barrier.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,7 +32,16 @@ typedef struct group {
     int refs;
     slot *slots;
     di_comm *comms; /* [size] */
+    di_comm_copier cp; /* copy NULL: memcpy */
 } group;
+
+static void copy_bytes(const group *g, void *dst, const void *src, size_t n) {
+    if (g->cp.copy) g->cp.copy(dst, src, n);
+    else memcpy(dst, src, n);
+}
+
+/* The receiver's copies done (device variant); 0 = done. */
+static int copies_wait(const group *g) { return g->cp.wait ? g->cp.wait() : 0; }
 
 static void barrier_wait(group *g) {
     pthread_mutex_lock(&g->mu);
@@ -62,13 +75,15 @@ static deepinfer_status lb_alltoallv(di_comm *c, const void *send, const size_t 
             if (bad < 0) bad = r;
             continue;
         }
-        if (n) memcpy((unsigned char *)recv + recv_off[r], s->send + s->send_off[me], n);
+        if (n) copy_bytes(g, (unsigned char *)recv + recv_off[r], s->send + s->send_off[me], n);
     }
     size_t sent = bad >= 0 ? g->slots[bad].send_bytes[me] : 0;
+    int failed = copies_wait(g);
     barrier_wait(g);
     if (bad >= 0)
         return di_error_set(err, DEEPINFER_ERR_INTERNAL, "all-to-all-v: rank %d expects %zu bytes from rank %d, which sends %zu",
                             me, recv_bytes[bad], bad, sent);
+    if (failed) return di_error_set(err, DEEPINFER_ERR_INTERNAL, "all-to-all-v: rank %d's device copies failed", me);
     return DEEPINFER_OK;
 }
 
@@ -85,13 +100,15 @@ static deepinfer_status lb_allgatherv(di_comm *c, const void *send, size_t bytes
             continue;
         }
         unsigned char *dst = (unsigned char *)recv + recv_off[r];
-        if (s->bytes && dst != s->send) memcpy(dst, s->send, s->bytes); /* in place: already there */
+        if (s->bytes && dst != s->send) copy_bytes(g, dst, s->send, s->bytes); /* in place: already there */
     }
     size_t sent = bad >= 0 ? g->slots[bad].bytes : 0;
+    int failed = copies_wait(g);
     barrier_wait(g);
     if (bad >= 0)
         return di_error_set(err, DEEPINFER_ERR_INTERNAL, "all-gather-v: rank %d expects %zu bytes from rank %d, which sends %zu",
                             me, recv_bytes[bad], bad, sent);
+    if (failed) return di_error_set(err, DEEPINFER_ERR_INTERNAL, "all-gather-v: rank %d's device copies failed", me);
     return DEEPINFER_OK;
 }
 
@@ -112,6 +129,10 @@ static void lb_free(di_comm *c) { group_unref(c->impl); }
 static const di_comm_vt k_loopback = {lb_barrier, lb_alltoallv, lb_allgatherv, lb_free};
 
 deepinfer_status di_comm_loopback_group(int size, di_comm **out, di_error *err) {
+    return di_comm_loopback_group_dev(size, NULL, out, err);
+}
+
+deepinfer_status di_comm_loopback_group_dev(int size, const di_comm_copier *cp, di_comm **out, di_error *err) {
     if (size < 1) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "loopback communicator: %d ranks (at least 1)", size);
     group *g = calloc(1, sizeof *g);
     if (g) {
@@ -124,6 +145,7 @@ deepinfer_status di_comm_loopback_group(int size, di_comm **out, di_error *err) 
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "loopback communicator: out of memory");
     }
     g->size = g->refs = size;
+    if (cp) g->cp = *cp;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     for (int r = 0; r < size; r++) {

@@ -84,6 +84,8 @@ static deepinfer_status load_locked(const char *lib, di_error *err) {
 deepinfer_status di_nccl_load(const char *lib, di_error *err) {
     pthread_mutex_lock(&g_mu);
     if (!g_tried) {
+        /* NVLink multicast stays off; set once here, before rank threads init their communicators */
+        if (!di_env(DI_ENV_NCCL_NVLS)) setenv(di_env_name(DI_ENV_NCCL_NVLS), "0", 0);
         di_error e = {0};
         g_status = load_locked(lib, &e);
         snprintf(g_msg, sizeof g_msg, "%s", e.msg);

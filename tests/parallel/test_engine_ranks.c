@@ -231,7 +231,13 @@ TEST(engine_parallel_layout_errors_are_named) {
     di_error err = {0};
     CHECK(di_config_load(di_test_data("golden/v4-tiny-a"), &cfg, &err) == DEEPINFER_OK);
     int world = 0;
-    CHECK(di_ranks_check(&cfg, 2, 1, 0, DI_BACKEND_CUDA, &world, &err) == DEEPINFER_ERR_INVALID_ARGUMENT);
+    CHECK(di_ranks_check(&cfg, 2, 1, 0, DI_BACKEND_CUDA, DI_RANKS_PER_DEVICE, &world, &err) ==
+          DEEPINFER_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err.msg, "--ep 2 needs 2 GPUs (one per rank)"), "got: %s", err.msg);
-    CHECK(di_ranks_check(&cfg, 2, 2, 0, DI_BACKEND_CPU, &world, &err) == DEEPINFER_OK && world == 2);
+    CHECK(di_ranks_check(&cfg, 2, 2, 0, DI_BACKEND_CPU, DI_RANKS_PER_DEVICE, &world, &err) == DEEPINFER_OK && world == 2);
+    /* every rank on device 0 (the GPU tests' placement) needs no second GPU; a tool that keeps every
+     * rank on its own thread's device runs one rank there */
+    CHECK(di_ranks_check(&cfg, 2, 2, 0, DI_BACKEND_CUDA, DI_RANKS_ONE_DEVICE, &world, &err) == DEEPINFER_OK &&
+          world == 2);
+    CHECK(di_ranks_check(&cfg, 2, 1, 0, DI_BACKEND_CUDA, DI_RANKS_SHARED, &world, &err) != DEEPINFER_OK && world == 1);
 }

@@ -349,6 +349,72 @@ TEST(loopback_alltoallv_allgatherv_exchange) {
     CHECK(di_comm_loopback_group(0, NULL, &err) == DEEPINFER_ERR_INVALID_ARGUMENT);
 }
 
+/* The device variant's contract (comm.h di_comm_loopback_group_dev) with a host copier that only
+ * queues its copies (as an asynchronous device copy does) and makes them in wait: every receiver
+ * must wait before the collective returns, or exchange() sees stale bytes. */
+enum { QMAX = 64 };
+static _Thread_local struct {
+    void *dst[QMAX];
+    const void *src[QMAX];
+    size_t n[QMAX];
+    int k;
+} t_queue;
+static _Thread_local int t_fail; /* wait reports a failure */
+static _Atomic long g_queued;
+
+static void queue_copy(void *dst, const void *src, size_t n) {
+    if (t_queue.k == QMAX) return;
+    t_queue.dst[t_queue.k] = dst, t_queue.src[t_queue.k] = src, t_queue.n[t_queue.k++] = n;
+    g_queued++;
+}
+
+static int queue_wait(void) {
+    for (int i = 0; i < t_queue.k; i++) memcpy(t_queue.dst[i], t_queue.src[i], t_queue.n[i]);
+    t_queue.k = 0;
+    return t_fail;
+}
+
+static void *failing_exchange(void *p) {
+    xjob *j = p;
+    t_fail = 1;
+    unsigned char send[4] = {1, 2, 3, 4}, recv[4];
+    size_t b[1] = {4}, o[1] = {0};
+    di_error err = {0};
+    j->ok = di_comm_alltoallv(j->c, send, b, o, recv, b, o, &err) == DEEPINFER_ERR_INTERNAL &&
+            strstr(err.msg, "device copies failed") != NULL;
+    return NULL;
+}
+
+TEST(loopback_copier_group_waits_for_its_copies) {
+    static const di_comm_copier cp = {queue_copy, queue_wait};
+    for (int S = 2; S <= 3; S++) {
+        di_comm *comm[8];
+        di_error err = {0};
+        g_queued = 0;
+        CHECK(di_comm_loopback_group_dev(S, &cp, comm, &err) == DEEPINFER_OK);
+        xjob jobs[8];
+        pthread_t th[8];
+        for (int r = 0; r < S; r++) {
+            jobs[r] = (xjob){comm[r], 0};
+            CHECK(pthread_create(&th[r], NULL, exchange, &jobs[r]) == 0);
+        }
+        for (int r = 0; r < S; r++) pthread_join(th[r], NULL);
+        for (int r = 0; r < S; r++) CHECK_MSG(jobs[r].ok, "%d ranks: rank %d received wrong bytes", S, r);
+        /* every pair's all-to-all part and every other rank's all-gather part went through the copier */
+        CHECK_MSG(g_queued == 50L * S * (2 * S - 1), "%d ranks: %ld copies queued", S, (long)g_queued);
+        for (int r = 0; r < S; r++) di_comm_free(comm[r]);
+    }
+    di_comm *one[1];
+    di_error err = {0};
+    CHECK(di_comm_loopback_group_dev(1, &cp, one, &err) == DEEPINFER_OK);
+    xjob j = {one[0], 0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, failing_exchange, &j) == 0);
+    pthread_join(th, NULL);
+    CHECK_MSG(j.ok, "a failed wait is the collective's error");
+    di_comm_free(one[0]);
+}
+
 TEST(nccl_missing_library_is_a_clear_error) {
     di_error err = {0};
     /* a path that cannot exist: the loader's message names the library and how to provide it */

@@ -12,6 +12,8 @@ int di_cuda_probe(int *count, char *name, size_t name_len, int *cc_major, int *c
 
 /* src/ops/cuda/cu_comm.c */
 deepinfer_status di_cuda_comm_one(struct di_comm **out, di_error *err);
+__typeof__(di_backend_comm_rank) di_cuda_comm_rank;
+__typeof__(di_backend_comm_loopback_dev) di_cuda_comm_loopback_dev;
 
 static int plan_stats(const di_exec *x, di_backend_plan_stats *out) {
     return di_cuda_plan_stats(x, &out->graphs, &out->recorded, &out->replayed, &out->last_bytes, &out->cap_bytes);
@@ -45,6 +47,10 @@ static const di_device_backend CUDA_BACKEND = {
     .fp8_tflops = di_cuda_fp8_tflops,
     .mem_info = di_cuda_mem_info,
     .comm_one = di_cuda_comm_one,
+    .rank_bind = di_cuda_rank_bind,
+    .rank_unbind = di_cuda_rank_unbind,
+    .comm_rank = di_cuda_comm_rank,
+    .comm_loopback_dev = di_cuda_comm_loopback_dev,
 };
 
 __attribute__((constructor)) static void register_cuda(void) { di_backend_register(&CUDA_BACKEND); }

@@ -1,13 +1,16 @@
-/* cu_comm.c — a communicator of one rank over NCCL on the active device (ops/backend.h
- * di_backend_comm_one): the NCCL communicator (parallel/nccl.c) on a stream of its own, with the
- * barrier's scratch; a thin wrapper frees both with it. The exchange waits for the stream
- * (cudaStreamSynchronize); the model syncs its exec before each exchange (moe_ep.c). */
+/* cu_comm.c — communicators on CUDA devices: a rank over NCCL on the calling thread's device
+ * (ops/backend.h di_backend_comm_rank; di_backend_comm_one: a group of one), the NCCL communicator
+ * (parallel/nccl.c) on a stream of its own, with the barrier's scratch; a thin wrapper frees both
+ * with it. The exchange waits for the stream (cudaStreamSynchronize); the model syncs its exec
+ * before each exchange (moe_ep.c). And the device loopback group (di_backend_comm_loopback_dev,
+ * ranks on one device: tests): copies on the calling thread's stream (cu_exec.c cu_thread_stream). */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
 #include "ops/backend.h"
+#include "ops/cuda/cu_glue.h"
 #include "parallel/comm.h"
 
 typedef struct one {
@@ -44,29 +47,59 @@ static void w_free(di_comm *c) {
 
 static const di_comm_vt WRAP = {w_barrier, w_alltoallv, w_allgatherv, w_free};
 
-deepinfer_status di_cuda_comm_one(di_comm **out, di_error *err) {
+deepinfer_status di_cuda_comm_rank(const di_nccl_id *id, int rank, int size, di_comm **out, di_error *err) {
     *out = NULL;
     deepinfer_status st = di_nccl_load(NULL, err);
     if (st) return st;
-    di_nccl_id id;
-    if ((st = di_nccl_unique_id(&id, err))) return st;
     one *o = calloc(1, sizeof *o);
     di_comm *c = calloc(1, sizeof *c);
     if (!o || !c) {
         free(o), free(c);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (cudaStreamCreate(&o->stream) != cudaSuccess || cudaMalloc(&o->scratch, 64) != cudaSuccess) {
-        *c = (di_comm){.rank = 0, .size = 1, .vt = &WRAP, .impl = o};
+    size_t scratch = 4 * (size_t)size > 64 ? 4 * (size_t)size : 64; /* the barrier's all-gather */
+    if (cudaStreamCreate(&o->stream) != cudaSuccess || cudaMalloc(&o->scratch, scratch) != cudaSuccess) {
+        *c = (di_comm){.rank = rank, .size = size, .vt = &WRAP, .impl = o};
         w_free(c);
         return di_error_set(err, DEEPINFER_ERR_INTERNAL, "NCCL communicator: no CUDA stream or scratch");
     }
-    di_nccl_params p = {.rank = 0, .size = 1, .id = &id, .stream = o->stream, .sync = sync_stream, .scratch = o->scratch};
-    *c = (di_comm){.rank = 0, .size = 1, .vt = &WRAP, .impl = o};
+    di_nccl_params p = {.rank = rank, .size = size, .id = id, .stream = o->stream, .sync = sync_stream,
+                        .scratch = o->scratch};
+    *c = (di_comm){.rank = rank, .size = size, .vt = &WRAP, .impl = o};
     if ((st = di_comm_nccl_create(&p, &o->nccl, err))) {
         w_free(c);
         return st;
     }
     *out = c;
     return DEEPINFER_OK;
+}
+
+deepinfer_status di_cuda_comm_one(di_comm **out, di_error *err) {
+    *out = NULL;
+    deepinfer_status st = di_nccl_load(NULL, err);
+    if (st) return st;
+    di_nccl_id id;
+    if ((st = di_nccl_unique_id(&id, err))) return st;
+    return di_cuda_comm_rank(&id, 0, 1, out, err);
+}
+
+/* ---- the device loopback group ---- */
+
+static _Thread_local cudaError_t t_copy_err; /* the first failed copy since the last wait */
+
+static void dev_copy(void *dst, const void *src, size_t bytes) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cu_thread_stream());
+    if (e != cudaSuccess && t_copy_err == cudaSuccess) t_copy_err = e;
+}
+
+static int dev_wait(void) {
+    cudaError_t e = cudaStreamSynchronize(cu_thread_stream());
+    int bad = e != cudaSuccess || t_copy_err != cudaSuccess;
+    t_copy_err = cudaSuccess;
+    return bad;
+}
+
+deepinfer_status di_cuda_comm_loopback_dev(int size, di_comm **out, di_error *err) {
+    static const di_comm_copier cp = {dev_copy, dev_wait};
+    return di_comm_loopback_group_dev(size, &cp, out, err);
 }

@@ -1,5 +1,13 @@
 /* cu_exec.c — CUDA execution contexts, the device allocator and the
- * backend's installation (backend.h di_backend_use). */
+ * backend's installation (backend.h di_backend_use), and the device contexts
+ * of rank threads (backend.h di_backend_rank_bind; docs/cuda-backend.md §11).
+ *
+ * The allocator and the ops table are process-wide tables; what they act on
+ * is the calling thread's device context: its device, the device's stream,
+ * the state exec, the load's staging ring and the allocator's slabs. The
+ * process's context (device 0) serves every thread that did not bind one, so
+ * one-rank engines run on any thread as before; a rank thread binds its own. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,29 +23,95 @@
  * memory show. */
 #define POISON_BYTE 0xFF
 
-static cudaStream_t g_stream;
-static di_exec g_state_exec;
 static int g_batch_invariant = -1; /* di_cuda_set_batch_invariant; -1: default_batch_invariant() */
 
 /* backend.h di_backend_set_batch_invariant (through the table, cu_backend.c):
  * the mode of the execs created from now on. */
 void di_cuda_set_batch_invariant(int on) { g_batch_invariant = on < 0 ? -1 : on != 0; }
 
-/* Every exec alive (ctx_new links, ctx_free unlinks): di_cuda_set_batch_invariant_live. */
+/* Every exec alive (ctx_new links, ctx_free unlinks): di_cuda_set_batch_invariant_live. Rank
+ * threads create and free execs concurrently: the list has a lock. */
 static cu_exec *g_live;
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
 static int default_batch_invariant(void);
 
 int di_cuda_set_batch_invariant_live(int on) {
     di_cuda_set_batch_invariant(on);
     const int mode = g_batch_invariant >= 0 ? g_batch_invariant : default_batch_invariant();
     int n = 0;
+    pthread_mutex_lock(&g_live_mu);
     for (cu_exec *c = g_live; c; c = c->live_next, n++) {
         cudaStreamSynchronize(c->dc.stream);
         c->dc.batch_invariant = mode;
         cu_plan_drop_graphs(c); /* recorded with the old mode's kernels */
     }
+    pthread_mutex_unlock(&g_live_mu);
     return n;
 }
+
+/* ---- device contexts ---- */
+
+/* The load's staging ring (ops.h di_dev_fill): STAGE_COUNT pinned buffers of STAGE_BYTES, each
+ * copied on the legacy stream (ordered after dev_alloc's poison memset) with an event that
+ * says when it may be refilled. Allocated at the first chunk of a load, freed at its end. */
+#define STAGE_COUNT DI_DEV_STAGE_COUNT
+#define STAGE_BYTES DI_DEV_STAGE_BYTES
+
+typedef struct stage_ring {
+    void *buf[STAGE_COUNT];
+    cudaEvent_t done[STAGE_COUNT];
+    int used[STAGE_COUNT];
+    int next, ready;
+} stage_ring;
+
+/* What the backend holds per driving thread: the process's context (g_proc, device 0) or a rank
+ * thread's (t_ctx). The stream is the device's: every context on one device shares it, so that
+ * several ranks placed on one GPU (tests) run their kernels in one order; kernels that keep
+ * counters in __device__ memory for the running launch must not overlap other launches of theirs. */
+typedef struct cu_devctx {
+    int dev;
+    cudaStream_t stream;
+    di_exec state_exec;
+    stage_ring ring;
+    cu_slabs slabs;
+} cu_devctx;
+
+static cu_devctx g_proc = {.slabs = {.cur = -1}};
+static _Thread_local cu_devctx *t_ctx;
+
+static cu_devctx *cur(void) { return t_ctx ? t_ctx : &g_proc; }
+
+enum { MAX_DEVICES = 64 };
+static struct {
+    cudaStream_t stream;
+    int refs;
+} g_dev_stream[MAX_DEVICES];
+static pthread_mutex_t g_dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_shared_streams; /* devices whose stream more than one context holds (dic_pdl_set_shared) */
+
+/* The stream of device `dev` (the calling thread's current device), made by its first context. */
+static cudaError_t stream_acquire(int dev, cudaStream_t *out) {
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&g_dev_mu);
+    if (!g_dev_stream[dev].refs) e = cudaStreamCreateWithFlags(&g_dev_stream[dev].stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) g_dev_stream[dev].refs++, *out = g_dev_stream[dev].stream;
+    if (e == cudaSuccess && g_dev_stream[dev].refs == 2) dic_pdl_set_shared(++g_shared_streams > 0);
+    pthread_mutex_unlock(&g_dev_mu);
+    return e;
+}
+
+static void stream_release(int dev) {
+    pthread_mutex_lock(&g_dev_mu);
+    if (g_dev_stream[dev].refs == 2) dic_pdl_set_shared(--g_shared_streams > 0);
+    if (g_dev_stream[dev].refs > 0 && --g_dev_stream[dev].refs == 0) {
+        cudaStreamSynchronize(g_dev_stream[dev].stream);
+        cudaStreamDestroy(g_dev_stream[dev].stream);
+        g_dev_stream[dev].stream = NULL;
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
+cudaStream_t cu_thread_stream(void) { return cur()->stream; }
 
 /* The mode of execs when no caller chose one: $DEEPINFER_BATCH_INVARIANT (util/env.h; the engine
  * resolves and checks it itself and passes its choice), else 1. */
@@ -124,7 +198,7 @@ static void *ctx_new(size_t scratch_bytes) {
     size_t sc = scratch_bytes * lines > MIN_SCRATCH ? scratch_bytes * lines : MIN_SCRATCH;
     int dev = 0;
     cudaGetDevice(&dev);
-    c->dc.stream = g_stream;
+    c->dc.stream = cur()->stream;
     c->dc.scratch_cap = sc;
     /* 1: the CPU's results for every batch shape (default); 0 (the engine's batch_invariant
      * through di_backend_set_batch_invariant, else $DEEPINFER_BATCH_INVARIANT=0) picks the
@@ -140,8 +214,10 @@ static void *ctx_new(size_t scratch_bytes) {
         return NULL;
     }
     cudaMemset(c->dc.scratch, POISON_BYTE, sc); /* reads of unwritten scratch show */
+    pthread_mutex_lock(&g_live_mu);
     c->live_next = g_live;
     g_live = c;
+    pthread_mutex_unlock(&g_live_mu);
     return c;
 }
 
@@ -150,11 +226,13 @@ static int fixed_shapes(const di_exec *x) { return cu_planning(cu_of(x)); }
 static void ctx_free(void *p) {
     cu_exec *c = p;
     if (!c) return;
+    pthread_mutex_lock(&g_live_mu);
     for (cu_exec **l = &g_live; *l; l = &(*l)->live_next)
         if (*l == c) {
             *l = c->live_next;
             break;
         }
+    pthread_mutex_unlock(&g_live_mu);
     cu_plan_free(c);
     cu_lines_free(c);
     cudaStreamSynchronize(c->dc.stream);
@@ -176,13 +254,13 @@ static deepinfer_status sync(di_exec *x, di_error *err) {
     return di_error_set(err, DEEPINFER_ERR_INTERNAL, "CUDA: %s: %s", c->err_op, cudaGetErrorString(c->err));
 }
 
-/* ---- the backend allocator (ops.h di_set_allocator) ---- */
+/* ---- the backend allocator (ops.h di_set_allocator): the calling thread's context ---- */
 
 static void *dev_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     void *p = NULL;
     if (!bytes) bytes = 256;
-    if (cu_slab_wants(bytes)) p = cu_slab_alloc(bytes); /* no 2 MiB granule tail per allocation (cu_slab.c) */
+    if (cu_slab_wants(bytes)) p = cu_slab_alloc(&cur()->slabs, bytes); /* no 2 MiB granule tail per allocation (cu_slab.c) */
     else if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
     if (!p) return NULL;
     cudaMemset(p, POISON_BYTE, bytes);
@@ -192,76 +270,65 @@ static void *dev_alloc(void *ctx, size_t bytes) {
 static void dev_free(void *ctx, void *p) {
     (void)ctx;
     if (!p) return;
-    cudaStreamSynchronize(g_stream);
-    if (!cu_slab_free(p)) cudaFree(p);
+    cudaStreamSynchronize(cur()->stream);
+    if (!cu_slab_free(&cur()->slabs, p)) cudaFree(p);
 }
 
 static void dev_zero(void *ctx, void *p, size_t bytes) {
     (void)ctx;
     dic_pdl_disarm();
-    cudaMemsetAsync(p, 0, bytes, g_stream);
+    cudaMemsetAsync(p, 0, bytes, cur()->stream);
 }
 
 static void dev_upload(void *ctx, void *dst, const void *src, size_t bytes) {
     (void)ctx;
-    cudaStreamSynchronize(g_stream);
+    cudaStreamSynchronize(cur()->stream);
     cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
-/* The load's staging ring (ops.h di_dev_fill): STAGE_COUNT pinned buffers of STAGE_BYTES, each
- * copied on the legacy stream (ordered after dev_alloc's poison memset) with an event that
- * says when it may be refilled. Allocated at the first chunk of a load, freed at its end. */
-#define STAGE_COUNT DI_DEV_STAGE_COUNT
-#define STAGE_BYTES DI_DEV_STAGE_BYTES
-
-typedef struct stage_ring {
-    void *buf[STAGE_COUNT];
-    cudaEvent_t done[STAGE_COUNT];
-    int used[STAGE_COUNT];
-    int next, ready;
-} stage_ring;
-
-static stage_ring g_ring;
-
+/* The staging ring of the calling thread's context (see stage_ring above). */
 static void stage_finish(void *ctx) {
     (void)ctx;
-    if (!g_ring.ready) return;
+    stage_ring *ring = &cur()->ring;
+    if (!ring->ready) return;
     cudaStreamSynchronize(0);
     for (int i = 0; i < STAGE_COUNT; i++) {
-        cudaFreeHost(g_ring.buf[i]);
-        cudaEventDestroy(g_ring.done[i]);
+        cudaFreeHost(ring->buf[i]);
+        cudaEventDestroy(ring->done[i]);
     }
-    memset(&g_ring, 0, sizeof g_ring);
+    memset(ring, 0, sizeof *ring);
 }
 
 static void *stage_get(void *ctx, size_t *cap) {
-    if (!g_ring.ready) {
-        memset(&g_ring, 0, sizeof g_ring);
+    stage_ring *ring = &cur()->ring;
+    if (!ring->ready) {
+        memset(ring, 0, sizeof *ring);
         for (int i = 0; i < STAGE_COUNT; i++)
-            if (cudaHostAlloc(&g_ring.buf[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
-                cudaEventCreateWithFlags(&g_ring.done[i], cudaEventDisableTiming) != cudaSuccess) {
-                g_ring.ready = 1;
+            if (cudaHostAlloc(&ring->buf[i], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+                cudaEventCreateWithFlags(&ring->done[i], cudaEventDisableTiming) != cudaSuccess) {
+                ring->ready = 1;
                 stage_finish(ctx);
                 *cap = 0;
                 return NULL;
             }
-        g_ring.ready = 1;
+        ring->ready = 1;
     }
-    int i = g_ring.next;
-    if (g_ring.used[i]) cudaEventSynchronize(g_ring.done[i]);
-    g_ring.used[i] = 0;
+    int i = ring->next;
+    if (ring->used[i]) cudaEventSynchronize(ring->done[i]);
+    ring->used[i] = 0;
     *cap = STAGE_BYTES;
-    return g_ring.buf[i];
+    return ring->buf[i];
 }
 
 static void stage_put(void *ctx, void *buf, void *dst, size_t bytes) {
     (void)ctx;
-    int i = g_ring.next;
+    stage_ring *ring = &cur()->ring;
+    int i = ring->next;
     (void)buf; /* the buffer stage_get handed out last */
-    cudaMemcpyAsync(dst, g_ring.buf[i], bytes, cudaMemcpyHostToDevice, 0);
-    cudaEventRecord(g_ring.done[i], 0);
-    g_ring.used[i] = 1;
-    g_ring.next = (i + 1) % STAGE_COUNT;
+    cudaMemcpyAsync(dst, ring->buf[i], bytes, cudaMemcpyHostToDevice, 0);
+    cudaEventRecord(ring->done[i], 0);
+    ring->used[i] = 1;
+    ring->next = (i + 1) % STAGE_COUNT;
 }
 
 static di_dev_ops g_ops;
@@ -271,7 +338,7 @@ static di_dev_ops g_ops;
 int di_cuda_backend_install(char *why, size_t why_len) {
     if (g_ops.name) return 0;
     cudaError_t e = cudaSetDevice(0);
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = stream_acquire(0, &g_proc.stream);
     if (e != cudaSuccess) {
         snprintf(why, why_len, "%s", cudaGetErrorString(e));
         return -1;
@@ -287,14 +354,16 @@ int di_cuda_backend_install(char *why, size_t why_len) {
     cu_fill_model_ops(&g_ops);
     di_allocator a = {dev_alloc, dev_free, dev_zero, dev_upload, NULL, stage_get, stage_put, stage_finish};
     di_set_allocator(&a);
-    g_state_exec.dev_ctx = ctx_new(0);
-    if (!g_state_exec.dev_ctx) {
+    g_proc.state_exec.dev_ctx = ctx_new(0);
+    if (!g_proc.state_exec.dev_ctx) {
         snprintf(why, why_len, "cannot create the CUDA state context");
         di_set_allocator(NULL);
+        stream_release(0);
+        memset(&g_ops, 0, sizeof g_ops);
         return -1;
     }
-    g_state_exec.dev = &g_ops;
-    di_set_dev_ops(&g_ops, &g_state_exec);
+    g_proc.state_exec.dev = &g_ops;
+    di_set_dev_ops(&g_ops, &g_proc.state_exec);
     return 0;
 }
 
@@ -302,12 +371,70 @@ int di_cuda_backend_install(char *why, size_t why_len) {
  * memory of models loaded under CUDA must be freed before. */
 void di_cuda_backend_uninstall(void) {
     if (!g_ops.name) return;
-    cudaStreamSynchronize(g_stream);
+    cudaStreamSynchronize(g_proc.stream);
     stage_finish(NULL);
     di_set_dev_ops(NULL, NULL);
     di_set_allocator(NULL);
-    ctx_free(g_state_exec.dev_ctx);
-    memset(&g_state_exec, 0, sizeof g_state_exec);
-    cudaStreamDestroy(g_stream);
+    ctx_free(g_proc.state_exec.dev_ctx);
+    memset(&g_proc.state_exec, 0, sizeof g_proc.state_exec);
+    stream_release(0);
+    g_proc.stream = NULL;
     memset(&g_ops, 0, sizeof g_ops);
+}
+
+/* backend.h di_backend_rank_bind: the calling thread drives `device` with a context of its own. */
+int di_cuda_rank_bind(int device, char *why, size_t why_len) {
+    if (!g_ops.name) {
+        snprintf(why, why_len, "the CUDA backend is not installed (di_backend_use first)");
+        return -1;
+    }
+    if (t_ctx) {
+        snprintf(why, why_len, "this thread already drives device %d", t_ctx->dev);
+        return -1;
+    }
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n || device >= MAX_DEVICES) {
+        snprintf(why, why_len, "device %d: %d visible", device, n);
+        return -1;
+    }
+    cu_devctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    c->dev = device;
+    c->slabs.cur = -1;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = stream_acquire(device, &c->stream);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "device %d: %s", device, cudaGetErrorString(e));
+        free(c);
+        return -1;
+    }
+    t_ctx = c; /* the state exec is made on this context's stream */
+    c->state_exec.dev_ctx = ctx_new(0);
+    if (!c->state_exec.dev_ctx) {
+        snprintf(why, why_len, "device %d: cannot create the CUDA state context", device);
+        t_ctx = NULL;
+        stream_release(device);
+        free(c);
+        return -1;
+    }
+    c->state_exec.dev = &g_ops;
+    di_set_thread_dev_exec(&c->state_exec);
+    return 0;
+}
+
+/* backend.h di_backend_rank_unbind: after the thread freed its device memory. */
+void di_cuda_rank_unbind(void) {
+    cu_devctx *c = t_ctx;
+    if (!c) return;
+    cudaStreamSynchronize(c->stream);
+    stage_finish(NULL);
+    di_set_thread_dev_exec(NULL);
+    ctx_free(c->state_exec.dev_ctx);
+    cu_slabs_release(&c->slabs);
+    t_ctx = NULL;
+    stream_release(c->dev);
+    free(c);
 }

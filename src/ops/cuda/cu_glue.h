@@ -135,6 +135,10 @@ void cu_fill_model_ops(di_dev_ops *t);
  * cu_step.h. */
 int di_cuda_backend_install(char *why, size_t why_len);
 void di_cuda_backend_uninstall(void);
+int di_cuda_rank_bind(int device, char *why, size_t why_len);
+void di_cuda_rank_unbind(void);
+/* The stream of the calling thread's device context (the process's or its rank's, cu_exec.c). */
+cudaStream_t cu_thread_stream(void);
 void di_cuda_set_batch_invariant(int on);
 int di_cuda_set_batch_invariant_live(int on); /* backend.h di_backend_set_batch_invariant_live */
 /* Drop the step plan's recorded graphs, keeping the plan enabled (cu_plan.c; the next step of each
@@ -152,9 +156,14 @@ __typeof__(di_backend_fp8_tflops) di_cuda_fp8_tflops;
 __typeof__(di_backend_mem_info) di_cuda_mem_info;
 
 /* cu_slab.c: device allocations of 1..64 MiB that are not whole 2 MiB granules, carved from
- * 256 MiB slabs (the allocator's dev_alloc / dev_free). */
+ * 256 MiB slabs (the allocator's dev_alloc / dev_free), one set per device context (cu_exec.c). */
+typedef struct cu_slabs {
+    struct cu_slab *v; /* sorted by base */
+    int n, cap, cur;   /* cur: the slab being filled, -1 none */
+} cu_slabs;
 int cu_slab_wants(size_t bytes);
-void *cu_slab_alloc(size_t bytes);
-int cu_slab_free(void *p); /* 1 when p was a slab piece (then freed) */
+void *cu_slab_alloc(cu_slabs *S, size_t bytes);
+int cu_slab_free(cu_slabs *S, void *p); /* 1 when p was a slab piece (then freed) */
+void cu_slabs_release(cu_slabs *S);     /* the set's list freed once every piece was */
 
 #endif

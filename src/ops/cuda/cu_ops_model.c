@@ -279,8 +279,9 @@ static void moe_dispatch(di_exec *x, int M, int k, const int *sel, int E, int *o
 }
 
 /* The grouped ops below carry no row bound; the MoE always gathers first,
- * so the gather's n_max is the launch bound of the ops that follow. */
-static int g_moe_rows_max;
+ * so the gather's n_max is the launch bound of the ops that follow (per
+ * thread: rank threads run their MoEs at once, cu_exec.c). */
+static _Thread_local int g_moe_rows_max;
 
 static void moe_gather(di_exec *x, int n_max, const int *off, int E, const int *rows, int k, const uint16_t *xn,
                        size_t ldx, int d, const float *rw, uint16_t *xe, size_t lde, float *erw) {

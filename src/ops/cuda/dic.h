@@ -47,6 +47,10 @@ void dic_stamps_after(cudaStream_t st, int replay);
  * programmatic edge from the previous kernel of its own stream only. */
 int dic_pdl_armed(void);
 void dic_pdl_set_armed(int armed);
+/* 1 while several threads' contexts share a device's stream (ranks placed on one GPU, cu_exec.c):
+ * every kernel then launches without PDL, since the arm state is a thread's while the stream's last
+ * operation may be another thread's copy. */
+void dic_pdl_set_shared(int shared);
 
 /* Execution context: a stream and a device scratch buffer sized by the
  * caller (dic_*_scratch functions say how much an op needs). */

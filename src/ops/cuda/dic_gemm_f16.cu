@@ -326,7 +326,7 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
 
 template <int NT, int FP4>
 static cudaError_t launch_nt(cudaStream_t st, dim3 grid, const fargs &a, const dic_gemm_wtab *wt) {
-    static int attr_done; /* per instance: raise the dynamic shared-memory limit once */
+    static thread_local int attr_done; /* per instance and thread (its device): raise the shared-memory limit once */
     const int smem = F_SMEM(NT, FP4);
     if (!attr_done) {
         cudaError_t e = cudaFuncSetAttribute(k_gemm_f16<NT, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -893,7 +893,7 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         {k_gemm_dec<0, D_LEAN_Q>, k_gemm_dec<0, D_LEAN_QV2>, k_gemm_dec<0, D_FULL>, k_gemm_dec<0, D_LEAN_QV2_M1>},
         {k_gemm_dec<1, D_LEAN_Q>, k_gemm_dec<1, D_LEAN_QV2>, k_gemm_dec<1, D_FULL>, k_gemm_dec<1, D_LEAN_QV2_M1>}};
     void (*const fn)(dargs) = kf[fp4][var];
-    static int attr_done[2][D_NVAR];
+    static thread_local int attr_done[2][D_NVAR]; /* per thread: its device's attribute */
     if (!attr_done[fp4][var]) {
         if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
             (void)cudaGetLastError();

@@ -201,7 +201,7 @@ extern "C" cudaError_t dic_gemm_f32_chain_launch(cudaStream_t st, int M, const u
     if ((M + FC_TM - 1) / FC_TM > 65535) return cudaErrorNotSupported;
     const int wv = K % 4 == 0 && ((uintptr_t)W->w & 15) == 0;
     const int av = lda % 8 == 0 && ((uintptr_t)A & 15) == 0;
-    static int attr1, attr2;
+    static thread_local int attr1, attr2; /* per thread: its device's attributes */
     cudaError_t e;
     if (M <= 64) { /* R = 1: 4 columns per CTA, one chain per thread (more CTAs at small M) */
         const dim3 grid((unsigned)((N + FC_TN(1) - 1) / FC_TN(1)), (unsigned)((M + FC_TM - 1) / FC_TM));

@@ -7,8 +7,11 @@
 
 /* 0 after a copy or memset was enqueued: the next kernel launches without
  * the attribute (a programmatic edge relaxes the dependency on the previous
- * stream operation, which only a kernel's griddepcontrol.wait honours). */
-static int g_armed = 1;
+ * stream operation, which only a kernel's griddepcontrol.wait honours).
+ * Per thread: each rank thread drives its own stream (cu_exec.c); a thread's
+ * first kernel launches without it (the stream's last operation may be
+ * another thread's copy). */
+static thread_local int g_armed = 0;
 
 extern "C" void dic_pdl_disarm(void) { g_armed = 0; }
 
@@ -21,4 +24,8 @@ extern "C" int dic_pdl_take(void) {
     return a && dic_pdl_enabled();
 }
 
-extern "C" int dic_pdl_enabled(void) { return 1; }
+static int g_shared; /* dic_pdl_set_shared; read by every launching thread */
+
+extern "C" void dic_pdl_set_shared(int shared) { __atomic_store_n(&g_shared, shared != 0, __ATOMIC_RELAXED); }
+
+extern "C" int dic_pdl_enabled(void) { return !__atomic_load_n(&g_shared, __ATOMIC_RELAXED); }

@@ -1180,7 +1180,7 @@ static size_t md2_smem(int k, int I, int ab, int nst = MD2_NST) {
 /* k_mv_down2: grid (d / 16, M) x 256 threads, no cluster */
 template <int L7, int NST>
 static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2) {
-    static int attr; /* per instance: the dynamic shared-memory limit raised once */
+    static thread_local int attr; /* per instance and thread (its device): the shared-memory limit raised once */
     if (!attr) {
         cudaError_t e = cudaFuncSetAttribute(k_mv_down2<L7, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         if (e != cudaSuccess) return e;
@@ -1208,8 +1208,9 @@ static cudaError_t mv_down2(const dic_ctx *c, const md_args &a, const md_tab *t2
 
 template <typename F, typename... A>
 static cudaError_t mv_launch(F fn, dim3 grid, size_t smem, dim3 cluster, cudaStream_t st, A... args) {
-    static const void *done[32]; /* kernels whose shared-memory limit was raised (one type, many kernels) */
-    static int ndone;
+    /* kernels whose shared-memory limit was raised (one type, many kernels), per thread (its device) */
+    static thread_local const void *done[32];
+    static thread_local int ndone;
     int seen = 0;
     for (int i = 0; i < ndone; i++) seen |= done[i] == (const void *)fn;
     if (!seen) {
@@ -1253,7 +1254,7 @@ static int mv_scales_ok(const dic_wmat *W, int E) {
 template <int FP4>
 static cudaError_t md_launch(const dic_ctx *c, const md_args &a, const md_tab *t1, const md_tab *t3,
                              const md_tab *t2, int up, int down) {
-    static int attr_up, attr_down; /* per instance: the dynamic shared-memory limits raised once */
+    static thread_local int attr_up, attr_down; /* per instance and thread (its device): the limits raised once */
     const size_t su = md_up_smem(a.d, a.ab), sd = md_down_smem(a.k, a.I, a.ab);
     if (!attr_up || !attr_down) {
         cudaError_t e = cudaFuncSetAttribute(k_md_up<FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
@@ -1326,7 +1327,7 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
     a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
-    static md_tab t1, t3, t2; /* host staging (copied into the launch parameters) */
+    static thread_local md_tab t1, t3, t2; /* host staging (copied into the launch parameters), per thread */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);
     int up = 1, down = 1;
     if (g_mv_broken) up = 0, down = 0; /* a ring kernel's launch failed once: the register kernels since */
