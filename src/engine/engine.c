@@ -221,6 +221,24 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
     memcpy(c->draft_conf, sp->conf, sizeof(float) * (size_t)sp->n_draft);
 }
 
+/* Confidence scheduling's online costs (spec_cost.h) from decode-only steps, plain or speculative:
+ * what step N added is from the later of step N - 1's results and the start of N's planning to N's
+ * results (devq.h done_s). A plain step queued behind a running one then counts its period, not
+ * the host time of its submit, and a speculative step after a plain one does not count the plain
+ * step's device time it waited for first. */
+static void observe_step(deepinfer_engine *e, const di_step_buf *b) {
+    const di_step *s = &b->step;
+    double from = e->spec_last_done_s > s->plan_s ? e->spec_last_done_s : s->plan_s;
+    e->spec_last_done_s = s->done_s;
+    if (s->status || s->done_s <= from) return;
+    int drafting = 0;
+    for (int i = 0; i < b->n_items; i++) {
+        if (!b->items[i].decode) return;
+        drafting += s->n_spec && s->spec[i].active && s->spec[i].draft_next;
+    }
+    di_spec_cost_observe(&e->spec_cost, s->n_spec == 0, s->batch.n, drafting, s->done_s - from);
+}
+
 /* Wait for a submitted step (the only synchronisation point) and take its results. */
 static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     di_error err = {0};
@@ -228,6 +246,8 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     if (st) return di_engine_fail(e, &err);
     double now = di_engine_now(e);
     e->stats.steps++;
+    e->stats.spec_drafter_steps += b->step.n_spec > 0;
+    if (e->spec_n && e->spec_varlen) observe_step(e, b);
     for (int i = 0; i < b->n_items; i++) {
         const di_step_item *it = &b->items[i];
         if (it->decode) e->stats.decode_rows++;
@@ -266,16 +286,6 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
     return finish_step(e, b);
 }
 
-/* Confidence scheduling's online costs (spec_cost.h): decode-only steps, plain or speculative. */
-static void observe_step(deepinfer_engine *e, const di_step_buf *b, double secs) {
-    int drafting = 0;
-    for (int i = 0; i < b->n_items; i++) {
-        if (!b->items[i].decode) return;
-        drafting += b->step.n_spec && b->step.spec[i].active && b->step.spec[i].draft_next;
-    }
-    di_spec_cost_observe(&e->spec_cost, b->step.n_spec == 0, b->step.batch.n, drafting, secs);
-}
-
 /*
  * One engine step. With async scheduling, step N was submitted by the
  * previous call: this call plans and submits step N+1 first (the CPU works
@@ -283,7 +293,7 @@ static void observe_step(deepinfer_engine *e, const di_step_buf *b, double secs)
  * takes its tokens. Without it, the step planned here is also waited here.
  */
 deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
-    double t0 = di_engine_now(e);
+    double t0 = di_engine_now(e), plan_s = di_engine_now(NULL);
     di_error err = {0};
     deepinfer_status st_drain;
     begin_updates(e);
@@ -295,6 +305,7 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     }
     di_sched_schedule(&e->sched);                                   /* 1. decide what runs */
     di_step_buf *next = di_runner_build(&e->runner, &e->sched.plan); /* 2. rows, placeholders, samples */
+    if (next) next->step.plan_s = plan_s;
     deepinfer_status st = next ? di_devq_submit(e->dq, &next->step, &err) : DEEPINFER_OK; /* 3. enqueue */
     if (st) return di_engine_fail(e, &err);
     if (e->inflight && (st = finish_step(e, e->inflight))) return st; /* 4. wait for the previous step */
@@ -321,7 +332,6 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     e->stats.device_queued_steps = e->dq->device_queued;
     double dt = di_engine_now(e) - t0;
     e->stats.busy_s += dt;
-    if (next && e->spec_n && e->spec_varlen) observe_step(e, next, dt);
     if (n_updated) *n_updated = e->n_updated;
     return DEEPINFER_OK;
 }
