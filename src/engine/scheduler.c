@@ -141,7 +141,7 @@ static void add_item(pass *p, di_choice *c, int n) {
     c->plan_item = pl->n_items;
     int sample = c->n_sched + n == total_tokens(c);
     pl->items[pl->n_items++] = (di_plan_item){.c = c, .pos0 = c->n_sched, .n = n, .sample = sample,
-                                              .draft_next = sample && p->s->cfg.spec_n > 0};
+                                              .draft_next = sample && p->s->cfg.spec_n > 0 && !p->s->plan.spec_quiet};
     p->budget -= n;
 }
 
@@ -255,11 +255,12 @@ static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 static void schedule_drafts(pass *p) {
     di_scheduler *s = p->s;
     di_plan *pl = &s->plan;
-    int n = 0, base = 0;
+    int n = 0, base = 0, base_tokens = 0;
     for (int i = 0; i < pl->n_items; i++) {
         di_plan_item *it = &pl->items[i];
         if (!it->c) continue;
         base += it->n;
+        base_tokens += it->sample;
         if (!it->sample || it->n != 1 || it->pos0 < it->c->req->n_prompt) continue; /* decode rows only */
         int k = draft_room(s, it->c);
         if (!k) continue;
@@ -269,7 +270,7 @@ static void schedule_drafts(pass *p) {
         n++;
     }
     if (s->cfg.spec_cost)
-        di_spec_choose(s->cfg.spec_cost, base, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
+        di_spec_choose(s->cfg.spec_cost, base, base_tokens, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
                        s->cfg.spec_drafted_at, s->spec_k, s->spec_cand);
     else memcpy(s->spec_k, s->spec_kmax, sizeof(int) * (size_t)n);
     /* drafts never preempt and never take pages owed to others: only free pages beyond what the running
@@ -292,7 +293,20 @@ static void schedule_drafts(pass *p) {
         it->draft = (int)k;
         p->budget -= (int)k;
     }
-    if (!s->cfg.spec_cost) return;
+    if (!s->cfg.spec_cost) {
+        for (int i = 0; i < pl->n_items; i++)
+            if (pl->items[i].c && pl->items[i].sample) pl->items[i].c->n_draft = 0; /* one step's drafts */
+        return;
+    }
+    /* where even drafts certain to be accepted would not pay (saturation) in the decode batch the
+     * engine is about to run (this step's sampled rows, or every running and waiting sequence up to
+     * max_num_seqs if more), nobody drafts after this step: no probe and no drafts at a prompt's end
+     * (schedule_chunks' items too: add_item), so that every decode step is a plain step; the prompt
+     * windows are not fed either (runner.c), which only costs acceptance once drafting pays again */
+    int batch = s->n_running + s->n_waiting < s->cfg.max_num_seqs ? s->n_running + s->n_waiting : s->cfg.max_num_seqs;
+    if (batch < base_tokens) batch = base_tokens;
+    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, base + batch - base_tokens, batch, s->cfg.spec_n);
+    pl->spec_quiet = !may_pay;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];
         if (!it->c || !it->sample) continue;
@@ -302,8 +316,9 @@ static void schedule_drafts(pass *p) {
          * where drafting does not pay the probes' drafter steps cost next to nothing; taken: it resets */
         if (it->draft > 0) c->spec_backoff = 0;
         else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
+        c->n_draft = 0; /* drafts are for the step right after the one that made them: taken now or never */
         int interval = SPEC_PROBE_STEPS << c->spec_backoff;
-        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= interval;
+        it->draft_next = it->draft > 0 || (may_pay && (prompt_end || c->spec_idle + 1 >= interval));
         c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
     }
 }
@@ -405,6 +420,7 @@ static void admit(pass *p) {
 
 void di_sched_schedule(di_scheduler *s) {
     s->plan.n_items = s->plan.n_ops = s->plan.n_rows = s->plan.n_samples = s->plan.n_preempted = 0;
+    s->plan.spec_quiet = 0;
     pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens, .plp_budget = s->cfg.prompt_lp_rows};
     for (int i = 0; i < s->n_running; i++) s->running[i]->plan_op = -1;
     schedule_decodes(&p);

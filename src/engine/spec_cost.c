@@ -40,6 +40,32 @@ void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, do
     c->ratio = c->ratio > 0 ? 0.8 * c->ratio + 0.2 * r : r;
 }
 
+/* The two step costs every decision compares (never 0). No drafts: a plain step, at its measured
+ * cost where known (it runs on the fastest path, which the table's eager forwards do not see);
+ * drafts: the table's, scaled by the measured ratio of speculative steps to it. */
+static double scale_of(const di_spec_cost *c) { return c->ratio > 0 ? c->ratio : 1.0; }
+
+static double plain_cost(const di_spec_cost *c, int rows) {
+    double t = di_spec_cost_target(c, rows) * scale_of(c), pl = c->plain[bucket(rows)];
+    if (pl > 0 && pl < t) t = pl;
+    return t > 0 ? t : 1e-9;
+}
+
+static double draft_cost(const di_spec_cost *c, int rows, int drafting) {
+    double t = scale_of(c) * (di_spec_cost_target(c, rows) + di_spec_cost_draft(c, drafting));
+    return t > 0 ? t : 1e-9;
+}
+
+int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax) {
+    if (n_dec < 1 || kmax < 1) return 0;
+    double best = n_dec / plain_cost(c, base_rows);
+    /* p certain drafts held by the fewest sequences (kmax each): the most tokens for the least
+     * drafter cost, so no choice over any confidences values p drafts higher */
+    for (int p = 1; p <= n_dec * kmax; p++)
+        if ((n_dec + p) / draft_cost(c, base_rows + p, (p + kmax - 1) / kmax) > best) return 1;
+    return 0;
+}
+
 static int by_survival(const void *a, const void *b) {
     const di_spec_cand *x = a, *y = b;
     if (x->s != y->s) return x->s > y->s ? -1 : 1;
@@ -49,12 +75,12 @@ static int by_survival(const void *a, const void *b) {
 
 static float sigmoidf_(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
 
-void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
-                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *cand) {
-    int m = 0, n_dec = 0;
+void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
+                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
+                    di_spec_cand *cand) {
+    int m = 0;
     for (int i = 0; i < n; i++) {
         k[i] = 0;
-        n_dec++;
         float s = 1.0f;
         for (int j = 0; j < kmax[i]; j++) {
             if (isnan(conf[i][j])) { /* measured: P(drafts 1..j+1 all accepted), never above S_j */
@@ -67,19 +93,12 @@ void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax
     if (!m) return;
     qsort(cand, (size_t)m, sizeof *cand, by_survival);
     /* value of every prefix of the order: expected committed tokens per second */
-    /* no drafts: a plain step, at its measured cost where known; drafts: the table's, scaled by the
-     * measured ratio of speculative steps to it */
-    double t0 = di_spec_cost_target(c, base_rows), scale = c->ratio > 0 ? c->ratio : 1.0;
-    double pl = c->plain[bucket(base_rows)];
-    if (pl > 0 && pl < t0 * scale) t0 = pl;
-    else t0 *= scale;
-    double tokens = n_dec, best = tokens / (t0 > 0 ? t0 : 1e-9);
+    double tokens = base_tokens > n ? base_tokens : n, best = tokens / plain_cost(c, base_rows);
     int best_len = 0, drafting = 0;
     for (int p = 0; p < m; p++) {
         tokens += cand[p].s;
         if (cand[p].j == 0) drafting++;
-        double t = scale * (di_spec_cost_target(c, base_rows + p + 1) + di_spec_cost_draft(c, drafting));
-        double v = tokens / (t > 0 ? t : 1e-9);
+        double v = tokens / draft_cost(c, base_rows + p + 1, drafting);
         if (v > best) best = v, best_len = p + 1;
     }
     for (int p = 0; p < best_len; p++)

@@ -45,17 +45,25 @@ double di_spec_cost_target(const di_spec_cost *c, int rows);
 double di_spec_cost_draft(const di_spec_cost *c, int n);
 
 /* Draft lengths for n decoding sequences: kmax[i] drafts available (already bounded by limits),
- * conf[i] their confidence logits; base_rows rows are in the step besides the drafts (each decoding
- * sequence's own row among them, each committing one token). k[i] receives the chosen length. The
- * scratch holds n * DEEPINFER_MAX_DRAFT candidates. */
+ * conf[i] their confidence logits; base_rows rows are in the step besides the drafts, base_tokens of
+ * them sampled (each decoding sequence's own row among them, with or without drafts: each commits one
+ * token, so a draft is worth its survival over all of them, not over the drafting sequences' rows).
+ * k[i] receives the chosen length. The scratch holds n * DEEPINFER_MAX_DRAFT candidates. */
 typedef struct di_spec_cand {
     float s;       /* survival probability */
     int seq, j;
 } di_spec_cand;
 /* A NaN confidence (a drafter without a confidence head: V4's MTP) counts as the engine's measured
  * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). */
-void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
-                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *scratch);
+void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
+                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
+                    di_spec_cand *scratch);
+
+/* 1 if drafts could pay in a step of base_rows rows with n_dec decoding sequences of up to kmax
+ * drafts each: some prefix of drafts that are all certain to be accepted (S = 1) is valued above
+ * the plain step. Otherwise di_spec_choose takes no drafts whatever their confidences, so probing
+ * for fresh confidences (scheduler.c) would only cost. */
+int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax);
 
 /* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
  * speculative with `drafting` sequences drafting after it. */

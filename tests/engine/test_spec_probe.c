@@ -1,0 +1,208 @@
+/*
+ * Confidence scheduling's decisions at saturation (docs/speculative.md
+ * "Confidence-scheduled lengths"; spec_cost.c, scheduler.c schedule_drafts):
+ *   - a draft is worth its survival over every decode row of the step, not over
+ *     the drafting sequences' rows alone (hand-computed values of the table);
+ *   - di_spec_drafts_may_pay is the bound of di_spec_choose over any confidences;
+ *   - where it says drafting cannot pay, the scheduler plans a quiet step: no
+ *     probe, no drafts after the step, nothing left to offer the next one;
+ *     where it can, a choice idle for the probe interval drafts after the step;
+ *   - drafts are offered in the step right after the one that made them only.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/spec_cost.h"
+#include "engine/state_pool.h"
+#include "model/config.h"
+#include "test.h"
+
+/* rows cost 1 s + 0.1 s per further row; the drafter 0.1 s per request */
+static const di_spec_cost TENTH = {.n = 2, .rows = {1, 101}, .sec = {1.0, 11.0}, .nd = 2, .reqs = {1, 11},
+                                   .dsec = {0.1, 1.1}};
+
+TEST(spec_choose_values_drafts_over_every_decode_row) {
+    di_spec_cand cand[DEEPINFER_MAX_DRAFT * 2];
+    const float conf_half[1] = {0.0f}; /* sigmoid(0) = 1/2 */
+    const float *conf[1] = {conf_half};
+    int kmax[1] = {1}, k[1] = {-1};
+    /* batch 1: (1 + 0.5) / (1.1 + 0.1) = 1.25 tokens/s beats 1 / 1.0 */
+    di_spec_choose(&TENTH, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK_MSG(k[0] == 1, "batch 1 took %d drafts", k[0]);
+    /* 8 decode rows, one of them with the draft: (8 + 0.5) / (1.8 + 0.1) = 4.47 < 8 / 1.7 = 4.71: not
+     * taken (valued over the drafting row alone it would be, (1 + 0.5) / 1.9 > 1 / 1.7) */
+    di_spec_choose(&TENTH, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK_MSG(k[0] == 0, "batch 8 took %d drafts for one sequence", k[0]);
+    /* a certain draft at batch 8: (8 + 1) / 1.9 = 4.74 > 4.71 */
+    const float conf_sure[1] = {INFINITY};
+    conf[0] = conf_sure;
+    di_spec_choose(&TENTH, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK(k[0] == 1);
+}
+
+TEST(spec_may_pay_bounds_every_choice) {
+    di_spec_cost c = TENTH;
+    /* batch 8, drafts of up to 5: certain drafts pay (13 / 2.3 = 5.65 > 8 / 1.7 = 4.71) */
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5));
+    /* a measured plain step of 0.5 s: 8 / 0.5 = 16 tokens/s, certain drafts at most (8 + p) / (1.7 + 0.1 p
+     * + 0.1 ceil(p / 5)) < 10 */
+    c.plain[3] = 0.5; /* the log2 bucket of 8 rows */
+    CHECK(!di_spec_drafts_may_pay(&c, 8, 8, 5));
+    /* then no confidence makes di_spec_choose take a draft */
+    di_spec_cand cand[8 * DEEPINFER_MAX_DRAFT];
+    float sure[8][DEEPINFER_MAX_DRAFT];
+    const float *conf[8];
+    int kmax[8], k[8];
+    for (int i = 0; i < 8; i++) {
+        for (int j = 0; j < DEEPINFER_MAX_DRAFT; j++) sure[i][j] = INFINITY;
+        conf[i] = sure[i];
+        kmax[i] = 5;
+    }
+    di_spec_choose(&c, 8, 8, 8, kmax, conf, NULL, NULL, k, cand);
+    int taken = 0;
+    for (int i = 0; i < 8; i++) taken += k[i];
+    CHECK_MSG(taken == 0, "%d certain drafts taken where none can pay", taken);
+    /* a plain step of 1.6 s (below the table's 1.7): (8 + 5) / 2.3 = 5.65 > 8 / 1.6 = 5: may pay, and
+     * certain drafts are taken */
+    c.plain[3] = 1.6;
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5));
+    di_spec_choose(&c, 8, 8, 8, kmax, conf, NULL, NULL, k, cand);
+    taken = 0;
+    for (int i = 0; i < 8; i++) taken += k[i];
+    CHECK(taken > 0);
+    CHECK(!di_spec_drafts_may_pay(&c, 8, 0, 5)); /* nobody decodes: nothing to draft */
+}
+
+/* ---- the scheduler ------------------------------------------------------------------------ */
+
+enum { NSEQ = 4, SPEC_N = 5, PROMPT = 8 };
+
+typedef struct sched_fix {
+    di_model_config cfg;
+    di_pool_geom g;
+    di_state_pool pool;
+    di_scheduler s;
+    di_spec_cost cost;
+    di_request r[NSEQ];
+    di_choice c[NSEQ];
+    int32_t out[NSEQ][64];
+    int64_t acc_at[DEEPINFER_MAX_DRAFT], dr_at[DEEPINFER_MAX_DRAFT];
+} sched_fix;
+
+/* NSEQ sequences decoding (prompt PROMPT, one output each), every one idle since `idle` steps. */
+static int fix_setup(sched_fix *t, const di_spec_cost *cost, int idle) {
+    memset(t, 0, sizeof *t);
+    di_error e = {0};
+    if (di_config_load(di_test_data("golden/v4-tiny-a"), &t->cfg, &e)) {
+        fprintf(stderr, "    %s\n", e.msg);
+        return 0;
+    }
+    t->cfg.max_draft = SPEC_N;
+    if (di_pool_geom_compute(&t->cfg, 16, 1024, SPEC_N, &t->g, &e)) return 0;
+    if (di_pool_init(&t->pool, &t->cfg, &t->g, NSEQ, 64, NULL)) return 0;
+    t->cost = *cost;
+    di_sched_config sc = {.max_num_batched_tokens = 512, .max_num_seqs = NSEQ, .chunk_size = 256,
+                          .max_model_len = 1024, .spec_n = SPEC_N, .spec_cost = &t->cost,
+                          .spec_accepted_at = t->acc_at, .spec_drafted_at = t->dr_at, .prompt_lp_rows = 1};
+    if (di_sched_init(&t->s, &sc, &t->pool, NULL)) return 0;
+    for (int i = 0; i < NSEQ; i++) {
+        di_request *r = &t->r[i];
+        di_choice *c = &t->c[i];
+        di_sampling_params_default(&r->params);
+        r->params.max_tokens = 64;
+        r->id = (uint64_t)i + 1;
+        r->n_prompt = PROMPT;
+        r->n_choices = 1;
+        r->choices = c;
+        c->req = r;
+        c->prio = (uint64_t)(i + 1) << 8;
+        c->state = DI_CHOICE_RUNNING;
+        c->slot = di_pool_slot_acquire(&t->pool);
+        c->plan_item = c->plan_op = -1;
+        c->out_ids = t->out[i];
+        c->n_out = 1;
+        c->n_sched = PROMPT;
+        c->spec_idle = idle;
+        t->s.running[t->s.n_running++] = c;
+        if (di_pool_grow(&t->pool, c->slot, PROMPT)) return 0;
+    }
+    return 1;
+}
+
+static void fix_free(sched_fix *t) {
+    di_sched_free(&t->s);
+    di_pool_free(&t->pool);
+}
+
+/* After a planned step: every row committed, as the engine's outputs path does. */
+static void commit(sched_fix *t) {
+    for (int i = 0; i < t->s.plan.n_items; i++) {
+        di_plan_item *it = &t->s.plan.items[i];
+        if (!it->c) continue;
+        it->c->n_sched = it->pos0 + it->n - it->draft;
+        it->c->n_out++;
+        it->c->plan_item = -1;
+    }
+}
+
+static int drafting_after(const sched_fix *t) {
+    int n = 0;
+    for (int i = 0; i < t->s.plan.n_items; i++) n += t->s.plan.items[i].c && t->s.plan.items[i].draft_next;
+    return n;
+}
+
+TEST(spec_probe_none_where_drafting_cannot_pay) {
+    sched_fix *t = calloc(1, sizeof *t);
+    di_spec_cost never = TENTH;
+    never.plain[2] = 0.1; /* 4 rows: a plain step at 0.1 s, 40 tokens/s; certain drafts at most 24 / 6.5 */
+    CHECK(fix_setup(t, &never, 1000)); /* long idle: a probe is due */
+    for (int step = 0; step < 40; step++) {
+        di_sched_schedule(&t->s);
+        CHECK_MSG(t->s.plan.spec_quiet, "step %d is not quiet", step);
+        CHECK_MSG(drafting_after(t) == 0, "step %d: %d sequences draft after it", step, drafting_after(t));
+        CHECK(t->s.plan.n_items == NSEQ);
+        for (int i = 0; i < t->s.plan.n_items; i++) CHECK(t->s.plan.items[i].n == 1 && !t->s.plan.items[i].draft);
+        commit(t);
+    }
+    fix_free(t);
+    /* the same sequences where drafting may pay: the due probe runs, in the first step */
+    CHECK(fix_setup(t, &TENTH, 1000));
+    di_sched_schedule(&t->s);
+    CHECK(!t->s.plan.spec_quiet);
+    CHECK_MSG(drafting_after(t) == NSEQ, "%d of %d due probes", drafting_after(t), NSEQ);
+    fix_free(t);
+    free(t);
+}
+
+TEST(spec_drafts_offered_only_in_the_next_step) {
+    sched_fix *t = calloc(1, sizeof *t);
+    CHECK(fix_setup(t, &TENTH, 0));
+    /* sequence 0 drafted after the last step with confidence logits -4 (S = 0.018, ...): at batch 4
+     * the table does not take them, (4 + 0.018) / (1.4 + 0.1) = 2.68 < 4 / 1.3 = 3.08 */
+    di_choice *c = &t->c[0];
+    c->n_draft = SPEC_N;
+    for (int j = 0; j < SPEC_N; j++) c->draft[j] = 3, c->draft_conf[j] = -4.0f;
+    di_sched_schedule(&t->s);
+    CHECK(t->s.plan.items[0].c == c && t->s.plan.items[0].draft == 0);
+    CHECK_MSG(c->n_draft == 0, "drafts not verified now are still offered (%d)", c->n_draft);
+    CHECK(c->spec_backoff == 1); /* a probe not taken: the interval doubles, once */
+    commit(t);
+    di_sched_schedule(&t->s);
+    CHECK(t->s.plan.items[0].draft == 0 && c->spec_backoff == 1);
+    commit(t);
+    fix_free(t);
+    /* confident drafts are taken in the next step */
+    CHECK(fix_setup(t, &TENTH, 0));
+    c = &t->c[0];
+    c->n_draft = SPEC_N;
+    for (int j = 0; j < SPEC_N; j++) c->draft[j] = 3, c->draft_conf[j] = 12.0f;
+    di_sched_schedule(&t->s);
+    CHECK_MSG(t->s.plan.items[0].draft > 0, "confident drafts not taken");
+    CHECK(t->s.plan.items[0].draft_next && c->spec_backoff == 0);
+    fix_free(t);
+    free(t);
+}
