@@ -200,6 +200,8 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
     if (!r) return;
     di_choice *c = &r->choices[it->choice];
     if (sp->draft > 0) {
+        /* the confidences the verified drafts were chosen with (replaced by the new drafts' below) */
+        if (e->spec_varlen) di_spec_cost_observe_drafts(&e->spec_cost, c->draft_conf, sp->draft, sp->accepted);
         int committed = sp->sample0 >= 0 ? c->n_out - samples[sp->sample0].n_out : 0;
         int acc = sp->accepted < committed - 1 ? sp->accepted : committed > 1 ? committed - 1 : 0;
         deepinfer_request_metrics *m = &r->out.metrics;
@@ -225,12 +227,16 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
  * what step N added is from the later of step N - 1's results and the start of N's planning to N's
  * results (devq.h done_s). A plain step queued behind a running one then counts its period, not
  * the host time of its submit, and a speculative step after a plain one does not count the plain
- * step's device time it waited for first. */
+ * step's device time it waited for first (docs/speculative.md "Confidence-scheduled lengths"). */
 static void observe_step(deepinfer_engine *e, const di_step_buf *b) {
     const di_step *s = &b->step;
-    double from = e->spec_last_done_s > s->plan_s ? e->spec_last_done_s : s->plan_s;
+    int overlapped = s->plan_s < e->spec_last_done_s; /* planned while the previous step ran */
+    double from = overlapped ? e->spec_last_done_s : s->plan_s;
     e->spec_last_done_s = s->done_s;
     if (s->status || s->done_s <= from) return;
+    /* with async scheduling a plain step counts only in the steady state, planned while the step before
+     * ran: one planned after a synchronous step also pays its planning, a cost of that step's */
+    if (!s->n_spec && e->async && !overlapped) return;
     int drafting = 0;
     for (int i = 0; i < b->n_items; i++) {
         if (!b->items[i].decode) return;

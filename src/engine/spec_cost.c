@@ -66,6 +66,18 @@ int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int 
     return 0;
 }
 
+void di_spec_cost_observe_drafts(di_spec_cost *c, const float *conf, int k, int accepted) {
+    double pred = 0, s = 1;
+    for (int j = 0; j < k; j++) {
+        if (isnan(conf[j])) return; /* no confidence head: the measured survival is used as it is */
+        s *= 1.0 / (1.0 + exp(-(double)conf[j]));
+        pred += s;
+    }
+    if (k < 1) return;
+    c->surv_predicted = 0.99 * c->surv_predicted + pred;
+    c->surv_seen = 0.99 * c->surv_seen + accepted;
+}
+
 static int by_survival(const void *a, const void *b) {
     const di_spec_cand *x = a, *y = b;
     if (x->s != y->s) return x->s > y->s ? -1 : 1;
@@ -79,15 +91,22 @@ void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n
                     const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
                     di_spec_cand *cand) {
     int m = 0;
+    /* the confidences' calibration: drafts accepted over the survival predicted for them so far */
+    float cal = (float)((c->surv_seen + 1.0) / (c->surv_predicted + 1.0));
     for (int i = 0; i < n; i++) {
         k[i] = 0;
         float s = 1.0f;
         for (int j = 0; j < kmax[i]; j++) {
+            float v;
             if (isnan(conf[i][j])) { /* measured: P(drafts 1..j+1 all accepted), never above S_j */
                 float r = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
                 s = r < s ? r : s;
-            } else s *= sigmoidf_(conf[i][j]);
-            cand[m++] = (di_spec_cand){.s = s, .seq = i, .j = j};
+                v = s;
+            } else {
+                s *= sigmoidf_(conf[i][j]);
+                v = s * cal < 1.0f ? s * cal : 1.0f;
+            }
+            cand[m++] = (di_spec_cand){.s = v, .seq = i, .j = j};
         }
     }
     if (!m) return;

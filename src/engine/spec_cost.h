@@ -38,6 +38,9 @@ struct di_spec_cost {
      * prediction (host sampling, rollback, feeding), by which predictions are scaled */
     double plain[DI_SPEC_COST_POINTS];  /* by log2 bucket of the rows; 0 = not seen */
     double ratio;                       /* 0 = not seen (1 assumed) */
+    /* and the drafts accepted over the survival their confidences predicted (di_spec_cost_observe_drafts),
+     * decayed sums: the survivals di_spec_choose values are scaled by (seen + 1) / (predicted + 1) */
+    double surv_predicted, surv_seen;
 };
 
 /* Interpolated target step time for `rows` rows, drafter time for `n` requests (0 -> 0). */
@@ -68,6 +71,10 @@ int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int 
 /* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
  * speculative with `drafting` sequences drafting after it. */
 void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, double secs);
+
+/* Record one verify group: its drafts' confidence logits conf[0..k) (NaN: none, nothing recorded)
+ * and how many were accepted. */
+void di_spec_cost_observe_drafts(di_spec_cost *c, const float *conf, int k, int accepted);
 
 /* The table as text (the plan prints it). */
 void di_spec_cost_format(const di_spec_cost *c, char *buf, size_t cap);

@@ -206,3 +206,35 @@ TEST(spec_drafts_offered_only_in_the_next_step) {
     fix_free(t);
     free(t);
 }
+
+/* The confidences' calibration (spec_cost.h di_spec_cost_observe_drafts): drafts valued at the
+ * survival they were actually seen to have. At batch 1 in TENTH a draft pays when its survival is
+ * above 0.2 ((1 + S) / 1.2 > 1). */
+TEST(spec_choose_calibrates_the_confidences) {
+    di_spec_cand cand[DEEPINFER_MAX_DRAFT];
+    int kmax[1] = {1}, k[1] = {-1};
+    di_spec_cost c = TENTH;
+    /* confidence 0 (S = 1/2) taken, until such drafts are seen never to be accepted */
+    const float half[1] = {0.0f};
+    const float *conf[1] = {half};
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK(k[0] == 1);
+    for (int i = 0; i < 50; i++) di_spec_cost_observe_drafts(&c, half, 1, 0);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK_MSG(k[0] == 0, "an overconfident draft still taken (calibration %.3f)",
+              (c.surv_seen + 1) / (c.surv_predicted + 1));
+    /* confidence -2 (S = 0.12) not taken, until such drafts are seen always accepted */
+    c = TENTH;
+    const float low[1] = {-2.0f};
+    conf[0] = low;
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK(k[0] == 0);
+    for (int i = 0; i < 50; i++) di_spec_cost_observe_drafts(&c, low, 1, 1);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    CHECK(k[0] == 1);
+    /* no confidence head (NaN): nothing recorded */
+    c = TENTH;
+    const float none[1] = {NAN};
+    di_spec_cost_observe_drafts(&c, none, 1, 1);
+    CHECK(c.surv_seen == 0 && c.surv_predicted == 0);
+}
