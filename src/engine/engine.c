@@ -253,7 +253,7 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     double now = di_engine_now(e);
     e->stats.steps++;
     e->stats.spec_drafter_steps += b->step.n_spec > 0;
-    if (e->spec_n && e->spec_varlen) observe_step(e, b);
+    if (e->spec_n && e->spec_varlen && !e->spec_cost_frozen) observe_step(e, b);
     for (int i = 0; i < b->n_items; i++) {
         const di_step_item *it = &b->items[i];
         if (it->decode) e->stats.decode_rows++;

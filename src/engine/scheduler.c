@@ -250,6 +250,7 @@ static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 
 #define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps, */
 #define SPEC_PROBE_MAX 4    /* doubled after each probe whose drafts were not taken, up to 16 << 4 steps */
+#define SPEC_PROBE_SOON 3   /* after drafts refused for want of a plain step's time: a probe this many steps later */
 
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
 static void schedule_drafts(pass *p) {
@@ -305,6 +306,7 @@ static void schedule_drafts(pass *p) {
      * windows are not fed either (runner.c), which only costs acceptance once drafting pays again */
     int batch = s->n_running + s->n_waiting < s->cfg.max_num_seqs ? s->n_running + s->n_waiting : s->cfg.max_num_seqs;
     if (batch < base_tokens) batch = base_tokens;
+    int plain_known = di_spec_cost_plain_known(s->cfg.spec_cost, base);
     int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, base + batch - base_tokens, batch, s->cfg.spec_n);
     pl->spec_quiet = !may_pay;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
@@ -314,12 +316,16 @@ static void schedule_drafts(pass *p) {
         int prompt_end = it->pos0 + it->n == c->req->n_prompt;
         /* drafts offered and none taken: the probe's interval doubles (up to SPEC_PROBE_MAX), so that
          * where drafting does not pay the probes' drafter steps cost next to nothing; taken: it resets */
+        int offered = draft_room(s, c) > 0;
         if (it->draft > 0) c->spec_backoff = 0;
-        else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
-        c->n_draft = 0; /* drafts are for the step right after the one that made them: taken now or never */
+        else if (offered && plain_known && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
         int interval = SPEC_PROBE_STEPS << c->spec_backoff;
         it->draft_next = it->draft > 0 || (may_pay && (prompt_end || c->spec_idle + 1 >= interval));
         c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
+        /* drafts refused until the plain step is measured (spec_cost.h): probe again in SPEC_PROBE_SOON steps,
+         * when the steady state's plain step has been (engine.c observe_step) */
+        if (offered && !it->draft && !plain_known && !it->draft_next) c->spec_idle = interval - SPEC_PROBE_SOON;
+        c->n_draft = 0; /* drafts are for the step right after the one that made them: taken now or never */
     }
 }
 

@@ -87,10 +87,16 @@ static int by_survival(const void *a, const void *b) {
 
 static float sigmoidf_(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
 
+int di_spec_cost_plain_known(const di_spec_cost *c, int rows) { return c->plain[bucket(rows)] > 0; }
+
 void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
                     const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
                     di_spec_cand *cand) {
     int m = 0;
+    if (!di_spec_cost_plain_known(c, base_rows)) { /* the plain step is measured first */
+        for (int i = 0; i < n; i++) k[i] = 0;
+        return;
+    }
     /* the confidences' calibration: drafts accepted over the survival predicted for them so far */
     float cal = (float)((c->surv_seen + 1.0) / (c->surv_predicted + 1.0));
     for (int i = 0; i < n; i++) {

@@ -57,10 +57,15 @@ typedef struct di_spec_cand {
     int seq, j;
 } di_spec_cand;
 /* A NaN confidence (a drafter without a confidence head: V4's MTP) counts as the engine's measured
- * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). */
+ * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). No
+ * drafts while the plain step of base_rows' bucket was not measured (di_spec_cost_plain_known):
+ * the table's eager forwards would value it far above what it costs. */
 void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
                     const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
                     di_spec_cand *scratch);
+
+/* 1 once a plain step of about `rows` rows (the same log2 bucket) was measured. */
+int di_spec_cost_plain_known(const di_spec_cost *c, int rows);
 
 /* 1 if drafts could pay in a step of base_rows rows with n_dec decoding sequences of up to kmax
  * drafts each: some prefix of drafts that are all certain to be accepted (S = 1) is valued above

@@ -47,14 +47,17 @@ static deepinfer_engine *open_spec(const char *model, const spec_cfg *s, int max
     c.nextn_decode = s->nextn;
     deepinfer_engine *e = NULL;
     /* confidence-scheduled lengths: a fixed step-cost table where a verified row and a drafting
-     * request each cost a hundredth of a step, so that at these batches which drafts pay depends on
-     * the confidences (a draft is worth its survival over every decode row of the step) */
-    static const di_spec_cost flat = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-5},
-                                      .nd = 2, .reqs = {1, 8}, .dsec = {1e-5, 8e-5}};
+     * request each cost a hundredth of a step, plain steps as much as the table says, none of it
+     * measured while serving (frozen), so that which drafts pay depends on the confidences and not on
+     * this machine's timing (a draft is worth its survival over every decode row of the step) */
+    static di_spec_cost flat = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-5},
+                                .nd = 2, .reqs = {1, 8}, .dsec = {1e-5, 8e-5}};
+    for (int b = 0; b < DI_SPEC_COST_POINTS; b++) flat.plain[b] = di_spec_cost_target(&flat, 1 << (b < 20 ? b : 20));
     /* varlen 2: a table where every drafting request costs a thousand seconds, so drafting never pays */
     static const di_spec_cost never = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-5},
                                        .nd = 1, .reqs = {1}, .dsec = {1e3}};
-    const di_engine_options opt = {.spec_cost = s->varlen == 1 ? &flat : s->varlen == 2 ? &never : NULL};
+    const di_engine_options opt = {.spec_cost = s->varlen == 1 ? &flat : s->varlen == 2 ? &never : NULL,
+                                   .spec_cost_frozen = 1};
     di_error err = {0};
     if (di_engine_open_opts(&c, &opt, &e, &err)) {
         snprintf(msg, cap, "%s", err.msg);

@@ -7,7 +7,9 @@
  *   - where it says drafting cannot pay, the scheduler plans a quiet step: no
  *     probe, no drafts after the step, nothing left to offer the next one;
  *     where it can, a choice idle for the probe interval drafts after the step;
- *   - drafts are offered in the step right after the one that made them only.
+ *   - drafts are offered in the step right after the one that made them only;
+ *   - drafts wait for the first measured plain step of the batch's size;
+ *   - the confidences are calibrated by the drafts seen accepted.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,20 +29,22 @@ static const di_spec_cost TENTH = {.n = 2, .rows = {1, 101}, .sec = {1.0, 11.0},
 
 TEST(spec_choose_values_drafts_over_every_decode_row) {
     di_spec_cand cand[DEEPINFER_MAX_DRAFT * 2];
+    di_spec_cost c = TENTH;
+    c.plain[0] = 1.0, c.plain[3] = 1.7; /* plain steps of 1 and 8 rows measured at the table's times */
     const float conf_half[1] = {0.0f}; /* sigmoid(0) = 1/2 */
     const float *conf[1] = {conf_half};
     int kmax[1] = {1}, k[1] = {-1};
     /* batch 1: (1 + 0.5) / (1.1 + 0.1) = 1.25 tokens/s beats 1 / 1.0 */
-    di_spec_choose(&TENTH, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
     CHECK_MSG(k[0] == 1, "batch 1 took %d drafts", k[0]);
     /* 8 decode rows, one of them with the draft: (8 + 0.5) / (1.8 + 0.1) = 4.47 < 8 / 1.7 = 4.71: not
      * taken (valued over the drafting row alone it would be, (1 + 0.5) / 1.9 > 1 / 1.7) */
-    di_spec_choose(&TENTH, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
+    di_spec_choose(&c, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
     CHECK_MSG(k[0] == 0, "batch 8 took %d drafts for one sequence", k[0]);
     /* a certain draft at batch 8: (8 + 1) / 1.9 = 4.74 > 4.71 */
     const float conf_sure[1] = {INFINITY};
     conf[0] = conf_sure;
-    di_spec_choose(&TENTH, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
+    di_spec_choose(&c, 8, 8, 1, kmax, conf, NULL, NULL, k, cand);
     CHECK(k[0] == 1);
 }
 
@@ -178,9 +182,17 @@ TEST(spec_probe_none_where_drafting_cannot_pay) {
     free(t);
 }
 
+/* TENTH with its plain step of 4 rows measured at the table's time */
+static di_spec_cost tenth_measured(void) {
+    di_spec_cost c = TENTH;
+    c.plain[2] = 1.3;
+    return c;
+}
+
 TEST(spec_drafts_offered_only_in_the_next_step) {
     sched_fix *t = calloc(1, sizeof *t);
-    CHECK(fix_setup(t, &TENTH, 0));
+    di_spec_cost measured = tenth_measured();
+    CHECK(fix_setup(t, &measured, 0));
     /* sequence 0 drafted after the last step with confidence logits -4 (S = 0.018, ...): at batch 4
      * the table does not take them, (4 + 0.018) / (1.4 + 0.1) = 2.68 < 4 / 1.3 = 3.08 */
     di_choice *c = &t->c[0];
@@ -196,7 +208,7 @@ TEST(spec_drafts_offered_only_in_the_next_step) {
     commit(t);
     fix_free(t);
     /* confident drafts are taken in the next step */
-    CHECK(fix_setup(t, &TENTH, 0));
+    CHECK(fix_setup(t, &measured, 0));
     c = &t->c[0];
     c->n_draft = SPEC_N;
     for (int j = 0; j < SPEC_N; j++) c->draft[j] = 3, c->draft_conf[j] = 12.0f;
@@ -214,6 +226,7 @@ TEST(spec_choose_calibrates_the_confidences) {
     di_spec_cand cand[DEEPINFER_MAX_DRAFT];
     int kmax[1] = {1}, k[1] = {-1};
     di_spec_cost c = TENTH;
+    c.plain[0] = 1.0;
     /* confidence 0 (S = 1/2) taken, until such drafts are seen never to be accepted */
     const float half[1] = {0.0f};
     const float *conf[1] = {half};
@@ -225,6 +238,7 @@ TEST(spec_choose_calibrates_the_confidences) {
               (c.surv_seen + 1) / (c.surv_predicted + 1));
     /* confidence -2 (S = 0.12) not taken, until such drafts are seen always accepted */
     c = TENTH;
+    c.plain[0] = 1.0;
     const float low[1] = {-2.0f};
     conf[0] = low;
     di_spec_choose(&c, 1, 1, 1, kmax, conf, NULL, NULL, k, cand);
@@ -237,4 +251,37 @@ TEST(spec_choose_calibrates_the_confidences) {
     const float none[1] = {NAN};
     di_spec_cost_observe_drafts(&c, none, 1, 1);
     CHECK(c.surv_seen == 0 && c.surv_predicted == 0);
+}
+
+/* Until a plain step of the batch's size was measured, drafts are refused (the table's eager forwards
+ * overvalue it) without doubling the probe interval, and the choice probes SPEC_PROBE_SOON (3) steps
+ * later, when the steady state's plain step has been measured. */
+TEST(spec_drafts_wait_for_the_plain_step) {
+    sched_fix *t = calloc(1, sizeof *t);
+    CHECK(fix_setup(t, &TENTH, 0));
+    di_choice *c = &t->c[0];
+    c->n_draft = SPEC_N;
+    for (int j = 0; j < SPEC_N; j++) c->draft[j] = 3, c->draft_conf[j] = 12.0f; /* certain */
+    di_sched_schedule(&t->s);
+    CHECK_MSG(t->s.plan.items[0].draft == 0, "%d drafts taken before a plain step was measured",
+              t->s.plan.items[0].draft);
+    CHECK(c->spec_backoff == 0 && c->n_draft == 0);
+    int probe_at = -1;
+    for (int step = 1; step <= 5 && probe_at < 0; step++) {
+        commit(t);
+        di_sched_schedule(&t->s);
+        if (t->s.plan.items[0].draft_next) probe_at = step;
+    }
+    CHECK_MSG(probe_at == 3, "probed %d steps later", probe_at);
+    /* the plain step measured: the same drafts are taken */
+    fix_free(t);
+    di_spec_cost measured = tenth_measured();
+    CHECK(fix_setup(t, &measured, 0));
+    c = &t->c[0];
+    c->n_draft = SPEC_N;
+    for (int j = 0; j < SPEC_N; j++) c->draft[j] = 3, c->draft_conf[j] = 12.0f;
+    di_sched_schedule(&t->s);
+    CHECK(t->s.plan.items[0].draft == SPEC_N);
+    fix_free(t);
+    free(t);
 }

@@ -95,6 +95,7 @@ TEST(spec_stop_inside_accepted_run_counts_committed_only) {
 TEST(spec_choose_measured_survival_never_rises) {
     /* one row 1 s, each further row 0.1 s, drafting free: a draft pays when its survival beats ~0.1 */
     di_spec_cost c = {.n = 2, .rows = {1, 3}, .sec = {1.0, 1.2}, .nd = 1, .reqs = {1}, .dsec = {0.0}};
+    c.plain[0] = 1.0; /* the plain step measured (spec_cost.h: no drafts before) */
     const float nan_conf[2] = {NAN, NAN};
     const float *conf[1] = {nan_conf};
     int kmax[1] = {2}, k[1] = {-1};

@@ -41,7 +41,7 @@ static deepinfer_request_output **quiet_run(const quiet_case *qc, int varlen, co
     g.c.nextn_decode = varlen ? -1 : 0;
     static const di_spec_cost never = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-5},
                                        .nd = 1, .reqs = {1}, .dsec = {1e3}};
-    const di_engine_options opt = {.spec_cost = varlen ? &never : NULL};
+    const di_engine_options opt = {.spec_cost = varlen ? &never : NULL, .spec_cost_frozen = 1};
     deepinfer_engine *e = NULL;
     di_error err = {0};
     if (di_engine_open_opts(&g.c, &opt, &e, &err)) {
