@@ -299,15 +299,16 @@ static void schedule_drafts(pass *p) {
             if (pl->items[i].c && pl->items[i].sample) pl->items[i].c->n_draft = 0; /* one step's drafts */
         return;
     }
-    /* where even drafts certain to be accepted would not pay (saturation) in the decode batch the
-     * engine is about to run (this step's sampled rows, or every running and waiting sequence up to
+    /* where even drafts certain to be accepted (or, once measured, as likely as those seen so far)
+     * would not pay (saturation) in the decode batch the engine is about to run (this step's sampled rows, or every running and waiting sequence up to
      * max_num_seqs if more), nobody drafts after this step: no probe and no drafts at a prompt's end
      * (schedule_chunks' items too: add_item), so that every decode step is a plain step; the prompt
      * windows are not fed either (runner.c), which only costs acceptance once drafting pays again */
     int batch = s->n_running + s->n_waiting < s->cfg.max_num_seqs ? s->n_running + s->n_waiting : s->cfg.max_num_seqs;
     if (batch < base_tokens) batch = base_tokens;
     int plain_known = di_spec_cost_plain_known(s->cfg.spec_cost, base);
-    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, base + batch - base_tokens, batch, s->cfg.spec_n);
+    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, base + batch - base_tokens, batch, s->cfg.spec_n,
+                                         s->cfg.spec_accepted_at, s->cfg.spec_drafted_at);
     pl->spec_quiet = !may_pay;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];

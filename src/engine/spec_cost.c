@@ -56,13 +56,28 @@ static double draft_cost(const di_spec_cost *c, int rows, int drafting) {
     return t > 0 ? t : 1e-9;
 }
 
-int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax) {
+int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax, const int64_t *accepted_at,
+                           const int64_t *drafted_at) {
     if (n_dec < 1 || kmax < 1) return 0;
+    if (kmax > DEEPINFER_MAX_DRAFT) kmax = DEEPINFER_MAX_DRAFT;
+    /* the survival to each position: 1, or the acceptance seen there once measured often enough */
+    double surv[DEEPINFER_MAX_DRAFT], s = 1.0;
+    for (int j = 0; j < kmax; j++) {
+        if (accepted_at && drafted_at && drafted_at[j] >= DI_SPEC_PROBE_SEEN) {
+            double r = (double)accepted_at[j] / (double)drafted_at[j];
+            s = r < s ? r : s;
+        }
+        surv[j] = s;
+    }
     double best = n_dec / plain_cost(c, base_rows);
-    /* p certain drafts held by the fewest sequences (kmax each): the most tokens for the least
-     * drafter cost, so no choice over any confidences values p drafts higher */
-    for (int p = 1; p <= n_dec * kmax; p++)
-        if ((n_dec + p) / draft_cost(c, base_rows + p, (p + kmax - 1) / kmax) > best) return 1;
+    /* d sequences drafting j each: with surv = 1 the most tokens for the least drafter cost at each
+     * count of drafts d * j, so no choice over any confidences values drafts higher */
+    for (int j = 1; j <= kmax; j++) {
+        double sj = 0;
+        for (int i = 0; i < j; i++) sj += surv[i];
+        for (int d = 1; d <= n_dec; d++)
+            if ((n_dec + d * sj) / draft_cost(c, base_rows + d * j, d) > best) return 1;
+    }
     return 0;
 }
 

@@ -68,10 +68,15 @@ void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n
 int di_spec_cost_plain_known(const di_spec_cost *c, int rows);
 
 /* 1 if drafts could pay in a step of base_rows rows with n_dec decoding sequences of up to kmax
- * drafts each: some prefix of drafts that are all certain to be accepted (S = 1) is valued above
- * the plain step. Otherwise di_spec_choose takes no drafts whatever their confidences, so probing
- * for fresh confidences (scheduler.c) would only cost. */
-int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax);
+ * drafts each: some d sequences drafting j each are valued above the plain step, the drafts at
+ * position i surviving with the engine's acceptance there (accepted_at[i] / drafted_at[i], never
+ * rising with i) once drafted_at[i] >= DI_SPEC_PROBE_SEEN, else certain (S = 1). With certain
+ * drafts it bounds di_spec_choose over any confidences: 0 means no draft can pay, so probing for
+ * fresh confidences (scheduler.c) would only cost; with measured acceptance it means drafts as
+ * likely as those seen so far would not pay. accepted_at / drafted_at NULL: certain. */
+#define DI_SPEC_PROBE_SEEN 64
+int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax, const int64_t *accepted_at,
+                           const int64_t *drafted_at);
 
 /* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
  * speculative with `drafting` sequences drafting after it. */

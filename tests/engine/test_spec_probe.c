@@ -51,11 +51,11 @@ TEST(spec_choose_values_drafts_over_every_decode_row) {
 TEST(spec_may_pay_bounds_every_choice) {
     di_spec_cost c = TENTH;
     /* batch 8, drafts of up to 5: certain drafts pay (13 / 2.3 = 5.65 > 8 / 1.7 = 4.71) */
-    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5));
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5, NULL, NULL));
     /* a measured plain step of 0.5 s: 8 / 0.5 = 16 tokens/s, certain drafts at most (8 + p) / (1.7 + 0.1 p
      * + 0.1 ceil(p / 5)) < 10 */
     c.plain[3] = 0.5; /* the log2 bucket of 8 rows */
-    CHECK(!di_spec_drafts_may_pay(&c, 8, 8, 5));
+    CHECK(!di_spec_drafts_may_pay(&c, 8, 8, 5, NULL, NULL));
     /* then no confidence makes di_spec_choose take a draft */
     di_spec_cand cand[8 * DEEPINFER_MAX_DRAFT];
     float sure[8][DEEPINFER_MAX_DRAFT];
@@ -73,12 +73,24 @@ TEST(spec_may_pay_bounds_every_choice) {
     /* a plain step of 1.6 s (below the table's 1.7): (8 + 5) / 2.3 = 5.65 > 8 / 1.6 = 5: may pay, and
      * certain drafts are taken */
     c.plain[3] = 1.6;
-    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5));
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5, NULL, NULL));
     di_spec_choose(&c, 8, 8, 8, kmax, conf, NULL, NULL, k, cand);
     taken = 0;
     for (int i = 0; i < 8; i++) taken += k[i];
     CHECK(taken > 0);
-    CHECK(!di_spec_drafts_may_pay(&c, 8, 0, 5)); /* nobody decodes: nothing to draft */
+    CHECK(!di_spec_drafts_may_pay(&c, 8, 0, 5, NULL, NULL)); /* nobody decodes: nothing to draft */
+    /* drafts seen accepted at 0.2 (then 0.1, ...) from DI_SPEC_PROBE_SEEN verifications on: at most
+     * (8 + d (0.2 + 0.1 + ...)) / (1.7 + 0.1 d j + 0.1 d) < 8 / 1.6 = 5 for every d and j */
+    int64_t acc[DEEPINFER_MAX_DRAFT] = {0}, dr[DEEPINFER_MAX_DRAFT] = {0};
+    for (int j = 0; j < 5; j++) dr[j] = DI_SPEC_PROBE_SEEN, acc[j] = DI_SPEC_PROBE_SEEN / (5 * (j + 1));
+    CHECK(!di_spec_drafts_may_pay(&c, 8, 8, 5, acc, dr));
+    /* fewer verifications than that: still certain */
+    for (int j = 0; j < 5; j++) dr[j] = DI_SPEC_PROBE_SEEN - 1;
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5, acc, dr));
+    /* seen surviving to every position at 0.9: (8 + 0.9) / (1.8 + 0.1) = 4.68 < 5 for one draft, but
+     * (8 + 5 x 0.9) / 2.3 = 5.43 > 5 for five */
+    for (int j = 0; j < 5; j++) dr[j] = 1000, acc[j] = 900;
+    CHECK(di_spec_drafts_may_pay(&c, 8, 8, 5, acc, dr));
 }
 
 /* ---- the scheduler ------------------------------------------------------------------------ */
