@@ -299,17 +299,20 @@ static void schedule_drafts(pass *p) {
             if (pl->items[i].c && pl->items[i].sample) pl->items[i].c->n_draft = 0; /* one step's drafts */
         return;
     }
-    /* where even drafts certain to be accepted (or, once measured, as likely as those seen so far)
-     * would not pay (saturation) in the decode batch the engine is about to run (this step's sampled rows, or every running and waiting sequence up to
-     * max_num_seqs if more), nobody drafts after this step: no probe and no drafts at a prompt's end
-     * (schedule_chunks' items too: add_item), so that every decode step is a plain step; the prompt
-     * windows are not fed either (runner.c), which only costs acceptance once drafting pays again */
+    /* at the decode batch the engine is about to run (this step's sampled rows, or every running and
+     * waiting sequence up to max_num_seqs if more): where drafts as likely as those seen so far (certain
+     * before they were measured) would not pay, the step is quiet: no drafts at a prompt's end
+     * (schedule_chunks' items too: add_item) and no prompt window fed (runner.c), which only costs
+     * acceptance once drafting pays again; probes then run only at the longest interval, and none where
+     * even certain drafts would not pay (saturation), so that every decode step is a plain step */
     int batch = s->n_running + s->n_waiting < s->cfg.max_num_seqs ? s->n_running + s->n_waiting : s->cfg.max_num_seqs;
     if (batch < base_tokens) batch = base_tokens;
     int plain_known = di_spec_cost_plain_known(s->cfg.spec_cost, base);
-    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, base + batch - base_tokens, batch, s->cfg.spec_n,
-                                         s->cfg.spec_accepted_at, s->cfg.spec_drafted_at);
-    pl->spec_quiet = !may_pay;
+    int rows = base + batch - base_tokens;
+    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, rows, batch, s->cfg.spec_n, NULL, NULL);
+    int seen_pays = may_pay && di_spec_drafts_may_pay(s->cfg.spec_cost, rows, batch, s->cfg.spec_n,
+                                                      s->cfg.spec_accepted_at, s->cfg.spec_drafted_at);
+    pl->spec_quiet = !seen_pays;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];
         if (!it->c || !it->sample) continue;
@@ -320,8 +323,8 @@ static void schedule_drafts(pass *p) {
         int offered = draft_room(s, c) > 0;
         if (it->draft > 0) c->spec_backoff = 0;
         else if (offered && plain_known && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
-        int interval = SPEC_PROBE_STEPS << c->spec_backoff;
-        it->draft_next = it->draft > 0 || (may_pay && (prompt_end || c->spec_idle + 1 >= interval));
+        int interval = SPEC_PROBE_STEPS << (seen_pays ? c->spec_backoff : SPEC_PROBE_MAX);
+        it->draft_next = it->draft > 0 || (seen_pays && prompt_end) || (may_pay && c->spec_idle + 1 >= interval);
         c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
         /* drafts refused until the plain step is measured (spec_cost.h): probe again in SPEC_PROBE_SOON steps,
          * when the steady state's plain step has been (engine.c observe_step) */

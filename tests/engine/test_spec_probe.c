@@ -297,3 +297,28 @@ TEST(spec_drafts_wait_for_the_plain_step) {
     fix_free(t);
     free(t);
 }
+
+/* Where certain drafts would pay but drafts as likely as those seen so far would not: the step is
+ * quiet (no drafts at a prompt's end, no prompt window fed) and probes run only at the longest
+ * interval (16 << 4 steps), however long the probe interval of the choice itself. */
+TEST(spec_probe_rare_where_seen_drafts_do_not_pay) {
+    sched_fix *t = calloc(1, sizeof *t);
+    di_spec_cost measured = tenth_measured();
+    CHECK(fix_setup(t, &measured, 100));
+    for (int j = 0; j < SPEC_N; j++) t->dr_at[j] = DI_SPEC_PROBE_SEEN, t->acc_at[j] = 1;
+    di_sched_schedule(&t->s);
+    CHECK(t->s.plan.spec_quiet);
+    CHECK_MSG(drafting_after(t) == 0, "%d probes at 101 idle steps", drafting_after(t));
+    commit(t);
+    for (int i = 0; i < NSEQ; i++) t->c[i].spec_idle = (16 << 4) - 1;
+    di_sched_schedule(&t->s);
+    CHECK_MSG(drafting_after(t) == NSEQ, "%d of %d probes at the longest interval", drafting_after(t), NSEQ);
+    commit(t);
+    /* acceptance seen high: not quiet, probes at the choice's own interval (16 after its last) */
+    for (int j = 0; j < SPEC_N; j++) t->acc_at[j] = DI_SPEC_PROBE_SEEN;
+    for (int i = 0; i < NSEQ; i++) t->c[i].spec_idle = 15;
+    di_sched_schedule(&t->s);
+    CHECK(!t->s.plan.spec_quiet && drafting_after(t) == NSEQ);
+    fix_free(t);
+    free(t);
+}
