@@ -27,7 +27,9 @@ deepinfer_status di_ep_model_create(const di_model_config *cfg, int ep_rank, int
     if (cfg->n_stages > 0 && cfg->stage_n_routed_experts > 0 && (int64_t)cfg->stage_n_routed_experts % ep_size)
         return di_error_set(err, E, "the drafter's %lld experts are not divisible by --ep %d",
                             (long long)cfg->stage_n_routed_experts, ep_size);
-    if (di_backend_active() == DI_BACKEND_CUDA) { /* one GPU per rank: refused before anything is allocated */
+    /* one GPU per rank over NCCL: refused before anything is allocated (a loopback group on one device is
+     * the tests' placement, engine_internal.h ranks_one_device) */
+    if (di_backend_active() == DI_BACKEND_CUDA && !di_comm_is_loopback(comm)) {
         di_cuda_info ci;
         di_backend_cuda_info(&ci);
         deepinfer_status st = di_plan_layout_check(cfg, ep_size, ci.device_count, err);

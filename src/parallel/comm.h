@@ -43,6 +43,8 @@ struct di_comm {
 
 static inline int di_comm_rank(const di_comm *c) { return c ? c->rank : 0; }
 static inline int di_comm_size(const di_comm *c) { return c ? c->size : 1; }
+/* 1 for the loopback groups (ranks as threads of this process, on the CPU or sharing one device). */
+int di_comm_is_loopback(const di_comm *c);
 
 /* Every rank waits until all have arrived. */
 deepinfer_status di_comm_barrier(di_comm *c, di_error *err);

@@ -128,6 +128,8 @@ static void lb_free(di_comm *c) { group_unref(c->impl); }
 
 static const di_comm_vt k_loopback = {lb_barrier, lb_alltoallv, lb_allgatherv, lb_free};
 
+int di_comm_is_loopback(const di_comm *c) { return c && c->vt == &k_loopback; }
+
 deepinfer_status di_comm_loopback_group(int size, di_comm **out, di_error *err) {
     return di_comm_loopback_group_dev(size, NULL, out, err);
 }
