@@ -443,9 +443,6 @@ typedef struct deepinfer_engine_stats {
      * per verify = (spec_steps + spec_accepted) / spec_steps; wasted rows = spec_drafted - spec_accepted. */
     int64_t spec_steps, spec_drafted, spec_accepted;
     int64_t spec_drafted_at[DEEPINFER_MAX_DRAFT], spec_accepted_at[DEEPINFER_MAX_DRAFT];
-    int64_t spec_drafter_steps;          /* steps with the drafter's stage (verifying drafts, drafting, or feeding
-                                          * a prompt's last window): each is finished before the next is planned;
-                                          * every other step is a plain step (recorded, queued asynchronously) */
 } deepinfer_engine_stats;
 
 DEEPINFER_API void deepinfer_engine_get_stats(const deepinfer_engine *e, deepinfer_engine_stats *out);

@@ -427,7 +427,6 @@ static int cmd_bench_engine(int argc, char **argv) {
                floor_s * 1e3, floor_tps, tps / floor_tps, idle, gs, ds);
         deepinfer_engine_get_stats(e, &sp1);
         sp1.spec_steps -= sp0.spec_steps, sp1.spec_drafted -= sp0.spec_drafted, sp1.spec_accepted -= sp0.spec_accepted;
-        sp1.steps -= sp0.steps, sp1.spec_drafter_steps -= sp0.spec_drafter_steps;
         for (int j = 0; j < DEEPINFER_MAX_DRAFT; j++)
             sp1.spec_drafted_at[j] -= sp0.spec_drafted_at[j], sp1.spec_accepted_at[j] -= sp0.spec_accepted_at[j];
         di_specdec_report(stdout, "       ", &sp1);

@@ -6,18 +6,12 @@ double di_specdec_tau(const deepinfer_engine_stats *st) {
 }
 
 void di_specdec_report(FILE *f, const char *indent, const deepinfer_engine_stats *st) {
-    if (!st->spec_steps) {
-        if (st->spec_drafter_steps) /* confidence scheduling that drafted (probes) but took no draft */
-            fprintf(f, "%sspeculation  no draft verified; %lld of %lld steps ran the drafter's stage\n", indent,
-                    (long long)st->spec_drafter_steps, (long long)st->steps);
-        return;
-    }
+    if (!st->spec_steps) return;
     fprintf(f, "%sspeculation  tau %.3f (committed tokens per verify) over %lld verify steps; drafts %lld of %lld "
                "accepted (%lld rows wasted); acceptance by draft position:",
             indent, di_specdec_tau(st), (long long)st->spec_steps, (long long)st->spec_accepted,
             (long long)st->spec_drafted, (long long)(st->spec_drafted - st->spec_accepted));
     for (int i = 0; i < DEEPINFER_MAX_DRAFT && st->spec_drafted_at[i]; i++)
         fprintf(f, " %d:%.3f", i + 1, (double)st->spec_accepted_at[i] / (double)st->spec_drafted_at[i]);
-    fprintf(f, "; %lld of %lld steps ran the drafter's stage\n", (long long)st->spec_drafter_steps,
-            (long long)st->steps);
+    fputc('\n', f);
 }

@@ -11,8 +11,7 @@
 double di_specdec_tau(const deepinfer_engine_stats *st);
 
 /* "speculation  tau 2.91 over N verify steps; drafts: A of D accepted (W rows wasted); by
- * position: 0.74 0.55 ...; S of T steps ran the drafter's stage" — with no step verifying drafts,
- * only the drafter's steps if any, else nothing. */
+ * position: 0.74 0.55 ..." — nothing when no step verified drafts. */
 void di_specdec_report(FILE *f, const char *indent, const deepinfer_engine_stats *st);
 
 #endif

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/constrain.h"
 #include "engine/devq.h"
@@ -209,12 +208,6 @@ static int device_feeds(const queue *q, const di_step *s, const di_step *prev) {
     return 1;
 }
 
-static double now_s(void) { /* di_step done_s's clock */
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void account(queue *q, double busy, double idle) {
     q->base.device_busy_s += busy;
     q->base.device_idle_s += idle;
@@ -227,7 +220,6 @@ static void finish_device(queue *q, di_step *s) {
     if (q->in_flight == s) q->in_flight = NULL;
     double busy = 0, idle = 0;
     deepinfer_status st = di_backend_dq_finish(q->dev, s->seq_no, s->n_samples, q->ids, &busy, &idle, &s->err);
-    s->done_s = now_s();
     account(q, busy, idle);
     if (st) s->status = st;
     int skip = 0; /* verify groups: every row was sampled, the host takes them as sample_range does */
@@ -357,7 +349,6 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             finish_device(q, s); /* speculative: the ids now, then acceptance, rollback, feed and drafts */
             SPLIT_IDS();
             if (!s->status && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
-            s->done_s = now_s(); /* the drafter's ids too */
             SPLIT_DONE();
             return DEEPINFER_OK;
         }
@@ -383,7 +374,6 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         di_threadpool_run(q->tp, plp_task, &j);
     }
     if (!s->status && s->n_spec && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
-    s->done_s = now_s();
     q->prev = s;
     return DEEPINFER_OK;
 }

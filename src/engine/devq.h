@@ -135,10 +135,6 @@ typedef struct di_step {
     int n_plp;
     deepinfer_status status;    /* of the whole step (forward failures) */
     di_error err;
-    double plan_s;              /* set by the caller: when it began planning the step (CLOCK_MONOTONIC seconds) */
-    double done_s;              /* written by the queue: when the step's results (its ids, and with spec items
-                                 * the drafter's) were on the host, same clock; steps finish in order, so
-                                 * done_s(N) - max(done_s(N - 1), plan_s(N)) is what step N added */
     int on_device;              /* queue-private: sampled on the device, results not taken yet */
 } di_step;
 

@@ -200,8 +200,6 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
     if (!r) return;
     di_choice *c = &r->choices[it->choice];
     if (sp->draft > 0) {
-        /* the confidences the verified drafts were chosen with (replaced by the new drafts' below) */
-        if (e->spec_varlen) di_spec_cost_observe_drafts(&e->spec_cost, c->draft_conf, sp->draft, sp->accepted);
         int committed = sp->sample0 >= 0 ? c->n_out - samples[sp->sample0].n_out : 0;
         int acc = sp->accepted < committed - 1 ? sp->accepted : committed > 1 ? committed - 1 : 0;
         deepinfer_request_metrics *m = &r->out.metrics;
@@ -223,28 +221,6 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
     memcpy(c->draft_conf, sp->conf, sizeof(float) * (size_t)sp->n_draft);
 }
 
-/* Confidence scheduling's online costs (spec_cost.h) from decode-only steps, plain or speculative:
- * what step N added is from the later of step N - 1's results and the start of N's planning to N's
- * results (devq.h done_s). A plain step queued behind a running one then counts its period, not
- * the host time of its submit, and a speculative step after a plain one does not count the plain
- * step's device time it waited for first (docs/speculative.md "Confidence-scheduled lengths"). */
-static void observe_step(deepinfer_engine *e, const di_step_buf *b) {
-    const di_step *s = &b->step;
-    int overlapped = s->plan_s < e->spec_last_done_s; /* planned while the previous step ran */
-    double from = overlapped ? e->spec_last_done_s : s->plan_s;
-    e->spec_last_done_s = s->done_s;
-    if (s->status || s->done_s <= from) return;
-    /* with async scheduling a plain step counts only in the steady state, planned while the step before
-     * ran: one planned after a synchronous step also pays its planning, a cost of that step's */
-    if (!s->n_spec && e->async && !overlapped) return;
-    int drafting = 0;
-    for (int i = 0; i < b->n_items; i++) {
-        if (!b->items[i].decode) return;
-        drafting += s->n_spec && s->spec[i].active && s->spec[i].draft_next;
-    }
-    di_spec_cost_observe(&e->spec_cost, s->n_spec == 0, s->batch.n, drafting, s->done_s - from);
-}
-
 /* Wait for a submitted step (the only synchronisation point) and take its results. */
 static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     di_error err = {0};
@@ -252,8 +228,6 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     if (st) return di_engine_fail(e, &err);
     double now = di_engine_now(e);
     e->stats.steps++;
-    e->stats.spec_drafter_steps += b->step.n_spec > 0;
-    if (e->spec_n && e->spec_varlen && !e->spec_cost_frozen) observe_step(e, b);
     for (int i = 0; i < b->n_items; i++) {
         const di_step_item *it = &b->items[i];
         if (it->decode) e->stats.decode_rows++;
@@ -292,6 +266,16 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
     return finish_step(e, b);
 }
 
+/* Confidence scheduling's online costs (spec_cost.h): decode-only steps, plain or speculative. */
+static void observe_step(deepinfer_engine *e, const di_step_buf *b, double secs) {
+    int drafting = 0;
+    for (int i = 0; i < b->n_items; i++) {
+        if (!b->items[i].decode) return;
+        drafting += b->step.n_spec && b->step.spec[i].active && b->step.spec[i].draft_next;
+    }
+    di_spec_cost_observe(&e->spec_cost, b->step.n_spec == 0, b->step.batch.n, drafting, secs);
+}
+
 /*
  * One engine step. With async scheduling, step N was submitted by the
  * previous call: this call plans and submits step N+1 first (the CPU works
@@ -299,7 +283,7 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
  * takes its tokens. Without it, the step planned here is also waited here.
  */
 deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
-    double t0 = di_engine_now(e), plan_s = di_engine_now(NULL);
+    double t0 = di_engine_now(e);
     di_error err = {0};
     deepinfer_status st_drain;
     begin_updates(e);
@@ -311,7 +295,6 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     }
     di_sched_schedule(&e->sched);                                   /* 1. decide what runs */
     di_step_buf *next = di_runner_build(&e->runner, &e->sched.plan); /* 2. rows, placeholders, samples */
-    if (next) next->step.plan_s = plan_s;
     deepinfer_status st = next ? di_devq_submit(e->dq, &next->step, &err) : DEEPINFER_OK; /* 3. enqueue */
     if (st) return di_engine_fail(e, &err);
     if (e->inflight && (st = finish_step(e, e->inflight))) return st; /* 4. wait for the previous step */
@@ -338,6 +321,7 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
     e->stats.device_queued_steps = e->dq->device_queued;
     double dt = di_engine_now(e) - t0;
     e->stats.busy_s += dt;
+    if (next && e->spec_n && e->spec_varlen) observe_step(e, next, dt);
     if (n_updated) *n_updated = e->n_updated;
     return DEEPINFER_OK;
 }

@@ -50,8 +50,6 @@ struct deepinfer_engine {
     int spec_varlen;                  /* 1: confidence-scheduled draft lengths; 0: always spec_n */
     char spec_note[256];              /* why speculation is off though asked for ("" otherwise) */
     di_spec_cost spec_cost;           /* confidence scheduling's step-cost table (measured at open) */
-    double spec_last_done_s;          /* the last finished step's done_s (devq.h), for the table's online costs */
-    int spec_cost_frozen;             /* di_engine_options.spec_cost_frozen: no online step times */
     di_step_buf *inflight;            /* submitted, not yet waited */
     int keep_updates;                 /* the next step keeps the updated list (a step was drained) */
     di_reqmap reqs;                   /* every request not yet taken */
@@ -97,8 +95,6 @@ typedef struct di_engine_options {
     int host_sampler;
     int lanes_max;
     const di_spec_cost *spec_cost;
-    int spec_cost_frozen;        /* with spec_cost: its step times as given, never measured while serving (tests:
-                                    decisions that do not depend on this machine's timing) */
     int nccl_one_rank;           /* CUDA, one rank: the model's EP path over an NCCL communicator of one rank
                                     (ops/backend.h di_backend_comm_one; every expert resident, the exchange
                                     through NCCL), eager steps: the GPU test of the NCCL path against none */

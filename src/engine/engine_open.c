@@ -537,7 +537,7 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if (e->spec_n > 0 && e->spec_varlen) {
         int rows = e->cfg.max_num_seqs * (1 + e->spec_n);
         if (rows > e->cfg.max_num_batched_tokens) rows = e->cfg.max_num_batched_tokens;
-        if (opt->spec_cost) e->spec_cost = *opt->spec_cost, e->spec_cost_frozen = opt->spec_cost_frozen;
+        if (opt->spec_cost) e->spec_cost = *opt->spec_cost;
         else if ((st = di_spec_profile(e->model, &e->pool, rows, e->spec_n, &e->spec_cost, err))) return st;
     }
     di_sched_config sc = {.max_num_batched_tokens = e->cfg.max_num_batched_tokens,

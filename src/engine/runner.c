@@ -134,8 +134,7 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
              * runs its prompt's last window (the drafter's context when it starts); otherwise its rows
              * are not fed, and the drafter's window skips them (devq_spec.c) */
             int64_t win = r->pool->cfg->sliding_window;
-            int active = it->draft > 0 || it->draft_next ||
-                         (!plan->spec_quiet && it->pos0 < q->n_prompt && it->pos0 + it->n > q->n_prompt - win);
+            int active = it->draft > 0 || it->draft_next || (it->pos0 < q->n_prompt && it->pos0 + it->n > q->n_prompt - win);
             n_active += active;
             int64_t after = it->pos0 + it->n; /* the token after the last row, when it is known */
             int32_t next = after < q->n_prompt ? q->prompt[after]

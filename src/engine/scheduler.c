@@ -141,7 +141,7 @@ static void add_item(pass *p, di_choice *c, int n) {
     c->plan_item = pl->n_items;
     int sample = c->n_sched + n == total_tokens(c);
     pl->items[pl->n_items++] = (di_plan_item){.c = c, .pos0 = c->n_sched, .n = n, .sample = sample,
-                                              .draft_next = sample && p->s->cfg.spec_n > 0 && !p->s->plan.spec_quiet};
+                                              .draft_next = sample && p->s->cfg.spec_n > 0};
     p->budget -= n;
 }
 
@@ -250,18 +250,16 @@ static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 
 #define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps, */
 #define SPEC_PROBE_MAX 4    /* doubled after each probe whose drafts were not taken, up to 16 << 4 steps */
-#define SPEC_PROBE_SOON 3   /* after drafts refused for want of a plain step's time: a probe this many steps later */
 
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
 static void schedule_drafts(pass *p) {
     di_scheduler *s = p->s;
     di_plan *pl = &s->plan;
-    int n = 0, base = 0, base_tokens = 0;
+    int n = 0, base = 0;
     for (int i = 0; i < pl->n_items; i++) {
         di_plan_item *it = &pl->items[i];
         if (!it->c) continue;
         base += it->n;
-        base_tokens += it->sample;
         if (!it->sample || it->n != 1 || it->pos0 < it->c->req->n_prompt) continue; /* decode rows only */
         int k = draft_room(s, it->c);
         if (!k) continue;
@@ -271,7 +269,7 @@ static void schedule_drafts(pass *p) {
         n++;
     }
     if (s->cfg.spec_cost)
-        di_spec_choose(s->cfg.spec_cost, base, base_tokens, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
+        di_spec_choose(s->cfg.spec_cost, base, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
                        s->cfg.spec_drafted_at, s->spec_k, s->spec_cand);
     else memcpy(s->spec_k, s->spec_kmax, sizeof(int) * (size_t)n);
     /* drafts never preempt and never take pages owed to others: only free pages beyond what the running
@@ -294,25 +292,7 @@ static void schedule_drafts(pass *p) {
         it->draft = (int)k;
         p->budget -= (int)k;
     }
-    if (!s->cfg.spec_cost) {
-        for (int i = 0; i < pl->n_items; i++)
-            if (pl->items[i].c && pl->items[i].sample) pl->items[i].c->n_draft = 0; /* one step's drafts */
-        return;
-    }
-    /* at the decode batch the engine is about to run (this step's sampled rows, or every running and
-     * waiting sequence up to max_num_seqs if more): where drafts as likely as those seen so far (certain
-     * before they were measured) would not pay, the step is quiet: no drafts at a prompt's end
-     * (schedule_chunks' items too: add_item) and no prompt window fed (runner.c), which only costs
-     * acceptance once drafting pays again; probes then run only at the longest interval, and none where
-     * even certain drafts would not pay (saturation), so that every decode step is a plain step */
-    int batch = s->n_running + s->n_waiting < s->cfg.max_num_seqs ? s->n_running + s->n_waiting : s->cfg.max_num_seqs;
-    if (batch < base_tokens) batch = base_tokens;
-    int plain_known = di_spec_cost_plain_known(s->cfg.spec_cost, base);
-    int rows = base + batch - base_tokens;
-    int may_pay = di_spec_drafts_may_pay(s->cfg.spec_cost, rows, batch, s->cfg.spec_n, NULL, NULL);
-    int seen_pays = may_pay && di_spec_drafts_may_pay(s->cfg.spec_cost, rows, batch, s->cfg.spec_n,
-                                                      s->cfg.spec_accepted_at, s->cfg.spec_drafted_at);
-    pl->spec_quiet = !seen_pays;
+    if (!s->cfg.spec_cost) return;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];
         if (!it->c || !it->sample) continue;
@@ -320,16 +300,11 @@ static void schedule_drafts(pass *p) {
         int prompt_end = it->pos0 + it->n == c->req->n_prompt;
         /* drafts offered and none taken: the probe's interval doubles (up to SPEC_PROBE_MAX), so that
          * where drafting does not pay the probes' drafter steps cost next to nothing; taken: it resets */
-        int offered = draft_room(s, c) > 0;
         if (it->draft > 0) c->spec_backoff = 0;
-        else if (offered && plain_known && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
-        int interval = SPEC_PROBE_STEPS << (seen_pays ? c->spec_backoff : SPEC_PROBE_MAX);
-        it->draft_next = it->draft > 0 || (seen_pays && prompt_end) || (may_pay && c->spec_idle + 1 >= interval);
+        else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
+        int interval = SPEC_PROBE_STEPS << c->spec_backoff;
+        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= interval;
         c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
-        /* drafts refused until the plain step is measured (spec_cost.h): probe again in SPEC_PROBE_SOON steps,
-         * when the steady state's plain step has been (engine.c observe_step) */
-        if (offered && !it->draft && !plain_known && !it->draft_next) c->spec_idle = interval - SPEC_PROBE_SOON;
-        c->n_draft = 0; /* drafts are for the step right after the one that made them: taken now or never */
     }
 }
 
@@ -430,7 +405,6 @@ static void admit(pass *p) {
 
 void di_sched_schedule(di_scheduler *s) {
     s->plan.n_items = s->plan.n_ops = s->plan.n_rows = s->plan.n_samples = s->plan.n_preempted = 0;
-    s->plan.spec_quiet = 0;
     pass p = {.s = s, .budget = s->cfg.max_num_batched_tokens, .plp_budget = s->cfg.prompt_lp_rows};
     for (int i = 0; i < s->n_running; i++) s->running[i]->plan_op = -1;
     schedule_decodes(&p);

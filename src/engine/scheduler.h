@@ -39,10 +39,7 @@
  * sampling sequence; with confidence scheduling those given drafts now,
  * those that just finished their prompt, and the others after 16 steps
  * (a probe that refreshes their confidence; the interval doubles after
- * each probe whose drafts were not taken, up to 256) — none of them where
- * even drafts certain to be accepted would not pay (the plan is then
- * quiet: a plain step). Drafts are for the step right after the one that
- * made them: verified then, or dropped.
+ * each probe whose drafts were not taken, up to 256).
  *
  * Prompt logprobs (params.prompt_logprobs >= 0): every prompt row but the
  * last gives logits; a step holds at most cfg.prompt_lp_rows of them (the
@@ -85,8 +82,6 @@ typedef struct di_plan {
     int n_ops;
     int n_rows, n_samples;
     int n_preempted;      /* preemptions in this pass */
-    int spec_quiet;       /* confidence scheduling: drafting cannot pay in this step (spec_cost.h
-                             di_spec_drafts_may_pay), so nobody drafts after it and no row is fed */
 } di_plan;
 
 /* Step cost by rows, for confidence-scheduled speculation (spec_cost.h). */

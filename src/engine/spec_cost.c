@@ -40,59 +40,6 @@ void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, do
     c->ratio = c->ratio > 0 ? 0.8 * c->ratio + 0.2 * r : r;
 }
 
-/* The two step costs every decision compares (never 0). No drafts: a plain step, at its measured
- * cost where known (it runs on the fastest path, which the table's eager forwards do not see);
- * drafts: the table's, scaled by the measured ratio of speculative steps to it. */
-static double scale_of(const di_spec_cost *c) { return c->ratio > 0 ? c->ratio : 1.0; }
-
-static double plain_cost(const di_spec_cost *c, int rows) {
-    double t = di_spec_cost_target(c, rows) * scale_of(c), pl = c->plain[bucket(rows)];
-    if (pl > 0 && pl < t) t = pl;
-    return t > 0 ? t : 1e-9;
-}
-
-static double draft_cost(const di_spec_cost *c, int rows, int drafting) {
-    double t = scale_of(c) * (di_spec_cost_target(c, rows) + di_spec_cost_draft(c, drafting));
-    return t > 0 ? t : 1e-9;
-}
-
-int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax, const int64_t *accepted_at,
-                           const int64_t *drafted_at) {
-    if (n_dec < 1 || kmax < 1) return 0;
-    if (kmax > DEEPINFER_MAX_DRAFT) kmax = DEEPINFER_MAX_DRAFT;
-    /* the survival to each position: 1, or the acceptance seen there once measured often enough */
-    double surv[DEEPINFER_MAX_DRAFT], s = 1.0;
-    for (int j = 0; j < kmax; j++) {
-        if (accepted_at && drafted_at && drafted_at[j] >= DI_SPEC_PROBE_SEEN) {
-            double r = (double)accepted_at[j] / (double)drafted_at[j];
-            s = r < s ? r : s;
-        }
-        surv[j] = s;
-    }
-    double best = n_dec / plain_cost(c, base_rows);
-    /* d sequences drafting j each: with surv = 1 the most tokens for the least drafter cost at each
-     * count of drafts d * j, so no choice over any confidences values drafts higher */
-    for (int j = 1; j <= kmax; j++) {
-        double sj = 0;
-        for (int i = 0; i < j; i++) sj += surv[i];
-        for (int d = 1; d <= n_dec; d++)
-            if ((n_dec + d * sj) / draft_cost(c, base_rows + d * j, d) > best) return 1;
-    }
-    return 0;
-}
-
-void di_spec_cost_observe_drafts(di_spec_cost *c, const float *conf, int k, int accepted) {
-    double pred = 0, s = 1;
-    for (int j = 0; j < k; j++) {
-        if (isnan(conf[j])) return; /* no confidence head: the measured survival is used as it is */
-        s *= 1.0 / (1.0 + exp(-(double)conf[j]));
-        pred += s;
-    }
-    if (k < 1) return;
-    c->surv_predicted = 0.99 * c->surv_predicted + pred;
-    c->surv_seen = 0.99 * c->surv_seen + accepted;
-}
-
 static int by_survival(const void *a, const void *b) {
     const di_spec_cand *x = a, *y = b;
     if (x->s != y->s) return x->s > y->s ? -1 : 1;
@@ -102,43 +49,37 @@ static int by_survival(const void *a, const void *b) {
 
 static float sigmoidf_(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
 
-int di_spec_cost_plain_known(const di_spec_cost *c, int rows) { return c->plain[bucket(rows)] > 0; }
-
-void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
-                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
-                    di_spec_cand *cand) {
-    int m = 0;
-    if (!di_spec_cost_plain_known(c, base_rows)) { /* the plain step is measured first */
-        for (int i = 0; i < n; i++) k[i] = 0;
-        return;
-    }
-    /* the confidences' calibration: drafts accepted over the survival predicted for them so far */
-    float cal = (float)((c->surv_seen + 1.0) / (c->surv_predicted + 1.0));
+void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
+                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *cand) {
+    int m = 0, n_dec = 0;
     for (int i = 0; i < n; i++) {
         k[i] = 0;
+        n_dec++;
         float s = 1.0f;
         for (int j = 0; j < kmax[i]; j++) {
-            float v;
             if (isnan(conf[i][j])) { /* measured: P(drafts 1..j+1 all accepted), never above S_j */
                 float r = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
                 s = r < s ? r : s;
-                v = s;
-            } else {
-                s *= sigmoidf_(conf[i][j]);
-                v = s * cal < 1.0f ? s * cal : 1.0f;
-            }
-            cand[m++] = (di_spec_cand){.s = v, .seq = i, .j = j};
+            } else s *= sigmoidf_(conf[i][j]);
+            cand[m++] = (di_spec_cand){.s = s, .seq = i, .j = j};
         }
     }
     if (!m) return;
     qsort(cand, (size_t)m, sizeof *cand, by_survival);
     /* value of every prefix of the order: expected committed tokens per second */
-    double tokens = base_tokens > n ? base_tokens : n, best = tokens / plain_cost(c, base_rows);
+    /* no drafts: a plain step, at its measured cost where known; drafts: the table's, scaled by the
+     * measured ratio of speculative steps to it */
+    double t0 = di_spec_cost_target(c, base_rows), scale = c->ratio > 0 ? c->ratio : 1.0;
+    double pl = c->plain[bucket(base_rows)];
+    if (pl > 0 && pl < t0 * scale) t0 = pl;
+    else t0 *= scale;
+    double tokens = n_dec, best = tokens / (t0 > 0 ? t0 : 1e-9);
     int best_len = 0, drafting = 0;
     for (int p = 0; p < m; p++) {
         tokens += cand[p].s;
         if (cand[p].j == 0) drafting++;
-        double v = tokens / draft_cost(c, base_rows + p + 1, drafting);
+        double t = scale * (di_spec_cost_target(c, base_rows + p + 1) + di_spec_cost_draft(c, drafting));
+        double v = tokens / (t > 0 ? t : 1e-9);
         if (v > best) best = v, best_len = p + 1;
     }
     for (int p = 0; p < best_len; p++)

@@ -38,9 +38,6 @@ struct di_spec_cost {
      * prediction (host sampling, rollback, feeding), by which predictions are scaled */
     double plain[DI_SPEC_COST_POINTS];  /* by log2 bucket of the rows; 0 = not seen */
     double ratio;                       /* 0 = not seen (1 assumed) */
-    /* and the drafts accepted over the survival their confidences predicted (di_spec_cost_observe_drafts),
-     * decayed sums: the survivals di_spec_choose values are scaled by (seen + 1) / (predicted + 1) */
-    double surv_predicted, surv_seen;
 };
 
 /* Interpolated target step time for `rows` rows, drafter time for `n` requests (0 -> 0). */
@@ -48,43 +45,21 @@ double di_spec_cost_target(const di_spec_cost *c, int rows);
 double di_spec_cost_draft(const di_spec_cost *c, int n);
 
 /* Draft lengths for n decoding sequences: kmax[i] drafts available (already bounded by limits),
- * conf[i] their confidence logits; base_rows rows are in the step besides the drafts, base_tokens of
- * them sampled (each decoding sequence's own row among them, with or without drafts: each commits one
- * token, so a draft is worth its survival over all of them, not over the drafting sequences' rows).
- * k[i] receives the chosen length. The scratch holds n * DEEPINFER_MAX_DRAFT candidates. */
+ * conf[i] their confidence logits; base_rows rows are in the step besides the drafts (each decoding
+ * sequence's own row among them, each committing one token). k[i] receives the chosen length. The
+ * scratch holds n * DEEPINFER_MAX_DRAFT candidates. */
 typedef struct di_spec_cand {
     float s;       /* survival probability */
     int seq, j;
 } di_spec_cand;
 /* A NaN confidence (a drafter without a confidence head: V4's MTP) counts as the engine's measured
- * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). No
- * drafts while the plain step of base_rows' bucket was not measured (di_spec_cost_plain_known):
- * the table's eager forwards would value it far above what it costs. */
-void di_spec_choose(const di_spec_cost *c, int base_rows, int base_tokens, int n, const int *kmax,
-                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int *k,
-                    di_spec_cand *scratch);
-
-/* 1 once a plain step of about `rows` rows (the same log2 bucket) was measured. */
-int di_spec_cost_plain_known(const di_spec_cost *c, int rows);
-
-/* 1 if drafts could pay in a step of base_rows rows with n_dec decoding sequences of up to kmax
- * drafts each: some d sequences drafting j each are valued above the plain step, the drafts at
- * position i surviving with the engine's acceptance there (accepted_at[i] / drafted_at[i], never
- * rising with i) once drafted_at[i] >= DI_SPEC_PROBE_SEEN, else certain (S = 1). With certain
- * drafts it bounds di_spec_choose over any confidences: 0 means no draft can pay, so probing for
- * fresh confidences (scheduler.c) would only cost; with measured acceptance it means drafts as
- * likely as those seen so far would not pay. accepted_at / drafted_at NULL: certain. */
-#define DI_SPEC_PROBE_SEEN 64
-int di_spec_drafts_may_pay(const di_spec_cost *c, int base_rows, int n_dec, int kmax, const int64_t *accepted_at,
-                           const int64_t *drafted_at);
+ * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). */
+void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
+                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *scratch);
 
 /* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
  * speculative with `drafting` sequences drafting after it. */
 void di_spec_cost_observe(di_spec_cost *c, int plain, int rows, int drafting, double secs);
-
-/* Record one verify group: its drafts' confidence logits conf[0..k) (NaN: none, nothing recorded)
- * and how many were accepted. */
-void di_spec_cost_observe_drafts(di_spec_cost *c, const float *conf, int k, int accepted);
 
 /* The table as text (the plan prints it). */
 void di_spec_cost_format(const di_spec_cost *c, char *buf, size_t cap);

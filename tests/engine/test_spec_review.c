@@ -95,23 +95,22 @@ TEST(spec_stop_inside_accepted_run_counts_committed_only) {
 TEST(spec_choose_measured_survival_never_rises) {
     /* one row 1 s, each further row 0.1 s, drafting free: a draft pays when its survival beats ~0.1 */
     di_spec_cost c = {.n = 2, .rows = {1, 3}, .sec = {1.0, 1.2}, .nd = 1, .reqs = {1}, .dsec = {0.0}};
-    c.plain[0] = 1.0; /* the plain step measured (spec_cost.h: no drafts before) */
     const float nan_conf[2] = {NAN, NAN};
     const float *conf[1] = {nan_conf};
     int kmax[1] = {2}, k[1] = {-1};
     di_spec_cand cand[DEEPINFER_MAX_DRAFT];
     int64_t accepted_at[DEEPINFER_MAX_DRAFT] = {0}, drafted_at[DEEPINFER_MAX_DRAFT] = {0};
     drafted_at[0] = 1000, accepted_at[0] = 1; /* position 0 almost never accepted; position 1 unmeasured */
-    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
     CHECK(k[0] == 0);
     /* measured survival high at both: both drafts pay */
     accepted_at[0] = 990, drafted_at[1] = 990, accepted_at[1] = 980;
-    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
     CHECK(k[0] == 2);
     /* a confidence of +inf / -inf: certain / impossible */
     const float inf_conf[2] = {INFINITY, -INFINITY};
     conf[0] = inf_conf;
-    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
     CHECK(k[0] == 1);
 }
 

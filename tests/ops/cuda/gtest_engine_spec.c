@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_internal.h"
 #include "engine/engine_util.h"
 #include "engine_gpu_util.h"
 
@@ -34,18 +33,7 @@ static deepinfer_engine *open_spec(const spec_case *mc, const char *acc, int var
     g.c.num_pages = pages;
     g.c.mtp_varlen = varlen;
     g.c.nextn_decode = nextn;
-    if (!varlen) return eng_gpu_open(&g, mc->name);
-    /* confidence-scheduled lengths: a fixed step-cost table where a verified row and a drafting request
-     * each cost a hundredth of a step, plain steps what the table says, not measured while serving
-     * (tests/engine/test_engine_spec.c), so that drafts are taken whatever this GPU's step times */
-    static di_spec_cost flat = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1e-3 + 1023 * 1e-5},
-                                .nd = 2, .reqs = {1, 8}, .dsec = {1e-5, 8e-5}};
-    for (int b = 0; b < DI_SPEC_COST_POINTS; b++) flat.plain[b] = di_spec_cost_target(&flat, 1 << (b < 20 ? b : 20));
-    const di_engine_options opt = {.spec_cost = &flat, .spec_cost_frozen = 1};
-    deepinfer_engine *e = NULL;
-    di_error err = {0};
-    if (di_engine_open_opts(&g.c, &opt, &e, &err)) di_test_fail(__FILE__, __LINE__, "%s on %s: %s", mc->name, acc, err.msg);
-    return e;
+    return eng_gpu_open(&g, mc->name);
 }
 
 static deepinfer_request_output **run(const spec_case *mc, const char *acc, int varlen, int nextn, int chunk,
