@@ -1,14 +1,14 @@
 /* gemm16_bench.c — the product's f16 wgmma FP8 GEMM (src/ops/cuda/dic_gemm_f16_wg.cu: k_gemm_dec's bits
- * at every M) on V4-Flash shapes with V4's 128-value and V4.1's 32-value activation blocks, at M = 1 .. 8192:
+ * at every M) on V4-Flash shapes with V4's 128-value and V4.1's 32-value activation blocks, at M = 1, 8,
+ * 64, 65, 128, 1024, 4096, 8192:
  *  - bits: every output of dic_gemm_f16_wg (quantisation to slot-ordered f16, then the GEMM) at M rows against
  *    the same row computed alone by the product in fast mode (dic_gemm at M = 1: k_gemm_dec), bitwise,
- *    as the product calls it (token tile and split placement by M) and with token tile 64: "yes 0/total" or
- *    "no differ/total u<largest difference in fp32 ulp>" (a huge u: a NaN or an output never written, i.e.
- *    a layout or coverage bug; a few ulp: an order);
- *  - time (CUDA graph of GR calls, median of 10 replays, per call): dic_gemm_f16_wg from bf16 as the
- *    product calls it and with tile 64, dic_gemm in fast mode and in batch-invariant mode (whatever each
- *    dispatches to at that M), in ms and TFLOP/s, and the ratios fast / candidate and invariant /
- *    candidate (> 1: dic_gemm_f16_wg as the product calls it is faster).
+ *    for the token tiles 128 and 64: "yes 0/total" or "no differ/total u<largest difference in fp32 ulp>"
+ *    (a huge u: a NaN or an output never written, i.e. a layout or coverage bug; a few ulp: an order);
+ *  - time (CUDA graph of GR calls, median of 10 replays, per call): dic_gemm_f16_wg from bf16 with token
+ *    tiles 64 and 128, dic_gemm in fast mode and in batch-invariant mode (whatever each dispatches to
+ *    at that M), in ms and TFLOP/s, and the ratios fast / candidate and invariant / candidate (> 1: the
+ *    candidate, tile 128, is faster).
  * Usage: gemm16_bench [quick] (quick: M = 1, 65, 4096 only). Output fp32 (the bitwise check). */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -43,7 +43,7 @@ static double nrm(void) { /* Box-Muller on the benches' xorshift */
 
 /* one op under test */
 typedef struct job {
-    int kind; /* 0 dic_gemm_f16_wg as the product calls it (tile by M), 1 tile 64, 2 dic_gemm fast, 3 invariant */
+    int kind; /* 0 dic_gemm_f16_wg tile 128, 1 tile 64, 2 dic_gemm fast, 3 invariant */
     int M;
     const shape *sh;
     dic_ctx *c;
@@ -59,7 +59,7 @@ static cudaError_t run(const job *j) {
         return dic_gemm(j->c, j->M, j->A, (size_t)K, &j->W, ab, j->C, NULL, (size_t)N);
     }
     return dic_gemm_f16_wg(j->c->stream, j->c->num_sms, &j->W, ab, j->M, j->A, (size_t)K, j->c->scratch,
-                           j->c->scratch_cap, j->C, NULL, (size_t)N, j->kind == 1 ? 64 : 0);
+                           j->c->scratch_cap, j->C, NULL, (size_t)N, j->kind == 1 ? 64 : 128);
 }
 
 static cudaEvent_t e0, e1;
@@ -81,9 +81,9 @@ static double time_job(const job *j) {
 }
 
 int main(int argc, char **argv) {
-    static const int Ms_full[] = {1, 8, 16, 32, 64, 65, 128, 256, 512, 1024, 4096, 8192}, Ms_quick[] = {1, 65, 4096};
+    static const int Ms_full[] = {1, 8, 64, 65, 128, 1024, 4096, 8192}, Ms_quick[] = {1, 65, 4096};
     const int quick = argc > 1 && !strcmp(argv[1], "quick");
-    const int *Ms = quick ? Ms_quick : Ms_full, nM = quick ? 3 : 12;
+    const int *Ms = quick ? Ms_quick : Ms_full, nM = quick ? 3 : 8;
     dic_ctx c;
     bench_ctx_init(&c, 256);
     CK(cudaEventCreate(&e0));
@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
             CK(cudaStreamSynchronize(c.stream));
             printf("\n== %s %s act %d  (split-K %d x %d k, as d_splits)\n", ai ? "V4.1" : "V4", sh->name, sh->act_block,
                    splits, kper);
-            printf("%5s | %-30s | %-30s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec (product)",
+            printf("%5s | %-30s | %-30s | %8s | %8s %6s | %8s %6s | %8s %6s | %6s %6s\n", "M", "bits==k_gemm_dec tn128",
                    "bits==k_gemm_dec tn64", "tn64 ms", "op ms", "TF/s", "fast ms", "TF/s", "inv ms", "TF/s", "fast/c",
                    "inv/c");
             for (int mi = 0; mi < nM; mi++) {

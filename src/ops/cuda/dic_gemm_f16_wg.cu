@@ -45,12 +45,10 @@
 
 /* One warp per (row, block) as k_act_quant: the same amax, scale and rounding; element k of the row goes
  * to f16 position 32 (k / 32) + 16h + 8hi + 2t + e where k % 32 = 8t + 4h + 2hi + e. */
-static __global__ void k_act_quant_f16(const uint16_t *A, size_t lda, int M, int K, int blk, uint16_t *x16, float *s,
-                                       int *cnt, int ncnt) {
+static __global__ void k_act_quant_f16(const uint16_t *A, size_t lda, int M, int K, int blk, uint16_t *x16, float *s) {
     DIC_PDL_ENTER();
     const int nsa = K / blk;
-    const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x, warp = gid >> 5;
-    if (gid < ncnt) cnt[gid] = 0; /* the GEMM's split arrivals */
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= (long long)M * nsa) return;
     const int i = (int)(warp / nsa), b = (int)(warp % nsa);
@@ -92,9 +90,6 @@ static constexpr __host__ __device__ int g16_smem(int TN, int SPLIT) {
 typedef struct g16args {
     int M, N, K, nsa, lab, lwb, nwb, cps; /* cps: 128-k chunks per split */
     int mt, nt, units;
-    int xs;      /* > 0: the splits run in separate units (xs per tile), partials in part, the last folds */
-    float *part; /* xs: [tile][split][ND][256 consumer threads] */
-    int *cnt;    /* xs: [tile] arrivals (zeroed by the quantisation launch) */
     const float *sa;
     const uint8_t *ws;
     float *C32;
@@ -160,12 +155,10 @@ static __device__ __forceinline__ void g16_body(const g16args &a, const CUtensor
         uint32_t ph = 0;
         for (int u = blockIdx.x; u < a.units; u += gridDim.x) {
             int pm, pn;
-            const int tile = a.xs ? u / a.xs : u, sp = a.xs ? u - tile * a.xs : 0;
-            g16_tile(a, tile, &pm, &pn);
+            g16_tile(a, u, &pm, &pn);
             const int m0 = pm * TN, n0 = pn * G16_BW, tok = m0 + tid;
             const uint8_t *wsr = a.ws + (size_t)(n0 >> a.lwb) * a.nwb;
-            const int c0 = a.xs ? sp * a.cps : 0, c1 = a.xs ? min(nch, c0 + a.cps) : nch;
-            for (int c = c0; c < c1; c++) {
+            for (int c = 0; c < nch; c++) {
                 const int kc = c * G16_BK;
                 float f[NB];
 #pragma unroll
@@ -199,16 +192,13 @@ static __device__ __forceinline__ void g16_body(const g16args &a, const CUtensor
         float P[ND], acc[ND];
         float *Rt = Rs + (tid - 128); /* this thread's running sum: Rt[256 i] */
         uint32_t A[2][8];
-        __shared__ int last_s;
         for (int u = blockIdx.x; u < a.units; u += gridDim.x) {
             int pm, pn;
-            const int tile = a.xs ? u / a.xs : u, sp = a.xs ? u - tile * a.xs : 0;
-            g16_tile(a, tile, &pm, &pn);
+            g16_tile(a, u, &pm, &pn);
 #pragma unroll
             for (int i = 0; i < ND; i++) acc[i] = 0.0f;
             int first = 1;
-            const int c0 = a.xs ? sp * a.cps : 0, c1 = a.xs ? min(nch, c0 + a.cps) : nch;
-            for (int c = c0; c < c1; c++) {
+            for (int c = 0; c < nch; c++) {
                 mbar_wait(smem_u32(&full[s]), ph);
                 __syncwarp(); /* converged for the .aligned wgmma instructions */
                 const uint8_t *sW = base + s * STG, *sX = sW + G16_WBYTES;
@@ -254,25 +244,6 @@ static __device__ __forceinline__ void g16_body(const g16args &a, const CUtensor
                         acc[i] = 0.0f;
                     }
                     first = 0;
-                }
-            }
-            if (!SPLIT && a.xs) { /* this unit's split partial out; the tile's last arrival folds them in split order */
-                const size_t per = (size_t)ND * 256;
-                float *pt = a.part + ((size_t)tile * a.xs + sp) * per + (tid - 128);
-#pragma unroll
-                for (int i = 0; i < ND; i++) __stcg(pt + 256 * i, acc[i]);
-                __threadfence();
-                asm volatile("bar.sync 1, 256;\n" ::: "memory"); /* the consumer warpgroups */
-                if (tid == 128) last_s = atomicAdd(a.cnt + tile, 1) == a.xs - 1;
-                asm volatile("bar.sync 1, 256;\n" ::: "memory");
-                if (!last_s) continue;
-                __threadfence();
-                const float *p0 = a.part + (size_t)tile * a.xs * per + (tid - 128);
-#pragma unroll
-                for (int i = 0; i < ND; i++) {
-                    float r = __ldcg(p0 + 256 * i);
-                    for (int k = 1; k < a.xs; k++) r = __fadd_rn(r, __ldcg(p0 + k * per + 256 * i));
-                    acc[i] = r;
                 }
             }
             const int m0 = pm * TN, n0 = pn * G16_BW;
@@ -329,7 +300,7 @@ static cudaError_t g16_run(cudaStream_t st, int grid, const g16args &a, const CU
 
 static cudaError_t wg16_gemm(cudaStream_t st, int num_sms, const void *W, const uint8_t *ws, int N, int K,
                              int wblock, int act_block, int M, const uint16_t *x16, const float *sa, float *C32,
-                             uint16_t *C16, size_t ldc, int tn, int xs, float *part, int *cnt) {
+                             uint16_t *C16, size_t ldc, int tn) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     if (!tn) tn = 128;
     const int pw = wblock > 0 && !(wblock & (wblock - 1)), pa = act_block > 0 && !(act_block & (act_block - 1));
@@ -352,9 +323,8 @@ static cudaError_t wg16_gemm(cudaStream_t st, int num_sms, const void *W, const 
     if ((long long)a.mt * a.nt > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
     a.units = a.mt * a.nt;
     a.sa = sa, a.ws = ws, a.C32 = C32, a.C16 = C16, a.ldc = ldc;
-    if (xs && splits > 1) a.xs = splits, a.part = part, a.cnt = cnt, a.units *= splits;
     const int nsm = num_sms > 0 ? num_sms : 132, grid = a.units < nsm ? a.units : nsm;
-    const int sp = splits > 1 && !a.xs;
+    const int sp = splits > 1;
     switch ((tn == 128) * 4 + (kb == 128) * 2 + sp) {
     case 0: return g16_run<64, 32, 0>(st, grid, a, tX, tW);
     case 1: return g16_run<64, 32, 1>(st, grid, a, tX, tW);
@@ -369,33 +339,13 @@ static cudaError_t wg16_gemm(cudaStream_t st, int num_sms, const void *W, const 
 
 /* ---- entry ---------------------------------------------------------------------------------------- */
 
-/* The launch's shape: token tile (a requested 64 / 128, or 128 unless that leaves SMs idle), whether the
- * splits run in units of their own (only where the tiles alone leave SMs idle), the scratch regions. */
-typedef struct wg16_plan {
-    int tn, xs, tiles;
-    size_t xbytes, sbytes, pbytes, cbytes;
-} wg16_plan;
+static size_t wg16_xbytes(int M, int K) { return ((size_t)M * (size_t)K * 2 + 255) & ~(size_t)255; }
 
-static wg16_plan wg16_plan_of(int M, int N, int K, int num_sms, int tn_req) {
-    wg16_plan p;
-    const int nsm = num_sms > 0 ? num_sms : 132, nt = (N + G16_BW - 1) / G16_BW;
-    p.tn = tn_req ? tn_req : (long long)((M + 127) / 128) * nt >= nsm ? 128 : 64;
-    p.tiles = (M + p.tn - 1) / p.tn * nt;
-    int kper;
-    const int splits = dic_gemm_dec_splits(N, K, nsm, &kper);
-    p.xs = splits > 1 && p.tiles < nsm ? splits : 0;
-    p.xbytes = ((size_t)M * (size_t)K * 2 + 255) & ~(size_t)255;
-    p.sbytes = dic_gemm_sbytes(M, K);
-    p.pbytes = p.xs ? (((size_t)p.tiles * p.xs * (p.tn / 2) * 256 * 4 + 255) & ~(size_t)255) : 0;
-    p.cbytes = p.xs ? (((size_t)p.tiles * 4 + 255) & ~(size_t)255) : 0;
-    return p;
+extern "C" size_t dic_gemm_f16_wg_scratch(int M, int K) {
+    if (M <= 0 || K <= 0) return 0;
+    return wg16_xbytes(M, K) + dic_gemm_sbytes(M, K);
 }
 
-extern "C" size_t dic_gemm_f16_wg_scratch(int M, int N, int K, int num_sms) {
-    if (M <= 0 || N <= 0 || K <= 0) return 0;
-    const wg16_plan p = wg16_plan_of(M, N, K, num_sms, 0);
-    return p.xbytes + p.sbytes + p.pbytes + p.cbytes;
-}
 extern "C" int dic_gemm_f16_wg_ok(const dic_wmat *W, int act_block) {
     if (!W || W->fmt != 2 || W->k <= 0 || W->k % G16_BK || W->n <= 0 || ((uintptr_t)W->w & 15)) return 0;
     const int wb = W->wblock, kb = act_block < wb ? act_block : wb;
@@ -418,25 +368,16 @@ extern "C" cudaError_t dic_gemm_f16_wg(cudaStream_t st, int num_sms, const dic_w
                                        const uint16_t *A, size_t lda, void *scratch, size_t scratch_cap, float *C32,
                                        uint16_t *C16, size_t ldc, int tn) {
     if (M <= 0) return cudaSuccess;
-    if (!dic_gemm_f16_wg_ok(W, act_block) || (!C32) == (!C16) || (tn && tn != 64 && tn != 128) ||
+    if (!dic_gemm_f16_wg_ok(W, act_block) || (!C32) == (!C16) || scratch_cap < dic_gemm_f16_wg_scratch(M, W->k) ||
         ((uintptr_t)scratch & 255))
         return cudaErrorNotSupported;
     const int K = W->k;
-    wg16_plan p = wg16_plan_of(M, W->n, K, num_sms, tn);
-    if (scratch_cap < p.xbytes + p.sbytes + p.pbytes + p.cbytes) p.xs = 0, p.pbytes = p.cbytes = 0; /* one CTA folds */
-    if (scratch_cap < p.xbytes + p.sbytes) return cudaErrorNotSupported;
-    uint8_t *sc = (uint8_t *)scratch;
-    uint16_t *x16 = (uint16_t *)sc;
-    float *sa = (float *)(sc + p.xbytes), *part = p.xs ? (float *)(sc + p.xbytes + p.sbytes) : NULL;
-    int *cnt = p.xs ? (int *)(sc + p.xbytes + p.sbytes + p.pbytes) : NULL;
-    const int ncnt = p.xs ? p.tiles : 0;
+    uint16_t *x16 = (uint16_t *)scratch;
+    float *sa = (float *)((uint8_t *)scratch + wg16_xbytes(M, K));
     const long long warps = (long long)M * (K / act_block);
-    long long blocks = (warps * 32 + 255) / 256;
-    if ((ncnt + 255) / 256 > blocks) blocks = (ncnt + 255) / 256;
-    DIC_LAUNCH(k_act_quant_f16, (unsigned)blocks, 256, 0, st, A, lda, M, K, act_block, x16, sa, cnt, ncnt);
+    DIC_LAUNCH(k_act_quant_f16, (unsigned)((warps * 32 + 255) / 256), 256, 0, st, A, lda, M, K, act_block, x16, sa);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    /* neither the token tile nor where the splits run changes a bit: every split is folded in split order */
-    return wg16_gemm(st, num_sms, W->w, W->scale, W->n, K, W->wblock, act_block, M, x16, sa, C32, C16, ldc, p.tn,
-                     p.xs, part, cnt);
+    /* the token tile changes no bits (every output is one CTA's) */
+    return wg16_gemm(st, num_sms, W->w, W->scale, W->n, K, W->wblock, act_block, M, x16, sa, C32, C16, ldc, tn);
 }

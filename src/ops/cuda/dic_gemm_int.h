@@ -148,13 +148,11 @@ cudaError_t dic_gemm_q_wgmma3_launch(cudaStream_t st, const void *w, const uint8
 
 /* FP8 weights on wgmma f16 with the bits of k_gemm_dec / k_gemm_f16 at every M (dic_gemm_f16_wg.cu):
  * usable for W and act_block on this device (FP8, K % 128 == 0, weight blocks >= 128, K-blocks of 32 or
- * 128, sm_90a); its scratch (f16 activations in k_gemm_f16's slot order, their scales, and where the
- * tiles leave SMs idle the split partials and counters; num_sms 0 = 132); the op from bf16 rows A
- * (quantisation, then the GEMM; tn: token tile 64 or 128, 0 = by M; no bits change). A scratch without
- * room for the partials folds the splits in one CTA. cudaErrorNotSupported (nothing launched) where it
- * does not apply or the scratch cannot hold the activations and scales. */
+ * 128, sm_90a); its scratch (f16 activations in k_gemm_f16's slot order, then their scales); the op from
+ * bf16 rows A (quantisation, then the GEMM; tn: token tile 64 or 128, 0 = 128: no bits change).
+ * cudaErrorNotSupported (nothing launched) where it does not apply or the scratch is short. */
 int dic_gemm_f16_wg_ok(const dic_wmat *W, int act_block);
-size_t dic_gemm_f16_wg_scratch(int M, int N, int K, int num_sms);
+size_t dic_gemm_f16_wg_scratch(int M, int K);
 cudaError_t dic_gemm_f16_wg(cudaStream_t st, int num_sms, const dic_wmat *W, int act_block, int M, const uint16_t *A,
                             size_t lda, void *scratch, size_t scratch_cap, float *C32, uint16_t *C16, size_t ldc,
                             int tn);

@@ -57,6 +57,6 @@ extern "C" size_t dic_gemm_scratch(int M, int N, int K) {
     /* partials for up to DIC_GEMM_SPLIT_MAXM rows: a buffer sized for M serves every smaller M too */
     int mp = M < DIC_GEMM_SPLIT_MAXM ? M : DIC_GEMM_SPLIT_MAXM;
     const size_t mma = dic_gemm_qbytes(M, K) + dic_gemm_sbytes(M, K) + dic_gemm_partbytes(mp, N, K);
-    const size_t wg = M > DIC_GEMM_SPLIT_MAXM ? dic_gemm_f16_wg_scratch(M, N, K, 0) : 0; /* dic_gemm_f16_wg.cu */
+    const size_t wg = M > DIC_GEMM_SPLIT_MAXM ? dic_gemm_f16_wg_scratch(M, K) : 0; /* dic_gemm_f16_wg.cu */
     return mma > wg ? mma : wg;
 }
