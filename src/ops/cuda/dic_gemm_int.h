@@ -75,14 +75,19 @@ cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, i
                               const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
                               int path);
 
-/* The fast-mode FP8 / FP4 kernels (dic_gemm_f16.cu, c->batch_invariant == 0):
- * f16 HMMA with the weights as the 16-row operand; same arguments as
- * dic_gemm_q_launch plus the SM count (grid sizing) and the number of
- * split-K counters the quantisation launch zeroed (ncnt). */
+/* The f16-HMMA FP8 / FP4 kernels (dic_gemm_f16.cu k_gemm_f16): the weights as the 16-row
+ * operand; same arguments as dic_gemm_q_launch plus the SM count (grid sizing), the number of
+ * split-K counters the quantisation launch zeroed (ncnt) and mfree. mfree = 1 (the batch-invariant
+ * family, docs/determinism.md §7): the split-K that fixes the bits is dic_gemm_dec_splits(N, K, SMs)
+ * for every M, plain and grouped, run as CTAs of their own or one after another in a CTA (same
+ * bits), so an output row depends on its own row, N, K, the formats and the SM count only, and
+ * equals k_gemm_dec's at M <= 8. mfree = 0 (fast-mode grouped launches): the split grows as the
+ * grid shrinks, estimated from the experts in the launch, and plain launches above M = 64 do not
+ * split: bits that depend on E and max_rows. */
 cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
                                 int wblock, int act_block, int M, const int *off, const int *rows, const uint8_t *q,
                                 const float *sa, float *part, int *cnt, int ncnt, float *C32, uint16_t *C16,
-                                size_t ldc);
+                                size_t ldc, int mfree);
 
 /* Several products of the same activations (ops.h di_gemm_multi): for w < nw (<= 4),
  * C16[w] = bf16(A W[w]^T), row stride ldc[w]. Exactly nw dic_gemm calls (same bits); in fast
