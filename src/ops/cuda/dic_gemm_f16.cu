@@ -1,10 +1,10 @@
 /*
- * dic_gemm_f16.cu — FP8 / FP4 weight GEMMs for the fast mode
- * (c->batch_invariant == 0): decode (small M), routed experts (grouped, any
- * rows per expert) and plain FP4 at any M. Used by dic_gemm,
- * dic_gemm_grouped and dic_gemm_grouped_seg when !c->batch_invariant
- * (FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8 (dic_gemm,
- * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
+ * dic_gemm_f16.cu — the FP8 / FP4 weight GEMMs of both modes: every plain
+ * and grouped launch of the batch-invariant mode (docs/determinism.md §7),
+ * and in fast mode plain FP8 M <= 64, plain FP4 at any M and the grouped
+ * launches (fast FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8
+ * (dic_gemm, dic_gemm_multi) takes k_gemm_dec below: the same bits in one
+ * launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
  * with unpacks + two HMMA each, docs/kernels/gemm-decode.md). Here the operands are
@@ -30,11 +30,12 @@
  * Inside a 32-k sub-block lane t of a quad holds k = 8t..8t+7 (FP8 pairs
  * (0,1)(2,3)(4,5)(6,7), FP4 pairs (0,4)(1,5)(2,6)(3,7)), the same
  * permutation for weights and activations. An output depends only on its
- * own row and column and on the split count; the split count is a function
- * of (N, K, number of SMs) for plain launches with M <= 64 (so a row's bits
- * do not depend on M there) and of (N, K, E, max_rows) for grouped ones.
- * Not the bits of the invariant kernels (dic_gemm_mma.cu), within the same
- * GEMM tolerance of di_gemm.
+ * own row and column and on the split; with mfree (the batch-invariant
+ * mode, plain launches of both modes) the split is d_splits(N, K, SMs) for
+ * every M and launch (run as CTAs of their own or, SER, one after another
+ * in a CTA: the same bits), so a row's bits do not depend on M, E, max_rows
+ * or the other rows; fast-mode grouped launches size it by (E, max_rows).
+ * Within the GEMM tolerance of di_gemm (not its bits).
  */
 #include <cuda_fp16.h>
 #include <stdlib.h>

@@ -30,12 +30,11 @@ static inline size_t dic_gemm_ldq(int K) { return ((size_t)K + 15) & ~(size_t)15
 static inline size_t dic_gemm_qbytes(int M, int K) { return ((size_t)M * dic_gemm_ldq(K) + 255) & ~(size_t)255; }
 static inline size_t dic_gemm_sbytes(int M, int K) { return (((size_t)M * (size_t)(K / 16 + 1) * 4) + 255) & ~(size_t)255; }
 
-/* The FP8 / FP4 result's summation order, the same for every M and every
- * kernel (batch invariance): K is cut into groups of DIC_GEMM_KG k (the last
- * may be shorter); within a group, C_g = fma(P_b, s_act * s_w, C_g) over its
- * K-blocks in increasing order from C_g = 0 (P_b: the tensor cores' sum of
- * the block, mma.sync m16n8k32 steps in increasing k); then
- * C = C_0 + C_1 + ... added left to right. */
+/* K groups of DIC_GEMM_KG k: the summation order of the mma.sync kernels (dic_gemm_mma.cu
+ * k_gemm_q_small / k_gemm_q_tile, now bench and test paths only: DIC_GEMM_PATH_TILES and the
+ * fast mode's fallback where wgmma does not apply), and the bound of the split-K scratch of
+ * every FP8 / FP4 launch (at most ngroups(K) partials). The product's batch-invariant order is
+ * dic_gemm_f16.cu's (dic_gemm_f16_launch mfree; docs/determinism.md §7). */
 #define DIC_GEMM_KG 512
 static inline int dic_gemm_ngroups(int K) { return (K + DIC_GEMM_KG - 1) / DIC_GEMM_KG; }
 /* Launches of at most this many rows split the K groups over CTAs (fp32
@@ -62,7 +61,8 @@ cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda
  * the kernels:
  *   DIC_GEMM_PATH_INVARIANT  small-M kernel (M <= 64, grouped <= 4E) or the
  *                            mma.sync tiles: one per-row summation order
- *                            (above) for every M, bitwise;
+ *                            (the K groups above) for every M (lab/gemm; no
+ *                            longer the product's batch-invariant path);
  *   DIC_GEMM_PATH_FAST       the same, except FP8 plain rows with M > 64 on
  *                            a 9.x device take the wgmma kernel (faster
  *                            prefill, other bits: wgmma's e4m3 sums);
