@@ -100,13 +100,15 @@ typedef struct dic_wmat {
  * (fp32) and C16 (bf16) non-NULL. Scratch: dic_gemm_scratch(M, W->n, W->k)
  * (grouped: dic_gemm_scratch(max_rows, N, K)).
  * FP8 / FP4 with c->batch_invariant: a row's result does not depend on M or
- * on the other rows (one summation order for every launch shape,
- * dic_gemm_int.h DIC_GEMM_KG). Without it, FP8 with M > 64 on a 9.x device
- * runs on wgmma: still independent of the other rows and deterministic, but
- * its bits differ from the M <= 64 kernels' (wgmma keeps fewer bits of the
- * e4m3 block sums: ~1e-4 norm-wise instead of ~1e-7), and FP8 M <= 64, FP4
- * any M, and dic_gemm_grouped run the f16 HMMA kernels (dic_gemm_f16.cu:
- * deterministic, other bits, same tolerance). */
+ * on the other rows: the f16 HMMA kernels (dic_gemm_f16.cu k_gemm_dec at
+ * M <= 8, k_gemm_f16 above) with the split-K of dic_gemm_dec_splits (N, K,
+ * SM count) at every M, plain and grouped (docs/determinism.md §7); within
+ * the GEMM tolerance of di_gemm, not its bits. Without it the same kernels
+ * and bits for FP8 M <= 64 and FP4 at every M; FP8 with M > 64 on a 9.x
+ * device runs on wgmma (still independent of the other rows, other bits:
+ * wgmma keeps fewer bits of the e4m3 block sums, ~1e-4 norm-wise), and
+ * dic_gemm_grouped sizes its split by the launch (bits that depend on the
+ * experts' row counts). */
 size_t dic_gemm_scratch(int M, int N, int K);
 cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int act_block,
                      float *C32, uint16_t *C16, size_t ldc);
@@ -122,7 +124,8 @@ cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_t *A, size_
  * for every expert e < E, rows A[rows[off[e] .. off[e+1])] times W[e]^T into
  * C at the same rows. `off` [E+1] and `rows` live on the device (written by
  * dic_moe_dispatch), so the launch shape never depends on the routing:
- * max_rows bounds off[E]. */
+ * max_rows bounds off[E]. With c->batch_invariant each row equals dic_gemm's
+ * on that row alone, whatever E, max_rows and the other experts' rows. */
 cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W /* [E], host array of device pointers */,
                              const int *off, const int *rows, int max_rows, const uint16_t *A, size_t lda,
                              int act_block, uint16_t *C16, size_t ldc);

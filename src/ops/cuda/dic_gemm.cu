@@ -36,13 +36,14 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
         return cudaErrorInvalidValue;
     uint8_t *q = (uint8_t *)c->scratch;
     float *s = (float *)(q + dic_gemm_qbytes(M, K));
-    if (!c->batch_invariant && M <= 8) { /* decode kernel: one launch (dic_gemm_f16.cu k_gemm_dec) */
+    if (M <= 8) { /* decode kernel: one launch, k_gemm_f16's bits (dic_gemm_f16.cu k_gemm_dec) */
         cudaError_t e = dec(c, M, A, lda, 1, W, act_block, &C32, &C16, &ldc, q, s);
         if (e != cudaErrorNotSupported) return e;
     }
-    /* FP8 above the split bound with 32-value activation blocks (V4.1): the f16 wgmma kernel, the bits of the
-     * f16 HMMA kernels below the bound (so fast mode's FP8 products are row-invariant there too) */
-    if (!c->batch_invariant && M > DIC_GEMM_SPLIT_MAXM && act_block < 128 && dic_gemm_f16_wg_ok(W, act_block)) {
+    /* FP8 above the split bound: the f16 wgmma kernel (dic_gemm_f16_wg.cu), the bits of the f16 HMMA kernels
+     * below, in the batch-invariant mode; in fast mode with 32-value activation blocks (V4.1), where it is at
+     * least as fast as wgmma e4m3 v2 (docs/kernels/gemm-prefill.md), so fast mode's FP8 rows are invariant there */
+    if (M > DIC_GEMM_SPLIT_MAXM && (c->batch_invariant || act_block < 128) && dic_gemm_f16_wg_ok(W, act_block)) {
         cudaError_t e = dic_gemm_f16_wg(c->stream, c->num_sms, W, act_block, M, A, lda, c->scratch, c->scratch_cap,
                                         C32, C16, ldc, 0);
         if (e != cudaErrorNotSupported) return e;
@@ -59,11 +60,15 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     dic_gemm_wtab wt;
     wt.w[0] = W->w;
     wt.s[0] = W->scale;
-    if (!c->batch_invariant && (M <= DIC_GEMM_SPLIT_MAXM || W->fmt == 3)) /* f16 HMMA kernels (dic_gemm_f16.cu) */
+    /* The f16 HMMA kernels with the M-free split (dic_gemm_f16.cu): every FP8 / FP4 row in the
+     * batch-invariant mode that the f16 wgmma kernel above does not take (FP4, shapes it refuses), and the
+     * fast mode's FP8 M <= 64 and FP4 rows (the same bits). */
+    if (c->batch_invariant || M <= DIC_GEMM_SPLIT_MAXM || W->fmt == 3)
         return dic_gemm_f16_launch(c->stream, c->num_sms, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL,
-                                   NULL, q, s, part, cnt, ncnt, C32, C16, ldc);
+                                   NULL, q, s, part, cnt, ncnt, C32, C16, ldc, 1);
+    /* fast mode, FP8 above M = 64: wgmma e4m3 (other bits, docs/determinism.md §7) */
     return dic_gemm_q_launch(c->stream, 1, &wt, W->fmt, W->n, K, W->wblock, act_block, M, NULL, NULL, q, s, part,
-                             cnt, C32, C16, ldc, c->batch_invariant ? DIC_GEMM_PATH_INVARIANT : DIC_GEMM_PATH_FAST);
+                             cnt, C32, C16, ldc, DIC_GEMM_PATH_FAST);
 }
 
 extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat *W, const int *off, const int *rows,
@@ -94,18 +99,17 @@ extern "C" cudaError_t dic_gemm_grouped(const dic_ctx *c, int E, const dic_wmat 
     }
     cudaError_t e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, rows, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
-    if (!c->batch_invariant)
-        return dic_gemm_f16_launch(c->stream, c->num_sms, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s,
-                                   part, cnt, ncnt, NULL, C16, ldc);
-    return dic_gemm_q_launch(c->stream, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s, part, cnt, NULL,
-                             C16, ldc, DIC_GEMM_PATH_INVARIANT);
+    /* batch-invariant: the M-free split (an expert row's bits independent of E, max_rows and the
+     * other experts' rows); fast: the split sized by the launch */
+    return dic_gemm_f16_launch(c->stream, c->num_sms, E, tab, fmt, N, K, wb, act_block, max_rows, off, rows, q, s,
+                               part, cnt, ncnt, NULL, C16, ldc, c->batch_invariant);
 }
 
 extern "C" cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int nw, const dic_wmat *W,
                                       int act_block, uint16_t *const *C16, const size_t *ldc) {
     if (M <= 0 || nw <= 0) return cudaSuccess;
     if (!W || !C16 || !ldc) return cudaErrorInvalidValue;
-    if (!c->batch_invariant && M <= 8 && nw <= 4) {
+    if (M <= 8 && nw <= 4) {
         int nmax = 0, ok = 1;
         for (int i = 0; i < nw; i++) {
             ok &= (W[i].fmt == 2 || W[i].fmt == 3) && W[i].fmt == W[0].fmt && W[i].k == W[0].k && C16[i] != NULL;
@@ -118,7 +122,7 @@ extern "C" cudaError_t dic_gemm_multi(const dic_ctx *c, int M, const uint16_t *A
             if (e != cudaErrorNotSupported) return e;
         }
     }
-    for (int i = 0; i < nw; i++) { /* nw separate products (mode 1: the CPU's sequence) */
+    for (int i = 0; i < nw; i++) { /* nw separate products (the shared launch's bits) */
         cudaError_t e = dic_gemm(c, M, A, lda, &W[i], act_block, NULL, C16[i], ldc[i]);
         if (e != cudaSuccess) return e;
     }

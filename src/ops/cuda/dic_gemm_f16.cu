@@ -1,10 +1,10 @@
 /*
- * dic_gemm_f16.cu — FP8 / FP4 weight GEMMs for the fast mode
- * (c->batch_invariant == 0): decode (small M), routed experts (grouped, any
- * rows per expert) and plain FP4 at any M. Used by dic_gemm,
- * dic_gemm_grouped and dic_gemm_grouped_seg when !c->batch_invariant
- * (FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8 (dic_gemm,
- * dic_gemm_multi) takes k_gemm_dec below: the same bits in one launch.
+ * dic_gemm_f16.cu — the FP8 / FP4 weight GEMMs of both modes: every plain
+ * and grouped launch of the batch-invariant mode (docs/determinism.md §7),
+ * and in fast mode plain FP8 M <= 64, plain FP4 at any M and the grouped
+ * launches (fast FP8 plain M > 64 keeps the wgmma kernel). Plain M <= 8
+ * (dic_gemm, dic_gemm_multi) takes k_gemm_dec below: the same bits in one
+ * launch.
  *
  * Why: mma.sync m16n8k32 e4m3 is not native on sm_90a (ptxas emulates it
  * with unpacks + two HMMA each, docs/kernels/gemm-decode.md). Here the operands are
@@ -30,11 +30,12 @@
  * Inside a 32-k sub-block lane t of a quad holds k = 8t..8t+7 (FP8 pairs
  * (0,1)(2,3)(4,5)(6,7), FP4 pairs (0,4)(1,5)(2,6)(3,7)), the same
  * permutation for weights and activations. An output depends only on its
- * own row and column and on the split count; the split count is a function
- * of (N, K, number of SMs) for plain launches with M <= 64 (so a row's bits
- * do not depend on M there) and of (N, K, E, max_rows) for grouped ones.
- * Not the bits of the invariant kernels (dic_gemm_mma.cu), within the same
- * GEMM tolerance of di_gemm.
+ * own row and column and on the split; with mfree (the batch-invariant
+ * mode, plain launches of both modes) the split is d_splits(N, K, SMs) for
+ * every M and launch (run as CTAs of their own or, SER, one after another
+ * in a CTA: the same bits), so a row's bits do not depend on M, E, max_rows
+ * or the other rows; fast-mode grouped launches size it by (E, max_rows).
+ * Within the GEMM tolerance of di_gemm (not its bits).
  */
 #include <cuda_fp16.h>
 #include <stdlib.h>
@@ -124,7 +125,11 @@ static __device__ __forceinline__ void f_store(const fargs &a, int i, int n, flo
 #define F_STAGE(NT, FP4) (64 * F_WRS(FP4) + 8 * (NT) * F_ARS + 8 * (NT) * 16 + 64 * 16)
 #define F_SMEM(NT, FP4) (F_ST * F_STAGE(NT, FP4) + 8 * (NT) * F_A16)
 
-template <int NT, int FP4>
+/* SER = 1: one CTA per output tile walks every split of a.kper k in turn (gridDim.z == 1), restarting
+ * its accumulators at each split boundary and adding the split sums left to right: the same bits as
+ * the split launch (gridDim.z = number of splits, partials added in split order by the last CTA)
+ * without its scratch, so the split that fixes the bits does not depend on how many rows run. */
+template <int NT, int FP4, int SER>
 static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __grid_constant__ dic_gemm_wtab wt) {
     DIC_PDL_ENTER();
     constexpr int MT = 8 * NT, WRS = F_WRS(FP4), WB = FP4 ? 64 : 128, STG = F_STAGE(NT, FP4);
@@ -136,7 +141,7 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
     const int e = info[0], i0 = info[1], i1 = info[2];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * F_BN, N = a.N, K = a.K;
-    const int kbeg = blockIdx.z * a.kper, kend = min(K, kbeg + a.kper);
+    const int kbeg = SER ? 0 : blockIdx.z * a.kper, kend = SER ? K : min(K, kbeg + a.kper);
     const int nch = (kend - kbeg + F_CK - 1) / F_CK;
     const uint8_t *W = (const uint8_t *)wt.w[e], *S = wt.s[e];
     const size_t wrow = FP4 ? (size_t)K / 2 : (size_t)K;
@@ -200,11 +205,12 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
     }
     if (F_ST - 1 < nch) F_LOAD_SCALES(F_ST - 1);
 
-    float acc[NT][4], P[NT][4];
+    float acc[NT][4], P[NT][4], tot[SER ? NT : 1][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[nt][j] = P[nt][j] = 0.0f;
+    const int cps = a.kper / F_CK; /* SER: chunks per split */
 
     const int r0 = 16 * warp + g; /* this lane's weight rows r0, r0 + 8 within the CTA */
 #pragma unroll 1
@@ -263,7 +269,21 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
                 }
             }
         }
+        if (SER && (c + 1) % cps == 0 && c + 1 < nch) { /* split boundary: tot = C_0 + C_1 + ... so far */
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    tot[SER ? nt : 0][j] = c + 1 == cps ? acc[nt][j] : __fadd_rn(tot[SER ? nt : 0][j], acc[nt][j]);
+                    acc[nt][j] = 0.0f;
+                }
+        }
     }
+    if (SER && nch > cps) /* the last split's sum added after the others (the split launch's fold) */
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[nt][j] = __fadd_rn(tot[SER ? nt : 0][j], acc[nt][j]);
 #undef F_LOAD_SCALES
 #undef F_STORE_SCALES
 #undef F_ISSUE
@@ -324,18 +344,21 @@ static __global__ void __launch_bounds__(128) k_gemm_f16(const fargs a, const __
 
 /* ---- launcher --------------------------------------------------------------- */
 
-template <int NT, int FP4>
+template <int NT, int FP4, int SER>
 static cudaError_t launch_nt(cudaStream_t st, dim3 grid, const fargs &a, const dic_gemm_wtab *wt) {
     static thread_local int attr_done; /* per instance and thread (its device): raise the shared-memory limit once */
     const int smem = F_SMEM(NT, FP4);
     if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(k_gemm_f16<NT, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        cudaError_t e =
+            cudaFuncSetAttribute(k_gemm_f16<NT, FP4, SER>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return e;
         attr_done = 1;
     }
-    DIC_LAUNCH((k_gemm_f16<NT, FP4>), grid, 128, smem, st, a, *wt);
+    DIC_LAUNCH((k_gemm_f16<NT, FP4, SER>), grid, 128, smem, st, a, *wt);
     DIC_LAUNCH_CHECK();
 }
+
+static int d_splits(int N, int K, int num_sms, int *kper);
 
 static int ilog2(int v) { return __builtin_ctz((unsigned)v); }
 static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
@@ -343,7 +366,7 @@ static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
 extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt,
                                            int N, int K, int wblock, int act_block, int M, const int *off,
                                            const int *rows, const uint8_t *q, const float *sa, float *part, int *cnt,
-                                           int ncnt, float *C32, uint16_t *C16, size_t ldc) {
+                                           int ncnt, float *C32, uint16_t *C16, size_t ldc, int mfree) {
     if (M <= 0 || N <= 0) return cudaSuccess;
     if (fmt != 2 && fmt != 3) return cudaErrorInvalidValue;
     const int wbl = fmt == 2 ? wblock : 32;
@@ -362,30 +385,54 @@ extern "C" cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, 
     const int MT = 8 * NT, gx = (N + F_BN - 1) / F_BN;
     long long gy = (M + MT - 1) / MT + (off ? (E < M ? E : M) : 0);
     if (gy > 65535) return cudaErrorInvalidConfiguration;
-    /* split K when the (estimated) grid is under 4 CTAs per SM: decode shapes. Plain launches estimate
-     * with one token tile, so the split (and a row's bits) does not depend on M <= 64. */
     const int nchunks = (K + F_CK - 1) / F_CK;
-    long long est = (long long)gx * (off ? (E < M ? E : M) : 1);
-    int splits = 1;
-    if (M <= DIC_GEMM_SPLIT_MAXM && part && cnt && gx * gy <= ncnt) {
-        long long want = 4LL * (num_sms > 0 ? num_sms : 132) / (est > 0 ? est : 1);
-        int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks; /* the scratch holds ngroups partials */
-        splits = want < 1 ? 1 : want > cap ? cap : (int)want;
+    int splits = 1, ser = 0;
+    if (mfree) {
+        /* M-free: the split (and so every output's bits) from (N, K, SMs) only, k_gemm_dec's rule; the
+         * splits run as CTAs of their own (partials in the scratch) while that scratch exists (M <= 64)
+         * and the grid would not fill the device, else one after another inside each CTA (SER): the
+         * same bits either way (docs/determinism.md §7). */
+        int kper;
+        splits = d_splits(N, K, num_sms, &kper);
+        a.kper = kper;
+        const long long est = (long long)gx * (off ? (E < M ? E : M) : 1);
+        const int phys = splits > 1 && M <= DIC_GEMM_SPLIT_MAXM && part && cnt && gx * gy <= ncnt &&
+                         est * splits <= 8LL * (num_sms > 0 ? num_sms : 132);
+        ser = splits > 1 && !phys;
+        if (ser) splits = 1;
+    } else {
+        /* split K when the (estimated) grid is under 4 CTAs per SM: decode shapes. Plain launches estimate
+         * with one token tile; grouped ones with the experts in the launch (so their bits depend on E and
+         * max_rows: fast mode only). */
+        long long est = (long long)gx * (off ? (E < M ? E : M) : 1);
+        if (M <= DIC_GEMM_SPLIT_MAXM && part && cnt && gx * gy <= ncnt) {
+            long long want = 4LL * (num_sms > 0 ? num_sms : 132) / (est > 0 ? est : 1);
+            int cap = dic_gemm_ngroups(K) < nchunks ? dic_gemm_ngroups(K) : nchunks; /* the scratch holds ngroups partials */
+            splits = want < 1 ? 1 : want > cap ? cap : (int)want;
+        }
+        int cps = (nchunks + splits - 1) / splits;
+        splits = (nchunks + cps - 1) / cps;
+        a.kper = cps * F_CK;
     }
-    int cps = (nchunks + splits - 1) / splits;
-    splits = (nchunks + cps - 1) / cps;
-    a.kper = cps * F_CK;
     dim3 grid((unsigned)gx, (unsigned)gy, (unsigned)splits);
     const int fp4 = fmt == 3;
-    switch (NT * 2 + fp4) {
-    case 2: return launch_nt<1, 0>(st, grid, a, wt);
-    case 3: return launch_nt<1, 1>(st, grid, a, wt);
-    case 4: return launch_nt<2, 0>(st, grid, a, wt);
-    case 5: return launch_nt<2, 1>(st, grid, a, wt);
-    case 8: return launch_nt<4, 0>(st, grid, a, wt);
-    case 9: return launch_nt<4, 1>(st, grid, a, wt);
-    case 16: return launch_nt<8, 0>(st, grid, a, wt);
-    default: return launch_nt<8, 1>(st, grid, a, wt);
+    switch (NT * 4 + fp4 * 2 + ser) {
+    case 4: return launch_nt<1, 0, 0>(st, grid, a, wt);
+    case 5: return launch_nt<1, 0, 1>(st, grid, a, wt);
+    case 6: return launch_nt<1, 1, 0>(st, grid, a, wt);
+    case 7: return launch_nt<1, 1, 1>(st, grid, a, wt);
+    case 8: return launch_nt<2, 0, 0>(st, grid, a, wt);
+    case 9: return launch_nt<2, 0, 1>(st, grid, a, wt);
+    case 10: return launch_nt<2, 1, 0>(st, grid, a, wt);
+    case 11: return launch_nt<2, 1, 1>(st, grid, a, wt);
+    case 16: return launch_nt<4, 0, 0>(st, grid, a, wt);
+    case 17: return launch_nt<4, 0, 1>(st, grid, a, wt);
+    case 18: return launch_nt<4, 1, 0>(st, grid, a, wt);
+    case 19: return launch_nt<4, 1, 1>(st, grid, a, wt);
+    case 32: return launch_nt<8, 0, 0>(st, grid, a, wt);
+    case 33: return launch_nt<8, 0, 1>(st, grid, a, wt);
+    case 34: return launch_nt<8, 1, 0>(st, grid, a, wt);
+    default: return launch_nt<8, 1, 1>(st, grid, a, wt);
     }
 }
 

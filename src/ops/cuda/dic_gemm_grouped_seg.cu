@@ -3,11 +3,10 @@
  * and the SwiGLU over its rows (ops.h di_gemm_grouped, di_gemm2_grouped,
  * di_swiglu_n; src/ops/cpu/gemm_grouped.c). Expert e's rows are A rows
  * [off[e], off[e+1]): the grouped launch of dic_gemm_grouped with no rows[]
- * indirection (dic_gemm_quant / dic_gemm_q_launch with rows = NULL), on the
- * batch-invariant kernels, so each row's result equals dic_gemm's on the
- * same row with c->batch_invariant (and the CPU's within the GEMM
- * tolerance). Without c->batch_invariant the launches take the f16 kernels
- * (dic_gemm_f16.cu) instead. gemm2: one activation quantisation, two
+ * indirection (dic_gemm_quant / dic_gemm_f16_launch with rows = NULL). With
+ * c->batch_invariant the split is the M-free one, so each row's result equals
+ * dic_gemm's on the same row (and the CPU's within the GEMM tolerance);
+ * without it the split is sized by the launch. gemm2: one activation quantisation, two
  * launches (W1, W2); the split-K arrival counters reset themselves, so the
  * second launch reuses the scratch.
  */
@@ -54,18 +53,14 @@ static cudaError_t grouped_seg(const dic_ctx *c, int E, const dic_wmat *W1, cons
     }
     e = dic_gemm_quant(c->stream, max_rows, A, lda, K, act_block, NULL, off + E, q, s, cnt, ncnt);
     if (e != cudaSuccess) return e;
-    if (!c->batch_invariant) { /* f16 HMMA kernels (dic_gemm_f16.cu); the split counters reset themselves */
-        e = dic_gemm_f16_launch(c->stream, c->num_sms, E, t1, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s,
-                                part, cnt, ncnt, NULL, C1, ldc);
-        if (e != cudaSuccess || !W2) return e;
-        return dic_gemm_f16_launch(c->stream, c->num_sms, E, t2, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s,
-                                   part, cnt, ncnt, NULL, C2, ldc);
-    }
-    e = dic_gemm_q_launch(c->stream, E, t1, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s, part, cnt, NULL, C1,
-                          ldc, DIC_GEMM_PATH_INVARIANT);
+    /* f16 HMMA kernels (dic_gemm_f16.cu), batch-invariant: the M-free split; the split counters reset
+     * themselves, so the second launch reuses the scratch */
+    const int mfree = c->batch_invariant;
+    e = dic_gemm_f16_launch(c->stream, c->num_sms, E, t1, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s, part,
+                            cnt, ncnt, NULL, C1, ldc, mfree);
     if (e != cudaSuccess || !W2) return e;
-    return dic_gemm_q_launch(c->stream, E, t2, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s, part, cnt, NULL,
-                             C2, ldc, DIC_GEMM_PATH_INVARIANT);
+    return dic_gemm_f16_launch(c->stream, c->num_sms, E, t2, fmt, N, K, wb, act_block, max_rows, off, NULL, q, s, part,
+                               cnt, ncnt, NULL, C2, ldc, mfree);
 }
 
 extern "C" cudaError_t dic_gemm_grouped_seg(const dic_ctx *c, int E, const dic_wmat *W, const int *off, int max_rows,

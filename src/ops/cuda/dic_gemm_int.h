@@ -30,12 +30,11 @@ static inline size_t dic_gemm_ldq(int K) { return ((size_t)K + 15) & ~(size_t)15
 static inline size_t dic_gemm_qbytes(int M, int K) { return ((size_t)M * dic_gemm_ldq(K) + 255) & ~(size_t)255; }
 static inline size_t dic_gemm_sbytes(int M, int K) { return (((size_t)M * (size_t)(K / 16 + 1) * 4) + 255) & ~(size_t)255; }
 
-/* The FP8 / FP4 result's summation order, the same for every M and every
- * kernel (batch invariance): K is cut into groups of DIC_GEMM_KG k (the last
- * may be shorter); within a group, C_g = fma(P_b, s_act * s_w, C_g) over its
- * K-blocks in increasing order from C_g = 0 (P_b: the tensor cores' sum of
- * the block, mma.sync m16n8k32 steps in increasing k); then
- * C = C_0 + C_1 + ... added left to right. */
+/* K groups of DIC_GEMM_KG k: the summation order of the mma.sync kernels (dic_gemm_mma.cu
+ * k_gemm_q_small / k_gemm_q_tile, now bench and test paths only: DIC_GEMM_PATH_TILES and the
+ * fast mode's fallback where wgmma does not apply), and the bound of the split-K scratch of
+ * every FP8 / FP4 launch (at most ngroups(K) partials). The product's batch-invariant order is
+ * dic_gemm_f16.cu's (dic_gemm_f16_launch mfree; docs/determinism.md §7). */
 #define DIC_GEMM_KG 512
 static inline int dic_gemm_ngroups(int K) { return (K + DIC_GEMM_KG - 1) / DIC_GEMM_KG; }
 /* Launches of at most this many rows split the K groups over CTAs (fp32
@@ -62,7 +61,8 @@ cudaError_t dic_gemm_quant(cudaStream_t st, int M, const uint16_t *A, size_t lda
  * the kernels:
  *   DIC_GEMM_PATH_INVARIANT  small-M kernel (M <= 64, grouped <= 4E) or the
  *                            mma.sync tiles: one per-row summation order
- *                            (above) for every M, bitwise;
+ *                            (the K groups above) for every M (lab/gemm; no
+ *                            longer the product's batch-invariant path);
  *   DIC_GEMM_PATH_FAST       the same, except FP8 plain rows with M > 64 on
  *                            a 9.x device take the wgmma kernel (faster
  *                            prefill, other bits: wgmma's e4m3 sums);
@@ -75,14 +75,19 @@ cudaError_t dic_gemm_q_launch(cudaStream_t st, int E, const dic_gemm_wtab *wt, i
                               const float *sa, float *part, int *cnt, float *C32, uint16_t *C16, size_t ldc,
                               int path);
 
-/* The fast-mode FP8 / FP4 kernels (dic_gemm_f16.cu, c->batch_invariant == 0):
- * f16 HMMA with the weights as the 16-row operand; same arguments as
- * dic_gemm_q_launch plus the SM count (grid sizing) and the number of
- * split-K counters the quantisation launch zeroed (ncnt). */
+/* The f16-HMMA FP8 / FP4 kernels (dic_gemm_f16.cu k_gemm_f16): the weights as the 16-row
+ * operand; same arguments as dic_gemm_q_launch plus the SM count (grid sizing), the number of
+ * split-K counters the quantisation launch zeroed (ncnt) and mfree. mfree = 1 (the batch-invariant
+ * family, docs/determinism.md §7): the split-K that fixes the bits is dic_gemm_dec_splits(N, K, SMs)
+ * for every M, plain and grouped, run as CTAs of their own or one after another in a CTA (same
+ * bits), so an output row depends on its own row, N, K, the formats and the SM count only, and
+ * equals k_gemm_dec's at M <= 8. mfree = 0 (fast-mode grouped launches): the split grows as the
+ * grid shrinks, estimated from the experts in the launch, and plain launches above M = 64 do not
+ * split: bits that depend on E and max_rows. */
 cudaError_t dic_gemm_f16_launch(cudaStream_t st, int num_sms, int E, const dic_gemm_wtab *wt, int fmt, int N, int K,
                                 int wblock, int act_block, int M, const int *off, const int *rows, const uint8_t *q,
                                 const float *sa, float *part, int *cnt, int ncnt, float *C32, uint16_t *C16,
-                                size_t ldc);
+                                size_t ldc, int mfree);
 
 /* Several products of the same activations (ops.h di_gemm_multi): for w < nw (<= 4),
  * C16[w] = bf16(A W[w]^T), row stride ldc[w]. Exactly nw dic_gemm calls (same bits); in fast

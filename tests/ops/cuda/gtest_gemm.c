@@ -8,9 +8,13 @@
  *    activations and the dequantised weights, norm-wise relative error
  *    <= 1e-4 vs that reference and vs di_gemm (packed with di_wmat_pack);
  *    the bf16 output equals bf16(fp32 output) bit for bit;
+ *  - batch invariance (batch_invariant = 1): every row at M = 1 .. 2049
+ *    bitwise equal to the row alone, and to the fast mode where it runs
+ *    the same kernels (M <= 64; FP4 at every M);
  *  - grouped GEMM: every routed row against di_gemm on the expert's rows,
- *    decode-sized launches bitwise against per-expert dic_gemm calls,
- *    untouched rows and padding keep their poison.
+ *    bitwise against per-expert dense dic_gemm calls (and so against the
+ *    row alone) and against a launch with a larger row bound; untouched
+ *    rows and padding keep their poison.
  * Outputs are poisoned (0xFF) first; measured errors are printed. */
 #include <stdio.h>
 #include <string.h>
@@ -396,12 +400,16 @@ TEST(gpu_gemm_bf16_f32_bitwise) {
 }
 
 /* ---- batch invariance ---------------------------------------------------------
- * A row's bits must not depend on M or on the other rows: run the same rows
- * at M = 1 (row r alone), 8, 37 (split-K small path), 64 and 97 (tile path),
- * every shared row bitwise equal (fp32 and bf16 outputs). */
+ * The batch-invariant contract (docs/determinism.md §7): every FP8 / FP4 row's bits are a function
+ * of that row alone. Each row r < MB is computed alone (M = 1, the decode kernel k_gemm_dec); then
+ * rows 0..M-1 at every M of inv_ms (the decode kernel, the f16 tiles with split CTAs, the tiles with
+ * the splits walked inside a CTA) must equal them bitwise (fp32 and bf16 outputs), and the fast mode
+ * (the same kernels at M <= 64) must give the same bits there. */
+static const int inv_ms[] = {1, 2, 7, 8, 9, 33, 64, 65, 129, 700, 2049};
+#define INV_MB 2049
+
 static void invariance_case(int fmt, int N, int K, int B, int act, uint64_t seed) {
-    const int MB = 97, r1 = 5;
-    const int ms[] = {8, 37, 64};
+    const int MB = INV_MB;
     uint64_t s = seed;
     size_t lda = (size_t)K + 8, ldc = (size_t)N;
     uint16_t *A = malloc((size_t)MB * lda * 2);
@@ -409,50 +417,73 @@ static void invariance_case(int fmt, int N, int K, int B, int act, uint64_t seed
     uint8_t *w, *sc;
     size_t wb, sb;
     gen_weights(fmt, N, K, B, &w, &wb, &sc, &sb, &s);
-    dic_ctx ctx;
+    dic_ctx ctx, fast;
     CHECK(gt_ctx(&ctx, dic_gemm_scratch(MB, N, K)));
-    ctx.batch_invariant = 1; /* no wgmma at M = 97: one summation order for every M */
+    ctx.batch_invariant = 1;
+    fast = ctx; /* the same stream and scratch, fast mode */
+    fast.batch_invariant = 0;
     void *dA = gt_to_dev(A, (size_t)MB * lda * 2), *dW = gt_to_dev(w, wb), *dS = gt_to_dev(sc, sb);
     float *dC = gt_dev_poison((size_t)MB * ldc * 4);
-    CHECK(dA && dW && dS && dC);
+    uint16_t *dC16 = gt_dev_poison((size_t)MB * ldc * 2);
+    CHECK(dA && dW && dS && dC && dC16);
     dic_wmat dw = {fmt, N, K, fmt == DI_WFMT_FP8 ? B : 32, dW, dS};
-    float *ref = malloc((size_t)MB * ldc * 4), *got = malloc((size_t)MB * ldc * 4);
-    CUDA_SYNC_CHECK(dic_gemm(&ctx, MB, dA, lda, &dw, act, dC, NULL, ldc));
-    CUDA_CHECK(cudaMemcpy(ref, dC, (size_t)MB * ldc * 4, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < (size_t)MB * ldc; i++) CHECK_MSG(ref[i] == ref[i], "invariance: M=%d output %zu NaN", MB, i);
-    /* M = 1: row r1 alone */
-    CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
-    CUDA_SYNC_CHECK(dic_gemm(&ctx, 1, (const uint16_t *)dA + (size_t)r1 * lda, lda, &dw, act, dC, NULL, ldc));
-    CUDA_CHECK(cudaMemcpy(got, dC, ldc * 4, cudaMemcpyDeviceToHost));
-    size_t d1 = gt_count_diff_u32(got, ref + (size_t)r1 * ldc, (size_t)N);
-    CHECK_MSG(d1 == 0, "%s N=%d K=%d: row %d at M=1 differs from M=%d in %zu of %d outputs", fmt_name(fmt), N, K, r1,
-              MB, d1, N);
-    for (unsigned j = 0; j < sizeof ms / sizeof *ms; j++) {
-        int M = ms[j];
-        CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
-        CUDA_SYNC_CHECK(dic_gemm(&ctx, M, dA, lda, &dw, act, dC, NULL, ldc));
-        CUDA_CHECK(cudaMemcpy(got, dC, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
-        size_t d = gt_count_diff_u32(got, ref, (size_t)M * ldc);
-        CHECK_MSG(d == 0, "%s N=%d K=%d: rows 0..%d at M=%d differ from M=%d in %zu outputs", fmt_name(fmt), N, K,
-                  M - 1, M, MB, d);
+    float *alone = malloc((size_t)MB * ldc * 4), *got = malloc((size_t)MB * ldc * 4);
+    uint16_t *got16 = malloc((size_t)MB * ldc * 2);
+    for (int r = 0; r < MB; r++) /* every row alone */
+        CUDA_CHECK(dic_gemm(&ctx, 1, (const uint16_t *)dA + (size_t)r * lda, lda, &dw, act, dC + (size_t)r * ldc, NULL,
+                            ldc));
+    CUDA_SYNC_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(alone, dC, (size_t)MB * ldc * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < (size_t)MB * ldc; i++)
+        CHECK_MSG(alone[i] == alone[i], "invariance: M=1 output %zu NaN / unwritten", i);
+    for (unsigned j = 0; j < sizeof inv_ms / sizeof *inv_ms && !di_test_failed(); j++) {
+        const int M = inv_ms[j];
+        for (int mode = 1; mode >= 0; mode--) {
+            if (mode == 0 && (M > DIC_GEMM_SPLIT_MAXM && fmt == DI_WFMT_FP8)) continue; /* fast FP8 above 64: wgmma */
+            dic_ctx *c = mode ? &ctx : &fast;
+            CUDA_CHECK(cudaMemset(dC, 0xFF, (size_t)MB * ldc * 4));
+            CUDA_CHECK(cudaMemset(dC16, 0xFF, (size_t)MB * ldc * 2));
+            CUDA_CHECK(dic_gemm(c, M, dA, lda, &dw, act, dC, NULL, ldc));
+            CUDA_SYNC_CHECK(dic_gemm(c, M, dA, lda, &dw, act, NULL, dC16, ldc));
+            CUDA_CHECK(cudaMemcpy(got, dC, (size_t)M * ldc * 4, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(got16, dC16, (size_t)M * ldc * 2, cudaMemcpyDeviceToHost));
+            size_t d = 0, d16 = 0, first = (size_t)-1;
+            for (size_t i = 0; i < (size_t)M * ldc; i++) {
+                if (di_f32_bits(got[i]) != di_f32_bits(alone[i])) {
+                    if (!d) first = i;
+                    d++;
+                }
+                d16 += got16[i] != di_f32_to_bf16(alone[i]);
+            }
+            CHECK_MSG(d == 0 && d16 == 0,
+                      "%s N=%d K=%d B=%d act=%d %s mode: M=%d differs from the rows alone in %zu fp32 / %zu bf16 "
+                      "outputs (first: row %zu col %zu)",
+                      fmt_name(fmt), N, K, B, act, mode ? "invariant" : "fast", M, d, d16,
+                      first == (size_t)-1 ? 0 : first / ldc, first == (size_t)-1 ? 0 : first % ldc);
+            if (di_test_failed()) break;
+        }
     }
-    fprintf(stderr, "  invariance %s N=%d K=%d B=%d act=%d: M=1/8/37/64/97 bitwise equal\n", fmt_name(fmt), N, K, B,
-            act);
-    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dC), cudaFree(ctx.scratch);
+    fprintf(stderr, "  invariance %s N=%d K=%d B=%d act=%d: M=1..2049 rows bitwise = alone (fast mode too at M <= 64%s)\n",
+            fmt_name(fmt), N, K, B, act, fmt == DI_WFMT_FP4 ? " and FP4 above" : "");
+    cudaFree(dA), cudaFree(dW), cudaFree(dS), cudaFree(dC), cudaFree(dC16), cudaFree(ctx.scratch);
     cudaStreamDestroy(ctx.stream);
-    free(A), free(w), free(sc), free(ref), free(got);
+    free(A), free(w), free(sc), free(alone), free(got), free(got16);
 }
 
 TEST(gpu_gemm_batch_invariance) {
-    invariance_case(DI_WFMT_FP8, 1024, 4096, 128, 128, 3001); /* wq_a: 8 K groups */
+    invariance_case(DI_WFMT_FP8, 1024, 4096, 128, 128, 3001); /* V4 wq_a: 8 splits */
     if (di_test_failed()) return;
-    invariance_case(DI_WFMT_FP8, 300, 1120, 32, 32, 3002); /* V4.1 blocks, short last group, N tail */
+    invariance_case(DI_WFMT_FP8, 4096, 8192, 128, 128, 3007); /* V4 wo_b-like: the split at large N */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 300, 1120, 32, 32, 3002); /* V4.1 blocks, K % 128 != 0, N tail */
+    if (di_test_failed()) return;
+    invariance_case(DI_WFMT_FP8, 1000, 5120, 128, 32, 3008); /* V4.1: act block 32 under 128 weight blocks */
     if (di_test_failed()) return;
     invariance_case(DI_WFMT_FP8, 200, 1024, 128, 64, 3003); /* kb = 64 */
     if (di_test_failed()) return;
-    invariance_case(DI_WFMT_FP4, 2048, 4096, 32, 128, 3004);
+    invariance_case(DI_WFMT_FP4, 2048, 4096, 32, 128, 3004); /* V4 expert w1 */
     if (di_test_failed()) return;
-    invariance_case(DI_WFMT_FP4, 333, 2304, 32, 32, 3005);
+    invariance_case(DI_WFMT_FP4, 333, 2304, 32, 32, 3005); /* V4.1, N tail */
     if (di_test_failed()) return;
     invariance_case(DI_WFMT_FP8, 96, 384, 128, 128, 3006); /* one K group: no split */
 }
@@ -503,6 +534,23 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
     CUDA_SYNC_CHECK(dic_gemm_grouped(&ctx, E, dw, doff, drows, max_rows, dA, lda, act, dC, ldc));
     uint16_t *C = malloc((size_t)R * ldc * 2);
     CUDA_CHECK(cudaMemcpy(C, dC, (size_t)R * ldc * 2, cudaMemcpyDeviceToHost));
+    { /* the launch's row bound (max_rows, so its tiles and split placement) larger: the same bits */
+        const int big = max_rows + 700;
+        int *rows2 = malloc((size_t)big * sizeof(int));
+        memcpy(rows2, rows, (size_t)max_rows * sizeof(int));
+        for (int i = max_rows; i < big; i++) rows2[i] = -1000000;
+        dic_ctx c2;
+        int *drows2 = gt_to_dev(rows2, (size_t)big * sizeof(int));
+        uint16_t *dC2 = gt_dev_poison((size_t)R * ldc * 2), *C2 = malloc((size_t)R * ldc * 2);
+        CHECK(gt_ctx(&c2, dic_gemm_scratch(big, N, K)) && drows2 && dC2);
+        c2.batch_invariant = 1;
+        CUDA_SYNC_CHECK(dic_gemm_grouped(&c2, E, dw, doff, drows2, big, dA, lda, act, dC2, ldc));
+        CUDA_CHECK(cudaMemcpy(C2, dC2, (size_t)R * ldc * 2, cudaMemcpyDeviceToHost));
+        CHECK_MSG(memcmp(C, C2, (size_t)R * ldc * 2) == 0, "grouped %s E=%d T=%d: max_rows %d and %d give other bits",
+                  fmt_name(fmt), E, T, max_rows, big);
+        cudaFree(drows2), cudaFree(dC2), cudaFree(c2.scratch), cudaStreamDestroy(c2.stream);
+        free(rows2), free(C2);
+    }
 
     di_exec x;
     CHECK(di_exec_init(&x, 0, NULL) == DEEPINFER_OK);
@@ -521,11 +569,22 @@ static void grouped_case(int fmt, int E, int T, int N, int K, int B, int act, in
             void *dAe = gt_to_dev(Ae, (size_t)me * K * 2);
             uint16_t *dGe = gt_dev_poison((size_t)me * N * 2);
             dic_ctx c1;
-            CHECK(gt_ctx(&c1, dic_gemm_scratch(me, N, K)) && dAe && dGe);
-            c1.batch_invariant = 1; /* grouped launches use the invariant kernels */
+            size_t scr = dic_gemm_scratch(me, N, K), scr1 = dic_gemm_scratch(1, N, K);
+            CHECK(gt_ctx(&c1, scr > scr1 ? scr : scr1) && dAe && dGe);
+            c1.batch_invariant = 1; /* M-free: a row's bits are its own, whatever launch it is in */
             CUDA_SYNC_CHECK(dic_gemm(&c1, me, dAe, (size_t)K, &dw[e], act, NULL, dGe, (size_t)N));
             Ge = malloc((size_t)me * N * 2);
             CUDA_CHECK(cudaMemcpy(Ge, dGe, (size_t)me * N * 2, cudaMemcpyDeviceToHost));
+            /* the expert's last row alone (M = 1): the dense launch above must not hide an M dependence */
+            CUDA_CHECK(cudaMemset(dGe, 0xFF, (size_t)N * 2));
+            CUDA_SYNC_CHECK(dic_gemm(&c1, 1, (const uint16_t *)dAe + (size_t)(me - 1) * K, (size_t)K, &dw[e], act, NULL,
+                                     dGe, (size_t)N));
+            uint16_t *G1 = malloc((size_t)N * 2);
+            CUDA_CHECK(cudaMemcpy(G1, dGe, (size_t)N * 2, cudaMemcpyDeviceToHost));
+            CHECK_MSG(memcmp(G1, Ge + (size_t)(me - 1) * N, (size_t)N * 2) == 0,
+                      "grouped %s E=%d: expert %d row %d: dense M=%d differs from the row alone", fmt_name(fmt), E, e,
+                      me - 1, me);
+            free(G1);
             cudaFree(dAe), cudaFree(dGe), cudaFree(c1.scratch), cudaStreamDestroy(c1.stream);
         }
         for (int i = 0; i < me; i++) {
@@ -565,7 +624,9 @@ TEST(gpu_gemm_grouped) {
     if (di_test_failed()) return;
     grouped_case(DI_WFMT_FP4, 384, 3, 96, 5120, 32, 32, 1, 2002); /* V4.1 decode */
     if (di_test_failed()) return;
-    grouped_case(DI_WFMT_FP8, 16, 300, 256, 1024, 128, 128, 0, 2003); /* prefill-sized, tiles */
+    grouped_case(DI_WFMT_FP8, 16, 300, 256, 1024, 128, 128, 1, 2003); /* prefill-sized: splits inside a CTA */
     if (di_test_failed()) return;
-    grouped_case(DI_WFMT_FP4, 8, 200, 160, 2304, 32, 32, 0, 2004);
+    grouped_case(DI_WFMT_FP8, 32, 40, 200, 1120, 32, 32, 1, 2005); /* V4.1 FP8 blocks, K % 128 != 0 */
+    if (di_test_failed()) return;
+    grouped_case(DI_WFMT_FP4, 8, 200, 160, 2304, 32, 32, 1, 2004);
 }

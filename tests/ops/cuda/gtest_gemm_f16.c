@@ -166,7 +166,7 @@ TEST(gpu_gemm_f16_fp4) {
         f16_case(DI_WFMT_FP4, f16_ms[i], 40, 1056, 32, 32, 600 + i); /* K = 33 * 32 */
         if (di_test_failed()) return;
     }
-    f16_case(DI_WFMT_FP4, 100, 300, 2048, 32, 128, 700); /* M > 64: 64-row tiles, no split */
+    f16_case(DI_WFMT_FP4, 100, 300, 2048, 32, 128, 700); /* M > 64: 64-row tiles, the splits walked in each CTA */
     if (di_test_failed()) return;
     f16_case(DI_WFMT_FP4, 1024, 136, 1024, 32, 32, 701);
 }
