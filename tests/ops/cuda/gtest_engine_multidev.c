@@ -15,6 +15,7 @@
 #include "engine/engine_internal.h"
 #include "engine/engine_util.h"
 #include "ops/backend.h"
+#include "ops/cuda/engine_gpu_util.h"
 
 #define NREQ 24
 
@@ -30,15 +31,10 @@ typedef struct md_layout {
 
 static deepinfer_request_output **run(const md_case *k, const md_layout *l, const deepinfer_prompt *pr,
                                       const deepinfer_sampling_params *sp, char *why, size_t why_n) {
-    char hash[4096];
-    snprintf(hash, sizeof hash, "%s/expected/manifest.json", di_test_data(k->dir));
-    deepinfer_engine_config c;
-    deepinfer_engine_config_init(&c);
-    c.model = di_test_data(k->dir);
-    c.engram_hash = k->v41 ? hash : NULL;
-    c.accelerator = "cuda";
+    eng_gpu_config g;
+    eng_gpu_config_init(&g, k->dir, k->v41, "cuda");
+    deepinfer_engine_config c = g.c; /* its Engram hash path lives in g */
     c.batch_invariant = 1;
-    c.max_model_len = 1024;
     c.chunk_size = 16;
     c.max_num_seqs = 16;
     c.max_num_batched_tokens = 96; /* DP: several passes per step */
