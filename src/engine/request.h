@@ -72,7 +72,6 @@ typedef struct di_choice {
     int32_t draft[DEEPINFER_MAX_DRAFT];
     float draft_conf[DEEPINFER_MAX_DRAFT];
     int n_draft;
-    int spec_idle;             /* steps since the choice last drafted (confidence scheduling's probe) */
     int spec_backoff;          /* probes in a row whose drafts were not taken (the probe interval's doubling) */
 } di_choice;
 

@@ -248,8 +248,13 @@ static int draft_room(const di_scheduler *s, const di_choice *c) {
 
 static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 
-#define SPEC_PROBE_STEPS 16 /* confidence scheduling: a choice not drafting drafts again after this many steps, */
-#define SPEC_PROBE_MAX 4    /* doubled after each probe whose drafts were not taken, up to 16 << 4 steps */
+/* Confidence scheduling's probes: a choice not drafting drafts again at the steps whose number is a multiple of
+ * SPEC_PROBE_STEPS << backoff, the backoff growing by one after each probe whose drafts were not taken (up to
+ * SPEC_PROBE_MAX). Every choice's interval is a multiple of SPEC_PROBE_STEPS counted on the scheduler's one step
+ * clock, so the probes of all choices fall in the same steps and the steps between them stay plain (the
+ * asynchronous, recorded path): staggered probes would make almost every step a synchronous speculative one. */
+#define SPEC_PROBE_STEPS 16
+#define SPEC_PROBE_MAX 4
 
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
 static void schedule_drafts(pass *p) {
@@ -293,18 +298,19 @@ static void schedule_drafts(pass *p) {
         p->budget -= (int)k;
     }
     if (!s->cfg.spec_cost) return;
+    s->spec_clock++;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];
         if (!it->c || !it->sample) continue;
         di_choice *c = it->c;
         int prompt_end = it->pos0 + it->n == c->req->n_prompt;
-        /* drafts offered and none taken: the probe's interval doubles (up to SPEC_PROBE_MAX), so that
-         * where drafting does not pay the probes' drafter steps cost next to nothing; taken: it resets */
+        /* drafts offered and none taken: the choice's probe interval doubles; taken: it resets */
         if (it->draft > 0) c->spec_backoff = 0;
         else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
-        int interval = SPEC_PROBE_STEPS << c->spec_backoff;
-        it->draft_next = it->draft > 0 || prompt_end || c->spec_idle + 1 >= interval;
-        c->spec_idle = it->draft_next ? 0 : c->spec_idle + 1;
+        const int64_t interval = (int64_t)SPEC_PROBE_STEPS << c->spec_backoff;
+        it->draft_next = it->draft > 0 || prompt_end || s->spec_clock % interval == 0;
+        /* drafts not verified now are for positions this step passes: a later step must not offer them */
+        if (!it->draft_next) c->n_draft = 0;
     }
 }
 

@@ -112,6 +112,7 @@ typedef struct di_scheduler {
     int *spec_item, *spec_kmax, *spec_k;
     const float **spec_conf;
     struct di_spec_cand *spec_cand;
+    int64_t spec_clock;       /* steps planned with confidence scheduling: the probes' common clock */
 } di_scheduler;
 
 deepinfer_status di_sched_init(di_scheduler *s, const di_sched_config *cfg, di_state_pool *pool, di_error *err);
