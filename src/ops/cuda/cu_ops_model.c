@@ -335,8 +335,9 @@ static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t
 
 static void join_lines(void *x) { cu_lines_join((di_exec *)x); }
 
-/* Fast mode, M * k <= DIC_MOE_DEC_MAX_ROWS, shapes dic_moe_routed_dec takes: its two launches.
- * Else the op sequence of ops.h (mode 1: today's kernels, same bits). */
+/* Both modes, M * k <= DIC_MOE_DEC_MAX_ROWS, shapes dic_moe_routed_dec takes: its two launches (the
+ * M-free split of the grouped GEMMs, so in batch-invariant mode the op sequence's bits for every row:
+ * docs/kernels/moe-decode.md §2). Else the op sequence of ops.h. */
 static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, int E, const di_wmat *W1,
                        const di_wmat *W3, const di_wmat *W2, const uint16_t *xn, size_t ldx, int d, int act_block,
                        float limit, const di_moe_bufs *b, const uint16_t *shared, float *y, uint16_t *out,
@@ -348,7 +349,7 @@ static void moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw
     cu_exec *c = cu_of(x);
     const int I = W1[0].n;
     const int maxr = W1[0].fmt == DI_WFMT_FP4 ? DIC_MOE_DEC_MAX_ROWS : DIC_MOE_DEC_MAX_ROWS_V0;
-    if (!c->dc.batch_invariant && M * k <= maxr && (W1[0].fmt == DI_WFMT_FP4 || W1[0].fmt == DI_WFMT_FP8) &&
+    if (M * k <= maxr && (W1[0].fmt == DI_WFMT_FP4 || W1[0].fmt == DI_WFMT_FP8) &&
         ((uintptr_t)xn & 15) == 0 && ldx % 8 == 0 && ((uintptr_t)b->h & 15) == 0) {
         dic_wmat *w1 = wmats(c, E, W1), *w3 = w1 ? wmats(c, E, W3) : NULL, *w2 = w3 ? wmats(c, E, W2) : NULL;
         int ok = w2 && dic_moe_routed_dec_ok(M, k, E, w1, w3, w2, d, act_block);

@@ -176,14 +176,16 @@ cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int max_rows, 
 cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo,
                                 int d, float *y);
 
-/* ops.h di_moe_routed, fast mode at decode sizes [dic_moe_decode.cu]: two
+/* ops.h di_moe_routed, both modes at decode sizes [dic_moe_decode.cu]: two
  * launches, no dispatch. h: [M*k][ldh] bf16 scratch (row m*k + slot); y
  * (may be NULL) fp32 [M][d]; shared (may be NULL, may alias out) and out
  * bf16 row stride ldo / lds. W1, W3, W2: host arrays [E] of FP4 or FP8
  * weights (W1, W3 [I][d], W2 [d][I]). _ok: the shapes it takes (k <= 8,
- * d and I multiples of 128, FP8 blocks of >= 32, ...). Deterministic; a
- * row's bits do not depend on M; within the GEMM tolerance of the op
- * sequence. */
+ * d and I multiples of 128 and <= 8192, FP8 blocks of >= 32, ...).
+ * Deterministic; every row's h, y, out are the bits of the batch-invariant
+ * op sequence (dispatch, gather, dic_gemm2_grouped_seg / dic_gemm_grouped_seg
+ * with c->batch_invariant, dic_swiglu_n, combine, + shared, bf16) on the same
+ * dic_ctx.num_sms, at any M (docs/kernels/moe-decode.md §2). */
 #define DIC_MOE_DEC_MAX_ROWS 48   /* M * k up to which the model takes it, FP4 experts (docs/kernels/moe-decode.md §3) */
 #define DIC_MOE_DEC_MAX_ROWS_V0 8 /* the same for FP8 experts (the register kernels; docs/kernels/moe-decode.md §3) */
 int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, const dic_wmat *W3, const dic_wmat *W2, int d,

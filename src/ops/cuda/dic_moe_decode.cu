@@ -1,9 +1,9 @@
 /*
- * dic_moe_decode.cu — the routed experts at decode sizes in fast mode (ops.h di_moe_routed with
- * c->batch_invariant == 0 and M * k small; docs/kernels/moe-decode.md): no dispatch, no gather, no
- * separate quantisation, combine or tail. FP4 experts (fmt 3), the product path:
+ * dic_moe_decode.cu — the routed experts at decode sizes in both modes (ops.h di_moe_routed with
+ * M * k small; docs/kernels/moe-decode.md): no dispatch, no gather, no separate quantisation,
+ * combine or tail. FP4 experts (fmt 3), the product path:
  *   k_mv_up     grid (I / 16, M * k): CTA = (16 columns of h, entry m * k + s), warp w = K-chain w
- *               (chunks w, w + 4, ... of 128 k) through a private cp.async ring; quantises xn[m] in
+ *               (the splits w, w + 4, ... of the M-free split) through a private cp.async ring; quantises xn[m] in
  *               shared memory before the PDL wait (dic_gemm_quant's bits), w1 and w3 of its columns,
  *               h = bf16(SwiGLU(bf16 g, bf16 u) clamped, times rw) (dic_swiglu_n's arithmetic).
  *   k_mv_down2  M <= MD2_MAXM: grid (d / 16, M), 8 warps: CTA = 16 output columns of token m with all
@@ -19,13 +19,18 @@
  * GEMV on the tensor cores (as dic_gemm_f16.cu): the 16 weight rows of a warp are the 16-row A
  * operand of mma.sync m16n8k16 f16 -> fp32, the activation the B operand (its 8 columns all the same
  * vector); e2m1 / e4m3 weights and e4m3 activations are exact in f16. Numerics (ops.h di_gemm;
- * docs/kernels/moe-decode.md §2): per K-block of kb (FP4: 32; FP8 min(act_block, wblock)) P_b = the
- * HMMA sum of the exact products, C_w = fma(P_b, s_act * s_w, C_w) over the blocks of chain w's
- * chunks in increasing k; C = ((C_0 + C_1) + C_2) + C_3; eo = bf16(C); y = 0 + eo over the entries
- * in increasing (expert, slot) (di_moe_combine's order), + fp32(shared), out = bf16(y). Every kernel
- * here computes exactly these operations, so all give the same bits; deterministic (no atomics); a
- * row's bits depend only on its own token and expert, not on M. Not the bits of the batch-invariant
- * kernels; within the GEMM tolerance of di_gemm.
+ * docs/kernels/moe-decode.md §2): the K split of the M-free grouped GEMM (dic_gemm_f16.cu mfree:
+ * S = dic_gemm_dec_splits(N, K, SMs) splits of cps chunks of 128 k; up N = I, K = d; down N = d,
+ * K = I); per K-block of kb (FP4: 32; FP8 min(act_block, wblock)) P_b = the HMMA sum of the exact
+ * products (k_gemm_f16's k-slot order), C_s = fma(P_b, s_act * s_w, C_s) over the blocks of split
+ * s in increasing k, C = C_0 + C_1 + ... + C_{S-1} left to right; g, u = bf16(C); h = bf16(rw x
+ * SwiGLU(g, u) clamped) (dic_swiglu_n); eo = bf16(C); y = 0 + eo over the entries in increasing
+ * (expert, slot) (di_moe_combine's order), + fp32(shared), out = bf16(y); activations quantised
+ * with dic_gemm_quant's values. These are the batch-invariant op sequence's operations in its order
+ * (dispatch, gather, dic_gemm2_grouped_seg, dic_swiglu_n, dic_gemm_grouped_seg, combine, + shared,
+ * bf16), so every kernel here gives that sequence's bits for every row, at any M; deterministic
+ * (no atomics). A warp runs splits w, w + 4, ...: the split sums are stored per split and folded in
+ * split order, so the bits do not depend on which warp ran a split.
  */
 #include <cuda_fp16.h>
 
@@ -38,6 +43,7 @@
 #define MD_WARPS 4
 #define MD_CK 128 /* k per chunk */
 #define MD_KMAX 8 /* top-k bound of the fused path */
+#define MD_MAXS 16 /* splits a K-chain set may have: dic_gemm_ngroups(K) <= MD_MAXS (K <= 8192) */
 
 typedef struct md_tab {
     const uint8_t *w[DIC_GEMM_MAXE];
@@ -48,6 +54,7 @@ typedef struct md_args {
     int M, k, E, d, I;
     int lab, lwb, nwb, spbm1; /* log2(act_block); FP8: log2(wblock), K / wblock of the matrix; kb / 32 - 1 */
     int ab;
+    int cpu, nspu, cpd, nspd; /* the M-free split (dic_gemm_dec_splits): chunks per split and splits, up / down */
     float limit;
     const int *sel;
     const float *rw;
@@ -70,6 +77,28 @@ static __device__ __forceinline__ void md_mma(float d[4], uint32_t a0, uint32_t 
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The M-free split structure of dic_gemm_f16.cu (mfree): nsp splits of cps chunks (the last one may
+ * be shorter), split s = the fma chain over chunks [s cps, (s + 1) cps) in increasing k. Chain (warp)
+ * j runs splits j, j + 4, ... one after another: its item i is chunk md_sp_chunk(j, i, cps), the
+ * item ends split md_sp_of(j, i, cps) when md_sp_end(i, n, cps); n = md_sp_len(j, ..) items. The
+ * split sums are stored per split and added C_0 + C_1 + ... left to right (md_sp_fold). */
+static __device__ __forceinline__ int md_sp_of(int j, int i, int cps) { return j + MD_WARPS * (i / cps); }
+static __device__ __forceinline__ int md_sp_chunk(int j, int i, int cps) {
+    return md_sp_of(j, i, cps) * cps + i % cps;
+}
+static __device__ __forceinline__ int md_sp_len(int j, int nsp, int cps, int nch) {
+    int n = 0;
+    for (int s = j; s < nsp; s += MD_WARPS) n += min(cps, nch - s * cps);
+    return n;
+}
+static __device__ __forceinline__ int md_sp_end(int i, int n, int cps) { return (i + 1) % cps == 0 || i + 1 == n; }
+/* C = C_0 + C_1 + ... + C_{nsp-1} (p: C_s at p[16 s]) */
+static __device__ __forceinline__ float md_sp_fold(const float *p, int nsp) {
+    float v = p[0];
+    for (int s = 1; s < nsp; s++) v = __fadd_rn(v, p[16 * s]);
+    return v;
 }
 
 /* Quad transpose of 4 x 32-bit words: lane t (of its quad) holds row t, gets column t
@@ -254,17 +283,19 @@ struct md_regs {
     uint32_t s[NM][NB][2];        /* weight scale bytes: block (4c + t) of rows a, b (FP8: b unused) */
 };
 
-/* Load chunk c_i = c0 + 4 i (i < NB, c_i < nch) of matrices j < nm. W[j]: row ra's first byte. */
+/* Load the chunks of chain ch's items i0 + i (i < NB, < n items; md_sp_chunk) of matrices j < nm.
+ * W[j]: row ra's first byte. */
 template <int FP4, int NB, int NM>
 static __device__ __forceinline__ void md_load(md_regs<FP4, NB, NM> &R, const uint8_t *const W[NM],
                                                const uint8_t *const S[NM], int nm, size_t wrow, int srow_a, int srow_b,
-                                               int c0, int nch, int t, const md_args &a, int nwb, int ra) {
+                                               int ch, int i0, int n, int cps, int t, const md_args &a, int nwb,
+                                               int ra) {
 #pragma unroll
     for (int j = 0; j < NM; j++)
 #pragma unroll
         for (int i = 0; i < NB; i++) {
-            const int c = c0 + 4 * i;
-            if (j >= nm || c >= nch) continue;
+            if (j >= nm || i0 + i >= n) continue;
+            const int c = md_sp_chunk(ch, i0 + i, cps);
             if (FP4) {
                 const uint8_t *p = W[j] + (size_t)c * 64 + 16 * t;
                 R.w[j][i][0] = __ldg((const uint4 *)p);
@@ -288,18 +319,21 @@ static __device__ __forceinline__ void md_load(md_regs<FP4, NB, NM> &R, const ui
         }
 }
 
-/* acc[j][0 / 1]: rows ra / ra + 8 of matrix j, over the activation of matrix j (a16[j], sa[j]). */
+/* acc[j][0 / 1]: rows ra / ra + 8 of matrix j, over the activation of matrix j (a16[j], sa[j]); chain
+ * ch's items i0 + i (i < NB, < n); at the end of a split its sums go to pp[j][16 s + g], [16 s + g + 8]
+ * (lanes t = 0) and acc restarts from 0. */
 template <int FP4, int NB, int NM>
-static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R, int nm, int c0, int nch, int t,
-                                                  int lane, const md_args &a, const uint4 *const a16[NM],
-                                                  const float *const sa[NM], float acc[NM][2]) {
-    const int qb = lane & ~3;
+static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R, int nm, int ch, int i0, int n,
+                                                  int cps, int t, int lane, const md_args &a,
+                                                  const uint4 *const a16[NM], const float *const sa[NM],
+                                                  float acc[NM][2], float *const pp[NM]) {
+    const int qb = lane & ~3, g = lane >> 2;
 #pragma unroll
     for (int j = 0; j < NM; j++)
 #pragma unroll
         for (int i = 0; i < NB; i++) {
-            const int c = c0 + 4 * i;
-            if (j >= nm || c >= nch) continue;
+            if (j >= nm || i0 + i >= n) continue;
+            const int c = md_sp_chunk(ch, i0 + i, cps);
             uint32_t wa[4], wb[4];
             if (FP4) {
                 uint4 ta = md_qtrans(R.w[j][i][0], t), tb = md_qtrans(R.w[j][i][1], t);
@@ -336,22 +370,22 @@ static __device__ __forceinline__ void md_compute(const md_regs<FP4, NB, NM> &R,
                     P[0] = P[1] = P[2] = P[3] = 0.0f;
                 }
             }
+            if (md_sp_end(i0 + i, n, cps)) { /* split done: C_s stored, the next split from 0 */
+                const int sp = md_sp_of(ch, i0 + i, cps);
+                if (t == 0) pp[j][16 * sp + g] = acc[j][0], pp[j][16 * sp + g + 8] = acc[j][1];
+                acc[j][0] = acc[j][1] = 0.0f;
+            }
         }
 }
 
 /* ---- up: w1, w3, SwiGLU ------------------------------------------------------- */
 
-/* The up kernels' end (k_md_up, k_mv_up): a warp's two chain sums (w1, w3) of rows g, g + 8
- * into part[warp], the warps' sums in warp order, and the SwiGLU of the bf16 g, u (dic_swiglu_n's arithmetic)
- * times the routing weight, as bf16 h[r][col]. */
-static __device__ __forceinline__ void md_up_part(float part[MD_WARPS][2][16], int warp, int g, const float acc[2][2]) {
-    part[warp][0][g] = acc[0][0], part[warp][0][g + 8] = acc[0][1];
-    part[warp][1][g] = acc[1][0], part[warp][1][g + 8] = acc[1][1];
-}
-static __device__ __forceinline__ void md_up_warp_sum(const float part[MD_WARPS][2][16], int tid, float &gv, float &uv) {
-    gv = part[0][0][tid], uv = part[0][1][tid];
-#pragma unroll
-    for (int w = 1; w < MD_WARPS; w++) gv = __fadd_rn(gv, part[w][0][tid]), uv = __fadd_rn(uv, part[w][1][tid]);
+/* The up kernels' end (k_md_up, k_mv_up): the split sums (w1, w3) of row tid, part[matrix][split][row],
+ * added in split order, and the SwiGLU of the bf16 g, u (dic_swiglu_n's arithmetic) times the routing
+ * weight, as bf16 h[r][col]. */
+static __device__ __forceinline__ void md_up_warp_sum(const float part[2][MD_MAXS][16], int nsp, int tid, float &gv,
+                                                      float &uv) {
+    gv = md_sp_fold(&part[0][0][tid], nsp), uv = md_sp_fold(&part[1][0][tid], nsp);
 }
 static __device__ __forceinline__ void md_up_swiglu_store(const md_args &a, int r, int col, float gv, float uv) {
     gv = dic_round_bf16(gv), uv = dic_round_bf16(uv); /* the bf16 g, u of di_gemm2_grouped */
@@ -369,7 +403,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a,
                                                                 const __grid_constant__ md_tab t3) {
     constexpr int NB = FP4 ? 4 : 2;
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_WARPS][2][16];
+    __shared__ float part[2][MD_MAXS][16];
     DIC_PDL_ENTER();
     const int r = blockIdx.y, m = r / a.k, n0 = blockIdx.x * 16, K = a.d;
     const int e = a.sel[r];
@@ -385,21 +419,20 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_up(const md_args a,
     const uint4 *A16[2] = {a16, a16};
     const float *SA[2] = {sa, sa};
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    float *const PP[2] = {&part[0][0][0], &part[1][0][0]};
+    const int cps = a.cpu, n = md_sp_len(warp, a.nspu, cps, nch);
     md_regs<FP4, NB, 2> R;
-    md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, nch, t, a, K >> a.lwb, ra); /* weights first */
+    md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, 0, n, cps, t, a, K >> a.lwb, ra); /* weights first */
     md_quant_rows(a.xn + (size_t)m * a.ldx, a.ldx, NULL, 1, K, a.ab, FP4, smem, 0, sa, 0);
     __syncthreads();
-    for (int c0 = warp;;) {
-        md_compute<FP4, NB, 2>(R, 2, c0, nch, t, lane, a, A16, SA, acc);
-        c0 += 4 * NB;
-        if (c0 >= nch) break;
-        md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+    for (int i0 = 0; i0 < n; i0 += NB) {
+        if (i0) md_load<FP4, NB, 2>(R, W, S, 2, wrow, srow_a, srow_b, warp, i0, n, cps, t, a, K >> a.lwb, ra);
+        md_compute<FP4, NB, 2>(R, 2, warp, i0, n, cps, t, lane, a, A16, SA, acc, PP);
     }
-    if (t == 0) md_up_part(part, warp, g, acc);
     __syncthreads();
     if (tid < 16) {
         float gv, uv;
-        md_up_warp_sum(part, tid, gv, uv);
+        md_up_warp_sum(part, a.nspu, tid, gv, uv);
         md_up_swiglu_store(a, r, n0 + tid, gv, uv);
     }
 }
@@ -427,7 +460,7 @@ template <int FP4>
 static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args a, const __grid_constant__ md_tab t2) {
     constexpr int NB = FP4 ? 4 : 2;
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_WARPS][MD_KMAX][16];
+    __shared__ float part[MD_KMAX][MD_MAXS][16]; /* [slot][split][row] */
     __shared__ int es[MD_KMAX], vsl[MD_KMAX];
     __shared__ int nvs;
     const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
@@ -478,23 +511,21 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
                                (const uint4 *)(smem + (size_t)s1 * a16_bytes)};
         const float *SA[2] = {sa0 + (size_t)s0 * nsa, sa0 + (size_t)s1 * nsa};
         float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-        for (int c0 = warp; c0 < nch; c0 += 4 * NB) {
-            md_load<FP4, NB, 2>(R, W, S, nm, wrow, srow_a, srow_b, c0, nch, t, a, K >> a.lwb, ra);
+        float *const PP[2] = {&part[s0][0][0], &part[s1][0][0]};
+        const int cps = a.cpd, n = md_sp_len(warp, a.nspd, cps, nch);
+        for (int i0 = 0; i0 < n; i0 += NB) {
+            md_load<FP4, NB, 2>(R, W, S, nm, wrow, srow_a, srow_b, warp, i0, n, cps, t, a, K >> a.lwb, ra);
             if (first) {
                 md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
                 __syncthreads();
                 first = 0;
             }
-            md_compute<FP4, NB, 2>(R, nm, c0, nch, t, lane, a, A16, SA, acc);
+            md_compute<FP4, NB, 2>(R, nm, warp, i0, n, cps, t, lane, a, A16, SA, acc, PP);
         }
         if (first) { /* this warp had no chunk: still take part in the quantisation and its barrier */
             md_quant_rows(a.h + (size_t)m * k * a.ldh, a.ldh, vs, nv, K, a.ab, FP4, smem, a16_bytes, sa0, nsa);
             __syncthreads();
             first = 0;
-        }
-        if (t == 0) {
-            part[warp][s0][g] = acc[0][0], part[warp][s0][g + 8] = acc[0][1];
-            if (nm == 2) part[warp][s1][g] = acc[1][0], part[warp][s1][g + 8] = acc[1][1];
         }
     }
     __syncthreads();
@@ -506,9 +537,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
         float y = 0.0f;
         for (int i = 0; i < n; i++) {
             const int s = ord[i];
-            float v = part[0][s][tid];
-#pragma unroll
-            for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][s][tid]);
+            const float v = md_sp_fold(&part[s][0][tid], a.nspd);
             y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
         }
         if (a.shared) y = __fadd_rn(y, dic_bf16_to_f32(a.shared[(size_t)m * a.lds + col]));
@@ -520,9 +549,9 @@ static __global__ void __launch_bounds__(MD_WARPS * 32) k_md_down(const md_args 
 /* ---- the FP4 ring kernels: per-warp cp.async rings (docs/kernels/moe-decode.md §1) --------
  *
  * The same arithmetic as k_md_up / k_md_down, hence the same bits: per 16-row
- * tile, "chain" j (0..3) sums the chunks c = j, j + 4, ... (128 k each) in
- * increasing k, per 32-k block fma(P_b, s_act * s_w, C_j) with P_b the two
- * HMMAs of the block on the same fragments; C = ((C_0 + C_1) + C_2) + C_3.
+ * tile, chain j (0..3) sums the splits j, j + 4, ... (md_sp_chunk), each in
+ * increasing k, per 32-k block fma(P_b, s_act * s_w, C_s) with P_b the two
+ * HMMAs of the block on the same fragments; C = C_0 + C_1 + ... (split order).
  * What changes is who runs a chain and how its weights arrive:
  *  - a warp runs one chain of one row tile and streams its chunks through a
  *    private ring of stages in shared memory (cp.async 16 B, the lane
@@ -699,16 +728,19 @@ static __device__ __forceinline__ void mv_chunk_c(const uint8_t *b, int c, int g
     mv_chunk_words<L7>(wa, wb, sA, sB, c, t, a16, sa, lab, acc0, acc1);
 }
 
-/* A warp's chain: chunks c0, c0 + 4, ... < nch of NM matrices through its ring (NST stages at
- * ring). pre: the first min(NST, n) chunks were already issued (NST groups committed). */
+/* A warp's chain ch: its n = md_sp_len(ch, nsp, cps, nch) items (the chunks of splits ch, ch + 4, ...)
+ * of NM matrices through its ring (NST stages at ring); at each split end the sums go to
+ * pp[j][16 s + g], [16 s + g + 8] (lanes t = 0) and acc restarts from 0. pre: the first min(NST, n)
+ * chunks were already issued (NST groups committed, mv_prologue). */
 template <int NST, int NM, int RJ = 0, int L7 = 0>
 static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *const W[NM],
-                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                int nch, int g, int t, const uint4 *a16, const float *sa, int lab,
-                                                float acc[NM][2]) {
-    const int n = (nch - c0 + 3) / 4;
+                                                const uint8_t *const S[NM], size_t wrow, size_t srow, int ch,
+                                                int nsp, int cps, int nch, int g, int t, const uint4 *a16,
+                                                const float *sa, int lab, float acc[NM][2], float *const pp[NM]) {
+    const int n = md_sp_len(ch, nsp, cps, nch);
 #pragma unroll 1 /* code size: one chunk's body (NM matrices) is large */
     for (int i = 0; i < n; i++) {
+        const int c = md_sp_chunk(ch, i, cps);
         mv_wait<NST - 1>();
         __syncwarp();
         const uint8_t *b = ring + (i % NST) * (NM * MV_MATB);
@@ -719,7 +751,7 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
                 float x0 = acc[0][0], x1 = acc[0][1], y0 = acc[NM - 1][0], y1 = acc[NM - 1][1];
 #pragma unroll 1
                 for (int j = 0; j < 2; j++) {
-                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, x0, x1);
+                    mv_chunk_c<L7>(b + j * MV_MATB, c, g, t, a16, sa, lab, x0, x1);
                     const float s0 = x0, s1 = x1;
                     x0 = y0, x1 = y1, y0 = s0, y1 = s1;
                 }
@@ -727,24 +759,32 @@ static __device__ __forceinline__ void mv_chain(uint8_t *ring, const uint8_t *co
             } else {
 #pragma unroll
                 for (int j = 0; j < NM; j++)
-                    mv_chunk_c<L7>(b + j * MV_MATB, c0 + 4 * i, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+                    mv_chunk_c<L7>(b + j * MV_MATB, c, g, t, a16, sa, lab, acc[j][0], acc[j][1]);
+            }
+        }
+        if (md_sp_end(i, n, cps)) { /* split done: C_s stored, the next split from 0 */
+            const int sp = md_sp_of(ch, i, cps);
+#pragma unroll
+            for (int j = 0; j < NM; j++) {
+                if (t == 0) pp[j][16 * sp + g] = acc[j][0], pp[j][16 * sp + g + 8] = acc[j][1];
+                acc[j][0] = acc[j][1] = 0.0f;
             }
         }
         __syncwarp();
         if (i + NST < n)
-            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, c0 + 4 * (i + NST), g, t);
+            mv_issue<NM>(ring + (i % NST) * (NM * MV_MATB), W, S, wrow, srow, md_sp_chunk(ch, i + NST, cps), g, t);
         mv_commit();
     }
 }
 
 template <int NST, int NM>
 static __device__ __forceinline__ void mv_prologue(uint8_t *ring, const uint8_t *const W[NM],
-                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int c0,
-                                                   int nch, int g, int t, int valid) {
+                                                   const uint8_t *const S[NM], size_t wrow, size_t srow, int ch,
+                                                   int nsp, int cps, int nch, int g, int t, int valid) {
+    const int n = md_sp_len(ch, nsp, cps, nch);
 #pragma unroll 1 /* code size: one copy of the issue (the same requests in the same order) */
     for (int i = 0; i < NST; i++) {
-        const int c = c0 + 4 * i;
-        if (valid && c < nch) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, c, g, t);
+        if (valid && i < n) mv_issue<NM>(ring + i * (NM * MV_MATB), W, S, wrow, srow, md_sp_chunk(ch, i, cps), g, t);
         mv_commit();
     }
 }
@@ -758,7 +798,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
                                                                 const __grid_constant__ md_tab t3) {
     constexpr int NST = MV_NST;
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_WARPS][2][16];
+    __shared__ float part[2][MD_MAXS][16]; /* [matrix][split][row] */
     const int r = blockIdx.y, m = r / a.k, K = a.d;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chain = warp;
@@ -780,15 +820,16 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
     const int ev = valid ? e : 0;
     const uint8_t *W[2] = {t1.w[ev] + (size_t)ra * wrow, t3.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[2] = {t1.s[ev] + (size_t)ra * srow, t3.s[ev] + (size_t)ra * srow};
-    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, nch, g, t, valid);
+    mv_prologue<NST, 2>(ring, W, S, wrow, srow, chain, a.nspu, a.cpu, nch, g, t, valid);
     __syncthreads();
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 2, 1, L7>(ring, W, S, wrow, srow, chain, nch, g, t, a16, sa, a.lab, acc);
-    if (t == 0) md_up_part(part, warp, g, acc);
+    float *const PP[2] = {&part[0][0][0], &part[1][0][0]};
+    if (valid)
+        mv_chain<NST, 2, 1, L7>(ring, W, S, wrow, srow, chain, a.nspu, a.cpu, nch, g, t, a16, sa, a.lab, acc, PP);
     __syncthreads();
     if (tid < 16 && valid) {
         float gv, uv;
-        md_up_warp_sum(part, tid, gv, uv);
+        md_up_warp_sum(part, a.nspu, tid, gv, uv);
         md_up_swiglu_store(a, r, n0 + tid, gv, uv);
     }
 }
@@ -797,7 +838,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 7) k_mv_up(const md_args
 template <int NST>
 static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_WARPS][16];
+    __shared__ float part[MD_MAXS][16]; /* [split][row] */
     __shared__ float eo[16];
     __shared__ int ord_s[MD_KMAX], nord_s, es0[MD_KMAX]; /* rank 0's (expert, slot) order and the token's sel it
                                                          * was made from, before the wait */
@@ -816,7 +857,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, a.nspd, a.cpd, nch, g, t, valid);
     }
     if (slot == 0 && tid == 0) {
         /* the combine order from the same (two launches old) sel; the token's row is read again
@@ -859,22 +900,17 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
         const int ev = valid ? e : 0;
         const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
         const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
-        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, valid);
+        mv_prologue<NST, 1>(ring, W, S, wrow, srow, warp, a.nspd, a.cpd, nch, g, t, valid);
     }
     const int ev = valid ? e : 0;
     const uint8_t *W[1] = {t2.w[ev] + (size_t)ra * wrow};
     const uint8_t *S[1] = {t2.s[ev] + (size_t)ra * srow};
     __syncthreads();
     float acc[1][2] = {{0.0f, 0.0f}};
-    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, nch, g, t, a16, sa, a.lab, acc);
-    if (t == 0) part[warp][g] = acc[0][0], part[warp][g + 8] = acc[0][1];
+    float *const PP[1] = {&part[0][0]};
+    if (valid) mv_chain<NST, 1>(ring, W, S, wrow, srow, warp, a.nspd, a.cpd, nch, g, t, a16, sa, a.lab, acc, PP);
     __syncthreads();
-    if (tid < 16) {
-        float v = part[0][tid];
-#pragma unroll
-        for (int w = 1; w < MD_WARPS; w++) v = __fadd_rn(v, part[w][tid]);
-        eo[tid] = dic_round_bf16(v); /* eo = bf16 */
-    }
+    if (tid < 16) eo[tid] = valid ? dic_round_bf16(md_sp_fold(&part[0][tid], a.nspd)) : 0.0f; /* eo = bf16 */
     mv_cluster_sync();
     if (slot == 0 && tid < 16) {
         int ord[MD_KMAX], n = 0;
@@ -904,8 +940,8 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  *
  * Grid (d / 16, M), 8 warps (docs/kernels/moe-decode.md §1): a CTA owns the 16 output columns n0.. of
  * token m and ALL its k entries, so the combine is local (no cluster, no DSMEM) and M = 1 is one wave
- * (d / 16 = 256 CTAs at 2 per SM). Warp w runs chain j = w & 3 (chunks j, j + 4, ... of 128 k, in
- * increasing k) of the valid entries of index parity w >> 2 (the valid slots in slot order: entries
+ * (d / 16 = 256 CTAs at 2 per SM). Warp w runs chain j = w & 3 (the splits j, j + 4, ..., each in
+ * increasing k: md_sp_chunk) of the valid entries of index parity w >> 2 (the valid slots in slot order: entries
  * 0, 2, 4 / 1, 3, 5 at k = 6), one item (entry, chunk) per step, entry by entry. The items stream
  * through a private ring of NST stages (cp.async 16 B as mv_issue: the lane copies block t of rows
  * g, g + 8, lanes t = 0 / 1 the scale words), issued BEFORE the PDL wait from sel read before the wait
@@ -917,8 +953,7 @@ static __global__ void __launch_bounds__(MD_WARPS * 32, 8) k_mv_down(const md_ar
  * Arithmetic: exactly k_mv_down's: h rows quantised by md_quant_lean / md_quant_rows (all k rows of
  * the token, the invalid ones unused), per entry and chain C_j = the fma chain of mv_chunk_c
  * (md2_chunk: the same operations on the same values, only the shared-memory addresses differ; the
- * rare slow path taken warp-uniformly), eo = bf16(((C0 + C1) + C2) + C3) (a chain without chunks
- * adds 0.0f, as k_mv_down's), y = 0 + eo over the valid entries in increasing (expert, slot)
+ * rare slow path taken warp-uniformly), eo = bf16(C_0 + C_1 + ... in split order), y = 0 + eo over the valid entries in increasing (expert, slot)
  * (md_order's order), + shared when given, y and out. Hence the same bits (h, y, out) as k_mv_down
  * and the register kernels; a row's bits do not depend on M. */
 
@@ -982,15 +1017,15 @@ struct md2_it {
  * value e (-1: invalid or lane >= k) and the valid mask vm. */
 template <int NST = MD2_NST>
 static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab &t2, int e, unsigned vm, int par,
-                                                    int j, int npc, int nit, int n0, size_t wrow, size_t srow, int g,
-                                                    int t) {
+                                                    int j, int npc, int cps, int nit, int n0, size_t wrow, size_t srow,
+                                                    int g, int t) {
     md2_it it = {0, 0};
     int s = md2_nth(vm, par), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
 #pragma unroll 1
     for (int i = 0; i < NST; i++) {
         if (i < nit) {
             const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
-            md2_issue(ring + i * MD2_STB, W, S, wrow, srow, j + 4 * it.ci, g, t);
+            md2_issue(ring + i * MD2_STB, W, S, wrow, srow, md_sp_chunk(j, it.ci, cps), g, t);
             if (++it.ci == npc) {
                 it.ci = 0, it.q++;
                 s = md2_nth(vm, par + 2 * it.q), ex = __shfl_sync(0xFFFFFFFFu, e, s & 31);
@@ -1005,12 +1040,13 @@ static __device__ __forceinline__ void md2_prologue(uint8_t *ring, const md_tab 
 template <int L7, int NST>
 static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_args a, const __grid_constant__ md_tab t2) {
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float part[MD_KMAX][4][16]; /* [slot][chain][row] */
+    __shared__ float part[MD_KMAX][MD_MAXS][16]; /* [slot][split][row] */
     __shared__ int ord_s[MD_KMAX];
     const int m = blockIdx.y, n0 = blockIdx.x * 16, K = a.I, k = a.k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int j = warp & 3, par = warp >> 2; /* chain, entry parity */
-    const int nch = K / MD_CK, npc = (nch - j + 3) / 4; /* chunks of this chain per entry (0 when j >= nch) */
+    const int nch = K / MD_CK, cps = a.cpd;
+    const int npc = md_sp_len(j, a.nspd, cps, nch); /* chunks of this chain per entry (its splits') */
     const size_t wrow = (size_t)K / 2, srow = (size_t)K / 32;
     uint8_t *ring = smem + (size_t)warp * NST * MD2_STB;
     uint8_t *a16b = smem + (size_t)MD2_WARPS * NST * MD2_STB;
@@ -1024,7 +1060,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
     if (e < 0 || e >= a.E) e = -1;
     unsigned vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
     int nit = ((__popc(vm) - par + 1) >> 1) * npc; /* the warp's items: its entries x its chunks */
-    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t);
+    md2_prologue<NST>(ring, t2, e, vm, par, j, npc, cps, nit, n0, wrow, srow, g, t);
     DIC_PDL_ENTER();
     float shv = 0.0f; /* warp 0's shared values, requested early */
     if (warp == 0 && lane < 16 && a.shared) shv = dic_bf16_to_f32(a.shared[(size_t)m * a.lds + n0 + lane]);
@@ -1042,7 +1078,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
         __syncwarp();
         e = e2, vm = __ballot_sync(0xFFFFFFFFu, e >= 0);
         nit = ((__popc(vm) - par + 1) >> 1) * npc;
-        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, nit, n0, wrow, srow, g, t);
+        md2_prologue<NST>(ring, t2, e, vm, par, j, npc, cps, nit, n0, wrow, srow, g, t);
     }
     __syncthreads();
     DIC_STAMP_PHASE(601);
@@ -1057,11 +1093,14 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             mv_wait<NST - 1>();
             __syncwarp();
             const uint8_t *b = ring + (i % NST) * MD2_STB;
-            md2_chunk<L7>(b, j + 4 * it.ci, g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes), sa + (size_t)s * nsa,
-                          a.lab, acc0, acc1);
-            if (++it.ci == npc) { /* the entry's chain sum done */
-                if (t == 0) part[s][j][g] = acc0, part[s][j][g + 8] = acc1;
+            md2_chunk<L7>(b, md_sp_chunk(j, it.ci, cps), g, t, (const uint4 *)(a16b + (size_t)s * a16_bytes),
+                          sa + (size_t)s * nsa, a.lab, acc0, acc1);
+            if (md_sp_end(it.ci, npc, cps)) { /* a split of the entry done: C_s stored, the next from 0 */
+                const int sp = md_sp_of(j, it.ci, cps);
+                if (t == 0) part[s][sp][g] = acc0, part[s][sp][g + 8] = acc1;
                 acc0 = acc1 = 0.0f;
+            }
+            if (++it.ci == npc) { /* the entry's chain done */
                 it.ci = 0, it.q++;
                 s = md2_nth(vm, par + 2 * it.q);
             }
@@ -1069,7 +1108,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             if (i + NST < nit) {
                 const int ss = md2_nth(vm, par + 2 * is.q), ex = __shfl_sync(0xFFFFFFFFu, e, ss);
                 const uint8_t *W = t2.w[ex] + (size_t)(n0 + g) * wrow, *S = t2.s[ex] + (size_t)(n0 + g) * srow;
-                md2_issue(ring + (i % NST) * MD2_STB, W, S, wrow, srow, j + 4 * is.ci, g, t);
+                md2_issue(ring + (i % NST) * MD2_STB, W, S, wrow, srow, md_sp_chunk(j, is.ci, cps), g, t);
                 if (++is.ci == npc) is.ci = 0, is.q++;
             }
             mv_commit();
@@ -1093,9 +1132,7 @@ static __global__ void __launch_bounds__(MD2_WARPS * 32, 2) k_mv_down2(const md_
             float y = 0.0f;
             for (int i = 0; i < n; i++) {
                 const int s = ord_s[i];
-                float v = part[s][0][lane];
-#pragma unroll
-                for (int w = 1; w < 4; w++) v = __fadd_rn(v, w < nch ? part[s][w][lane] : 0.0f);
+                const float v = md_sp_fold(&part[s][0][lane], a.nspd);
                 y = __fadd_rn(y, dic_round_bf16(v)); /* eo = bf16, then the fp32 combine */
             }
             if (a.shared) y = __fadd_rn(y, shv);
@@ -1150,6 +1187,8 @@ extern "C" int dic_moe_routed_dec_ok(int M, int k, int E, const dic_wmat *W1, co
     if (fmt == 2 && (!md_pow2(wb) || wb < 32 || d % wb || I % wb || (act_block < wb ? act_block : wb) > MD_CK))
         return 0;
     if (fmt == 3 && wb != 32) return 0;
+    /* the M-free split of either GEMM has at most dic_gemm_ngroups(K) splits (dic_gemm_f16.cu d_splits) */
+    if (dic_gemm_ngroups(d) > MD_MAXS || dic_gemm_ngroups(I) > MD_MAXS) return 0;
     if (!md_mat_ok(W1, E, fmt, I, d, wb) || !md_mat_ok(W3, E, fmt, I, d, wb) || !md_mat_ok(W2, E, fmt, d, I, wb))
         return 0;
     if (md_up_smem(d, act_block) > 200 * 1024 || md_down_smem(k, I, act_block) > 200 * 1024) return 0;
@@ -1326,6 +1365,12 @@ extern "C" cudaError_t dic_moe_routed_dec(const dic_ctx *c, int M, int k, const 
     const int kb = fmt == 2 ? (act_block < wb ? act_block : wb) : 32;
     a.lwb = md_ilog2(wb), a.nwb = 0, a.spbm1 = kb / 32 - 1;
     a.limit = limit, a.sel = sel, a.rw = rw, a.xn = xn, a.ldx = ldx, a.h = h, a.ldh = ldh;
+    /* the split-K of the M-free grouped GEMMs (up: N = I, K = d; down: N = d, K = I), so every output
+     * takes the op sequence's operations in its order (docs/kernels/moe-decode.md §2) */
+    int kper;
+    a.nspu = dic_gemm_dec_splits(I, d, c->num_sms, &kper), a.cpu = kper / MD_CK;
+    a.nspd = dic_gemm_dec_splits(d, I, c->num_sms, &kper), a.cpd = kper / MD_CK;
+    if (a.nspu > MD_MAXS || a.nspd > MD_MAXS || a.nspu < 1 || a.nspd < 1) return cudaErrorInvalidValue;
     a.shared = shared, a.lds = lds, a.y = y, a.out = out, a.ldo = ldo;
     static thread_local md_tab t1, t3, t2; /* host staging (copied into the launch parameters), per thread */
     md_fill(&t1, W1, E), md_fill(&t3, W3, E), md_fill(&t2, W2, E);

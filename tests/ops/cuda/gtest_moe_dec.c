@@ -1,4 +1,5 @@
-/* gtest_moe_dec.c — the fast-mode routed experts at decode sizes
+/* gtest_moe_dec.c — the routed experts at decode sizes (both modes; gtest_moe_dec_inv.c: the
+ * batch-invariant op sequence's bits)
  * (dic_moe_decode.cu, dic_moe_routed_dec: ops.h di_moe_routed without
  * dispatch) against the CPU op sequence (di_moe_routed on the CPU: dispatch,
  * gather, gemm2_grouped, swiglu_n, gemm_grouped, combine, + shared, bf16):
