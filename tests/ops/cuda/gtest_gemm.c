@@ -409,7 +409,7 @@ TEST(gpu_gemm_fp4) {
     gemm_case(DI_WFMT_FP4, 4096, 128, 2048, 32, 128, 950);
 }
 
-TEST(gpu_gemm_bf16_f32_bitwise) {
+TEST(gpu_gemm_bf16_f32_mode1) { /* F32: bitwise di_gemm; BF16: the GEMM tolerance (k_mma, M-free split) */
     for (unsigned i = 0; i < sizeof gemm_ms / sizeof *gemm_ms; i++) {
         gemm_case(DI_WFMT_BF16, gemm_ms[i], 256, 4096, 0, 0, 1000 + i); /* router gate */
         if (di_test_failed()) return;
