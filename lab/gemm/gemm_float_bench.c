@@ -6,8 +6,9 @@
  * lab_gemm_float_fast_tune in gemm_float_fast_variants.cu, each checked bitwise against the product's
  * launch: "=" / "!=", expected "!=" only for another K split);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg]; woa: only the grouped wo_a (G = 8 x
- * N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
+ * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg | inv]; inv: the mode-1 BF16 path
+ * (DIC_GEMMF_PATH_INV) against fast AUTO at the V4 / V4.1 BF16 shapes and wo_a, decode and prefill;
+ * woa: only the grouped wo_a (G = 8 x N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
  * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
  * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1; chain: the mode-1
  * F32 GEMM (dic_gemm_f32_chain.cu) against the old k_gemm_float at the mHC shapes; lmarg: the
@@ -113,7 +114,8 @@ static void gemm_body(void *p, int i) {
 
 static const char *pname(int p) {
     return p == DIC_GEMMF_PATH_AUTO ? "auto" : p == DIC_GEMMF_PATH_GEMV ? "gemv" : p == DIC_GEMMF_PATH_MMA ? "mma"
-           : p == DIC_GEMMF_PATH_MMA64 ? "mma64" : p == DIC_GEMMF_PATH_MMA128 ? "mma128" : "old(mode1)";
+           : p == DIC_GEMMF_PATH_MMA64 ? "mma64" : p == DIC_GEMMF_PATH_MMA128 ? "mma128"
+           : p == DIC_GEMMF_PATH_INV ? "inv(mode1)" : "old(mode1)";
 }
 
 /* Weight pool for decode rows: every call of a graph reads different weights, rotating over
@@ -386,6 +388,33 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "lmarg")) { /* lm_head + argmax: unfused vs fused */
         lmarg_rows();
+        cudaFree(pool);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "inv")) { /* the mode-1 BF16 GEMMs (k_mma, M-free split) vs fast AUTO */
+        printf("-- mode 1 (inv: k_mma with the split from N and K) vs fast auto at the V4 / V4.1 BF16 shapes: graph us"
+               " per call; wo_a G=8 both modes; then prefill TFLOP/s\n");
+        static const int sn[] = {512, 1024, 64, 128, 129280, 512, 1024, 32}, sk[] = {4096, 4096, 4096, 512, 4096,
+                                                                                     5120, 5120, 5120};
+        static const int dm[] = {1, 2, 4, 8, 16, 64};
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < 6; i++)
+                for (int p = 0; p < 2; p++)
+                    dec_row(p ? "inv" : "fast", 0, dm[i], sn[j], sk[j], 1, p ? DIC_GEMMF_PATH_INV : A_, 0, 0, 0,
+                            sn[j] > 100000, 0, sn[j] > 100000 ? 5 : 30);
+        static const int wm[] = {1, 2, 4, 8, 64, 256, 1024};
+        for (int i = 0; i < 7; i++)
+            for (g_mode = 0; g_mode < 2; g_mode++)
+                dec_row(g_mode ? "wo_a inv" : "wo_a fast", DIC_WFMT_FP8B, wm[i], 1024, 4096, 8, A_, 0, 0, 0, 0, 0,
+                        wm[i] >= 1024 ? 5 : 30);
+        g_mode = 0;
+        static const int pm[] = {1024, 8192};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 8; j++) {
+                if (sn[j] > 100000 && pm[i] > 1024) continue;
+                run_case(0, pm[i], sn[j], sk[j], A_, 5, 0);
+                run_case(0, pm[i], sn[j], sk[j], DIC_GEMMF_PATH_INV, 5, 0);
+            }
         cudaFree(pool);
         return 0;
     }

@@ -28,7 +28,7 @@ extern "C" cudaError_t dic_gemm(const dic_ctx *c, int M, const uint16_t *A, size
     if (M <= 0) return cudaSuccess;
     if (!W || (!C32) == (!C16)) return cudaErrorInvalidValue;
     if (W->fmt == 0 || W->fmt == 1 || W->fmt == DIC_WFMT_FP8B) /* FP8B: BF16 math (dic.h) */
-        return c->batch_invariant ? dic_gemm_float_launch(c->stream, M, A, lda, W, C32, C16, ldc)
+        return c->batch_invariant ? dic_gemm_float_inv_launch(c->stream, M, A, lda, W, C32, C16, ldc)
                                   : dic_gemm_float_fast_launch(c->stream, M, A, lda, W, C32, C16, ldc, DIC_GEMMF_PATH_AUTO);
     if (W->fmt != 2 && W->fmt != 3) return cudaErrorInvalidValue;
     const int K = W->k;

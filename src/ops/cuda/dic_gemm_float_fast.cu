@@ -1,7 +1,9 @@
 /*
- * dic_gemm_float_fast.cu — BF16 and F32 weight GEMMs for dic_ctx.batch_invariant == 0
- * (dic_gemm_float.cu keeps the CPU's exact order for mode 1). fp32 accumulation in
- * other orders than di_gemm: results equal di_gemm to rounding, not bitwise.
+ * dic_gemm_float_fast.cu — BF16 and F32 weight GEMMs for dic_ctx.batch_invariant == 0, and
+ * the BF16 / FP8B ones of mode 1 (dic_gemm_float_inv_launch: k_mma at every M with the K split
+ * from N and K only, docs/determinism.md sec. 7; dic_gemm_float.cu keeps the CPU's exact order
+ * for mode-1 F32). fp32 accumulation in other orders than di_gemm: results equal di_gemm to
+ * rounding, not bitwise.
  * Deterministic run to run: no atomics; every reduction is a fixed tree.
  *
  * 1. GEMV family (k_gemv, up to 16 rows per tile; auto: F32 at every M, BF16 at M = 1 and
@@ -40,11 +42,11 @@
  * at M <= 4 dic_gemm_fp8w_gemv.cu's GEMV (16-byte e4m3 loads, block-scaled partial sums), above
  * dic_gemm_fp8w_mma.cu's tensor-core kernel (weights as the mma A operand, converted in
  * registers): the GEMM tolerance, not these bits; dic_gemm_fp8w_gemv_enable(0) and
- * dic_gemm_fp8w_mma_maxm(4) restore the paths described here. In mode 1 FP8B groups of one
- * shape take one launch (dic_gemm_float.cu dic_gemm_fp8w_bd_g: the per-group bits).
+ * dic_gemm_fp8w_mma_maxm(4) restore the paths described here. In mode 1 BF16 / FP8B groups of
+ * one shape take one k_mma launch with the M-free split (the per-group bits of mode-1 dic_gemm).
  * Shapes outside the fast kernels' alignment rules (K % 8 for BF16, K % 4 for F32,
  * 16-byte aligned weights, activations aligned to their vector loads) go to the
- * mode-1 kernels (dic_gemm_float_launch).
+ * CPU-order kernels (dic_gemm_float_launch), in both modes.
  */
 #include <cooperative_groups.h>
 #include <stdlib.h>
@@ -428,6 +430,13 @@ static int mma_split(long long tiles, int nkt) {
     return S;
 }
 
+/* The batch-invariant mode's K split (docs/determinism.md sec. 7): mma_split of the column tiles of one
+ * row tile, so from N and K only. Every output then takes the same chain at every M: per k-step of its
+ * rank's contiguous range the four m16n8k16 steps in k order (fp32 accumulate; an element's sum depends
+ * on its own row and column fragments only, not on BM or its place in the tile), the S partials added
+ * in rank order from 0.0f. */
+static int mma_split_inv(int N, int K) { return mma_split((N + MM_BN - 1) / MM_BN, (K + MM_BK - 1) / MM_BK); }
+
 /* G > 1: block-diagonal launch over W[0..G) (N = G * W->n, W->n % MM_BN == 0; A offset gk per group). */
 static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk,
                               float *C32, uint16_t *C16, size_t ldc, int force_bm, int force_s) {
@@ -480,6 +489,7 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
                                                   int path) {
     if (M <= 0 || W->n <= 0) return cudaSuccess;
     if (W->fmt != 0 && W->fmt != 1 && W->fmt != DIC_WFMT_FP8B) return cudaErrorInvalidValue;
+    if (path == DIC_GEMMF_PATH_INV) return dic_gemm_float_inv_launch(st, M, A, lda, W, C32, C16, ldc);
     const int f32 = W->fmt == 1, K = W->k;
     if (W->fmt == DIC_WFMT_FP8B && (W->wblock <= 0 || W->wblock % 16 || K % W->wblock || !W->scale))
         return cudaErrorInvalidValue;
@@ -505,6 +515,21 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
     if (f32 || M == 1 || (M <= GV_BF16_MAXM && (long long)W->n * K <= (1LL << 24)))
         return gemv_launch(st, M, A, lda, W, C32, C16, ldc);
     return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, 0);
+}
+
+/* The batch-invariant (default) mode's BF16 / FP8B product (dic_gemm_int.h dic_gemm_float_inv_launch):
+ * k_mma at every M with the M-free split mma_split_inv, so a row's bits are its own at M = 1 and at
+ * M = 8192. F32 weights and shapes outside k_mma's alignment rules keep dic_gemm_float_launch (the CPU's
+ * per-row chains: also M-free). */
+extern "C" cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda,
+                                                 const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc) {
+    if (M <= 0 || W->n <= 0) return cudaSuccess;
+    if (W->fmt != 0 && W->fmt != 1 && W->fmt != DIC_WFMT_FP8B) return cudaErrorInvalidValue;
+    const int K = W->k, f8 = W->fmt == DIC_WFMT_FP8B;
+    if (f8 && (W->wblock <= 0 || W->wblock % 16 || K % W->wblock || !W->scale)) return cudaErrorInvalidValue;
+    const int ok = W->fmt != 1 && K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w) && (!f8 || K % 16 == 0);
+    if (!ok) return dic_gemm_float_launch(st, M, A, lda, W, C32, C16, ldc);
+    return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, mma_split_inv(W->n, K));
 }
 
 /* ------------------------------------------------------------------ fused greedy argmax */
@@ -589,9 +614,11 @@ static int am_plan(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const
                    int *flags) {
     const int N = W->n, K = W->k;
     const int gs = !c->batch_invariant && dic_gemv_stream_auto(M, A, lda, W, ldc);
-    if (c->batch_invariant || !am_enabled(M, gs) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
+    if ((!c->batch_invariant && !am_enabled(M, gs)) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
         ldc < (size_t)N || !(K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w)))
         return 0;
+    /* batch-invariant mode: k_mma_am where the M-free split is 1 (dic_gemm_float_inv_launch's bits) */
+    if (c->batch_invariant) return mma_split_inv(N, K) == 1 ? 2 : 0;
     if (gs) return 3;
     if (M == 1 || (M <= GV_BF16_MAXM && (long long)N * K <= (1LL << 24))) {
         int cy = 0, mr = 0;
@@ -677,7 +704,7 @@ static __global__ void k_fp8b_to_bf16(const dic_gv_tab tab, int R, int K, size_t
  * conversion costs one read of the FP8 bytes and one write + read of the BF16 copy, small next to
  * the tiles' work at these M). 0 when the scratch is too small (the caller falls back). */
 static int fp8b_via_bf16(const dic_ctx *c, int M, const uint16_t *A, size_t lda, int G, const dic_wmat *W, int gk,
-                         float *C32, uint16_t *C16, size_t ldc, cudaError_t *res) {
+                         float *C32, uint16_t *C16, size_t ldc, int force_s, cudaError_t *res) {
     const int R = W[0].n, K = W[0].k;
     const size_t per_group = (size_t)R * (size_t)K, bytes = (size_t)G * per_group * 2;
     if (!c->scratch || c->scratch_cap < bytes + 256 || K % 16 || R % MM_BN) return 0;
@@ -695,7 +722,7 @@ static int fp8b_via_bf16(const dic_ctx *c, int M, const uint16_t *A, size_t lda,
     const unsigned blocks = (unsigned)((per_group / 16 + 255) / 256);
     DIC_LAUNCH(k_fp8b_to_bf16, dim3(blocks, (unsigned)G), 256, 0, c->stream, tab, R, K, per_group, wb);
     *res = cudaGetLastError();
-    if (*res == cudaSuccess) *res = mma_launch(c->stream, M, A, lda, W16, G, gk, C32, C16, ldc, 0, 0);
+    if (*res == cudaSuccess) *res = mma_launch(c->stream, M, A, lda, W16, G, gk, C32, C16, ldc, 0, force_s);
     return 1;
 }
 
@@ -704,20 +731,27 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
                                           size_t ldc) {
     if (M <= 0 || G <= 0) return cudaSuccess;
     const int f8 = W[0].fmt == DIC_WFMT_FP8B;
-    /* (mode 1 FP8B: one launch; other mode-1 products: one dic_gemm per group, below) */
-    if (c->batch_invariant && f8 && G <= DIC_GV_MAXG && W[0].k == gk) { /* mode 1 FP8B: one launch, the same bits */
-        int ok = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
-        for (int g = 0; g < G && ok; g++)
-            ok = W[g].fmt == DIC_WFMT_FP8B && W[g].n == W[0].n && W[g].k == gk && W[g].wblock == W[0].wblock &&
-                 W[g].scale && al16(W[g].w);
-        if (ok && ldc >= (size_t)G * (size_t)W[0].n) return dic_gemm_fp8w_bd_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
-    }
-    int same = !c->batch_invariant && G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1 || f8) && W[0].k == gk &&
-               gk % 8 == 0 && lda % 8 == 0 && al16(A);
+    int same = G <= DIC_GV_MAXG && (W[0].fmt == 0 || W[0].fmt == 1 || f8) && W[0].k == gk && gk % 8 == 0 &&
+               lda % 8 == 0 && al16(A);
     if (same && f8) same = W[0].wblock > 0 && W[0].wblock % 16 == 0 && gk % W[0].wblock == 0;
     for (int g = 0; g < G && same; g++)
         same = W[g].fmt == W[0].fmt && W[g].n == W[0].n && W[g].k == W[0].k && al16(W[g].w) &&
                (!f8 || (W[g].wblock == W[0].wblock && W[g].scale));
+    if (c->batch_invariant) {
+        /* BF16 / FP8B groups of one shape (wo_a): one k_mma launch with the M-free split of the whole
+         * product (dic_gemm_float_inv_launch's chains: each group's outputs are that launch's on its
+         * own matrix); FP8B at M >= DIC_W8_VIA_BF16_MINM through the BF16 copy, the same kernel on the
+         * same exact values. Otherwise one dic_gemm per group (below), also M-free. */
+        if (same && W[0].fmt != 1 && W[0].n % MM_BN == 0 && (!f8 || gk % 16 == 0)) {
+            const int S = mma_split_inv(G * W[0].n, gk);
+            cudaError_t res = cudaSuccess;
+            if (f8 && M >= DIC_W8_VIA_BF16_MINM && dic_gemm_fp8w_via_bf16_enabled() &&
+                fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, S, &res))
+                return res;
+            return mma_launch(c->stream, M, A, lda, W, G, gk, C32, C16, ldc, 0, S);
+        }
+        same = 0;
+    }
     /* FP8B at M <= 4: the FP8 GEMV of its own (dic_gemm_fp8w_gemv.cu: 16-byte loads of e4m3
      * bytes, block-scaled partial sums; within tolerance, not the BF16 kernel's bits) */
     if (same && f8 && M <= GV_BF16_MAXM && W[0].n % 2 == 0 && dic_gemm_fp8w_gemv_enabled())
@@ -728,7 +762,7 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
         return dic_gemm_fp8w_mma_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);
     cudaError_t res = cudaSuccess;
     if (same && f8 && M >= DIC_W8_VIA_BF16_MINM && dic_gemm_fp8w_via_bf16_enabled() &&
-        fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, &res))
+        fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, 0, &res))
         return res;
     if (same && W[0].n % 4 == 0 && (W[0].fmt == 1 || M <= GV_BF16_MAXM))
         return gemv_launch_g(c->stream, M, A, lda, W, G, gk, C32, C16, ldc);

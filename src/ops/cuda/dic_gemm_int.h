@@ -175,6 +175,12 @@ cudaError_t dic_gemm_f32_chain_launch(cudaStream_t st, int M, const uint16_t *A,
                                       float *C32, uint16_t *C16, size_t ldc);
 void dic_gemm_f32_chain_enable(int on);
 int dic_gemm_f32_chain_enabled(void);
+/* BF16 / FP8B weights for batch_invariant == 1 (dic_gemm_float_fast.cu, docs/determinism.md sec. 7): the
+ * tensor-core kernel k_mma at every M with a K split chosen from N and K only, so each output row's bits
+ * depend on that row alone (not on M or the other rows); within rounding of di_gemm. F32 weights and
+ * shapes outside k_mma's alignment rules: dic_gemm_float_launch (the CPU's per-row order). */
+cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                      float *C32, uint16_t *C16, size_t ldc);
 /* BF16 / F32 weights for batch_invariant == 0 (dic_gemm_float_fast.cu): GEMV family at
  * small M (and F32 at every M), mma.sync tensor cores for BF16 at M > 16; within
  * rounding of di_gemm, deterministic. `path`: AUTO, or one kernel for tests / bench. */
@@ -202,7 +208,7 @@ static inline cudaError_t dic_fp8b_tab(const dic_wmat *W, int G, dic_gv_tab *tab
 }
 
 enum { DIC_GEMMF_PATH_AUTO = 0, DIC_GEMMF_PATH_GEMV = 1, DIC_GEMMF_PATH_MMA = 2, DIC_GEMMF_PATH_MMA64 = 3,
-       DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5 };
+       DIC_GEMMF_PATH_MMA128 = 4, DIC_GEMMF_PATH_OLD = 5, DIC_GEMMF_PATH_INV = 6 /* dic_gemm_float_inv_launch */ };
 cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                        float *C32, uint16_t *C16, size_t ldc, int path);
 /* The GEMV's variant flags (dic_gemv_plan, gemv_tile): LATE = weights loaded after the PDL wait (default:
@@ -216,15 +222,17 @@ enum { DIC_GV_LATE = 1, DIC_GV_NOPRE = 2, DIC_GV_PIPE = 4 };
  * that calls dic_gemv.cuh gemv_tile with these gives k_gemv's bits. */
 cudaError_t dic_gemv_plan(int f32, int M, int N, int K, int *wpc, int *cy, int *flags, int *mr);
 
-/* The decode lm_head with its greedy argmax (dic_gemm_float_fast.cu, fast mode only): C32 = the
- * AUTO dispatch's fp32 product of dic_gemm_float_fast_launch (the same kernel family, split and
+/* The decode lm_head with its greedy argmax (dic_gemm_float_fast.cu): C32 = the (mode 0) AUTO
+ * dispatch's fp32 product of dic_gemm_float_fast_launch (the same kernel family, split and
  * bits), and ids[m] = the argmax of row m over its N columns, exactly dic_argmax's (NaN counts as
  * -inf, ties to the lowest column), in one launch. Applies to BF16 weights (fmt 0), 1 <= M <=
  * DIC_AM_MAXM, ldc >= N, the fast kernels' alignment, where the AUTO dispatch takes the GEMV with
  * CY == 1, the tensor-core tiles without a K split, or the bulk-copy stream (dic_gemv_stream_auto:
  * the lm_head shapes at M <= 8; fused at every M by default, its argmax costs one ticket per SM); else
  * cudaErrorNotSupported and nothing is launched (dic_gemm_argmax_ok says which, launching
- * nothing). Off in mode 1 (batch_invariant); at M < DIC_AM_MINM_DEF only where the stream kernel runs.
+ * nothing). In mode 1 (batch_invariant) the tensor-core tiles of dic_gemm_float_inv_launch where its
+ * M-free split is 1 (the lm_head shapes), at every M <= DIC_AM_MAXM; in mode 0 at M < DIC_AM_MINM_DEF only
+ * where the stream kernel runs.
  * Launches must not overlap each other (one set of per-row keys and one counter per device). */
 #define DIC_AM_MAXM 8
 /* The GEMV's fused argmax from this M on: at M = 1 its thousands of CTAs each pay the fence and ticket in

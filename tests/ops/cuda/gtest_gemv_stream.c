@@ -240,8 +240,8 @@ TEST(gpu_gemv_stream_dispatch) {
     CHECK(dic_gemv_stream_fits(1, d.dA, d.lda, &bad, d.ldc) && !dic_gemv_stream_auto(1, d.dA, d.lda, &bad, d.ldc));
     bad = w, bad.n = 1000; /* small matrices: not the AUTO dispatch's */
     CHECK(dic_gemv_stream_fits(1, d.dA, d.lda, &bad, d.ldc) && !dic_gemv_stream_auto(1, d.dA, d.lda, &bad, d.ldc));
-    ctx.batch_invariant = 1;
-    CHECK(!dic_gemm_argmax_ok(&ctx, 1, d.dA, d.lda, &w, d.ldc));
+    ctx.batch_invariant = 1; /* mode 1 fuses on the tensor-core tiles instead (gtest_gemm_inv_float.c) */
+    CHECK(dic_gemm_argmax_ok(&ctx, 1, d.dA, d.lda, &w, d.ldc));
     CUDA_CHECK(cudaGetLastError());
 out:
     cudaFree(dS), cudaFree(dG), cudaFree(dF), cudaFree(dids), cudaFree(dref);

@@ -151,7 +151,7 @@ TEST(gpu_lm_argmax_v129280) {
     am_case(1, 8200, 4096, PAT_RANDOM, 0, 26); /* a warp walks 8 batches of chunks, as in the lm_head */
 }
 
-/* Where the fused launch does not apply it refuses and launches nothing: mode 1, the GEMV below
+/* Where the fused launch does not apply it refuses and launches nothing: mode 1 with a K split, the GEMV below
  * DIC_AM_MINM_DEF, M > DIC_AM_MAXM, other formats, a K split of the tensor-core tiles. */
 TEST(gpu_lm_argmax_refusals) {
     dic_ctx ctx;
@@ -162,9 +162,15 @@ TEST(gpu_lm_argmax_refusals) {
     CHECK(dA && dW && dC && dids);
     dic_wmat dw = {0, 1000, 256, 0, dW, NULL};
     CHECK(dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000));
+    /* mode 1: the tensor-core tiles where the M-free K split is 1 (8 column tiles of 4 k-steps: yes),
+     * at every M <= DIC_AM_MAXM; 64 k-steps: the split is 8, refused */
     ctx.batch_invariant = 1;
-    CHECK(!dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000));
-    CHECK(dic_gemm_argmax(&ctx, 2, dA, 256, &dw, dC, 1000, dids) == cudaErrorNotSupported);
+    CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000) && dic_gemm_argmax_ok(&ctx, 2, dA, 256, &dw, 1000));
+    CHECK(!dic_gemm_argmax_ok(&ctx, DIC_AM_MAXM + 1, dA, 256, &dw, 1000));
+    dw.k = 4096;
+    CHECK(!dic_gemm_argmax_ok(&ctx, 1, dA, 4096, &dw, 1000));
+    CHECK(dic_gemm_argmax(&ctx, 1, dA, 4096, &dw, dC, 1000, dids) == cudaErrorNotSupported);
+    dw.k = 256;
     ctx.batch_invariant = 0;
     /* the GEMV fuses from M = DIC_AM_MINM_DEF (the stream kernel at every M: gtest_gemv_stream.c) */
     CHECK(dic_gemm_argmax_ok(&ctx, 1, dA, 256, &dw, 1000) == (1 >= DIC_AM_MINM_DEF));

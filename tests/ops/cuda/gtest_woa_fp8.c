@@ -6,8 +6,8 @@
  * path must give the BF16 matrix's outputs BIT FOR BIT (the in-kernel
  * dequantisation is exact and the sums are the BF16 kernels'):
  *  - dic_gemm_blockdiag in both modes (fast: the GEMV at M <= 4, the
- *    tensor-core tiles above, the per-group fallback; mode 1: per-group
- *    dic_gemm on the CPU-order kernels), fp32 and bf16 outputs, padding
+ *    tensor-core tiles above, the per-group fallback; mode 1: one k_mma
+ *    launch with the M-free split, or per-group dic_gemm), fp32 and bf16 outputs, padding
  *    columns untouched, at M = 1, 2, 3, 8, 33, 64, 256;
  *  - dic_gemm of one FP8B group, and every forced fast path
  *    (dic_gemm_float_fast_launch GEMV / MMA64 / MMA128 / OLD);
@@ -26,7 +26,8 @@
  * tolerance, and with it switched off (dic_gemm_fp8w_mma_maxm(4)) k_mma F8 bit for bit.
  * gpu_woa_fp8_mma: that kernel at M = 5..8, 16, 31, 64, 100, 128, 256, 1024 on V4 /
  * V4.1 layouts, odd M, small odd shapes, run-to-run determinism. Mode 1 (every M) stays bitwise:
- * since this branch one launch over the groups (dic_gemm_fp8w_bd_g), the same chains. */
+ * one k_mma launch over the groups with the M-free split (dic_gemm_float_inv_launch's chains; rows
+ * against the row alone: gtest_gemm_inv_float.c gpu_gemm_inv_woa_fp8b). */
 #include <stdio.h>
 #include <string.h>
 
