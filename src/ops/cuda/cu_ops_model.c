@@ -162,7 +162,8 @@ static void attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float
              "dic_attn_kv_post");
 }
 
-/* The query post-processing: one kernel in fast mode, else the op sequence. */
+/* The query post-processing: one kernel in both modes at every M (row-invariant, docs/determinism.md §7)
+ * where dic_q_post_ok (hd <= 512, the kernel's alignment), else the op sequence. */
 static void q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
                    const float *cs, const float *sn) {
     if (M <= 0) return;

@@ -74,8 +74,9 @@ cudaError_t dic_attn_floor(const dic_ctx *c, int M, const int64_t *pos, const in
                            int win, const uint16_t **list, size_t stride);
 
 /* Query / kv post-processing [dic_norm_rope.cu] (ops.h di_q_post,
- * di_attn_kv_post), one kernel each: q_post in fast mode only (other bits),
- * kv_post in both modes (the op sequence's bits); *_ok says whether the
+ * di_attn_kv_post), one kernel each, in both modes: q_post at every M
+ * (row-invariant; its head sum in a fixed tree, not the CPU's order: 1 ulp on
+ * rare heads), kv_post at M <= 64 (the op sequence's bits); *_ok says whether the
  * kernel applies (else the caller runs the op sequence). dst / src_row:
  * device tables of n entries (n = 0: no scatter). */
 int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd);
