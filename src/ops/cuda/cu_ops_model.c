@@ -162,7 +162,8 @@ static void attn_kv_post(di_exec *x, int M, uint16_t *kv, size_t ld, const float
              "dic_attn_kv_post");
 }
 
-/* The query post-processing: one kernel in fast mode, else the op sequence. */
+/* The query post-processing: one kernel in both modes at every M (row-invariant, docs/determinism.md §7)
+ * where dic_q_post_ok (hd <= 512, the kernel's alignment), else the op sequence. */
 static void q_post(di_exec *x, int M, uint16_t *q, size_t ld, int nheads, int hd, int norm, float eps, int rd,
                    const float *cs, const float *sn) {
     if (M <= 0) return;
@@ -253,8 +254,11 @@ static void route_rows(di_exec *x, int M, float *logits, int E, float temp, cons
                  "dic_route_rows");
 }
 
-/* The router: one launch in fast mode at M <= 8 (dic_route_gate_ok: BF16 gate, E <= 1024, k <= 32); else
- * (mode 1, other shapes) the op sequence, each op through its own launch site ("dic_gemm", "dic_route_rows"). */
+/* The router (docs/kernels/router.md, docs/determinism.md §7): one launch at M <= 8 in both modes
+ * (dic_route_gate_ok: BF16 gate, E <= 1024, k <= 32, no cluster split of K); batch-invariant mode
+ * elsewhere: that launch's logits (dic_route_logits, any M) + dic_route_rows, so a token's logits, ids and
+ * weights are the same bits at every M; fast mode above M = 8 and the shapes neither kernel takes: the op
+ * sequence, each op through its own launch site ("dic_gemm", "dic_route_rows"). */
 static void route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const di_wmat *gate, float *logits, int E,
                        float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
                        float route_scale, float norm_eps, int normalize, int *sel, float *w) {
@@ -262,13 +266,19 @@ static void route_gate(di_exec *x, int M, const uint16_t *xn, size_t ldx, const 
     cu_exec *c = cu_of(x);
     dic_wmat gw;
     memset(&gw, 0, sizeof gw);
-    if (!c->dc.batch_invariant && gate->fmt == DI_WFMT_BF16 && !gate->raw_fp8_block && cu_wmat(c, gate, &gw) &&
-        dic_route_gate_ok(&c->dc, M, xn, ldx, &gw, E, k, tid2eid, tokens)) {
-        CU_LAUNCH(x,
-                 dic_route_gate(&c->dc, M, xn, ldx, &gw, logits, E, temp, bias, tid2eid, tokens, k, route_scale,
-                                norm_eps, normalize, sel, w),
-                 "dic_route_gate");
-        return;
+    if (gate->fmt == DI_WFMT_BF16 && !gate->raw_fp8_block && gate->n == E && cu_wmat(c, gate, &gw)) {
+        if (dic_route_gate_ok(&c->dc, M, xn, ldx, &gw, E, k, tid2eid, tokens)) {
+            CU_LAUNCH(x,
+                     dic_route_gate(&c->dc, M, xn, ldx, &gw, logits, E, temp, bias, tid2eid, tokens, k, route_scale,
+                                    norm_eps, normalize, sel, w),
+                     "dic_route_gate");
+            return;
+        }
+        if (c->dc.batch_invariant && dic_route_logits_ok(&c->dc, M, xn, ldx, &gw)) {
+            CU_LAUNCH(x, dic_route_logits(&c->dc, M, xn, ldx, &gw, logits), "dic_route_logits");
+            di_route_rows(x, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel, w);
+            return;
+        }
     }
     di_route_gate_seq(x, M, xn, ldx, gate, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize,
                       sel, w);

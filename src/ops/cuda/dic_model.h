@@ -74,8 +74,9 @@ cudaError_t dic_attn_floor(const dic_ctx *c, int M, const int64_t *pos, const in
                            int win, const uint16_t **list, size_t stride);
 
 /* Query / kv post-processing [dic_norm_rope.cu] (ops.h di_q_post,
- * di_attn_kv_post), one kernel each: q_post in fast mode only (other bits),
- * kv_post in both modes (the op sequence's bits); *_ok says whether the
+ * di_attn_kv_post), one kernel each, in both modes: q_post at every M
+ * (row-invariant; its head sum in a fixed tree, not the CPU's order: 1 ulp on
+ * rare heads), kv_post at M <= 64 (the op sequence's bits); *_ok says whether the
  * kernel applies (else the caller runs the op sequence). dst / src_row:
  * device tables of n entries (n = 0: no scatter). */
 int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd);
@@ -135,14 +136,24 @@ cudaError_t dic_route_rows(const dic_ctx *c, int M, float *logits, int E, float 
                            const int32_t *tid2eid, const int32_t *tokens, int k, float route_scale, float norm_eps,
                            int normalize, int *sel, float *w);
 /* ops.h di_route_gate: logits [M][E] (row stride E) = A . W^T in fp32 (W: the gate, n = E),
- * then dic_route_rows on them. dic_route_gate_ok: whether one launch takes it
- * (dic_route_gate.cu: batch_invariant == 0, BF16 gate, 1 <= M <= 8, E <= 1024, k <= 32, the
- * fast GEMV's alignment, no cluster split of K): the logits bitwise the fast GEMV's
- * (dic_gemm's at M <= 4; at M = 5..8 dic_gemm takes the tensor cores: other fp32 sums), sel
- * and w bitwise dic_route_rows' on them. Otherwise dic_route_gate runs dic_gemm +
- * dic_route_rows (same bits as the two calls). */
+ * then dic_route_rows on them. dic_route_gate_ok: whether one launch takes it, in both modes
+ * (dic_route_gate.cu: BF16 gate, 1 <= M <= 8, E <= 1024, k <= 32, the fast GEMV's alignment,
+ * no cluster split of K): the logits bitwise the fast GEMV's (dic_route_logits'; dic_gemm's
+ * at M <= 4 in fast mode; at M = 5..8 fast-mode dic_gemm takes the tensor cores: other fp32
+ * sums), sel and w bitwise dic_route_rows' on them; a row's bits do not depend on M.
+ * Otherwise dic_route_gate runs, in batch-invariant mode, dic_route_logits + dic_route_rows
+ * (the one launch's bits at every M) where dic_route_logits_ok, else dic_gemm +
+ * dic_route_rows (same bits as the two calls). One launch at a time per device (its arrival
+ * counter and score slots: the forward runs the router on line 0 only). */
 int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int E, int k,
                       const int32_t *tid2eid, const int32_t *tokens);
+/* The fused router's logits alone (dic_route_gate.cu k_route_logits: the fast GEMV's tile and
+ * K split over row tiles of up to 16 rows): fp32 logits [M][W->n], row stride W->n, bitwise
+ * dic_route_gate's one-launch logits row by row, at any M (a row's bits depend on the row, E
+ * and K only). ok: BF16 gate (fmt 0), K % 8 == 0, lda % 8 == 0, A and W 16-byte aligned. */
+int dic_route_logits_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W);
+cudaError_t dic_route_logits(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                             float *logits);
 cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *logits,
                            int E, float temp, const float *bias, const int32_t *tid2eid, const int32_t *tokens, int k,
                            float route_scale, float norm_eps, int normalize, int *sel, float *w);

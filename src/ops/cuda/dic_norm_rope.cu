@@ -307,8 +307,7 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
 }
 
 /* ---------------------------------------------------------------------------
- * Fused post-processing at decode (ops.h di_q_post, di_attn_kv_post, fast
- * mode). */
+ * Fused post-processing (ops.h di_q_post, di_attn_kv_post), both modes. */
 
 
 /* q_post: one warp per (row, head); lane L holds the 8-value chunks L and
@@ -316,21 +315,20 @@ extern "C" cudaError_t dic_rope_tab(const dic_ctx *c, int M, uint16_t *v, size_t
  * per lane in index order, then a butterfly over the lanes (the CPU sums
  * in index order: the bits of the sum may differ, the bf16 mean rarely);
  * mean, eps and the reciprocal root rounded as k_head_rmsnorm_warp; then
- * the rotation of the last rd values. A row's bits do not depend on M. */
+ * the rotation of the last rd values. Every (row, head) is one warp's on its
+ * own, the same code at every M: a row's bits depend on the row, hd, rd and
+ * eps only (row-invariant, docs/determinism.md §7), so both modes take it at
+ * every M. Grid (head groups, row slots): a CTA walks the rows
+ * blockIdx.y, blockIdx.y + gridDim.y, ... (gridDim.y <= 65535, any M). */
 #define QP_WARPS 4
-/* Code size (docs/kernels/small-kernels.md): the two chunks are kept as raw bf16 words (selected, not indexed) and walked by
- * rolled loops of one bf16 pair each, the pair taken from the front of a word queue (constant register
- * indices: no local memory); grid (head groups, rows): no index division. Same operations in the same order
- * as the unrolled version. */
-static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t *q, size_t ld, int nheads, int hd,
-                                                                 int norm, float eps, int rd, const float *cs,
-                                                                 const float *sn) {
-    DIC_PDL_ENTER();
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    (void)M; /* rows: gridDim.y */
-    const int m = blockIdx.y, h = (int)blockIdx.x * QP_WARPS + w, nc = hd / 8;
-    if (h >= nheads) return;
-    uint16_t *v = q + (size_t)m * ld + (size_t)h * hd;
+#define QP_MAXGY 65535 /* the grid's y limit: more rows are walked by the CTAs */
+/* One (row, head): the warp's lanes hold the head's chunks lane and lane + 32 (v: the head's first value;
+ * csm, snm: the row's rotation factors). Code size (docs/kernels/small-kernels.md): the two chunks are kept
+ * as raw bf16 words (selected, not indexed) and walked by rolled loops of one bf16 pair each, the pair taken
+ * from the front of a word queue (constant register indices: no local memory); grid (head groups, row
+ * slots): no index division. Same operations in the same order as the unrolled version. */
+static __device__ __forceinline__ void q_post_head(uint16_t *v, int lane, int nc, int hd, int norm, float eps, int rd,
+                                                   const float *csm, const float *snm) {
     const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
     const uint4 raw0 = lane < nc ? *(const uint4 *)(v + 8 * lane) : z4;
     const uint4 raw1 = lane + 32 < nc ? *(const uint4 *)(v + 8 * (lane + 32)) : z4;
@@ -349,8 +347,7 @@ static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t
         }
         r = dic_head_rrms_fin(s, hd, eps);
     }
-    const int half = rd / 2, r0 = hd - rd;
-    const float *csm = cs + (size_t)m * half, *snm = sn + (size_t)m * half;
+    const int r0 = hd - rd;
 #pragma unroll 1
     for (int k = 0; k < 2; k++) {
         const int ch = lane + 32 * k;
@@ -384,8 +381,22 @@ static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t
     }
 }
 
+static __global__ void __launch_bounds__(32 * QP_WARPS) k_q_post(int M, uint16_t *q, size_t ld, int nheads, int hd,
+                                                                 int norm, float eps, int rd, const float *cs,
+                                                                 const float *sn) {
+    DIC_PDL_ENTER();
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int h = (int)blockIdx.x * QP_WARPS + w, half = rd / 2;
+    if (h >= nheads) return;
+#pragma unroll 1
+    for (int m = (int)blockIdx.y; m < M; m += (int)gridDim.y)
+        q_post_head(q + (size_t)m * ld + (size_t)h * hd, lane, hd / 8, hd, norm, eps, rd, cs + (size_t)m * half,
+                    sn + (size_t)m * half);
+}
+
 extern "C" int dic_q_post_ok(const dic_ctx *c, int M, const uint16_t *q, size_t ld, int hd, int rd) {
-    return c->batch_invariant == 0 && M >= 1 && M <= 64 && hd % 8 == 0 && hd <= 512 && ld % 8 == 0 &&
+    (void)c; /* both modes, every M: the kernel is row-invariant (docs/determinism.md §7) */
+    return M >= 1 && hd % 8 == 0 && hd <= 512 && ld % 8 == 0 &&
            ((uintptr_t)q & 15) == 0 && rd >= 0 && rd <= hd && rd % 2 == 0 && (hd - rd) % 2 == 0;
 }
 
@@ -394,8 +405,9 @@ extern "C" cudaError_t dic_q_post(const dic_ctx *c, int M, uint16_t *q, size_t l
     long long n = (long long)M * nheads;
     if (n <= 0) return cudaSuccess;
     if (!dic_q_post_ok(c, M, q, ld, hd, rd)) return cudaErrorInvalidValue;
-    DIC_LAUNCH(k_q_post, dim3((unsigned)((nheads + QP_WARPS - 1) / QP_WARPS), (unsigned)M), 32 * QP_WARPS, 0, c->stream, M, q, ld, nheads, hd,
-               norm, eps, rd, cs, sn);
+    const unsigned gy = (unsigned)(M < QP_MAXGY ? M : QP_MAXGY);
+    DIC_LAUNCH(k_q_post, dim3((unsigned)((nheads + QP_WARPS - 1) / QP_WARPS), gy), 32 * QP_WARPS, 0, c->stream, M, q,
+               ld, nheads, hd, norm, eps, rd, cs, sn);
     DIC_LAUNCH_CHECK();
 }
 

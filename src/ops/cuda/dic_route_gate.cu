@@ -1,25 +1,31 @@
 /*
- * dic_route_gate.cu — the MoE router in one launch (ops.h di_route_gate) for
- * dic_ctx.batch_invariant == 0 at decode sizes (M <= 8, E <= 1024, k <= 32,
- * BF16 gate; docs/kernels/router.md): logits = x . gate^T (fp32), then
- * di_route_rows' temperature, selection and weights.
+ * dic_route_gate.cu — the MoE router (ops.h di_route_gate) in both batch modes
+ * (docs/kernels/router.md, docs/determinism.md §7): logits = x . gate^T (fp32),
+ * then di_route_rows' temperature, selection and weights.
  *
- * k_route_gate2: the CTAs compute the logits with the fast GEMV's tile
- * (dic_gemv.cuh gemv_tile, the K split / variant of dic_gemv_plan: k_gemv's
+ * k_route_gate2: one launch at decode sizes (M <= 8, E <= 1024, k <= 32, BF16
+ * gate, no cluster split of K). The CTAs compute the logits with the fast GEMV's
+ * tile (dic_gemv.cuh gemv_tile, the K split / variant of dic_gemv_plan: k_gemv's
  * per-column code and summation order, so the logits are bitwise those of the
- * fast-mode GEMV launch of the same rows; a row's bits do not depend on M or
- * on the other rows), turn their own outputs into scores and store them; the
+ * GEMV launch of the same rows; the split comes from (E, K) only and the row
+ * tile does not change a row's sums, so a row's bits do not depend on M or on
+ * the other rows), turn their own outputs into scores and store them; the
  * last CTA to arrive (one acq_rel atomic on a device counter that it resets
  * for the next launch; no float atomics, so deterministic) then selects and
  * weights every row, one warp per row. With temp != 1 it divides the logits
  * (IEEE, as k_div_f32) and writes the quotients back, as dic_route_rows does.
  * sel and w are therefore bitwise those of the GEMV launch followed by
- * dic_route_rows. Where dic_gemm's auto dispatch takes the tensor-core kernel
- * (BF16, M = 5..8), the op sequence's logits are other fp32 sums (fast mode:
- * within GEMM rounding, not bitwise); the fused launch keeps the GEMV's.
+ * dic_route_rows.
  *
- * The counter is one per device: launches of this kernel must not run
- * concurrently on two streams (the forward runs the router on line 0 only).
+ * k_route_logits: the same GEMV tile as a logits kernel alone, over row tiles of
+ * up to 16 rows (any M, any K split, clusters included): the batch-invariant
+ * mode's logits wherever the one launch does not apply (M > 8, or shapes it does
+ * not take), followed by dic_route_rows, so a token's logits, expert ids and
+ * weights are the same bits at M = 1 (one launch) and at M = 1000.
+ *
+ * The counter and the score slots of k_route_gate2 are one set per device:
+ * launches of it must not run concurrently on two streams (the forward runs
+ * the router on line 0 only, in both modes). k_route_logits has no such state.
  */
 #include <string.h>
 
@@ -272,7 +278,8 @@ static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int E,
                                  int k, const int32_t *tid2eid, const int32_t *tokens) {
-    if (!c || c->batch_invariant || M < 1 || M > RG_MAXM || !W || W->fmt != 0 || W->n != E) return 0;
+    /* both modes: a row's bits do not depend on M (docs/determinism.md §7) */
+    if (!c || M < 1 || M > RG_MAXM || !W || W->fmt != 0 || W->n != E) return 0;
     if (E <= 0 || E > RT_MAXE || k <= 0 || k > 32 || k > E || (tid2eid && !tokens)) return 0;
     const int K = W->k;
     if (K <= 0 || K % 8 || lda % 8 || !al16(A) || !al16(W->w)) return 0; /* the fast GEMV's rules */
@@ -281,13 +288,87 @@ extern "C" int dic_route_gate_ok(const dic_ctx *c, int M, const uint16_t *A, siz
     return cy == 1 && mr <= RG_MAXM; /* no cluster split (one K range per CTA) */
 }
 
+/* ------------------------------------------------------------------ k_route_logits
+ * The fused router's logits without the routing: k_gemv's tile (gemv_tile, no EPI) with the plan's K split
+ * (from E and K only) and its row tile and variant (dic_gemm_float_fast.cu gemv_pick_bf<0>'s set), fp32
+ * logits [M][E]. Neither the row tile (1 .. 16 rows, blockIdx.z) nor PRE / PIPE changes a sum: every logit
+ * is its lanes' fmaf chains over their chunks, the 8-lane butterfly, the warps of its column group in order,
+ * then (CY > 1) the cluster ranks in order from 0.0f; bitwise k_route_gate2's logits where that applies
+ * (CY == 1: the EPI sum is the stored sum). */
+template <int MR, int PRE, int PIPE>
+static __global__ void __launch_bounds__(GV_T) k_route_logits(int M, int E, int K, const uint16_t *__restrict__ A,
+                                                              size_t lda, const __grid_constant__ dic_gv_tab tab,
+                                                              float *logits, int WPC, int CY, int flags) {
+    gemv_tile<MR, 0, PRE, PIPE, 0>(M, E, K, A, lda, tab, 0, 0, logits, NULL, (size_t)E, WPC, CY, flags);
+}
+
+typedef void (*rl_fn)(int, int, int, const uint16_t *, size_t, const dic_gv_tab, float *, int, int, int);
+static rl_fn rl_pick(int mr, int flags) {
+    if (mr == 1) return flags & DIC_GV_PIPE ? k_route_logits<1, 1, 1> : k_route_logits<1, 1, 0>;
+    return mr == 2 ? k_route_logits<2, 1, 0> : mr == 4 ? k_route_logits<4, 0, 0> : mr == 8 ? k_route_logits<8, 0, 0>
+                                                                                          : k_route_logits<16, 0, 0>;
+}
+
+#define RL_MAXGZ 65535 /* row tiles per launch (the grid's z limit); more rows: one launch per slab */
+
+extern "C" int dic_route_logits_ok(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W) {
+    if (!c || M < 1 || !W || W->fmt != 0 || W->n <= 0) return 0;
+    const int K = W->k;
+    return K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w); /* the fast GEMV's rules */
+}
+
+/* One launch of rows [0, M) (M <= 16 * RL_MAXGZ). */
+static cudaError_t rl_launch(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W, float *logits) {
+    const int E = W->n, K = W->k;
+    int wpc, cy, flags, mr;
+    cudaError_t e = dic_gemv_plan(0, M, E, K, &wpc, &cy, &flags, &mr);
+    if (e != cudaSuccess) return e;
+    dic_gv_tab tab;
+    memset(&tab, 0, sizeof tab);
+    tab.w[0] = W->w;
+    const int CG = 8 / wpc; /* column groups of 4 per CTA */
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)((E + 4 * CG - 1) / (4 * CG)), (unsigned)cy, (unsigned)((M + mr - 1) / mr));
+    cfg.blockDim = dim3(GV_T, 1, 1);
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cy > 1 ? 1 : 0;
+    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
+        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs++;
+    }
+    return cudaLaunchKernelEx(&cfg, rl_pick(mr, flags), M, E, K, A, lda, tab, logits, wpc, cy, flags);
+}
+
+extern "C" cudaError_t dic_route_logits(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                        float *logits) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_route_logits_ok(c, M, A, lda, W)) return cudaErrorInvalidValue;
+    const int slab = 16 * RL_MAXGZ; /* row slabs: the same tiles of 16 rows, so the same sums */
+    for (int m0 = 0; m0 < M; m0 += slab) {
+        const int mm = M - m0 < slab ? M - m0 : slab;
+        cudaError_t e = rl_launch(c, mm, A + (size_t)m0 * lda, lda, W, logits + (size_t)m0 * W->n);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t dic_route_gate(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                       float *logits, int E, float temp, const float *bias, const int32_t *tid2eid,
                                       const int32_t *tokens, int k, float route_scale, float norm_eps, int normalize,
                                       int *sel, float *w) {
     if (M <= 0) return cudaSuccess;
-    if (!dic_route_gate_ok(c, M, A, lda, W, E, k, tid2eid, tokens)) { /* the op sequence */
-        cudaError_t e = dic_gemm(c, M, A, lda, W, 0, logits, NULL, (size_t)E);
+    if (!dic_route_gate_ok(c, M, A, lda, W, E, k, tid2eid, tokens)) {
+        /* batch-invariant mode: the one launch's logits (k_route_logits); fast mode, or shapes outside the
+         * GEMV's rules: dic_gemm; then the routing */
+        const int inv = c->batch_invariant && W->n == E && dic_route_logits_ok(c, M, A, lda, W);
+        cudaError_t e = inv ? dic_route_logits(c, M, A, lda, W, logits)
+                            : dic_gemm(c, M, A, lda, W, 0, logits, NULL, (size_t)E);
         if (e != cudaSuccess) return e;
         return dic_route_rows(c, M, logits, E, temp, bias, tid2eid, tokens, k, route_scale, norm_eps, normalize, sel,
                               w);

@@ -7,6 +7,9 @@
  * dims in blocks of 64) and V4.1 (no query norm, QAT of every dim in
  * blocks of 128).
  *
+ * di_q_post in both modes at M up to 70001: every row bitwise the row alone
+ * (gpu_q_post_inv).
+ *
  * Tolerances: di_attn_kv_post is bitwise; di_q_post is bitwise but for a
  * rare bf16 mean on a rounding boundary (fixed-tree fp32 sum: at most 1 ulp
  * on a few heads); di_attn_dec differs by fp32 / bf16 rounding (split
@@ -263,6 +266,94 @@ TEST(gpu_q_post) {
         qpost_case(8, 64, 512, 64, norm, 64 * 512, 205 + norm);
         qpost_case(3, 16, 128, 64, norm, 16 * 128, 207 + norm);
         qpost_case(5, 7, 96, 32, norm, 7 * 96 + 16, 209 + norm);
+    }
+}
+
+/* k_q_post in both modes at every M (docs/determinism.md §7, row-invariant): Ms ascending; the first M rows
+ * of one Mmax-row input. Every checked row of an M-row launch in mode 1 bitwise equal to that row launched
+ * alone (M = 1); mode 0 the same bits as mode 1; rows >= M and the padding columns untouched; within the CPU
+ * op's tolerance (1 ulp on a few values, as gpu_q_post). Checked rows: all below 4096, else a sample around
+ * the grid's y limit (65535 rows: the CTAs walk the rows past it). */
+static int qp_checked(int m, int Mmax) {
+    if (Mmax <= 4096 || m < 3 || m >= Mmax - 2 || m % 997 == 0) return 1;
+    return m >= 65533 && m <= 65538;
+}
+
+static void qpost_inv_case(int H, int hd, int rd, int norm, const int *Ms, int nM, uint64_t seed) {
+    const int Mmax = Ms[nM - 1], half = rd / 2;
+    const size_t ld = (size_t)H * hd + 8, n = (size_t)Mmax * ld, tb = (size_t)Mmax * half * 4 + 4;
+    dic_ctx c;
+    CHECK(gt_ctx(&c, 0));
+    di_exec x = cpu_exec();
+    uint64_t s = seed;
+    uint16_t *v = malloc(n * 2), *cpu = malloc(n * 2), *alone = malloc(n * 2), *got[2] = {malloc(n * 2), malloc(n * 2)};
+    int64_t *pos = malloc((size_t)Mmax * 8);
+    CHECK(v && cpu && alone && got[0] && got[1] && pos);
+    gt_fill_bf16(v, n, 3.0f, &s);
+    for (int m = 0; m < Mmax; m++) pos[m] = (int64_t)(gt_rand_u64(&s) % 100000);
+    float *cs, *sn;
+    rope_tabs(Mmax, pos, rd, &cs, &sn);
+    uint16_t *dsrc = gt_to_dev(v, n * 2), *dv = gt_to_dev(v, n * 2);
+    float *dcs = gt_to_dev(cs, tb), *dsn = gt_to_dev(sn, tb);
+    CHECK(dsrc && dv && dcs && dsn);
+    if (di_test_failed()) return;
+    const float eps = 1e-6f;
+    memcpy(cpu, v, n * 2);
+    di_q_post(&x, Mmax, cpu, ld, H, hd, norm, eps, rd, cs, sn);
+    /* the rows alone, each its own launch of one row in mode 1 */
+    c.batch_invariant = 1;
+    for (int m = 0; m < Mmax; m++)
+        if (qp_checked(m, Mmax))
+            CHECK(dic_q_post(&c, 1, dv + (size_t)m * ld, ld, H, hd, norm, eps, rd, dcs + (size_t)m * half,
+                             dsn + (size_t)m * half) == cudaSuccess);
+    CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    CUDA_CHECK(cudaMemcpy(alone, dv, n * 2, cudaMemcpyDeviceToHost));
+    size_t bad_alone = 0, bad_modes = 0, bad_rest = 0, diff = 0, far = 0, nval = 0;
+    for (int im = 0; im < nM && !di_test_failed(); im++) {
+        const int M = Ms[im];
+        for (int mode = 1; mode >= 0; mode--) {
+            c.batch_invariant = mode;
+            CHECK_MSG(dic_q_post_ok(&c, M, dv, ld, hd, rd), "q_post_ok(mode %d, M=%d) = 0", mode, M);
+            CUDA_CHECK(cudaMemcpy(dv, dsrc, n * 2, cudaMemcpyDeviceToDevice));
+            CUDA_SYNC_CHECK(dic_q_post(&c, M, dv, ld, H, hd, norm, eps, rd, dcs, dsn));
+            CUDA_CHECK(cudaMemcpy(got[mode], dv, n * 2, cudaMemcpyDeviceToHost));
+        }
+        bad_modes += gt_count_diff_u16(got[0], got[1], n);
+        bad_rest += gt_count_diff_u16(got[1] + (size_t)M * ld, v + (size_t)M * ld, (size_t)(Mmax - M) * ld);
+        for (int m = 0; m < M; m++) {
+            const size_t o = (size_t)m * ld;
+            if (qp_checked(m, Mmax)) bad_alone += gt_count_diff_u16(got[1] + o, alone + o, ld);
+            for (size_t i = o; i < o + ld; i++) {
+                nval++;
+                if (got[1][i] == cpu[i]) continue;
+                diff++;
+                const int du = (int)(got[1][i] & 0x7FFF) - (int)(cpu[i] & 0x7FFF);
+                if ((got[1][i] ^ cpu[i]) & 0x8000 || du > 1 || du < -1) far++;
+            }
+        }
+        printf("  q_post inv M=%d H=%d hd=%d rd=%d norm=%d: vs alone %zu, mode 0 vs 1 %zu, rows >= M %zu differ; "
+               "vs CPU so far %zu of %zu (%zu by more than 1 ulp)\n", M, H, hd, rd, norm, bad_alone, bad_modes,
+               bad_rest, diff, nval, far);
+    }
+    CHECK_MSG(bad_alone == 0, "q_post mode 1 H=%d hd=%d norm=%d: %zu values differ from the rows alone", H, hd, norm,
+              bad_alone);
+    CHECK_MSG(bad_modes == 0, "q_post H=%d hd=%d norm=%d: mode 0 and mode 1 differ in %zu values", H, hd, norm,
+              bad_modes);
+    CHECK_MSG(bad_rest == 0, "q_post H=%d hd=%d norm=%d: %zu values of rows >= M written", H, hd, norm, bad_rest);
+    CHECK_MSG(far == 0 && diff * 100 <= nval, "q_post H=%d hd=%d norm=%d vs CPU: %zu differ, %zu by > 1 ulp", H, hd,
+              norm, diff, far);
+    cudaFree(dsrc), cudaFree(dv), cudaFree(dcs), cudaFree(dsn);
+    cudaStreamDestroy(c.stream);
+    free(v), free(cpu), free(alone), free(got[0]), free(got[1]), free(pos), free(cs), free(sn);
+}
+
+TEST(gpu_q_post_inv) {
+    static const int Ms[] = {1, 5, 64, 65, 1000};
+    static const int Mbig[] = {1, 65, 65535, 65536, 70001}; /* past the grid's y limit */
+    for (int norm = 0; norm < 2; norm++) {
+        qpost_inv_case(64, 512, 64, norm, Ms, 5, 301 + norm); /* V4-Flash / V4.1-Flash: 64 heads x 512, rd 64 */
+        qpost_inv_case(7, 96, 32, norm, Ms, 5, 303 + norm);   /* odd: a partial head group, chunks < 32 lanes */
+        qpost_inv_case(2, 64, 32, norm, Mbig, 5, 305 + norm);
     }
 }
 

@@ -32,7 +32,7 @@ static int qp_run(dic_ctx *ctx, int M, const void *dqr, size_t ldqr, const float
     cudaError_t e = dic_rmsnorm(ctx, M, dqr, ldqr, dg, dw->k, eps, dqrn, ldn);
     if (e == cudaSuccess) e = dic_gemm(ctx, M, dqrn, ldn, dw, act, NULL, dq, ldq);
     /* the query post-processing as the op runs it (cu_ops_model.c q_post): one kernel where
-     * dic_q_post_ok (fast mode), else the head RMSNorm and the RoPE launches */
+     * dic_q_post_ok (both modes), else the head RMSNorm and the RoPE launches */
     if (e == cudaSuccess && dic_q_post_ok(ctx, M, dq, ldq, hd, rd)) {
         e = dic_q_post(ctx, M, dq, ldq, H, hd, norm, eps, rd, dcs, dsn);
     } else if (e == cudaSuccess) {
