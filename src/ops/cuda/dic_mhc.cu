@@ -689,7 +689,8 @@ extern "C" int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, 
  * s = w, w + 8, ... of all its rows, with the slice's 24 fn float4 in registers across the rows (fn read from
  * L2 once per CTA, not once per tile of 4 rows). Per (row, slice) and lane (copy lane / 8, columns
  * 32 s + 4 (lane % 8) .. + 3) the same operations as k_transition2's A and B:
- *   - expand of the lane's 4 columns (all 4 copies, expand1, bf16, its own copy written back);
+ *   - expand of the lane's 4 columns (expand1's operations for its own copy, bf16, written back; the other
+ *     copies' bf16 values from their lanes);
  *   - the slice's double sum of squares: per column ((0 + v0^2) + v1^2 + v2^2) + v3^2, then the 32-column
  *     xor-butterfly tree (columns c, c ^ 16, ^ 8, ^ 4 on lanes ^ 4, ^ 2, ^ 1, then c ^ 2, ^ 1 in the lane);
  *   - per mix the chain fmul + 3 fmaf over the lane's float4, then the 32-lane xor-butterfly tree, all 24
@@ -798,22 +799,26 @@ static __global__ void __launch_bounds__(HR_T, 1) k_hc_rows(const ht_args a) {
                 for (int j = 0; j < HC; j++) rq[j] = *(const uint2 *)(a.R + (m + 1) * a.ldr + (size_t)j * d + i);
                 if (a.sub) fq = hr_load4(a.sub + (m + 1) * a.ldsub + i);
             }
-            if (a.sub) { /* ht_expand_col's arithmetic; the lane writes its own copy */
+            if (a.sub) { /* ht_expand_col's arithmetic for the lane's own copy, written back; the other copies'
+                          * bf16 values from their lanes (lane % 8 + 8 j) */
+                const float *po = spc[r], *cb = spc[r] + HC;
                 uint32_t own[2] = {0u, 0u};
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    const float in[HC] = {rv[0][q], rv[1][q], rv[2][q], rv[3][q]};
-                    float out[HC];
-                    expand1(spc[r], spc[r] + HC, fv[q], in, out);
-#pragma unroll
-                    for (int k = 0; k < HC; k++) {
-                        const uint16_t b = dic_f32_to_bf16(out[k]);
-                        rv[k][q] = dic_bf16_to_f32(b);
-                        if (k == cp) own[q >> 1] |= (uint32_t)b << (16 * (q & 1));
-                    }
+                    float sm = cb[cp] * rv[0][q]; /* expand1's out_cp */
+                    sm += cb[HC + cp] * rv[1][q];
+                    sm += cb[2 * HC + cp] * rv[2][q];
+                    sm += cb[3 * HC + cp] * rv[3][q];
+                    const uint16_t b = dic_f32_to_bf16(po[cp] * fv[q] + sm);
+                    own[q >> 1] |= (uint32_t)b << (16 * (q & 1));
                 }
                 __syncwarp(); /* in place: every lane has read these columns (the loads above) */
                 *(uint2 *)(a.R + m * a.ldr + (size_t)cp * d + i) = make_uint2(own[0], own[1]);
+#pragma unroll
+                for (int j = 0; j < HC; j++) {
+                    const int src = (lane & 7) + 8 * j;
+                    hr_unpack4(make_uint2(__shfl_sync(full, own[0], src), __shfl_sync(full, own[1], src)), rv[j]);
+                }
             }
             /* the slice's sum of squares: per column, then the 32-column tree */
             double sq[4];
@@ -858,8 +863,9 @@ static __global__ void __launch_bounds__(HR_T, 1) k_hc_rows(const ht_args a) {
     __syncthreads();
 
     /* C: the L-lane tree of the mixes and the two 32-lane trees of the squares, then the scale */
-    if (t < mt * HT_NMIX) {
-        const int r = t / HT_NMIX, n = t % HT_NMIX;
+#pragma unroll 1
+    for (int o = t; o < mt * HT_NMIX; o += HR_T) {
+        const int r = o / HT_NMIX, n = o % HT_NMIX;
         float v[HR_LMAX];
 #pragma unroll
         for (int l = 0; l < HR_LMAX; l++) v[l] = l < L ? sacc[r][l][n] : 0.0f;
@@ -873,8 +879,9 @@ static __global__ void __launch_bounds__(HR_T, 1) k_hc_rows(const ht_args a) {
         srs[r] = hc_mix_rs(__dadd_rn(hr_tree<32>(lo, 32), hr_tree<32>(hi, 32)), hcd, a.rms_eps);
     }
     __syncthreads();
-    if (t < mt * HT_NMIX) {
-        const int r = t / HT_NMIX, n = t % HT_NMIX;
+#pragma unroll 1
+    for (int o = t; o < mt * HT_NMIX; o += HR_T) {
+        const int r = o / HT_NMIX, n = o % HT_NMIX;
         const float v = __fmul_rn(smix[r][n], srs[r]);
         smix[r][n] = v;
         a.mixes[(size_t)(m0 + r) * HT_NMIX + n] = v;
