@@ -12,8 +12,9 @@
  *    R, mixes, pre, post, comb, pre_in, x, xn bitwise the reference's for every row;
  *  - tolerance of the reference (rows 0 .. 15 and every 61st): mixes against a double reference
  *    from the GPU's R, |d| <= 2^-10 * rs * sum |fn r| (gtest_mhc_fused.c's F32 GEMM bound); pre /
- *    post / comb = the CPU Sinkhorn of the GPU's mixes bitwise, x = the CPU collapse, xn = the CPU
- *    RMSNorm of x (everything after the mixes has the op sequence's bits);
+ *    post / comb = the CPU Sinkhorn of the GPU's mixes bitwise (the head's pre: the CPU head_pre within
+ *    1 ulp, its libm expf), x = the CPU collapse, xn = the CPU RMSNorm of x (everything after the mixes
+ *    has the op sequence's bits);
  *  - the head (V4: 4 mixes + head_pre, and the V4.1 carried pre) the same way at M = 1, 2, 4, 5,
  *    64, 500 (launches of 64 rows inside dic_hc_head). */
 #include <stdio.h>
@@ -142,9 +143,18 @@ static void mi_check_ref(const mi_case *c, const mi_out *o, const char *tag) {
                     gt_bits("post (CPU Sinkhorn)", o->post + m * 4, post, 1, 4, 4, 4) +
                     gt_bits("comb (CPU Sinkhorn)", o->comb + m * 16, comb, 1, 16, 16, 4);
             if (c->chain) pc = c->pre_in + m * 4, bits += gt_bits("pre_in", o->pre_in + m * 4, o->pre + m * 4, 1, 4, 4, 4);
-        } else if (c->v4) {
+        } else if (c->v4) { /* the CPU's head_pre takes libm expf: 1 ulp allowed (gtest_model_rows.c) */
             di_hc_head_pre(NULL, 1, o->mix + m * 4, 4, c->scale0, c->base, MI_EPS, pre);
-            bits += gt_bits("pre (CPU head_pre)", o->pre + m * 4, pre, 1, 4, 4, 4);
+            for (int k = 0; k < 4; k++) {
+                const float g = o->pre[m * 4 + k];
+                if (!memcmp(&g, &pre[k], 4)) continue;
+                int32_t ig, ic;
+                memcpy(&ig, &g, 4), memcpy(&ic, &pre[k], 4);
+                if (ig - ic > 1 || ic - ig > 1) {
+                    fprintf(stderr, "    pre [%d][%d]: %.9g vs CPU head_pre %.9g\n", m, k, g, pre[k]);
+                    bits++;
+                }
+            }
         }
         di_hc_collapse(NULL, 1, pc, r, c->ldr, d, sx, c->ldx);
         bits += gt_bits("x (CPU collapse)", o->x + (size_t)m * c->ldx, sx, 1, c->ldx, (size_t)d, 2);
@@ -167,8 +177,9 @@ static void mi_setup(mi_case *c, uint64_t seed) {
     c->post = malloc((size_t)MM * 16), c->comb = malloc((size_t)MM * 64), c->pre_in = malloc((size_t)MM * 16);
     for (int m = 0; m < MM; m++) {
         const float sc = ldexpf(1.0f, (int)(gt_rand_u64(&s) % 8) - 3);
-        for (size_t i = 0; i < c->ldr; i++) c->R[(size_t)m * c->ldr + i] = di_f32_to_bf16(gt_normal(&s) * sc);
-        for (int i = 0; i < d; i++) c->sub[(size_t)m * d + i] = di_f32_to_bf16(gt_normal(&s) * sc * 0.5f);
+        /* uniform values (cheap to draw: thousands of rows) */
+        for (size_t i = 0; i < c->ldr; i++) c->R[(size_t)m * c->ldr + i] = di_f32_to_bf16(gt_rand_unit(&s) * sc);
+        for (int i = 0; i < d; i++) c->sub[(size_t)m * d + i] = di_f32_to_bf16(gt_rand_unit(&s) * sc * 0.5f);
     }
     gt_fill_f32(c->fn, (size_t)nf * hcd, 1.5f / sqrtf((float)hcd / 3.0f), &s);
     for (int i = 0; i < 3; i++) c->sc3[i] = 1.0f + 0.5f * gt_rand_unit(&s);
