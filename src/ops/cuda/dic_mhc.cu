@@ -189,7 +189,7 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
     DIC_LAUNCH_CHECK();
 }
 
-/* ---- fused transition (ops.h di_hc_transition, batch_invariant == 0) ----
+/* ---- fused transition (ops.h di_hc_transition, both modes) -------------
  * The work, in the layout of its first kernel (k_transition, now in lab/mhc; k_transition2 below is the
  * product's, docs/kernels/mhc.md). One launch: grid (S = d / HT_CW column slices, row tiles of HT_MT rows).
  * A CTA owns columns [i0, i0 + 32) of all four copies of its tile's rows:
@@ -1027,7 +1027,7 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
 }
 
 
-/* ---- fused output head (ops.h di_hc_head_final, batch_invariant == 0) ----
+/* ---- fused output head (ops.h di_hc_head_final, both modes) -----------
  * k_transition2 with NMIX = HC (V4: the head's 4 mixes, scale_mixes and
  * head_pre in place of the Sinkhorn) or NMIX = 0 (V4.1: the carried pre, no
  * mixes): the last block's expand (sub != NULL), then the collapse and the
