@@ -687,7 +687,7 @@ extern "C" int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, 
  * k_transition2<32, 24>'s arithmetic per row with another division of the work: one CTA owns a block of up to
  * HR_RB whole rows (no partials in the scratch, no counters, one launch for any M), warp w the 32-column slices
  * s = w, w + 8, ... of all its rows, with the slice's 24 fn float4 in registers across the rows (fn read from
- * L2 once per CTA, not once per tile of 4 rows). Per (row, slice) and lane (copy lane / 8, columns
+ * L2 once per CTA, not once per tile of 4 rows; the next slice's prefetched into L1 meanwhile). Per (row, slice) and lane (copy lane / 8, columns
  * 32 s + 4 (lane % 8) .. + 3) the same operations as k_transition2's A and B:
  *   - expand of the lane's 4 columns (expand1's operations for its own copy, bf16, written back; the other
  *     copies' bf16 values from their lanes);
@@ -782,6 +782,10 @@ static __global__ void __launch_bounds__(HR_T, 1) k_hc_rows(const ht_args a) {
         float4 wv[HT_NMIX];
 #pragma unroll
         for (int n = 0; n < HT_NMIX; n++) wv[n] = __ldg((const float4 *)(a.fn + (size_t)n * hcd + (size_t)cp * d + i));
+        if (s + HR_W < S) /* the warp's next slice of fn into L1 while this one's rows run (a hint: no bits) */
+#pragma unroll
+            for (int n = 0; n < HT_NMIX; n++)
+                asm volatile("prefetch.global.L1 [%0];" ::"l"(a.fn + (size_t)n * hcd + (size_t)cp * d + i + 32 * HR_W));
         uint2 rq[HC], fq = make_uint2(0u, 0u); /* the next row's loads, one row ahead (sub: 2-byte loads, any ldsub) */
 #pragma unroll
         for (int j = 0; j < HC; j++) rq[j] = *(const uint2 *)(a.R + (size_t)m0 * a.ldr + (size_t)j * d + i);
