@@ -199,6 +199,7 @@ static void sweep(int with_m1, double copy_gbs) {
     printf("%6s %10s %10s\n", "M", "fused", "seq.m0");
     for (size_t k = 0; k < sizeof Ms / sizeof *Ms; k++) {
         const int M = Ms[k];
+        calls = M <= 64 ? CALLS : M <= 512 ? 16 : 4;
         printf("%6d %10.2f %10.2f\n", M, head_us(0, M, 1), head_us(1, M, 1));
         fflush(stdout);
     }
