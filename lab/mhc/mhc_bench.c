@@ -17,7 +17,12 @@
  * 4 rows of a rotated fn copy), scale_mixes, head_pre, collapse, final
  * RMSNorm; V4.1: expand, collapse with the carried pre, RMSNorm) at M = 1, 2,
  * 4: dic_hc_head (64 columns per CTA, the product) and the lab's 32 against the mode-0 sequence
- * (6 / 3 launches). Usage: mhc_bench [m1] [head] (head: only the head rows) */
+ * (6 / 3 launches). Usage: mhc_bench [m1] [head] (head: only the head rows).
+ * mhc_bench sweep [m1]: the M sweep of both modes' path (docs/kernels/mhc.md): per M = 1 .. 4096 the
+ * product's dic_hc_transition (k_transition2 below 65 rows, k_hc_rows from 65), k_transition2 forced (launches
+ * of 64 rows), k_hc_rows forced (dic_hc_transition_rows), the mode-0 sequence (and with m1 the mode-1
+ * sequence), graph us per transition, and whether k_hc_rows' and k_transition2's x / xn / mixes agree bitwise;
+ * then the V4 head (dic_hc_head) against the mode-0 sequence over the same M. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,11 +69,27 @@ static void fill_bf16(uint16_t *d, size_t n, unsigned long long seed) {
 }
 
 /* mode: 0 fused (the product), 1 unfused with the mode-0 kernels, 2 unfused with the mode-1 kernels,
- * 3 fused, the lab's variant in force */
+ * 3 fused, the lab's variant in force, 4 k_transition2 forced (dic_hc_transition per 64 rows), 5 k_hc_rows
+ * forced (dic_hc_transition_rows) */
 static void transition(int mode, int M, int i, int expand, int chain) {
     const float *f = fn[i % NW];
     float *pin = chain ? pre_in : NULL;
     const uint16_t *s = expand ? sub : NULL;
+    if (mode == 4) {
+        for (int r0 = 0; r0 < M; r0 += 64) {
+            const size_t o = (size_t)r0;
+            const int mc = M - r0 < 64 ? M - r0 : 64;
+            CK(dic_hc_transition(&ctx, mc, s ? s + o * D : NULL, D, R + o * HCD, HCD, D, f, sc3, base, 20, 1e-6f,
+                                 1e-6f, mixes + o * 24, pre + o * 4, post + o * 4, comb + o * 16,
+                                 pin ? pin + o * 4 : NULL, w, 1e-6f, x + o * D, xn + o * D, D));
+        }
+        return;
+    }
+    if (mode == 5) {
+        CK(dic_hc_transition_rows(&ctx, M, s, D, R, HCD, D, f, sc3, base, 20, 1e-6f, 1e-6f, mixes, pre, post, comb,
+                                  pin, w, 1e-6f, x, xn, D));
+        return;
+    }
     if (mode == 3) {
         ctx.batch_invariant = 0;
         CK(lab_hc_transition(&ctx, M, s, D, R, HCD, D, f, sc3, base, 20, 1e-6f, 1e-6f, mixes, pre, post, comb, pin, w,
@@ -118,14 +139,16 @@ static void head(int mode, int M, int i, int v4) {
     CK(dic_rmsnorm(&ctx, M, x, D, w, D, 1e-6f, xn, D));
 }
 
+static int calls = CALLS; /* transitions / heads per graph (the sweep: fewer at large M) */
+
 static double head_us(int mode, int M, int v4) {
     cudaGraph_t gr;
     for (int i = 0; i < 4; i++) head(mode, M, i, v4);
     CK(cudaStreamSynchronize(st));
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < CALLS; i++) head(mode, M, i, v4);
+    for (int i = 0; i < calls; i++) head(mode, M, i, v4);
     CK(cudaStreamEndCapture(st, &gr));
-    return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
+    return graph_median_ms(st, gr, e0, e1) * 1e3 / calls;
 }
 
 static double graph_us(int mode, int M, int expand, int chain) {
@@ -133,9 +156,54 @@ static double graph_us(int mode, int M, int expand, int chain) {
     for (int i = 0; i < 4; i++) transition(mode, M, i, expand, chain); /* warm (module load) */
     CK(cudaStreamSynchronize(st));
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < CALLS; i++) transition(mode, M, i, expand, chain);
+    for (int i = 0; i < calls; i++) transition(mode, M, i, expand, chain);
     CK(cudaStreamEndCapture(st, &gr));
-    return graph_median_ms(st, gr, e0, e1) * 1e3 / CALLS;
+    return graph_median_ms(st, gr, e0, e1) * 1e3 / calls;
+}
+
+/* x, xn and mixes of M rows after transition(mode) without the expand (R read only) */
+static void outputs(int mode, int M, void *hx, void *hm) {
+    transition(mode, M, 0, 0, 0);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(hx, xn, (size_t)M * D * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy((char *)hx + (size_t)M * D * 2, x, (size_t)M * D * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hm, mixes, (size_t)M * 96, cudaMemcpyDeviceToHost));
+}
+
+/* The M sweep (header): both organisations of the fused transition against the sequences, bits compared. */
+static void sweep(int with_m1, double copy_gbs) {
+    static const int Ms[] = {1, 2, 4, 5, 8, 16, 32, 64, 65, 128, 256, 500, 1024, 2048, 4096};
+    printf("-- M sweep, graph us per transition (expand + mixes + Sinkhorn + collapse + RMSNorm, d = %d): prod = "
+           "dic_hc_transition (both modes), tiles = k_transition2 per 64 rows, rows = k_hc_rows; bits: rows vs tiles\n",
+           D);
+    printf("%6s %10s %10s %10s %10s %10s %8s %6s\n", "M", "prod", "tiles", "rows", "seq.m0", with_m1 ? "seq.m1" : "-",
+           "floor", "bits");
+    for (size_t k = 0; k < sizeof Ms / sizeof *Ms; k++) {
+        const int M = Ms[k];
+        calls = M <= 64 ? CALLS : M <= 512 ? 16 : 4;
+        const double bytes = 24.0 * HCD * 4 + (double)M * (HCD * 2 * 2 + D * 2 + 2 * D * 2);
+        const double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
+        const double up = graph_us(0, M, 1, 0), ut = graph_us(4, M, 1, 0), ur = graph_us(5, M, 1, 0);
+        const double u0 = graph_us(1, M, 1, 0), u1 = with_m1 ? graph_us(2, M, 1, 0) : 0.0;
+        void *tx = malloc((size_t)M * D * 4), *tm = malloc((size_t)M * 96), *rx = malloc((size_t)M * D * 4),
+             *rm = malloc((size_t)M * 96);
+        outputs(4, M, tx, tm);
+        outputs(5, M, rx, rm);
+        const int same = !memcmp(tx, rx, (size_t)M * D * 4) && !memcmp(tm, rm, (size_t)M * 96);
+        free(tx), free(tm), free(rx), free(rm);
+        printf("%6d %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f %6s\n", M, up, ut, ur, u0, u1, floor_us,
+               same ? "=" : "!=");
+        fflush(stdout);
+    }
+    printf("-- M sweep, the V4 head (dic_hc_head, both modes) vs the mode-0 sequence, graph us per head\n");
+    printf("%6s %10s %10s\n", "M", "fused", "seq.m0");
+    for (size_t k = 0; k < sizeof Ms / sizeof *Ms; k++) {
+        const int M = Ms[k];
+        calls = M <= 64 ? CALLS : M <= 512 ? 16 : 4;
+        printf("%6d %10.2f %10.2f\n", M, head_us(0, M, 1), head_us(1, M, 1));
+        fflush(stdout);
+    }
+    calls = CALLS;
 }
 
 /* The lab's transition (the variant in force) against the product's on the same inputs, without the
@@ -171,7 +239,10 @@ int main(int argc, char **argv) {
         CK(cudaMalloc((void **)&fn[i], (size_t)24 * HCD * 4));
         fill_f32(fn[i], (size_t)24 * HCD, 0.02f, 100 + i);
     }
-    const int MM = 8;
+    int with_m1 = 0, only_head = 0, do_sweep = 0;
+    for (int a = 1; a < argc; a++)
+        with_m1 |= !strcmp(argv[a], "m1"), only_head |= !strcmp(argv[a], "head"), do_sweep |= !strcmp(argv[a], "sweep");
+    const int MM = do_sweep ? 4096 : 8;
     CK(cudaMalloc((void **)&sc3, 12));
     CK(cudaMalloc((void **)&base, 96));
     CK(cudaMalloc((void **)&mixes, MM * 96));
@@ -192,8 +263,10 @@ int main(int argc, char **argv) {
     transition(2, MM, 0, 0, 0);
     CK(cudaStreamSynchronize(st));
 
-    int with_m1 = 0, only_head = 0;
-    for (int a = 1; a < argc; a++) with_m1 |= !strcmp(argv[a], "m1"), only_head |= !strcmp(argv[a], "head");
+    if (do_sweep) {
+        sweep(with_m1, copy_gbs);
+        return 0;
+    }
     printf("-- graph us per transition (d = %d, fn %.2f MB F32; %d transitions per graph, fn rotated over %d copies)\n",
            D, 24.0 * HCD * 4 / 1e6, CALLS, NW);
     printf("-- fused variants (lab_hc_transition_variant): v0 first version; v1..v6 k_transition2 (cols/CTA, rows/tile, "

@@ -334,8 +334,8 @@ void di_hc_expand(di_exec *x, int M, const float *post, const float *comb, const
  *   xo = collapse(pre_in ? pre_in : pre, R); pre_in != NULL: pre_in = pre;
  *   xn = rmsnorm(xo, norm_w, norm_eps)               (xo, xn stride ldx).
  * R: [M][4][d] bf16, stride ldr; mixes [M][24]; pre, post, pre_in [M][4];
- * comb [M][16]. A backend may fuse the sequence (CUDA with
- * batch_invariant == 0: the mixes' fp32 sums in another fixed order). */
+ * comb [M][16]. A backend may fuse the sequence (CUDA, both modes: the
+ * mixes' fp32 sums in another fixed order that depends on d only, never on M). */
 void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
                       const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
                       float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
@@ -351,8 +351,8 @@ void di_hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint
  *                pre = head_pre(mixes, hc, scale0, base, hc_eps) ([M][4]);
  *   fn == NULL (V4.1): pre is an input (the carried pre, §5.1), not written;
  *   xo = collapse(pre, R); xn = rmsnorm(xo, norm_w, norm_eps) (stride ldx).
- * R: [M][4][d] bf16, stride ldr. A backend may fuse the sequence (CUDA with
- * batch_invariant == 0: the mixes' fp32 sums in another fixed order). */
+ * R: [M][4][d] bf16, stride ldr. A backend may fuse the sequence (CUDA, both
+ * modes: the mixes' fp32 sums in another fixed order that depends on d only). */
 void di_hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
                       uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base, float hc_eps,
                       float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps, uint16_t *xo,

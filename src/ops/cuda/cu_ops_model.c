@@ -415,11 +415,9 @@ static void add_bcast_bf16(di_exec *x, int M, const uint16_t *e, int hc, int d, 
     if (M > 0) CU_LAUNCH(x, dic_add_bcast_bf16(DC(x), M, e, hc, d, R), "dic_add_bcast_bf16");
 }
 
-/* Mode 0 on the shapes the fused kernel takes, at M <= HC_FUSE_MAXM rows: one
- * launch; else (mode 1 included) the op sequence, each op on its own kernel.
- * The fused kernel's serial tail grows with the rows of a tile, so above
- * M = 4 the sequence is faster (docs/kernels/mhc.md). */
-#define HC_FUSE_MAXM 4
+/* Both modes, every M, on the shapes the fused kernel takes (dic_hc_transition: a row's bits depend on the
+ * row and d only, never on M, the tile or the launch split, docs/determinism.md sec. 7); other shapes (and
+ * a scratch too small for its partials: a fact of the context, not of M) run the op sequence. */
 static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
                           const di_wmat *fn, const float *scale3, const float *base, int iters, float hc_eps,
                           float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
@@ -427,7 +425,7 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
     dic_wmat w;
-    if (!c->dc.batch_invariant && M <= HC_FUSE_MAXM && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
+    if (fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_transition_ok(&c->dc, M, R, ldr, d, w.n, w.k, w.w, xo, xn, ldx)) {
         CU_LAUNCH(x,
                  dic_hc_transition(&c->dc, M, sub, ldsub, R, ldr, d, (const float *)w.w, scale3, base, iters, hc_eps,
@@ -439,10 +437,10 @@ static void hc_transition(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
                          comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
 }
 
-/* The output head: mode 0 on the shapes dic_hc_head takes, at M <= HC_FUSE_MAXM rows (the transition's limit,
- * same kernel), with head mixes (V4): one launch; else (mode 1, V4.1's carried pre) the op sequence (today's
- * kernels and bits). Measured 2026-11-30 (mhc_bench head, graph us at M = 1 / 2 / 4): V4 fused 9.1 / 9.7 / 11.6 vs
- * sequence 10.6 / 11.2 / 13.3; V4.1 fused 5.5 / 6.1 / 8.0 vs sequence 4.9 / 5.1 / 5.2 (its 3 launches are short). */
+/* The output head, both modes, every M: with head mixes (V4) on the shapes dic_hc_head takes, one fused launch
+ * per 64 rows (a row's bits independent of M, as the transition's); V4.1's carried pre (no mixes): the op
+ * sequence (expand, collapse, RMSNorm: 3 short launches), the same bits as dic_hc_head would give
+ * (gtest_mhc_head.c), so the choice changes no row. */
 static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, const float *post, const float *comb,
                           uint16_t *R, size_t ldr, int d, const di_wmat *fn, float scale0, const float *base,
                           float hc_eps, float rms_eps, float *mixes, float *pre, const float *norm_w, float norm_eps,
@@ -451,7 +449,7 @@ static void hc_head_final(di_exec *x, int M, const uint16_t *sub, size_t ldsub, 
     cu_exec *c = cu_of(x);
     dic_wmat w;
     memset(&w, 0, sizeof w);
-    if (!c->dc.batch_invariant && M <= HC_FUSE_MAXM && fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
+    if (fn && fn->fmt == DI_WFMT_F32 && cu_wmat(c, fn, &w) &&
         dic_hc_head_ok(&c->dc, M, R, ldr, d, fn ? w.n : 0, fn ? w.k : 0, fn ? w.w : NULL, xo, xn, ldx)) {
         CU_LAUNCH(x,
                  dic_hc_head(&c->dc, M, sub, ldsub, post, comb, R, ldr, d, fn ? (const float *)w.w : NULL, scale0, base,

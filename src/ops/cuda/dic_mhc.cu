@@ -189,7 +189,7 @@ extern "C" cudaError_t dic_hc_expand(const dic_ctx *c, int M, const float *post,
     DIC_LAUNCH_CHECK();
 }
 
-/* ---- fused transition (ops.h di_hc_transition, batch_invariant == 0) ----
+/* ---- fused transition (ops.h di_hc_transition, both modes) -------------
  * The work, in the layout of its first kernel (k_transition, now in lab/mhc; k_transition2 below is the
  * product's, docs/kernels/mhc.md). One launch: grid (S = d / HT_CW column slices, row tiles of HT_MT rows).
  * A CTA owns columns [i0, i0 + 32) of all four copies of its tile's rows:
@@ -666,6 +666,9 @@ static __global__ void __launch_bounds__(H2_T, 2) k_transition2(const ht_args a)
  * CTA's collapse items stay <= 2 passes: 1 row at M <= 2, 2 at M <= 4, else 4 (docs/kernels/mhc.md). */
 static int ht_auto_mt(int M) { return M <= 2 ? 1 : M <= 4 ? 2 : 4; }
 
+/* From this many rows dic_hc_transition launches k_hc_rows (the prefill organisation, below) */
+#define HT_ROWS_MINM 65
+
 /* scratch for the partials: sized for the smallest CW of any variant (16) */
 static size_t ht_part_bytes(int d) {
     return ((size_t)HT_MAXT * HT_MT * HT_NMIX * (size_t)(d / 16) * sizeof(float) + 255) & ~(size_t)255;
@@ -680,27 +683,343 @@ extern "C" int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, 
                              c->scratch_cap;
 }
 
+/* ---- fused transition, row-block organisation (k_hc_rows: many rows) ----
+ * k_transition2<32, 24>'s arithmetic per row with another division of the work: one CTA owns a block of up to
+ * HR_RB whole rows (no partials in the scratch, no counters, one launch for any M), warp w the 32-column slices
+ * s = w, w + 8, ... of all its rows, with the slice's 24 fn float4 in registers across the rows (fn read from
+ * L2 once per CTA, not once per tile of 4 rows; the next slice's prefetched into L1 meanwhile). Per (row, slice) and lane (copy lane / 8, columns
+ * 32 s + 4 (lane % 8) .. + 3) the same operations as k_transition2's A and B:
+ *   - expand of the lane's 4 columns (expand1's operations for its own copy, bf16, written back; the other
+ *     copies' bf16 values from their lanes);
+ *   - the slice's double sum of squares: per column ((0 + v0^2) + v1^2 + v2^2) + v3^2, then the 32-column
+ *     xor-butterfly tree (columns c, c ^ 16, ^ 8, ^ 4 on lanes ^ 4, ^ 2, ^ 1, then c ^ 2, ^ 1 in the lane);
+ *   - per mix the chain fmul + 3 fmaf over the lane's float4, then the 32-lane xor-butterfly tree, all 24
+ *     trees at once (hr_tree32: each lane keeps one half and sends the other, 31 shuffles; an output's pairs
+ *     and their order are the butterfly's, fp32 addition is commutative, so the same bits);
+ * and C's fixed-order sums as running sums: slice s adds into lane group s % L (mixes) and s % 64 (squares),
+ * from 0, in increasing s (the slices of one group are one warp's: 8 divides L and 64), then the L-lane
+ * and two 32-lane trees in the butterfly's pairing (hr_tree). Scale, Sinkhorn (sk_group), pre (sk_pre1),
+ * collapse (collapse1) and RMSNorm (dic_rms_scale: k_rmsnorm's decision, the CPU's bits whatever the order)
+ * as there. So a row's bits are k_transition2's, whatever M or the rows per CTA (docs/kernels/mhc.md). */
+#define HR_T 256
+#define HR_W (HR_T / 32)
+#define HR_RB 16   /* rows per CTA at most */
+#define HR_LMAX 16 /* C's lane groups L at S = d / 32 <= 256 */
+
+/* One level of hr_tree32: the lane keeps half H of its 2H values, adds the partner's (lane ^ H) copy of it. */
+template <int H> static __device__ __forceinline__ void hr_tree32_level(float v[32], int lane) {
+    const int up = (lane & H) != 0;
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+        const float keep = up ? v[H + k] : v[k], send = up ? v[k] : v[H + k];
+        v[k] = __fadd_rn(keep, __shfl_xor_sync(0xFFFFFFFFu, send, H));
+    }
+}
+
+/* v[n], n < 32, on every lane -> lane l returns the 32-lane xor-butterfly sum of v[l] (k_transition2's tree). */
+static __device__ __forceinline__ float hr_tree32(float v[32], int lane) {
+    hr_tree32_level<16>(v, lane);
+    hr_tree32_level<8>(v, lane);
+    hr_tree32_level<4>(v, lane);
+    hr_tree32_level<2>(v, lane);
+    hr_tree32_level<1>(v, lane);
+    return v[0];
+}
+
+/* The xor-butterfly sum of v[0 .. n) computed in one thread (pairs k, k + o for o = n / 2 .. 1: the lanes'
+ * pairs), n a power of 2 <= N. */
+template <int N, typename T> static __device__ __forceinline__ T hr_tree(T v[N], int n) {
+    constexpr int LOGN = N == 32 ? 5 : N == 16 ? 4 : N == 8 ? 3 : N == 4 ? 2 : 1;
+#pragma unroll
+    for (int lv = 1; lv <= LOGN; lv++) {
+        const int o = N >> lv;
+        if (o < n) {
+#pragma unroll
+            for (int k = 0; k < N / 2; k++)
+                if (k < o) v[k] = v[k] + v[k + o];
+        }
+    }
+    return v[0];
+}
+
+static __device__ __forceinline__ void hr_unpack4(uint2 q, float v[4]) {
+    v[0] = dic_bf16_to_f32((uint16_t)(q.x & 0xFFFFu)), v[1] = dic_bf16_to_f32((uint16_t)(q.x >> 16));
+    v[2] = dic_bf16_to_f32((uint16_t)(q.y & 0xFFFFu)), v[3] = dic_bf16_to_f32((uint16_t)(q.y >> 16));
+}
+
+static __device__ __forceinline__ uint2 hr_load4(const uint16_t *p) {
+    return make_uint2((uint32_t)p[0] | ((uint32_t)p[1] << 16), (uint32_t)p[2] | ((uint32_t)p[3] << 16));
+}
+
+static __global__ void __launch_bounds__(HR_T, 1) k_hc_rows(const ht_args a) {
+    __shared__ float sacc[HR_RB][HR_LMAX][32]; /* the mixes' running sums per lane group (24 of 32 used) */
+    __shared__ double ssacc[HR_RB][64];         /* the squares' running sums per lane of C's 64 */
+    __shared__ float spc[HR_RB][HC + HC * HC];  /* the previous site's post, comb (the expand's inputs) */
+    __shared__ float smix[HR_RB][HT_NMIX];
+    __shared__ float spre[HR_RB][HC];
+    __shared__ float srs[HR_RB];
+    const unsigned full = 0xFFFFFFFFu;
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    const int d = a.d, hcd = HC * d, S = d / 32;
+    const int L = S <= 128 ? 8 : 16; /* k_transition2's L at S <= 256 */
+    const int m0 = blockIdx.x * a.mtr, mt = min(a.mtr, a.M - m0);
+    DIC_PDL_ENTER();
+    for (int i = t; i < HR_RB * HR_LMAX * 32; i += HR_T) (&sacc[0][0][0])[i] = 0.0f;
+    for (int i = t; i < HR_RB * 64; i += HR_T) (&ssacc[0][0])[i] = 0.0;
+    if (a.sub)
+        for (int i = t; i < mt * (HC + HC * HC); i += HR_T) {
+            const int r = i / (HC + HC * HC), k = i % (HC + HC * HC);
+            const size_t m = (size_t)(m0 + r);
+            spc[r][k] = k < HC ? a.post[m * HC + k] : a.comb[m * HC * HC + (k - HC)];
+        }
+    __syncthreads();
+
+    /* A + B per (slice, row): lane = (copy cp, columns i .. i + 3) */
+    const int cp = lane >> 3, i0 = 4 * (lane & 7);
+#pragma unroll 1
+    for (int s = w; s < S; s += HR_W) {
+        const int i = 32 * s + i0;
+        float4 wv[HT_NMIX];
+#pragma unroll
+        for (int n = 0; n < HT_NMIX; n++) wv[n] = __ldg((const float4 *)(a.fn + (size_t)n * hcd + (size_t)cp * d + i));
+        if (s + HR_W < S) /* the warp's next slice of fn into L1 while this one's rows run (a hint: no bits) */
+#pragma unroll
+            for (int n = 0; n < HT_NMIX; n++)
+                asm volatile("prefetch.global.L1 [%0];" ::"l"(a.fn + (size_t)n * hcd + (size_t)cp * d + i + 32 * HR_W));
+        uint2 rq[HC], fq = make_uint2(0u, 0u); /* the next row's loads, one row ahead (sub: 2-byte loads, any ldsub) */
+#pragma unroll
+        for (int j = 0; j < HC; j++) rq[j] = *(const uint2 *)(a.R + (size_t)m0 * a.ldr + (size_t)j * d + i);
+        if (a.sub) fq = hr_load4(a.sub + (size_t)m0 * a.ldsub + i);
+#pragma unroll 1
+        for (int r = 0; r < mt; r++) {
+            const size_t m = (size_t)(m0 + r);
+            float rv[HC][4];
+#pragma unroll
+            for (int j = 0; j < HC; j++) hr_unpack4(rq[j], rv[j]);
+            float fv[4];
+            hr_unpack4(fq, fv);
+            if (r + 1 < mt) {
+#pragma unroll
+                for (int j = 0; j < HC; j++) rq[j] = *(const uint2 *)(a.R + (m + 1) * a.ldr + (size_t)j * d + i);
+                if (a.sub) fq = hr_load4(a.sub + (m + 1) * a.ldsub + i);
+            }
+            if (a.sub) { /* ht_expand_col's arithmetic for the lane's own copy, written back; the other copies'
+                          * bf16 values from their lanes (lane % 8 + 8 j) */
+                const float *po = spc[r], *cb = spc[r] + HC;
+                uint32_t own[2] = {0u, 0u};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float sm = cb[cp] * rv[0][q]; /* expand1's out_cp */
+                    sm += cb[HC + cp] * rv[1][q];
+                    sm += cb[2 * HC + cp] * rv[2][q];
+                    sm += cb[3 * HC + cp] * rv[3][q];
+                    const uint16_t b = dic_f32_to_bf16(po[cp] * fv[q] + sm);
+                    own[q >> 1] |= (uint32_t)b << (16 * (q & 1));
+                }
+                __syncwarp(); /* in place: every lane has read these columns (the loads above) */
+                *(uint2 *)(a.R + m * a.ldr + (size_t)cp * d + i) = make_uint2(own[0], own[1]);
+#pragma unroll
+                for (int j = 0; j < HC; j++) {
+                    const int src = (lane & 7) + 8 * j;
+                    hr_unpack4(make_uint2(__shfl_sync(full, own[0], src), __shfl_sync(full, own[1], src)), rv[j]);
+                }
+            }
+            /* the slice's sum of squares: per column, then the 32-column tree */
+            double sq[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                sq[q] = 0.0;
+#pragma unroll
+                for (int j = 0; j < HC; j++) {
+                    const double v = rv[j][q];
+                    sq[q] = __dadd_rn(sq[q], __dmul_rn(v, v));
+                }
+#pragma unroll
+                for (int o = 4; o > 0; o >>= 1) sq[q] = __dadd_rn(sq[q], __shfl_xor_sync(full, sq[q], o));
+            }
+            if (lane == 0) {
+                const double tot = __dadd_rn(__dadd_rn(sq[0], sq[2]), __dadd_rn(sq[1], sq[3]));
+                ssacc[r][s & 63] = __dadd_rn(ssacc[r][s & 63], tot);
+            }
+            /* the 24 partial mixes of the slice */
+            float x[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) x[q] = cp == 0 ? rv[0][q] : cp == 1 ? rv[1][q] : cp == 2 ? rv[2][q] : rv[3][q];
+            float v[32];
+#pragma unroll
+            for (int n = 0; n < 32; n++) {
+                if (n < HT_NMIX) {
+                    float c = __fmul_rn(wv[n].x, x[0]);
+                    c = fmaf(wv[n].y, x[1], c);
+                    c = fmaf(wv[n].z, x[2], c);
+                    v[n] = fmaf(wv[n].w, x[3], c);
+                } else {
+                    v[n] = 0.0f;
+                }
+            }
+            const float p = hr_tree32(v, lane);
+            if (lane < HT_NMIX) {
+                float *acc = &sacc[r][s & (L - 1)][lane];
+                *acc = __fadd_rn(*acc, p);
+            }
+        }
+    }
+    __syncthreads();
+
+    /* C: the L-lane tree of the mixes and the two 32-lane trees of the squares, then the scale */
+#pragma unroll 1
+    for (int o = t; o < mt * HT_NMIX; o += HR_T) {
+        const int r = o / HT_NMIX, n = o % HT_NMIX;
+        float v[HR_LMAX];
+#pragma unroll
+        for (int l = 0; l < HR_LMAX; l++) v[l] = l < L ? sacc[r][l][n] : 0.0f;
+        smix[r][n] = hr_tree<HR_LMAX>(v, L);
+    }
+    if (t >= HR_T - HR_RB && t - (HR_T - HR_RB) < mt) {
+        const int r = t - (HR_T - HR_RB);
+        double lo[32], hi[32];
+#pragma unroll
+        for (int l = 0; l < 32; l++) lo[l] = ssacc[r][l], hi[l] = ssacc[r][32 + l];
+        srs[r] = hc_mix_rs(__dadd_rn(hr_tree<32>(lo, 32), hr_tree<32>(hi, 32)), hcd, a.rms_eps);
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int o = t; o < mt * HT_NMIX; o += HR_T) {
+        const int r = o / HT_NMIX, n = o % HT_NMIX;
+        const float v = __fmul_rn(smix[r][n], srs[r]);
+        smix[r][n] = v;
+        a.mixes[(size_t)(m0 + r) * HT_NMIX + n] = v;
+    }
+    __syncthreads();
+
+    /* D: Sinkhorn, 16 lanes per row (surplus groups redo the last row, write nothing); pre */
+    {
+        const int g = t >> 4, r = g < mt ? g : mt - 1;
+        const size_t m = (size_t)(m0 + r);
+        sk_group(t & 15, smix[r], a.scale3, a.base, a.iters, a.hc_eps, g < mt, NULL, a.post + m * HC,
+                 a.comb + m * HC * HC);
+    }
+    if (t < mt * HC) {
+        const int r = t / HC, k = t % HC;
+        const size_t ix = (size_t)(m0 + r) * HC + k;
+        const float p = sk_pre1(smix[r], k, a.scale3[0], a.base, a.hc_eps);
+        a.pre[ix] = p;
+        if (a.pre_in) {
+            spre[r][k] = a.pre_in[ix];
+            a.pre_in[ix] = p;
+        } else {
+            spre[r][k] = p;
+        }
+    }
+    __syncthreads();
+
+    /* E: a warp per row: collapse (bf16 x), then the RMSNorm (bf16 xn) */
+#pragma unroll 1
+    for (int r = w; r < mt; r += HR_W) {
+        const size_t m = (size_t)(m0 + r);
+        const float p[HC] = {spre[r][0], spre[r][1], spre[r][2], spre[r][3]};
+        const uint16_t *rr = a.R + m * a.ldr;
+        uint16_t *xo = a.xo + m * a.ldx, *xn = a.xn + m * a.ldx;
+        double ss = 0.0;
+#pragma unroll 1
+        for (int iv = lane; iv < d / 8; iv += 32) {
+            float rf[HC][8], o[8], xf[8];
+#pragma unroll
+            for (int k = 0; k < HC; k++) unpack8(*(const uint4 *)(rr + (size_t)k * d + 8 * iv), rf[k]);
+#pragma unroll
+            for (int q = 0; q < 8; q++) o[q] = collapse1(p, rf[0][q], rf[1][q], rf[2][q], rf[3][q]);
+            const uint4 pk = pack8(o);
+            *(uint4 *)(xo + 8 * iv) = pk;
+            unpack8(pk, xf);
+            double sq = 0.0;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const double v = xf[q];
+                sq = __dadd_rn(sq, __dmul_rn(v, v));
+            }
+            ss = __dadd_rn(ss, sq);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(full, ss, o));
+        __syncwarp(); /* the row's x stores before lane 0's ambiguity fallback reads them */
+        float rsq = 0.0f;
+        if (lane == 0) rsq = dic_rms_scale(ss, xo, d, a.norm_eps);
+        rsq = __shfl_sync(full, rsq, 0);
+#pragma unroll 1
+        for (int iv = lane; iv < d / 8; iv += 32) {
+            const uint4 xq = *(const uint4 *)(xo + 8 * iv);
+            const uint32_t qq[4] = {xq.x, xq.y, xq.z, xq.w};
+            uint32_t o[4];
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                float lo = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] & 0xFFFFu)), rsq);
+                float hi = __fmul_rn(dic_bf16_to_f32((uint16_t)(qq[h] >> 16)), rsq);
+                if (a.norm_w)
+                    lo = __fmul_rn(__ldg(a.norm_w + 8 * iv + 2 * h), lo),
+                    hi = __fmul_rn(__ldg(a.norm_w + 8 * iv + 2 * h + 1), hi);
+                o[h] = (uint32_t)dic_f32_to_bf16(lo) | ((uint32_t)dic_f32_to_bf16(hi) << 16);
+            }
+            *(uint4 *)(xn + 8 * iv) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
+
+/* The ht_args of rows [r0, r0 + mc) of a transition (pointers offset to row r0). */
+static ht_args ht_transition_args(int r0, int mc, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr, int d,
+                                  const float *fn, const float *scale3, const float *base, int iters, float hc_eps,
+                                  float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
+                                  const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx) {
+    const size_t ro = (size_t)r0;
+    ht_args a;
+    memset(&a, 0, sizeof a);
+    a.M = mc, a.d = d;
+    a.sub = sub ? sub + ro * ldsub : NULL, a.ldsub = ldsub;
+    a.R = R + ro * ldr, a.ldr = ldr;
+    a.fn = fn, a.scale3 = scale3, a.base = base, a.iters = iters, a.hc_eps = hc_eps, a.rms_eps = rms_eps;
+    a.mixes = mixes + ro * HT_NMIX, a.pre = pre + ro * HC, a.post = post + ro * HC, a.comb = comb + ro * HC * HC;
+    a.pre_in = pre_in ? pre_in + ro * HC : NULL;
+    a.norm_w = norm_w, a.norm_eps = norm_eps;
+    a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
+    return a;
+}
+
+/* k_hc_rows over all M rows in one launch: rows per CTA from M and the SM count only to fill the device (one
+ * CTA per SM: ~M / SMs rows each, at most HR_RB); a row's bits do not depend on it. No scratch. */
+extern "C" cudaError_t dic_hc_transition_rows(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R,
+                                              size_t ldr, int d, const float *fn, const float *scale3,
+                                              const float *base, int iters, float hc_eps, float rms_eps, float *mixes,
+                                              float *pre, float *post, float *comb, float *pre_in,
+                                              const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn,
+                                              size_t ldx) {
+    if (M <= 0) return cudaSuccess;
+    const int sms = c->num_sms > 0 ? c->num_sms : 1;
+    int rb = (M + sms - 1) / sms;
+    rb = rb < 1 ? 1 : rb > HR_RB ? HR_RB : rb;
+    ht_args a = ht_transition_args(0, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes, pre,
+                                   post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
+    a.mtr = rb;
+    DIC_LAUNCH(k_hc_rows, (M + rb - 1) / rb, HR_T, 0, c->stream, a);
+    DIC_LAUNCH_CHECK();
+}
+
+/* Decode sizes (M < HT_ROWS_MINM): k_transition2, one launch per HT_MAXT tiles of 1 / 2 / 4 rows (ht_auto_mt);
+ * more rows: k_hc_rows. The same bits per row either way (k_hc_rows' header); the switch is a speed choice. */
 extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R,
                                          size_t ldr, int d, const float *fn, const float *scale3, const float *base,
                                          int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
                                          float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
                                          uint16_t *xn, size_t ldx) {
+    if (M >= HT_ROWS_MINM)
+        return dic_hc_transition_rows(c, M, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes,
+                                      pre, post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
     const int mtr = ht_auto_mt(M), S = d / 32;
     float *part = (float *)c->scratch;
     double *ssp = (double *)((uint8_t *)c->scratch + ht_part_bytes(d));
     for (int r0 = 0; r0 < M; r0 += HT_MAXT * mtr) {
         const int mc = M - r0 < HT_MAXT * mtr ? M - r0 : HT_MAXT * mtr;
-        const size_t ro = (size_t)r0;
-        ht_args a;
-        memset(&a, 0, sizeof a);
-        a.M = mc, a.d = d;
-        a.sub = sub ? sub + ro * ldsub : NULL, a.ldsub = ldsub;
-        a.R = R + ro * ldr, a.ldr = ldr;
-        a.fn = fn, a.scale3 = scale3, a.base = base, a.iters = iters, a.hc_eps = hc_eps, a.rms_eps = rms_eps;
-        a.mixes = mixes + ro * HT_NMIX, a.pre = pre + ro * HC, a.post = post + ro * HC, a.comb = comb + ro * HC * HC;
-        a.pre_in = pre_in ? pre_in + ro * HC : NULL;
-        a.norm_w = norm_w, a.norm_eps = norm_eps;
-        a.xo = xo + ro * ldx, a.xn = xn + ro * ldx, a.ldx = ldx;
+        ht_args a = ht_transition_args(r0, mc, sub, ldsub, R, ldr, d, fn, scale3, base, iters, hc_eps, rms_eps, mixes,
+                                       pre, post, comb, pre_in, norm_w, norm_eps, xo, xn, ldx);
         a.part = part, a.ssp = ssp, a.mtr = mtr, a.ovl = 1;
         dim3 grid((unsigned)S, (unsigned)((mc + mtr - 1) / mtr));
         if (mtr <= 2) DIC_LAUNCH((k_transition2<32, HT_NMIX, 0, 1>), grid, H2_T, 0, c->stream, a);
@@ -711,7 +1030,8 @@ extern "C" cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t
     return cudaSuccess;
 }
 
-/* ---- fused output head (ops.h di_hc_head_final, batch_invariant == 0) ----
+
+/* ---- fused output head (ops.h di_hc_head_final, both modes) -----------
  * k_transition2 with NMIX = HC (V4: the head's 4 mixes, scale_mixes and
  * head_pre in place of the Sinkhorn) or NMIX = 0 (V4.1: the carried pre, no
  * mixes): the last block's expand (sub != NULL), then the collapse and the

@@ -221,21 +221,27 @@ cudaError_t dic_hc_head_pre(const dic_ctx *c, int M, const float *mixes, int hc,
 cudaError_t dic_hc_mean(const dic_ctx *c, int M, const uint16_t *R, int hc, int d, uint16_t *out, size_t ldo);
 cudaError_t dic_add_bcast_bf16(const dic_ctx *c, int M, const uint16_t *e, int hc, int d, uint16_t *R);
 
-/* ops.h di_hc_transition fused into one launch per 64 rows (dic_mhc.cu), for
- * batch_invariant == 0: fn is the F32 [24][4d] weight (device, row stride
- * 4d). Only the fp32 sums of the mixes differ from the op sequence (another
- * fixed order, independent of M); everything after them has the sequence's
- * bits for the same mixes (k_transition2, 32 columns per CTA: docs/kernels/mhc.md). dic_hc_transition_ok says whether the shape is
- * taken (else the caller runs the sequence). Uses c->scratch. */
+/* ops.h di_hc_transition fused (dic_mhc.cu), for both modes at every M: fn is the F32 [24][4d] weight (device,
+ * row stride 4d). Only the fp32 sums of the mixes differ from the op sequence (another fixed order that depends
+ * on d only: 32-column slices, k_transition2's trees); everything after them has the sequence's bits for the same
+ * mixes (docs/kernels/mhc.md). Below 65 rows k_transition2, one launch per 64 rows (uses c->scratch); from 65
+ * rows k_hc_rows, one launch (no scratch); the same bits per row. dic_hc_transition_ok says whether the shape is
+ * taken (else the caller runs the sequence); it does not depend on M. dic_hc_transition_rows: k_hc_rows at any
+ * M (tests, lab). */
 int dic_hc_transition_ok(const dic_ctx *c, int M, const uint16_t *R, size_t ldr, int d, int fn_n, int fn_k,
                          const void *fn, const uint16_t *xo, const uint16_t *xn, size_t ldx);
 cudaError_t dic_hc_transition(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R, size_t ldr,
                               int d, const float *fn, const float *scale3, const float *base, int iters, float hc_eps,
                               float rms_eps, float *mixes, float *pre, float *post, float *comb, float *pre_in,
                               const float *norm_w, float norm_eps, uint16_t *xo, uint16_t *xn, size_t ldx);
+cudaError_t dic_hc_transition_rows(const dic_ctx *c, int M, const uint16_t *sub, size_t ldsub, uint16_t *R,
+                                   size_t ldr, int d, const float *fn, const float *scale3, const float *base,
+                                   int iters, float hc_eps, float rms_eps, float *mixes, float *pre, float *post,
+                                   float *comb, float *pre_in, const float *norm_w, float norm_eps, uint16_t *xo,
+                                   uint16_t *xn, size_t ldx);
 
 /* ops.h di_hc_head_final fused into one launch per 16 tiles (dic_mhc.cu, k_transition2 with the head's 4 mixes
- * or none), for batch_invariant == 0: sub != NULL: R = expand(post, comb, sub, R) first; fn (F32 [4][4d],
+ * or none), both modes (the model takes it with mixes: V4): sub != NULL: R = expand(post, comb, sub, R) first; fn (F32 [4][4d],
  * device) != NULL: mixes = scale_mixes(R . fn), pre = head_pre(mixes, scale0, base, hc_eps) written, collapse
  * with it; fn == NULL: collapse with pre (read only: the V4.1 carried pre); then xn = rmsnorm(xo, norm_w).
  * Only the fp32 sums of the mixes differ from the op sequence (a fixed order that depends on d and the columns

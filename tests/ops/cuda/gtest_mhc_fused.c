@@ -1,5 +1,5 @@
-/* gtest_mhc_fused.c — the fused mHC transition (dic_hc_transition, the
- * batch_invariant == 0 kernel of ops.h di_hc_transition: expand + mixes +
+/* gtest_mhc_fused.c — the fused mHC transition (dic_hc_transition, both
+ * modes' kernel of ops.h di_hc_transition: expand + mixes +
  * scale + Sinkhorn + collapse + RMSNorm in one launch) against the CPU op
  * sequence (di_hc_transition on the CPU = di_hc_transition_seq), at V4-Flash
  * dims (hc = 4, d = 4096) and d = 256, M = 1, 2, 8, 33 (and 70: two launches),
@@ -18,7 +18,8 @@
  *  - determinism: a second launch on the same inputs gives the same bits;
  *    a row's bits do not depend on M (row 0 alone = row 0 of the launch);
  *  - the product's kernel (k_transition2, 32 columns per CTA, rows per tile by
- *    M: 1 / 2 / 4, so both its lean and full instantiations) on every case; one
+ *    M: 1 / 2 / 4, so both its lean and full instantiations; k_hc_rows at M = 70)
+ *    on every case; one
  *    line per case, then the worst mixes errors. The kernel's variants (the
  *    first version, 16 / 64 columns, the R stash, the grid-synchronised tail)
  *    are lab/mhc's, compared bitwise with it in mhc_bench (docs/kernels/mhc.md). */

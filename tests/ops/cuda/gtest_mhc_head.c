@@ -1,5 +1,5 @@
-/* gtest_mhc_head.c — the fused output head (dic_hc_head, the batch_invariant
- * == 0 kernel of ops.h di_hc_head_final: the last block's expand + the head's
+/* gtest_mhc_head.c — the fused output head (dic_hc_head, both modes' kernel
+ * of ops.h di_hc_head_final: the last block's expand + the head's
  * 4 mixes + scale_mixes + head_pre + collapse + final RMSNorm in one launch;
  * V4.1: expand + collapse with the carried pre + RMSNorm) against the unfused
  * sequence of the mode-0 kernels (dic_hc_expand, dic_gemm F32, dic_hc_scale_mixes,
