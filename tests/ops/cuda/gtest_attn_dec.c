@@ -279,8 +279,28 @@ typedef struct inv_host {
     uint16_t **const *ckv;
 } inv_host;
 
+static void inv_op_call(di_exec *x, const icase *d, const inv_host *h, const inv_dev *D, const uint16_t **list,
+                        size_t stride, size_t ldq, size_t ldo, float scale) {
+    di_attn_dec(x, d->M, h->pos, h->seg, h->row0, h->pos0, h->ring, d->win, D->kv, d->hd, d->ratio > 0 ? h->ckv : NULL,
+                h->prs, d->ratio, D->topk, d->K, D->ntopk, list, stride, D->n, h->lo, D->q, ldq, d->H, D->sink, scale,
+                64, D->cs, D->sn, D->out, ldo);
+}
+
+/* The first row of the op's output that differs from `want` (-1: none; 0 when the copy fails). */
+static int inv_first_diff(const icase *d, const inv_dev *D, size_t ldo, const uint16_t *want) {
+    uint16_t *got = gt_d2h(D->out, (size_t)d->M * ldo * 2);
+    int bad = got ? -1 : 0;
+    for (int m = 0; got && m < d->M && bad < 0; m++)
+        if (memcmp(got + (size_t)m * ldo, want + (size_t)m * ldo, (size_t)d->H * d->hd * 2)) bad = m;
+    free(got);
+    return bad;
+}
+
 /* The op in mode `mode` (a fresh CUDA exec) must take the fused kernels, floor included, at this M:
- * its output bitwise the direct launch's (`want`), which differs from the CPU's list path somewhere. */
+ * its output bitwise the direct launch's (`want`), which differs from the CPU's list path somewhere.
+ * Mode 1 also as a recorded step (cu_plan.c): captured with every segment at half its positions (the
+ * top-k layers at their own: their picks must stay visible), replayed at the real ones; the replay
+ * bitwise `want` (the grid's entry bound comes from pos_bound in a plan step, not the captured rows). */
 static void inv_op_check(const icase *d, int mode, const inv_host *h, const inv_dev *D, size_t stride, size_t ldq,
                          size_t ldo, float scale, const uint16_t *want) {
     di_error err = {0};
@@ -293,26 +313,47 @@ static void inv_op_check(const icase *d, int mode, const inv_host *h, const inv_
         CHECK_MSG(0, "cuda exec: %s", err.msg);
     }
     const size_t rows = (size_t)d->M * ldo;
+    const int ns = (d->M + d->seg_rows - 1) / d->seg_rows;
     const uint16_t **list = gt_dev_poison((size_t)d->M * stride * sizeof *list);
     CUDA_CHECK(cudaMemset(D->out, 0xFF, rows * 2));
     CUDA_CHECK(cudaDeviceSynchronize()); /* the exec's stream does not wait for the legacy stream */
-    di_attn_dec(&x, d->M, h->pos, h->seg, h->row0, h->pos0, h->ring, d->win, D->kv, d->hd, d->ratio > 0 ? h->ckv : NULL,
-                h->prs, d->ratio, D->topk, d->K, D->ntopk, list, stride, D->n, h->lo, D->q, ldq, d->H, D->sink, scale,
-                64, D->cs, D->sn, D->out, ldo);
-    const deepinfer_status st = di_exec_sync(&x, &err);
+    inv_op_call(&x, d, h, D, list, stride, ldq, ldo, scale);
+    deepinfer_status st = di_exec_sync(&x, &err);
+    int bad = st == DEEPINFER_OK ? inv_first_diff(d, D, ldo, want) : -2, gbad = -1;
+    int64_t pmax = 0;
+    for (int m = 0; m < d->M; m++)
+        if (h->pos[m] > pmax) pmax = h->pos[m];
+    di_backend_plan_stats ps = {0};
+    if (st == DEEPINFER_OK && bad < 0 && mode == 1) {
+        int64_t *pos = malloc((size_t)d->M * 8), *pos0 = malloc((size_t)ns * 8), *lo = malloc((size_t)ns * 8);
+        const int half = !d->indexed;
+        for (int g = 0; g < ns; g++) pos0[g] = half ? h->pos0[g] / 2 : h->pos0[g], lo[g] = h->lo ? h->lo[g] / 2 : 0;
+        for (int m = 0; m < d->M; m++) pos[m] = pos0[h->seg[m]] + (h->pos[m] - h->pos0[h->seg[m]]);
+        const inv_host hc = {pos, pos0, h->lo ? lo : NULL, h->seg, h->row0, h->prs, h->ring, h->ckv};
+        st = di_backend_plan_enable(&x, pmax + 1, 0, &err);
+        for (int step = 0; step < 2 && st == DEEPINFER_OK; step++) {
+            if (step && (cudaMemset(D->out, 0xFF, rows * 2) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess))
+                break; /* poisoned: the replay must write every row */
+            if ((st = di_backend_step_begin(&x, 0xa77d, &err)) != DEEPINFER_OK) break;
+            inv_op_call(&x, d, step ? h : &hc, D, list, stride, ldq, ldo, scale);
+            if ((st = di_backend_step_end(&x, &err)) == DEEPINFER_OK) st = di_exec_sync(&x, &err);
+        }
+        if (st == DEEPINFER_OK) gbad = inv_first_diff(d, D, ldo, want);
+        di_backend_plan_stats_get(&x, &ps);
+        di_backend_plan_disable(&x);
+        free(pos), free(pos0), free(lo);
+    }
     di_exec_free(&x);
     di_backend_set_batch_invariant(-1);
     di_backend_use(DI_BACKEND_CPU, NULL);
     cudaFree((void *)list);
     CHECK_MSG(st == DEEPINFER_OK, "attn_dec op mode %d: %s", mode, err.msg);
-    uint16_t *got = gt_d2h(D->out, rows * 2);
-    CHECK(got);
-    int bad = -1;
-    for (int m = 0; m < d->M && bad < 0; m++)
-        if (memcmp(got + (size_t)m * ldo, want + (size_t)m * ldo, (size_t)d->H * d->hd * 2)) bad = m;
-    free(got);
     CHECK_MSG(bad < 0, "attn_dec op mode %d M=%d: row %d differs from the fused kernels' (a fallback to the list path?)",
               mode, d->M, bad);
+    CHECK_MSG(gbad < 0, "attn_dec op recorded step M=%d: row %d of the replay differs from the fused kernels'", d->M,
+              gbad);
+    CHECK_MSG(mode == 0 || (ps.graphs == 1 && ps.replayed == 1), "attn_dec op recorded step: %d graphs, %lld replays",
+              ps.graphs, (long long)ps.replayed);
 }
 
 static void inv_case(icase d) {
