@@ -566,17 +566,17 @@ void di_attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg, con
  * (arguments pos .. n_idx as there), then di_sparse_attn(q, ldq, nheads, hd,
  * list, stride, n_idx, sink, scale, out, ldo), then the inverse RoPE of the
  * output, di_rope_tab(out, ldo, nheads, hd, rd, cs, sn, inverse = 1). The
- * CPU op and the CUDA op in batch-invariant mode run exactly that sequence.
- * The CUDA op in fast mode (batch_invariant == 0) at M <= 8 builds each
- * row's entries inside a fused split-entry kernel (tensor-core logits and
- * P.V, per-split softmax, fixed-order combine): equal to the sequence to
- * fp32/bf16 rounding, not bitwise, deterministic, a row's bits independent
- * of M; `list` and `n_idx` are then scratch (list not written).
+ * CPU op runs exactly that sequence. The CUDA op (both modes, every M, the
+ * floor included) builds each row's entries inside a fused split-entry
+ * kernel (tensor-core logits and P.V, per-64-entry-block softmax,
+ * fixed-order combine): equal to the sequence to fp32/bf16 rounding, not
+ * bitwise, deterministic, a row's bits independent of M and of the other
+ * rows (docs/determinism.md §7); `list` and `n_idx` are then scratch (list
+ * not written); shapes the kernel does not take run the sequence.
  * seg_lo (host table, NULL = none): per segment the lowest position its
  * rows' windows may see (V4.1 compact prefill's floor, architecture.md
  * §6.5, model/batch.h late_from): after di_attn_list the window entries of
- * positions t < seg_lo[row_seg[m]] are NULL (absent). With a floor both
- * backends run the op sequence (list, floor, sparse attention, rotation). */
+ * positions t < seg_lo[row_seg[m]] are NULL (absent). */
 void di_attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                  const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                  uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,

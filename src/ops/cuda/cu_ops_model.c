@@ -45,7 +45,7 @@ static void scatter_rows(di_exec *x, int n, const int *src_row, const uint16_t *
 
 /* The device tables of an entry list (di_attn_list's host tables staged). */
 typedef struct list_tabs {
-    const int64_t *pos, *pos0;
+    const int64_t *pos, *pos0, *lo; /* lo: the window floor (seg_lo), NULL = none */
     const int *seg, *row0, *pr;
     uint16_t *const *ring;
     uint16_t **const *ckv;
@@ -53,7 +53,7 @@ typedef struct list_tabs {
 
 static int stage_list(cu_exec *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                       const int64_t *seg_pos0, uint16_t *const *ring, uint16_t **const *ckv, const int *page_rows,
-                      int ratio, list_tabs *d) {
+                      int ratio, const int64_t *seg_lo, list_tabs *d) {
     int ns = nseg_of(row_seg, M);
     uint16_t ***dckv = calloc((size_t)ns, sizeof *dckv);
     int64_t *rows = calloc((size_t)ns, sizeof *rows);
@@ -81,6 +81,7 @@ static int stage_list(cu_exec *c, int M, const int64_t *pos, const int *row_seg,
     d->ring = cu_tab_put(c, ring, (size_t)ns * sizeof *ring);
     d->ckv = ratio > 0 && ckv ? cu_tab_put(c, dckv, (size_t)ns * sizeof *dckv) : NULL;
     d->pr = cu_tab_put(c, page_rows, (size_t)ns * sizeof *page_rows);
+    d->lo = cu_tab_put(c, seg_lo, (size_t)ns * sizeof *seg_lo);
     cu_tab_flush(c);
     free(dckv), free(rows);
     return 0;
@@ -93,15 +94,35 @@ static void attn_list(di_exec *x, int M, const int64_t *pos, const int *row_seg,
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
     list_tabs d;
-    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
+    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, NULL, &d)) return;
     CU_LAUNCH(x,
              dic_attn_list(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
                            ntopk, list, stride, n_idx),
              "dic_attn_list");
 }
 
-/* Fast mode at decode sizes: the fused kernels; else the op sequence (always with a window
- * floor, seg_lo: the list, dic_attn_floor, sparse attention, the rotation). */
+/* A bound on every row's entry count (di_attn_list's n) for the fused kernels' grid and scratch: the
+ * window, plus the top-k width (indexed) or the most compressed rows a row sees (every visible row);
+ * in a plan step the positions below pos_bound (a replayed graph's rows). Never more than the list
+ * stride. The rows' bits do not depend on it (dic_model.h dic_attn_dec). */
+static size_t attn_dec_entries(const cu_exec *c, int M, const int64_t *pos, int win, int ratio, const int *topk,
+                               int K, size_t stride) {
+    int64_t n = win;
+    if (ratio > 0 && topk) {
+        n += K;
+    } else if (ratio > 0) {
+        int64_t p = 0;
+        for (int m = 0; m < M; m++)
+            if (pos[m] > p) p = pos[m];
+        if (cu_planning(c) && c->plan->pos_bound > p) p = c->plan->pos_bound;
+        n += (p + 1) / ratio;
+    }
+    return n > 0 && (size_t)n < stride ? (size_t)n : stride;
+}
+
+/* The fused kernels in both modes at every M, the window floor (seg_lo) included
+ * (docs/determinism.md §7); the op sequence (the list, dic_attn_floor, sparse attention, the
+ * rotation) only for shapes the kernels do not take. */
 static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
                      const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
                      uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
@@ -110,7 +131,8 @@ static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, 
                      const float *sn, uint16_t *out, size_t ldo) {
     if (M <= 0) return;
     cu_exec *c = cu_of(x);
-    if (seg_lo || !dic_attn_dec_ok(&c->dc, M, nheads, hd, rd, stride, ldo)) {
+    const size_t nmax = attn_dec_entries(c, M, pos, win, ratio, topk, K, stride);
+    if (!dic_attn_dec_ok(&c->dc, M, nheads, hd, rd, nmax, ldo)) {
         di_attn_list(x, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K,
                      ntopk, list, stride, n_idx);
         if (seg_lo) {
@@ -127,10 +149,11 @@ static void attn_dec(di_exec *x, int M, const int64_t *pos, const int *row_seg, 
         return;
     }
     list_tabs d;
-    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, &d)) return;
+    if (stage_list(c, M, pos, row_seg, seg_row0, seg_pos0, ring, ckv, page_rows, ratio, seg_lo, &d)) return;
     CU_LAUNCH(x,
-             dic_attn_dec(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio, topk, K,
-                          ntopk, stride, n_idx, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo),
+             dic_attn_dec_floored(&c->dc, M, d.pos, d.seg, d.row0, d.pos0, d.ring, win, kv, hd, d.ckv, d.pr, ratio,
+                                  topk, K, ntopk, nmax, n_idx, d.lo, q, ldq, nheads, sink, scale, rd, cs, sn, out,
+                                  ldo),
              "dic_attn_dec");
 }
 

@@ -1,10 +1,11 @@
 /*
- * dic_attn_dec.cu — decode attention in two launches (ops.h di_attn_dec,
- * fast mode, M <= 8; docs/kernels/attention-decode.md): the entry list,
- * sparse attention with the sink and the inverse RoPE of the output.
- * The product path is k_ad_p2 + k_ad_c2 (below); k_ad_part + k_ad_comb, the
- * same values in the same order, take the shapes it does not (hd % 32 != 0,
- * more than AD2_SMAX blocks per row).
+ * dic_attn_dec.cu — decode attention in two launches (ops.h di_attn_dec, both
+ * modes, every M: rows in chunks that fit the scratch, one launch pair per
+ * chunk; docs/kernels/attention-decode.md): the entry list with the window
+ * floor (seg_lo), sparse attention with the sink and the inverse RoPE of the
+ * output. The product path is k_ad_p2 + k_ad_c2 (below); k_ad_part +
+ * k_ad_comb, the same values in the same order, take the shapes it does not
+ * (hd % 32 != 0, more than AD2_SMAX blocks per row).
  *
  * k_ad_part: CTA = (entry block s of 64 entries, group of 16 heads, row m).
  *   1. the block's entry pointers (di_attn_list's rule, entry for entry),
@@ -27,9 +28,12 @@
  * own max and rescaled in fp32 at the combine, and the tensor cores sum in
  * their order. Same rounding points otherwise (bf16 p in P.V, fp32
  * denominator, bf16 o before the rotation). Deterministic (no atomics); a
- * row's bits depend only on that row and on the list stride (the block
- * split), never on M. An absent or p == 0 entry adds 0 * v (the CPU skips
- * it): equal unless v holds inf / NaN.
+ * row's bits depend only on that row: blocks of 64 entries from entry 0,
+ * combined over the row's own ceil(n / 64) blocks in block order, whatever
+ * the grid's block count S (a bound on every row's n), the row chunk, M or
+ * the other rows (docs/determinism.md §7). An absent (NULL, past the row or
+ * below its window floor) or p == 0 entry adds 0 * v (the CPU skips it):
+ * equal unless v holds inf / NaN.
  *
  * k_ad_floor (dic_attn_floor): the window floor of di_attn_dec's seg_lo on a
  * built list (compact prefill, architecture.md §6.5): CTA = row, window
@@ -58,6 +62,7 @@ typedef struct ad_list {
     const int *topk;
     int K;
     const int *ntopk;
+    const int64_t *seg_lo; /* [nseg] window floor (ops.h di_attn_dec seg_lo), NULL = none */
 } ad_list;
 
 static __device__ __forceinline__ void ad_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -98,7 +103,7 @@ static __device__ __forceinline__ const uint16_t *ad_entry(const ad_list &L, int
     const int64_t p = L.pos[m];
     if (i < L.win) {
         const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[s];
-        if (t > p) return NULL;
+        if (t > p || (L.seg_lo && t < L.seg_lo[s])) return NULL; /* past the row, or below its floor */
         return t >= pos0 ? L.kv + (size_t)(L.seg_row0[s] + (t - pos0)) * (size_t)L.hd
                          : L.ring[s] + (size_t)(t % L.win) * (size_t)L.hd;
     }
@@ -377,7 +382,7 @@ static __device__ __noinline__ int64_t ad_div64(int64_t a, int64_t b) { return a
 /* window entry i < win of row m (ad_entry's rule; host-staged tables only) */
 static __device__ __forceinline__ const uint16_t *ad_win_entry(const ad_list &L, int sg, int64_t p, int i) {
     const int64_t t0 = p - L.win + 1 > 0 ? p - L.win + 1 : 0, t = t0 + i, pos0 = L.seg_pos0[sg];
-    if (t > p) return NULL;
+    if (t > p || (L.seg_lo && t < L.seg_lo[sg])) return NULL; /* past the row, or below its floor */
     return t >= pos0 ? L.kv + (size_t)(L.seg_row0[sg] + (t - pos0)) * (size_t)L.hd
                      : L.ring[sg] + (size_t)(t - ad_div64(t, L.win) * L.win) * (size_t)L.hd; /* t % win */
 }
@@ -710,10 +715,94 @@ extern "C" size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride)
     return ad_al(msh * hd * 4) + 2 * ad_al(msh * 4);
 }
 
+/* Rows per launch pair: the most whose partials fit the scratch (grid y / z at most 65535), the chunks
+ * of M balanced. Only the launch split depends on it: every CTA works on one row. */
+static int ad_chunk_rows(const dic_ctx *c, int M, int nheads, int hd, size_t stride) {
+    const size_t row = dic_attn_dec_scratch(1, nheads, hd, stride);
+    size_t mc = c->scratch_cap / row;
+    if (mc > 65535) mc = 65535;
+    if (mc > (size_t)M) mc = (size_t)M;
+    while (mc > 1 && dic_attn_dec_scratch((int)mc, nheads, hd, stride) > c->scratch_cap) mc--;
+    const size_t nch = ((size_t)M + mc - 1) / mc;
+    return (int)(((size_t)M + nch - 1) / nch);
+}
+
 extern "C" int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo) {
-    return c->batch_invariant == 0 && M >= 1 && M <= 8 && nheads % AD_HG == 0 && hd % 16 == 0 && hd <= AD_MAXHD &&
-           rd % 2 == 0 && rd >= 0 && rd <= hd && (hd - rd) % 2 == 0 && ldo % 2 == 0 && stride >= 1 &&
-           stride <= (size_t)AD_SMAX * AD_E && c->scratch && dic_attn_dec_scratch(M, nheads, hd, stride) <= c->scratch_cap;
+    return M >= 1 && nheads % AD_HG == 0 && hd % 16 == 0 && hd <= AD_MAXHD && rd % 2 == 0 && rd >= 0 && rd <= hd &&
+           (hd - rd) % 2 == 0 && ldo % 2 == 0 && stride >= 1 && stride <= (size_t)AD_SMAX * AD_E && c->scratch &&
+           dic_attn_dec_scratch(1, nheads, hd, stride) <= c->scratch_cap;
+}
+
+/* One launch pair over rows 0 .. M-1 of L / q / out (the caller offsets the per-row tables). */
+static cudaError_t ad_launch(const dic_ctx *c, int M, const ad_list &L, int S, const uint16_t *q, size_t ldq,
+                             int nheads, const float *sink, float scale, int rd, const float *cs, const float *sn,
+                             int *n_idx, uint16_t *out, size_t ldo) {
+    const int hd = L.hd;
+    const size_t msh = (size_t)M * S * nheads;
+    float *part = (float *)c->scratch;
+    float *pmx = (float *)((char *)part + ad_al(msh * hd * 4));
+    float *psum = (float *)((char *)pmx + ad_al(msh * 4));
+    cudaError_t e;
+    /* k_ad_p2 + k_ad_c2, one column slice of P.V, the combine in up to 8 column slices
+     * (docs/kernels/attention-decode.md §1) */
+    if (hd % 32 == 0 && S <= AD2_SMAX) {
+        int CS = 1; /* column slices of P.V */
+        int CC = 8; /* column slices of the combine */
+        while (CC > 1 && hd % (2 * CC)) CC /= 2;
+        const int HG = nheads / AD_HG;
+        const int kst = hd + 8;
+        size_t kreg = (size_t)AD_E * kst * 2, creg = (size_t)2 * AD_HG * S * 4;
+        kreg = (kreg + 15) & ~(size_t)15;
+        const size_t sm2 = kreg + (size_t)AD_HG * kst * 2 + (size_t)AD_HG * AD_E * 4 + (size_t)AD_HG * AD_PST * 2 +
+                           (size_t)AD_E * sizeof(void *) + (size_t)AD2_PT * sizeof(void *);
+        ad2_args a2 = {q, ldq, nheads, S, CS, CC, scale, part, pmx, psum, n_idx, sink, rd, cs, sn, out, ldo, (int)kreg};
+        if ((e = cudaFuncSetAttribute(k_ad_p2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2)) != cudaSuccess)
+            return e;
+        DIC_LAUNCH(k_ad_p2, dim3((unsigned)S, (unsigned)(HG * CS), (unsigned)M), AD2_T, sm2, c->stream, L, a2);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        const size_t smc = creg;
+        if (smc > 48 * 1024 &&
+            (e = cudaFuncSetAttribute(k_ad_c2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc)) != cudaSuccess)
+            return e;
+        DIC_LAUNCH(k_ad_c2, dim3((unsigned)(HG * CC), (unsigned)M), AD2_T, smc, c->stream, L, a2);
+        return cudaGetLastError();
+    }
+    const size_t sm = ad_smem(hd);
+    if ((e = cudaFuncSetAttribute(k_ad_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) != cudaSuccess)
+        return e;
+    DIC_LAUNCH(k_ad_part, dim3((unsigned)S, (unsigned)(nheads / AD_HG), (unsigned)M), AD_T, sm, c->stream, L, q, ldq,
+               nheads, S, scale, part, pmx, psum, n_idx);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), AD_CT, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
+               sink, rd, cs, sn, out, ldo);
+    return cudaGetLastError();
+}
+
+/* The rows in chunks that fit the scratch, one launch pair each, in row order; the chunk's per-row tables
+ * offset to its first row (segment tables are shared). A row's bits depend on the row only: the 64-entry
+ * block split and the combine over the row's own ceil(n / 64) blocks do not depend on S (the grid's block
+ * count: a bound on every row's n), on the chunk or on M (docs/kernels/attention-decode.md §2). */
+extern "C" cudaError_t dic_attn_dec_floored(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg,
+                                            const int *seg_row0, const int64_t *seg_pos0, uint16_t *const *ring,
+                                            int win, const uint16_t *kv, int hd, uint16_t **const *ckv,
+                                            const int *page_rows, int ratio, const int *topk, int K, const int *ntopk,
+                                            size_t stride, int *n_idx, const int64_t *seg_lo, const uint16_t *q,
+                                            size_t ldq, int nheads, const float *sink, float scale, int rd,
+                                            const float *cs, const float *sn, uint16_t *out, size_t ldo) {
+    if (M <= 0) return cudaSuccess;
+    if (!dic_attn_dec_ok(c, M, nheads, hd, rd, stride, ldo) || (((uintptr_t)out) & 3)) return cudaErrorInvalidValue;
+    const int S = (int)((stride + AD_E - 1) / AD_E), mc = ad_chunk_rows(c, M, nheads, hd, stride);
+    const size_t half = (size_t)(rd / 2);
+    for (int m0 = 0; m0 < M; m0 += mc) {
+        const int n = M - m0 < mc ? M - m0 : mc;
+        const size_t r = (size_t)m0;
+        ad_list L = {pos + r, row_seg + r, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio,
+                     topk ? topk + r * (size_t)K : NULL, K, ntopk ? ntopk + r : NULL, seg_lo};
+        cudaError_t e = ad_launch(c, n, L, S, q + r * ldq, ldq, nheads, sink, scale, rd, cs ? cs + r * half : NULL,
+                                  sn ? sn + r * half : NULL, n_idx + r, out + r * ldo, ldo);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg,
@@ -722,50 +811,8 @@ extern "C" cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos,
                                     int ratio, const int *topk, int K, const int *ntopk, size_t stride, int *n_idx,
                                     const uint16_t *q, size_t ldq, int nheads, const float *sink, float scale, int rd,
                                     const float *cs, const float *sn, uint16_t *out, size_t ldo) {
-    if (M <= 0) return cudaSuccess;
-    if (!dic_attn_dec_ok(c, M, nheads, hd, rd, stride, ldo) || (((uintptr_t)out) & 3)) return cudaErrorInvalidValue;
-    ad_list L = {pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk, K, ntopk};
-    const int S = (int)((stride + AD_E - 1) / AD_E);
-    const size_t msh = (size_t)M * S * nheads;
-    float *part = (float *)c->scratch;
-    float *pmx = (float *)((char *)part + ad_al(msh * hd * 4));
-    float *psum = (float *)((char *)pmx + ad_al(msh * 4));
-    /* k_ad_p2 + k_ad_c2, one column slice of P.V, the combine in up to 8 column slices
-     * (docs/kernels/attention-decode.md §1) */
-    if (hd % 32 == 0 && S <= AD2_SMAX) {
-        int CS = 1; /* column slices of P.V */
-        int CC = 8; /* column slices of the combine */
-        while (CC > 1 && hd % (2 * CC)) CC /= 2;
-        const int HG = nheads / AD_HG;
-        {
-            const int kst = hd + 8;
-            size_t kreg = (size_t)AD_E * kst * 2, creg = (size_t)2 * AD_HG * S * 4;
-            kreg = (kreg + 15) & ~(size_t)15;
-            const size_t sm2 = kreg + (size_t)AD_HG * kst * 2 + (size_t)AD_HG * AD_E * 4 + (size_t)AD_HG * AD_PST * 2 +
-                               (size_t)AD_E * sizeof(void *) + (size_t)AD2_PT * sizeof(void *);
-            ad2_args a2 = {q, ldq, nheads, S, CS, CC, scale, part, pmx, psum, n_idx, sink, rd, cs, sn, out, ldo, (int)kreg};
-            cudaError_t e = cudaFuncSetAttribute(k_ad_p2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
-            if (e != cudaSuccess) return e;
-            const dim3 grid((unsigned)S, (unsigned)(HG * CS), (unsigned)M);
-            DIC_LAUNCH(k_ad_p2, grid, AD2_T, sm2, c->stream, L, a2);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
-            const size_t smc = creg;
-            if (smc > 48 * 1024 &&
-                (e = cudaFuncSetAttribute(k_ad_c2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc)) != cudaSuccess)
-                return e;
-            DIC_LAUNCH(k_ad_c2, dim3((unsigned)(HG * CC), (unsigned)M), AD2_T, smc, c->stream, L, a2);
-            DIC_LAUNCH_CHECK();
-        }
-    }
-    size_t sm = ad_smem(hd);
-    cudaError_t e = cudaFuncSetAttribute(k_ad_part, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-    if (e != cudaSuccess) return e;
-    DIC_LAUNCH(k_ad_part, dim3((unsigned)S, (unsigned)(nheads / AD_HG), (unsigned)M), AD_T, sm, c->stream, L, q, ldq,
-               nheads, S, scale, part, pmx, psum, n_idx);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    DIC_LAUNCH(k_ad_comb, dim3((unsigned)nheads, (unsigned)M), AD_CT, 0, c->stream, nheads, hd, S, part, pmx, psum, n_idx,
-               sink, rd, cs, sn, out, ldo);
-    DIC_LAUNCH_CHECK();
+    return dic_attn_dec_floored(c, M, pos, row_seg, seg_row0, seg_pos0, ring, win, kv, hd, ckv, page_rows, ratio, topk,
+                                K, ntopk, stride, n_idx, NULL, q, ldq, nheads, sink, scale, rd, cs, sn, out, ldo);
 }
 
 static __global__ void k_ad_floor(const int64_t *pos, const int *row_seg, const int64_t *seg_lo, int win,

@@ -51,13 +51,19 @@ cudaError_t dic_attn_list_block(const dic_ctx *c, int nseg, const int *seg_row0,
                                 uint16_t *const *ring, const uint16_t *kv, int hd, const uint16_t **list,
                                 size_t stride, int *n_idx);
 
-/* Decode attention [dic_attn_dec.cu] (ops.h di_attn_dec, fast mode): the
- * list arguments as dic_attn_list (the list itself is not written; n_idx
- * is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2] and
- * out. Scratch dic_attn_dec_scratch(M, nheads, hd, stride).
- * dic_attn_dec_ok: fast mode and a supported shape (else the caller runs
- * dic_attn_list, dic_sparse_attn, dic_rope_tab). Two launches: 64-entry
- * blocks, then a combine kernel (docs/kernels/attention-decode.md). */
+/* Decode attention [dic_attn_dec.cu] (ops.h di_attn_dec, both modes, every
+ * M): the list arguments as dic_attn_list (the list itself is not written;
+ * n_idx is), then q, sink, scale, the inverse RoPE tables cs, sn [M][rd/2]
+ * and out. `stride` here bounds every row's entry count n (the list's
+ * stride, or less: the grid's block count and the scratch follow it, a
+ * row's bits do not). Scratch: dic_attn_dec_scratch(rows, nheads, hd,
+ * stride) for any rows >= 1: the rows run in chunks that fit scratch_cap,
+ * one launch pair each. dic_attn_dec_ok: a supported shape and one row's
+ * scratch (else the caller runs dic_attn_list, dic_sparse_attn,
+ * dic_rope_tab). Two launches per chunk: 64-entry blocks, then a combine
+ * kernel (docs/kernels/attention-decode.md). dic_attn_dec_floored adds
+ * ops.h di_attn_dec's window floor, seg_lo (device table [nseg], NULL =
+ * none): window entries of positions t < seg_lo[row_seg[m]] are absent. */
 size_t dic_attn_dec_scratch(int M, int nheads, int hd, size_t stride);
 int dic_attn_dec_ok(const dic_ctx *c, int M, int nheads, int hd, int rd, size_t stride, size_t ldo);
 cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
@@ -66,6 +72,12 @@ cudaError_t dic_attn_dec(const dic_ctx *c, int M, const int64_t *pos, const int 
                          const int *ntopk, size_t stride, int *n_idx, const uint16_t *q, size_t ldq, int nheads,
                          const float *sink, float scale, int rd, const float *cs, const float *sn, uint16_t *out,
                          size_t ldo);
+cudaError_t dic_attn_dec_floored(const dic_ctx *c, int M, const int64_t *pos, const int *row_seg, const int *seg_row0,
+                                 const int64_t *seg_pos0, uint16_t *const *ring, int win, const uint16_t *kv, int hd,
+                                 uint16_t **const *ckv, const int *page_rows, int ratio, const int *topk, int K,
+                                 const int *ntopk, size_t stride, int *n_idx, const int64_t *seg_lo,
+                                 const uint16_t *q, size_t ldq, int nheads, const float *sink, float scale, int rd,
+                                 const float *cs, const float *sn, uint16_t *out, size_t ldo);
 
 /* The window floor of ops.h di_attn_dec (seg_lo) [dic_attn_dec.cu]: after
  * dic_attn_list, row m's window entries of positions t < seg_lo[row_seg[m]]
