@@ -43,6 +43,7 @@ namespace cg = cooperative_groups;
 
 #define SK_MAXW 16 /* warps per CTA, at most */
 #define SK_KS 64   /* k per k-step (k_mma's MM_BK) */
+#define SK_MAXRS 8 /* ring stages per warp, at most */
 
 typedef struct sk_args {
     int M, N, K;        /* N: the launch's columns (G R) */
@@ -52,6 +53,7 @@ typedef struct sk_args {
     int R, gk, G;       /* rows per group, activation column offset per group, groups */
     int spg, ug;        /* slices per group, units per group */
     int S, per, nkt;    /* the split, k-steps per rank, k-steps */
+    int rs;             /* ring stages per warp (2 .. SK_MAXRS) */
     int cmax;           /* columns of the largest slice (the partial tile's row stride) */
     float *C32;
     uint16_t *C16;
@@ -68,6 +70,18 @@ static __device__ __forceinline__ void sk_commit(void) { asm volatile("cp.async.
 template <int N>
 static __device__ __forceinline__ void sk_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+/* at most n (0 .. SK_MAXRS - 2, uniform over the warp) of this thread's groups still pending */
+static __device__ __forceinline__ void sk_wait_n(int n) {
+    switch (n) {
+    case 0: sk_wait<0>(); break;
+    case 1: sk_wait<1>(); break;
+    case 2: sk_wait<2>(); break;
+    case 3: sk_wait<3>(); break;
+    case 4: sk_wait<4>(); break;
+    case 5: sk_wait<5>(); break;
+    default: sk_wait<6>(); break;
+    }
 }
 static __device__ __forceinline__ void sk_ldsm4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -92,17 +106,17 @@ static __device__ unsigned long long g_sk_key[DIC_AM_MAXM];
 static __device__ unsigned g_sk_cnt;
 
 /* Shared-memory bytes of the three regions (activations, the warps' rings, the partial tile). */
-static __host__ __device__ constexpr int sk_st(int f8) { return f8 ? 8 : 4; }
 static __host__ __device__ constexpr int sk_stage(int nt, int f8) { return nt * 8 * (f8 ? 64 : 128); }
-static __host__ __device__ constexpr int sk_ring(int nt, int f8) {
-    return sk_st(f8) * sk_stage(nt, f8) + (f8 ? nt * 8 * 128 : 0);
+static __host__ __device__ constexpr int sk_ring(int nt, int f8, int rs) {
+    return rs * sk_stage(nt, f8) + (f8 ? nt * 8 * 128 : 0);
 }
 static __host__ __device__ inline size_t sk_al(size_t b) { return (b + 127) & ~(size_t)127; }
 static __host__ __device__ inline size_t sk_abytes(int mx, int per) { return sk_al((size_t)per * mx * 128); }
 
 template <int MX, int NT, int F8, int AM>
 static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_constant__ sk_args a) {
-    constexpr int ST = sk_st(F8), U = NT * 8, SB = sk_stage(NT, F8), WB = sk_ring(NT, F8);
+    constexpr int U = NT * 8, SB = sk_stage(NT, F8);
+    const int ST = a.rs, WB = sk_ring(NT, F8, ST);
     extern __shared__ __align__(128) uint8_t sm[];
     __shared__ unsigned long long skey[AM ? DIC_AM_MAXM : 1];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
@@ -140,7 +154,6 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
         }
     };
     /* the first ST - 1 tiles before the PDL wait (weights are never written by a kernel) */
-#pragma unroll
     for (int f = 0; f < ST - 1; f++) {
         if (f < T) load(f);
         sk_commit();
@@ -189,7 +202,7 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
     unsigned long long key = 0ull; /* AM: this lane's best of row g */
 
     for (int f = 0; f < T; f++) {
-        sk_wait<ST - 2>();
+        sk_wait_n(ST - 2);
         __syncwarp(); /* tile f is in for every lane; every lane's reads of slot (f - 1) % ST are done */
         if (f + ST - 1 < T) load(f + ST - 1);
         sk_commit();
@@ -339,12 +352,12 @@ static void sk_device(int *sms, int *smem) {
 /* The launch's geometry (none of it changes a bit): rows per unit 8 nt, warps per CTA nw, slices
  * per group spg, shared bytes; 0 if it does not fit in shared memory. */
 typedef struct sk_geom {
-    int mx, nt, nw, spg, ug, cmax;
+    int mx, nt, nw, spg, ug, cmax, rs;
     size_t smem;
 } sk_geom;
 
-static size_t sk_smem(int mx, int nt, int f8, int nw, int per, int S, int M, int cmax) {
-    return sk_abytes(mx, per) + (size_t)nw * sk_ring(nt, f8) + (S > 1 ? sk_al((size_t)M * cmax * 4) : 0);
+static size_t sk_smem(int mx, int nt, int f8, int rs, int nw, int per, int S, int M, int cmax) {
+    return sk_abytes(mx, per) + (size_t)nw * sk_ring(nt, f8, rs) + (S > 1 ? sk_al((size_t)M * cmax * 4) : 0);
 }
 
 static int sk_plan(int M, int R, int G, int K, int S, int f8, sk_geom *g) {
@@ -358,6 +371,10 @@ static int sk_plan(int M, int R, int G, int K, int S, int f8, sk_geom *g) {
     if (g_sk_tnt == 1 || g_sk_tnt == 2) g->nt = g_sk_tnt;
     if (G > 1 && R % (8 * g->nt)) return 0;
     g->ug = (R + 8 * g->nt - 1) / (8 * g->nt);
+    /* ring stages: the whole of a small launch's k range in flight at once (S > 1: a rank's unit is at
+     * most a few k-steps; FP8B stages are half the bytes); lm_head-sized launches (S == 1, the
+     * activations of all of K in shared memory) keep 4 and more warps */
+    g->rs = S > 1 || f8 ? SK_MAXRS : 4;
     /* S > 1: up to 4 warps (fewer while that leaves SMs without a CTA), about one unit each, more
      * units per warp above 2 CTAs per SM in all; S == 1 (lm_head-sized, the activations of all of K
      * in each CTA): one CTA per SM, as many warps as fit, the units spread evenly */
@@ -380,7 +397,7 @@ static int sk_plan(int M, int R, int G, int K, int S, int f8, sk_geom *g) {
         }
         if (spg < 1) spg = 1;
         const int cmax = ((g->ug + spg - 1) / spg) * 8 * g->nt;
-        const size_t smem = sk_smem(g->mx, g->nt, f8, nw, per, S, M, cmax);
+        const size_t smem = sk_smem(g->mx, g->nt, f8, g->rs, nw, per, S, M, cmax);
         if (smem <= lim) {
             g->nw = nw, g->spg = spg, g->cmax = cmax, g->smem = smem;
             return 1;
@@ -418,7 +435,7 @@ extern "C" cudaError_t dic_gemm_skinny_launch(cudaStream_t st, int M, const uint
     for (int i = 0; i < G; i++) a.tab.w[i] = W[i].w, a.tab.s[i] = W[i].scale;
     a.tab.wb = f8 ? W->wblock : 0;
     a.R = R, a.gk = G > 1 ? gk : 0, a.G = G, a.spg = g.spg, a.ug = g.ug;
-    a.nkt = (K + SK_KS - 1) / SK_KS, a.S = S, a.per = (a.nkt + S - 1) / S, a.cmax = g.cmax;
+    a.nkt = (K + SK_KS - 1) / SK_KS, a.S = S, a.per = (a.nkt + S - 1) / S, a.cmax = g.cmax, a.rs = g.rs;
     a.C32 = C32, a.C16 = C16, a.ldc = ldc, a.ids = ids;
     if (ldc < (size_t)G * R) return cudaErrorInvalidValue;
     const sk_fn fn = ids ? sk_pick<1>(g.mx, g.nt, 0) : sk_pick<0>(g.mx, g.nt, f8);
