@@ -1,7 +1,8 @@
 /*
  * dic_gemm_float_fast.cu — BF16 and F32 weight GEMMs for dic_ctx.batch_invariant == 0, and
- * the BF16 / FP8B ones of mode 1 (dic_gemm_float_inv_launch: k_mma at every M with the K split
- * from N and K only, docs/determinism.md sec. 7; dic_gemm_float.cu keeps the CPU's exact order
+ * the BF16 / FP8B ones of mode 1 (dic_gemm_float_inv_launch: k_mma with the K split from N and K
+ * only, docs/determinism.md sec. 7, and at M <= DIC_SKINNY_MAXM the skinny kernel of
+ * dic_gemm_float_skinny.cu with k_mma's bits; dic_gemm_float.cu keeps the CPU's exact order
  * for mode-1 F32). fp32 accumulation in other orders than di_gemm: results equal di_gemm to
  * rounding, not bitwise.
  * Deterministic run to run: no atomics; every reduction is a fixed tree.
@@ -518,8 +519,9 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
 }
 
 /* The batch-invariant (default) mode's BF16 / FP8B product (dic_gemm_int.h dic_gemm_float_inv_launch):
- * k_mma at every M with the M-free split mma_split_inv, so a row's bits are its own at M = 1 and at
- * M = 8192. F32 weights and shapes outside k_mma's alignment rules keep dic_gemm_float_launch (the CPU's
+ * k_mma's chains at every M with the M-free split mma_split_inv, so a row's bits are its own at M = 1 and
+ * at M = 8192; at M <= DIC_SKINNY_MAXM computed by the skinny kernel (dic_gemm_float_skinny.cu: the same
+ * bits, streamed for bandwidth). F32 weights and shapes outside k_mma's alignment rules keep dic_gemm_float_launch (the CPU's
  * per-row chains: also M-free). */
 extern "C" cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda,
                                                  const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc) {
