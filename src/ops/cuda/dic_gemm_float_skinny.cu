@@ -133,10 +133,14 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
     float *part = (float *)(sm + abytes + (size_t)nw * WB);
     if (AM && tid < DIC_AM_MAXM) skey[tid] = 0ull;
 
-    /* tile f of the warp: unit u0 + warp + (f / nk) nw, k-step kt0 + f % nk, into ring slot f % ST */
-    auto load = [&](int f) {
-        const int r0 = (u0 + warp + (f / nk) * nw) * U, kt = kt0 + f % nk;
-        const uint32_t dst = wbase + (uint32_t)((f % ST) * SB);
+    /* the warp's tiles in order: tile f = unit ordinal f / nk (unit u0 + warp + (f / nk) nw), local
+     * k-step f % nk, ring slot f % ST; the issue side walks them with counters (lu, lk, ls) */
+    int lu = 0, lk = 0, ls = 0;
+    auto load = [&]() { /* the next tile to issue, then advance */
+        const int r0 = (u0 + warp + lu * nw) * U, kt = kt0 + lk;
+        const uint32_t dst = wbase + (uint32_t)(ls * SB);
+        ls = ls + 1 == ST ? 0 : ls + 1;
+        if (++lk == nk) lk = 0, lu++;
         if constexpr (F8) {
 #pragma unroll
             for (int q = 0; q < NT; q++) {
@@ -155,7 +159,7 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
     };
     /* the first ST - 1 tiles before the PDL wait (weights are never written by a kernel) */
     for (int f = 0; f < ST - 1; f++) {
-        if (f < T) load(f);
+        if (f < T) load();
         sk_commit();
     }
     DIC_PDL_ENTER();
@@ -177,21 +181,22 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
     sk_wait<0>();
     __syncthreads();
 
-    /* F8: the scale bytes of the lane's chunks (rows idx / 4, 16 k each: one scale block) of tile f */
+    /* F8: the scale bytes of the lane's chunks (rows idx / 4, 16 k each: one scale block) of the tile of
+     * unit ordinal u, local k-step j (valid: tile exists) */
     uint32_t scv[NT];
-    auto scales = [&](int f) {
+    auto scales = [&](int u, int j, bool valid) {
 #pragma unroll
         for (int q = 0; q < NT; q++) {
             scv[q] = 127;
-            if (f >= T) continue;
-            const int r0 = (u0 + warp + (f / nk) * nw) * U, kt = kt0 + f % nk;
+            if (!valid) continue;
+            const int r0 = (u0 + warp + u * nw) * U, kt = kt0 + j;
             const int idx = lane + 32 * q, r = idx >> 2, k = kt * SK_KS + (idx & 3) * 16;
             if (r0 + r < R && k < K)
                 scv[q] = __ldg(a.tab.s[grp] + (size_t)((r0 + r) / a.tab.wb) * (size_t)(K / a.tab.wb) +
                                (size_t)(k / a.tab.wb));
         }
     };
-    if constexpr (F8) scales(0);
+    if constexpr (F8) scales(0, 0, T > 0);
 
     const int g = lane >> 2, t = lane & 3;
     float acc[NT][4];
@@ -201,13 +206,13 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
         for (int e = 0; e < 4; e++) acc[jn][e] = 0.0f;
     unsigned long long key = 0ull; /* AM: this lane's best of row g */
 
+    int cu = 0, kl = 0, cs = 0; /* the compute side: unit ordinal, local k-step, ring slot of tile f */
     for (int f = 0; f < T; f++) {
         sk_wait_n(ST - 2);
         __syncwarp(); /* tile f is in for every lane; every lane's reads of slot (f - 1) % ST are done */
-        if (f + ST - 1 < T) load(f + ST - 1);
+        if (f + ST - 1 < T) load();
         sk_commit();
-        const int kl = f % nk; /* local k-step */
-        uint32_t bt = wbase + (uint32_t)((f % ST) * SB);
+        uint32_t bt = wbase + (uint32_t)(cs * SB);
         if constexpr (F8) { /* the tile's e4m3 bytes -> the warp's BF16 tile (k_mma F8's values and layout) */
             const uint32_t bf = wbase + (uint32_t)(ST * SB);
             const uint8_t *src = sm + (bt - abase);
@@ -226,7 +231,8 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
                 *(uint4 *)(sm + (bf - abase) + sk_swz(r, 2 * c)) = lo;
                 *(uint4 *)(sm + (bf - abase) + sk_swz(r, 2 * c + 1)) = hi;
             }
-            scales(f + 1);
+            if (kl + 1 < nk) scales(cu, kl + 1, true);
+            else scales(cu + 1, 0, f + 1 < T);
             __syncwarp();
             bt = bf;
         }
@@ -243,9 +249,11 @@ static __global__ void __launch_bounds__(SK_MAXW * 32) k_skinny(const __grid_con
 #pragma unroll
             for (int jn = 0; jn < NT; jn++) sk_mma(acc[jn], a0, a1, a2, a3, b[jn][0], b[jn][1]);
         }
-        if (kl != nk - 1) continue;
+        cs = cs + 1 == ST ? 0 : cs + 1;
+        if (++kl != nk) continue;
         /* the unit's last k-step: its outputs (S == 1) or partials (S > 1) */
-        const int ul = u0 + warp + (f / nk) * nw - u0; /* unit within the slice */
+        const int ul = warp + cu * nw; /* unit within the slice */
+        kl = 0, cu++;
 #pragma unroll
         for (int jn = 0; jn < NT; jn++)
 #pragma unroll
