@@ -2,7 +2,8 @@
 # skinny.sh [tests] [bench] — run THERE, in one device call (lab/device/README.md; issue #26, the mode-1 skinny
 # BF16 / FP8B GEMM, docs/kernels/gemm-float.md): builds the tree for sm_90a (with .dev/deps.tar.xz from
 # lab/device/prepare.sh when present), then
-#   tests: gpu_gemm_inv_skinny_* (skinny = k_mma mode 1 bitwise, rows alone, dispatch at 16 / 17, fused argmax),
+#   tests: gpu_gemm_inv_skinny_* (skinny = k_mma mode 1 bitwise, rows alone, dispatch at 16 / 17, fused argmax,
+#          forced geometries),
 #          the other mode-1 float tests and the GPU tests whose paths now run the skinny kernel (mode-1 wo_a,
 #          lm_head argmax, blockdiag, graphs, engine invariance and CPU equality, mode switch)
 #   bench: gemm_float_bench skinny (skinny vs k_mma mode 1 vs fast AUTO at M = 1, 2, 4, 8, 16; HBM floor)

@@ -8,6 +8,8 @@
  *    written, nothing past N), and every row equals the same row computed alone (M = 1);
  *  - tolerance: sampled outputs of the rows alone against a double reference over the exact BF16
  *    weights (|d| <= 2^-10 sum |a w|, gtest_gemm_inv_float.c's bound);
+ *  - geometry: forced warps per CTA, n8 tiles per unit and units per warp (dic_gemm_skinny_tune) give the
+ *    same bits (k_mma's) at M = 1, 5, 16;
  *  - lm_head: the fused greedy argmax (dic_gemm_argmax) at M = 1 .. 8 takes the skinny kernel; its
  *    logits equal dic_gemm's and k_mma's bit for bit and its ids are their first maximum.
  * Shapes (docs/architecture.md sec. 2.5, 2.6): compressor wkv / wgate (1024 / 512 x d), the indexer's
@@ -286,4 +288,57 @@ TEST(gpu_gemm_inv_skinny_lm_v4) { /* V4 lm_head 129280 x 4096, and its fused arg
 
 TEST(gpu_gemm_inv_skinny_lm_v41) { /* V4.1 lm_head 129280 x 5120 and its fused argmax */
     sk_lm("V4.1 lm_head 129280x5120", 5120, 141);
+}
+
+/* Forced geometries (warps per CTA, n8 tiles per unit, units per warp) change no bit: k_mma's outputs at
+ * M = 1, 5, 16, split (S = 8, S = 4 over 8 groups) and unsplit (S = 1) launches. */
+TEST(gpu_gemm_inv_skinny_tunings) {
+    static const int tw[][3] = {{1, 1, 1}, {4, 2, 2}, {16, 2, 0}, {2, 1, 3}, {8, 1, 0}, {0, 2, 5}};
+    static const struct { const char *name; int G, R, K, B; } sh[] = {
+        {"1024x4096", 1, 1024, 4096, 0}, {"wo_a fp8b 8x1024x4096 B128", 8, 1024, 4096, 128},
+        {"markov 129280x256", 1, 129280, 256, 0}, {"203x1000", 1, 203, 1000, 0}};
+    static const int ms[3] = {1, 5, 16};
+    uint64_t s = 151;
+    for (unsigned j = 0; j < sizeof sh / sizeof *sh && !di_test_failed(); j++) {
+        sk_mat t;
+        sk_make(&t, sh[j].G, sh[j].R, sh[j].K, sh[j].B, 0, &s);
+        const int N = sh[j].G * sh[j].R;
+        const size_t lda = (size_t)sh[j].G * sh[j].K, ldc = (size_t)N;
+        dic_ctx ctx;
+        CHECK(gt_ctx(&ctx, 4096));
+        ctx.batch_invariant = 1;
+        uint16_t *P = malloc((size_t)16 * lda * 2);
+        CHECK(P);
+        for (size_t i = 0; i < (size_t)16 * lda; i++) P[i] = di_f32_to_bf16(gt_normal(&s));
+        const int idx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+        for (int mi = 0; mi < 3 && !di_test_failed(); mi++) {
+            const int M = ms[mi];
+            float *k32, *c32;
+            uint16_t *k16, *c16;
+            unsigned long long nsk;
+            dic_gemm_skinny_enable(0);
+            sk_run(&ctx, &t, P, lda, idx, M, ldc, &k32, &k16, &nsk);
+            dic_gemm_skinny_enable(1);
+            if (di_test_failed()) return;
+            for (unsigned v = 0; v < sizeof tw / sizeof *tw && !di_test_failed(); v++) {
+                dic_gemm_skinny_tune(tw[v][0], tw[v][1], tw[v][2]);
+                sk_run(&ctx, &t, P, lda, idx, M, ldc, &c32, &c16, &nsk);
+                dic_gemm_skinny_tune(0, 0, 0);
+                if (di_test_failed()) return;
+                const size_t d =
+                    gt_count_diff_u32(c32, k32, (size_t)M * ldc) + gt_count_diff_u16(c16, k16, (size_t)M * ldc);
+                CHECK_MSG(nsk == 2 || (tw[v][0] && nsk == 0), "%s M=%d tune %d/%d/%d: %llu skinny launches",
+                          sh[j].name, M, tw[v][0], tw[v][1], tw[v][2], nsk);
+                CHECK_MSG(d == 0, "%s M=%d tune %d/%d/%d: %zu outputs differ from k_mma's", sh[j].name, M, tw[v][0],
+                          tw[v][1], tw[v][2], d);
+                free(c32), free(c16);
+            }
+            free(k32), free(k16);
+        }
+        if (!di_test_failed()) fprintf(stderr, "  skinny %s: forced geometries = k_mma bitwise\n", sh[j].name);
+        free(P);
+        cudaFree(ctx.scratch);
+        cudaStreamDestroy(ctx.stream);
+        sk_free(&t);
+    }
 }
