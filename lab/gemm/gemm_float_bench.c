@@ -398,7 +398,8 @@ static void skinny_rows(void) {
             t[1] = dec_row("inv k_mma", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, path1, 0, 0, 0, lm, 0, reps);
             dic_gemm_skinny_enable(1);
             g_mode = 0;
-            t[2] = dec_row("fast auto", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, DIC_GEMMF_PATH_AUTO, 0, 0, 0, lm, 0, reps);
+            t[2] = dec_row("fast auto", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, DIC_GEMMF_PATH_AUTO, 0, 0, 0, lm, 0,
+                           reps);
             snprintf(sum[j][i], sizeof sum[j][i],
                      "%-34s M=%-2d | %9.1f MB hbm floor %8.2f us | skinny %8.2f us %6.0f GB/s %4.2f | k_mma %8.2f"
                      " us %4.2f | fast %8.2f us %4.2f | k_mma/skinny %5.2f fast/skinny %5.2f",
@@ -410,6 +411,23 @@ static void skinny_rows(void) {
     printf("-- summary (floor / time at 4.8 TB/s)\n");
     for (unsigned j = 0; j < sizeof sh / sizeof *sh; j++)
         for (int i = 0; i < 5; i++) printf("%s\n", sum[j][i]);
+    /* geometry sweep (dic_gemm_skinny_tune: warps per CTA, n8 tiles per unit, units per warp; 0 = auto; no
+     * bit changes, gtest_gemm_inv_skinny.c gpu_gemm_inv_skinny_tunings) on three shapes */
+    static const struct { int j, M, w, nt, u; } tv[] = {
+        {0, 1, 1, 2, 0}, {0, 1, 4, 2, 0}, {0, 1, 2, 1, 0}, {0, 16, 1, 2, 0}, {0, 16, 4, 2, 0},
+        {4, 1, 8, 2, 0}, {4, 1, 16, 1, 0}, {4, 1, 16, 2, 2}, {4, 8, 8, 2, 0}, {4, 16, 4, 2, 0},
+        {12, 1, 4, 2, 1}, {12, 1, 2, 2, 0}, {12, 1, 8, 2, 0}, {12, 16, 4, 2, 1}, {12, 16, 4, 1, 0}};
+    g_mode = 1;
+    for (unsigned v = 0; v < sizeof tv / sizeof *tv; v++) {
+        const int j = tv[v].j, lm = sh[j].N > 100000;
+        char lab[64];
+        snprintf(lab, sizeof lab, "skinny w%d nt%d u%d", tv[v].w, tv[v].nt, tv[v].u);
+        dic_gemm_skinny_tune(tv[v].w, tv[v].nt, tv[v].u);
+        const int path = sh[j].G > 1 ? DIC_GEMMF_PATH_AUTO : DIC_GEMMF_PATH_INV;
+        dec_row(lab, sh[j].fmt, tv[v].M, sh[j].N, sh[j].K, sh[j].G, path, 0, 0, 0, lm, 0, lm ? 5 : 30);
+        dic_gemm_skinny_tune(0, 0, 0);
+    }
+    g_mode = 0;
     /* the fused lm_head argmax in mode 1: skinny vs k_mma_am */
     static dic_ctx ctx;
     ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 1;

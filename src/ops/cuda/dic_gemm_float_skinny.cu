@@ -416,7 +416,8 @@ static int sk_plan(int M, int R, int G, int K, int S, int f8, sk_geom *g) {
 }
 
 extern "C" int dic_gemm_skinny_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk, int S) {
-    if (!dic_gemm_skinny_enabled() || M < 1 || M > DIC_SKINNY_MAXM || G < 1 || G > DIC_GV_MAXG || S < 1 || S > 8 || !W) return 0;
+    if (!dic_gemm_skinny_enabled() || M < 1 || M > DIC_SKINNY_MAXM || G < 1 || G > DIC_GV_MAXG || S < 1 || S > 8 || !W)
+        return 0;
     const int f8 = W->fmt == DIC_WFMT_FP8B, K = W->k, R = W->n;
     if (W->fmt != 0 && !f8) return 0;
     if (R < 1 || K < 8 || K % 8 || lda % 8 || ((uintptr_t)A & 15) || (G > 1 && gk % 8)) return 0;
