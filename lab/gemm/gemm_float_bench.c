@@ -6,8 +6,9 @@
  * lab_gemm_float_fast_tune in gemm_float_fast_variants.cu, each checked bitwise against the product's
  * launch: "=" / "!=", expected "!=" only for another K split);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg | inv]; inv: the mode-1 BF16 path
- * (DIC_GEMMF_PATH_INV) against fast AUTO at the V4 / V4.1 BF16 shapes and wo_a, decode and prefill;
+ * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg | inv | skinny]; inv: the mode-1 BF16
+ * path (DIC_GEMMF_PATH_INV) against fast AUTO at the V4 / V4.1 BF16 shapes and wo_a, decode and prefill,
+ * after skinny (alone: `skinny`): the mode-1 skinny kernel vs k_mma mode 1 vs fast AUTO at M <= 16;
  * woa: only the grouped wo_a (G = 8 x N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
  * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
  * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1; chain: the mode-1
@@ -363,6 +364,101 @@ static double time_lt(cublasLtHandle_t h, int M, int N, int K, void *wsp, size_t
     return ms;
 }
 
+/* Mode-1 BF16 / FP8B rows at M = 1, 2, 4, 8, 16: the skinny kernel (dic_gemm_float_skinny.cu, the default
+ * at M <= 16) vs k_mma mode 1 (dic_gemm_skinny_enable(0); the same bits) vs fast AUTO, each row's graph
+ * us per call (dec_row's lines), then a summary: bytes (weights + scales), the HBM floor at 4.8 TB/s,
+ * the achieved GB/s and floor / time of each. Then the fused lm_head argmax in mode 1 (skinny vs
+ * k_mma_am) at M = 1, 8. */
+#define HBM_GBS 4800.0
+static void skinny_rows(void) {
+    printf("-- mode 1 skinny vs k_mma mode 1 vs fast auto (graph us per call; floor at the copy ceiling %.0f GB/s;"
+           " summary: HBM floor at %.0f GB/s)\n", copy_gbs, HBM_GBS);
+    static const struct { const char *name; int fmt, G, N, K; } sh[] = {
+        {"V4 compressor 1024x4096", 0, 1, 1024, 4096}, {"V4 compressor 512x4096", 0, 1, 512, 4096},
+        {"V4 idx compressor / gate 256x4096", 0, 1, 256, 4096}, {"V4 indexer wproj 64x4096", 0, 1, 64, 4096},
+        {"V4 lm_head 129280x4096", 0, 1, 129280, 4096}, {"V4.1 compressor 1024x5120", 0, 1, 1024, 5120},
+        {"V4.1 compressor 512x5120", 0, 1, 512, 5120}, {"V4.1 gate 384x5120", 0, 1, 384, 5120},
+        {"V4.1 indexer wproj 32x5120", 0, 1, 32, 5120}, {"V4.1 indexer wk 128x512", 0, 1, 128, 512},
+        {"V4.1 lm_head 129280x5120", 0, 1, 129280, 5120}, {"V4.1 markov head 129280x256", 0, 1, 129280, 256},
+        {"wo_a fp8b 8x1024x4096", DIC_WFMT_FP8B, 8, 1024, 4096}};
+    static const int ms[] = {1, 2, 4, 8, 16};
+    static char sum[sizeof sh / sizeof *sh][5][512];
+    for (unsigned j = 0; j < sizeof sh / sizeof *sh; j++) {
+        const int f8 = sh[j].fmt == DIC_WFMT_FP8B, lm = sh[j].N > 100000, reps = lm ? 5 : 30;
+        const double bytes = (double)sh[j].G * sh[j].N * sh[j].K * (f8 ? 1 : 2) +
+                             (f8 ? (double)sh[j].G * (sh[j].N / 128) * (sh[j].K / 128) : 0);
+        const double hbm_us = bytes / (HBM_GBS * 1e9) * 1e6;
+        for (int i = 0; i < 5; i++) {
+            const int M = ms[i], path1 = sh[j].G > 1 ? DIC_GEMMF_PATH_AUTO : DIC_GEMMF_PATH_INV;
+            double t[3];
+            g_mode = 1;
+            dic_gemm_skinny_enable(1);
+            t[0] = dec_row("inv skinny", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, path1, 0, 0, 0, lm, 0, reps);
+            dic_gemm_skinny_enable(0);
+            t[1] = dec_row("inv k_mma", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, path1, 0, 0, 0, lm, 0, reps);
+            dic_gemm_skinny_enable(1);
+            g_mode = 0;
+            t[2] = dec_row("fast auto", sh[j].fmt, M, sh[j].N, sh[j].K, sh[j].G, DIC_GEMMF_PATH_AUTO, 0, 0, 0, lm, 0,
+                           reps);
+            snprintf(sum[j][i], sizeof sum[j][i],
+                     "%-34s M=%-2d | %9.1f MB hbm floor %8.2f us | skinny %8.2f us %6.0f GB/s %4.2f | k_mma %8.2f"
+                     " us %4.2f | fast %8.2f us %4.2f | k_mma/skinny %5.2f fast/skinny %5.2f",
+                     sh[j].name, M, bytes / 1e6, hbm_us, t[0] * 1e3, bytes / (t[0] * 1e-3) / 1e9,
+                     hbm_us / (t[0] * 1e3), t[1] * 1e3, hbm_us / (t[1] * 1e3), t[2] * 1e3, hbm_us / (t[2] * 1e3),
+                     t[1] / t[0], t[2] / t[0]);
+        }
+    }
+    printf("-- summary (floor / time at 4.8 TB/s)\n");
+    for (unsigned j = 0; j < sizeof sh / sizeof *sh; j++)
+        for (int i = 0; i < 5; i++) printf("%s\n", sum[j][i]);
+    /* geometry sweep (dic_gemm_skinny_tune: warps per CTA, n8 tiles per unit, units per warp; 0 = auto; no
+     * bit changes, gtest_gemm_inv_skinny.c gpu_gemm_inv_skinny_tunings) on three shapes */
+    static const struct { int j, M, w, nt, u; } tv[] = {
+        {0, 1, 1, 2, 0}, {0, 1, 4, 2, 0}, {0, 1, 2, 1, 0}, {0, 16, 1, 2, 0}, {0, 16, 4, 2, 0},
+        {4, 1, 8, 2, 0}, {4, 1, 16, 1, 0}, {4, 1, 16, 2, 2}, {4, 8, 8, 2, 0}, {4, 16, 4, 2, 0},
+        {12, 1, 4, 2, 1}, {12, 1, 2, 2, 0}, {12, 1, 8, 2, 0}, {12, 16, 4, 2, 1}, {12, 16, 4, 1, 0}};
+    g_mode = 1;
+    for (unsigned v = 0; v < sizeof tv / sizeof *tv; v++) {
+        const int j = tv[v].j, lm = sh[j].N > 100000;
+        char lab[64];
+        snprintf(lab, sizeof lab, "skinny w%d nt%d u%d", tv[v].w, tv[v].nt, tv[v].u);
+        dic_gemm_skinny_tune(tv[v].w, tv[v].nt, tv[v].u);
+        const int path = sh[j].G > 1 ? DIC_GEMMF_PATH_AUTO : DIC_GEMMF_PATH_INV;
+        dec_row(lab, sh[j].fmt, tv[v].M, sh[j].N, sh[j].K, sh[j].G, path, 0, 0, 0, lm, 0, lm ? 5 : 30);
+        dic_gemm_skinny_tune(0, 0, 0);
+    }
+    g_mode = 0;
+    /* the fused lm_head argmax in mode 1: skinny vs k_mma_am */
+    static dic_ctx ctx;
+    ctx.stream = st, ctx.num_sms = 132, ctx.batch_invariant = 1;
+    static const int ks[2] = {4096, 5120}, am[2] = {1, 8};
+    for (int ki = 0; ki < 2; ki++) {
+        const int N = 129280, K = ks[ki];
+        void *W;
+        CK(cudaMalloc(&W, (size_t)N * K * 2));
+        fill_w(W, (size_t)N * K, 0, 5);
+        for (int i = 0; i < 2; i++) {
+            amcase a = {am[i], N, K, 2, {0, N, K, 0, W, NULL}, NULL, NULL, NULL, &ctx};
+            CK(cudaMalloc(&a.A, (size_t)a.M * K * 2));
+            fill_w(a.A, (size_t)a.M * K, 0, 77);
+            CK(cudaMalloc((void **)&a.C, (size_t)a.M * N * 4));
+            CK(cudaMalloc((void **)&a.ids, 2 * DIC_AM_MAXM * 4));
+            double us[2];
+            for (int sk = 0; sk < 2; sk++) {
+                dic_gemm_skinny_enable(!sk);
+                for (int r = 0; r < 2; r++) am_body(&a, r);
+                us[sk] = graph_ms(am_body, &a, 12) * 1e3;
+            }
+            dic_gemm_skinny_enable(1);
+            printf("mode 1 lm_head+argmax K=%d M=%d | skinny %8.2f us | k_mma_am %8.2f us | hbm floor %7.2f us\n", K,
+                   a.M, us[0], us[1], (double)N * K * 2 / (HBM_GBS * 1e9) * 1e6);
+            fflush(stdout);
+            cudaFree(a.A), cudaFree(a.C), cudaFree(a.ids);
+        }
+        cudaFree(W);
+    }
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "quick");
     CK(cudaStreamCreate(&st));
@@ -391,7 +487,13 @@ int main(int argc, char **argv) {
         cudaFree(pool);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "skinny")) { /* the skinny section of inv alone */
+        skinny_rows();
+        cudaFree(pool);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "inv")) { /* the mode-1 BF16 GEMMs (k_mma, M-free split) vs fast AUTO */
+        skinny_rows();
         printf("-- mode 1 (inv: k_mma with the split from N and K) vs fast auto at the V4 / V4.1 BF16 shapes: graph us"
                " per call; wo_a G=8 both modes; then prefill TFLOP/s\n");
         static const int sn[] = {512, 1024, 64, 128, 129280, 512, 1024, 32}, sk[] = {4096, 4096, 4096, 512, 4096,

@@ -1,7 +1,8 @@
 /*
  * dic_gemm_float_fast.cu — BF16 and F32 weight GEMMs for dic_ctx.batch_invariant == 0, and
- * the BF16 / FP8B ones of mode 1 (dic_gemm_float_inv_launch: k_mma at every M with the K split
- * from N and K only, docs/determinism.md sec. 7; dic_gemm_float.cu keeps the CPU's exact order
+ * the BF16 / FP8B ones of mode 1 (dic_gemm_float_inv_launch: k_mma with the K split from N and K
+ * only, docs/determinism.md sec. 7, and at M <= DIC_SKINNY_MAXM the skinny kernel of
+ * dic_gemm_float_skinny.cu with k_mma's bits; dic_gemm_float.cu keeps the CPU's exact order
  * for mode-1 F32). fp32 accumulation in other orders than di_gemm: results equal di_gemm to
  * rounding, not bitwise.
  * Deterministic run to run: no atomics; every reduction is a fixed tree.
@@ -518,8 +519,9 @@ extern "C" cudaError_t dic_gemm_float_fast_launch(cudaStream_t st, int M, const 
 }
 
 /* The batch-invariant (default) mode's BF16 / FP8B product (dic_gemm_int.h dic_gemm_float_inv_launch):
- * k_mma at every M with the M-free split mma_split_inv, so a row's bits are its own at M = 1 and at
- * M = 8192. F32 weights and shapes outside k_mma's alignment rules keep dic_gemm_float_launch (the CPU's
+ * k_mma's chains at every M with the M-free split mma_split_inv, so a row's bits are its own at M = 1 and
+ * at M = 8192; at M <= DIC_SKINNY_MAXM computed by the skinny kernel (dic_gemm_float_skinny.cu: the same
+ * bits, streamed for bandwidth). F32 weights and shapes outside k_mma's alignment rules keep dic_gemm_float_launch (the CPU's
  * per-row chains: also M-free). */
 extern "C" cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda,
                                                  const dic_wmat *W, float *C32, uint16_t *C16, size_t ldc) {
@@ -529,7 +531,12 @@ extern "C" cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const u
     if (f8 && (W->wblock <= 0 || W->wblock % 16 || K % W->wblock || !W->scale)) return cudaErrorInvalidValue;
     const int ok = W->fmt != 1 && K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w) && (!f8 || K % 16 == 0);
     if (!ok) return dic_gemm_float_launch(st, M, A, lda, W, C32, C16, ldc);
-    return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, mma_split_inv(W->n, K));
+    const int S = mma_split_inv(W->n, K);
+    if (M <= DIC_SKINNY_MAXM) { /* the same bits, streamed (dic_gemm_float_skinny.cu) */
+        const cudaError_t e = dic_gemm_skinny_launch(st, M, A, lda, W, 1, 0, S, C32, C16, ldc, NULL);
+        if (e != cudaErrorNotSupported) return e;
+    }
+    return mma_launch(st, M, A, lda, W, 1, 0, C32, C16, ldc, 0, S);
 }
 
 /* ------------------------------------------------------------------ fused greedy argmax */
@@ -617,8 +624,12 @@ static int am_plan(const dic_ctx *c, int M, const uint16_t *A, size_t lda, const
     if ((!c->batch_invariant && !am_enabled(M, gs)) || M < 1 || M > DIC_AM_MAXM || W->fmt != 0 || N < 1 ||
         ldc < (size_t)N || !(K > 0 && K % 8 == 0 && lda % 8 == 0 && al16(A) && al16(W->w)))
         return 0;
-    /* batch-invariant mode: k_mma_am where the M-free split is 1 (dic_gemm_float_inv_launch's bits) */
-    if (c->batch_invariant) return mma_split_inv(N, K) == 1 ? 2 : 0;
+    /* batch-invariant mode, where the M-free split is 1 (dic_gemm_float_inv_launch's bits): the skinny
+     * kernel with its argmax (4), else k_mma_am */
+    if (c->batch_invariant) {
+        if (mma_split_inv(N, K) != 1) return 0;
+        return dic_gemm_skinny_fits(M, A, lda, W, 1, 0, 1) ? 4 : 2;
+    }
     if (gs) return 3;
     if (M == 1 || (M <= GV_BF16_MAXM && (long long)N * K <= (1LL << 24))) {
         int cy = 0, mr = 0;
@@ -639,6 +650,7 @@ extern "C" cudaError_t dic_gemm_argmax(const dic_ctx *c, int M, const uint16_t *
     const int kind = C32 && ids ? am_plan(c, M, A, lda, W, ldc, &wpc, &flags) : 0;
     if (!kind) return cudaErrorNotSupported;
     if (kind == 3) return dic_gemv_stream_launch(c->stream, c->num_sms, M, A, lda, W, C32, ldc, ids);
+    if (kind == 4) return dic_gemm_skinny_launch(c->stream, M, A, lda, W, 1, 0, 1, C32, NULL, ldc, ids);
     const int N = W->n, K = W->k;
     dic_gv_tab tab;
     memset(&tab, 0, sizeof tab);
@@ -748,6 +760,10 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
             if (f8 && M >= DIC_W8_VIA_BF16_MINM && dic_gemm_fp8w_via_bf16_enabled() &&
                 fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, S, &res))
                 return res;
+            if (M <= DIC_SKINNY_MAXM) { /* the same bits, streamed (dic_gemm_float_skinny.cu) */
+                res = dic_gemm_skinny_launch(c->stream, M, A, lda, W, G, gk, S, C32, C16, ldc, NULL);
+                if (res != cudaErrorNotSupported) return res;
+            }
             return mma_launch(c->stream, M, A, lda, W, G, gk, C32, C16, ldc, 0, S);
         }
         same = 0;

@@ -181,6 +181,25 @@ int dic_gemm_f32_chain_enabled(void);
  * shapes outside k_mma's alignment rules: dic_gemm_float_launch (the CPU's per-row order). */
 cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
                                       float *C32, uint16_t *C16, size_t ldc);
+/* The skinny form of that product (dic_gemm_float_skinny.cu, docs/kernels/gemm-float.md): M <=
+ * DIC_SKINNY_MAXM rows of BF16 (fmt 0) or FP8B weights, G >= 1 groups of the same R x K (block-diagonal
+ * when G > 1: group g reads activation columns g gk .., writes output columns g R ..), with k_mma's K
+ * split S (mma_split_inv of the launch's columns and K) given by the caller: bit for bit k_mma's mode-1
+ * outputs, every row its own. ids != NULL (S == 1, fp32 out, M <= DIC_AM_MAXM): also each row's greedy
+ * argmax of those logits (dic_argmax's: NaN = -inf, ties to the lowest column; launches with ids must not
+ * overlap). fits: the shape, alignment (K % 8, lda % 8, 16-byte A and W; FP8B K % 16, wblock % 16,
+ * K % wblock) and shared memory allow it and it is enabled. launch: cudaErrorNotSupported (nothing
+ * launched) where it does not fit. dic_gemm_skinny_enable(0): bench / tests, k_mma at every M;
+ * dic_gemm_skinny_tune: lab, forced warps per CTA / n8 tiles per warp / units per warp (0 = auto, no
+ * bits change); dic_gemm_skinny_launches: how many launches it made (tests: the dispatch). */
+#define DIC_SKINNY_MAXM 16
+int dic_gemm_skinny_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk, int S);
+cudaError_t dic_gemm_skinny_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
+                                   int gk, int S, float *C32, uint16_t *C16, size_t ldc, int32_t *ids);
+void dic_gemm_skinny_enable(int on);
+int dic_gemm_skinny_enabled(void);
+void dic_gemm_skinny_tune(int warps, int nt, int units_per_warp);
+unsigned long long dic_gemm_skinny_launches(void);
 /* BF16 / F32 weights for batch_invariant == 0 (dic_gemm_float_fast.cu): GEMV family at
  * small M (and F32 at every M), mma.sync tensor cores for BF16 at M > 16; within
  * rounding of di_gemm, deterministic. `path`: AUTO, or one kernel for tests / bench. */

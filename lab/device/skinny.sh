@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# skinny.sh [tests] [bench] — run THERE, in one device call (lab/device/README.md; issue #26, the mode-1 skinny
+# BF16 / FP8B GEMM, docs/kernels/gemm-float.md): builds the tree for sm_90a (with .dev/deps.tar.xz from
+# lab/device/prepare.sh when present), then
+#   tests: gpu_gemm_inv_skinny_* (skinny = k_mma mode 1 bitwise, rows alone, dispatch at 16 / 17, fused argmax,
+#          forced geometries),
+#          the other mode-1 float tests and the GPU tests whose paths now run the skinny kernel (mode-1 wo_a,
+#          lm_head argmax, blockdiag, graphs, engine invariance and CPU equality, mode switch)
+#   bench: gemm_float_bench skinny (skinny vs k_mma mode 1 vs fast AUTO at M = 1, 2, 4, 8, 16; HBM floor)
+# Default: tests bench. Logs in $OUT: build.log, tests.log, bench.log.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
+WHAT=" ${*:-tests bench} "
+MK=("NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
+if [ -f .dev/deps.tar.xz ]; then
+  D=/tmp/devdeps; mkdir -p $D && tar xJf .dev/deps.tar.xz -C $D
+  export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+  MK+=(PCRE2_CFLAGS=-I$D/inc "PCRE2_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lpcre2-8" "MHD_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lmicrohttpd")
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
+export LD_LIBRARY_PATH="$R/build-sm90:$LD_LIBRARY_PATH"
+t0=$(date +%s)
+make -j16 BUILD=build-sm90 "${MK[@]}" cuda cuda-tests build-sm90/lab/gemm/gemm_float_bench > $OUT/build.log 2>&1 ||
+  { tail -30 $OUT/build.log; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+if [[ "$WHAT" == *" tests "* ]]; then
+  t1=$(date +%s)
+  env -u DEEPINFER_BATCH_INVARIANT build-sm90/test_gpu --timeout 300 gpu_gemm_inv_ gpu_lm_argmax gpu_woa_fp8 \
+    gpu_gemm_bf16_f32_mode1 gpu_gemm_blockdiag gpu_graph_ gpu_engine_greedy_equals_cpu gpu_engine_together_equal_alone \
+    gpu_mode_switch > $OUT/tests.log 2>&1
+  echo "tests rc=$? $(( $(date +%s) - t1 )) s: $(tail -1 $OUT/tests.log)"
+  grep -E "^(FAIL|SKIP)|skinny" $OUT/tests.log | head -40
+fi
+if [[ "$WHAT" == *" bench "* ]]; then
+  t1=$(date +%s)
+  timeout 400 build-sm90/lab/gemm/gemm_float_bench skinny > $OUT/bench.log 2>&1
+  echo "bench rc=$? $(( $(date +%s) - t1 )) s"
+  sed -n '/^-- summary/,$p' $OUT/bench.log
+fi
+echo "total $(( $(date +%s) - t0 )) s"
