@@ -52,7 +52,7 @@ if [[ "$WHAT" == *" suite "* ]]; then
 elif [[ "$WHAT" == *" tests "* ]]; then
   t1=$(date +%s)
   env -u DEEPINFER_BATCH_INVARIANT build-sm90/test_gpu --timeout 300 gpu_attn_kv_post_bitwise gpu_q_post gpu_index_select \
-    gpu_graph_ gpu_forward_ gpu_engine_greedy_equals_cpu gpu_engine_together_equal_alone gpu_engine_graphs_equal_eager \
+    gpu_graph_ gpu_forward_ gpu_engine_greedy_near_cpu gpu_engine_together_equal_alone gpu_engine_graphs_equal_eager \
     gpu_compact gpu_mode_switch > $OUT/tests.log 2>&1
   echo "tests rc=$? $(( $(date +%s) - t1 )) s: $(tail -1 $OUT/tests.log)"; grep -E "^(FAIL|SKIP)" $OUT/tests.log | head -30
 fi

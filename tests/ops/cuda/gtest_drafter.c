@@ -9,7 +9,8 @@
  *    to a draft where the CPU's top-2 margin is below TIE (there the backends may choose
  *    otherwise, and the rest of that block follows another input);
  *  - a pick forcing the CPU's drafts (the host-logits path): every GPU argmax equals the CPU's
- *    where the CPU's margin is >= TIE, and (DSpark) every confidence is within 0.05 of the CPU's;
+ *    where the CPU's margin is >= TIE, and (DSpark) every confidence logit is within CONF_TOL = 0.1 of the CPU's
+ *    (it moves σ by at most 0.025; confidences only decide which drafts are verified);
  *  - on the GPU, A's drafter rings equal Z's bit for bit after every step (MTP: the chain's
  *    slots restored on the device).
  * TIE = 0.25: gtest_forward.c's bound on V4's max |logit diff| GPU vs CPU, for every case (the
@@ -28,7 +29,7 @@
 #define STEPS 10
 #define MAXB 16
 #define TIE 0.25
-#define CONF_TOL 0.05
+#define CONF_TOL 0.1
 
 typedef struct dcase {
     const char *model_dir;  /* checkpoint (test data relative) */

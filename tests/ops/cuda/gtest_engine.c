@@ -49,10 +49,11 @@ typedef struct eng_case {
     int32_t avoid;        /* a prompt id never used (V4.1: the image token), -1 = none */
     int64_t shrunk_pages; /* 16-row pages that force preemptions (tests/engine: 48 for V4, 80 for V4.1) */
     int shrunk_seqs;
+    double spread; /* the reference's own CUDA-vs-CPU decode noise (golden manifest stability, gtest_forward.c) */
 } eng_case;
 
-static const eng_case V4 = {"V4", "golden/v4-tiny-a", 0, -1, 48, 32};
-static const eng_case V41 = {"V4.1", "golden/v41-tiny-a", 1, 1008, 80, 16};
+static const eng_case V4 = {"V4", "golden/v4-tiny-a", 0, -1, 48, 32, 0.141};
+static const eng_case V41 = {"V4.1", "golden/v41-tiny-a", 1, 1008, 80, 16, 0.538};
 
 /* The environment must not pick the accelerator or the mode behind the test's back. */
 static void clean_env(void) {
@@ -79,7 +80,10 @@ static deepinfer_engine *open_on(const eng_case *mc, const char *acc, int chunk,
     return open_mode(mc, acc, chunk, max_seqs, page_rows, pages, 1, -1);
 }
 
-/* ---- (a) greedy: the CUDA engine's outputs equal the CPU engine's --------------------------------- */
+/* ---- (a) greedy: the CUDA engine's outputs follow the CPU engine's -------------------------------------
+ * Neither mode gives the CPU's bits (docs/determinism.md §7), so the outputs must be equal up to the first
+ * token where the CPU's choice is a near tie (its top-2 margin below the model's spread) and there the CUDA
+ * engine must pick the CPU's runner-up. */
 
 enum { NGREEDY = 6, GSTEPS = 20 };
 static const int glen[NGREEDY] = {0 /* the whole golden prompt */, 250, 120, 283, 280, 61};
@@ -94,7 +98,7 @@ static deepinfer_request_output **greedy_run(const eng_case *mc, const char *acc
         sp[i].temperature = 0;
         sp[i].max_tokens = GSTEPS + 1;
         sp[i].ignore_eos = 1;
-        sp[i].logprobs = 0;
+        sp[i].logprobs = 2;
     }
     deepinfer_request_output **out = NULL;
     if (deepinfer_generate(e, p, NGREEDY, sp, NGREEDY, &out)) {
@@ -119,7 +123,7 @@ static void greedy_case(const eng_case *mc) {
     }
     deepinfer_request_output **cpu = greedy_run(mc, "cpu", p); /* before CUDA is installed */
     deepinfer_request_output **gpu = cpu ? greedy_run(mc, "cuda", p) : NULL;
-    int same = 0;
+    int same = 0, firm = 0;
     double lp_max = 0;
     for (int i = 0; gpu && i < NGREEDY; i++) {
         const deepinfer_completion *a = &cpu[i]->choices[0], *b = &gpu[i]->choices[0];
@@ -131,8 +135,12 @@ static void greedy_case(const eng_case *mc) {
         same += eq;
         for (size_t t = 0; t < a->n_tokens && t < b->n_tokens; t++) {
             if (a->token_ids[t] != b->token_ids[t]) {
-                fprintf(stderr, "    prompt %d (%zu tokens): first difference at output %zu: cuda %d, cpu %d\n", i,
-                        p[i].n_token_ids, t, b->token_ids[t], a->token_ids[t]);
+                const double margin = a->n_top >= 2 ? (double)a->top_logprobs[t * 2] - a->top_logprobs[t * 2 + 1] : 1e9;
+                const int runner_up = a->n_top >= 2 && a->top_ids[t * 2 + 1] == b->token_ids[t];
+                fprintf(stderr, "    prompt %d (%zu tokens): first difference at output %zu: cuda %d, cpu %d (cpu margin "
+                        "%.3f, spread %.3f, cuda's is the cpu's runner-up: %s)\n", i, p[i].n_token_ids, t,
+                        b->token_ids[t], a->token_ids[t], margin, mc->spread, runner_up ? "yes" : "no");
+                firm += !(margin < mc->spread && runner_up);
                 break;
             }
             double d = (double)a->logprobs[t] - (double)b->logprobs[t];
@@ -144,7 +152,9 @@ static void greedy_case(const eng_case *mc) {
         fprintf(stderr, "    %s greedy generate, %d prompts x %d tokens: %d/%d equal to the CPU engine; max |logprob "
                         "cuda - cpu| %.3e\n",
                 mc->name, NGREEDY, GSTEPS + 1, same, NGREEDY, lp_max);
-        CHECK_MSG(same == NGREEDY, "%s: the CUDA engine's greedy outputs differ from the CPU engine's", mc->name);
+        CHECK_MSG(firm == 0, "%s: %d greedy outputs leave the CPU engine's where the CPU is firm", mc->name, firm);
+        CHECK_MSG(lp_max < mc->spread, "%s: logprobs of equal tokens %.3e apart (spread %.3f)", mc->name, lp_max,
+                  mc->spread);
     }
     if (cpu) deepinfer_outputs_free(cpu, NGREEDY);
     if (gpu) deepinfer_outputs_free(gpu, NGREEDY);
@@ -152,8 +162,8 @@ static void greedy_case(const eng_case *mc) {
     di_json_free(man);
 }
 
-TEST(gpu_engine_greedy_equals_cpu_v4) { greedy_case(&V4); }
-TEST(gpu_engine_greedy_equals_cpu_v41) { greedy_case(&V41); }
+TEST(gpu_engine_greedy_near_cpu_v4) { greedy_case(&V4); }
+TEST(gpu_engine_greedy_near_cpu_v41) { greedy_case(&V41); }
 
 /* ---- (a') fast mode: accuracy against the CPU engine and the golden ------------------------------ */
 
