@@ -760,7 +760,7 @@ extern "C" cudaError_t dic_gemm_blockdiag(const dic_ctx *c, int M, const uint16_
             if (f8 && M >= DIC_W8_VIA_BF16_MINM && dic_gemm_fp8w_via_bf16_enabled() &&
                 fp8b_via_bf16(c, M, A, lda, G, W, gk, C32, C16, ldc, S, &res))
                 return res;
-            if (M <= DIC_SKINNY_MAXM) { /* the same bits, streamed (dic_gemm_float_skinny.cu) */
+            if (M <= DIC_SKINNY_BLOCKDIAG_MAXM) { /* the same bits, streamed (dic_gemm_float_skinny.cu) */
                 res = dic_gemm_skinny_launch(c->stream, M, A, lda, W, G, gk, S, C32, C16, ldc, NULL);
                 if (res != cudaErrorNotSupported) return res;
             }

@@ -193,6 +193,9 @@ cudaError_t dic_gemm_float_inv_launch(cudaStream_t st, int M, const uint16_t *A,
  * dic_gemm_skinny_tune: lab, forced warps per CTA / n8 tiles per warp / units per warp (0 = auto, no
  * bits change); dic_gemm_skinny_launches: how many launches it made (tests: the dispatch). */
 #define DIC_SKINNY_MAXM 16
+/* the block-diagonal wo_a (dic_gemm_blockdiag) takes it to 8 rows only: at 16 it runs slower than k_mma
+ * (docs/kernels/gemm-float.md) */
+#define DIC_SKINNY_BLOCKDIAG_MAXM 8
 int dic_gemm_skinny_fits(int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G, int gk, int S);
 cudaError_t dic_gemm_skinny_launch(cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W, int G,
                                    int gk, int S, float *C32, uint16_t *C16, size_t ldc, int32_t *ids);

@@ -171,12 +171,16 @@ static void run_case(const fwd_case *fc) {
         const float *cpu_dec = cpu.logits + (size_t)N * V;
         CHECK_MSG(gpu.argmax[N - 1] == cpu.argmax[N - 1] || golden_margin(cpu.logits + (size_t)(N - 1) * V, V) < spread,
                   "%s: first token %d, CPU %d", fc->dir, gpu.argmax[N - 1], cpu.argmax[N - 1]);
-        CHECK_MSG(free_ok("greedy vs cpu", gpu_ids, cpu_ids, cpu_dec, V, spread), "%s: greedy leaves the CPU's "
-                  "trajectory where the CPU is firm", fc->dir);
+        /* a first token taken at the CPU's near tie sends the decode down another input: nothing to follow */
+        const int first_same = gpu.argmax[N - 1] == cpu.argmax[N - 1];
+        if (!first_same) fprintf(stderr, "    first token %d, CPU %d at a CPU near tie: trajectories not compared\n",
+                                 gpu.argmax[N - 1], cpu.argmax[N - 1]);
+        CHECK_MSG(!first_same || free_ok("greedy vs cpu", gpu_ids, cpu_ids, cpu_dec, V, spread), "%s: greedy leaves "
+                  "the CPU's trajectory where the CPU is firm", fc->dir);
         CHECK_MSG(forced_ok("teacher-forced vs cpu", gpu_tf.logits + (size_t)N * V, cpu_dec, V, ref_mean, spread),
                   "%s: teacher-forced GPU decode outside the bounds against the CPU", fc->dir);
-        CHECK_MSG(free_ok("greedy vs golden", gpu_ids, gout, gdec, V, spread), "%s: greedy leaves the golden "
-                  "trajectory where the reference is firm", fc->dir);
+        CHECK_MSG(!first_same || free_ok("greedy vs golden", gpu_ids, gout, gdec, V, spread), "%s: greedy leaves "
+                  "the golden trajectory where the reference is firm", fc->dir);
         CHECK_MSG(forced_ok("teacher-forced vs golden", gpu_gold.logits + (size_t)N * V, gdec, V, ref_mean, spread),
                   "%s: teacher-forced GPU decode outside the golden bounds", fc->dir);
     }

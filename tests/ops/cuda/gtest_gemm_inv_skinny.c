@@ -166,7 +166,8 @@ static void sk_case(const char *name, const sk_mat *t, int maxm, uint64_t *s) {
         dic_gemm_skinny_enable(1);
         sk_run(&ctx, t, P, lda, idx, M, ldc, &c32, &c16, &nsk);
         if (di_test_failed()) return;
-        CHECK_MSG(nsk == (M <= DIC_SKINNY_MAXM ? 2u : 0u), "%s M=%d: %llu skinny launches", name, M, nsk);
+        const int skm = t->G > 1 ? DIC_SKINNY_BLOCKDIAG_MAXM : DIC_SKINNY_MAXM;
+        CHECK_MSG(nsk == (M <= skm ? 2u : 0u), "%s M=%d: %llu skinny launches", name, M, nsk);
         dic_gemm_skinny_enable(0);
         sk_run(&ctx, t, P, lda, idx, M, ldc, &k32, &k16, &nsk);
         if (di_test_failed()) return;
