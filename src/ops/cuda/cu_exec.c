@@ -200,8 +200,9 @@ static void *ctx_new(size_t scratch_bytes) {
     cudaGetDevice(&dev);
     c->dc.stream = cur()->stream;
     c->dc.scratch_cap = sc;
-    /* 1: the CPU's results for every batch shape (default); 0 (the engine's batch_invariant
-     * through di_backend_set_batch_invariant, else $DEEPINFER_BATCH_INVARIANT=0) picks the
+    /* 1: a row's bits independent of the batch shape (default, docs/determinism.md §7); 0 (the
+     * engine's batch_invariant through di_backend_set_batch_invariant, else
+     * $DEEPINFER_BATCH_INVARIANT=0) picks the
      * fastest kernel per shape (rows then depend on the batch, within rounding). */
     c->dc.batch_invariant = g_batch_invariant >= 0 ? g_batch_invariant : default_batch_invariant();
     cudaDeviceGetAttribute(&c->dc.num_sms, cudaDevAttrMultiProcessorCount, dev);
