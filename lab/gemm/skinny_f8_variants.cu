@@ -80,11 +80,6 @@ static __device__ __forceinline__ void lw_wait_n(int n) {
 static __device__ __forceinline__ void lw_ldsm2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
-static __device__ __forceinline__ uint32_t lw_lds32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return v;
-}
 static __device__ __forceinline__ void lw_mma(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                               uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -176,7 +171,8 @@ static __global__ void __launch_bounds__(LW_MAXW * 32) k_skinny_f8reg(const __gr
         if constexpr (!PROBE) {
             const uint8_t *srow = sg + (size_t)(r0 / wb) * (size_t)kb; /* the unit's 16 rows: one row block */
             const bool rv0 = r0 + g < R, rv1 = r0 + 8 + g < R;
-            const uint32_t st = wbase + (uint32_t)(cs * SB) + boff;
+            /* plain loads (after the __syncwarp, free to interleave with the mma) */
+            const uint8_t *stp = sm + (wbase - abase) + (size_t)(cs * SB) + boff;
 #pragma unroll
             for (int ks = 0; ks < KS; ks++) {
                 const int kl = cj * KS + ks; /* local k-step */
@@ -195,8 +191,8 @@ static __global__ void __launch_bounds__(LW_MAXW * 32) k_skinny_f8reg(const __gr
                     lw_ldsm2(at + lw_swz(lane & 7, kk * 2 + ((lane >> 3) & 1)), a0, a2);
 #pragma unroll
                     for (int jn = 0; jn < 2; jn++) {
-                        const uint32_t p = st + (uint32_t)(jn * 8 * RB + ks * 64 + kk * 16);
-                        const uint32_t x = __byte_perm(lw_lds32(p), lw_lds32(p + 8), sel);
+                        const uint8_t *p = stp + jn * 8 * RB + ks * 64 + kk * 16;
+                        const uint32_t x = __byte_perm(*(const uint32_t *)p, *(const uint32_t *)(p + 8), sel);
                         const uint32_t s = (jn ? rv1 : rv0) ? sv[kk] : 127u;
                         float wf[4];
                         fp8w_x4(x, s, wf);
