@@ -6,14 +6,16 @@
  * lab_gemm_float_fast_tune in gemm_float_fast_variants.cu, each checked bitwise against the product's
  * launch: "=" / "!=", expected "!=" only for another K split);
  * prefill shapes (TFLOP/s) against cuBLASLt BF16 (bf16 out) in
- * the same run. Usage: gemm_float_bench [quick | woa | chain | lmarg | inv | skinny]; inv: the mode-1 BF16
+ * the same run. Usage: gemm_float_bench [quick | woa | woa8 | chain | lmarg | inv | skinny]; inv: the mode-1 BF16
  * path (DIC_GEMMF_PATH_INV) against fast AUTO at the V4 / V4.1 BF16 shapes and wo_a, decode and prefill,
  * after skinny (alone: `skinny`): the mode-1 skinny kernel vs k_mma mode 1 vs fast AUTO at M <= 16;
  * woa: only the grouped wo_a (G = 8 x N 1024 x K 4096) at M = 1, 2, 3, 4, 8, 64 (mode 1: 1, 8, 64), BF16 storage vs FP8 storage
  * (dic.h DIC_WFMT_FP8B; same bits except the fast FP8 GEMV at M <= 4, dic_gemm_fp8w_gemv.cu,
  * also timed against the bitwise k_gemv F8 it replaces), fast mode and mode 1; chain: the mode-1
  * F32 GEMM (dic_gemm_f32_chain.cu) against the old k_gemm_float at the mHC shapes; lmarg: the
- * lm_head with the greedy argmax, unfused (dic_gemm + dic_argmax) vs fused (dic_gemm_argmax). */
+ * lm_head with the greedy argmax, unfused (dic_gemm + dic_argmax) vs fused (dic_gemm_argmax); woa8: the mode-1
+ * FP8B wo_a at M = 1 .. 8, the product vs the lab's FP8B skinny variants (skinny_f8_variants.cu, bitwise) vs
+ * the fast mode. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +461,139 @@ static void skinny_rows(void) {
     }
 }
 
+/* woa8: the mode-1 FP8B wo_a (G = 8 x R = 1024 x K = 4096, e4m3 with e8m0 scales per wblock x wblock:
+ * V4 128, V4.1 32) at M = 1, 2, 4, 8: the product (dic_gemm_blockdiag in mode 1: the skinny kernel,
+ * dic_gemm_float_skinny.cu), each lab variant (skinny_f8_variants.cu) checked bitwise against it (fp32 and
+ * bf16 outputs, weight set 0: random e4m3 bytes without NaN, random scales with some of the slow path),
+ * and the fast mode's kernel (dic_gemm_fp8w_gemv.cu at M <= 4, dic_gemm_fp8w_mma.cu above: other bits).
+ * Probe variants (lab_skinny_f8_probe) stream the weights with no arithmetic: the memory cost alone.
+ * Graph us per call (bf16 out, 28 calls over 7 weight sets, 235 MB), GB/s of weights + scales, floor / time
+ * at the HBM floor (HBM_GBS). */
+#define W8_G 8
+#define W8_R 1024
+#define W8_K 4096
+#define W8_SETS 7
+typedef struct w8case {
+    int M, v, f32out; /* v: -1 the product in mode 1, -2 the fast mode, >= 0 a lab variant */
+    dic_wmat *w;      /* W8_SETS x W8_G */
+    void *A, *C;
+    dic_ctx *ctx;
+} w8case;
+
+static void w8_body(void *p, int i) {
+    w8case *c = p;
+    const dic_wmat *w = &c->w[(size_t)(i % W8_SETS) * W8_G];
+    const size_t lda = (size_t)W8_G * W8_K, ldc = (size_t)W8_G * W8_R;
+    float *c32 = c->f32out ? c->C : NULL;
+    uint16_t *c16 = c->f32out ? NULL : c->C;
+    if (c->v >= 0) {
+        CK(lab_skinny_f8_launch(c->v, st, c->M, c->A, lda, w, W8_G, W8_K, c32, c16, ldc));
+        return;
+    }
+    c->ctx->batch_invariant = c->v == -1;
+    CK(dic_gemm_blockdiag(c->ctx, c->M, c->A, lda, W8_G, w, W8_K, 0, c32, c16, ldc));
+}
+
+/* one call on weight set 0 into host memory (ob bytes) */
+static void w8_once(w8case *c, void *h, size_t ob) {
+    CK(cudaMemset(c->C, 0xFF, ob));
+    w8_body(c, 0);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(h, c->C, ob, cudaMemcpyDeviceToHost));
+}
+
+static void woa8_rows(void) {
+    static dic_ctx ctx;
+    ctx.stream = st, ctx.num_sms = 132;
+    const size_t wbytes = (size_t)W8_G * W8_R * W8_K;
+    printf("-- woa8: mode-1 FP8B wo_a G=%d x %d x %d, product (skinny) vs lab variants (bitwise) vs fast mode;"
+           " graph us per call (bf16 out), GB/s, floor/time at %.0f GB/s\n", W8_G, W8_R, W8_K, HBM_GBS);
+    uint8_t *w;
+    CK(cudaMalloc((void **)&w, wbytes * W8_SETS));
+    { /* set 0: random e4m3 bytes without the NaN codes; the other sets copies of it */
+        uint8_t *h = malloc(wbytes);
+        unsigned long long s = 0x243F6A8885A308D3ull;
+        for (size_t i = 0; i < wbytes; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint8_t b = (uint8_t)(s >> 24);
+            if ((b & 0x7F) == 0x7F) b ^= 0x01;
+            h[i] = b;
+        }
+        CK(cudaMemcpy(w, h, wbytes, cudaMemcpyHostToDevice));
+        for (int k = 1; k < W8_SETS; k++) CK(cudaMemcpy(w + wbytes * k, w, wbytes, cudaMemcpyDeviceToDevice));
+        free(h);
+    }
+    static const int wbs[2] = {128, 32}, ms[4] = {1, 2, 4, 8};
+    const int nv = lab_skinny_f8_variants();
+    for (int bi = 0; bi < 2; bi++) {
+        const int wb = wbs[bi];
+        const size_t sb = (size_t)(W8_R / wb) * (W8_K / wb); /* scale bytes per group */
+        uint8_t *sc, *hs = malloc(sb * W8_G * W8_SETS);
+        CK(cudaMalloc((void **)&sc, sb * W8_G * W8_SETS));
+        unsigned long long s = 0x9E3779B97F4A7C15ull + (unsigned long long)wb;
+        for (size_t i = 0; i < sb * W8_G * W8_SETS; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint8_t v = (uint8_t)(116 + (s >> 40) % 9); /* 2^-11 .. 2^-3: the fast path */
+            if (i < sb * W8_G && i % 53 == 7) v = 5;    /* set 0: some of the slow path (bf16 subnormals) */
+            if (i < sb * W8_G && i % 89 == 11) v = 140;
+            hs[i] = v;
+        }
+        CK(cudaMemcpy(sc, hs, sb * W8_G * W8_SETS, cudaMemcpyHostToDevice));
+        free(hs);
+        dic_wmat *wm = malloc(sizeof(dic_wmat) * W8_SETS * W8_G);
+        for (int k = 0; k < W8_SETS; k++)
+            for (int g = 0; g < W8_G; g++)
+                wm[k * W8_G + g] = (dic_wmat){DIC_WFMT_FP8B, W8_R, W8_K, wb,
+                                              w + wbytes * k + (size_t)g * W8_R * W8_K,
+                                              sc + sb * ((size_t)k * W8_G + g)};
+        const double bytes = (double)wbytes + (double)sb * W8_G;
+        const double hbm_us = bytes / (HBM_GBS * 1e9) * 1e6;
+        for (int mi = 0; mi < 4; mi++) {
+            const int M = ms[mi];
+            w8case c = {M, -1, 1, wm, NULL, NULL, &ctx};
+            CK(cudaMalloc(&c.A, (size_t)M * W8_G * W8_K * 2));
+            fill_w(c.A, (size_t)M * W8_G * W8_K, 0, 31 + M);
+            const size_t on = (size_t)M * W8_G * W8_R;
+            CK(cudaMalloc(&c.C, on * 4));
+            float *r32 = malloc(on * 4), *h32 = malloc(on * 4);
+            uint16_t *r16 = malloc(on * 2), *h16 = malloc(on * 2);
+            const unsigned long long l0 = dic_gemm_skinny_launches();
+            c.f32out = 1, w8_once(&c, r32, on * 4);
+            c.f32out = 0, w8_once(&c, r16, on * 2);
+            const int sk = dic_gemm_skinny_launches() > l0;
+            for (int v = -1; v < nv + 1; v++) {
+                const int vv = v == nv ? -2 : v;
+                c.v = vv;
+                char same[64] = "";
+                if (vv >= 0 && lab_skinny_f8_probe(vv)) snprintf(same, sizeof same, " probe: zeros, no bits");
+                else if (vv >= 0) {
+                    c.f32out = 1, w8_once(&c, h32, on * 4);
+                    c.f32out = 0, w8_once(&c, h16, on * 2);
+                    size_t d32 = 0, d16 = 0;
+                    for (size_t i = 0; i < on; i++) {
+                        d32 += memcmp(&r32[i], &h32[i], 4) != 0;
+                        d16 += r16[i] != h16[i];
+                    }
+                    snprintf(same, sizeof same, " %s f32 %zu bf16 %zu", d32 || d16 ? "DIFF" : "same", d32, d16);
+                }
+                c.f32out = 0;
+                for (int r = 0; r < 2; r++) w8_body(&c, r);
+                const double us = graph_ms(w8_body, &c, 4 * W8_SETS) * 1e3;
+                printf("wo_a fp8b B%-3d M=%d | %-22s | graph %7.2f us %6.0f GB/s %4.2f of floor %5.2f us%s%s\n", wb, M,
+                       vv == -1 ? (sk ? "product mode 1 skinny" : "product mode 1 (k_mma)")
+                       : vv == -2 ? (M <= 4 ? "fast fp8w gemv" : "fast fp8w mma") : lab_skinny_f8_name(vv),
+                       us, bytes / (us * 1e-6) / 1e9, hbm_us / us, hbm_us, same[0] ? " |" : "", same);
+                fflush(stdout);
+            }
+            free(r32), free(h32), free(r16), free(h16);
+            cudaFree(c.A), cudaFree(c.C);
+        }
+        free(wm);
+        cudaFree(sc);
+    }
+    cudaFree(w);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "quick");
     CK(cudaStreamCreate(&st));
@@ -484,6 +619,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "lmarg")) { /* lm_head + argmax: unfused vs fused */
         lmarg_rows();
+        cudaFree(pool);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "woa8")) { /* the mode-1 FP8B wo_a: product vs lab variants vs fast */
+        woa8_rows();
         cudaFree(pool);
         return 0;
     }

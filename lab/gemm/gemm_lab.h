@@ -69,6 +69,16 @@ void lab_gemm_argmax_enable(int on);
 void lab_gemm_fp8w_via_bf16_enable(int on);
 int lab_gemm_fp8w_via_bf16_enabled(void);
 
+/* skinny_f8_variants.cu: the mode-1 FP8B skinny product (dic_gemm_float_skinny.cu, the wo_a launch at M <= 8)
+ * with the B fragments dequantised in registers and longer stages (docs/kernels/gemm-float.md "lab: FP8B
+ * skinny variants"): k_mma mode 1's bits (dic_gemm_blockdiag in mode 1); v = 0 .. lab_skinny_f8_variants() - 1 */
+int lab_skinny_f8_variants(void);
+const char *lab_skinny_f8_name(int v);
+/* 1: a probe (the variant's memory stream with no arithmetic, zeros out; not bitwise) */
+int lab_skinny_f8_probe(int v);
+cudaError_t lab_skinny_f8_launch(int v, cudaStream_t st, int M, const uint16_t *A, size_t lda, const dic_wmat *W,
+                                 int G, int gk, float *C32, uint16_t *C16, size_t ldc);
+
 #ifdef __cplusplus
 }
 #endif
