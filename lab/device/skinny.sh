@@ -7,7 +7,9 @@
 #          the other mode-1 float tests and the GPU tests whose paths now run the skinny kernel (mode-1 wo_a,
 #          lm_head argmax, blockdiag, graphs, engine invariance and CPU equality, mode switch)
 #   bench: gemm_float_bench skinny (skinny vs k_mma mode 1 vs fast AUTO at M = 1, 2, 4, 8, 16; HBM floor)
-# Default: tests bench. Logs in $OUT: build.log, tests.log, bench.log.
+#   woa8:  gemm_float_bench woa8 (the lab FP8B wo_a variants, lab/gemm/skinny_f8_variants.cu: bits vs the
+#          product, graph us, fraction of the floor)
+# Default: tests bench. Logs in $OUT: build.log, tests.log, bench.log, woa8.log.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
 WHAT=" ${*:-tests bench} "
@@ -36,5 +38,11 @@ if [[ "$WHAT" == *" bench "* ]]; then
   timeout 400 build-sm90/lab/gemm/gemm_float_bench skinny > $OUT/bench.log 2>&1
   echo "bench rc=$? $(( $(date +%s) - t1 )) s"
   sed -n '/^-- summary/,$p' $OUT/bench.log
+fi
+if [[ "$WHAT" == *" woa8 "* ]]; then
+  t1=$(date +%s)
+  timeout 200 build-sm90/lab/gemm/gemm_float_bench woa8 > $OUT/woa8.log 2>&1
+  echo "woa8 rc=$? $(( $(date +%s) - t1 )) s"
+  cat $OUT/woa8.log
 fi
 echo "total $(( $(date +%s) - t0 )) s"
