@@ -158,4 +158,33 @@ static inline double gt_rel_bf16_2d(const uint16_t *a, const uint16_t *b, size_t
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* A random FP8B weight matrix (block-scaled e4m3, dic.h DIC_WFMT_FP8B) of R x K: e4m3 codes without the
+ * NaN codes, then one e8m0 scale byte per B x B block in [slo, shi], drawn in that order from s; the codes
+ * and scales copied to the device (*dw, *ds; W describes them) and, where hbf is not NULL, the dequantised
+ * values as BF16 bits in hbf[R * K] (exact: an e4m3 value times a power of two). 1 on success. */
+static inline int gt_fp8b_make(int R, int K, int B, int slo, int shi, uint64_t *s, uint16_t *hbf, void **dw,
+                               void **ds, dic_wmat *W) {
+    const size_t nk = (size_t)R * K, ns = (size_t)((R + B - 1) / B) * (size_t)(K / B);
+    uint8_t *w = malloc(nk), *sc = malloc(ns);
+    float *f = hbf ? malloc(nk * 4) : NULL;
+    int ok = w && sc && (f || !hbf);
+    if (ok) {
+        for (size_t i = 0; i < nk; i++) {
+            uint8_t b;
+            do b = (uint8_t)gt_rand_u64(s); while ((b & 0x7F) == 0x7F);
+            w[i] = b;
+        }
+        for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(slo + (int)(gt_rand_u64(s) % (uint64_t)(shi - slo + 1)));
+        if (hbf) {
+            di_dequant_fp8_block(w, sc, (size_t)R, (size_t)K, (size_t)B, f);
+            for (size_t i = 0; i < nk; i++) hbf[i] = di_f32_to_bf16(f[i]);
+        }
+        *dw = gt_to_dev(w, nk), *ds = gt_to_dev(sc, ns);
+        ok = *dw && *ds;
+        *W = (dic_wmat){DIC_WFMT_FP8B, R, K, B, *dw, (const uint8_t *)*ds};
+    }
+    free(w), free(sc), free(f);
+    return ok;
+}
+
 #endif

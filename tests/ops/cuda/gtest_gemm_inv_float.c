@@ -165,22 +165,8 @@ static void mat_make(iv_mat *t, int G, int R, int K, int B, uint64_t *s) {
             t->W[g] = (dic_wmat){0, R, K, 0, t->dev[2 * g], NULL};
             continue;
         }
-        const size_t ns = (size_t)((R + B - 1) / B) * (size_t)(K / B);
-        uint8_t *w = malloc(nk), *sc = malloc(ns);
-        float *f = malloc(nk * 4);
-        CHECK(w && sc && f);
-        for (size_t i = 0; i < nk; i++) {
-            uint8_t b;
-            do b = (uint8_t)gt_rand_u64(s); while ((b & 0x7F) == 0x7F); /* no NaN codes */
-            w[i] = b;
-        }
-        for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(118 + (int)(gt_rand_u64(s) % 6)); /* 2^-9 .. 2^-4 */
-        di_dequant_fp8_block(w, sc, (size_t)R, (size_t)K, (size_t)B, f);
-        for (size_t i = 0; i < nk; i++) t->hw[g][i] = di_f32_to_bf16(f[i]);
-        t->dev[2 * g] = gt_to_dev(w, nk), t->dev[2 * g + 1] = gt_to_dev(sc, ns);
-        CHECK(t->dev[2 * g] && t->dev[2 * g + 1]);
-        t->W[g] = (dic_wmat){DIC_WFMT_FP8B, R, K, B, t->dev[2 * g], (const uint8_t *)t->dev[2 * g + 1]};
-        free(w), free(sc), free(f);
+        /* e8m0 scales 2^-9 .. 2^-4 */
+        CHECK(gt_fp8b_make(R, K, B, 118, 123, s, t->hw[g], &t->dev[2 * g], &t->dev[2 * g + 1], &t->W[g]));
     }
 }
 

@@ -49,29 +49,15 @@ static void set_make(woa_set *t, int G, int R, int K, int B, int slo, int shi, u
     t->dbf = calloc((size_t)G, sizeof(void *)), t->d8 = calloc((size_t)G, sizeof(void *));
     t->ds = calloc((size_t)G, sizeof(void *)), t->hbf = calloc((size_t)G, sizeof(uint16_t *));
     t->wbf = calloc((size_t)G, sizeof(dic_wmat)), t->w8 = calloc((size_t)G, sizeof(dic_wmat));
-    const size_t nk = (size_t)R * K, ns = (size_t)((R + B - 1) / B) * (size_t)(K / B);
-    uint8_t *w = malloc(nk), *sc = malloc(ns);
-    float *f = malloc(nk * 4);
-    uint16_t *h = malloc(nk * 2);
-    CHECK(w && sc && f && h);
+    const size_t nk = (size_t)R * K;
     for (int g = 0; g < G; g++) {
-        for (size_t i = 0; i < nk; i++) {
-            uint8_t b;
-            do b = (uint8_t)gt_rand_u64(s); while ((b & 0x7F) == 0x7F); /* no NaN codes */
-            w[i] = b;
-        }
-        for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(slo + (int)(gt_rand_u64(s) % (uint64_t)(shi - slo + 1)));
-        di_dequant_fp8_block(w, sc, (size_t)R, (size_t)K, (size_t)B, f);
-        for (size_t i = 0; i < nk; i++) h[i] = di_f32_to_bf16(f[i]);
         t->hbf[g] = malloc(nk * 2);
         CHECK(t->hbf[g]);
-        memcpy(t->hbf[g], h, nk * 2);
-        t->dbf[g] = gt_to_dev(h, nk * 2), t->d8[g] = gt_to_dev(w, nk), t->ds[g] = gt_to_dev(sc, ns);
-        CHECK(t->dbf[g] && t->d8[g] && t->ds[g]);
+        CHECK(gt_fp8b_make(R, K, B, slo, shi, s, t->hbf[g], &t->d8[g], &t->ds[g], &t->w8[g]));
+        t->dbf[g] = gt_to_dev(t->hbf[g], nk * 2);
+        CHECK(t->dbf[g]);
         t->wbf[g] = (dic_wmat){0, R, K, 0, t->dbf[g], NULL};
-        t->w8[g] = (dic_wmat){DIC_WFMT_FP8B, R, K, B, t->d8[g], (const uint8_t *)t->ds[g]};
     }
-    free(w), free(sc), free(f), free(h);
 }
 
 static void set_free(woa_set *t) {
