@@ -146,6 +146,28 @@ extern "C" int dic_pdl_take(void); /* this launch may use PDL (and re-arm) */
         (void)cudaLaunchKernelEx(&dic_cfg_, kern, __VA_ARGS__);                            \
     } while (0)
 
+/* DIC_LAUNCH's configuration for launches that also take a cluster shape (cudaLaunchKernelEx): clusters of
+ * `cluster` CTAs where that is more than one, programmatic dependent launch where dic_pdl_take() allows it.
+ * `at` (two entries) holds the attributes and must live until the launch. */
+static inline cudaLaunchConfig_t dic_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, dim3 cluster,
+                                                cudaLaunchAttribute *at) {
+    cudaLaunchConfig_t cfg = {};
+    unsigned na = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = cluster.x, at[na].val.clusterDim.y = cluster.y, at[na].val.clusterDim.z = cluster.z;
+        na++;
+    }
+    if (dic_pdl_take()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cfg.attrs = at, cfg.numAttrs = na;
+    return cfg;
+}
+
 static __device__ __forceinline__ float dic_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* Round-to-nearest-even; NaN stays a quiet NaN (numfmt.h di_f32_to_bf16). */

@@ -949,25 +949,9 @@ extern "C" cudaError_t dic_gemm_dec_launch(cudaStream_t st, int num_sms, int nw,
         }
         attr_done[fp4][var] = 1;
     }
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    int na = 0;
-    if (splits > 1) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = 1, at[na].val.clusterDim.z = (unsigned)splits;
-        na++;
-    }
-    if (dic_pdl_take()) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    cfg.gridDim = dim3((unsigned)gx, 1, (unsigned)splits);
-    cfg.blockDim = dim3(128);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = at;
-    cfg.numAttrs = na;
+    cudaLaunchConfig_t cfg =
+        dic_launch_cfg(dim3((unsigned)gx, 1, (unsigned)splits), dim3(128), smem, st, dim3(1, 1, (unsigned)splits), at);
     cudaError_t e = cudaLaunchKernelEx(&cfg, fn, a);
     if (e != cudaSuccess) { /* e.g. clusters refused: this process falls back to k_gemm_f16 */
         (void)cudaGetLastError();

@@ -152,21 +152,8 @@ static cudaError_t gemv_launch_g(cudaStream_t st, int M, const uint16_t *A, size
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
     unsigned gx = (unsigned)((N + 4 * CG - 1) / (4 * CG)), gz = (unsigned)((M + mr - 1) / mr);
     if (gz > 65535) return cudaErrorInvalidConfiguration;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(gx, (unsigned)cy, gz);
-    cfg.blockDim = dim3(GV_T, 1, 1);
-    cfg.stream = st;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = cy > 1 ? 1 : 0;
-    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
-        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs++;
-    }
+    cudaLaunchConfig_t cfg = dic_launch_cfg(dim3(gx, (unsigned)cy, gz), dim3(GV_T), 0, st, dim3(1, (unsigned)cy, 1), at);
     return cudaLaunchKernelEx(&cfg, fn, M, N, W->k, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, wpc, cy, flags);
 }
 
@@ -459,22 +446,10 @@ static cudaError_t mma_launch(cudaStream_t st, int M, const uint16_t *A, size_t 
         f8 ? (bm == 64 ? k_mma<64, 1> : k_mma<128, 1>) : (bm == 64 ? k_mma<64, 0> : k_mma<128, 0>);
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)((N + MM_BN - 1) / MM_BN), (unsigned)((M + bm - 1) / bm), (unsigned)S);
-    cfg.blockDim = dim3(MM_T, 1, 1);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = (unsigned)S;
-    cfg.attrs = at;
-    cfg.numAttrs = S > 1 ? 1 : 0;
-    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
-        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs++;
-    }
+    cudaLaunchConfig_t cfg =
+        dic_launch_cfg(dim3((unsigned)((N + MM_BN - 1) / MM_BN), (unsigned)((M + bm - 1) / bm), (unsigned)S),
+                       dim3(MM_T), smem, st, dim3(1, 1, (unsigned)S), at);
     return cudaLaunchKernelEx(&cfg, fn, M, N, K, A, lda, tab, G > 1 ? W->n : 0, gk, C32, C16, ldc, S);
 }
 

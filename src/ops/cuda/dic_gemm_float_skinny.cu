@@ -450,22 +450,9 @@ extern "C" cudaError_t dic_gemm_skinny_launch(cudaStream_t st, int M, const uint
     const sk_fn fn = ids ? sk_pick<1>(g.mx, g.nt, 0) : sk_pick<0>(g.mx, g.nt, f8);
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g.smem);
     if (e != cudaSuccess) return e;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(G * g.spg), 1, (unsigned)S);
-    cfg.blockDim = dim3((unsigned)(g.nw * 32), 1, 1);
-    cfg.dynamicSmemBytes = g.smem;
-    cfg.stream = st;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = (unsigned)S;
-    cfg.attrs = at;
-    cfg.numAttrs = S > 1 ? 1 : 0;
-    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
-        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs++;
-    }
+    cudaLaunchConfig_t cfg = dic_launch_cfg(dim3((unsigned)(G * g.spg), 1, (unsigned)S), dim3((unsigned)(g.nw * 32)),
+                                            g.smem, st, dim3(1, 1, (unsigned)S), at);
     e = cudaLaunchKernelEx(&cfg, fn, a);
     if (e == cudaSuccess) g_sk_launches++;
     return e;

@@ -1257,21 +1257,8 @@ static cudaError_t mv_launch(F fn, dim3 grid, size_t smem, dim3 cluster, cudaStr
         if (e != cudaSuccess) return e;
         if (ndone < 32) done[ndone++] = (const void *)fn;
     }
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    int na = 0;
-    if (cluster.x * cluster.y * cluster.z > 1) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = cluster.x, at[na].val.clusterDim.y = cluster.y, at[na].val.clusterDim.z = cluster.z;
-        na++;
-    }
-    if (dic_pdl_take()) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    cfg.gridDim = grid, cfg.blockDim = dim3(MD_WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = st;
-    cfg.attrs = at, cfg.numAttrs = (unsigned)na;
+    cudaLaunchConfig_t cfg = dic_launch_cfg(grid, dim3(MD_WARPS * 32), smem, st, cluster, at);
     return cudaLaunchKernelEx(&cfg, fn, args...);
 }
 

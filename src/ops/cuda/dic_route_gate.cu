@@ -327,21 +327,10 @@ static cudaError_t rl_launch(const dic_ctx *c, int M, const uint16_t *A, size_t 
     memset(&tab, 0, sizeof tab);
     tab.w[0] = W->w;
     const int CG = 8 / wpc; /* column groups of 4 per CTA */
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)((E + 4 * CG - 1) / (4 * CG)), (unsigned)cy, (unsigned)((M + mr - 1) / mr));
-    cfg.blockDim = dim3(GV_T, 1, 1);
-    cfg.stream = c->stream;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)cy, at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = cy > 1 ? 1 : 0;
-    if (dic_pdl_take()) { /* programmatic dependent launch (dic_common.cuh) */
-        at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs++;
-    }
+    cudaLaunchConfig_t cfg =
+        dic_launch_cfg(dim3((unsigned)((E + 4 * CG - 1) / (4 * CG)), (unsigned)cy, (unsigned)((M + mr - 1) / mr)),
+                       dim3(GV_T), 0, c->stream, dim3(1, (unsigned)cy, 1), at);
     return cudaLaunchKernelEx(&cfg, rl_pick(mr, flags), M, E, K, A, lda, tab, logits, wpc, cy, flags);
 }
 
