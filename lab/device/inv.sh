@@ -10,16 +10,8 @@
 # Default: probe swapab bench tests. Logs in $OUT: build.log, probe.log, swapab.log, modes_v4.log, modes_v41.log,
 # tests.log.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
+. "$(dirname "$0")/env.sh" # OUT, R, MK, LD_LIBRARY_PATH
 WHAT=" ${*:-probe swapab bench tests} "
-MK=("NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
-if [ -f .dev/deps.tar.xz ]; then
-  D=/tmp/devdeps; mkdir -p $D && tar xJf .dev/deps.tar.xz -C $D
-  export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
-  MK+=(PCRE2_CFLAGS=-I$D/inc "PCRE2_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lpcre2-8" "MHD_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lmicrohttpd")
-fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
-export LD_LIBRARY_PATH="$R/build-sm90:$LD_LIBRARY_PATH"
 t0=$(date +%s)
 TG=(cuda build-sm90/lab/numerics/numerics_probe build-sm90/lab/swapab/swapab_bench)
 case "$WHAT" in *" tests "*|*" suite "*) TG+=(cuda-tests) ;; esac

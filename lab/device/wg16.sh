@@ -5,15 +5,7 @@
 # act blocks 128 (V4) and 32 (V4.1), M = 1 .. 8192 (quick: M = 1, 65, 4096), every output bitwise against the row
 # alone in fast mode, and its time against dic_gemm's fast and invariant paths. Logs in $OUT: build.log, gemm16.log.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT; R=$PWD
-MK=("NVCC_ARCH=-gencode arch=compute_90a,code=sm_90a")
-if [ -f .dev/deps.tar.xz ]; then
-  D=/tmp/devdeps; mkdir -p $D && tar xJf .dev/deps.tar.xz -C $D
-  export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
-  MK+=(PCRE2_CFLAGS=-I$D/inc "PCRE2_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lpcre2-8" "MHD_LIBS=-L$D/lib -Wl,-rpath,$D/lib -lmicrohttpd")
-fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
-export LD_LIBRARY_PATH="$R/build-sm90:$LD_LIBRARY_PATH"
+. "$(dirname "$0")/env.sh" # OUT, R, MK, LD_LIBRARY_PATH
 t0=$(date +%s)
 make -j16 BUILD=build-sm90 "${MK[@]}" build-sm90/lab/gemm16/gemm16_bench > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 grep -E "C75[0-9][0-9]|spill" $OUT/build.log | grep -v " 0 bytes spill" | head -5
