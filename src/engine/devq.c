@@ -349,6 +349,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             finish_device(q, s); /* speculative: the ids now, then acceptance, rollback, feed and drafts */
             SPLIT_IDS();
             if (!s->status && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
+            di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps); /* the drafter's captures */
             SPLIT_DONE();
             return DEEPINFER_OK;
         }
@@ -373,7 +374,10 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         sample_job j = {q, s};
         di_threadpool_run(q->tp, plp_task, &j);
     }
-    if (!s->status && s->n_spec && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
+    if (!s->status && s->n_spec && q->spec) {
+        s->status = di_devq_spec_after(q->spec, s, &s->err);
+        di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps); /* the drafter's captures */
+    }
     q->prev = s;
     return DEEPINFER_OK;
 }

@@ -268,6 +268,13 @@ static deepinfer_status drain_for(deepinfer_engine *e, const di_request *r) {
 
 /* Confidence scheduling's online costs (spec_cost.h): decode-only steps, plain or speculative. */
 static void observe_step(deepinfer_engine *e, const di_step_buf *b, double secs) {
+    /* a step that captured a graph (the target's or the drafter's) or loaded modules on first use is
+     * not what that shape costs afterwards: a capture-heavy first speculative step would scale every
+     * later draft's value up and drafting would never pay */
+    if (e->dq->graphs != e->spec_cost_graphs) {
+        e->spec_cost_graphs = e->dq->graphs;
+        return;
+    }
     int drafting = 0;
     for (int i = 0; i < b->n_items; i++) {
         if (!b->items[i].decode) return;

@@ -50,6 +50,7 @@ struct deepinfer_engine {
     int spec_varlen;                  /* 1: confidence-scheduled draft lengths; 0: always spec_n */
     char spec_note[256];              /* why speculation is off though asked for ("" otherwise) */
     di_spec_cost spec_cost;           /* confidence scheduling's step-cost table (measured at open) */
+    int spec_cost_graphs;             /* graphs captured when the table last observed a step */
     di_step_buf *inflight;            /* submitted, not yet waited */
     int keep_updates;                 /* the next step keeps the updated list (a step was drained) */
     di_reqmap reqs;                   /* every request not yet taken */
