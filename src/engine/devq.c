@@ -208,6 +208,20 @@ static int device_feeds(const queue *q, const di_step *s, const di_step *prev) {
     return 1;
 }
 
+/* 1 if step s's held draft rows (s->dsrc) can read the drafter's output on the device, so that s is
+ * queued behind the drafter without waiting for it: the drafts are still there and are the previous
+ * step's, the model takes its tokens on the device, s fits one forward pass and samples on the device
+ * without penalties (no history read that would need the drafts on the host). */
+static int held_feeds(const queue *q, const di_step *s, int dev_sample) {
+    const di_devq_spec *sp = q->spec;
+    if (!s->n_dsrc || !sp || !sp->held_on_device || sp->held_seq + 1 != s->seq_no || !q->dtok || !dev_sample ||
+        s->batch.n > q->fwd_rows)
+        return 0;
+    for (int i = 0; i < s->n_samples; i++)
+        if (has_penalty(s->samples[i].params)) return 0;
+    return 1;
+}
+
 static void account(queue *q, double busy, double idle) {
     q->base.device_busy_s += busy;
     q->base.device_idle_s += idle;
@@ -221,6 +235,8 @@ static void finish_device(queue *q, di_step *s) {
     double busy = 0, idle = 0;
     deepinfer_status st = di_backend_dq_finish(q->dev, s->seq_no, s->n_samples, q->ids, &busy, &idle, &s->err);
     account(q, busy, idle);
+    /* held draft rows fed on the device: the drafts come to the host now, before any is compared */
+    if (!st && s->n_dsrc && q->spec) st = di_devq_spec_take(q->spec, s, &s->err);
     if (st) s->status = st;
     int skip = 0; /* verify groups: every row was sampled, the host takes them as sample_range does */
     for (int i = 0; i < s->n_samples; i++) {
@@ -296,8 +312,14 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     int dev_sample = device_samples(q, s) && s->n_samples <= q->max_rows;
     int feed = dev_sample && !s->n_spec && device_feeds(q, s, prev);
     if (prev && !feed) finish_device(q, prev); /* placeholders and histories need its tokens on the host */
+    /* draft rows held from the previous step (devq_spec.h): read on the device behind the drafter, or
+     * taken to the host first (this waits for the drafter) */
+    int hfeed = held_feeds(q, s, dev_sample);
     if (q->dev) di_backend_dq_begin(q->dev, s->seq_no);
-    s->status = run_ops(q, s, &s->err);
+    s->status = s->n_dsrc && !hfeed ? (q->spec ? di_devq_spec_take(q->spec, s, &s->err)
+                                                : di_error_set(&s->err, DEEPINFER_ERR_INTERNAL, "held drafts without speculation"))
+                                     : DEEPINFER_OK;
+    if (!s->status) s->status = run_ops(q, s, &s->err);
     int32_t *tokens = (int32_t *)s->batch.tokens; /* the runner's own array */
     for (int r = 0; r < s->batch.n && !s->status; r++) {
         if (s->src[r] < 0) continue;
@@ -311,9 +333,11 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
         s->status = di_error_set(&s->err, DEEPINFER_ERR_INTERNAL, "step with %d prompt-logprob rows, the queue holds %d",
                                  s->n_plp, q->plp_rows);
     di_model_batch b = s->batch;
-    if (!s->status && feed) {
-        s->status = di_backend_dq_feed(q->dev, s->seq_no, b.n, tokens, s->src, q->dtok, &s->err);
+    if (!s->status && (feed || hfeed)) { /* the previous step's samples, or the drafter's held drafts */
+        s->status = di_backend_dq_feed(q->dev, s->seq_no, b.n, tokens, feed ? s->src : s->dsrc,
+                                       feed ? NULL : q->spec->dev, q->dtok, &s->err);
         b.tokens_on_device = 1; /* `tokens` (placeholders 0) still serve the host checks */
+        q->base.spec_fed += hfeed;
     }
     if (!s->status) {
         if (q->sidx) b.n_logits = merge_logit_rows(q, s);
@@ -346,9 +370,10 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
             q->base.device_queued += feed;
             q->prev = s;
             if (!s->n_spec) return DEEPINFER_OK;
-            finish_device(q, s); /* speculative: the ids now, then acceptance, rollback, feed and drafts */
+            finish_device(q, s); /* speculative: the ids (and held drafts) now, then acceptance, rollback, feed and drafts */
             SPLIT_IDS();
             if (!s->status && q->spec) s->status = di_devq_spec_after(q->spec, s, &s->err);
+            if (!s->status && q->spec && q->spec->held_seq == s->seq_no) q->base.spec_held++;
             di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps); /* the drafter's captures */
             SPLIT_DONE();
             return DEEPINFER_OK;
@@ -376,6 +401,7 @@ static deepinfer_status queue_submit(di_devq *dq, di_step *s, di_error *err) {
     }
     if (!s->status && s->n_spec && q->spec) {
         s->status = di_devq_spec_after(q->spec, s, &s->err);
+        if (!s->status && q->spec->held_seq == s->seq_no) q->base.spec_held++;
         di_devq_graph_counts(&q->graph, &q->base.graphs, &q->base.graph_steps); /* the drafter's captures */
     }
     q->prev = s;
@@ -408,7 +434,7 @@ static void queue_destroy(di_devq *dq) {
 }
 
 deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, int max_samples, int spec_n,
-                                     di_error *err) {
+                                     int pipeline, di_error *err) {
     queue *q = (queue *)dq;
     if (q->spec) return DEEPINFER_OK;
     int rows = max_samples; /* a verify group samples every row from its decode row on */
@@ -431,6 +457,8 @@ deepinfer_status di_devq_enable_spec(di_devq *dq, int max_rows, int max_items, i
     q->spec = calloc(1, sizeof *q->spec);
     if (!q->spec) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory");
     deepinfer_status st = di_devq_spec_init(q->spec, q->model, max_rows, max_items, spec_n, err);
+    if (!st && (st = di_devq_spec_hold_init(q->spec, pipeline, q->dev && q->dtok && !q->fwd, err)))
+        di_devq_spec_free(q->spec);
     if (st) {
         free(q->spec);
         q->spec = NULL;

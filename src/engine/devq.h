@@ -39,7 +39,11 @@
  * (devq_graph.c, docs/cuda-backend.md §6, §8); prefill, chunked prefill
  * and mixed steps run eager. A step with spec items is sampled on the
  * device under the same condition, but finished inside submit (its
- * accepted drafts decide the rollback and the drafter's feed). What a step
+ * accepted drafts decide the rollback and the drafter's feed). With held
+ * drafts (di_devq_enable_spec pipeline) submit returns with the drafter
+ * launched, not waited for; the next step's draft rows (dsrc) then read
+ * its output on the device and the drafts come to the host after that
+ * step's samples, before they are compared (docs/speculative.md). What a step
  * reads from host memory (rows, histories, page tables) is copied when it
  * is submitted.
  */
@@ -106,6 +110,10 @@ typedef struct di_spec_item {
     int n_draft;                /* drafts made for the next step */
     int32_t drafts[DEEPINFER_MAX_DRAFT];
     float conf[DEEPINFER_MAX_DRAFT];
+    /* the pipelined order (docs/speculative.md "One step"): the drafts are not in drafts[] but held by
+     * the queue for the next step only, draft i at index draft_src0 + i (di_step.dsrc) */
+    int drafts_held;
+    int draft_src0;
 } di_spec_item;
 
 /* Prompt logprobs: a prompt row whose logits give the raw logprob of the next prompt token (and the
@@ -126,6 +134,9 @@ typedef struct di_step {
     int n_ops;
     di_model_batch batch;       /* rows; logits rows = the samples' rows */
     int32_t *src;               /* [batch.n] -1, or the previous step's sample whose id is the row's token */
+    int32_t *dsrc;              /* [batch.n] -1, or the row is a draft the queue holds from the previous step
+                                   (di_spec_item drafts_held): its index there; NULL when n_dsrc == 0 */
+    int n_dsrc;                 /* rows with dsrc >= 0 (the queue sets it to 0 once it filled them in) */
     di_sample_spec *samples;
     int n_samples;
     di_spec_item *spec;         /* speculative decoding: every sequence's part (NULL: off) */
@@ -156,6 +167,9 @@ struct di_devq {
     double device_busy_s, device_idle_s; /* deepinfer_engine_stats: device time of the steps, gaps between them */
     int64_t device_sampled;     /* steps sampled on the device */
     int64_t device_queued;      /* of those, queued behind the unfinished previous step */
+    int64_t spec_held;          /* drafter steps whose drafts the queue held for the next step (pipelined order) */
+    int64_t spec_fed;           /* verify steps whose draft rows were read from device memory, queued behind the
+                                   drafter without the host waiting for it */
 };
 
 /* The queue (see above): max_logit_rows bounds samples per step; graphs =
@@ -173,9 +187,14 @@ deepinfer_status di_devq_enable_prompt_lp(di_devq *q, int rows, di_error *err);
 
 /* Speculative decoding on: scratch for steps of up to max_rows rows, max_items sequences and
  * max_samples samples with drafts of up to spec_n tokens (the drafter's input rows, the feed's
- * tables, logits rows). Spec steps run synchronously (finished inside submit). */
+ * tables, logits rows). Spec steps are finished inside submit (their samples taken). pipeline = 1:
+ * where every drafting request's picks are greedy (devq_spec.h), the drafts are held by the queue
+ * for the next step (di_spec_item drafts_held, di_step dsrc) and, on CUDA, the drafter is not
+ * waited for: the next step's draft rows read its output on the device (docs/speculative.md). The
+ * caller must then give every draft row of a held draft the index in dsrc, and only in the step
+ * right after (later steps find them gone). 0: drafts always come back in drafts[]. */
 deepinfer_status di_devq_enable_spec(di_devq *q, int max_rows, int max_items, int max_samples, int spec_n,
-                                     di_error *err);
+                                     int pipeline, di_error *err);
 
 /* Parallel ranks (ranks.h): every step's forward through fn(ctx, step, batch, err) instead of
  * di_model_forward (the step's state operations already ran on this queue's pool). NULL: back

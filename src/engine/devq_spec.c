@@ -41,8 +41,23 @@ deepinfer_status di_devq_spec_init(di_devq_spec *s, di_model *m, int max_rows, i
     return st;
 }
 
+deepinfer_status di_devq_spec_hold_init(di_devq_spec *s, int pipeline, int dev_feed, di_error *err) {
+    s->pipeline = pipeline;
+    if (!pipeline) return DEEPINFER_OK;
+    size_t n = (size_t)s->max_seqs * (size_t)s->block;
+    s->held = malloc(sizeof(int32_t) * 2 * n);
+    if (!s->held) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for held drafts");
+    s->held_conf = (float *)(void *)(s->held + n);
+    s->dev_out = dev_feed && di_model_draft_dev_out(s->model);
+    if (s->dev_out && !(s->dev = di_dev_alloc(sizeof(int32_t) * 2 * n)))
+        return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of device memory for held drafts");
+    return DEEPINFER_OK;
+}
+
 void di_devq_spec_free(di_devq_spec *s) {
     di_dev_free(s->hid);
+    di_dev_free(s->dev);
+    free(s->held);
     free(s->seq), free(s->n_feed), free(s->k), free(s->item), free(s->last), free(s->kcut), free(s->hidden), free(s->next), free(s->next_buf);
     free(s->ids), free(s->conf);
     di_sampler_scratch_free(&s->scratch);
@@ -100,6 +115,10 @@ static int greedy_pick(const di_sample_spec *sp) {
            p->frequency_penalty == 0.0f && !sp->allow_mask && (int64_t)p->min_tokens <= (int64_t)sp->n_out + 1;
 }
 
+/* 1 if the drafts of the request sampled by sp may be held for the next step (devq_spec.h): greedy
+ * picks, and nothing (a grammar, logprobs) that keeps its next step's samples on the host. */
+static int holdable(const di_sample_spec *sp) { return greedy_pick(sp) && !sp->matcher && sp->params->logprobs < 0; }
+
 /* The accepted drafts of a verify group and the sample kept after them (-1: none is valid). */
 static int accept(const di_step *st, const di_spec_item *it, int *kept) {
     int m = 0;
@@ -130,6 +149,7 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
         di_spec_item *it = &st->spec[i];
         it->accepted = 0;
         it->n_draft = 0;
+        it->drafts_held = 0;
         if (!it->active) continue;
         int kept_rows = it->nrows, kept = -1;
         if (it->sample0 >= 0) {
@@ -172,9 +192,19 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
     pick_ctx pc = {s, st};
     /* on a device backend, when every pick is the argmax the drafter picks on the device: no logits
      * come to the host (draft.h pick = NULL); the drafts only decide what is verified, never an output */
-    int device_greedy = di_exec_on_device(di_model_exec(s->model));
-    for (int q = 0; q < n && device_greedy; q++)
-        if (s->k[q] > 0 && !greedy_pick(&st->samples[last[q]])) device_greedy = 0;
+    int on_dev = di_exec_on_device(di_model_exec(s->model));
+    int device_greedy = on_dev, hold = s->pipeline, G = 0;
+    for (int q = 0; q < n; q++) {
+        if (s->k[q] <= 0) continue;
+        G++;
+        if (!greedy_pick(&st->samples[last[q]])) device_greedy = 0;
+        if (!holdable(&st->samples[last[q]])) hold = 0;
+    }
+    /* held drafts: on the device only where the drafter leaves them there (else the step is waited for,
+     * and holding them would only delay them); the CPU holds them after its synchronous drafter */
+    hold = hold && G > 0 && (on_dev ? device_greedy && s->dev_out : 1);
+    int dev_hold = hold && on_dev;
+    s->held_seq = 0; /* the drafter overwrites what an earlier step held */
     di_model_draft d = {.n = n,
                         .seq = s->seq,
                         .n_feed = s->n_feed,
@@ -185,9 +215,29 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
                         .pick_ctx = &pc,
                         .ids = s->ids,
                         .confidence = s->conf,
-                        .record = s->record && device_greedy};
+                        .record = s->record && device_greedy,
+                        .dev_ids = dev_hold ? s->dev : NULL,
+                        .dev_conf = dev_hold ? (float *)(void *)(s->dev + (size_t)G * s->block) : NULL};
     deepinfer_status e = di_model_draft_step(s->model, &d, err);
     if (e) return e;
+    if (hold) { /* the drafts stay here (device: not waited for) until the next step takes them */
+        s->held_seq = st->seq_no;
+        s->held_n = G;
+        s->held_on_device = dev_hold;
+        for (int q = 0, g = 0; q < n; q++) {
+            di_spec_item *it = &st->spec[s->item[q]];
+            if (s->k[q] <= 0) continue;
+            it->n_draft = dev_hold ? s->k[q] : s->kcut[q]; /* device picks are argmaxes: none ends a draft */
+            it->drafts_held = 1;
+            it->draft_src0 = g * s->block;
+            if (!dev_hold) {
+                memcpy(s->held + it->draft_src0, s->ids + (size_t)q * s->block, sizeof(int32_t) * (size_t)it->n_draft);
+                memcpy(s->held_conf + it->draft_src0, s->conf + (size_t)q * s->block, sizeof(float) * (size_t)it->n_draft);
+            }
+            g++;
+        }
+        return DEEPINFER_OK;
+    }
     for (int q = 0; q < n; q++) {
         di_spec_item *it = &st->spec[s->item[q]];
         const int32_t *ids = s->ids + (size_t)q * s->block;
@@ -198,5 +248,42 @@ deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err)
         memcpy(it->drafts, ids, sizeof(int32_t) * (size_t)k);
         memcpy(it->conf, s->conf + (size_t)q * s->block, sizeof(float) * (size_t)k);
     }
+    return DEEPINFER_OK;
+}
+
+/* ---- held drafts into the next step ------------------------------------------------------------ */
+
+deepinfer_status di_devq_spec_take(di_devq_spec *s, di_step *st, di_error *err) {
+    if (!st->n_dsrc) return DEEPINFER_OK;
+    if (!s->held_seq || s->held_seq + 1 != st->seq_no)
+        return di_error_set(err, DEEPINFER_ERR_INTERNAL, "step %llu has draft rows held from step %llu; the queue holds %s",
+                            (unsigned long long)st->seq_no, (unsigned long long)st->seq_no - 1,
+                            s->held_seq ? "another step's" : "none");
+    size_t n = (size_t)s->held_n * (size_t)s->block;
+    if (s->held_on_device) { /* drafts, then confidences: one copy (waits for the drafter, or the step after it) */
+        di_exec *x = di_model_exec(s->model);
+        di_copy_d2h(x, s->held, s->dev, sizeof(int32_t) * 2 * n);
+        deepinfer_status e = di_exec_sync(x, err);
+        if (e) return e;
+        memmove(s->held_conf, s->held + n, sizeof(float) * n);
+        s->held_on_device = 0;
+    }
+    int32_t *tokens = (int32_t *)st->batch.tokens; /* the runner's own array */
+    for (int r = 0; r < st->batch.n; r++) {
+        if (st->dsrc[r] < 0) continue;
+        if ((size_t)st->dsrc[r] >= n)
+            return di_error_set(err, DEEPINFER_ERR_INTERNAL, "draft row %d: held draft %d of %zu", r, st->dsrc[r], n);
+        tokens[r] = s->held[st->dsrc[r]];
+    }
+    /* a verify sample's row is followed by the draft it is compared with; that draft is also the
+     * output slot the group's later samples read as history (runner.c writes it there for host drafts) */
+    for (int i = 0; i < st->n_samples; i++) {
+        di_sample_spec *sp = &st->samples[i];
+        int row = sp->logit_row + 1;
+        if (sp->spec_rest <= 0 || row >= st->batch.n || st->dsrc[row] < 0) continue;
+        sp->spec_next = tokens[row];
+        *sp->w_token = tokens[row];
+    }
+    st->n_dsrc = 0;
     return DEEPINFER_OK;
 }

@@ -22,6 +22,18 @@
  *                        device and only the ids come back);
  *                        under structured outputs the first draft the grammar
  *                        rejects ends the draft.
+ *
+ * Held drafts (the pipelined order, docs/speculative.md "One step"): with
+ * `pipeline` on, a drafter step whose drafting requests all pick greedily
+ * (temperature 0, no penalties, no allow mask, min_tokens reached, no
+ * grammar, no logprobs) keeps its drafts here instead of in the spec items
+ * (drafts_held, draft_src0), for the next step only. On a device backend
+ * whose drafter can leave them in backend memory (model.h
+ * di_model_draft_dev_out) the drafter is launched and not waited for: the
+ * next step's draft rows read them on the device (devq.c), and they come to
+ * the host after that step's samples (di_devq_spec_take), before anything
+ * is accepted. On the CPU the drafter runs as before and its drafts are
+ * copied here: the same order of host work, so the CPU tests prove it.
  */
 #ifndef DI_ENGINE_DEVQ_SPEC_H
 #define DI_ENGINE_DEVQ_SPEC_H
@@ -45,6 +57,15 @@ typedef struct di_devq_spec {
     int32_t *ids;              /* [max_seqs][block] */
     float *conf;
     di_sampler_scratch scratch;
+    /* held drafts */
+    int pipeline;              /* di_devq_enable_spec's switch */
+    int dev_out;               /* the drafter leaves greedy drafts in `dev` and the queue feeds them to the device */
+    int32_t *dev;              /* backend memory, [2][max_seqs][block]: drafts [g][block], then confidences */
+    int32_t *held;             /* host [max_seqs][block]: the held drafts once taken (CPU: at once) */
+    float *held_conf;
+    uint64_t held_seq;         /* the step whose drafter's drafts are held (0: none) */
+    int held_n;                /* its drafting requests */
+    int held_on_device;        /* still in `dev` only */
 } di_devq_spec;
 
 deepinfer_status di_devq_spec_init(di_devq_spec *s, di_model *m, int max_rows, int max_seqs, int spec_n, di_error *err);
@@ -53,7 +74,16 @@ void di_devq_spec_free(di_devq_spec *s);
 /* Before the forward: snapshots, and the drafter input in the batch. */
 void di_devq_spec_before(di_devq_spec *s, di_step *st, di_model_batch *b);
 
-/* After the samples: acceptance, rollback, feed and drafts (results in st->spec). */
+/* After the samples: acceptance, rollback, feed and drafts (results in st->spec, or held). */
 deepinfer_status di_devq_spec_after(di_devq_spec *s, di_step *st, di_error *err);
+
+/* Allocate what held drafts need (after init): pipeline as di_devq_enable_spec; dev_feed = the queue
+ * can take a step's tokens on the device (devq.c). */
+deepinfer_status di_devq_spec_hold_init(di_devq_spec *s, int pipeline, int dev_feed, di_error *err);
+
+/* Step st's draft rows (st->dsrc): the drafts held from step st->seq_no - 1 to the host (waiting for
+ * the drafter where they are still on the device), then into st: each draft row's token, the draft
+ * each verify sample compares with (spec_next) and the history slot later samples read; n_dsrc = 0. */
+deepinfer_status di_devq_spec_take(di_devq_spec *s, di_step *st, di_error *err);
 
 #endif

@@ -8,7 +8,10 @@
  * host work), SPLIT_FWD0 (the forward is called), SPLIT_FWD1 (it returned:
  * for a recorded step the plan build and the launch, the device idle
  * meanwhile), SPLIT_IDS (the sampled ids are on the host: the sampler's launch, then the verify on the
- * device), SPLIT_DONE (acceptance, rollback and the drafter, with its wait);
+ * device; in the pipelined order it also covers the previous drafter, which
+ * this step was queued behind, and the read-back of its drafts), SPLIT_DONE
+ * (acceptance, rollback and the drafter: its wait in the synchronous order,
+ * only its launch in the pipelined one);
  * the means per step go to stderr when the queue is destroyed.
  */
 #ifndef DI_ENGINE_DEVQ_SPLIT_H

@@ -195,7 +195,8 @@ static void take_sample(deepinfer_engine *e, const di_sample_spec *sp, double no
  * rejected drafts are no longer computed state, and the drafts for its next step. The counts take
  * the accepted drafts the choice committed: one that ended inside its accepted run (EOS, a stop,
  * an error) committed fewer than the drafts accepted (take_sample ran first). */
-static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec_item *sp, const di_sample_spec *samples) {
+static void take_spec(deepinfer_engine *e, const di_step *st, const di_step_item *it, const di_spec_item *sp) {
+    const di_sample_spec *samples = st->samples;
     di_request *r = di_reqmap_get(&e->reqs, it->request_id);
     if (!r) return;
     di_choice *c = &r->choices[it->choice];
@@ -217,6 +218,9 @@ static void take_spec(deepinfer_engine *e, const di_step_item *it, const di_spec
     if (c->state != DI_CHOICE_RUNNING) return;
     c->n_sched -= sp->draft - sp->accepted;
     c->n_draft = sp->n_draft;
+    c->draft_held = sp->drafts_held ? st->seq_no : 0; /* held: the queue fills them into the next step */
+    c->draft_src0 = sp->draft_src0;
+    if (sp->drafts_held) return;
     memcpy(c->draft, sp->drafts, sizeof(int32_t) * (size_t)sp->n_draft);
     memcpy(c->draft_conf, sp->conf, sizeof(float) * (size_t)sp->n_draft);
 }
@@ -239,7 +243,7 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
         if (b->step.status && !r->out.finished) fail_request(e, r, b->step.status, b->step.err.msg);
     }
     for (int i = 0; i < b->step.n_samples; i++) take_sample(e, &b->step.samples[i], now);
-    for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->items[i], &b->step.spec[i], b->step.samples);
+    for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->step, &b->items[i], &b->step.spec[i]);
     return DEEPINFER_OK;
 }
 
@@ -300,6 +304,7 @@ deepinfer_status deepinfer_step(deepinfer_engine *e, size_t *n_updated) {
         e->inflight = NULL;
         if (st_drain) return st_drain;
     }
+    e->sched.next_seq = e->runner.seq_no + 1;
     di_sched_schedule(&e->sched);                                   /* 1. decide what runs */
     di_step_buf *next = di_runner_build(&e->runner, &e->sched.plan); /* 2. rows, placeholders, samples */
     deepinfer_status st = next ? di_devq_submit(e->dq, &next->step, &err) : DEEPINFER_OK; /* 3. enqueue */

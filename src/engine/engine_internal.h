@@ -90,12 +90,16 @@ void di_engine_backend_release(di_backend_kind k);
  *   ranks_one_device see the field (tests/ops/cuda/gtest_engine_multidev.c)
  *   spec_cost     confidence-scheduled speculation: this step-cost table
  *                 (spec_cost.h) instead of the one measured at open, so that
- *                 a test's draft lengths do not depend on the machine's timing */
+ *                 a test's draft lengths do not depend on the machine's timing
+ *   spec_sync     1: every step with drafts in the synchronous order (the
+ *                 drafts back on the host before the next step is planned;
+ *                 docs/speculative.md): the tests' A/B of the pipelined order */
 typedef struct di_engine_options {
     di_safetensors *weights;
     int host_sampler;
     int lanes_max;
     const di_spec_cost *spec_cost;
+    int spec_sync;
     int nccl_one_rank;           /* CUDA, one rank: the model's EP path over an NCCL communicator of one rank
                                     (ops/backend.h di_backend_comm_one; every expert resident, the exchange
                                     through NCCL), eager steps: the GPU test of the NCCL path against none */

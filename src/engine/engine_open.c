@@ -526,8 +526,10 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if (e->spec_n > 0) { /* a step with drafts runs synchronously and the next is planned after it (engine.c) */
         int samples = e->cfg.max_num_seqs * (2 + e->spec_n); /* verify groups, and chunks that end a prompt */
         if (samples > e->cfg.max_num_batched_tokens) samples = e->cfg.max_num_batched_tokens;
+        /* held drafts (the pipelined order) need the next step's draft count before its drafts: fixed lengths */
+        int pipeline = !e->spec_varlen && !opt->spec_sync;
         if ((st = di_devq_enable_spec(e->dq, e->cfg.max_num_batched_tokens, 2 * e->cfg.max_num_seqs, samples,
-                                      e->spec_n, err)))
+                                      e->spec_n, pipeline, err)))
             return st;
     }
     if ((st = di_devq_enable_prompt_lp(e->dq, prompt_lp_rows(&e->cfg), err))) return st;

@@ -72,6 +72,9 @@ typedef struct di_choice {
     int32_t draft[DEEPINFER_MAX_DRAFT];
     float draft_conf[DEEPINFER_MAX_DRAFT];
     int n_draft;
+    uint64_t draft_held;       /* > 0: draft[] is not filled in; the queue holds the drafts for the step after step
+                                  draft_held only (devq.h di_spec_item drafts_held), draft i at draft_src0 + i */
+    int draft_src0;
     int spec_backoff;          /* probes in a row whose drafts were not taken (the probe interval's doubling) */
 } di_choice;
 

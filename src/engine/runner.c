@@ -16,12 +16,13 @@ deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows,
         s->late_from = malloc(sizeof(int64_t) * (size_t)max_rows);
         s->seq = malloc(sizeof(di_seq_state *) * (size_t)max_rows);
         s->src = malloc(sizeof(int32_t) * (size_t)max_rows);
+        s->dsrc = malloc(sizeof(int32_t) * (size_t)max_rows);
         s->samples = malloc(sizeof(di_sample_spec) * (size_t)max_items);
         s->ops = malloc(sizeof(di_state_op) * (size_t)max_items);
         s->items = malloc(sizeof(di_step_item) * (size_t)max_items);
         s->plp = malloc(sizeof(di_plp_spec) * (size_t)max_rows);
-        if (!s->tokens || !s->pos || !s->late_from || !s->seq || !s->src || !s->samples || !s->ops || !s->items ||
-            !s->plp) {
+        if (!s->tokens || !s->pos || !s->late_from || !s->seq || !s->src || !s->dsrc || !s->samples || !s->ops ||
+            !s->items || !s->plp) {
             di_runner_free(r);
             return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
         }
@@ -32,7 +33,7 @@ deepinfer_status di_runner_init(di_runner *r, di_state_pool *pool, int max_rows,
 void di_runner_free(di_runner *r) {
     for (int b = 0; b < 2; b++) {
         di_step_buf *s = &r->buf[b];
-        free(s->tokens), free(s->pos), free(s->late_from), free(s->seq), free(s->src);
+        free(s->tokens), free(s->pos), free(s->late_from), free(s->seq), free(s->src), free(s->dsrc);
         free(s->samples), free(s->ops), free(s->items), free(s->spec), free(s->plp);
     }
     memset(r, 0, sizeof *r);
@@ -79,7 +80,7 @@ deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err) 
 
 di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     di_step_buf *b = &r->buf[r->next];
-    int rows = 0, ns = 0, ni = 0, n_active = 0, np = 0;
+    int rows = 0, ns = 0, ni = 0, n_active = 0, np = 0, nd = 0;
     for (int i = 0; i < plan->n_items; i++) {
         const di_plan_item *it = &plan->items[i];
         di_choice *c = it->c;
@@ -87,10 +88,17 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
         di_request *q = c->req;
         di_seq_state *s = di_pool_seq(r->pool, c->slot);
         int row0 = rows, first_draft = it->n - it->draft;
+        /* drafts the queue holds from the step built last (their tokens are not on the host yet) */
+        int held = it->draft > 0 && c->draft_held;
         for (int j = 0; j < it->n; j++, rows++) {
             int64_t idx = it->pos0 + j;
             b->src[rows] = -1;
-            if (j >= first_draft) { /* a draft: its row, and the history the group's later samples read */
+            b->dsrc[rows] = -1;
+            if (j >= first_draft && held) { /* the queue fills in its token, comparison and history */
+                b->tokens[rows] = 0;
+                b->dsrc[rows] = c->draft_src0 + j - first_draft;
+                nd++;
+            } else if (j >= first_draft) { /* a draft: its row, and the history the group's later samples read */
                 b->tokens[rows] = c->draft[j - first_draft];
                 c->out_ids[c->n_out + j - first_draft] = c->draft[j - first_draft];
             } else if (idx < q->n_prompt) b->tokens[rows] = q->prompt[idx];
@@ -124,7 +132,7 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
             di_sample_spec *sp = &b->samples[ns];
             fill_sample(sp, c, it->pos0 + j + 1, row0 + j, r->base_mask);
             sp->spec_rest = it->n - 1 - j;
-            sp->spec_next = sp->spec_rest ? c->draft[j + 1 - first_draft] : -1;
+            sp->spec_next = sp->spec_rest && !held ? c->draft[j + 1 - first_draft] : -1;
             sp->skipped = 0;
             c->n_pending++;
             c->pend_sample = ns++;
@@ -163,6 +171,8 @@ di_step_buf *di_runner_build(di_runner *r, const di_plan *plan) {
     st->batch = (di_model_batch){.n = rows, .tokens = b->tokens, .pos = b->pos, .seq = b->seq};
     if (r->yoco_keep > 0) st->batch.late_from = b->late_from;
     st->src = b->src;
+    st->dsrc = nd ? b->dsrc : NULL;
+    st->n_dsrc = nd;
     st->samples = b->samples;
     st->n_samples = ns;
     st->spec = n_active ? b->spec : NULL; /* no sequence in the drafter's stage: a plain step */

@@ -31,6 +31,7 @@ typedef struct di_step_buf {
     int64_t *late_from;          /* compact prefill (batch.h late_from); used when the runner's keep > 0 */
     di_seq_state **seq;
     int32_t *src;
+    int32_t *dsrc;               /* speculative decoding: the held drafts' indices (devq.h di_step dsrc) */
     di_sample_spec *samples;
     di_state_op *ops;
     di_step_item *items;
@@ -60,7 +61,9 @@ deepinfer_status di_runner_enable_spec(di_runner *r, int spec_n, di_error *err);
 void di_runner_free(di_runner *r);
 
 /* Build the step for `plan`; NULL when the plan has no rows. The step stays
- * valid until the next-but-one call. */
+ * valid until the next-but-one call. A choice whose drafts the queue holds from the step built
+ * last (di_choice draft_held) gets draft rows whose tokens, comparisons and history the queue
+ * fills in (di_step dsrc); the scheduler plans held drafts only in that step (scheduler.h next_seq). */
 di_step_buf *di_runner_build(di_runner *r, const di_plan *plan);
 
 #endif

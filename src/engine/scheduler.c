@@ -238,6 +238,8 @@ static void schedule_decodes(pass *p) {
  * samples one more output) and the context. */
 static int draft_room(const di_scheduler *s, const di_choice *c) {
     if (c->n_pending || c->n_draft <= 0) return 0;
+    /* drafts held by the queue serve only the step right after the one that made them */
+    if (c->draft_held && c->draft_held + 1 != s->next_seq) return 0;
     int64_t k = c->n_draft < s->cfg.spec_n ? c->n_draft : s->cfg.spec_n;
     int64_t out_left = (int64_t)c->req->params.max_tokens - c->n_out - 1;
     int64_t ctx_left = s->cfg.max_model_len - total_tokens(c) - 1;

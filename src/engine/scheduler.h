@@ -113,6 +113,8 @@ typedef struct di_scheduler {
     const float **spec_conf;
     struct di_spec_cand *spec_cand;
     int64_t spec_clock;       /* steps planned with confidence scheduling: the probes' common clock */
+    uint64_t next_seq;        /* the number the step planned next will have (the engine sets it): drafts held
+                                 from another step than the one before are not planned (di_choice draft_held) */
 } di_scheduler;
 
 deepinfer_status di_sched_init(di_scheduler *s, const di_sched_config *cfg, di_state_pool *pool, di_error *err);

@@ -46,6 +46,13 @@ typedef struct di_model_draft {
                                        device backend then runs a greedy step (pick NULL) as a recorded step,
                                        one CUDA graph per shape (the fed rows' layout, the drafting requests),
                                        for a bounded number of shapes; the bits are the eager step's */
+    int32_t *dev_ids;               /* backend memory or NULL. DSpark on a device backend, greedy (pick NULL):
+                                       the drafts stay there, dev_ids[g * block + i] = draft i of the g-th
+                                       request with k > 0 (in d's order), and the step returns without
+                                       waiting for the device; ids / confidence are then not written (the
+                                       caller reads dev_ids after its next wait: docs/speculative.md "On
+                                       CUDA", the pipelined order). Ignored elsewhere (di_model_draft_dev_out) */
+    float *dev_conf;                /* with dev_ids: the confidence logits there too, same layout (or NULL) */
 } di_model_draft;
 
 /* What a drafter allows (dspark.c, mtp.c fill it): the checks of di_model_draft_check. */

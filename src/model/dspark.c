@@ -236,6 +236,9 @@ typedef struct draft_job {
     float *logits;               /* [caller request][B][vocab] or NULL */
     float *confidence;           /* [caller request][B] or NULL */
     int defer;                   /* a recorded step: the ids and confidences are read after it (markov_collect) */
+    int32_t *dev_ids;            /* draft.h dev_ids (greedy on the device): the drafts stay in backend memory */
+    float *dev_conf;
+    int q0;                      /* with dev_ids: the job's first request among the caller's drafting ones */
 } draft_job;
 
 static deepinfer_status bad_pick(int req, int i, int32_t t, int V, di_error *err) {
@@ -245,6 +248,7 @@ static deepinfer_status bad_pick(int req, int i, int32_t t, int V, di_error *err
 }
 
 static void markov_collect(di_v41_model *m, const draft_job *j, int host_pick);
+static void markov_to_dev(di_v41_model *m, const draft_job *j);
 
 /* The Markov correction and the confidence head, step by step over a job. Step i's Markov
  * ids are m->dids row i ([B + 1][G], backend memory): the anchors, then each step's drafts. */
@@ -293,8 +297,22 @@ static deepinfer_status markov_head(di_v41_model *m, const draft_job *j, di_erro
             if (j->logits) memcpy(j->logits + ((size_t)j->req[r] * B + i) * V, row, sizeof(float) * (size_t)V);
         }
     }
-    if (!j->defer) markov_collect(m, j, host_pick);
+    if (j->dev_ids && !host_pick) markov_to_dev(m, j);
+    else if (!j->defer) markov_collect(m, j, host_pick);
     return DEEPINFER_OK;
+}
+
+/* draft.h dev_ids: a greedy job's drafts (dids rows 1 .. B, [B][G]) and confidences ([B][G]) into the
+ * caller's backend buffers, request-major ([q0 + r][B]); copies on the stream, nothing read back (also
+ * inside a recorded step: the buffers are the caller's fixed ones). */
+static void markov_to_dev(di_v41_model *m, const draft_job *j) {
+    int B = (int)m->core.cfg.dspark_block_size, G = j->n;
+    di_exec *x = &m->core.x;
+    for (int r = 0; r < G; r++) {
+        size_t o = (size_t)(j->q0 + r) * B;
+        di_copy_2d(x, B, m->dids + G + r, (size_t)G * 4, j->dev_ids + o, 4, 4);
+        if (j->dev_conf) di_copy_2d(x, B, m->dconf + r, (size_t)G * 4, j->dev_conf + o, 4, 4);
+    }
 }
 
 /* A job's drafts and confidences to the host and into the caller's arrays (after the job's device
@@ -414,11 +432,11 @@ static deepinfer_status check_step(const di_v41_model *m, const di_model_draft *
 /* The shape of a recorded drafter step: the fed rows' hidden-row runs (main_proj's launches and their
  * source rows), the fed row count and the drafting requests; bit 63 keeps it apart from the target's
  * step keys (engine/devq_graph.c). */
-static uint64_t record_key(const di_v41_model *m, int nq, int G) {
+static uint64_t record_key(const di_v41_model *m, int nq, int G, int dev_out) {
     size_t ld = (size_t)m->core.cfg.n_dspark_target_layer_ids * m->core.cfg.hidden_size;
     uint64_t h = 1469598103934665603ull;
 #define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
-    MIX(nq), MIX(G);
+    MIX(nq), MIX(G), MIX(dev_out);
     for (int i = 0; i < nq;) {
         int j = i + 1;
         while (j < nq && m->fhid[j] == m->fhid[j - 1] + ld) j++;
@@ -454,19 +472,25 @@ deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di
     }
     int rec = d->record && di_exec_on_device(x) && !d->pick && G <= m->draft_max && fed <= m->core.max_rows &&
               G + fed > 0;
+    /* draft.h dev_ids: greedy on the device, the drafts left in the caller's buffers, no wait */
+    int dev_out = d->dev_ids && di_exec_on_device(x) && !d->pick;
     for (int r = 0; r < d->n; r++)
         if (d->n_feed[r] > 0) feed_queue(m, &nq, d->seq[r], d->seq[r]->mtp_tokens, d->n_feed[r], d->hidden[r]);
     int slot = -1;
     if (rec) {
-        uint64_t key = record_key(m, nq, G);
+        uint64_t key = record_key(m, nq, G, dev_out);
         slot = record_shape(m, key);
         rec = slot >= 0 && di_backend_step_begin(x, key, NULL) == DEEPINFER_OK; /* else eager */
     }
     if (nq) feed_pass(m, nq);
     for (int r = 0; r < d->n; r++) d->seq[r]->mtp_tokens += d->n_feed[r];
-    draft_job j = {.pick = d->pick, .pick_ctx = d->pick_ctx, .ids = d->ids, .confidence = d->confidence, .defer = rec};
+    draft_job j = {.pick = d->pick, .pick_ctx = d->pick_ctx, .ids = d->ids, .confidence = d->confidence, .defer = rec,
+                   .dev_ids = dev_out ? d->dev_ids : NULL, .dev_conf = dev_out ? d->dev_conf : NULL};
+    int drafting = 0; /* requests with k > 0 before this one (dev_ids' order) */
     for (int r = 0; r < d->n && !st; r++) {
+        if (j.n == 0) j.q0 = drafting;
         if (d->k[r] > 0) {
+            drafting++;
             di_seq_state *s = d->seq[r];
             j.seq[j.n] = s, j.pos[j.n] = s->mtp_tokens - 1, j.anchor[j.n] = d->next[r][d->n_feed[r] - 1];
             j.req[j.n] = r, j.keep[j.n] = d->k[r] < B ? d->k[r] : B;
@@ -490,11 +514,11 @@ deepinfer_status di_v41_dspark_step(di_v41_model *m, const di_model_draft *d, di
             e.record = 0;
             return di_v41_dspark_step(m, &e, err);
         }
-        if (!st && j.n) markov_collect(m, &j, 0);
+        if (!st && j.n && !dev_out) markov_collect(m, &j, 0);
     }
     if (st) {
         di_exec_sync(x, NULL);
         return st;
     }
-    return di_exec_sync(x, err);
+    return dev_out ? DEEPINFER_OK : di_exec_sync(x, err); /* dev_out: its failures show at the caller's next wait */
 }

@@ -145,6 +145,10 @@ void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint1
     else b->hidden = buf;
 }
 
+int di_model_draft_dev_out(const di_model *m) {
+    return m->v41 && m->v41->w.n_stages > 0 && di_exec_on_device(&m->v41->core.x);
+}
+
 deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err) {
     return m->v41 ? di_v41_dspark_step(m->v41, d, err) : di_v4_mtp_step(m->v4, d, err);
 }

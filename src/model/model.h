@@ -138,4 +138,8 @@ void di_model_batch_set_draft_hidden(const di_model *m, di_model_batch *b, uint1
  * itself). */
 deepinfer_status di_model_draft_step(di_model *m, const di_model_draft *d, di_error *err);
 
+/* 1 if di_model_draft_step can leave greedy drafts in backend memory without waiting (draft.h
+ * dev_ids): V4.1 DSpark on a device backend. */
+int di_model_draft_dev_out(const di_model *m);
+
 #endif

@@ -181,8 +181,8 @@ void di_backend_dq_free(di_backend_dq *q) {
 /* The rest is only reached with a queue di_backend_dq_new made, so a backend is registered. */
 void di_backend_dq_begin(di_backend_dq *q, uint64_t seq) { g_dev->dq_begin(q, seq); }
 deepinfer_status di_backend_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens, const int32_t *src,
-                                    int32_t *dtok, di_error *err) {
-    return g_dev->dq_feed(q, seq, n, tokens, src, dtok, err);
+                                    const int32_t *from, int32_t *dtok, di_error *err) {
+    return g_dev->dq_feed(q, seq, n, tokens, src, from, dtok, err);
 }
 deepinfer_status di_backend_dq_sample(di_backend_dq *q, uint64_t seq, const float *dlogits, int M,
                                       const di_backend_sample_row *rows, di_error *err) {

@@ -124,7 +124,9 @@ void di_backend_argmax_rest(struct di_exec *x, int M, const float *logits, int V
  * buffers are reused by step n + 2, so step n must be finished before step n + 2 begins.
  * di_backend_dq_begin: mark the start of step `seq` on the exec's stream (its device work follows);
  * di_backend_dq_feed: dtok[r] (device, n rows) = the id step seq - 1 sampled as its row src[r] when
- *   src[r] >= 0 (0 where that row found no token), else tokens[r] (host);
+ *   src[r] >= 0 (0 where that row found no token), else tokens[r] (host); with `from` (device ids,
+ *   NULL: step seq - 1's sampled ids) the rows with src[r] >= 0 take from[src[r]] instead (speculative
+ *   decoding: the draft rows of a verify step queued behind the drafter that writes them);
  * di_backend_dq_sample: sample M rows of the device logits dlogits (row i at i * vocab) exactly as
  *   src/engine/sampler.c di_sample_row does (dic.h dic_sample_rows), copy the ids to the host side
  *   and mark the step's end; rows[i]'s pointers are host arrays (copied here);
@@ -154,7 +156,7 @@ deepinfer_status di_backend_dq_new(struct di_exec *x, int max_rows, int vocab, d
 void di_backend_dq_free(di_backend_dq *q);
 void di_backend_dq_begin(di_backend_dq *q, uint64_t seq);
 deepinfer_status di_backend_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens, const int32_t *src,
-                                    int32_t *dtok, di_error *err);
+                                    const int32_t *from, int32_t *dtok, di_error *err);
 deepinfer_status di_backend_dq_sample(di_backend_dq *q, uint64_t seq, const float *dlogits, int M,
                                       const di_backend_sample_row *rows, di_error *err);
 void di_backend_dq_end(di_backend_dq *q, uint64_t seq);

@@ -101,13 +101,13 @@ void di_cuda_dq_end(di_backend_dq *q, uint64_t seq) {
 }
 
 deepinfer_status di_cuda_dq_feed(di_backend_dq *q, uint64_t seq, int n, const int32_t *tokens, const int32_t *src,
-                                 int32_t *dtok, di_error *err) {
+                                 const int32_t *from, int32_t *dtok, di_error *err) {
     cu_exec *c = cu_of(q->x);
-    if (n < 1 || n > q->max_rows || seq < 2)
+    if (n < 1 || n > q->max_rows || (seq < 2 && !from))
         return di_error_set(err, DEEPINFER_ERR_INTERNAL, "device queue: feed of %d rows at step %llu", n,
                             (unsigned long long)seq);
     dq_slot *s = &q->slot[seq & 1];
-    const int32_t *prev = q->slot[(seq - 1) & 1].d_ids;
+    const int32_t *prev = from ? from : q->slot[(seq - 1) & 1].d_ids;
     memcpy(s->h_feed, tokens, (size_t)n * 4);
     memcpy(s->h_feed + n, src, (size_t)n * 4);
     cu_check(c, cudaMemcpyAsync(s->d_feed, s->h_feed, (size_t)n * 8, cudaMemcpyHostToDevice, c->dc.stream),
