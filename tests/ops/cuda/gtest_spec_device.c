@@ -9,11 +9,21 @@
  * are bitwise equal to speculation off; fixed drafts with graphs on equal
  * graphs off (recorded verify and drafter steps = eager ones: the same
  * outputs, the same drafts accepted at every position); and the counters
- * show verify steps that ran recorded and were sampled on the device. */
+ * show verify steps that ran recorded and were sampled on the device.
+ *
+ * The pipelined order (docs/speculative.md "One step"): greedy requests with
+ * fixed drafts of 5 hold their drafts in the queue, the drafter is not
+ * waited for and the next verify step reads its draft rows on the device;
+ * outputs equal the synchronous order's (di_engine_options spec_sync) and
+ * speculation off bitwise, the same drafts are verified and accepted at
+ * every position, with graphs and eager, at batch 1 and 8; and a request
+ * with logprobs beside a greedy one makes the steps it samples in take the
+ * held drafts to the host first (the fallback), with the same outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine_internal.h"
 #include "engine/engine_util.h"
 #include "engine_gpu_util.h"
 
@@ -139,3 +149,116 @@ TEST(gpu_spec_device_v41_greedy_b1) { dev_case_run(&V41, 1, 0); }
 TEST(gpu_spec_device_v41_greedy_b8) { dev_case_run(&V41, 8, 0); }
 TEST(gpu_spec_device_v41_sampled_b1) { dev_case_run(&V41, 1, 1); }
 TEST(gpu_spec_device_v41_sampled_b8) { dev_case_run(&V41, 8, 1); }
+
+/* ---- the pipelined order ------------------------------------------------------------------------ */
+
+typedef struct pipe_out {
+    deepinfer_request_output **out;
+    deepinfer_engine_stats st;
+    int64_t held, fed;          /* the queue's counters (devq.h spec_held, spec_fed) */
+} pipe_out;
+
+static int run_pipe(const dev_case *dc, int nextn, int graphs, int sync, int n, const deepinfer_prompt *pr,
+                    const deepinfer_sampling_params *sp, int chunk, pipe_out *r) {
+    eng_gpu_config g;
+    eng_gpu_config_init(&g, dc->dir, dc->v41_hash, "cuda");
+    g.c.max_num_seqs = NMAX;
+    g.c.cuda_graphs = graphs;
+    g.c.mtp_varlen = 0;
+    g.c.nextn_decode = nextn;
+    if (chunk) g.c.chunk_size = chunk;
+    const di_engine_options opt = {.spec_sync = sync};
+    deepinfer_engine *e = NULL;
+    di_error err = {0};
+    memset(r, 0, sizeof *r);
+    if (di_engine_open_opts(&g.c, &opt, &e, &err)) {
+        di_test_fail(__FILE__, __LINE__, "%s: open: %s", dc->name, err.msg);
+        return 0;
+    }
+    int ok = deepinfer_generate(e, pr, (size_t)n, sp, (size_t)n, &r->out) == DEEPINFER_OK;
+    if (!ok) di_test_fail(__FILE__, __LINE__, "%s: %s", dc->name, deepinfer_engine_last_error(e));
+    deepinfer_engine_get_stats(e, &r->st);
+    r->held = e->dq->spec_held;
+    r->fed = e->dq->spec_fed;
+    deepinfer_engine_close(e);
+    return ok;
+}
+
+/* Speculation off, then fixed 5 synchronous and pipelined with graphs on and off: every output the
+ * same; the pipelined runs held drafts and fed them on the device (want_fed) or took some to the
+ * host (fallback: held > fed), the synchronous ones neither; the same drafts verified per position. */
+static void pipe_case(const dev_case *dc, int n, const deepinfer_prompt *pr, const deepinfer_sampling_params *sp,
+                      int chunk, int fallback) {
+    unsetenv("DEEPINFER_ACCELERATOR");
+    unsetenv("DEEPINFER_BATCH_INVARIANT");
+    pipe_out ref;
+    if (!run_pipe(dc, 0, 1, 0, n, pr, sp, chunk, &ref)) return;
+    struct {
+        const char *what;
+        int graphs, sync;
+    } cfg[] = {{"sync, graphs", 1, 1}, {"pipelined, graphs", 1, 0}, {"sync, eager", 0, 1}, {"pipelined, eager", 0, 0}};
+    pipe_out prev = {0};
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        pipe_out r;
+        if (!run_pipe(dc, 5, cfg[k].graphs, cfg[k].sync, n, pr, sp, chunk, &r)) break;
+        int same = 1;
+        for (int i = 0; i < n; i++) same &= eng_same_output(ref.out[i], r.out[i], i);
+        fprintf(stderr, "    %s n=%d %-18s %s: %lld steps, %lld recorded, %lld verify groups, tau %.2f, %lld held, %lld fed\n",
+                dc->name, n, cfg[k].what, same ? "identical" : "DIFFERENT", (long long)r.st.steps,
+                (long long)r.st.graph_steps, (long long)r.st.spec_steps,
+                r.st.spec_steps ? (double)(r.st.spec_steps + r.st.spec_accepted) / r.st.spec_steps : 0,
+                (long long)r.held, (long long)r.fed);
+        CHECK_MSG(same, "%s: %s changed outputs", dc->name, cfg[k].what);
+        CHECK(r.st.spec_steps > 0);
+        if (cfg[k].sync) {
+            CHECK_MSG(r.held == 0 && r.fed == 0, "%s (%s): held drafts in the synchronous order", dc->name, cfg[k].what);
+        } else {
+            CHECK_MSG(r.held > 0 && r.fed > 0, "%s (%s): no verify step read held drafts on the device", dc->name,
+                      cfg[k].what);
+            if (fallback) CHECK_MSG(r.held > r.fed, "%s (%s): no held draft was taken to the host", dc->name, cfg[k].what);
+        }
+        if (!cfg[k].graphs) CHECK(r.st.graph_steps == 0);
+        /* sync then pipelined of the same recording: the same drafts verified and accepted */
+        if (k % 2 == 1 && prev.out)
+            CHECK_MSG(!memcmp(prev.st.spec_drafted_at, r.st.spec_drafted_at, sizeof r.st.spec_drafted_at) &&
+                          !memcmp(prev.st.spec_accepted_at, r.st.spec_accepted_at, sizeof r.st.spec_accepted_at),
+                      "%s (%s): other drafts verified than in the synchronous order (%lld vs %lld accepted)", dc->name,
+                      cfg[k].what, (long long)r.st.spec_accepted, (long long)prev.st.spec_accepted);
+        if (prev.out) deepinfer_outputs_free(prev.out, (size_t)n);
+        prev = r;
+    }
+    if (prev.out) deepinfer_outputs_free(prev.out, (size_t)n);
+    deepinfer_outputs_free(ref.out, (size_t)n);
+}
+
+static void pipe_greedy(const dev_case *dc, int n) {
+    static int32_t ids[NMAX * 128];
+    deepinfer_prompt pr[NMAX];
+    deepinfer_sampling_params sp[NMAX];
+    workload(dc, n, 0, ids, pr, sp);
+    for (int i = 0; i < n; i++) sp[i].max_tokens = MAXT - (i * 7) % 17; /* requests end at different steps */
+    pipe_case(dc, n, pr, sp, 0, 0);
+}
+
+/* Two greedy requests and one with logprobs whose long prompt prefills in chunks of 8 beside their
+ * verify steps: the steps it samples in sample on the host, so the held drafts go to the host first;
+ * its own drafter steps keep the synchronous order. */
+static void pipe_fallback(const dev_case *dc) {
+    static int32_t ids[NMAX * 128];
+    deepinfer_prompt pr[NMAX];
+    deepinfer_sampling_params sp[NMAX];
+    workload(dc, 3, 0, ids, pr, sp);
+    static char longtext[1024];
+    snprintf(longtext, sizeof longtext, "%s %s %s %s", TEXTS[4], TEXTS[5], TEXTS[6], TEXTS[7]);
+    if (dc->text) pr[2] = (deepinfer_prompt){.text = longtext};
+    sp[2].logprobs = 2;
+    sp[2].max_tokens = 12;
+    pipe_case(dc, 3, pr, sp, 8, 1);
+}
+
+TEST(gpu_spec_pipeline_demo_greedy_b1) { pipe_greedy(&DEMO, 1); }
+TEST(gpu_spec_pipeline_demo_greedy_b8) { pipe_greedy(&DEMO, 8); }
+TEST(gpu_spec_pipeline_v41_greedy_b1) { pipe_greedy(&V41, 1); }
+TEST(gpu_spec_pipeline_v41_greedy_b8) { pipe_greedy(&V41, 8); }
+TEST(gpu_spec_pipeline_demo_fallback) { pipe_fallback(&DEMO); }
+TEST(gpu_spec_pipeline_v41_fallback) { pipe_fallback(&V41); }
