@@ -416,7 +416,7 @@ static deepinfer_status queue_wait(di_devq *dq, di_step *s, di_error *err) {
 
 static void queue_destroy(di_devq *dq) {
     queue *q = (queue *)dq;
-    SPLIT_PRINT();
+    SPLIT_PRINT(q->base.spec_held, q->base.spec_fed);
     if (q->spec) di_devq_spec_free(q->spec);
     free(q->spec);
     di_backend_dq_free(q->dev); /* waits for the device */

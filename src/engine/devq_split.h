@@ -12,7 +12,8 @@
  * this step was queued behind, and the read-back of its drafts), SPLIT_DONE
  * (acceptance, rollback and the drafter: its wait in the synchronous order,
  * only its launch in the pipelined one);
- * the means per step go to stderr when the queue is destroyed.
+ * the means per step go to stderr when the queue is destroyed, with the
+ * pipelined order's counters (devq.h spec_held, spec_fed).
  */
 #ifndef DI_ENGINE_DEVQ_SPLIT_H
 #define DI_ENGINE_DEVQ_SPLIT_H
@@ -46,15 +47,15 @@ static inline void devq_split_done(void) {
     s->n++;
 }
 
-static inline void devq_split_print(void) {
+static inline void devq_split_print(long long held, long long fed) {
     const devq_split *s = &g_devq_split;
     if (!s->n) return;
     double n = (double)s->n;
     fprintf(stderr,
             "lab spec split: %ld verify steps, ms per step: engine host %.3f, before the forward %.3f, forward "
             "(plan build + launch) %.3f, sampling launch + wait for the ids %.3f, acceptance + drafter + its "
-            "wait %.3f\n",
-            s->n, s->sum[0] / (n > 1 ? n - 1 : 1), s->sum[1] / n, s->sum[2] / n, s->sum[3] / n, s->sum[4] / n);
+            "wait %.3f; pipelined order: %lld drafter steps held, %lld verify steps fed on the device\n",
+            s->n, s->sum[0] / (n > 1 ? n - 1 : 1), s->sum[1] / n, s->sum[2] / n, s->sum[3] / n, s->sum[4] / n, held, fed);
 }
 
 #define SPLIT_ENTER() devq_split_mark(0)
@@ -62,14 +63,14 @@ static inline void devq_split_print(void) {
 #define SPLIT_FWD1() devq_split_mark(2)
 #define SPLIT_IDS() devq_split_mark(3)
 #define SPLIT_DONE() devq_split_done()
-#define SPLIT_PRINT() devq_split_print()
+#define SPLIT_PRINT(held, fed) devq_split_print((long long)(held), (long long)(fed))
 #else
 #define SPLIT_ENTER() ((void)0)
 #define SPLIT_FWD0() ((void)0)
 #define SPLIT_FWD1() ((void)0)
 #define SPLIT_IDS() ((void)0)
 #define SPLIT_DONE() ((void)0)
-#define SPLIT_PRINT() ((void)0)
+#define SPLIT_PRINT(held, fed) ((void)0)
 #endif
 
 #endif
