@@ -1,7 +1,8 @@
 /* cu_queue.c — the device side of the engine's queue (ops/backend.h
  * di_backend_dq_*, docs/cuda-backend.md §8): the sampler on the device
  * (dic_sample_rows: the host sampler's token), the next step's tokens taken
- * from the previous step's sampled ids on the device (dic_feed_tokens), and
+ * from the previous step's sampled ids (or a drafter's ids held for it) on
+ * the device (dic_feed_tokens), and
  * the device time of every step (events before its first and after its
  * last device work).
  *
