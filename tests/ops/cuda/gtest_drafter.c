@@ -12,7 +12,10 @@
  *    where the CPU's margin is >= TIE, and (DSpark) every confidence logit is within CONF_TOL = 0.1 of the CPU's
  *    (it moves σ by at most 0.025; confidences only decide which drafts are verified);
  *  - on the GPU, A's drafter rings equal Z's bit for bit after every step (MTP: the chain's
- *    slots restored on the device).
+ *    slots restored on the device);
+ *  - DSpark greedy steps that leave their drafts in backend memory without waiting (draft.h
+ *    dev_ids, the engine's pipelined order), eager and recorded, draft the eager host-id steps'
+ *    ids and confidences bit for bit.
  * TIE = 0.25: gtest_forward.c's bound on V4's max |logit diff| GPU vs CPU, for every case (the
  * counts of drafts that part at near ties are printed). */
 #include <cuda_runtime_api.h>
@@ -93,8 +96,10 @@ static int ring_equal(const di_model_config *c, const di_seq_state *a, const di_
  * (argmax_pick 1), or a pick forcing `force`. record (CUDA, greedy): the model's exec gets a step
  * plan and the steps ask for recorded drafter steps (draft.h record), their hidden rows staged
  * into fixed rows (the recorded shape names the rows it reads) so that shapes repeat and replay;
- * out->replayed counts the replays. */
-static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, int record, drun *out) {
+ * out->replayed counts the replays. dev_out (CUDA, greedy, DSpark): the drafts and confidences are
+ * left in a backend buffer (draft.h dev_ids) and read from there after the step. */
+static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, int record, int dev_out,
+                    drun *out) {
     di_error err = {0};
     memset(out, 0, sizeof *out);
     if (di_backend_use(k, &err)) {
@@ -107,6 +112,7 @@ static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const i
     di_model *m = NULL;
     di_seq_state *seq[2] = {0};
     uint16_t *hid[2] = {0}, *fix = NULL;
+    int32_t *dev = NULL;
     deepinfer_status st = DEEPINFER_ERR_INVALID_ARGUMENT;
     if (!read_manifest(dc, &man)) goto done;
     prompt = golden_ints(man->root, "prompt_token_ids", NULL, &N);
@@ -142,6 +148,10 @@ static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const i
         }
         out->replayed = di_backend_plan_stats_get(di_model_exec(m), &ps) ? 0 : -ps.replayed;
     }
+    if (dev_out && !(dev = di_dev_alloc(sizeof(int32_t) * 2 * MAXB))) {
+        st = di_error_set(&err, DEEPINFER_ERR_OUT_OF_MEMORY, "draft output buffer");
+        goto done;
+    }
     out->rings_equal = 1;
     int64_t pos[1024];
     di_seq_state *rs[1024];
@@ -172,7 +182,7 @@ static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const i
         int picked = argmax_pick || force;
         di_model_draft d = {.n = 2, .seq = seq, .n_feed = nf, .hidden = h, .next = next, .k = kk,
                             .pick = picked ? pick_cb : NULL, .pick_ctx = &pc, .ids = ids, .confidence = conf,
-                            .record = record};
+                            .record = record, .dev_ids = dev, .dev_conf = dev ? (float *)(void *)(dev + MAXB) : NULL};
         if (s % 2 == 0) {
             st = di_model_draft_step(m, &d, &err);
         } else { /* the requests one call each */
@@ -182,6 +192,14 @@ static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const i
             dz.ids = ids + out->block, dz.confidence = conf + out->block;
             st = di_model_draft_step(m, &da, &err);
             if (!st) st = di_model_draft_step(m, &dz, &err);
+        }
+        if (!st && dev) { /* only A drafts: the first drafting request, row 0 of the buffer */
+            if ((st = di_exec_sync(di_model_exec(m), &err))) break;
+            if (cudaMemcpy(ids, dev, sizeof(int32_t) * (size_t)out->block, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                cudaMemcpy(conf, dev + MAXB, sizeof(float) * (size_t)out->block, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                st = di_error_set(&err, DEEPINFER_ERR_INTERNAL, "draft output copy");
+                break;
+            }
         }
         memcpy(out->ids + (size_t)s * out->block, ids, sizeof(int32_t) * (size_t)out->block);
         memcpy(out->conf + (size_t)s * out->block, conf, sizeof(float) * (size_t)out->block);
@@ -196,6 +214,7 @@ static int run_mode(const dcase *dc, di_backend_kind k, int argmax_pick, const i
     }
 done:
     di_dev_free(fix);
+    di_dev_free(dev);
     for (int q = 0; q < 2; q++) {
         di_seq_destroy(seq[q]);
         di_dev_free(hid[q]);
@@ -209,15 +228,15 @@ done:
 }
 
 static int run(const dcase *dc, di_backend_kind k, int argmax_pick, const int32_t *force, drun *out) {
-    return run_mode(dc, k, argmax_pick, force, 0, out);
+    return run_mode(dc, k, argmax_pick, force, 0, 0, out);
 }
 
 /* Recorded greedy drafter steps (DSpark on the CUDA backend) against eager ones: the same draft
  * ids and confidences bit for bit, the same rings, and shapes that replayed. */
 static void run_recorded(const dcase *dc) {
     static drun eager, rec;
-    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 0, &eager));
-    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 1, &rec));
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 0, 0, &eager));
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 1, 0, &rec));
     size_t total = (size_t)STEPS * (size_t)eager.block;
     int diff = -1;
     for (size_t o = 0; o < total && diff < 0; o++)
@@ -233,6 +252,29 @@ static void run_recorded(const dcase *dc) {
     /* steps 1 .. STEPS-1 repeat three shapes (odd: A alone, Z alone; even: both), each captured once */
     CHECK_MSG(rec.replayed >= STEPS - 4, "%s: %lld replays of recorded drafter steps, at least %d expected",
               dc->model_dir, (long long)rec.replayed, STEPS - 4);
+}
+
+/* Greedy DSpark steps with their drafts left in backend memory (draft.h dev_ids), eager and recorded,
+ * against eager steps that return host ids: the same drafts and confidences bit for bit. */
+static void run_dev_out(const dcase *dc) {
+    static drun host, dev, dev_rec;
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 0, 0, &host));
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 0, 1, &dev));
+    CHECK(run_mode(dc, DI_BACKEND_CUDA, 0, NULL, 1, 1, &dev_rec));
+    size_t total = (size_t)STEPS * (size_t)host.block;
+    const drun *runs[2] = {&dev, &dev_rec};
+    for (int r = 0; r < 2; r++) {
+        int diff = -1;
+        for (size_t o = 0; o < total && diff < 0; o++)
+            if (host.ids[o] != runs[r]->ids[o] || memcmp(&host.conf[o], &runs[r]->conf[o], sizeof(float))) diff = (int)o;
+        fprintf(stderr, "    %s: drafts left on the device (%s): %s\n", dc->model_dir, r ? "recorded" : "eager",
+                diff < 0 ? "identical to host ids" : "DIFFERENT");
+        CHECK_MSG(diff < 0, "%s: drafts left on the device (%s) differ at step %d draft %d", dc->model_dir,
+                  r ? "recorded" : "eager", diff / host.block, diff % host.block);
+        CHECK(runs[r]->rings_equal);
+    }
+    CHECK_MSG(dev_rec.replayed >= STEPS - 4, "%s: %lld replays of recorded drafter steps with device drafts",
+              dc->model_dir, (long long)dev_rec.replayed);
 }
 
 static void run_case(const dcase *dc) {
@@ -306,4 +348,14 @@ TEST(gpu_drafter_dspark_recorded_demo) {
 TEST(gpu_drafter_mtp_v4) {
     dcase dc = {"golden/v4-tiny-a", "golden/v4-tiny-a/expected/manifest.json", NULL, "decode"};
     run_case(&dc);
+}
+
+TEST(gpu_drafter_dspark_dev_out_golden_v41) {
+    dcase dc = {"golden/v41-tiny-a", "golden/v41-tiny-a/expected/manifest.json", "golden/v41-tiny-a", "decode_fixed"};
+    run_dev_out(&dc);
+}
+
+TEST(gpu_drafter_dspark_dev_out_demo) {
+    dcase dc = {"../../models/deepinfer-demo-v41", "demo/manifest.json", NULL, "decode"};
+    run_dev_out(&dc);
 }
