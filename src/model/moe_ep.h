@@ -67,12 +67,18 @@ typedef struct di_ep_layer {
     int E, per_rank;              /* experts, owned per rank */
     int *ncopies;                 /* [E] */
     int *copies;                  /* [E][DI_EP_MAX_COPIES] ranks; [e][0] = owner */
-    int64_t *load;                /* [E] routing entries since the last plan */
-    int64_t replica_entries;      /* entries this rank ran on replicas (all time) */
+    int64_t *load;                /* [E] routing entries since the last plan (host: pulled, di_ep_pull_counters) */
+    int64_t replica_entries;      /* entries this rank ran on replicas (all time; host: pulled) */
     int *local;                   /* [E] slot in W1/W3/W2, or -1: not resident */
     int nloc;
     di_wmat *W1, *W3, *W2;        /* [nloc] the resident experts (views of mw's), increasing id */
     int *seen, *off;              /* [E], [E+2] step scratch */
+    /* backend memory: the replica table (uploaded when it changes) and the counters the dp = 1 plan
+     * accumulates on the device (ops.h di_ep_plan), read by the host between steps only */
+    int *d_ncopies, *d_copies, *d_local; /* [E], [E][DI_EP_MAX_COPIES], [E] */
+    int64_t *d_load, *d_replica;  /* [E], [1] */
+    int64_t *pulled;              /* host [E + 1]: the counters' copy */
+    di_exec *x;                   /* the exec of its last step (the pulls' copies) */
 } di_ep_layer;
 
 struct di_ep_model {
@@ -88,10 +94,10 @@ struct di_ep_model {
      * fixed size (max_rows * k entries): host tables, and buffers in backend memory */
     int cap;                      /* entries (rows * k) */
     int *exec, *sel_h, *sel_loc, *inv_h, *inv2, *pack, *unpack; /* host [cap] */
-    int *d_sel_loc, *d_inv2, *d_pack, *d_unpack;               /* backend [cap] */
+    int *d_sel_loc, *d_inv2, *d_pack, *d_unpack, *d_exec;      /* backend [cap] */
     int *d_off, *d_off1;          /* backend [E+2] (the dispatch's groups), [4] (two one-group lists) */
     float *d_rw, *d_erw;          /* backend [cap]: the row gathers' unused weights */
-    uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim] */
+    uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim], [cap + size * 64][dim] (the fixed combine exchange) */
     size_t *sb, *so, *rb, *ro;    /* [size] */
     int dp;                       /* 1: attention DP layout (below), every rank its own rows */
     struct di_ep_dp *dps;         /* its step scratch (moe_ep_dp.c), reserved by di_ep_set_dp */
@@ -118,6 +124,11 @@ deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err);
 void di_ep_keep_spec(di_ep_model *ep, di_weight_spec *spec);
 /* The step's first EP failure (then cleared), else OK. */
 deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err);
+
+/* Add the device counters (entries per expert, entries run on replicas) to
+ * the host's (load, replica_entries) and clear them: between steps, on the
+ * rank's thread (di_eplb_plan calls it). */
+void di_ep_pull_counters(di_ep_model *ep);
 
 /* The routed experts and the tail of the MoE sub-layer under EP: the same
  * result as ops.h di_moe_routed with every expert (shared: bf16 rows that
@@ -164,7 +175,7 @@ typedef struct di_eplb_map {
  * gain (ties: lower expert id, lower rank). capacity 0: no replicas (every
  * expert back on its owner only). Deterministic: identical counters give an
  * identical map on every rank. */
-deepinfer_status di_eplb_plan(const di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err);
+deepinfer_status di_eplb_plan(di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err);
 /* Make `map` the dispatch of every layer between steps: bind this rank's
  * new replicas, drop those it no longer holds, reset the counters. */
 deepinfer_status di_eplb_apply(di_ep_model *ep, const di_eplb_map *map, di_error *err);
