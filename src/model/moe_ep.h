@@ -6,20 +6,27 @@
  * Layout (dp = 1): every rank holds the dense and attention weights, the
  * router and the shared expert, runs the same batch through them (the same
  * bits on every rank) and holds only its routed experts: expert e is owned
- * by rank e / (E / ep_size). An MoE sub-layer on rank r:
- *   1. routes every row (the router is replicated: every rank has the same
- *      selections and weights) and counts each expert's entries (EPLB);
- *   2. gives each (row, slot) entry an executing rank: the j-th entry of
- *      expert e, in increasing (row, slot), runs on copy j % copies(e) of
- *      e (copy 0 = the owner, then the replicas in the order of the plan);
+ * by rank e / (E / ep_size). An MoE sub-layer on rank r, all on the device
+ * with no host read (the router is replicated: every rank has the same
+ * selections and weights, so each plans the whole exchange itself):
+ *   1-2. ops.h di_ep_plan: each (row, slot) entry's executing rank (the
+ *      j-th entry of expert e, in increasing (row, slot), runs on copy
+ *      j % copies(e) of e: copy 0 = the owner, then the replicas in the
+ *      order of the plan), this rank's dispatch, each entry's combine
+ *      position, the combine exchange's send and receive rows, and the EPLB
+ *      counters, accumulated on the device (di_ep_pull_counters);
  *   3. runs the entries it executes through its resident experts (grouped
  *      GEMMs over exactly those rows: a row's bits never depend on which
- *      other rows share its expert, moe.h);
- *   4. combine: the rows are split in contiguous slices, slice s combined by
- *      rank s; an all-to-all-v sends each expert output to the rank of its
- *      row's slice, which sums a row's k outputs in the single-rank order
- *      (increasing expert id, then slot: ops.h di_moe_combine), adds the
- *      shared expert and rounds to bf16;
+ *      other rows share its expert, moe.h; the groups' row counts are read
+ *      on the device);
+ *   4. combine, fixed sizes: the rows are split in contiguous slices, slice
+ *      s combined by rank s; entry (m, slot) has the fixed send row m*k + q
+ *      (q: its place in the single-rank order, increasing expert id, then
+ *      slot: ops.h di_moe_combine), written by the rank that executed it;
+ *      an all-to-all sends rows [a_s*k, b_s*k) to rank s (byte counts from M
+ *      alone); the receiver takes each entry's row from the buffer of its
+ *      executing rank, sums a row's k outputs in that order, adds the shared
+ *      expert and rounds to bf16;
  *   5. an all-gather-v of the bf16 slices gives every rank every row.
  * No sum ever depends on where an expert ran, so every rank's outputs are
  * bitwise those of one rank with every expert.
@@ -30,11 +37,13 @@
  * byte ranges are read) and drops the old ones, between steps. Replicas hold
  * the owner's exact weights, so they compute the same bits.
  *
- * One code path for every backend: activations move only through ops (the
- * dispatch, row gathers of ops.h di_moe_gather, combine) on buffers in
- * backend memory sized at load; the host reads back the step's expert
- * selections (di_copy_d2h: one read per MoE sub-layer; so an EP step is not
- * recorded into a CUDA graph) and plans the exchange from them. The
+ * One code path for every backend: activations move only through ops on
+ * buffers in backend memory sized at load. On NCCL the collectives are
+ * stream-ordered (comm.h di_comm_alltoallv_async: on the exec's stream, no
+ * host sync inside the sub-layer); the loopback communicators are blocking,
+ * so the exec is synced before each of their exchanges. An EP step is still
+ * run eagerly (engine_open.c): the step plan does not record collectives
+ * yet, and the DP layout below reads its routing table back. The
  * communicator's buffers are backend memory: host memory for the loopback
  * communicator (the CPU backend), device memory for NCCL (the CUDA
  * backend: one GPU per rank, more ranks than visible GPUs are refused). A
