@@ -517,7 +517,8 @@ static deepinfer_status open_engine(deepinfer_engine *e, const deepinfer_engine_
     if ((st = di_pool_geom_compute(e->mcfg, e->cfg.page_rows, ctx, e->cfg.max_draft_tokens, &g, err))) return st;
     int min_rows = g.rows_ikey > 0 && g.rows_ikey < g.rows_kv ? g.rows_ikey : g.rows_kv;
     int dev_sampling = !opt->host_sampler && !e->ranks; /* ranks: every step's logits on the host */
-    /* an EP step reads its selections back mid-forward: never recorded (moe_ep.h) */
+    /* EP steps run eagerly: the dp = 1 exchange has no host read or sync on NCCL (moe_ep.h), but the
+     * step plan does not record collectives yet, and the DP layout reads its routing table back */
     if (e->ranks || e->comm1) e->cfg.cuda_graphs = 0;
     if ((st = di_devq_new(e->model, &e->pool, e->cfg.max_num_seqs, e->cfg.cuda_graphs, min_rows, dev_sampling,
                               &e->dq, err)))

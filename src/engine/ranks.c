@@ -645,8 +645,13 @@ deepinfer_status di_ranks_start(di_ranks *R, di_model *model0, di_state_pool *po
     return DEEPINFER_OK;
 }
 
-int64_t di_ranks_replica_entries(const di_ranks *R) {
+/* The rank's device counters onto the host (moe_ep.h di_ep_pull_counters), on its thread. */
+static void pull_job(di_ranks *R, int r) { di_ep_pull_counters(di_model_ep(R->model[r])); }
+
+int64_t di_ranks_replica_entries(di_ranks *R) {
     int64_t n = 0;
+    for (int r = 0; R && r < R->world; r++)
+        if (R->model[r]) run_on(R, pull_job, r);
     for (int r = 0; R && r < R->world; r++) {
         const di_ep_model *ep = R->model[r] ? di_model_ep(R->model[r]) : NULL;
         for (int l = 0; ep && l < ep->nlayers; l++) n += ep->layers[l]->replica_entries;

@@ -84,7 +84,7 @@ deepinfer_status di_ranks_forward(void *ctx, const di_step *s, di_model_batch *b
 void di_ranks_set_cp(di_ranks *R, int min_tokens);
 int di_ranks_cp_prefills(const di_ranks *R);
 /* Entries routed to replicas over every rank and layer (EPLB at work), and rebalances done. */
-int64_t di_ranks_replica_entries(const di_ranks *R);
+int64_t di_ranks_replica_entries(di_ranks *R);
 int di_ranks_rebalances(const di_ranks *R);
 /* The DP rank of each running sequence's slot (-1: none), for tests: [n_slots]. */
 const int *di_ranks_owners(const di_ranks *R);

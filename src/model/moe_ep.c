@@ -55,10 +55,11 @@ static void scratch_free(di_ep_model *ep) {
     free(ep->exec), free(ep->sel_h), free(ep->sel_loc), free(ep->inv_h), free(ep->inv2), free(ep->pack);
     free(ep->unpack);
     di_dev_free(ep->d_sel_loc), di_dev_free(ep->d_inv2), di_dev_free(ep->d_pack), di_dev_free(ep->d_unpack);
+    di_dev_free(ep->d_exec);
     di_dev_free(ep->d_off), di_dev_free(ep->d_off1), di_dev_free(ep->d_rw), di_dev_free(ep->d_erw);
     di_dev_free(ep->sendbuf), di_dev_free(ep->recvbuf);
     ep->exec = ep->sel_h = ep->sel_loc = ep->inv_h = ep->inv2 = ep->pack = ep->unpack = NULL;
-    ep->d_sel_loc = ep->d_inv2 = ep->d_pack = ep->d_unpack = ep->d_off = ep->d_off1 = NULL;
+    ep->d_sel_loc = ep->d_inv2 = ep->d_pack = ep->d_unpack = ep->d_exec = ep->d_off = ep->d_off1 = NULL;
     ep->d_rw = ep->d_erw = NULL;
     ep->sendbuf = ep->recvbuf = NULL;
     ep->cap = 0;
@@ -66,7 +67,9 @@ static void scratch_free(di_ep_model *ep) {
 
 static void layer_free(di_ep_layer *L) {
     free(L->ncopies), free(L->copies), free(L->load), free(L->local), free(L->W1), free(L->W3), free(L->W2);
-    free(L->seen), free(L->off);
+    free(L->seen), free(L->off), free(L->pulled);
+    di_dev_free(L->d_ncopies), di_dev_free(L->d_copies), di_dev_free(L->d_local), di_dev_free(L->d_load);
+    di_dev_free(L->d_replica);
     if (L->mw) L->mw->ep = NULL;
     free(L);
 }
@@ -100,7 +103,8 @@ deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err) {
     return st;
 }
 
-/* The resident-expert views (W1/W3/W2 in increasing id) from mw's bound experts. */
+/* The resident-expert views (W1/W3/W2 in increasing id) from mw's bound experts, and the
+ * replica table's copy in backend memory (between steps: the device plan reads it). */
 static void rebuild_local(di_ep_layer *L, const unsigned char *resident) {
     L->nloc = 0;
     for (int e = 0; e < L->E; e++) {
@@ -109,6 +113,10 @@ static void rebuild_local(di_ep_layer *L, const unsigned char *resident) {
         L->W1[L->nloc] = L->mw->w1[e], L->W3[L->nloc] = L->mw->w3[e], L->W2[L->nloc] = L->mw->w2[e];
         L->nloc++;
     }
+    size_t ni = sizeof(int) * (size_t)L->E;
+    di_dev_upload(L->d_ncopies, L->ncopies, ni);
+    di_dev_upload(L->d_copies, L->copies, ni * MAXC);
+    di_dev_upload(L->d_local, L->local, ni);
 }
 
 deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix, di_error *err) {
@@ -129,9 +137,14 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
         L->W1 = calloc((size_t)E, sizeof(di_wmat)), L->W3 = calloc((size_t)E, sizeof(di_wmat));
         L->W2 = calloc((size_t)E, sizeof(di_wmat));
         L->seen = calloc((size_t)E, sizeof(int)), L->off = calloc((size_t)E + 2, sizeof(int));
+        L->pulled = calloc((size_t)E + 1, sizeof(int64_t));
+        size_t ni = sizeof(int) * (size_t)E;
+        L->d_ncopies = di_dev_alloc(ni), L->d_copies = di_dev_alloc(ni * MAXC), L->d_local = di_dev_alloc(ni);
+        L->d_load = di_dev_alloc(sizeof(int64_t) * (size_t)E), L->d_replica = di_dev_alloc(sizeof(int64_t));
     }
     if (!L || !res || ep->nlayers == ep->caplayers || !L->ncopies || !L->copies || !L->load || !L->local || !L->W1 ||
-        !L->W3 || !L->W2 || !L->seen || !L->off) {
+        !L->W3 || !L->W2 || !L->seen || !L->off || !L->pulled || !L->d_ncopies || !L->d_copies || !L->d_local ||
+        !L->d_load || !L->d_replica) {
         if (L) layer_free(L);
         free(res);
         return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "expert parallelism: out of memory");
@@ -147,6 +160,8 @@ deepinfer_status di_ep_attach(di_ep_model *ep, di_moe_w *mw, const char *prefix,
         res[e] = e >= lo && e < hi;
     }
     rebuild_local(L, res);
+    di_dev_zero(L->d_load, sizeof(int64_t) * (size_t)E);
+    di_dev_zero(L->d_replica, sizeof(int64_t));
     free(res);
     mw->ep = L;
     return DEEPINFER_OK;
@@ -161,13 +176,14 @@ int di_ep_grow(di_ep_model *ep, int n, int d) {
     ep->exec = malloc(ni), ep->sel_h = malloc(ni), ep->sel_loc = malloc(ni), ep->inv_h = malloc(ni);
     ep->inv2 = malloc(ni), ep->pack = malloc(ni), ep->unpack = malloc(ni);
     ep->d_sel_loc = di_dev_alloc(ni), ep->d_inv2 = di_dev_alloc(ni), ep->d_pack = di_dev_alloc(ni);
-    ep->d_unpack = di_dev_alloc(ni);
+    ep->d_unpack = di_dev_alloc(ni), ep->d_exec = di_dev_alloc(ni);
     ep->d_off = di_dev_alloc(sizeof(int) * (size_t)(E + 2)), ep->d_off1 = di_dev_alloc(sizeof(int) * 4);
     ep->d_rw = di_dev_alloc(sizeof(float) * (size_t)n), ep->d_erw = di_dev_alloc(sizeof(float) * (size_t)n);
     ep->sendbuf = di_dev_alloc((size_t)n * (size_t)d * 2);
-    ep->recvbuf = di_dev_alloc((size_t)n * (size_t)d * 2);
+    /* the fixed combine exchange receives size * ceil(M / size) * k <= n + size * k rows (k <= 64) */
+    ep->recvbuf = di_dev_alloc(((size_t)n + (size_t)ep->size * 64) * (size_t)d * 2);
     if (!ep->exec || !ep->sel_h || !ep->sel_loc || !ep->inv_h || !ep->inv2 || !ep->pack || !ep->unpack ||
-        !ep->d_sel_loc || !ep->d_inv2 || !ep->d_pack || !ep->d_unpack || !ep->d_off || !ep->d_off1 || !ep->d_rw ||
+        !ep->d_sel_loc || !ep->d_inv2 || !ep->d_pack || !ep->d_unpack || !ep->d_exec || !ep->d_off || !ep->d_off1 || !ep->d_rw ||
         !ep->d_erw || !ep->sendbuf || !ep->recvbuf) {
         scratch_free(ep);
         return 0;
@@ -189,8 +205,6 @@ void di_ep_fail(di_ep_model *ep, deepinfer_status st, const di_error *e, const c
     di_error_set(&ep->err, st, "expert parallelism (%s): %.900s", what, e ? e->msg : "out of memory");
 }
 
-static inline int slice_lo(int M, int s, int S) { return (int)((int64_t)M * s / S); }
-
 /* Rows src[list[j]] -> dst[j] for j < count (bf16 rows of width d): ops.h di_moe_gather over
  * one group (k = 1), the list uploaded to backend memory. off1: the group's two offsets. */
 void di_ep_gather_list(di_exec *x, di_ep_model *ep, int count, const int *list, int *d_list, int *d_off1,
@@ -199,6 +213,28 @@ void di_ep_gather_list(di_exec *x, di_ep_model *ep, int count, const int *list, 
     di_copy_h2d(x, d_list, list, sizeof(int) * (size_t)count);
     di_copy_h2d(x, d_off1, off, sizeof off);
     di_moe_gather(x, count, d_off1, 1, d_list, 1, src, (size_t)d, d, ep->d_rw, dst, (size_t)d, ep->d_erw);
+}
+
+void di_ep_pull_counters(di_ep_model *ep) {
+    for (int l = 0; ep && l < ep->nlayers; l++) {
+        di_ep_layer *L = ep->layers[l];
+        if (!L->x) continue; /* no step ran it since the last pull */
+        size_t nb = sizeof(int64_t) * (size_t)L->E;
+        di_copy_d2h(L->x, L->pulled, L->d_load, nb);
+        di_copy_d2h(L->x, L->pulled + L->E, L->d_replica, sizeof(int64_t));
+        for (int e = 0; e < L->E; e++) L->load[e] += L->pulled[e];
+        L->replica_entries += L->pulled[L->E];
+        di_dev_zero(L->d_load, nb);
+        di_dev_zero(L->d_replica, sizeof(int64_t));
+        L->x = NULL;
+    }
+}
+
+/* The exchange's collectives: stream-ordered where the communicator has them (NCCL on CUDA: no
+ * host sync, comm.h di_comm_alltoallv_async); else the exec is synced first, so that the blocking
+ * exchange reads finished buffers (loopback). */
+static deepinfer_status exchange_ready(di_ep_model *ep, di_exec *x, di_error *e) {
+    return di_comm_stream_ordered(ep->comm) ? DEEPINFER_OK : di_exec_sync(x, e);
 }
 
 void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int *sel, const float *rw,
@@ -211,99 +247,60 @@ void di_ep_moe_routed(di_fwd *f, di_ep_layer *L, const di_moe_opts *o, const int
         di_ep_routed_dp(f, L, o, sel, rw, xn, shared, out);
         return;
     }
-    int M = f->M, K = o->topk, E = L->E, d = (int)c->hidden_size, S = ep->size, me = ep->rank, n = M * K;
+    int M = f->M, K = o->topk, d = (int)c->hidden_size, S = ep->size, me = ep->rank, n = M * K;
     if (M <= 0) return;
-    if (!di_ep_grow(ep, n, d)) {
+    if (K > 64 || !di_ep_grow(ep, n, d)) {
         di_ep_fail(ep, DEEPINFER_ERR_OUT_OF_MEMORY, NULL, "step buffers");
         return;
     }
+    L->x = x;
     di_exec_join(x); /* the shared expert's side line (moe.c) finished before `shared` / `out` are touched */
-    /* the selections on the host (the router is replicated: the same on every rank) */
-    di_copy_d2h(x, ep->sel_h, sel, sizeof(int) * (size_t)n);
-    const int *hs = ep->sel_h;
-    /* 1-2. counters and the executing rank of every entry, in increasing (row, slot) */
-    int nl = L->nloc, *off = L->off, cnt = 0;
-    memset(L->seen, 0, sizeof(int) * (size_t)E);
-    for (int i = 0; i < n; i++) {
-        int e = hs[i], j = L->seen[e]++;
-        int r = L->copies[e * MAXC + j % L->ncopies[e]];
-        L->load[e]++;
-        ep->exec[i] = r;
-        ep->sel_loc[i] = r == me ? L->local[e] : nl;
-        if (r == me && j % L->ncopies[e]) L->replica_entries++;
-        cnt += r == me;
-    }
-    /* the dispatch's positions, as ops.h di_moe_dispatch forms them (a counting sort in
-     * increasing (row, slot)): the host plans the exchange without reading them back */
-    memset(off, 0, sizeof(int) * (size_t)(nl + 2));
-    for (int i = 0; i < n; i++) off[ep->sel_loc[i] + 1]++;
-    for (int g = 0; g <= nl; g++) off[g + 1] += off[g];
-    for (int i = 0; i < n; i++) ep->inv_h[i] = off[ep->sel_loc[i]]++;
-    /* 3. this rank's entries through its resident experts (the sequence of ops.h di_moe_routed) */
-    di_copy_h2d(x, ep->d_sel_loc, ep->sel_loc, sizeof(int) * (size_t)n);
-    di_moe_dispatch(x, M, K, ep->d_sel_loc, nl + 1, ep->d_off, ws->moe_rows, ws->moe_inv);
-    if (cnt > 0) {
-        int I = L->W1[0].n, ab = c->act_block;
-        di_moe_gather(x, n, ep->d_off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
-        di_gemm2_grouped(x, nl, L->W1, L->W3, ep->d_off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
-        di_swiglu_n(x, ep->d_off, nl, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
-        di_gemm_grouped(x, nl, L->W2, ep->d_off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
-    }
-    /* 4. combine: each output to the rank of its row's slice, in increasing (row, slot) */
+    /* 1-2. the plan on the device (the router is replicated: every rank computes the same table):
+     * executing ranks, this rank's dispatch, the combine exchange's positions, the counters */
+    int nl = L->nloc, a = (int)((int64_t)M * me / S), b = (int)((int64_t)M * (me + 1) / S), Ms = b - a;
+    di_ep_plan_args pa = {.M = M, .k = K, .E = L->E, .sel = sel, .ncopies = L->d_ncopies, .copies = L->d_copies,
+                          .maxc = MAXC, .local = L->d_local, .nloc = nl, .rank = me, .size = S,
+                          .exec = ep->d_exec, .sel_loc = ep->d_sel_loc, .off = ep->d_off, .rows = ws->moe_rows,
+                          .inv = ws->moe_inv, .pack = ep->d_pack, .cinv = ep->d_inv2, .unpack = ep->d_unpack,
+                          .load = L->d_load, .replica = L->d_replica};
+    di_ep_plan(x, &pa);
+    /* 3. this rank's entries through its resident experts (the sequence of ops.h di_moe_routed; the
+     * groups' row counts are read on the device, so the launches do not depend on the routing) */
+    int I = L->W1[0].n, ab = c->act_block;
+    di_moe_gather(x, n, ep->d_off, nl, ws->moe_rows, K, xn, (size_t)d, d, rw, ws->xe, (size_t)d, ws->erw);
+    di_gemm2_grouped(x, nl, L->W1, L->W3, ep->d_off, ws->xe, (size_t)d, ab, ws->g, ws->u, (size_t)I);
+    di_swiglu_n(x, ep->d_off, nl, ws->g, ws->u, (size_t)I, I, o->routed_limit, ws->erw, ws->h, (size_t)I);
+    di_gemm_grouped(x, nl, L->W2, ep->d_off, ws->h, (size_t)I, ab, ws->eo, (size_t)d);
+    /* 4. combine, fixed sizes: entry (m, slot) has row m*K + q (its combine place) of the send buffer;
+     * rank r receives rows [a_r*K, b_r*K) from every rank into buffer s of recvbuf, Ms*K rows each,
+     * and takes each entry's row from the buffer of the rank that executed it */
+    di_gather_rows_bf16(x, n, ep->d_pack, ws->eo, (size_t)d, d, ep->sendbuf, (size_t)d);
     size_t row = (size_t)d * 2;
-    int np = 0;
-    for (int s = 0; s < S; s++) {
-        ep->so[s] = (size_t)np * row;
-        for (int i = slice_lo(M, s, S) * K; i < slice_lo(M, s + 1, S) * K; i++)
-            if (ep->exec[i] == me) ep->pack[np++] = ep->inv_h[i];
-        ep->sb[s] = (size_t)np * row - ep->so[s];
-    }
-    if (np) di_ep_gather_list(x, ep, np, ep->pack, ep->d_pack, ep->d_off1, ws->eo, d, ep->sendbuf);
-    int a = slice_lo(M, me, S), b = slice_lo(M, me + 1, S), Ms = b - a;
-    size_t at = 0;
     for (int r = 0; r < S; r++) {
-        ep->ro[r] = at;
-        for (int i = a * K; i < b * K; i++)
-            if (ep->exec[i] == r) at += row;
-        ep->rb[r] = at - ep->ro[r];
+        size_t lo = (size_t)((int64_t)M * r / S), hi = (size_t)((int64_t)M * (r + 1) / S);
+        ep->so[r] = lo * (size_t)K * row, ep->sb[r] = (hi - lo) * (size_t)K * row;
+        ep->ro[r] = (size_t)r * (size_t)Ms * (size_t)K * row, ep->rb[r] = (size_t)Ms * (size_t)K * row;
     }
     di_error e = {0};
-    deepinfer_status st = di_exec_sync(x, &e); /* the send rows written before the exchange reads them */
-    if (!st) st = di_comm_alltoallv(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
+    deepinfer_status st = exchange_ready(ep, x, &e);
+    if (!st) st = di_comm_alltoallv_async(ep->comm, ep->sendbuf, ep->sb, ep->so, ep->recvbuf, ep->rb, ep->ro, &e);
     if (st) {
         di_ep_fail(ep, st, &e, "combine");
         return;
     }
-    /* a row's slots in the single-rank order: increasing expert id, then slot (ops.h di_moe_combine) */
-    for (int m = a; m < b; m++)
-        for (int s = 0; s < K; s++) {
-            int q = 0, es = hs[m * K + s];
-            for (int t = 0; t < K; t++) {
-                int et = hs[m * K + t];
-                q += et < es || (et == es && t < s);
-            }
-            ep->inv2[(m - a) * K + s] = (m - a) * K + q;
-        }
-    /* received rows to their combine positions: xe[inv2[i]] = the row rank exec[i] sent for entry i */
-    for (int r = 0; r < S; r++) {
-        int src = (int)(ep->ro[r] / row);
-        for (int i = a * K; i < b * K; i++)
-            if (ep->exec[i] == r) ep->unpack[ep->inv2[i - a * K]] = src++;
-    }
-    if (Ms > 0) {
-        di_ep_gather_list(x, ep, Ms * K, ep->unpack, ep->d_unpack, ep->d_off1 + 2, ep->recvbuf, d, ws->xe);
-        di_copy_h2d(x, ep->d_inv2, ep->inv2, sizeof(int) * (size_t)Ms * (size_t)K);
+    if (Ms > 0) { /* a row's outputs in the single-rank order: increasing expert id, then slot (ops.h di_moe_combine) */
+        di_gather_rows_bf16(x, Ms * K, ep->d_unpack, ep->recvbuf, (size_t)d, d, ws->xe, (size_t)d);
         di_moe_combine(x, Ms, K, ep->d_inv2, ws->xe, (size_t)d, d, ws->y);
         if (shared) di_add_bf16_f32_x(x, ws->y, shared + (size_t)a * d, (size_t)Ms * d);
         di_f32_to_bf16_x(x, ws->y, out + (size_t)a * d, (size_t)Ms * d);
     }
     /* 5. every rank gets every row */
     for (int r = 0; r < S; r++) {
-        ep->ro[r] = (size_t)slice_lo(M, r, S) * row;
-        ep->rb[r] = (size_t)(slice_lo(M, r + 1, S) - slice_lo(M, r, S)) * row;
+        ep->ro[r] = (size_t)((int64_t)M * r / S) * row;
+        ep->rb[r] = (size_t)((int64_t)M * (r + 1) / S - (int64_t)M * r / S) * row;
     }
-    st = di_exec_sync(x, &e);
-    if (!st) st = di_comm_allgatherv(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
+    st = exchange_ready(ep, x, &e);
+    if (!st) st = di_comm_allgatherv_async(ep->comm, out + (size_t)a * d, (size_t)Ms * row, out, ep->rb, ep->ro, &e);
     if (st) di_ep_fail(ep, st, &e, "all-gather");
 }
 
@@ -321,9 +318,10 @@ static int holds(const int *cp, int nc, int r) {
     return 0;
 }
 
-deepinfer_status di_eplb_plan(const di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err) {
+deepinfer_status di_eplb_plan(di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err) {
     memset(out, 0, sizeof *out);
     if (!ep) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: the model runs on one rank");
+    di_ep_pull_counters(ep);
     if (capacity < 0) return di_error_set(err, DEEPINFER_ERR_INVALID_ARGUMENT, "EPLB: capacity %d < 0", capacity);
     int S = ep->size, Emax = 1;
     for (int l = 0; l < ep->nlayers; l++)
@@ -389,6 +387,7 @@ deepinfer_status di_eplb_apply(di_ep_model *ep, const di_eplb_map *map, di_error
     deepinfer_status st = DEEPINFER_OK;
     unsigned char *res = malloc((size_t)map->E);
     if (!res) return di_error_set(err, DEEPINFER_ERR_OUT_OF_MEMORY, "EPLB: out of memory");
+    di_ep_pull_counters(ep); /* the replica entries kept; the loads start again below */
     for (int l = 0; l < ep->nlayers && !st; l++) {
         di_ep_layer *L = ep->layers[l];
         const int *nc = map->ncopies + (size_t)l * map->E, *cp = map->copies + (size_t)l * map->E * MAXC;

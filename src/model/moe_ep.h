@@ -6,20 +6,27 @@
  * Layout (dp = 1): every rank holds the dense and attention weights, the
  * router and the shared expert, runs the same batch through them (the same
  * bits on every rank) and holds only its routed experts: expert e is owned
- * by rank e / (E / ep_size). An MoE sub-layer on rank r:
- *   1. routes every row (the router is replicated: every rank has the same
- *      selections and weights) and counts each expert's entries (EPLB);
- *   2. gives each (row, slot) entry an executing rank: the j-th entry of
- *      expert e, in increasing (row, slot), runs on copy j % copies(e) of
- *      e (copy 0 = the owner, then the replicas in the order of the plan);
+ * by rank e / (E / ep_size). An MoE sub-layer on rank r, all on the device
+ * with no host read (the router is replicated: every rank has the same
+ * selections and weights, so each plans the whole exchange itself):
+ *   1-2. ops.h di_ep_plan: each (row, slot) entry's executing rank (the
+ *      j-th entry of expert e, in increasing (row, slot), runs on copy
+ *      j % copies(e) of e: copy 0 = the owner, then the replicas in the
+ *      order of the plan), this rank's dispatch, each entry's combine
+ *      position, the combine exchange's send and receive rows, and the EPLB
+ *      counters, accumulated on the device (di_ep_pull_counters);
  *   3. runs the entries it executes through its resident experts (grouped
  *      GEMMs over exactly those rows: a row's bits never depend on which
- *      other rows share its expert, moe.h);
- *   4. combine: the rows are split in contiguous slices, slice s combined by
- *      rank s; an all-to-all-v sends each expert output to the rank of its
- *      row's slice, which sums a row's k outputs in the single-rank order
- *      (increasing expert id, then slot: ops.h di_moe_combine), adds the
- *      shared expert and rounds to bf16;
+ *      other rows share its expert, moe.h; the groups' row counts are read
+ *      on the device);
+ *   4. combine, fixed sizes: the rows are split in contiguous slices, slice
+ *      s combined by rank s; entry (m, slot) has the fixed send row m*k + q
+ *      (q: its place in the single-rank order, increasing expert id, then
+ *      slot: ops.h di_moe_combine), written by the rank that executed it;
+ *      an all-to-all sends rows [a_s*k, b_s*k) to rank s (byte counts from M
+ *      alone); the receiver takes each entry's row from the buffer of its
+ *      executing rank, sums a row's k outputs in that order, adds the shared
+ *      expert and rounds to bf16;
  *   5. an all-gather-v of the bf16 slices gives every rank every row.
  * No sum ever depends on where an expert ran, so every rank's outputs are
  * bitwise those of one rank with every expert.
@@ -30,11 +37,13 @@
  * byte ranges are read) and drops the old ones, between steps. Replicas hold
  * the owner's exact weights, so they compute the same bits.
  *
- * One code path for every backend: activations move only through ops (the
- * dispatch, row gathers of ops.h di_moe_gather, combine) on buffers in
- * backend memory sized at load; the host reads back the step's expert
- * selections (di_copy_d2h: one read per MoE sub-layer; so an EP step is not
- * recorded into a CUDA graph) and plans the exchange from them. The
+ * One code path for every backend: activations move only through ops on
+ * buffers in backend memory sized at load. On NCCL the collectives are
+ * stream-ordered (comm.h di_comm_alltoallv_async: on the exec's stream, no
+ * host sync inside the sub-layer); the loopback communicators are blocking,
+ * so the exec is synced before each of their exchanges. An EP step is still
+ * run eagerly (engine_open.c): the step plan does not record collectives
+ * yet, and the DP layout below reads its routing table back. The
  * communicator's buffers are backend memory: host memory for the loopback
  * communicator (the CPU backend), device memory for NCCL (the CUDA
  * backend: one GPU per rank, more ranks than visible GPUs are refused). A
@@ -67,12 +76,18 @@ typedef struct di_ep_layer {
     int E, per_rank;              /* experts, owned per rank */
     int *ncopies;                 /* [E] */
     int *copies;                  /* [E][DI_EP_MAX_COPIES] ranks; [e][0] = owner */
-    int64_t *load;                /* [E] routing entries since the last plan */
-    int64_t replica_entries;      /* entries this rank ran on replicas (all time) */
+    int64_t *load;                /* [E] routing entries since the last plan (host: pulled, di_ep_pull_counters) */
+    int64_t replica_entries;      /* entries this rank ran on replicas (all time; host: pulled) */
     int *local;                   /* [E] slot in W1/W3/W2, or -1: not resident */
     int nloc;
     di_wmat *W1, *W3, *W2;        /* [nloc] the resident experts (views of mw's), increasing id */
     int *seen, *off;              /* [E], [E+2] step scratch */
+    /* backend memory: the replica table (uploaded when it changes) and the counters the dp = 1 plan
+     * accumulates on the device (ops.h di_ep_plan), read by the host between steps only */
+    int *d_ncopies, *d_copies, *d_local; /* [E], [E][DI_EP_MAX_COPIES], [E] */
+    int64_t *d_load, *d_replica;  /* [E], [1] */
+    int64_t *pulled;              /* host [E + 1]: the counters' copy */
+    di_exec *x;                   /* the exec of its last step (the pulls' copies) */
 } di_ep_layer;
 
 struct di_ep_model {
@@ -88,10 +103,10 @@ struct di_ep_model {
      * fixed size (max_rows * k entries): host tables, and buffers in backend memory */
     int cap;                      /* entries (rows * k) */
     int *exec, *sel_h, *sel_loc, *inv_h, *inv2, *pack, *unpack; /* host [cap] */
-    int *d_sel_loc, *d_inv2, *d_pack, *d_unpack;               /* backend [cap] */
+    int *d_sel_loc, *d_inv2, *d_pack, *d_unpack, *d_exec;      /* backend [cap] */
     int *d_off, *d_off1;          /* backend [E+2] (the dispatch's groups), [4] (two one-group lists) */
     float *d_rw, *d_erw;          /* backend [cap]: the row gathers' unused weights */
-    uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim] */
+    uint16_t *sendbuf, *recvbuf;  /* backend [cap][dim], [cap + size * 64][dim] (the fixed combine exchange) */
     size_t *sb, *so, *rb, *ro;    /* [size] */
     int dp;                       /* 1: attention DP layout (below), every rank its own rows */
     struct di_ep_dp *dps;         /* its step scratch (moe_ep_dp.c), reserved by di_ep_set_dp */
@@ -118,6 +133,11 @@ deepinfer_status di_ep_reserve(di_ep_model *ep, int entries, di_error *err);
 void di_ep_keep_spec(di_ep_model *ep, di_weight_spec *spec);
 /* The step's first EP failure (then cleared), else OK. */
 deepinfer_status di_ep_take_status(di_ep_model *ep, di_error *err);
+
+/* Add the device counters (entries per expert, entries run on replicas) to
+ * the host's (load, replica_entries) and clear them: between steps, on the
+ * rank's thread (di_eplb_plan calls it). */
+void di_ep_pull_counters(di_ep_model *ep);
 
 /* The routed experts and the tail of the MoE sub-layer under EP: the same
  * result as ops.h di_moe_routed with every expert (shared: bf16 rows that
@@ -164,7 +184,7 @@ typedef struct di_eplb_map {
  * gain (ties: lower expert id, lower rank). capacity 0: no replicas (every
  * expert back on its owner only). Deterministic: identical counters give an
  * identical map on every rank. */
-deepinfer_status di_eplb_plan(const di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err);
+deepinfer_status di_eplb_plan(di_ep_model *ep, int capacity, di_eplb_map *out, di_error *err);
 /* Make `map` the dispatch of every layer between steps: bind this rank's
  * new replicas, drop those it no longer holds, reset the counters. */
 deepinfer_status di_eplb_apply(di_ep_model *ep, const di_eplb_map *map, di_error *err);

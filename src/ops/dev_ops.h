@@ -68,6 +68,8 @@ typedef struct di_dev_ops {
     DI_DEV_OP(swiglu_n);
     DI_DEV_OP(moe_combine);
     DI_DEV_OP(moe_routed);
+    DI_DEV_OP(ep_plan);
+    DI_DEV_OP(gather_rows_bf16);
     DI_DEV_OP(scale_bf16_f32);
     DI_DEV_OP(hc_pre_onehot);
     DI_DEV_OP(hc_head_pre);

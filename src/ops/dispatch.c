@@ -212,6 +212,19 @@ void di_moe_routed(di_exec *x, int M, int k, const int *sel, const float *rw, in
     di_cpu_moe_routed(x, M, k, sel, rw, E, W1, W3, W2, xn, ldx, d, act_block, limit, b, shared, y, out, ldo);
 }
 
+/* ---- src/ops/cpu/ep_plan.c ---- */
+
+void di_ep_plan(di_exec *x, const di_ep_plan_args *a) {
+    DI_DEV_CALL(x, ep_plan, a);
+    di_cpu_ep_plan(x, a);
+}
+
+void di_gather_rows_bf16(di_exec *x, int n, const int *idx, const uint16_t *src, size_t lds, int d, uint16_t *dst,
+                         size_t ldd) {
+    DI_DEV_CALL(x, gather_rows_bf16, n, idx, src, lds, d, dst, ldd);
+    di_cpu_gather_rows_bf16(x, n, idx, src, lds, d, dst, ldd);
+}
+
 /* ---- src/ops/cpu/norm.c ---- */
 
 void di_rmsnorm(di_exec *x, int M, const uint16_t *in, size_t ldx, const float *w, int D, float eps, uint16_t *out,

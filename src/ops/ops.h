@@ -707,6 +707,51 @@ void di_swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, const 
  * y[m][j] += fp32(eo[inv][j]). y fp32 [M][d]. */
 void di_moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y);
 
+/* The exchange plan of an expert-parallel MoE sub-layer in the replicated-router
+ * layout (src/ops/cpu/ep_plan.c; model/moe_ep.h, dp = 1): every rank routes every
+ * row, so every rank computes the same table from the device selections without a
+ * host read, and the combine exchange moves byte counts fixed by M alone.
+ * Entry i = m*k + s in increasing (row, slot), e = sel[i] (0 <= e < E <= 1024, k <= 64);
+ *   j(i) = #{i' < i : sel[i'] == e}  (the entry's rank among e's entries),
+ *   q(i) = #{t < k : (sel[m*k + t], t) < (e, s)}  (its place in the single-rank
+ *          combine order of row m: increasing expert id, then slot; di_moe_combine).
+ * Inputs: ncopies[e] in 1..maxc copies of expert e, copies[e*maxc + c] the rank of
+ * copy c (c = 0: the owner); local[e] = e's slot among this rank's nloc resident
+ * experts, -1 when not resident; rank / size: this rank of the group.
+ * Writes (backend memory):
+ *   exec[i]    = copies[e*maxc + j(i) % ncopies[e]]  (the executing rank);
+ *   sel_loc[i] = local[e] when exec[i] == rank, else nloc ("not here");
+ *   off [nloc+2], rows, inv [M*k] = di_moe_dispatch(M, k, sel_loc, nloc + 1, ...):
+ *                this rank's grouped GEMMs run groups 0..nloc-1;
+ *   pack[m*k + q(i)] = inv[i] when exec[i] == rank, else -1 (the combine send rows:
+ *                the buffer to rank r is rows [a_r*k, b_r*k) of that layout);
+ *   with this rank's slice of rows [a, b), a = floor(M*rank/size), b = floor(M*(rank+1)/size),
+ *   Ms = b - a, and p(i) = (m - a)*k + q(i) for its entries:
+ *   cinv[(m - a)*k + s] = p(i)   (di_moe_combine's positions of the slice),
+ *   unpack[p(i)] = exec[i]*Ms*k + p(i)  (the received row of entry i: rank exec[i]'s
+ *                buffer of Ms*k rows, at the entry's combine position);
+ *   load[e] += #{i : sel[i] == e}  (int64 EPLB counters, accumulated),
+ *   replica[0] += #{i : exec[i] == rank and j(i) % ncopies[e] != 0}.
+ * Launch shapes depend on M, k, E and nloc only (a recorded step may hold it). */
+typedef struct di_ep_plan_args {
+    int M, k, E;
+    const int *sel;                    /* [M*k] */
+    const int *ncopies, *copies;       /* [E], [E][maxc] */
+    int maxc;
+    const int *local;                  /* [E] */
+    int nloc, rank, size;
+    int *exec, *sel_loc, *off, *rows, *inv, *pack; /* [M*k] (off [nloc+2]) */
+    int *cinv, *unpack;                /* [Ms*k] */
+    int64_t *load, *replica;           /* [E], [1] */
+} di_ep_plan_args;
+void di_ep_plan(di_exec *x, const di_ep_plan_args *a);
+
+/* Row gather with holes: dst row j = src row idx[j] (bf16 rows of width d,
+ * strides lds / ldd) for j < n with idx[j] >= 0; rows with idx[j] < 0 are left
+ * untouched. src and dst must not overlap. */
+void di_gather_rows_bf16(di_exec *x, int n, const int *idx, const uint16_t *src, size_t lds, int d, uint16_t *dst,
+                         size_t ldd);
+
 /* The routed experts and the tail of the MoE sub-layer in one op
  * (src/ops/cpu/moe_route.c): exactly
  *   di_moe_dispatch(M, k, sel, E, b->off, b->rows, b->inv);

@@ -33,6 +33,12 @@ typedef struct di_comm_vt {
     deepinfer_status (*allgatherv)(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *recv_bytes,
                                    const size_t *recv_off, di_error *err);
     void (*free)(di_comm *c);
+    /* stream-ordered variants (di_comm_alltoallv_async); NULL: the blocking calls serve */
+    deepinfer_status (*alltoallv_async)(di_comm *c, const void *send, const size_t *send_bytes,
+                                        const size_t *send_off, void *recv, const size_t *recv_bytes,
+                                        const size_t *recv_off, di_error *err);
+    deepinfer_status (*allgatherv_async)(di_comm *c, const void *send, size_t bytes, void *recv,
+                                         const size_t *recv_bytes, const size_t *recv_off, di_error *err);
 } di_comm_vt;
 
 struct di_comm {
@@ -62,6 +68,23 @@ deepinfer_status di_comm_alltoallv(di_comm *c, const void *send, const size_t *s
  * rank's own region of `recv` (in place). */
 deepinfer_status di_comm_allgatherv(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *recv_bytes,
                                     const size_t *recv_off, di_error *err);
+
+/* Stream-ordered collectives: with a communicator that has them (NCCL on a
+ * CUDA rank, src/ops/cuda/cu_comm.c) the exchange is enqueued on the stream
+ * of the device the communicator was made on, the stream every exec of that
+ * device runs its ops on, and the call returns without waiting: it reads
+ * what earlier ops wrote and later ops read what it wrote, with no host
+ * synchronisation, so a recorded step (a CUDA graph) may hold it; the host
+ * syncs the exec before it reads the results. Byte counts and offsets are
+ * host arrays read at the call. A communicator without them (loopback)
+ * runs the blocking call: its caller syncs its exec before the call (the
+ * exchange reads the buffers at once). di_comm_stream_ordered says which. */
+int di_comm_stream_ordered(const di_comm *c);
+deepinfer_status di_comm_alltoallv_async(di_comm *c, const void *send, const size_t *send_bytes,
+                                         const size_t *send_off, void *recv, const size_t *recv_bytes,
+                                         const size_t *recv_off, di_error *err);
+deepinfer_status di_comm_allgatherv_async(di_comm *c, const void *send, size_t bytes, void *recv,
+                                          const size_t *recv_bytes, const size_t *recv_off, di_error *err);
 
 /* Free one rank's communicator (not collective); safe on NULL. */
 void di_comm_free(di_comm *c);
@@ -96,9 +119,10 @@ deepinfer_status di_nccl_load(const char *lib, di_error *err);
 /* The group's id: made by rank 0, given to every rank out of band. */
 deepinfer_status di_nccl_unique_id(di_nccl_id *id, di_error *err);
 /* This rank's communicator (ncclCommInitRank; the CUDA device must be set on
- * the calling thread). Collectives run on `stream` (a cudaStream_t) and are
- * waited for with sync(sync_ctx, stream), which the caller's backend
- * provides (this file does not link CUDA). `scratch`: device memory of at
+ * the calling thread). Collectives run on `stream` (a cudaStream_t); the
+ * blocking ones are waited for with sync(sync_ctx, stream), which the
+ * caller's backend provides (this file does not link CUDA), the
+ * stream-ordered ones (di_comm_alltoallv_async) are not. `scratch`: device memory of at
  * least 4 * size bytes (the barrier's all-gather). */
 typedef struct di_nccl_params {
     int rank, size;

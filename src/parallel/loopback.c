@@ -126,7 +126,7 @@ static void group_unref(group *g) {
 
 static void lb_free(di_comm *c) { group_unref(c->impl); }
 
-static const di_comm_vt k_loopback = {lb_barrier, lb_alltoallv, lb_allgatherv, lb_free};
+static const di_comm_vt k_loopback = {lb_barrier, lb_alltoallv, lb_allgatherv, lb_free, NULL, NULL}; /* blocking only */
 
 int di_comm_is_loopback(const di_comm *c) { return c && c->vt == &k_loopback; }
 

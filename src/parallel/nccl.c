@@ -6,8 +6,9 @@
  * symbols used are declared here with NCCL's documented signatures.
  * All-to-all-v and all-gather-v are ncclSend / ncclRecv pairs in one
  * ncclGroupStart / ncclGroupEnd group; the barrier is an ncclAllGather of
- * one int per rank. Every collective waits for its stream (the caller's
- * sync) before it returns, so buffers may be reused at once.
+ * one int per rank. The blocking collectives wait for their stream (the
+ * caller's sync) before they return, so buffers may be reused at once; the
+ * stream-ordered ones (comm.h di_comm_alltoallv_async) only enqueue.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -131,8 +132,9 @@ static deepinfer_status nc_barrier(di_comm *c, di_error *err) {
     return wait_stream(n, err);
 }
 
-static deepinfer_status nc_alltoallv(di_comm *c, const void *send, const size_t *send_bytes, const size_t *send_off,
-                                     void *recv, const size_t *recv_bytes, const size_t *recv_off, di_error *err) {
+/* The Send / Recv group of an all-to-all-v, enqueued on the stream; wait: then waited for. */
+static deepinfer_status a2a(di_comm *c, const void *send, const size_t *send_bytes, const size_t *send_off, void *recv,
+                            const size_t *recv_bytes, const size_t *recv_off, int wait, di_error *err) {
     nccl_impl *n = c->impl;
     nccl_result r = g_api.GroupStart(), r2;
     for (int p = 0; r == NCCL_SUCCESS && p < c->size; p++) {
@@ -143,11 +145,11 @@ static deepinfer_status nc_alltoallv(di_comm *c, const void *send, const size_t 
     }
     r2 = g_api.GroupEnd(); /* always closes the group */
     if (r != NCCL_SUCCESS || r2 != NCCL_SUCCESS) return nccl_fail(r ? r : r2, "all-to-all-v (ncclSend/ncclRecv)", err);
-    return wait_stream(n, err);
+    return wait ? wait_stream(n, err) : DEEPINFER_OK;
 }
 
-static deepinfer_status nc_allgatherv(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *recv_bytes,
-                                      const size_t *recv_off, di_error *err) {
+static deepinfer_status agv(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *recv_bytes,
+                            const size_t *recv_off, int wait, di_error *err) {
     nccl_impl *n = c->impl;
     nccl_result r = g_api.GroupStart(), r2;
     for (int p = 0; r == NCCL_SUCCESS && p < c->size; p++) {
@@ -164,7 +166,27 @@ static deepinfer_status nc_allgatherv(di_comm *c, const void *send, size_t bytes
     }
     r2 = g_api.GroupEnd();
     if (r != NCCL_SUCCESS || r2 != NCCL_SUCCESS) return nccl_fail(r ? r : r2, "all-gather-v (ncclSend/ncclRecv)", err);
-    return wait_stream(n, err);
+    return wait ? wait_stream(n, err) : DEEPINFER_OK;
+}
+
+static deepinfer_status nc_alltoallv(di_comm *c, const void *send, const size_t *sb, const size_t *so, void *recv,
+                                     const size_t *rb, const size_t *ro, di_error *err) {
+    return a2a(c, send, sb, so, recv, rb, ro, 1, err);
+}
+
+static deepinfer_status nc_alltoallv_async(di_comm *c, const void *send, const size_t *sb, const size_t *so,
+                                           void *recv, const size_t *rb, const size_t *ro, di_error *err) {
+    return a2a(c, send, sb, so, recv, rb, ro, 0, err);
+}
+
+static deepinfer_status nc_allgatherv(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *rb,
+                                      const size_t *ro, di_error *err) {
+    return agv(c, send, bytes, recv, rb, ro, 1, err);
+}
+
+static deepinfer_status nc_allgatherv_async(di_comm *c, const void *send, size_t bytes, void *recv, const size_t *rb,
+                                            const size_t *ro, di_error *err) {
+    return agv(c, send, bytes, recv, rb, ro, 0, err);
 }
 
 static void nc_free(di_comm *c) {
@@ -174,7 +196,8 @@ static void nc_free(di_comm *c) {
     free(c);
 }
 
-static const di_comm_vt k_nccl = {nc_barrier, nc_alltoallv, nc_allgatherv, nc_free};
+static const di_comm_vt k_nccl = {nc_barrier, nc_alltoallv, nc_allgatherv, nc_free, nc_alltoallv_async,
+                                  nc_allgatherv_async};
 
 deepinfer_status di_comm_nccl_create(const di_nccl_params *p, di_comm **out, di_error *err) {
     *out = NULL;

@@ -156,9 +156,11 @@ static int run_group_comm(const kind *k, int S, int one_comm, int eplb_capacity,
     *written = at;
     if (replica_entries) {
         *replica_entries = 0;
-        for (int r = 0; ok && r < S; r++)
+        for (int r = 0; ok && r < S; r++) {
+            di_ep_pull_counters(ep_of(&rm[r])); /* the device counters of the last steps (CPU: host memory) */
             for (int l = 0; ep_of(&rm[r]) && l < ep_of(&rm[r])->nlayers; l++)
                 *replica_entries += ep_of(&rm[r])->layers[l]->replica_entries;
+        }
     }
     for (int r = 0; r < nload; r++) unload(&rm[r]);
     for (int r = 0; r < S; r++) di_comm_free(comm[r]);

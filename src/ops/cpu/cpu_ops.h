@@ -43,6 +43,8 @@ DI_CPU_OP(route_rows);
 DI_CPU_OP(moe_dispatch);
 DI_CPU_OP(moe_gather);
 DI_CPU_OP(moe_combine);
+DI_CPU_OP(ep_plan);
+DI_CPU_OP(gather_rows_bf16);
 DI_CPU_OP(moe_routed);
 DI_CPU_OP(rmsnorm);
 DI_CPU_OP(head_rmsnorm_bf16);

@@ -362,6 +362,15 @@ static void swiglu_n(di_exec *x, const int *off, int E, const uint16_t *gate, co
     CU_LAUNCH(x, dic_swiglu_n(DC(x), off, E, g_moe_rows_max, gate, up, ld, I, limit, rw, out, ldo), "dic_swiglu_n");
 }
 
+static void ep_plan(di_exec *x, const di_ep_plan_args *a) {
+    if (a->M > 0) CU_LAUNCH(x, dic_ep_plan(DC(x), a), "dic_ep_plan");
+}
+
+static void gather_rows_bf16(di_exec *x, int n, const int *idx, const uint16_t *src, size_t lds, int d, uint16_t *dst,
+                             size_t ldd) {
+    if (n > 0) CU_LAUNCH(x, dic_gather_rows_bf16(DC(x), n, idx, src, lds, d, dst, ldd), "dic_gather_rows_bf16");
+}
+
 static void moe_combine(di_exec *x, int M, int k, const int *inv, const uint16_t *eo, size_t ldo, int d, float *y) {
     if (M > 0) CU_LAUNCH(x, dic_moe_combine_inv(DC(x), M, k, inv, eo, ldo, d, y), "dic_moe_combine_inv");
 }
@@ -546,6 +555,8 @@ void cu_fill_model_ops(di_dev_ops *t) {
     t->swiglu_n = swiglu_n;
     t->moe_combine = moe_combine;
     t->moe_routed = moe_routed;
+    t->ep_plan = ep_plan;
+    t->gather_rows_bf16 = gather_rows_bf16;
     t->scale_bf16_f32 = scale_bf16_f32;
     t->hc_pre_onehot = hc_pre_onehot;
     t->hc_head_pre = hc_head_pre;

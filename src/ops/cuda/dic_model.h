@@ -199,6 +199,13 @@ cudaError_t dic_swiglu_n(const dic_ctx *c, const int *off, int E, int max_rows, 
 cudaError_t dic_moe_combine_inv(const dic_ctx *c, int M, int k, const int *inv, const uint16_t *eo, size_t ldo,
                                 int d, float *y);
 
+/* ops.h di_ep_plan and di_gather_rows_bf16 [dic_ep_plan.cu]: the expert-parallel
+ * exchange plan (bitwise the CPU's; E <= 1024, k <= 64) and the row gather with
+ * holes. a: a host struct of device pointers. */
+cudaError_t dic_ep_plan(const dic_ctx *c, const di_ep_plan_args *a);
+cudaError_t dic_gather_rows_bf16(const dic_ctx *c, int n, const int *idx, const uint16_t *src, size_t lds, int d,
+                                 uint16_t *dst, size_t ldd);
+
 /* ops.h di_moe_routed, both modes at decode sizes [dic_moe_decode.cu]: two
  * launches, no dispatch. h: [M*k][ldh] bf16 scratch (row m*k + slot); y
  * (may be NULL) fp32 [M][d]; shared (may be NULL, may alias out) and out
