@@ -212,12 +212,15 @@ static void add_model_buffers(di_load_plan *p, const di_model_config *c, const d
         uint64_t cap = M * (uint64_t)k, E = (uint64_t)c->n_routed_experts;
         uint64_t Emax = E > (uint64_t)c->stage_n_routed_experts ? E : (uint64_t)c->stage_n_routed_experts;
         uint64_t nl = (uint64_t)(c->n_layers + c->n_stages), S = (uint64_t)p->ep_size;
-        /* backend memory: send / receive rows, 4 index lists, 2 weight lists, the dispatch's offsets */
-        uint64_t bufs = 2 * cap * d * 2 + 6 * cap * 4 + (Emax + 2) * 4 + 16;
-        uint64_t maps = nl * E * (3 * 4 + 8 + 4 * DI_EP_MAX_COPIES + 8) + 4 * S * 8;
+        /* backend memory: send / receive rows (the receive side with room for S * 64 more), 5 index lists,
+         * 2 weight lists, the dispatch's offsets; per layer the device plan's replica table and counters
+         * (moe_ep.c: ncopies, copies, local slots, load, replica entries) */
+        uint64_t bufs = 2 * cap * d * 2 + S * 64 * d * 2 + 7 * cap * 4 + (Emax + 2) * 4 + 16;
+        bufs += nl * (E * (4 + 4 * DI_EP_MAX_COPIES + 4 + 8) + 8);
+        uint64_t maps = nl * E * (3 * 4 + 8 + 4 * DI_EP_MAX_COPIES + 8) + 4 * S * 8 + nl * (E + 1) * 8;
         if (p->on_device) dev += bufs;
         else host += bufs;
-        host += cap * 7 * 4 + maps; /* the host's lists */
+        host += cap * 7 * 4 + maps; /* the host's lists, the counters pulled between steps */
     }
     (void)spec;
     p->step += dev;
