@@ -214,6 +214,10 @@ static void take_spec(deepinfer_engine *e, const di_step *st, const di_step_item
             e->stats.spec_drafted_at[j]++;
             e->stats.spec_accepted_at[j] += j < acc;
         }
+        /* the confidences these drafts were scheduled by (held drafts' stay on the device and were not
+         * read: fixed lengths only) against what the verifier accepted */
+        if (e->spec_varlen && !c->draft_held)
+            di_spec_calib_add(&e->spec_cost.cal, c->draft_conf, sp->draft, sp->accepted);
     }
     if (c->state != DI_CHOICE_RUNNING) return;
     c->n_sched -= sp->draft - sp->accepted;
@@ -244,6 +248,7 @@ static deepinfer_status finish_step(deepinfer_engine *e, di_step_buf *b) {
     }
     for (int i = 0; i < b->step.n_samples; i++) take_sample(e, &b->step.samples[i], now);
     for (int i = 0; i < b->step.n_spec; i++) take_spec(e, &b->step, &b->items[i], &b->step.spec[i]);
+    if (e->spec_varlen) di_spec_calib_fit(&e->spec_cost.cal);
     return DEEPINFER_OK;
 }
 

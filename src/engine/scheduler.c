@@ -1,6 +1,7 @@
 /* scheduler.c — continuous batching, admission and preemption (scheduler.h). */
 #include "engine/scheduler.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "engine/spec_cost.h"
@@ -258,16 +259,33 @@ static void promised(const di_scheduler *s, int64_t *pages, int *slots);
 #define SPEC_PROBE_STEPS 16
 #define SPEC_PROBE_MAX 4
 
+/* Would n_probe sequences' drafts pay in a step of base_rows rows, at the engine's measured acceptance
+ * by position (no confidence read yet; optimistic while exploring)? */
+static int probe_can_pay(di_scheduler *s, int base_rows, int commit_rows, int n_probe, int exploring) {
+    static const float measured[DEEPINFER_MAX_DRAFT] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    if (n_probe > s->cfg.max_num_seqs) n_probe = s->cfg.max_num_seqs;
+    for (int q = 0; q < n_probe; q++) {
+        s->spec_kmax[q] = s->cfg.spec_n;
+        s->spec_conf[q] = measured;
+    }
+    di_spec_choose(s->cfg.spec_cost, base_rows, commit_rows, n_probe, s->spec_kmax, s->spec_conf,
+                   s->cfg.spec_accepted_at, s->cfg.spec_drafted_at, exploring, s->spec_k, s->spec_cand);
+    for (int q = 0; q < n_probe; q++)
+        if (s->spec_k[q] > 0) return 1;
+    return 0;
+}
+
 /* 1b. Speculative decoding: drafts as extra rows of the decode items planned in 1. */
 static void schedule_drafts(pass *p) {
     di_scheduler *s = p->s;
     di_plan *pl = &s->plan;
-    int n = 0, base = 0;
+    int n = 0, base = 0, n_commit = 0;
     for (int i = 0; i < pl->n_items; i++) {
         di_plan_item *it = &pl->items[i];
         if (!it->c) continue;
         base += it->n;
         if (!it->sample || it->n != 1 || it->pos0 < it->c->req->n_prompt) continue; /* decode rows only */
+        n_commit++;
         int k = draft_room(s, it->c);
         if (!k) continue;
         s->spec_item[n] = i;
@@ -275,9 +293,11 @@ static void schedule_drafts(pass *p) {
         s->spec_conf[n] = it->c->draft_conf;
         n++;
     }
-    if (s->cfg.spec_cost)
-        di_spec_choose(s->cfg.spec_cost, base, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
-                       s->cfg.spec_drafted_at, s->spec_k, s->spec_cand);
+    const di_spec_cost *cost = s->cfg.spec_cost;
+    const int exploring = cost && di_spec_cost_exploring(s->cfg.spec_drafted_at);
+    if (cost)
+        di_spec_choose(cost, base, n_commit, n, s->spec_kmax, s->spec_conf, s->cfg.spec_accepted_at,
+                       s->cfg.spec_drafted_at, exploring, s->spec_k, s->spec_cand);
     else memcpy(s->spec_k, s->spec_kmax, sizeof(int) * (size_t)n);
     /* drafts never preempt and never take pages owed to others: only free pages beyond what the running
      * sequences' known rows still need (prefill chunks, recomputes, forks: promised()) and the watermark */
@@ -299,8 +319,9 @@ static void schedule_drafts(pass *p) {
         it->draft = (int)k;
         p->budget -= (int)k;
     }
-    if (!s->cfg.spec_cost) return;
+    if (!cost) return;
     s->spec_clock++;
+    int n_probe = 0;
     for (int i = 0; i < pl->n_items; i++) { /* who drafts after this step */
         di_plan_item *it = &pl->items[i];
         if (!it->c || !it->sample) continue;
@@ -310,9 +331,24 @@ static void schedule_drafts(pass *p) {
         if (it->draft > 0) c->spec_backoff = 0;
         else if (draft_room(s, c) > 0 && c->spec_backoff < SPEC_PROBE_MAX) c->spec_backoff++;
         const int64_t interval = (int64_t)SPEC_PROBE_STEPS << c->spec_backoff;
-        it->draft_next = it->draft > 0 || prompt_end || s->spec_clock % interval == 0;
+        it->draft_next = it->draft > 0;
+        if (!it->draft_next && (prompt_end || s->spec_clock % interval == 0)) {
+            it->draft_next = 2; /* a probe (below) */
+            n_probe++;
+        }
+    }
+    /* a probe runs the drafter only to read its confidences; where drafts at the measured acceptance
+     * (while exploring, the optimistic one) would not pay at this batch, confidences would rarely make
+     * them pay, and the probe (a drafter call and a synchronous step) is skipped */
+    if (n_probe && !probe_can_pay(s, base, n_commit, n_probe, exploring))
+        for (int i = 0; i < pl->n_items; i++)
+            if (pl->items[i].draft_next == 2) pl->items[i].draft_next = 0;
+    for (int i = 0; i < pl->n_items; i++) {
+        di_plan_item *it = &pl->items[i];
+        if (!it->c || !it->sample) continue;
+        if (it->draft_next) it->draft_next = 1;
         /* drafts not verified now are for positions this step passes: a later step must not offer them */
-        if (!it->draft_next) c->n_draft = 0;
+        else it->c->n_draft = 0;
     }
 }
 

@@ -47,33 +47,46 @@ static int by_survival(const void *a, const void *b) {
     return x->j < y->j ? -1 : x->j > y->j;
 }
 
-static float sigmoidf_(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
+int di_spec_cost_exploring(const int64_t *drafted_at) {
+    return !drafted_at || drafted_at[0] < DI_SPEC_EXPLORE_OUTCOMES;
+}
 
-void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
-                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *cand) {
-    int m = 0, n_dec = 0;
+void di_spec_choose(const di_spec_cost *c, int base_rows, int commit_rows, int n, const int *kmax,
+                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int explore,
+                    int *k, di_spec_cand *cand) {
+    int m = 0;
     for (int i = 0; i < n; i++) {
         k[i] = 0;
-        n_dec++;
         float s = 1.0f;
         for (int j = 0; j < kmax[i]; j++) {
-            if (isnan(conf[i][j])) { /* measured: P(drafts 1..j+1 all accepted), never above S_j */
-                float r = accepted_at ? (float)((double)(accepted_at[j] + 1) / (double)(drafted_at[j] + 2)) : 0.5f * s;
-                s = r < s ? r : s;
-            } else s *= sigmoidf_(conf[i][j]);
+            /* measured: P(drafts 1..j+1 all accepted), the mean of its Beta(1, 1) posterior */
+            double nj = accepted_at ? (double)drafted_at[j] + 2.0 : 2.0;
+            double mj = accepted_at ? (double)(accepted_at[j] + 1) / nj : 0.5 * s;
+            /* exploring: optimistic, two posterior deviations above the measured rate */
+            double uj = mj + 2.0 * sqrt(mj * (1.0 - mj) / (nj + 1.0));
+            if (uj > 1.0) uj = 1.0;
+            if (isnan(conf[i][j])) {
+                double r = explore ? uj : mj;
+                s = r < s ? (float)r : s; /* never above S_j */
+            } else {
+                s *= di_spec_calib_prob(&c->cal, j, conf[i][j]);
+                if (explore && s < uj) s = (float)uj;
+            }
+            if (j > 0 && s > cand[m - 1].s) s = cand[m - 1].s;
             cand[m++] = (di_spec_cand){.s = s, .seq = i, .j = j};
         }
     }
     if (!m) return;
     qsort(cand, (size_t)m, sizeof *cand, by_survival);
-    /* value of every prefix of the order: expected committed tokens per second */
-    /* no drafts: a plain step, at its measured cost where known; drafts: the table's, scaled by the
-     * measured ratio of speculative steps to it */
-    double t0 = di_spec_cost_target(c, base_rows), scale = c->ratio > 0 ? c->ratio : 1.0;
-    double pl = c->plain[bucket(base_rows)];
+    /* value of every prefix of the order: expected committed tokens per second. No drafts: a plain
+     * step, at its measured cost where known; drafts: the table's, scaled by the measured ratio of
+     * speculative steps to it — before any was measured, by the plain steps' ratio to it (recorded
+     * steps run faster than the profile's eager forwards, drafts or not) */
+    double t0 = di_spec_cost_target(c, base_rows), pl = c->plain[bucket(base_rows)];
+    double scale = c->ratio > 0 ? c->ratio : pl > 0 && t0 > 0 ? pl / t0 : 1.0;
     if (pl > 0 && pl < t0 * scale) t0 = pl;
     else t0 *= scale;
-    double tokens = n_dec, best = tokens / (t0 > 0 ? t0 : 1e-9);
+    double tokens = commit_rows > n ? commit_rows : n, best = tokens / (t0 > 0 ? t0 : 1e-9);
     int best_len = 0, drafting = 0;
     for (int p = 0; p < m; p++) {
         tokens += cand[p].s;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "engine/scheduler.h"
+#include "engine/spec_calib.h"
 
 #define DI_SPEC_COST_POINTS 24
 
@@ -37,25 +38,41 @@ struct di_spec_cost {
      * do not see, so their time per row count is kept; and speculative steps' time over the table's
      * prediction (host sampling, rollback, feeding), by which predictions are scaled */
     double plain[DI_SPEC_COST_POINTS];  /* by log2 bucket of the rows; 0 = not seen */
-    double ratio;                       /* 0 = not seen (1 assumed) */
+    double ratio;                       /* 0 = not seen (the measured plain steps' ratio to the table
+                                         * assumed, else 1) */
+    di_spec_calib cal;                  /* the confidence logits' calibration (spec_calib.h) */
 };
+
+/* First drafts verified (the engine's drafted_at[0]) below which the survivals are still being
+ * learnt (di_spec_cost_exploring). */
+#define DI_SPEC_EXPLORE_OUTCOMES 16
+
+/* 1 while fewer than DI_SPEC_EXPLORE_OUTCOMES first drafts were verified (or none is counted): the
+ * scheduler then values drafts optimistically (di_spec_choose's explore), so that a head reading too
+ * low, or a drafter without one, is found out, and where even that cannot pay nothing is drafted. */
+int di_spec_cost_exploring(const int64_t *drafted_at);
 
 /* Interpolated target step time for `rows` rows, drafter time for `n` requests (0 -> 0). */
 double di_spec_cost_target(const di_spec_cost *c, int rows);
 double di_spec_cost_draft(const di_spec_cost *c, int n);
 
 /* Draft lengths for n decoding sequences: kmax[i] drafts available (already bounded by limits),
- * conf[i] their confidence logits; base_rows rows are in the step besides the drafts (each decoding
- * sequence's own row among them, each committing one token). k[i] receives the chosen length. The
+ * conf[i] their confidence logits; base_rows rows are in the step besides the drafts, commit_rows of
+ * them commit one token each (every decoding sequence's own row, drafting or not; at least n). k[i]
+ * receives the chosen length. The
  * scratch holds n * DEEPINFER_MAX_DRAFT candidates. */
 typedef struct di_spec_cand {
     float s;       /* survival probability */
     int seq, j;
 } di_spec_cand;
-/* A NaN confidence (a drafter without a confidence head: V4's MTP) counts as the engine's measured
- * survival at that draft position, (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2). */
-void di_spec_choose(const di_spec_cost *c, int base_rows, int n, const int *kmax, const float *const *conf,
-                    const int64_t *accepted_at, const int64_t *drafted_at, int *k, di_spec_cand *scratch);
+/* Each draft's conditional acceptance is its calibrated confidence (spec_calib.h). A NaN confidence (a
+ * drafter without a confidence head: V4's MTP) counts as the engine's measured survival at that draft
+ * position, m_j = (accepted_at[j] + 1) / (drafted_at[j] + 2) (NULL: 1/2), the mean of its Beta posterior.
+ * With `explore` (di_spec_cost_exploring) every survival is taken at least at u_j, m_j plus two posterior
+ * deviations (at most 1), and a NaN one at u_j. */
+void di_spec_choose(const di_spec_cost *c, int base_rows, int commit_rows, int n, const int *kmax,
+                    const float *const *conf, const int64_t *accepted_at, const int64_t *drafted_at, int explore,
+                    int *k, di_spec_cand *scratch);
 
 /* Record one decode step of `rows` rows that took `secs`: plain (no drafts verified or made) or
  * speculative with `drafting` sequences drafting after it. */

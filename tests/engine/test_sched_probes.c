@@ -31,11 +31,17 @@ TEST(sched_probes_of_all_choices_fall_in_the_same_plain_free_steps) {
     CHECK(di_pool_geom_compute(&cfg, 16, 1024, SPEC_N, &g, &e) == DEEPINFER_OK);
     const int64_t per = di_pool_geom_pages_for(&cfg, &g, PROMPT + STEPS + SPEC_N + 2);
     CHECK(di_pool_init(&pool, &cfg, &g, NSEQ, per * NSEQ, NULL) == DEEPINFER_OK);
-    /* every row costs 1 ms and the drafter 1 s: a draft (survival < 1) never pays */
-    static const di_spec_cost cost = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1.024}, .nd = 1, .reqs = {1},
-                                      .dsec = {1.0}};
+    /* a step's first row costs 5 ms, each further row 0.1 ms, the drafter 0.2 ms per sequence. At the
+     * measured acceptance (100 verified per position, cumulative 0.6, 0.36, ...) one sequence's drafts
+     * pay, so the probes run; at the drafts' own confidence (sigmoid(-2) = 0.12, the head uncalibrated)
+     * they do not, so no probe's drafts are taken */
+    static const di_spec_cost cost = {.n = 2, .rows = {1, 1001}, .sec = {5e-3, 0.105}, .nd = 1, .reqs = {1},
+                                      .dsec = {2e-4}};
+    static const int64_t drafted_at[DEEPINFER_MAX_DRAFT] = {100, 100, 100, 100, 100};
+    static const int64_t accepted_at[DEEPINFER_MAX_DRAFT] = {59, 35, 21, 12, 7};
     di_sched_config sc = {.max_num_batched_tokens = 512, .max_num_seqs = NSEQ, .chunk_size = 256,
-                          .max_model_len = 1024, .spec_n = SPEC_N, .spec_cost = &cost, .prompt_lp_rows = 1};
+                          .max_model_len = 1024, .spec_n = SPEC_N, .spec_cost = &cost, .prompt_lp_rows = 1,
+                          .spec_accepted_at = accepted_at, .spec_drafted_at = drafted_at};
     CHECK(di_sched_init(&s, &sc, &pool, NULL) == DEEPINFER_OK);
     memset(r, 0, sizeof r), memset(c, 0, sizeof c);
     for (int i = 0; i < NSEQ; i++) {
@@ -81,7 +87,7 @@ TEST(sched_probes_of_all_choices_fall_in_the_same_plain_free_steps) {
             if (step % 16) misaligned++;
         }
     }
-    CHECK_MSG(taken == 0, "%d drafts verified where none pays", taken);
+    CHECK_MSG(taken == 0, "%d drafts verified where none pays at its confidence", taken);
     CHECK_MSG(stale == 0, "%d choices kept drafts a step had passed", stale);
     CHECK_MSG(misaligned == 0, "%d probe steps off the common clock", misaligned);
     CHECK_MSG(probe_steps > 0 && probe_steps <= STEPS / 16, "%d probe steps in %d (at most %d)", probe_steps, STEPS,

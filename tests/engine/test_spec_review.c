@@ -101,16 +101,16 @@ TEST(spec_choose_measured_survival_never_rises) {
     di_spec_cand cand[DEEPINFER_MAX_DRAFT];
     int64_t accepted_at[DEEPINFER_MAX_DRAFT] = {0}, drafted_at[DEEPINFER_MAX_DRAFT] = {0};
     drafted_at[0] = 1000, accepted_at[0] = 1; /* position 0 almost never accepted; position 1 unmeasured */
-    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, 0, k, cand);
     CHECK(k[0] == 0);
     /* measured survival high at both: both drafts pay */
     accepted_at[0] = 990, drafted_at[1] = 990, accepted_at[1] = 980;
-    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, 0, k, cand);
     CHECK(k[0] == 2);
     /* a confidence of +inf / -inf: certain / impossible */
     const float inf_conf[2] = {INFINITY, -INFINITY};
     conf[0] = inf_conf;
-    di_spec_choose(&c, 1, 1, kmax, conf, accepted_at, drafted_at, k, cand);
+    di_spec_choose(&c, 1, 1, 1, kmax, conf, accepted_at, drafted_at, 0, k, cand);
     CHECK(k[0] == 1);
 }
 
