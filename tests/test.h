@@ -22,6 +22,21 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The sanitizer build (./build.sh asan: ASan + UBSan) runs the whole suite again to find memory and
+ * undefined-behaviour defects, at several times the cost. DI_TEST_SIZE(full, sanitized) lets a heavy
+ * end-to-end test take a smaller workload there; the plain run checks the full size. */
+#if defined(__SANITIZE_ADDRESS__)
+#define DI_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DI_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef DI_TEST_SANITIZED
+#define DI_TEST_SANITIZED 0
+#endif
+#define DI_TEST_SIZE(full, sanitized) (DI_TEST_SANITIZED ? (sanitized) : (full))
+
 typedef void (*di_test_fn)(void);
 
 void di_test_register(const char *file, const char *name, di_test_fn fn);

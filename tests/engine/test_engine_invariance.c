@@ -7,7 +7,7 @@
  */
 #include "engine/engine_util.h"
 
-#define NREQ 64
+#define NREQ DI_TEST_SIZE(64, 24) /* 24 in the sanitizer build (test.h) */
 
 typedef struct workload {
     int32_t ids[NREQ * 320];

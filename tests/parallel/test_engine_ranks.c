@@ -15,7 +15,7 @@
 #include "engine/engine_util.h"
 #include "engine/ranks.h"
 
-#define NREQ 64
+#define NREQ DI_TEST_SIZE(64, 24) /* 24 in the sanitizer build (test.h) */
 #define LMAX 96
 #define DEMO_MODEL "../../models/deepinfer-demo-v41"
 
