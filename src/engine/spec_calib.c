@@ -25,7 +25,7 @@ void di_spec_calib_add(di_spec_calib *cal, const float *conf, int drafted, int a
         else cal->rej[j][i] += 1.0;
         cal->csum[j][i] += conf[j];
         cal->obs[j] += 1.0;
-        cal->dirty = 1;
+        cal->pending += 1.0;
     }
 }
 
@@ -71,20 +71,20 @@ static void fit_position(di_spec_calib *cal, int j, double a0, double b0) {
         }
         if (fn > f) break; /* no descent left: at the minimum to rounding */
         a -= t * da, b -= t * db, f = fn;
-        if (fabs(t * da) < 1e-7 && fabs(t * db) < 1e-7) break;
+        if (fabs(t * da) < 1e-4 && fabs(t * db) < 1e-4) break; /* far below what scheduling resolves */
     }
     cal->a[j] = (float)a, cal->b[j] = (float)b;
 }
 
 void di_spec_calib_fit(di_spec_calib *cal) {
-    if (!cal->dirty) return;
+    if (cal->pending <= 0 || cal->pending * 64.0 < cal->obs[0]) return;
     double a0 = 1.0, b0 = 0.0;
     for (int j = 0; j < DEEPINFER_MAX_DRAFT; j++) {
         fit_position(cal, j, a0, b0);
         a0 = cal->a[j], b0 = cal->b[j];
     }
     cal->fitted = 1;
-    cal->dirty = 0;
+    cal->pending = 0;
 }
 
 float di_spec_calib_prob(const di_spec_calib *cal, int j, float conf) {

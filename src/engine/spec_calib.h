@@ -31,14 +31,15 @@ typedef struct di_spec_calib {
     double obs[DEEPINFER_MAX_DRAFT];                      /* outcomes at each position (after fading) */
     float a[DEEPINFER_MAX_DRAFT], b[DEEPINFER_MAX_DRAFT]; /* the fit; valid where fitted */
     int fitted;                                            /* 0: the head as it reads (a = 1, b = 0) */
-    int dirty;                                             /* outcomes added since the last fit */
+    double pending;                                        /* outcomes added since the last fit */
 } di_spec_calib;
 
 /* One sequence's verified drafts: conf[0..drafted) their logits, `accepted` of them accepted (the
  * longest agreeing prefix). NaN logits (a drafter without a confidence head) are not recorded. */
 void di_spec_calib_add(di_spec_calib *cal, const float *conf, int drafted, int accepted);
 
-/* Refit every position when outcomes were added since the last fit (cheap: bins, not outcomes). */
+/* Refit every position when the outcomes added since the last fit are at least 1/64 of those kept at
+ * position 0 (every step at first, then about every 64 outcomes: a fit costs ~10 us). */
 void di_spec_calib_fit(di_spec_calib *cal);
 
 /* P(draft j accepted | earlier accepted) for confidence logit `conf`. */
