@@ -22,16 +22,8 @@
 
 #include "test.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DI_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DI_TEST_SANITIZED 1
-#endif
-#endif
-
 TEST(python_api_pytest_suite) {
-#ifdef DI_TEST_SANITIZED
+#if DI_TEST_SANITIZED /* test.h */
     SKIP("sanitizer build: its libdeepinfer.so cannot be loaded into python3");
 #else
     if (strcmp(DI_BUILD_DIR, "build") != 0)
