@@ -75,6 +75,8 @@ static double sim_unit(uint64_t *s) { /* [0, 1) */
 /* Run the scheduler STEPS steps as the engine would: verified drafts are accepted, position by
  * position, with probability p_true; the head reads every draft at logit `reading`. */
 static void sim_run(sim *m, double p_true, float reading) {
+    for (int i = 0; i < m->s.n_running; i++) /* the drafts on offer at the start */
+        for (int j = 0; j < SPEC_N; j++) m->s.running[i]->draft_conf[j] = reading;
     for (int step = 1; step <= STEPS; step++) {
         di_sched_schedule(&m->s);
         for (int q = 0; q < m->s.plan.n_items; q++) {
@@ -113,7 +115,6 @@ TEST(sched_learns_to_draft_where_the_head_reads_too_low) {
      * step's 1 per ms; as accepted, 3.7 tokens for 1.8 ms */
     const di_spec_cost cost = {.n = 2, .rows = {1, 1001}, .sec = {1e-3, 0.101}, .nd = 1, .reqs = {1}, .dsec = {3e-4}};
     CHECK(sim_init(&m, 1, &cost) == 0);
-    for (int j = 0; j < SPEC_N; j++) m.c[0].draft_conf[j] = -1.0f;
     sim_run(&m, 0.8, -1.0f);
     int late_taken = 0, late_steps = 0;
     for (int step = STEPS - 99; step <= STEPS; step++) late_taken += m.taken[step], late_steps += m.taken[step] > 0;
@@ -132,8 +133,6 @@ TEST(sched_stops_probing_once_measured_drafts_cannot_pay) {
      * drafts do not pay and stop running the drafter to probe */
     const di_spec_cost cost = {.n = 2, .rows = {8, 1008}, .sec = {8e-3, 0.108}, .nd = 1, .reqs = {1}, .dsec = {1e-3}};
     CHECK(sim_init(&m, MAXSEQ, &cost) == 0);
-    for (int i = 0; i < MAXSEQ; i++)
-        for (int j = 0; j < SPEC_N; j++) m.c[i].draft_conf[j] = 1.4f;
     sim_run(&m, 0.3, 1.4f);
     int late_taken = 0, late_probes = 0;
     for (int step = 65; step <= STEPS; step++) late_taken += m.taken[step], late_probes += m.probes[step];
@@ -152,8 +151,6 @@ TEST(sched_never_probes_where_even_certain_drafts_cannot_pay) {
     /* every row 1 ms and the drafter 50 ms: not even drafts certain to be accepted pay for the drafter */
     const di_spec_cost cost = {.n = 2, .rows = {1, 1024}, .sec = {1e-3, 1.024}, .nd = 1, .reqs = {1}, .dsec = {0.05}};
     CHECK(sim_init(&m, MAXSEQ, &cost) == 0);
-    for (int i = 0; i < MAXSEQ; i++)
-        for (int j = 0; j < SPEC_N; j++) m.c[i].draft_conf[j] = 1.4f;
     sim_run(&m, 0.8, 1.4f);
     int taken = 0, probes = 0;
     for (int step = 1; step <= STEPS; step++) taken += m.taken[step], probes += m.probes[step];
@@ -168,8 +165,6 @@ TEST(sched_keeps_probing_where_measured_drafts_pay) {
      * The calibration reads them right and the scheduler drafts, then keeps drafting */
     const di_spec_cost cost = {.n = 2, .rows = {1, 1001}, .sec = {1e-3, 0.021}, .nd = 1, .reqs = {1}, .dsec = {1e-4}};
     CHECK(sim_init(&m, MAXSEQ, &cost) == 0);
-    for (int i = 0; i < MAXSEQ; i++)
-        for (int j = 0; j < SPEC_N; j++) m.c[i].draft_conf[j] = -4.0f;
     sim_run(&m, 0.8, -4.0f);
     int late_steps = 0;
     for (int step = STEPS - 99; step <= STEPS; step++) late_steps += m.taken[step] > 0;
